@@ -1,1 +1,3 @@
-//! PMI-1 for Rivet (placeholder; being written).
+//! PMI-1 for Rivet (being written).
+
+pub mod topology;

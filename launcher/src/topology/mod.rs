@@ -1,0 +1,1 @@
+//! Topology discovery, mapping and binding (being written).
