@@ -1,3 +1,32 @@
-//! PMI-1 for Rivet (being written).
+//! PMI-1 for Rivet: wire codec, client and server core.
+//!
+//! PMI-1 ("simple PMI") is the line protocol MPICH ranks speak with their
+//! process manager (Hydra, Slurm, or Rivet's `rivetrun`) to learn rank and
+//! size, exchange business cards through a key-value space (KVS), meet at
+//! barriers, publish names and spawn processes. This crate speaks it
+//! byte-compatibly with MPICH's client and Hydra's server:
+//!
+//! * [`wire`] is the codec: one [`wire::Message`] enum for both directions,
+//!   parsed in one place and written in one place, and a [`wire::Framer`]
+//!   that cuts a byte stream into messages with bounded memory.
+//! * [`client`] is the rank side: [`Client`] finds its process manager the
+//!   way MPICH does (`PMI_FD`, `PMI_PORT`/`PMI_ID`, or none = singleton) and
+//!   offers put/get/barrier/names/spawn on top of the codec.
+//! * [`server`] is a sans-IO core that a launcher embeds: it owns per-job
+//!   namespaces (KVS, barriers, job attributes such as
+//!   `PMI_process_mapping`) and a name service, eats bytes and returns
+//!   [`server::Output`]s; sockets and the event loop stay with the launcher.
+//! * `topology` (owned by the topology work) layers placement keys on top
+//!   of the client's `get`.
+//!
+//! All fallible operations return the crate's single [`Error`].
 
+pub mod client;
+mod error;
+pub mod server;
 pub mod topology;
+pub mod wire;
+
+pub use client::{Client, ClientConfig, Transport};
+pub use error::{Error, Result};
+pub use wire::limits::Limits;

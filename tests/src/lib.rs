@@ -1,1 +1,251 @@
-//! Integration test support.
+//! Support for Rivet's multi-process integration tests.
+//!
+//! The tests start real jobs (`rivetrun`, `mpiexec.hydra`), so this crate
+//! makes sure they end by themselves and leave nothing behind: every job runs
+//! with a deadline, under a unique `RIVET_TEST_TAG` in its environment (which
+//! the launchers pass on to the ranks), and `leftovers` finds any process
+//! still carrying that tag. Jobs run one at a time (`serial`): two ranks
+//! busy-polling fill this machine's two cores.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::time::{Duration, Instant};
+
+/// Hold this for the whole of a test that starts processes.
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// The directory cargo puts this workspace's binaries in (target/debug).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("test executable path");
+    // target/debug/deps/<test> -> target/debug
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target directory")
+        .to_path_buf()
+}
+
+/// Path of a workspace binary, built once per test process if needed.
+pub fn bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "--bins",
+                "-p",
+                "rivet-launcher",
+                "-p",
+                "rivet-tests",
+                "-p",
+                "rivet-bench",
+            ])
+            .current_dir(workspace_root())
+            .status()
+            .expect("running cargo build for the test binaries");
+        assert!(status.success(), "building the workspace binaries failed");
+    });
+    let path = bin_dir().join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Compile an MPI C program from `tests/c/` with MPICH's `mpicc`, once.
+pub fn mpicc(source: &str) -> PathBuf {
+    static LOCK: Mutex<()> = Mutex::new(());
+    let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
+    let src = workspace_root().join("tests/c").join(source);
+    let out = bin_dir().join(source.trim_end_matches(".c"));
+    let fresh = match (
+        out.metadata().and_then(|m| m.modified()),
+        src.metadata().and_then(|m| m.modified()),
+    ) {
+        (Ok(o), Ok(s)) => o >= s,
+        _ => false,
+    };
+    if !fresh {
+        let status = Command::new("mpicc")
+            .args(["-O2", "-o"])
+            .arg(&out)
+            .arg(&src)
+            .status()
+            .unwrap_or_else(|e| {
+                panic!("cannot run mpicc ({e}); install MPICH: apt-get install mpich libmpich-dev")
+            });
+        assert!(status.success(), "mpicc failed on {}", src.display());
+    }
+    out
+}
+
+/// How a job ended.
+#[derive(Debug)]
+pub struct Outcome {
+    pub status: ExitStatus,
+    pub stdout: String,
+    pub stderr: String,
+    pub elapsed: Duration,
+}
+
+impl Outcome {
+    pub fn code(&self) -> Option<i32> {
+        self.status.code()
+    }
+}
+
+/// Run a launcher command to completion with a deadline. The command's
+/// process tree is tagged; after it ends (or is killed at the deadline),
+/// every process still carrying the tag is killed and reported by panicking,
+/// so a leak fails the test instead of lingering.
+/// Its stdin is /dev/null.
+pub fn run_job(mut cmd: Command, deadline: Duration) -> Outcome {
+    cmd.stdin(Stdio::null());
+    run_job_with(&mut cmd, deadline, |_| {})
+}
+
+/// Like `run_job`, with a hook that runs once the launcher has started (given
+/// its pid); stdin is whatever the caller set.
+pub fn run_job_with(
+    cmd: &mut Command,
+    deadline: Duration,
+    after_start: impl FnOnce(u32),
+) -> Outcome {
+    let tag = unique_tag();
+    cmd.env("RIVET_TEST_TAG", &tag)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    let start = Instant::now();
+    let mut child = cmd
+        .spawn()
+        .unwrap_or_else(|e| panic!("cannot start {cmd:?}: {e}"));
+    let mut out = child.stdout.take().expect("piped");
+    let mut err = child.stderr.take().expect("piped");
+    let out_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = out.read_to_end(&mut s);
+        s
+    });
+    let err_reader = std::thread::spawn(move || {
+        let mut s = Vec::new();
+        let _ = err.read_to_end(&mut s);
+        s
+    });
+    after_start(child.id());
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("waiting for the launcher") {
+            break Some(status);
+        }
+        if start.elapsed() > deadline {
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let timed_out = status.is_none();
+    let status = status.unwrap_or_else(|| {
+        let _ = child.kill();
+        child.wait().expect("reaping the launcher")
+    });
+    let elapsed = start.elapsed();
+    let leaked = kill_tagged(&tag);
+    let stdout = String::from_utf8_lossy(&out_reader.join().unwrap_or_default()).into_owned();
+    let stderr = String::from_utf8_lossy(&err_reader.join().unwrap_or_default()).into_owned();
+    assert!(
+        !timed_out,
+        "job {cmd:?} did not end within {deadline:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    assert!(
+        leaked.is_empty(),
+        "processes of the job outlived it: {leaked:?}\nstdout:\n{stdout}\nstderr:\n{stderr}"
+    );
+    Outcome {
+        status,
+        stdout,
+        stderr,
+        elapsed,
+    }
+}
+
+fn unique_tag() -> String {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static N: AtomicU32 = AtomicU32::new(0);
+    format!(
+        "{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Live (non-zombie) processes whose environment has `RIVET_TEST_TAG=tag`.
+pub fn tagged_processes(tag: &str) -> Vec<(u32, String)> {
+    let needle = format!("RIVET_TEST_TAG={tag}");
+    let mut found = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return found;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(environ) = std::fs::read(entry.path().join("environ")) else {
+            continue;
+        };
+        if !environ
+            .split(|&b| b == 0)
+            .any(|var| var == needle.as_bytes())
+        {
+            continue;
+        }
+        let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+        // The state follows the parenthesised command name.
+        let state = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|s| s.chars().next())
+            .unwrap_or('?');
+        if state == 'Z' || state == 'X' {
+            continue;
+        }
+        let comm = std::fs::read_to_string(entry.path().join("comm")).unwrap_or_default();
+        found.push((pid, comm.trim().to_string()));
+    }
+    found
+}
+
+/// Kill (SIGKILL) and return whatever still carries the tag, after a short
+/// grace for processes that are already on their way out.
+fn kill_tagged(tag: &str) -> Vec<(u32, String)> {
+    let settle = Instant::now();
+    let mut left = tagged_processes(tag);
+    while !left.is_empty() && settle.elapsed() < Duration::from_millis(500) {
+        std::thread::sleep(Duration::from_millis(20));
+        left = tagged_processes(tag);
+    }
+    for (pid, _) in &left {
+        // SAFETY: kill(2) takes no pointers.
+        unsafe { libc::kill(*pid as libc::pid_t, libc::SIGKILL) };
+    }
+    left
+}
+
+/// A `rivetrun` command with the given arguments.
+pub fn rivetrun(args: &[&str]) -> Command {
+    let mut cmd = Command::new(bin("rivetrun"));
+    cmd.args(args);
+    cmd
+}

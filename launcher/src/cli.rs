@@ -1,0 +1,283 @@
+//! The `rivetrun` command line: mpiexec-style options parsed with clap.
+//!
+//! mpiexec users type single-dash long options (`-np 4`, `-genv K V`,
+//! `-wdir /tmp`). clap only knows `--long`, so `normalize` rewrites those
+//! spellings before clap sees them, and only up to the program name: the
+//! program's own arguments are never touched.
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+use clap::Parser;
+
+/// Options mpiexec spells with one dash that clap wants with two.
+const SINGLE_DASH_LONG: &[&str] = &[
+    "np", "env", "genv", "genvlist", "genvnone", "genvall", "wdir", "ppn", "bind-to", "map-by",
+    "info",
+];
+
+/// Options that take values, so `normalize` can find where the program starts.
+const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv"];
+const TAKES_ONE_VALUE: &[&str] = &[
+    "-n",
+    "--np",
+    "--genvlist",
+    "--wdir",
+    "--ppn",
+    "--bind-to",
+    "--map-by",
+    "--cpu-list",
+    "--topology",
+    "--mesh-dims",
+];
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "rivetrun",
+    version,
+    about = "Start the ranks of a parallel job, serve them PMI-1, forward their output and signals.",
+    long_about = "Start N copies of PROGRAM on this node, each with PMI_FD (or PMI_PORT/PMI_ID), \
+PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them. Unmodified MPICH programs \
+and Rivet programs run under it.\n\n\
+Output of every rank is forwarded line by line; stdin goes to rank 0; SIGINT and SIGTERM are \
+forwarded to the ranks. If a rank exits with a non-zero code, dies from a signal or calls abort, \
+the other ranks are terminated (SIGTERM, then SIGKILL after a grace period) and rivetrun exits \
+non-zero naming the rank and the cause. The exit code is 0 only when every rank exited 0.\n\n\
+mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn.",
+    after_help = "Exit codes: 0 all ranks succeeded; the failing rank's exit code when it exited \
+non-zero; 128+N when it died from signal N; the abort code when a rank called abort; 126/127 \
+when PROGRAM cannot be executed / is not found; 2 for usage errors.\n\n\
+Example: rivetrun -n 2 -l ./a.out"
+)]
+pub struct Cli {
+    /// Number of ranks to start.
+    #[arg(short = 'n', long = "np", value_name = "N", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=4096))]
+    pub nprocs: u32,
+
+    /// Set variable K to V for the ranks (same as -genv here; there is one executable section).
+    #[arg(long = "env", num_args = 2, value_names = ["K", "V"], action = clap::ArgAction::Append)]
+    pub env: Vec<String>,
+
+    /// Set variable K to V for every rank.
+    #[arg(long = "genv", num_args = 2, value_names = ["K", "V"], action = clap::ArgAction::Append)]
+    pub genv: Vec<String>,
+
+    /// Comma-separated names of variables passed from rivetrun's environment (useful with -genvnone).
+    #[arg(long = "genvlist", value_name = "A,B,...", value_delimiter = ',', action = clap::ArgAction::Append)]
+    pub genvlist: Vec<String>,
+
+    /// Do not pass rivetrun's environment to the ranks (only -genvlist, -env/-genv and PMI variables).
+    #[arg(long = "genvnone")]
+    pub genvnone: bool,
+
+    /// Pass rivetrun's whole environment to the ranks (the default).
+    #[arg(long = "genvall", conflicts_with = "genvnone")]
+    pub genvall: bool,
+
+    /// Working directory of the ranks (default: rivetrun's).
+    #[arg(long = "wdir", value_name = "DIR")]
+    pub wdir: Option<PathBuf>,
+
+    /// Prefix every output line with "[RANK] ".
+    #[arg(short = 'l', long = "label")]
+    pub label: bool,
+
+    /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun) instead of an inherited PMI_FD.
+    #[arg(long = "pmi-port")]
+    pub pmi_port: bool,
+
+    /// Seconds between SIGTERM and SIGKILL when the job is torn down.
+    #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0)]
+    pub kill_grace: f64,
+
+    /// The program to run, and its arguments.
+    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    pub command: Vec<OsString>,
+}
+
+impl Cli {
+    /// Parse the process's arguments, mpiexec spellings included.
+    pub fn from_args() -> Cli {
+        Cli::parse_from(normalize(std::env::args_os()))
+    }
+
+    /// Variables set with -env and -genv, in command-line order (a later one wins).
+    pub fn assignments(&self) -> Vec<(String, String)> {
+        self.genv
+            .chunks(2)
+            .chain(self.env.chunks(2))
+            .map(|kv| (kv[0].clone(), kv[1].clone()))
+            .collect()
+    }
+}
+
+/// Rewrite mpiexec's single-dash long options (`-np`, `-genv`, ...) as `--np`,
+/// `--genv`, up to the first argument that is the program.
+pub fn normalize<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
+    let mut out = Vec::new();
+    let mut iter = args.into_iter();
+    if let Some(argv0) = iter.next() {
+        out.push(argv0);
+    }
+    let mut pending_values = 0usize;
+    let mut in_program = false;
+    for arg in iter {
+        if in_program {
+            out.push(arg);
+            continue;
+        }
+        if pending_values > 0 {
+            pending_values -= 1;
+            out.push(arg);
+            continue;
+        }
+        let text = arg.to_string_lossy().into_owned();
+        if text == "--" {
+            in_program = true;
+            out.push(arg);
+            continue;
+        }
+        let (name, has_inline_value) = match text.split_once('=') {
+            Some((name, _)) => (name.to_string(), true),
+            None => (text.clone(), false),
+        };
+        let rewritten = match name.strip_prefix('-') {
+            Some(rest) if !rest.starts_with('-') && SINGLE_DASH_LONG.contains(&rest) => {
+                format!("-{text}")
+            }
+            _ => text.clone(),
+        };
+        let flag = rewritten.split('=').next().unwrap_or_default();
+        if !rewritten.starts_with('-') {
+            in_program = true;
+        } else if !has_inline_value {
+            if TAKES_TWO_VALUES.contains(&flag) {
+                pending_values = 2;
+            } else if TAKES_ONE_VALUE.contains(&flag) {
+                pending_values = 1;
+            } else if flag.len() > 2 && flag.starts_with("-n") && !flag.starts_with("--") {
+                // `-n4`: value attached to the short option.
+            }
+        }
+        if rewritten == text {
+            out.push(arg);
+        } else {
+            out.push(OsString::from(rewritten));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn norm(args: &[&str]) -> Vec<String> {
+        normalize(args.iter().map(OsString::from))
+            .into_iter()
+            .map(|s| s.into_string().unwrap())
+            .collect()
+    }
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(normalize(args.iter().map(OsString::from)))
+    }
+
+    #[test]
+    fn mpiexec_spellings_are_rewritten_before_the_program_only() {
+        let cases: &[(&[&str], &[&str])] = &[
+            (
+                &["rivetrun", "-np", "4", "a.out"],
+                &["rivetrun", "--np", "4", "a.out"],
+            ),
+            (
+                &[
+                    "rivetrun", "-genv", "A", "1", "-n", "2", "prog", "-np", "9", "-env",
+                ],
+                &[
+                    "rivetrun", "--genv", "A", "1", "-n", "2", "prog", "-np", "9", "-env",
+                ],
+            ),
+            (
+                &["rivetrun", "-wdir", "/tmp", "-genvlist", "A,B", "x"],
+                &["rivetrun", "--wdir", "/tmp", "--genvlist", "A,B", "x"],
+            ),
+            // A value that looks like an option is a value, not an option.
+            (
+                &["rivetrun", "-env", "X", "-np", "p"],
+                &["rivetrun", "--env", "X", "-np", "p"],
+            ),
+            (&["rivetrun", "--", "-np"], &["rivetrun", "--", "-np"]),
+        ];
+        for (input, want) in cases {
+            assert_eq!(norm(input), *want, "input {input:?}");
+        }
+    }
+
+    #[test]
+    fn parses_a_full_command_line() {
+        let cli = parse(&[
+            "rivetrun",
+            "-np",
+            "3",
+            "-l",
+            "-genv",
+            "A",
+            "1",
+            "-env",
+            "B",
+            "two words",
+            "-wdir",
+            "/tmp",
+            "prog",
+            "--flag",
+            "-n",
+            "5",
+        ])
+        .unwrap();
+        assert_eq!(cli.nprocs, 3);
+        assert!(cli.label);
+        assert_eq!(cli.wdir, Some(PathBuf::from("/tmp")));
+        assert_eq!(
+            cli.assignments(),
+            vec![("A".into(), "1".into()), ("B".into(), "two words".into())]
+        );
+        let cmd: Vec<_> = cli.command.iter().map(|s| s.to_str().unwrap()).collect();
+        assert_eq!(cmd, ["prog", "--flag", "-n", "5"]);
+    }
+
+    #[test]
+    fn rejects_bad_usage() {
+        assert!(parse(&["rivetrun", "-n", "2"]).is_err(), "no program");
+        assert!(parse(&["rivetrun", "-n", "0", "x"]).is_err(), "zero ranks");
+        assert!(
+            parse(&["rivetrun", "-n", "two", "x"]).is_err(),
+            "not a number"
+        );
+        assert!(
+            parse(&["rivetrun", "-genv", "A", "-n"]).is_err(),
+            "missing program"
+        );
+        assert!(
+            parse(&["rivetrun", "--bogus", "x"]).is_err(),
+            "unknown option"
+        );
+    }
+
+    #[test]
+    fn genvlist_splits_on_commas() {
+        let cli = parse(&[
+            "rivetrun",
+            "-genvnone",
+            "-genvlist",
+            "A,B",
+            "-genvlist",
+            "C",
+            "x",
+        ])
+        .unwrap();
+        assert!(cli.genvnone);
+        assert_eq!(cli.genvlist, ["A", "B", "C"]);
+    }
+}

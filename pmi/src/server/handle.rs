@@ -1,0 +1,276 @@
+//! One function per command: what the server answers and which
+//! [`Output`]s it raises.
+//!
+//! Failure `rc`s: 1 for a refused request (missing key, duplicate name,
+//! reserved key, as Hydra answers), -1 for a request the server cannot
+//! understand (bad line, unknown command, wrong protocol version).
+
+use crate::error::Error;
+use crate::server::barrier::Arrival;
+use crate::server::{reply_to, ConnId, NsId, Output, Server};
+use crate::wire::limits::Limits;
+use crate::wire::{Frame, Message};
+
+/// PMI version this server reports (Hydra reports 1.2 to 1.x clients).
+pub const SERVER_VERSION: (i32, i32) = (1, 2);
+
+/// The `msg=` for a line that did not parse. Short codes first, because
+/// MPICH 4.0.2 shows only the first word of a message.
+fn error_code(e: &Error) -> String {
+    match e {
+        Error::MissingCmd { .. } => "missing_cmd".to_string(),
+        Error::UnknownCommand { .. } => "unknown_command".to_string(),
+        Error::MissingField { field, .. } => format!("missing_field_{field}"),
+        Error::BadNumber { field, .. } => format!("bad_number_{field}"),
+        Error::TooLong { what, .. } => format!("{}_too_long", what.replace(' ', "_")),
+        Error::Malformed { reason } => format!("malformed: {reason}"),
+        other => format!("bad_request: {other}"),
+    }
+}
+
+fn fail(out: &mut Vec<Output>, conn: ConnId, query: &str, rc: i32, msg: &str) {
+    reply_to(out, conn, &Message::error_reply(Some(query), rc, msg));
+}
+
+impl Server {
+    pub(super) fn handle_frame(&mut self, conn: ConnId, frame: Frame, out: &mut Vec<Output>) {
+        match frame {
+            Frame::Message(m) => self.handle(conn, m, out),
+            Frame::Invalid { cmd, error } if cmd.as_deref() == Some("abort") => {
+                // A garbled abort is still an abort: the rank is going down.
+                self.handle(
+                    conn,
+                    Message::Abort {
+                        exitcode: 1,
+                        message: Some(format!("garbled abort request: {error}")),
+                    },
+                    out,
+                );
+            }
+            Frame::Invalid { cmd, error } => reply_to(
+                out,
+                conn,
+                &Message::error_reply(cmd.as_deref(), -1, error_code(&error)),
+            ),
+        }
+    }
+
+    fn handle(&mut self, conn: ConnId, msg: Message, out: &mut Vec<Output>) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let (ns_id, rank) = (c.ns, c.rank);
+        if self.namespaces.get(ns_id as usize).is_none() {
+            let query = if msg.is_query() { Some(msg.cmd()) } else { None };
+            reply_to(out, conn, &Message::error_reply(query, -1, "unknown_namespace"));
+            return;
+        }
+        use Message as M;
+        match msg {
+            M::Init { version, .. } => {
+                let (v, s) = SERVER_VERSION;
+                let reply = if version == v {
+                    M::InitResponse {
+                        rc: 0,
+                        version: v,
+                        subversion: s,
+                        msg: None,
+                    }
+                } else {
+                    M::InitResponse {
+                        rc: -1,
+                        version: v,
+                        subversion: s,
+                        msg: Some("unsupported_pmi_version_this_server_speaks_PMI-1".into()),
+                    }
+                };
+                reply_to(out, conn, &reply);
+            }
+            M::GetMaxes => {
+                let l = Limits::DEFAULT;
+                let reply = M::Maxes {
+                    rc: 0,
+                    kvsname_max: l.kvsname_max as u32,
+                    keylen_max: l.keylen_max as u32,
+                    vallen_max: l.vallen_max as u32,
+                    msg: None,
+                };
+                reply_to(out, conn, &reply);
+            }
+            M::GetAppnum => {
+                let appnum = self.ns(ns_id).appnum;
+                let appnum = i32::try_from(appnum).unwrap_or(i32::MAX);
+                reply_to(out, conn, &M::Appnum { rc: 0, appnum, msg: None });
+            }
+            M::GetMyKvsname => {
+                let kvsname = self.ns(ns_id).name.clone();
+                reply_to(out, conn, &M::MyKvsname { rc: 0, kvsname, msg: None });
+            }
+            M::GetUniverseSize => {
+                let size = i32::try_from(self.ns(ns_id).universe_size).unwrap_or(i32::MAX);
+                reply_to(out, conn, &M::UniverseSize { rc: 0, size, msg: None });
+            }
+            M::Put {
+                kvsname,
+                key,
+                value,
+            } => self.put(conn, ns_id, &kvsname, &key, &value, out),
+            M::Get { kvsname, key } => self.get(conn, ns_id, kvsname.as_deref(), &key, out),
+            M::BarrierIn { group } => self.barrier_in(conn, ns_id, rank, group.as_deref(), out),
+            M::Finalize => {
+                reply_to(out, conn, &M::FinalizeAck { rc: 0, msg: None });
+                if let Some(r) = rank {
+                    self.ns_mut(ns_id).mark_finalized(r);
+                    out.push(Output::Finalized { ns: ns_id, rank: r });
+                }
+            }
+            M::Abort { exitcode, message } => out.push(Output::Abort {
+                ns: ns_id,
+                rank: rank.unwrap_or(u32::MAX),
+                exit_code: exitcode,
+                message,
+            }),
+            M::PublishName { service, port } => {
+                let reply = match self.names.publish(&service, &port) {
+                    Ok(()) => M::PublishResult { rc: 0, msg: None },
+                    Err(e) => M::error_reply(Some("publish_name"), 1, e.code()),
+                };
+                reply_to(out, conn, &reply);
+            }
+            M::UnpublishName { service } => {
+                let reply = match self.names.unpublish(&service) {
+                    Ok(()) => M::UnpublishResult { rc: 0, msg: None },
+                    Err(e) => M::error_reply(Some("unpublish_name"), 1, e.code()),
+                };
+                reply_to(out, conn, &reply);
+            }
+            M::LookupName { service } => {
+                let reply = match self.names.lookup(&service) {
+                    Ok(port) => M::LookupResult {
+                        rc: 0,
+                        port: Some(port.to_string()),
+                        msg: None,
+                    },
+                    Err(e) => M::error_reply(Some("lookup_name"), 1, e.code()),
+                };
+                reply_to(out, conn, &reply);
+            }
+            M::Spawn(request) => {
+                let Some(r) = rank else {
+                    return fail(out, conn, "spawn", -1, "initack_required_before_spawn");
+                };
+                let Some(c) = self.conns.get_mut(&conn) else {
+                    return;
+                };
+                if c.spawn_pending.is_some() {
+                    return fail(out, conn, "spawn", -1, "spawn_already_pending");
+                }
+                c.spawn_pending = Some(request.total_procs());
+                out.push(Output::Spawn {
+                    conn,
+                    ns: ns_id,
+                    rank: r,
+                    request,
+                });
+            }
+            M::InitAck { pmiid } => self.initack(conn, ns_id, rank, pmiid, out),
+            other => reply_to(
+                out,
+                conn,
+                &M::Error {
+                    rc: -1,
+                    msg: Some(format!("unexpected_{}_from_a_client", other.cmd())),
+                },
+            ),
+        }
+    }
+
+    fn ns(&self, id: NsId) -> &crate::server::kvs::Namespace {
+        &self.namespaces[id as usize]
+    }
+
+    fn ns_mut(&mut self, id: NsId) -> &mut crate::server::kvs::Namespace {
+        &mut self.namespaces[id as usize]
+    }
+
+    fn put(&mut self, conn: ConnId, ns_id: NsId, kvsname: &str, key: &str, value: &str, out: &mut Vec<Output>) {
+        let ns = self.ns_mut(ns_id);
+        if !kvsname.is_empty() && kvsname != ns.name {
+            return fail(out, conn, "put", 1, "put_allowed_only_into_own_kvs");
+        }
+        let reply = match ns.put(key, value) {
+            Ok(()) => Message::PutResult { rc: 0, msg: None },
+            Err(code) => Message::error_reply(Some("put"), 1, code),
+        };
+        reply_to(out, conn, &reply);
+    }
+
+    fn get(&mut self, conn: ConnId, ns_id: NsId, kvsname: Option<&str>, key: &str, out: &mut Vec<Output>) {
+        let target = match kvsname.filter(|k| !k.is_empty()) {
+            None => Some(ns_id),
+            Some(name) => self.by_name.get(name).copied(),
+        };
+        let Some(ns) = target.and_then(|id| self.namespaces.get(id as usize)) else {
+            return fail(out, conn, "get", 1, "unknown_kvsname");
+        };
+        let reply = match ns.get(key) {
+            Some(v) => Message::GetResult {
+                rc: 0,
+                value: Some(v.to_string()),
+                msg: None,
+            },
+            None => Message::error_reply(Some("get"), 1, "key_not_found"),
+        };
+        reply_to(out, conn, &reply);
+    }
+
+    fn barrier_in(&mut self, conn: ConnId, ns_id: NsId, rank: Option<u32>, group: Option<&str>, out: &mut Vec<Output>) {
+        let Some(r) = rank else {
+            return fail(out, conn, "barrier_in", -1, "initack_required_before_barrier");
+        };
+        let ns = self.ns_mut(ns_id);
+        match ns.barriers.arrive(conn, r, group, &ns.node_of_rank) {
+            Ok(Arrival::Waiting) => {}
+            Ok(Arrival::Complete { waiters, tag }) => {
+                let reply = Message::BarrierOut { rc: 0, tag, msg: None };
+                for w in waiters {
+                    reply_to(out, w, &reply);
+                }
+            }
+            Err(code) => fail(out, conn, "barrier_in", 1, code),
+        }
+    }
+
+    fn initack(&mut self, conn: ConnId, ns_id: NsId, rank: Option<u32>, pmiid: i32, out: &mut Vec<Output>) {
+        let ns = &mut self.namespaces[ns_id as usize];
+        let id = match (rank, u32::try_from(pmiid)) {
+            (Some(r), Ok(p)) if r == p => r,
+            (Some(_), _) => return fail(out, conn, "initack", -1, "pmiid_does_not_match_this_connection"),
+            (None, Ok(p)) if p < ns.size => p,
+            (None, _) => return fail(out, conn, "initack", -1, "pmiid_out_of_range"),
+        };
+        let holder = ns.rank_conn[id as usize];
+        if holder.is_some_and(|h| h != conn && self.conns.contains_key(&h)) {
+            return fail(out, conn, "initack", -1, "pmiid_already_connected");
+        }
+        ns.rank_conn[id as usize] = Some(conn);
+        let size = ns.size;
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.rank = Some(id);
+        }
+        // One write, as Hydra sends it: `cmd=initack` then three `cmd=set`.
+        let mut bytes = Vec::new();
+        let lines = [
+            Message::InitAckResponse { rc: 0, msg: None },
+            Message::Set { key: "size".into(), value: size.to_string() },
+            Message::Set { key: "rank".into(), value: id.to_string() },
+            Message::Set { key: "debug".into(), value: "0".into() },
+        ];
+        for m in &lines {
+            if m.encode_into(&mut bytes).is_err() {
+                return fail(out, conn, "initack", -1, "reply_cannot_be_encoded");
+            }
+        }
+        out.push(Output::Send { conn, bytes });
+    }
+}

@@ -1,0 +1,179 @@
+//! One namespace (one job, one `MPI_COMM_WORLD`): its KVS, the job
+//! attributes the server answers itself, barriers and per-rank state.
+//!
+//! Lookups check the attributes first (`PMI_process_mapping` computed from
+//! the rank→node array, then the launcher's attributes such as
+//! `PMI_hwloc_xmlfile`), then the KVS, as Hydra's proxy does. Attributes are
+//! never stored in the user KVS and clients cannot put `PMI_` keys.
+//! A put overwrites: the last write wins (Hydra behaves the same).
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::server::barrier::Barriers;
+use crate::server::mapping::process_mapping_within;
+use crate::server::{ConnId, NamespaceSpec};
+use crate::wire::limits::{MAX_KEY, MAX_KVSNAME, MAX_SEND_LINE, MAX_VALUE};
+use crate::wire::Message;
+
+/// Key of the computed node map.
+pub const PROCESS_MAPPING_KEY: &str = "PMI_process_mapping";
+
+/// Prefix of keys reserved for the process manager.
+pub const RESERVED_PREFIX: &str = "PMI_";
+
+/// Longest value that fits a `cmd=get_result rc=0 value=...` reply line.
+pub const MAX_REPLY_VALUE: usize = MAX_SEND_LINE - "cmd=get_result rc=0 value=\n".len();
+
+/// True if `value` can be sent back in one `get_result` line to any client.
+pub fn fits_reply(value: &str) -> bool {
+    Message::GetResult {
+        rc: 0,
+        value: Some(value.to_string()),
+        msg: None,
+    }
+    .encode()
+    .is_ok()
+}
+
+fn invalid(name: &str, reason: impl Into<String>) -> Error {
+    Error::InvalidNamespace {
+        name: name.to_string(),
+        reason: reason.into(),
+    }
+}
+
+fn check_pair(ns: &str, what: &str, key: &str, value: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_KEY {
+        return Err(invalid(
+            ns,
+            format!("{what} key {key:?} must be 1..={MAX_KEY} bytes"),
+        ));
+    }
+    if value.len() > MAX_VALUE || !fits_reply(value) || !fits_reply(key) {
+        return Err(invalid(
+            ns,
+            format!(
+                "{what} {key:?} cannot be sent in one PMI line (values must be at most \
+                 {MAX_REPLY_VALUE} bytes without spaces, line breaks or control characters)"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// State of one namespace.
+#[derive(Debug)]
+pub struct Namespace {
+    pub name: String,
+    pub size: u32,
+    pub appnum: u32,
+    pub universe_size: u32,
+    pub node_of_rank: Vec<u32>,
+    /// `""` when the map cannot be expressed in one reply (then a get misses
+    /// and MPICH falls back to exchanging hostnames; an empty value would
+    /// make MPICH 4.0.2 abort, verified).
+    mapping: String,
+    attributes: HashMap<String, String>,
+    kvs: HashMap<String, String>,
+    pub barriers: Barriers,
+    finalized: Vec<bool>,
+    /// Which connection speaks for each rank, if any.
+    pub rank_conn: Vec<Option<ConnId>>,
+}
+
+impl Namespace {
+    /// Validate a spec and build the namespace.
+    pub fn from_spec(spec: NamespaceSpec) -> Result<Namespace> {
+        let name = spec.name;
+        if name.is_empty() || name.len() > MAX_KVSNAME {
+            return Err(invalid(&name, format!("the name must be 1..={MAX_KVSNAME} bytes")));
+        }
+        if name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '\\') {
+            return Err(invalid(
+                &name,
+                "the name must not contain spaces, backslashes or control characters \
+                 (MPICH clients cannot read them back)",
+            ));
+        }
+        if spec.size == 0 {
+            return Err(invalid(&name, "size must be at least 1"));
+        }
+        if spec.node_of_rank.len() != spec.size as usize {
+            return Err(invalid(
+                &name,
+                format!(
+                    "node_of_rank has {} entries but size is {}",
+                    spec.node_of_rank.len(),
+                    spec.size
+                ),
+            ));
+        }
+        let mut attributes = HashMap::new();
+        for (k, v) in spec.attributes {
+            check_pair(&name, "attribute", &k, &v)?;
+            attributes.insert(k, v);
+        }
+        let mut kvs = HashMap::new();
+        for (k, v) in spec.preput {
+            check_pair(&name, "preput", &k, &v)?;
+            kvs.insert(k, v);
+        }
+        let mapping = process_mapping_within(&spec.node_of_rank, MAX_REPLY_VALUE);
+        let size = spec.size as usize;
+        Ok(Namespace {
+            name,
+            size: spec.size,
+            appnum: spec.appnum,
+            universe_size: spec.universe_size,
+            node_of_rank: spec.node_of_rank,
+            mapping,
+            attributes,
+            kvs,
+            barriers: Barriers::default(),
+            finalized: vec![false; size],
+            rank_conn: vec![None; size],
+        })
+    }
+
+    /// Set (or replace) a server-answered attribute.
+    pub fn set_attribute(&mut self, key: &str, value: &str) -> Result<()> {
+        check_pair(&self.name, "attribute", key, value)?;
+        self.attributes.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    /// Attributes first, then the KVS.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        if key == PROCESS_MAPPING_KEY && !self.mapping.is_empty() {
+            return Some(&self.mapping);
+        }
+        self.attributes
+            .get(key)
+            .or_else(|| self.kvs.get(key))
+            .map(String::as_str)
+    }
+
+    /// A client's put: `PMI_` keys are reserved; the last write wins.
+    /// `Err` is the wire `msg=`.
+    pub fn put(&mut self, key: &str, value: &str) -> Result<(), &'static str> {
+        if key.starts_with(RESERVED_PREFIX) {
+            return Err("key_reserved_PMI_prefix");
+        }
+        if !fits_reply(value) {
+            return Err("value_too_long_to_get_back");
+        }
+        self.kvs.insert(key.to_string(), value.to_string());
+        Ok(())
+    }
+
+    pub fn mark_finalized(&mut self, rank: u32) {
+        if let Some(f) = self.finalized.get_mut(rank as usize) {
+            *f = true;
+        }
+    }
+
+    pub fn is_finalized(&self, rank: u32) -> bool {
+        self.finalized.get(rank as usize).copied().unwrap_or(false)
+    }
+}

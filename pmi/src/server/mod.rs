@@ -1,0 +1,303 @@
+//! The PMI-1 server core a launcher embeds: pure state, no I/O.
+//!
+//! The launcher owns sockets and the event loop. It creates a namespace per
+//! job, attaches each rank's connection, hands every byte it reads to
+//! [`Server::receive`] and performs the [`Output`]s it gets back (send bytes,
+//! close a connection, tear a job down, start a spawn and later report it
+//! with [`Server::spawn_done`]).
+//!
+//! Behaviour worth knowing:
+//! * Every query gets an answer; a well-framed bad line gets the matching
+//!   response with a nonzero `rc` (or `cmd=error rc=-1` when the command is
+//!   unknown); a stream that is not PMI text yields [`Output::Close`].
+//! * Commands sent before `cmd=init` are answered anyway (tolerance; MPICH
+//!   always inits first). Commands that need the caller's rank (barrier,
+//!   spawn) fail on a `PMI_PORT` connection that has not sent `initack`.
+//! * Replies follow Hydra's shapes (see `wire/write.rs`); the server reports
+//!   PMI-1.2 and supports 1.2 group barriers.
+//!
+//! Files: `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service),
+//! `mapping.rs` (`PMI_process_mapping`), `handle.rs` (one function per
+//! command).
+
+mod barrier;
+mod handle;
+mod kvs;
+pub mod mapping;
+pub mod names;
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+
+use crate::error::{Error, Result};
+use crate::wire::{Framer, Message, SpawnRequest};
+
+pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
+pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
+
+use kvs::Namespace;
+use names::NameService;
+
+/// Launcher-chosen id of one connection.
+pub type ConnId = u64;
+
+/// Id of a namespace within one [`Server`].
+pub type NsId = u32;
+
+/// What the launcher knows about a job when it creates its namespace.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct NamespaceSpec {
+    /// kvsname, e.g. "rivet_1234_0" (≤256 bytes, no spaces).
+    pub name: String,
+    pub size: u32,
+    pub appnum: u32,
+    pub universe_size: u32,
+    /// node index of each rank (len == size); used to build PMI_process_mapping.
+    pub node_of_rank: Vec<u32>,
+    /// extra keys answered by the server (e.g. PMI_hwloc_xmlfile, topology keys); never stored in the user KVS.
+    pub attributes: Vec<(String, String)>,
+    /// pre-put pairs visible in the KVS (spawn preput)
+    pub preput: Vec<(String, String)>,
+}
+
+/// Something the launcher must do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    Send {
+        conn: ConnId,
+        bytes: Vec<u8>,
+    },
+    /// The stream from this connection is garbage: the launcher logs `reason` and closes it.
+    Close {
+        conn: ConnId,
+        reason: String,
+    },
+    /// A rank called abort: the launcher tears the job down. `rank` is
+    /// `u32::MAX` if a `PMI_PORT` connection aborted before its `initack`.
+    Abort {
+        ns: NsId,
+        rank: u32,
+        exit_code: i32,
+        message: Option<String>,
+    },
+    /// A rank finished PMI (finalize answered).
+    Finalized {
+        ns: NsId,
+        rank: u32,
+    },
+    /// A rank asked to spawn; the launcher must answer with `Server::spawn_done`.
+    Spawn {
+        conn: ConnId,
+        ns: NsId,
+        rank: u32,
+        request: SpawnRequest,
+    },
+}
+
+/// Per-connection state.
+#[derive(Debug)]
+struct Conn {
+    ns: NsId,
+    /// Known from `attach`, or learned from `initack`.
+    rank: Option<u32>,
+    framer: Framer,
+    /// Processes requested by the spawn awaiting `spawn_done`.
+    spawn_pending: Option<u64>,
+}
+
+/// The server core. See the module docs.
+#[derive(Debug, Default)]
+pub struct Server {
+    namespaces: Vec<Namespace>,
+    by_name: HashMap<String, NsId>,
+    conns: HashMap<ConnId, Conn>,
+    names: NameService,
+}
+
+impl Server {
+    pub fn new() -> Server {
+        Server::default()
+    }
+
+    /// Add a job. Fails on a duplicate or invalid name, `node_of_rank` of
+    /// the wrong length, or attributes/preput that cannot be sent back in
+    /// one line.
+    pub fn create_namespace(&mut self, spec: NamespaceSpec) -> Result<NsId, Error> {
+        if self.by_name.contains_key(&spec.name) {
+            return Err(Error::InvalidNamespace {
+                name: spec.name,
+                reason: "a namespace with this name already exists".to_string(),
+            });
+        }
+        let id = NsId::try_from(self.namespaces.len()).map_err(|_| Error::InvalidNamespace {
+            name: spec.name.clone(),
+            reason: "too many namespaces".to_string(),
+        })?;
+        let ns = Namespace::from_spec(spec)?;
+        self.by_name.insert(ns.name.clone(), id);
+        self.namespaces.push(ns);
+        Ok(id)
+    }
+
+    /// The kvsname of `ns` (`""` for an unknown id).
+    pub fn namespace_name(&self, ns: NsId) -> &str {
+        self.namespaces
+            .get(ns as usize)
+            .map_or("", |n| n.name.as_str())
+    }
+
+    /// The namespace called `name`.
+    pub fn namespace_id(&self, name: &str) -> Option<NsId> {
+        self.by_name.get(name).copied()
+    }
+
+    /// Set a server-answered attribute. An unknown `ns` is ignored; a value
+    /// that cannot be sent in one line is refused (use
+    /// [`Server::try_set_attribute`] to see why).
+    pub fn set_attribute(&mut self, ns: NsId, key: &str, value: &str) {
+        let _ = self.try_set_attribute(ns, key, value);
+    }
+
+    /// [`Server::set_attribute`] that reports failure.
+    pub fn try_set_attribute(&mut self, ns: NsId, key: &str, value: &str) -> Result<()> {
+        match self.namespaces.get_mut(ns as usize) {
+            Some(n) => n.set_attribute(key, value),
+            None => Err(Error::InvalidNamespace {
+                name: format!("#{ns}"),
+                reason: "no such namespace".to_string(),
+            }),
+        }
+    }
+
+    /// PMI_FD mode: the connection's rank is known when it is created.
+    ///
+    /// Re-attaching a known connection starts it afresh. A rank outside the
+    /// namespace leaves the connection without a rank.
+    pub fn attach(&mut self, conn: ConnId, ns: NsId, rank: u32) {
+        self.detach(conn);
+        let mut rank_known = None;
+        if let Some(n) = self.namespaces.get_mut(ns as usize) {
+            if let Some(slot) = n.rank_conn.get_mut(rank as usize) {
+                *slot = Some(conn);
+                rank_known = Some(rank);
+            }
+        }
+        self.conns.insert(conn, Conn::new(ns, rank_known));
+    }
+
+    /// PMI_PORT mode: the rank is learned from `cmd=initack pmiid=N` (the launcher's PMI_ID; use rank = pmiid within ns).
+    pub fn attach_unidentified(&mut self, conn: ConnId, ns: NsId) {
+        self.detach(conn);
+        self.conns.insert(conn, Conn::new(ns, None));
+    }
+
+    /// Bytes read from a connection; any split points.
+    pub fn receive(&mut self, conn: ConnId, bytes: &[u8], out: &mut Vec<Output>) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            out.push(Output::Close {
+                conn,
+                reason: "PMI bytes from a connection that was never attached".to_string(),
+            });
+            return;
+        };
+        let mut frames = Vec::new();
+        let fed = c.framer.feed(bytes, &mut frames);
+        for frame in frames {
+            self.handle_frame(conn, frame, out);
+        }
+        if let Err(e) = fed {
+            out.push(Output::Close {
+                conn,
+                reason: e.to_string(),
+            });
+        }
+    }
+
+    /// The connection closed (EOF or error). Forget it; a pending barrier stays pending.
+    pub fn detach(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        if let Some(n) = self.namespaces.get_mut(c.ns as usize) {
+            if let Some(r) = c.rank {
+                if let Some(slot) = n.rank_conn.get_mut(r as usize) {
+                    if *slot == Some(conn) {
+                        *slot = None;
+                    }
+                }
+            }
+            n.barriers.forget_conn(conn);
+        }
+    }
+
+    /// Answer a pending spawn: Ok(errcodes) or Err(message) → `cmd=spawn_result rc=...`.
+    ///
+    /// Error codes are sent only when one is nonzero and there is one per
+    /// requested process (MPICH asserts on any other count); all zeros are
+    /// left out, as Hydra does. A connection without a pending spawn is
+    /// ignored.
+    pub fn spawn_done(
+        &mut self,
+        conn: ConnId,
+        result: Result<Vec<i32>, String>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(total) = self.conns.get_mut(&conn).and_then(|c| c.spawn_pending.take()) else {
+            return;
+        };
+        let reply = match result {
+            Ok(codes) if codes.iter().all(|&c| c == 0) => Message::SpawnResult {
+                rc: 0,
+                errcodes: Vec::new(),
+                msg: None,
+            },
+            Ok(codes) if codes.len() as u64 == total => Message::SpawnResult {
+                rc: 0,
+                errcodes: codes,
+                msg: None,
+            },
+            Ok(_) => Message::error_reply(Some("spawn"), -1, "some_processes_failed_to_start"),
+            Err(message) => Message::error_reply(Some("spawn"), -1, message),
+        };
+        reply_to(out, conn, &reply);
+    }
+
+    pub fn is_finalized(&self, ns: NsId, rank: u32) -> bool {
+        self.namespaces
+            .get(ns as usize)
+            .is_some_and(|n| n.is_finalized(rank))
+    }
+
+    /// The `(namespace, rank)` a connection speaks for, once known.
+    pub fn conn_rank(&self, conn: ConnId) -> Option<(NsId, u32)> {
+        self.conns.get(&conn).and_then(|c| c.rank.map(|r| (c.ns, r)))
+    }
+}
+
+impl Conn {
+    fn new(ns: NsId, rank: Option<u32>) -> Conn {
+        Conn {
+            ns,
+            rank,
+            framer: Framer::new(),
+            spawn_pending: None,
+        }
+    }
+}
+
+/// Queue `msg` for `conn`. A reply that cannot be encoded (a value too long
+/// for one line) becomes an error answer of the same command.
+fn reply_to(out: &mut Vec<Output>, conn: ConnId, msg: &Message) {
+    let bytes = msg.encode().or_else(|e| {
+        let query = crate::wire::query_name(msg.cmd());
+        let short = match e {
+            Error::LineTooLong { .. } => "reply_too_long_for_one_line",
+            _ => "reply_cannot_be_encoded",
+        };
+        Message::error_reply(query, -1, short).encode()
+    });
+    let bytes = bytes.unwrap_or_else(|_| b"cmd=error rc=-1\n".to_vec());
+    out.push(Output::Send { conn, bytes });
+}

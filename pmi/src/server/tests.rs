@@ -1,0 +1,394 @@
+//! Scripted multi-connection sessions through `Server::receive`.
+
+use super::*;
+use crate::wire::SpawnCommand;
+
+fn spec(name: &str, nodes: &[u32]) -> NamespaceSpec {
+    NamespaceSpec {
+        name: name.to_string(),
+        size: nodes.len() as u32,
+        appnum: 0,
+        universe_size: 8,
+        node_of_rank: nodes.to_vec(),
+        attributes: vec![("PMI_hwloc_xmlfile".into(), "/tmp/topo.xml".into())],
+        preput: vec![("PARENT_ROOT_PORT_NAME".into(), "tag#0$port#99$".into())],
+    }
+}
+
+/// A server plus helpers to talk to it.
+struct Session {
+    server: Server,
+}
+
+impl Session {
+    /// Feed `text` from `conn`; return all outputs.
+    fn io(&mut self, conn: ConnId, text: &str) -> Vec<Output> {
+        let mut out = Vec::new();
+        self.server.receive(conn, text.as_bytes(), &mut out);
+        out
+    }
+
+    /// Feed `text` from `conn`; return what was sent back to `conn` only,
+    /// asserting nothing else happened.
+    fn ask(&mut self, conn: ConnId, text: &str) -> String {
+        let out = self.io(conn, text);
+        let mut reply = String::new();
+        for o in out {
+            match o {
+                Output::Send { conn: c, bytes } if c == conn => {
+                    reply.push_str(&String::from_utf8(bytes).unwrap())
+                }
+                other => panic!("unexpected output {other:?} for {text:?}"),
+            }
+        }
+        reply
+    }
+}
+
+fn sends(out: &[Output]) -> Vec<(ConnId, String)> {
+    out.iter()
+        .filter_map(|o| match o {
+            Output::Send { conn, bytes } => Some((*conn, String::from_utf8(bytes.clone()).unwrap())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn three_rank_session() -> (Session, NsId) {
+    let mut server = Server::new();
+    let ns = server.create_namespace(spec("rivet_1_0", &[0, 0, 1])).unwrap();
+    for rank in 0..3 {
+        server.attach(u64::from(rank) + 1, ns, rank);
+    }
+    (Session { server }, ns)
+}
+
+#[test]
+fn scripted_session_three_ranks() {
+    let (mut s, ns) = three_rank_session();
+    assert_eq!(s.server.namespace_name(ns), "rivet_1_0");
+
+    // Start-up sequence, byte for byte.
+    for (q, a) in [
+        ("cmd=init pmi_version=1 pmi_subversion=1\n", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2\n"),
+        ("cmd=get_maxes\n", "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"),
+        ("cmd=get_appnum\n", "cmd=appnum appnum=0\n"),
+        ("cmd=get_my_kvsname\n", "cmd=my_kvsname kvsname=rivet_1_0\n"),
+        ("cmd=get_universe_size\n", "cmd=universe_size size=8\n"),
+    ] {
+        for conn in 1..=3 {
+            assert_eq!(s.ask(conn, q), a, "{q}");
+        }
+    }
+
+    // Puts, including reserved keys and a bad line on another connection.
+    assert_eq!(s.ask(1, "cmd=put kvsname=rivet_1_0 key=card0 value=AB01\n"), "cmd=put_result rc=0\n");
+    assert_eq!(
+        s.ask(1, "cmd=put kvsname=rivet_1_0 key=PMI_x value=1\n"),
+        "cmd=put_result rc=1 msg=key_reserved_PMI_prefix\n"
+    );
+    assert_eq!(s.ask(2, "cmd=frobnicate a=b\n"), "cmd=error rc=-1 msg=unknown_command\n");
+    assert_eq!(s.ask(2, "hello there\n"), "cmd=error rc=-1 msg=missing_cmd\n");
+    assert_eq!(
+        s.ask(2, "cmd=put kvsname=rivet_1_0 key=k\n"),
+        "cmd=put_result rc=-1 msg=missing_field_value\n"
+    );
+    let long_key = format!("cmd=get key={}\n", "k".repeat(65));
+    assert_eq!(s.ask(2, &long_key), "cmd=get_result rc=-1 msg=key_too_long\n");
+    assert_eq!(s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=CD\n"), "cmd=put_result rc=0\n");
+    // Last write wins.
+    assert_eq!(s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=EF\n"), "cmd=put_result rc=0\n");
+    // Put into another job's KVS is refused.
+    assert_eq!(
+        s.ask(3, "cmd=put kvsname=other key=x value=1\n"),
+        "cmd=put_result rc=1 msg=put_allowed_only_into_own_kvs\n"
+    );
+
+    // Barrier: completes only when all three are in; a double entry errors.
+    assert!(s.io(1, "cmd=barrier_in\n").is_empty());
+    assert!(s.io(2, "cmd=barrier_in\n").is_empty());
+    assert_eq!(
+        s.ask(1, "cmd=barrier_in\n"),
+        "cmd=barrier_out rc=1 msg=barrier_in_twice_in_one_epoch\n"
+    );
+    let out = s.io(3, "cmd=barrier_in\n");
+    let got = sends(&out);
+    assert_eq!(got.len(), 3);
+    for (i, (conn, text)) in got.iter().enumerate() {
+        assert_eq!(*conn, i as u64 + 1);
+        assert_eq!(text, "cmd=barrier_out\n");
+    }
+
+    // Gets: KVS, attributes, computed mapping, preput, misses.
+    for (q, a) in [
+        ("cmd=get kvsname=rivet_1_0 key=card0\n", "cmd=get_result rc=0 value=AB01\n"),
+        ("cmd=get key=card2\n", "cmd=get_result rc=0 value=EF\n"),
+        ("cmd=get kvsname=rivet_1_0 key=PMI_process_mapping\n", "cmd=get_result rc=0 value=(vector,(0,1,2),(1,1,1))\n"),
+        ("cmd=get kvsname=rivet_1_0 key=PMI_hwloc_xmlfile\n", "cmd=get_result rc=0 value=/tmp/topo.xml\n"),
+        ("cmd=get kvsname=rivet_1_0 key=PARENT_ROOT_PORT_NAME\n", "cmd=get_result rc=0 value=tag#0$port#99$\n"),
+        ("cmd=get kvsname=rivet_1_0 key=nope\n", "cmd=get_result rc=1 msg=key_not_found\n"),
+        ("cmd=get kvsname=nokvs key=card0\n", "cmd=get_result rc=1 msg=unknown_kvsname\n"),
+    ] {
+        assert_eq!(s.ask(2, q), a, "{q}");
+    }
+
+    // Name service.
+    assert_eq!(s.ask(1, "cmd=publish_name service=svc port=p#1\n"), "cmd=publish_result rc=0\n");
+    assert_eq!(
+        s.ask(2, "cmd=publish_name service=svc port=p#2\n"),
+        "cmd=publish_result rc=1 msg=key_already_present\n"
+    );
+    assert_eq!(s.ask(3, "cmd=lookup_name service=svc\n"), "cmd=lookup_result rc=0 port=p#1\n");
+    assert_eq!(s.ask(3, "cmd=unpublish_name service=svc\n"), "cmd=unpublish_result rc=0\n");
+    assert_eq!(
+        s.ask(3, "cmd=unpublish_name service=svc\n"),
+        "cmd=unpublish_result rc=1 msg=service_not_found\n"
+    );
+    assert_eq!(
+        s.ask(3, "cmd=lookup_name service=svc\n"),
+        "cmd=lookup_result rc=1 msg=service_not_found\n"
+    );
+
+    // Spawn, sent in pieces while another rank keeps working.
+    let block = "mcmd=spawn\nnprocs=2\nexecname=./child\ntotspawns=1\nspawnssofar=1\nargcnt=1\n\
+                 arg1=hello world\npreput_num=1\npreput_key_0=PARENT_ROOT_PORT_NAME\n\
+                 preput_val_0=tag#0$\ninfo_num=0\nendcmd\n";
+    let (a, b) = block.split_at(40);
+    assert!(s.io(1, a).is_empty());
+    assert_eq!(s.ask(2, "cmd=get key=card0\n"), "cmd=get_result rc=0 value=AB01\n");
+    let out = s.io(1, b);
+    let request = match out.as_slice() {
+        [Output::Spawn { conn: 1, ns: n, rank: 0, request }] if *n == ns => request.clone(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        request.commands,
+        vec![SpawnCommand {
+            execname: "./child".into(),
+            nprocs: 2,
+            args: vec!["hello world".into()],
+            info: vec![],
+        }]
+    );
+    assert_eq!(request.preput, vec![("PARENT_ROOT_PORT_NAME".into(), "tag#0$".into())]);
+    // A second spawn while one is pending is refused.
+    assert_eq!(s.ask(1, block), "cmd=spawn_result rc=-1 msg=spawn_already_pending\n");
+    let mut out = Vec::new();
+    s.server.spawn_done(1, Ok(vec![0, 0]), &mut out);
+    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=0\n".to_string())]);
+    // Nothing pending any more: a stray spawn_done is ignored.
+    out.clear();
+    s.server.spawn_done(1, Ok(vec![]), &mut out);
+    assert!(out.is_empty());
+    // A failed spawn and one with per-process codes.
+    assert_eq!(s.io(1, block).len(), 1);
+    s.server.spawn_done(1, Err("no such file".into()), &mut out);
+    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=-1 msg=no\\ such\\ file\n".to_string())]);
+    out.clear();
+    assert_eq!(s.io(1, block).len(), 1);
+    s.server.spawn_done(1, Ok(vec![0, -2]), &mut out);
+    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=0 errcodes=0,-2\n".to_string())]);
+    // A malformed block gets a spawn_result error.
+    assert!(s
+        .ask(2, "mcmd=spawn\nnprocs=1\nendcmd\n")
+        .starts_with("cmd=spawn_result rc=-1 msg=malformed:\\ spawn:"));
+
+    // Finalize and abort.
+    let out = s.io(2, "cmd=finalize\n");
+    assert_eq!(
+        out,
+        vec![
+            Output::Send { conn: 2, bytes: b"cmd=finalize_ack\n".to_vec() },
+            Output::Finalized { ns, rank: 1 },
+        ]
+    );
+    assert!(s.server.is_finalized(ns, 1));
+    assert!(!s.server.is_finalized(ns, 0));
+    assert!(!s.server.is_finalized(99, 0));
+    assert_eq!(
+        s.io(3, "cmd=abort exitcode=4 message=bad\\ input\n"),
+        vec![Output::Abort { ns, rank: 2, exit_code: 4, message: Some("bad input".into()) }]
+    );
+    assert_eq!(
+        s.io(3, "cmd=abort exitcode=x\n"),
+        vec![Output::Abort {
+            ns,
+            rank: 2,
+            exit_code: 1,
+            message: Some(
+                "garbled abort request: PMI command abort: field exitcode=\"x\" is not a valid number"
+                    .into()
+            )
+        }]
+    );
+
+    // A garbage stream closes only that connection.
+    let out = s.io(1, "cmd=get_maxes\n\u{1}\u{2}binary");
+    assert_eq!(out.len(), 2);
+    assert!(matches!(&out[0], Output::Send { conn: 1, .. }));
+    assert!(matches!(&out[1], Output::Close { conn: 1, .. }));
+    assert_eq!(s.ask(3, "cmd=get key=card0\n"), "cmd=get_result rc=0 value=AB01\n");
+}
+
+#[test]
+fn barrier_survives_detach_and_reattach() {
+    let (mut s, ns) = three_rank_session();
+    assert!(s.io(1, "cmd=barrier_in\n").is_empty());
+    s.server.detach(1);
+    // Bytes from a detached connection close it.
+    assert!(matches!(s.io(1, "cmd=get_maxes\n").as_slice(), [Output::Close { conn: 1, .. }]));
+    assert!(s.io(2, "cmd=barrier_in\n").is_empty());
+    let out = s.io(3, "cmd=barrier_in\n");
+    // Rank 0 stays counted but is no longer answered.
+    assert_eq!(
+        sends(&out),
+        vec![(2, "cmd=barrier_out\n".into()), (3, "cmd=barrier_out\n".into())]
+    );
+    s.server.attach(7, ns, 0);
+    assert_eq!(s.server.conn_rank(7), Some((ns, 0)));
+}
+
+#[test]
+fn group_barriers_and_version_checks() {
+    let (mut s, _) = three_rank_session();
+    // NODE barrier on node 0 (ranks 0 and 1) with a tag.
+    assert!(s.io(1, "cmd=barrier_in group=NODE:5\n").is_empty());
+    let out = s.io(2, "cmd=barrier_in group=NODE:5\n");
+    assert_eq!(
+        sends(&out),
+        vec![(1, "cmd=barrier_out tag=5\n".into()), (2, "cmd=barrier_out tag=5\n".into())]
+    );
+    // Rank 2 is alone on node 1.
+    assert_eq!(s.ask(3, "cmd=barrier_in group=NODE:5\n"), "cmd=barrier_out tag=5\n");
+    assert_eq!(
+        s.ask(3, "cmd=barrier_in group=0,1:1\n"),
+        "cmd=barrier_out rc=1 msg=caller_not_in_barrier_group\n"
+    );
+    assert_eq!(
+        s.ask(1, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+        "cmd=response_to_init rc=-1 pmi_version=1 pmi_subversion=2 \
+         msg=unsupported_pmi_version_this_server_speaks_PMI-1\n"
+    );
+    // Responses sent by a client are answered with cmd=error.
+    assert_eq!(s.ask(1, "cmd=barrier_out\n"), "cmd=error rc=-1 msg=unexpected_barrier_out_from_a_client\n");
+}
+
+#[test]
+fn port_mode_initack() {
+    let mut server = Server::new();
+    let ns = server.create_namespace(spec("job", &[0, 1])).unwrap();
+    server.attach_unidentified(10, ns);
+    server.attach_unidentified(11, ns);
+    server.attach_unidentified(12, ns);
+    let mut s = Session { server };
+    // Rank-free commands work before initack, rank-bound ones do not.
+    assert_eq!(s.ask(10, "cmd=get_maxes\n"), "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n");
+    assert_eq!(
+        s.ask(10, "cmd=barrier_in\n"),
+        "cmd=barrier_out rc=-1 msg=initack_required_before_barrier\n"
+    );
+    assert_eq!(s.ask(10, "cmd=initack pmiid=2\n"), "cmd=initack rc=-1 msg=pmiid_out_of_range\n");
+    assert_eq!(s.ask(10, "cmd=initack pmiid=-1\n"), "cmd=initack rc=-1 msg=pmiid_out_of_range\n");
+    assert_eq!(
+        s.ask(10, "cmd=initack pmiid=1\n"),
+        "cmd=initack\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n"
+    );
+    assert_eq!(s.server.conn_rank(10), Some((ns, 1)));
+    assert_eq!(s.ask(11, "cmd=initack pmiid=1\n"), "cmd=initack rc=-1 msg=pmiid_already_connected\n");
+    assert_eq!(
+        s.ask(10, "cmd=initack pmiid=0\n"),
+        "cmd=initack rc=-1 msg=pmiid_does_not_match_this_connection\n"
+    );
+    assert!(s.ask(11, "cmd=initack pmiid=0\n").starts_with("cmd=initack\n"));
+    // Abort before initack still reaches the launcher.
+    assert_eq!(
+        s.io(12, "cmd=abort exitcode=2\n"),
+        vec![Output::Abort { ns, rank: u32::MAX, exit_code: 2, message: None }]
+    );
+}
+
+#[test]
+fn namespaces_are_validated_and_shared_for_gets() {
+    let mut server = Server::new();
+    let parent = server.create_namespace(spec("parent", &[0])).unwrap();
+    let child = server.create_namespace(spec("child", &[0, 0])).unwrap();
+    assert_eq!(server.namespace_id("child"), Some(child));
+    let bad = |f: &dyn Fn(&mut NamespaceSpec)| {
+        let mut sp = spec("x", &[0, 0]);
+        f(&mut sp);
+        sp
+    };
+    for sp in [
+        spec("parent", &[0]),
+        spec("", &[0]),
+        spec("has space", &[0]),
+        bad(&|s| s.size = 3),
+        bad(&|s| s.size = 0),
+        bad(&|s| s.name = "n".repeat(257)),
+        bad(&|s| s.attributes.push(("PMI_big".into(), "v".repeat(1000)))),
+        bad(&|s| s.attributes.push(("PMI_nl".into(), "a\nb".into()))),
+        bad(&|s| s.preput.push(("k".repeat(65), "v".into()))),
+    ] {
+        assert!(matches!(server.create_namespace(sp), Err(Error::InvalidNamespace { .. })));
+    }
+    // Unknown namespace ids never panic.
+    assert_eq!(server.namespace_name(42), "");
+    server.set_attribute(42, "PMI_a", "b");
+    assert!(server.try_set_attribute(42, "PMI_a", "b").is_err());
+    assert!(server.try_set_attribute(child, "PMI_a", &"v".repeat(2000)).is_err());
+    server.set_attribute(child, "PMI_topo_node", "3");
+    let mut s = Session { server };
+    s.server.attach(1, parent, 0);
+    s.server.attach(2, child, 1);
+    assert_eq!(s.ask(1, "cmd=put kvsname=parent key=port value=P\n"), "cmd=put_result rc=0\n");
+    assert_eq!(s.ask(2, "cmd=get kvsname=parent key=port\n"), "cmd=get_result rc=0 value=P\n");
+    assert_eq!(s.ask(2, "cmd=get key=PMI_topo_node\n"), "cmd=get_result rc=0 value=3\n");
+    assert_eq!(s.ask(2, "cmd=get key=PMI_process_mapping\n"), "cmd=get_result rc=0 value=(vector,(0,1,2))\n");
+    // Attaching to an unknown namespace: every query is answered with an error.
+    s.server.attach(3, 77, 0);
+    assert_eq!(s.ask(3, "cmd=get key=a\n"), "cmd=get_result rc=-1 msg=unknown_namespace\n");
+}
+
+#[test]
+fn unexpressible_mapping_is_a_miss_not_an_empty_value() {
+    let nodes: Vec<u32> = (0..3000u32).map(|r| (r * r / 7) % 97).collect();
+    let mut server = Server::new();
+    let ns = server.create_namespace(spec("big", &nodes)).unwrap();
+    server.attach(1, ns, 0);
+    let mut s = Session { server };
+    assert_eq!(s.ask(1, "cmd=get key=PMI_process_mapping\n"), "cmd=get_result rc=1 msg=key_not_found\n");
+}
+
+#[test]
+fn random_bytes_never_panic_the_server() {
+    let (mut s, ns) = three_rank_session();
+    s.server.attach_unidentified(9, ns);
+    let mut x: u64 = 0xDEADBEEF;
+    let pieces: [&[u8]; 12] = [
+        b"cmd=", b"mcmd=spawn\n", b"endcmd\n", b"barrier_in", b"\n", b" key=", b"initack pmiid=1",
+        b"put kvsname=rivet_1_0 value=", b"get", b"\xff", b"\x00", b"totspawns=2\nspawnssofar=",
+    ];
+    for _ in 0..5000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let conn = 1 + x % 4;
+        let conn = if conn == 4 { 9 } else { conn };
+        let mut bytes = Vec::new();
+        for i in 0..(x >> 50) % 6 {
+            bytes.extend_from_slice(pieces[((x >> (i * 4)) % 12) as usize]);
+        }
+        let mut out = Vec::new();
+        s.server.receive(conn, &bytes, &mut out);
+        if out.iter().any(|o| matches!(o, Output::Close { .. })) {
+            if conn == 9 {
+                s.server.attach_unidentified(9, ns);
+            } else {
+                s.server.attach(conn, ns, conn as u32 - 1);
+            }
+        }
+        if x % 97 == 0 {
+            s.server.spawn_done(conn, Ok(vec![1]), &mut out);
+        }
+    }
+}

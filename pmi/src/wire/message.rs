@@ -1,0 +1,334 @@
+//! The PMI-1 message vocabulary: one enum for both directions.
+//!
+//! Queries go client → server, responses server → client. Every response
+//! carries `rc` (0 = success; a missing `rc` parses as 0, as MPICH's client
+//! does) and an optional `msg`. When `rc` is nonzero the payload fields of a
+//! response are optional on the wire and parse to their defaults.
+
+/// One command of a spawn request (`MPI_Comm_spawn_multiple` has several).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpawnCommand {
+    /// Executable to start.
+    pub execname: String,
+    /// How many processes to start.
+    pub nprocs: u32,
+    /// Arguments, without argv\[0\] (`arg1..argN` on the wire).
+    pub args: Vec<String>,
+    /// MPI_Info pairs for this command (`info_key_i`/`info_val_i`).
+    pub info: Vec<(String, String)>,
+}
+
+/// A spawn request: the commands plus pairs pre-put into the children's KVS.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpawnRequest {
+    /// One entry per command, in order.
+    pub commands: Vec<SpawnCommand>,
+    /// Pairs the children find in their KVS (e.g. `PARENT_ROOT_PORT_NAME`).
+    pub preput: Vec<(String, String)>,
+}
+
+impl SpawnRequest {
+    /// Total processes requested over all commands (saturating).
+    pub fn total_procs(&self) -> u64 {
+        self.commands.iter().map(|c| u64::from(c.nprocs)).sum()
+    }
+}
+
+/// A PMI-1 message, query or response.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    // ---- queries (client → server) ----
+    /// `cmd=init pmi_version=1 pmi_subversion=1`
+    Init { version: i32, subversion: i32 },
+    /// `cmd=get_maxes`
+    GetMaxes,
+    /// `cmd=get_appnum`
+    GetAppnum,
+    /// `cmd=get_my_kvsname`
+    GetMyKvsname,
+    /// `cmd=get_universe_size`
+    GetUniverseSize,
+    /// `cmd=put kvsname=K key=k value=v`
+    Put {
+        kvsname: String,
+        key: String,
+        value: String,
+    },
+    /// `cmd=get [kvsname=K] key=k` (kvsname is optional in PMI-1.1/1.2)
+    Get { kvsname: Option<String>, key: String },
+    /// `cmd=barrier_in [group=G]` — PMI-1.2 groups are `WORLD`, `NODE` or
+    /// `r1,r2,...`, each optionally followed by `:tag`.
+    BarrierIn { group: Option<String> },
+    /// `cmd=finalize`
+    Finalize,
+    /// `cmd=abort exitcode=N [message=S]` (no reply; exitcode defaults to 1)
+    Abort { exitcode: i32, message: Option<String> },
+    /// `cmd=publish_name service=S port=P`
+    PublishName { service: String, port: String },
+    /// `cmd=unpublish_name service=S`
+    UnpublishName { service: String },
+    /// `cmd=lookup_name service=S`
+    LookupName { service: String },
+    /// The multi-line `mcmd=spawn ... endcmd` block.
+    Spawn(SpawnRequest),
+    /// `cmd=initack pmiid=N` (PMI_PORT mode only, first line sent)
+    InitAck { pmiid: i32 },
+
+    // ---- responses (server → client) ----
+    /// `cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2`
+    InitResponse {
+        rc: i32,
+        version: i32,
+        subversion: i32,
+        msg: Option<String>,
+    },
+    /// `cmd=maxes kvsname_max=N keylen_max=N vallen_max=N`
+    Maxes {
+        rc: i32,
+        kvsname_max: u32,
+        keylen_max: u32,
+        vallen_max: u32,
+        msg: Option<String>,
+    },
+    /// `cmd=appnum appnum=N`
+    Appnum {
+        rc: i32,
+        appnum: i32,
+        msg: Option<String>,
+    },
+    /// `cmd=my_kvsname kvsname=K`
+    MyKvsname {
+        rc: i32,
+        kvsname: String,
+        msg: Option<String>,
+    },
+    /// `cmd=universe_size size=N` (Hydra sends -1 for "unlimited/unknown")
+    UniverseSize {
+        rc: i32,
+        size: i32,
+        msg: Option<String>,
+    },
+    /// `cmd=put_result rc=0`
+    PutResult { rc: i32, msg: Option<String> },
+    /// `cmd=get_result rc=0 value=V`; `value` is `None` on a miss (also when
+    /// the server says `found=FALSE`).
+    GetResult {
+        rc: i32,
+        value: Option<String>,
+        msg: Option<String>,
+    },
+    /// `cmd=barrier_out [tag=N]`
+    BarrierOut {
+        rc: i32,
+        tag: Option<i32>,
+        msg: Option<String>,
+    },
+    /// `cmd=finalize_ack`
+    FinalizeAck { rc: i32, msg: Option<String> },
+    /// `cmd=publish_result rc=0`
+    PublishResult { rc: i32, msg: Option<String> },
+    /// `cmd=unpublish_result rc=0`
+    UnpublishResult { rc: i32, msg: Option<String> },
+    /// `cmd=lookup_result rc=0 port=P`
+    LookupResult {
+        rc: i32,
+        port: Option<String>,
+        msg: Option<String>,
+    },
+    /// `cmd=spawn_result rc=0 [errcodes=a,b,...]`
+    SpawnResult {
+        rc: i32,
+        errcodes: Vec<i32>,
+        msg: Option<String>,
+    },
+    /// `cmd=initack` (followed by three `Set` lines)
+    InitAckResponse { rc: i32, msg: Option<String> },
+    /// `cmd=set size=N` / `rank=N` / `debug=N` after an initack.
+    Set { key: String, value: String },
+    /// `cmd=error rc=N msg=M`: the answer to a line whose command is unknown.
+    Error { rc: i32, msg: Option<String> },
+}
+
+/// Query command name → its response command name.
+///
+/// Used to answer a bad line with the response the client is waiting for.
+pub fn response_name(query_cmd: &str) -> Option<&'static str> {
+    Some(match query_cmd {
+        "init" => "response_to_init",
+        "get_maxes" => "maxes",
+        "get_appnum" => "appnum",
+        "get_my_kvsname" => "my_kvsname",
+        "get_universe_size" => "universe_size",
+        "put" => "put_result",
+        "get" => "get_result",
+        "barrier_in" => "barrier_out",
+        "finalize" => "finalize_ack",
+        "publish_name" => "publish_result",
+        "unpublish_name" => "unpublish_result",
+        "lookup_name" => "lookup_result",
+        "spawn" => "spawn_result",
+        "initack" => "initack",
+        _ => return None,
+    })
+}
+
+/// Response command name → the query it answers (inverse of [`response_name`]).
+pub fn query_name(response_cmd: &str) -> Option<&'static str> {
+    const QUERIES: [&str; 14] = [
+        "init",
+        "get_maxes",
+        "get_appnum",
+        "get_my_kvsname",
+        "get_universe_size",
+        "put",
+        "get",
+        "barrier_in",
+        "finalize",
+        "publish_name",
+        "unpublish_name",
+        "lookup_name",
+        "spawn",
+        "initack",
+    ];
+    QUERIES
+        .into_iter()
+        .find(|q| response_name(q) == Some(response_cmd))
+}
+
+impl Message {
+    /// The `cmd=` (or `mcmd=`) name of this message on the wire.
+    pub fn cmd(&self) -> &'static str {
+        use Message::*;
+        match self {
+            Init { .. } => "init",
+            GetMaxes => "get_maxes",
+            GetAppnum => "get_appnum",
+            GetMyKvsname => "get_my_kvsname",
+            GetUniverseSize => "get_universe_size",
+            Put { .. } => "put",
+            Get { .. } => "get",
+            BarrierIn { .. } => "barrier_in",
+            Finalize => "finalize",
+            Abort { .. } => "abort",
+            PublishName { .. } => "publish_name",
+            UnpublishName { .. } => "unpublish_name",
+            LookupName { .. } => "lookup_name",
+            Spawn(_) => "spawn",
+            InitAck { .. } => "initack",
+            InitResponse { .. } => "response_to_init",
+            Maxes { .. } => "maxes",
+            Appnum { .. } => "appnum",
+            MyKvsname { .. } => "my_kvsname",
+            UniverseSize { .. } => "universe_size",
+            PutResult { .. } => "put_result",
+            GetResult { .. } => "get_result",
+            BarrierOut { .. } => "barrier_out",
+            FinalizeAck { .. } => "finalize_ack",
+            PublishResult { .. } => "publish_result",
+            UnpublishResult { .. } => "unpublish_result",
+            LookupResult { .. } => "lookup_result",
+            SpawnResult { .. } => "spawn_result",
+            InitAckResponse { .. } => "initack",
+            Set { .. } => "set",
+            Error { .. } => "error",
+        }
+    }
+
+    /// True for client → server messages.
+    pub fn is_query(&self) -> bool {
+        use Message::*;
+        matches!(
+            self,
+            Init { .. }
+                | GetMaxes
+                | GetAppnum
+                | GetMyKvsname
+                | GetUniverseSize
+                | Put { .. }
+                | Get { .. }
+                | BarrierIn { .. }
+                | Finalize
+                | Abort { .. }
+                | PublishName { .. }
+                | UnpublishName { .. }
+                | LookupName { .. }
+                | Spawn(_)
+                | InitAck { .. }
+        )
+    }
+
+    /// `(rc, msg)` of a response; `None` for queries and `Set`.
+    pub fn status(&self) -> Option<(i32, Option<&str>)> {
+        use Message::*;
+        match self {
+            InitResponse { rc, msg, .. }
+            | Maxes { rc, msg, .. }
+            | Appnum { rc, msg, .. }
+            | MyKvsname { rc, msg, .. }
+            | UniverseSize { rc, msg, .. }
+            | PutResult { rc, msg }
+            | GetResult { rc, msg, .. }
+            | BarrierOut { rc, msg, .. }
+            | FinalizeAck { rc, msg }
+            | PublishResult { rc, msg }
+            | UnpublishResult { rc, msg }
+            | LookupResult { rc, msg, .. }
+            | SpawnResult { rc, msg, .. }
+            | InitAckResponse { rc, msg }
+            | Error { rc, msg } => Some((*rc, msg.as_deref())),
+            _ => None,
+        }
+    }
+
+    /// The failure answer to query `query_cmd`: the matching response with
+    /// `rc` and `msg` and no payload, or `cmd=error` when the query is unknown
+    /// (or has no response, like `abort`).
+    pub fn error_reply(query_cmd: Option<&str>, rc: i32, msg: impl Into<String>) -> Message {
+        use Message::*;
+        let msg = Some(msg.into());
+        match query_cmd.and_then(response_name) {
+            Some("response_to_init") => InitResponse {
+                rc,
+                version: 1,
+                subversion: 2,
+                msg,
+            },
+            Some("maxes") => Maxes {
+                rc,
+                kvsname_max: 0,
+                keylen_max: 0,
+                vallen_max: 0,
+                msg,
+            },
+            Some("appnum") => Appnum { rc, appnum: 0, msg },
+            Some("my_kvsname") => MyKvsname {
+                rc,
+                kvsname: String::new(),
+                msg,
+            },
+            Some("universe_size") => UniverseSize { rc, size: 0, msg },
+            Some("put_result") => PutResult { rc, msg },
+            Some("get_result") => GetResult {
+                rc,
+                value: None,
+                msg,
+            },
+            Some("barrier_out") => BarrierOut { rc, tag: None, msg },
+            Some("finalize_ack") => FinalizeAck { rc, msg },
+            Some("publish_result") => PublishResult { rc, msg },
+            Some("unpublish_result") => UnpublishResult { rc, msg },
+            Some("lookup_result") => LookupResult {
+                rc,
+                port: None,
+                msg,
+            },
+            Some("spawn_result") => SpawnResult {
+                rc,
+                errcodes: Vec::new(),
+                msg,
+            },
+            Some("initack") => InitAckResponse { rc, msg },
+            _ => Error { rc, msg },
+        }
+    }
+}

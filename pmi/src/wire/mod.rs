@@ -1,0 +1,22 @@
+//! The PMI-1 wire codec: [`Message`] (both directions), its parser and
+//! writer, the [`Framer`] for byte streams, and the [`limits`].
+//!
+//! `parse.rs` and `write.rs` are the only places that know field names and
+//! order; `escape.rs` the only place that knows how a value is spelled;
+//! `spawn.rs` handles the multi-line `mcmd=spawn` block.
+
+mod escape;
+mod framer;
+pub mod limits;
+mod message;
+mod parse;
+mod spawn;
+mod write;
+
+#[cfg(test)]
+mod tests;
+
+pub use framer::{Frame, Framer};
+pub use limits::Limits;
+pub use message::{query_name, response_name, Message, SpawnCommand, SpawnRequest};
+pub use parse::peek_cmd;

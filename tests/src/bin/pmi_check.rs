@@ -1,0 +1,163 @@
+//! A test rank that exercises the `rivet-pmi` client, run by the integration
+//! tests under `rivetrun`, under MPICH's `mpiexec.hydra`, and as a singleton.
+//!
+//! `pmi_check` alone: put, barrier, get of every other rank's key, name
+//! publish/lookup/unpublish, a missing-name lookup, finalize. It prints one
+//! `pmi_check OK` line per rank, or a reason and exits 1.
+//! Failure modes for the launcher tests (R = the rank that misbehaves):
+//! `exit R CODE`, `signal R SIGNUM`, `nofinalize R`, `garbage R` (R sends a
+//! bad line first, checks the error answer, then goes on normally),
+//! `abort R CODE`. The ranks that behave wait in a barrier.
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::fd::FromRawFd;
+use std::process::exit;
+
+use rivet_pmi::client::Client;
+use rivet_pmi::Error;
+
+fn die(rank: i64, what: String) -> ! {
+    eprintln!("pmi_check rank {rank}: FAILED: {what}");
+    exit(1);
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mode = args.first().map(String::as_str).unwrap_or("check");
+    let who: u32 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(u32::MAX);
+    let arg: i32 = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(0);
+
+    if mode == "garbage" && env_rank() == Some(who) {
+        send_garbage_first(who);
+    }
+
+    let mut pmi = Client::init().unwrap_or_else(|e| die(-1, format!("init: {e}")));
+    let rank = pmi.rank();
+    let size = pmi.size();
+    let r = rank as i64;
+    println!(
+        "pmi_check rank {rank} of {size} pid {} kvs {}",
+        std::process::id(),
+        pmi.kvs_name()
+    );
+
+    match mode {
+        "check" | "garbage" => check(&mut pmi),
+        "exit" | "signal" | "nofinalize" | "abort" => {
+            if rank == who {
+                match mode {
+                    "exit" => exit(arg),
+                    // SAFETY: raise(3) takes no pointers.
+                    "signal" => unsafe {
+                        libc::raise(arg);
+                    },
+                    "nofinalize" => exit(0),
+                    _ => {
+                        let _ = pmi.abort(arg, "pmi_check abort");
+                        exit(arg);
+                    }
+                }
+            }
+            // The well-behaved ranks wait for the one that is gone.
+            pmi.barrier()
+                .unwrap_or_else(|e| die(r, format!("barrier: {e}")));
+            die(r, "the barrier completed although a rank was gone".into());
+        }
+        other => die(r, format!("unknown mode {other}")),
+    }
+    pmi.finalize()
+        .unwrap_or_else(|e| die(r, format!("finalize: {e}")));
+    println!("pmi_check OK rank {rank}");
+}
+
+fn check(pmi: &mut Client) {
+    let rank = pmi.rank();
+    let size = pmi.size();
+    let r = rank as i64;
+    if rank >= size {
+        die(r, format!("rank {rank} >= size {size}"));
+    }
+    let kvs = pmi.kvs_name().to_string();
+    pmi.put(&format!("key-{rank}"), &format!("value-{rank}-{kvs}"))
+        .unwrap_or_else(|e| die(r, format!("put: {e}")));
+    pmi.commit()
+        .unwrap_or_else(|e| die(r, format!("commit: {e}")));
+    pmi.barrier()
+        .unwrap_or_else(|e| die(r, format!("barrier: {e}")));
+    for peer in 0..size {
+        let got = pmi
+            .get(&format!("key-{peer}"))
+            .unwrap_or_else(|e| die(r, format!("get key-{peer}: {e}")));
+        if got != format!("value-{peer}-{kvs}") {
+            die(r, format!("key-{peer} = {got:?}"));
+        }
+    }
+    match pmi.get("no-such-key") {
+        Err(Error::KeyNotFound { .. }) => {}
+        other => die(r, format!("get of a missing key gave {other:?}")),
+    }
+
+    let service = format!("svc-{kvs}");
+    if rank == 0 {
+        pmi.publish_name(&service, "port-for-test")
+            .unwrap_or_else(|e| die(r, format!("publish: {e}")));
+        if pmi.publish_name(&service, "again").is_ok() {
+            die(r, "a duplicate publish succeeded".into());
+        }
+    }
+    pmi.barrier()
+        .unwrap_or_else(|e| die(r, format!("barrier: {e}")));
+    let port = pmi
+        .lookup_name(&service)
+        .unwrap_or_else(|e| die(r, format!("lookup: {e}")));
+    if port != "port-for-test" {
+        die(r, format!("lookup gave {port:?}"));
+    }
+    pmi.barrier()
+        .unwrap_or_else(|e| die(r, format!("barrier: {e}")));
+    if rank == 0 {
+        pmi.unpublish_name(&service)
+            .unwrap_or_else(|e| die(r, format!("unpublish: {e}")));
+    }
+    pmi.barrier()
+        .unwrap_or_else(|e| die(r, format!("barrier: {e}")));
+    if pmi.lookup_name(&service).is_ok() {
+        die(r, "lookup of an unpublished name succeeded".into());
+    }
+}
+
+fn env_rank() -> Option<u32> {
+    std::env::var("PMI_RANK").ok()?.parse().ok()
+}
+
+/// Speak bad PMI on the inherited socket and check that the server answers
+/// with an error instead of hanging up; the client then starts normally.
+fn send_garbage_first(rank: u32) {
+    let Some(fd) = std::env::var("PMI_FD")
+        .ok()
+        .and_then(|s| s.parse::<i32>().ok())
+    else {
+        die(rank as i64, "garbage mode needs PMI_FD".into());
+    };
+    // SAFETY: the fd is inherited from the launcher for this process's use;
+    // `dup` gives this function its own descriptor to own and close.
+    let mut stream = unsafe { std::fs::File::from_raw_fd(libc::dup(fd)) };
+    stream
+        .write_all(b"cmd=no_such_command a=b\n")
+        .unwrap_or_else(|e| die(rank as i64, format!("write: {e}")));
+    let mut reader = BufReader::new(&stream);
+    let mut line = String::new();
+    reader
+        .read_line(&mut line)
+        .unwrap_or_else(|e| die(rank as i64, format!("read: {e}")));
+    let rc_ok = line
+        .split_whitespace()
+        .any(|t| t.starts_with("rc=") && t != "rc=0");
+    if !rc_ok {
+        die(rank as i64, format!("bad line answered with {line:?}"));
+    }
+    println!(
+        "pmi_check rank {rank}: bad line answered: {}",
+        line.trim_end()
+    );
+}

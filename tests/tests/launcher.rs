@@ -1,0 +1,392 @@
+//! rivetrun end to end: unmodified MPICH programs, the rivet-pmi client
+//! under rivetrun, Hydra and as a singleton, and every failure path the
+//! launcher must handle without hanging or leaking processes.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(60);
+
+fn show(o: &Outcome) -> String {
+    format!(
+        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status, o.stdout, o.stderr
+    )
+}
+
+fn rivetrun_with(args: &[&str], program: &std::path::Path, prog_args: &[&str]) -> Command {
+    let mut cmd = rivetrun(args);
+    cmd.arg(program).args(prog_args);
+    cmd
+}
+
+#[test]
+fn mpich_program_runs_on_1_2_and_4_ranks() {
+    let _serial = serial();
+    let prog = mpicc("mpi_check.c");
+    for n in [1, 2, 4] {
+        let o = run_job(rivetrun_with(&["-n", &n.to_string()], &prog, &[]), DEADLINE);
+        assert_eq!(o.code(), Some(0), "n={n}: {}", show(&o));
+        assert!(
+            o.stdout.contains(&format!("mpi_check OK size={n}")),
+            "n={n}: {}",
+            show(&o)
+        );
+        for rank in 0..n {
+            assert!(
+                o.stdout
+                    .contains(&format!("hello from rank {rank} of {n} ")),
+                "n={n}: {}",
+                show(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn label_prefixes_every_line_with_its_rank() {
+    let _serial = serial();
+    let prog = mpicc("mpi_check.c");
+    let o = run_job(rivetrun_with(&["-n", "2", "-l"], &prog, &[]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert!(lines.len() >= 3, "{}", show(&o));
+    for line in lines {
+        let rest = line
+            .strip_prefix("[0] ")
+            .or_else(|| line.strip_prefix("[1] "));
+        let rest = rest.unwrap_or_else(|| panic!("unlabelled line {line:?}\n{}", show(&o)));
+        if let Some(tail) = rest.strip_prefix("hello from rank ") {
+            assert!(
+                line.starts_with(&format!("[{}] ", &tail[..1])),
+                "label of {line:?} is not its rank"
+            );
+        }
+    }
+}
+
+#[test]
+fn mpi_abort_tears_the_job_down_with_the_abort_code() {
+    let _serial = serial();
+    let prog = mpicc("mpi_check.c");
+    let o = run_job(
+        rivetrun_with(&["-n", "3"], &prog, &["abort", "1", "13"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(13), "{}", show(&o));
+    assert!(o.stderr.contains("rank 1 called abort"), "{}", show(&o));
+}
+
+#[test]
+fn pmi_client_passes_under_rivetrun_with_fd_and_port() {
+    let _serial = serial();
+    for extra in [&[][..], &["--pmi-port"][..]] {
+        let mut args = vec!["-n", "4"];
+        args.extend_from_slice(extra);
+        let o = run_job(rivetrun_with(&args, &bin("pmi_check"), &[]), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{extra:?}: {}", show(&o));
+        for rank in 0..4 {
+            assert!(
+                o.stdout.contains(&format!("pmi_check OK rank {rank}\n")),
+                "{extra:?}: {}",
+                show(&o)
+            );
+        }
+    }
+}
+
+#[test]
+fn pmi_client_passes_under_mpich_hydra() {
+    let _serial = serial();
+    let mut cmd = Command::new("mpiexec.hydra");
+    cmd.args(["-n", "4"]).arg(bin("pmi_check"));
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    for rank in 0..4 {
+        assert!(
+            o.stdout.contains(&format!("pmi_check OK rank {rank}\n")),
+            "{}",
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn pmi_client_passes_as_a_singleton() {
+    let _serial = serial();
+    let mut cmd = Command::new(bin("pmi_check"));
+    for var in ["PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE"] {
+        cmd.env_remove(var);
+    }
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert!(o.stdout.contains("pmi_check rank 0 of 1 "), "{}", show(&o));
+    assert!(o.stdout.contains("pmi_check OK rank 0\n"), "{}", show(&o));
+}
+
+#[test]
+fn a_bad_pmi_line_gets_an_error_answer_and_the_job_goes_on() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "3"], &bin("pmi_check"), &["garbage", "1"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert!(
+        o.stdout.contains("rank 1: bad line answered: cmd="),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        o.stdout.matches("pmi_check OK rank").count(),
+        3,
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn a_rank_killed_by_a_signal_ends_the_job() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "3"], &bin("pmi_check"), &["signal", "2", "9"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(128 + 9), "{}", show(&o));
+    assert!(
+        o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
+        "{}",
+        show(&o)
+    );
+    assert!(
+        o.stderr.contains("terminating the other 2 rank(s)"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn a_rank_exiting_3_ends_the_job_with_3() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "4"], &bin("pmi_check"), &["exit", "1", "3"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(3), "{}", show(&o));
+    assert!(
+        o.stderr.contains("rank 1 exited with code 3"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn a_rank_that_exits_without_finalize_does_not_leave_the_others_hanging() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "2"], &bin("pmi_check"), &["nofinalize", "0"]),
+        DEADLINE,
+    );
+    assert_ne!(o.code(), Some(0), "{}", show(&o));
+    assert!(
+        o.stderr
+            .contains("rank 0 exited with code 0 without finalizing PMI"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn pmi_abort_from_the_rust_client() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "2"], &bin("pmi_check"), &["abort", "0", "7"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(7), "{}", show(&o));
+    assert!(
+        o.stderr.contains("rank 0 called abort (exit code 7)"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn a_missing_program_is_a_clear_error() {
+    let _serial = serial();
+    let o = run_job(rivetrun(&["-n", "2", "no-such-program-rivet"]), DEADLINE);
+    assert_eq!(o.code(), Some(127), "{}", show(&o));
+    assert!(
+        o.stderr
+            .contains("cannot execute 'no-such-program-rivet': not found in PATH"),
+        "{}",
+        show(&o)
+    );
+    let o = run_job(rivetrun(&["-n", "2", "/etc/passwd"]), DEADLINE);
+    assert_eq!(o.code(), Some(126), "{}", show(&o));
+    assert!(o.stderr.contains("is not executable"), "{}", show(&o));
+}
+
+#[test]
+fn environment_and_working_directory_reach_the_ranks() {
+    let _serial = serial();
+    let dir = std::env::temp_dir();
+    let o = run_job(
+        rivetrun(&[
+            "-n",
+            "2",
+            "-genv",
+            "RIVET_A",
+            "one",
+            "-env",
+            "RIVET_B",
+            "two words",
+            "-wdir",
+            dir.to_str().unwrap(),
+            "sh",
+            "-c",
+            "echo \"$PMI_RANK/$PMI_SIZE $RIVET_A $RIVET_B $(pwd)\"",
+        ]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    let here = dir.canonicalize().unwrap();
+    for rank in 0..2 {
+        let want = format!("{rank}/2 one two words {}\n", here.display());
+        assert!(o.stdout.contains(&want), "missing {want:?}\n{}", show(&o));
+    }
+    // -genvnone passes only what is asked for, plus what PMI needs.
+    let o = run_job(
+        rivetrun(&[
+            "-n",
+            "1",
+            "-genvnone",
+            "-genvlist",
+            "HOME",
+            "-genv",
+            "X",
+            "1",
+            "/usr/bin/env",
+        ]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    let mut names: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.split('=').next())
+        .collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "HOME",
+            "MPI_LOCALNRANKS",
+            "MPI_LOCALRANKID",
+            "PMI_FD",
+            "PMI_RANK",
+            "PMI_SIZE",
+            "X"
+        ],
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn stdin_goes_to_rank_0_only() {
+    let _serial = serial();
+    let input = tempfile_with("line one\nline two\n");
+    let mut cmd = rivetrun(&["-n", "2", "-l", "cat"]);
+    cmd.stdin(std::fs::File::open(&input).unwrap());
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {});
+    let _ = std::fs::remove_file(&input);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.stdout, "[0] line one\n[0] line two\n", "{}", show(&o));
+}
+
+#[test]
+fn sigterm_to_rivetrun_reaches_the_ranks() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "2", "sh", "-c", "echo started; exec sleep 100"]);
+    cmd.stdin(std::process::Stdio::null());
+    let o = run_job_with(&mut cmd, DEADLINE, |pid| {
+        // Give the ranks time to start; the outcome does not depend on it.
+        std::thread::sleep(Duration::from_millis(500));
+        // SAFETY: kill(2) takes no pointers.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
+    });
+    assert_eq!(o.code(), Some(128 + 15), "{}", show(&o));
+    assert!(o.stderr.contains("received SIGTERM"), "{}", show(&o));
+}
+
+#[test]
+fn exit_code_is_zero_only_when_every_rank_succeeds() {
+    let _serial = serial();
+    let o = run_job(rivetrun(&["-n", "3", "sh", "-c", "exit 0"]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    let o = run_job(
+        rivetrun(&["-n", "3", "sh", "-c", "[ \"$PMI_RANK\" != 2 ] || exit 5"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(5), "{}", show(&o));
+    assert!(
+        o.stderr.contains("rank 2 exited with code 5"),
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
+fn help_and_version_tell_the_truth() {
+    let out = Command::new(bin("rivetrun"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for option in [
+        "--np",
+        "-l",
+        "--genv",
+        "--genvlist",
+        "--env",
+        "--wdir",
+        "--pmi-port",
+        "--version",
+    ] {
+        assert!(
+            help.contains(option),
+            "--help does not mention {option}:\n{help}"
+        );
+    }
+    let out = Command::new(bin("rivetrun"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("rivetrun "));
+    let out = Command::new(bin("rivetrun"))
+        .args(["-n", "0", "true"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+fn tempfile_with(content: &str) -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("rivet-stdin-{}", std::process::id()));
+    std::fs::write(&path, content).unwrap();
+    path
+}
+
+/// The harness itself: a process that outlives its job must fail the test.
+#[test]
+#[should_panic(expected = "outlived it")]
+fn the_harness_catches_a_process_that_outlives_its_job() {
+    let _serial = serial();
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", "sleep 30 & exit 0"]);
+    run_job(cmd, DEADLINE);
+}
