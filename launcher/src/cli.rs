@@ -10,6 +10,18 @@ use std::path::PathBuf;
 
 use clap::Parser;
 
+use crate::topology::{BindTo, MapBy};
+
+fn parse_map_by(s: &str) -> Result<MapBy, String> {
+    s.parse()
+        .map_err(|e: crate::topology::TopologyError| e.to_string())
+}
+
+fn parse_bind_to(s: &str) -> Result<BindTo, String> {
+    s.parse()
+        .map_err(|e: crate::topology::TopologyError| e.to_string())
+}
+
 /// Options mpiexec spells with one dash that clap wants with two.
 const SINGLE_DASH_LONG: &[&str] = &[
     "np", "env", "genv", "genvlist", "genvnone", "genvall", "wdir", "ppn", "bind-to", "map-by",
@@ -91,8 +103,43 @@ pub struct Cli {
     #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0)]
     pub kill_grace: f64,
 
+    /// Place ranks round-robin over objects of this kind: core, hwthread, l3cache, numa, socket, node.
+    #[arg(long = "map-by", value_name = "POLICY", default_value = "core", value_parser = parse_map_by)]
+    pub map_by: MapBy,
+
+    /// Bind each rank to an object of this kind: core, hwthread, l3cache, numa, socket, none
+    /// [default: core, or none when there are more ranks than cores]
+    #[arg(long = "bind-to", value_name = "POLICY", value_parser = parse_bind_to)]
+    pub bind_to: Option<BindTo>,
+
+    /// Ranks per node. More than one node is only possible with --topology (simulated nodes):
+    /// rivetrun launches on this host only.
+    #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub ppn: Option<u32>,
+
+    /// Explicit CPU sets, one per rank, separated by ':' (e.g. "0-1:2-3"), or one set for all ranks.
+    #[arg(long = "cpu-list", value_name = "SETS")]
+    pub cpu_list: Option<String>,
+
+    /// Plan for another machine: an hwloc XML file or a synthetic description such as
+    /// "pack:2 numa:2 core:8 pu:2". Ranks still run here, unbound, and are told the simulated placement.
+    #[arg(long = "topology", value_name = "FILE|SYNTHETIC")]
+    pub topology: Option<String>,
+
+    /// Print one line per rank to stderr before starting: rank, host, CPU set, object bound to.
+    #[arg(long = "report-bindings")]
+    pub report_bindings: bool,
+
+    /// Publish a mesh topology with these dimensions (e.g. 2x4) instead of a cluster one.
+    #[arg(long = "mesh-dims", value_name = "AxB...", value_delimiter = 'x', value_parser = clap::value_parser!(u32).range(1..))]
+    pub mesh_dims: Option<Vec<u32>>,
+
+    /// Print the topology and the transports this machine offers (io_uring, CMA, libfabric), then exit.
+    #[arg(long = "info")]
+    pub info: bool,
+
     /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required = true, trailing_var_arg = true, allow_hyphen_values = true, num_args = 1..)]
+    #[arg(value_name = "PROGRAM", required_unless_present = "info", trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
 
@@ -113,7 +160,8 @@ impl Cli {
 }
 
 /// Rewrite mpiexec's single-dash long options (`-np`, `-genv`, ...) as `--np`,
-/// `--genv`, up to the first argument that is the program.
+/// `--genv`, up to the first argument that is the program, and put `--` in
+/// front of the program so that nothing after it is taken as rivetrun's.
 pub fn normalize<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut iter = args.into_iter();
@@ -150,14 +198,14 @@ pub fn normalize<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
         };
         let flag = rewritten.split('=').next().unwrap_or_default();
         if !rewritten.starts_with('-') {
+            // The program starts here: mark it, so clap treats the rest as its arguments.
             in_program = true;
+            out.push(OsString::from("--"));
         } else if !has_inline_value {
             if TAKES_TWO_VALUES.contains(&flag) {
                 pending_values = 2;
             } else if TAKES_ONE_VALUE.contains(&flag) {
                 pending_values = 1;
-            } else if flag.len() > 2 && flag.starts_with("-n") && !flag.starts_with("--") {
-                // `-n4`: value attached to the short option.
             }
         }
         if rewritten == text {
@@ -189,24 +237,24 @@ mod tests {
         let cases: &[(&[&str], &[&str])] = &[
             (
                 &["rivetrun", "-np", "4", "a.out"],
-                &["rivetrun", "--np", "4", "a.out"],
+                &["rivetrun", "--np", "4", "--", "a.out"],
             ),
             (
                 &[
                     "rivetrun", "-genv", "A", "1", "-n", "2", "prog", "-np", "9", "-env",
                 ],
                 &[
-                    "rivetrun", "--genv", "A", "1", "-n", "2", "prog", "-np", "9", "-env",
+                    "rivetrun", "--genv", "A", "1", "-n", "2", "--", "prog", "-np", "9", "-env",
                 ],
             ),
             (
                 &["rivetrun", "-wdir", "/tmp", "-genvlist", "A,B", "x"],
-                &["rivetrun", "--wdir", "/tmp", "--genvlist", "A,B", "x"],
+                &["rivetrun", "--wdir", "/tmp", "--genvlist", "A,B", "--", "x"],
             ),
             // A value that looks like an option is a value, not an option.
             (
                 &["rivetrun", "-env", "X", "-np", "p"],
-                &["rivetrun", "--env", "X", "-np", "p"],
+                &["rivetrun", "--env", "X", "-np", "--", "p"],
             ),
             (&["rivetrun", "--", "-np"], &["rivetrun", "--", "-np"]),
         ];

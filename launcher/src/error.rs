@@ -14,6 +14,10 @@ pub enum LaunchError {
         rank: u32,
         err: std::io::Error,
     },
+    #[error("cannot bind rank {rank} to its CPUs: {err}")]
+    Bind { rank: u32, err: std::io::Error },
+    #[error("topology: {0}")]
+    Topology(#[from] crate::topology::TopologyError),
     #[error("working directory '{0}' does not exist or is not a directory")]
     BadWdir(String),
     #[error("{0}")]
@@ -36,7 +40,7 @@ impl LaunchError {
             {
                 126
             }
-            LaunchError::Usage(_) | LaunchError::BadWdir(_) => 2,
+            LaunchError::Usage(_) | LaunchError::BadWdir(_) | LaunchError::Topology(_) => 2,
             _ => 1,
         }
     }

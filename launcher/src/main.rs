@@ -1,17 +1,22 @@
 //! `rivetrun`: Rivet's launcher. It checks the command line and the program,
-//! creates the job's PMI namespace, starts the ranks (`launch`), then hands
-//! everything to the `supervisor` event loop, which serves PMI, forwards
-//! output and signals, and decides the exit code. `output` holds the line
-//! buffering, `cli` the mpiexec-style options, `error` the launch errors.
+//! plans where every rank goes (`topology`: hwloc discovery, mapping,
+//! binding), creates the job's PMI namespace with the placement published in
+//! it, starts the ranks (`launch`), then hands everything to the `supervisor`
+//! event loop, which serves PMI, forwards output and signals, and decides the
+//! exit code. `output` holds the line buffering, `cli` the mpiexec-style
+//! options, `info` the `--info` probes, `error` the launch errors.
 
 mod cli;
 mod error;
+mod info;
 mod launch;
 mod output;
 mod supervisor;
+mod topology;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
+use std::path::PathBuf;
 use std::process::{ChildStdin, ExitCode};
 use std::time::Duration;
 
@@ -21,6 +26,7 @@ use crate::cli::Cli;
 use crate::error::LaunchError;
 use crate::launch::{JobSpec, PmiChannel, RankPlace};
 use crate::supervisor::{Failure, Supervisor};
+use crate::topology::{PlacementRequest, Topology};
 
 fn main() -> ExitCode {
     let cli = Cli::from_args();
@@ -34,8 +40,42 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
-    let job = job_spec(&cli)?;
+    let topo = match &cli.topology {
+        Some(spec) => Topology::load(spec)?,
+        None => Topology::discover()?,
+    };
+    if cli.info {
+        info::print(&topo);
+        return Ok(0);
+    }
+    let mut job = job_spec(&cli)?;
     let size = job.size;
+
+    // Placement is decided, and refused, before any rank starts.
+    let placement = topology::plan(&topo, &placement_request(&cli))?;
+    let bind = topo.is_this_system();
+    if placement.nodes > 1 && bind {
+        return Err(LaunchError::Usage(format!(
+            "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
+             (multi-host launch is not implemented); use --topology to simulate another machine",
+            size,
+            cli.ppn.unwrap_or(0),
+            placement.nodes
+        )));
+    }
+    for note in &placement.notes {
+        eprintln!("rivetrun: note: {note}");
+    }
+    if cli.report_bindings {
+        let host = info::hostname();
+        for rank in &placement.ranks {
+            eprintln!("{}", topology::report_line(rank, &host));
+        }
+    }
+    // Ranks load the topology from this file instead of rediscovering it.
+    let xml =
+        TempFile(std::env::temp_dir().join(format!("rivet-{}-topology.xml", std::process::id())));
+    topo.export_xml(&xml.0)?;
 
     let mut server = Server::new();
     let ns = server.create_namespace(NamespaceSpec {
@@ -43,39 +83,65 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         size,
         appnum: 0,
         universe_size: size,
-        node_of_rank: vec![0; size as usize],
-        attributes: Vec::new(),
+        node_of_rank: placement.node_of_rank(),
+        attributes: placement.pmi_keys(Some(&xml.0))?,
         preput: Vec::new(),
     })?;
 
+    let places: Vec<RankPlace> = placement
+        .ranks
+        .iter()
+        .map(|r| RankPlace {
+            local_rank: r.local_rank,
+            local_size: r.local_size,
+            affinity: if bind {
+                r.cpuset.as_ref().map(|set| set.to_libc())
+            } else {
+                None
+            },
+        })
+        .collect();
+    if places.iter().any(|p| p.affinity.is_some()) {
+        job.default_affinity = Some(
+            topology::current_affinity()
+                .map_err(LaunchError::Io)?
+                .to_libc(),
+        );
+    }
+
     let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, 3600.0));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
-    let mut job = job;
     if cli.pmi_port {
         job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
     }
 
+    let priority = launch::Priority::raise_own();
     let mut rank0_stdin = None;
-    for rank in 0..size {
-        let place = RankPlace {
-            local_rank: rank,
-            local_size: size,
-            affinity: None,
-        };
-        match launch::start_rank(&job, rank, &place) {
+    let mut start_failure = None;
+    for (rank, place) in places.iter().enumerate() {
+        match launch::start_rank(&job, rank as u32, place) {
             Ok(started) => {
+                priority.reset_child(started.child.id());
                 let stdin = supervisor.add_rank(started).map_err(LaunchError::Io)?;
                 if rank == 0 {
                     rank0_stdin = stdin;
                 }
             }
             Err(err) => {
-                let code = err.exit_code();
-                supervisor.fail(Failure::Internal(err.to_string()));
-                supervisor.run();
-                return Ok(code);
+                start_failure = Some(err);
+                break;
             }
         }
+    }
+    // rivetrun itself (and threads it starts) must not stay on rank 0's CPUs.
+    if let Some(mask) = &job.default_affinity {
+        launch::set_thread_affinity(mask).map_err(LaunchError::Io)?;
+    }
+    if let Some(err) = start_failure {
+        let code = err.exit_code();
+        supervisor.fail(Failure::Internal(err.to_string()));
+        supervisor.run();
+        return Ok(code);
     }
     if let Some(stdin) = rank0_stdin {
         forward_stdin(stdin);
@@ -83,9 +149,34 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     Ok(supervisor.run().map_or(0, |failure| failure.exit_code()))
 }
 
+fn placement_request(cli: &Cli) -> PlacementRequest {
+    PlacementRequest {
+        nranks: cli.nprocs as usize,
+        map_by: cli.map_by,
+        bind_to: cli.bind_to,
+        ppn: cli.ppn.map(|p| p as usize),
+        cpu_list: cli.cpu_list.clone(),
+        mesh_dims: cli
+            .mesh_dims
+            .as_ref()
+            .map(|d| d.iter().map(|&x| x as usize).collect()),
+    }
+}
+
+/// A file removed when the job ends, on every path out of `run`.
+struct TempFile(PathBuf);
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
 /// Check the command line and the program, and gather what every rank shares.
 fn job_spec(cli: &Cli) -> Result<JobSpec, LaunchError> {
-    let program = &cli.command[0];
+    let Some(program) = cli.command.first() else {
+        return Err(LaunchError::Usage("no PROGRAM given".into()));
+    };
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     for name in &cli.genvlist {
         match std::env::var_os(name) {
@@ -140,6 +231,7 @@ fn job_spec(cli: &Cli) -> Result<JobSpec, LaunchError> {
         size: cli.nprocs,
         kvsname: format!("rivet_{}_0", std::process::id()),
         channel: PmiChannel::Fd,
+        default_affinity: None,
     })
 }
 

@@ -9,7 +9,8 @@
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read, Write};
-use std::process::{Child, ChildStdin, ExitStatus};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{ChildStdin, ExitStatus};
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream, UnixStream};
@@ -168,7 +169,6 @@ struct PmiConn {
 
 struct RankState {
     pid: u32,
-    child: Child,
     status: Option<ExitStatus>,
     stdout: Option<(Receiver, LineBuffer)>,
     stderr: Option<(Receiver, LineBuffer)>,
@@ -200,6 +200,8 @@ pub struct Supervisor {
     phase: Phase,
     failure: Option<Failure>,
     all_exited_at: Option<Instant>,
+    /// A SIGCHLD arrived (or a rank was added): `reap` has work.
+    child_exited: bool,
 }
 
 impl Supervisor {
@@ -225,6 +227,7 @@ impl Supervisor {
             phase: Phase::Running,
             failure: None,
             all_exited_at: None,
+            child_exited: true,
         })
     }
 
@@ -273,7 +276,6 @@ impl Supervisor {
         }
         self.ranks.push(RankState {
             pid: child.id(),
-            child,
             status: None,
             stdout: Some((out, LineBuffer::default())),
             stderr: Some((err, LineBuffer::default())),
@@ -319,32 +321,40 @@ impl Supervisor {
             let timeout = self
                 .next_deadline()
                 .map(|d| d.saturating_duration_since(Instant::now()));
-            if let Err(err) = self.poll.poll(&mut events, timeout) {
-                if err.kind() == ErrorKind::Interrupted {
-                    continue;
-                }
-                self.begin_teardown(Failure::Internal(format!("event loop failed: {err}")));
-                self.kill_all(libc::SIGKILL);
+            if !self.turn(&mut events, timeout) {
                 break;
             }
-            for event in events.iter() {
-                match event.token() {
-                    SIGNALS => self.on_signals(),
-                    LISTENER => self.on_accept(),
-                    token => self.on_ready(
-                        token,
-                        event.is_readable() || event.is_read_closed(),
-                        event.is_writable(),
-                    ),
-                }
-            }
-            self.on_deadlines();
         }
         if self.failure.is_some() {
             // Whatever a failed job's ranks forked must not outlive it.
             self.kill_groups(libc::SIGKILL);
         }
         self.failure
+    }
+
+    /// One wait for events and their handling; false if the event loop broke.
+    fn turn(&mut self, events: &mut Events, timeout: Option<Duration>) -> bool {
+        if let Err(err) = self.poll.poll(events, timeout) {
+            if err.kind() == ErrorKind::Interrupted {
+                return true;
+            }
+            self.begin_teardown(Failure::Internal(format!("event loop failed: {err}")));
+            self.kill_all(libc::SIGKILL);
+            return false;
+        }
+        for event in events.iter() {
+            match event.token() {
+                SIGNALS => self.on_signals(),
+                LISTENER => self.on_accept(),
+                token => self.on_ready(
+                    token,
+                    event.is_readable() || event.is_read_closed(),
+                    event.is_writable(),
+                ),
+            }
+        }
+        self.on_deadlines();
+        true
     }
 
     fn finished(&self) -> bool {
@@ -392,7 +402,8 @@ impl Supervisor {
         let pending: Vec<i32> = self.signals.pending().collect();
         for signal in pending {
             if signal == SIGCHLD {
-                continue; // reaped at the top of the loop
+                self.child_exited = true; // reaped at the top of the loop
+                continue;
             }
             if matches!(self.phase, Phase::Running) {
                 eprintln!(
@@ -469,6 +480,9 @@ impl Supervisor {
                         self.ranks[rank as usize].spoke_pmi = true;
                     }
                     self.server.receive(conn, &buf[..n], &mut outputs);
+                    if n < buf.len() {
+                        break; // drained; edge-triggered readiness reports the next arrival
+                    }
                 }
                 Err(err) if err.kind() == ErrorKind::WouldBlock => break,
                 Err(err) if err.kind() == ErrorKind::Interrupted => continue,
@@ -628,20 +642,23 @@ impl Supervisor {
         }
     }
 
-    /// Collect exited ranks and judge how they ended.
+    /// Collect exited ranks and judge how they ended. Runs only after a
+    /// SIGCHLD: one `waitpid(-1)` per exited child, not one per rank per event.
     fn reap(&mut self) {
-        for rank in 0..self.ranks.len() {
-            if self.ranks[rank].status.is_some() {
-                continue;
+        if !std::mem::take(&mut self.child_exited) {
+            return;
+        }
+        loop {
+            let mut raw = 0;
+            // SAFETY: waitpid writes the status into a local we own.
+            let pid = unsafe { libc::waitpid(-1, &mut raw, libc::WNOHANG) };
+            if pid <= 0 {
+                break; // 0: none exited yet; -1: no children left (ECHILD) or EINTR, retried on the next SIGCHLD
             }
-            let status = match self.ranks[rank].child.try_wait() {
-                Ok(Some(status)) => status,
-                Ok(None) => continue,
-                Err(err) => {
-                    eprintln!("rivetrun: cannot wait for rank {rank}: {err}");
-                    continue;
-                }
+            let Some(rank) = self.ranks.iter().position(|r| r.pid == pid as u32) else {
+                continue;
             };
+            let status = ExitStatus::from_raw(raw);
             self.ranks[rank].status = Some(status);
             // Its last PMI words (finalize) may still be unread.
             let conns: Vec<ConnId> = self
@@ -661,7 +678,6 @@ impl Supervisor {
     }
 
     fn judge_exit(&mut self, rank: u32, status: ExitStatus) {
-        use std::os::unix::process::ExitStatusExt;
         if !matches!(self.phase, Phase::Running) {
             return; // we are stopping the job; its ranks' ends are our doing
         }

@@ -4,7 +4,6 @@
  *
  *   mpi_check            rank/size, ring, allreduce, 4 MiB message, barrier
  *   mpi_check abort R C  rank R calls MPI_Abort(MPI_COMM_WORLD, C)
- *   mpi_check hang R     rank R exits 0 at once; the others wait in a barrier
  */
 #include <mpi.h>
 #include <stdio.h>
@@ -39,7 +38,16 @@ int main(int argc, char **argv) {
         return 0;
     }
 
-    printf("hello from rank %d of %d pid %d\n", rank, size, (int)getpid());
+    /* The node map MPICH built from PMI_process_mapping: ranks sharing a node. */
+    MPI_Comm node;
+    int local_rank, local_size;
+    MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node);
+    MPI_Comm_rank(node, &local_rank);
+    MPI_Comm_size(node, &local_size);
+    MPI_Comm_free(&node);
+
+    printf("hello from rank %d of %d pid %d node-local %d of %d\n", rank, size, (int)getpid(),
+           local_rank, local_size);
 
     /* Ring: every rank passes its token right; each gets its left neighbour's. */
     int right = (rank + 1) % size, left = (rank + size - 1) % size;

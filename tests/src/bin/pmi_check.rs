@@ -8,6 +8,8 @@
 //! `exit R CODE`, `signal R SIGNUM`, `nofinalize R`, `garbage R` (R sends a
 //! bad line first, checks the error answer, then goes on normally),
 //! `abort R CODE`. The ranks that behave wait in a barrier.
+//! `topology`: print what PMI says about this rank's placement next to the
+//! CPU affinity the rank really has, one `topo rank ...` line per rank.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::FromRawFd;
@@ -43,6 +45,7 @@ fn main() {
 
     match mode {
         "check" | "garbage" => check(&mut pmi),
+        "topology" => topology(&mut pmi),
         "exit" | "signal" | "nofinalize" | "abort" => {
             if rank == who {
                 match mode {
@@ -124,6 +127,70 @@ fn check(pmi: &mut Client) {
     if pmi.lookup_name(&service).is_ok() {
         die(r, "lookup of an unpublished name succeeded".into());
     }
+}
+
+fn topology(pmi: &mut Client) {
+    let r = pmi.rank() as i64;
+    let kind = pmi
+        .topo_type()
+        .unwrap_or_else(|e| die(r, format!("topo_type: {e}")));
+    let me = pmi
+        .my_topology()
+        .unwrap_or_else(|e| die(r, format!("my_topology: {e}")));
+    let Some(me) = me else {
+        die(r, "the launcher published no placement".into())
+    };
+    let cluster: Vec<String> = pmi
+        .cluster_info()
+        .unwrap_or_else(|e| die(r, format!("cluster_info: {e}")))
+        .map(|c| {
+            c.levels
+                .iter()
+                .map(|l| format!("{}.{}.{}", l.kind, l.my_cluster, l.my_rank))
+                .collect()
+        })
+        .unwrap_or_default();
+    let xml = pmi
+        .hwloc_xmlfile()
+        .unwrap_or_else(|e| die(r, format!("hwloc_xmlfile: {e}")));
+    let xml = match xml {
+        Some(path) if path.is_file() => "readable",
+        Some(_) => "missing",
+        None => "none",
+    };
+    let cpuset = me
+        .cpuset
+        .as_deref()
+        .map_or("none".to_string(), rivet_pmi::topology::format_cpu_list);
+    println!(
+        "topo rank {} type {} node {} local {}/{} cpuset {} bound {} cluster {} affinity {} xml {}",
+        pmi.rank(),
+        kind.to_value(),
+        me.node,
+        me.local_rank,
+        me.local_size,
+        cpuset,
+        me.bound.replace(' ', "_"),
+        cluster.join(","),
+        rivet_pmi::topology::format_cpu_list(&own_affinity()),
+        xml
+    );
+}
+
+/// The CPUs this process may run on, from the kernel.
+fn own_affinity() -> Vec<u32> {
+    // SAFETY: all-zero is a valid cpu_set_t; sched_getaffinity fills the one passed.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a writable cpu_set_t of the size given.
+    if unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) } != 0
+    {
+        die(-1, "sched_getaffinity failed".into());
+    }
+    // SAFETY: CPU_ISSET reads the set for indices below CPU_SETSIZE.
+    (0..libc::CPU_SETSIZE as usize)
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .map(|c| c as u32)
+        .collect()
 }
 
 fn env_rank() -> Option<u32> {
