@@ -4,22 +4,30 @@
 //! io_uring and CMA are commonly blocked by seccomp or sysctls even on
 //! kernels that have them (DESIGN_NOTES §3).
 
-use std::io;
+use std::io::{self, Write};
 
 use crate::topology::Topology;
 
-/// Print the topology summary and the transports' availability.
+/// Print the topology summary and the transports' availability. A closed
+/// stdout (`rivetrun --info | head -1`) ends the listing quietly.
 pub fn print(topo: &Topology) {
-    println!("rivetrun {}", env!("CARGO_PKG_VERSION"));
-    println!("host:         {}", hostname());
-    println!("topology:     {}", topo.summary());
-    println!("shm:          {}", describe(probe_dev_shm()));
-    println!("io_uring:     {}", describe(probe_io_uring()));
-    println!("CMA:          {}", describe(probe_cma()));
-    println!("libfabric:    {}", describe(probe_libfabric()));
-    println!(
+    let lines = [
+        format!("rivetrun {}", env!("CARGO_PKG_VERSION")),
+        format!("host:         {}", hostname()),
+        format!("topology:     {}", topo.summary()),
+        format!("shm:          {}", describe(probe_dev_shm())),
+        format!("io_uring:     {}", describe(probe_io_uring())),
+        format!("CMA:          {}", describe(probe_cma())),
+        format!("libfabric:    {}", describe(probe_libfabric())),
         "transports:   PMI-1 launcher only; the engine's shm/tcp/ofi netmods are not built yet"
-    );
+            .to_string(),
+    ];
+    let mut out = std::io::stdout().lock();
+    for line in lines {
+        if writeln!(out, "{line}").is_err() {
+            return;
+        }
+    }
 }
 
 fn describe(result: io::Result<String>) -> String {

@@ -166,8 +166,11 @@ fn simulated_nodes_and_mesh_dims_reach_the_ranks() {
     assert_eq!(o.code(), Some(0), "{}", show(&o));
     let topo = topo_lines(&o);
     let want = [("0", "0/2"), ("0", "1/2"), ("1", "0/2"), ("1", "1/2")];
+    let shm_peers = ["0,1", "0,1", "2,3", "2,3"];
     for (rank, (node, local)) in want.iter().enumerate() {
         let f = &topo[&(rank as u32)];
+        // The engine's node map: shared memory only with ranks of the same node.
+        assert_eq!(f["shm_peers"], shm_peers[rank], "rank {rank}\n{}", show(&o));
         assert_eq!(&f["node"], node, "rank {rank}\n{}", show(&o));
         assert_eq!(&f["local"], local, "rank {rank}\n{}", show(&o));
         assert_eq!(f["type"], "mesh:2x2", "rank {rank}\n{}", show(&o));

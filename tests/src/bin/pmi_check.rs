@@ -158,12 +158,17 @@ fn topology(pmi: &mut Client) {
         Some(_) => "missing",
         None => "none",
     };
+    let node_map = rivet::node_map::NodeMap::from_client(pmi);
+    let shm_peers: Vec<String> = (0..pmi.size())
+        .filter(|&p| node_map.path_to(p) == rivet::node_map::Path::Shm)
+        .map(|p| p.to_string())
+        .collect();
     let cpuset = me
         .cpuset
         .as_deref()
         .map_or("none".to_string(), rivet_pmi::topology::format_cpu_list);
     println!(
-        "topo rank {} type {} node {} local {}/{} cpuset {} bound {} cluster {} affinity {} xml {}",
+        "topo rank {} type {} node {} local {}/{} cpuset {} bound {} cluster {} affinity {} xml {} shm_peers {}",
         pmi.rank(),
         kind.to_value(),
         me.node,
@@ -173,7 +178,8 @@ fn topology(pmi: &mut Client) {
         me.bound.replace(' ', "_"),
         cluster.join(","),
         rivet_pmi::topology::format_cpu_list(&own_affinity()),
-        xml
+        xml,
+        shm_peers.join(",")
     );
 }
 
