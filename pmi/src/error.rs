@@ -28,9 +28,7 @@ pub enum Error {
     NotUtf8,
 
     /// The stream carried control bytes (NUL and friends) that text lines never hold.
-    #[error(
-        "PMI stream holds control byte 0x{byte:02x}; the peer is not speaking the PMI-1 wire"
-    )]
+    #[error("PMI stream holds control byte 0x{byte:02x}; the peer is not speaking the PMI-1 wire")]
     ControlByte { byte: u8 },
 
     // ---- wire: line-level (answer with an error, keep the connection) ----
@@ -131,9 +129,7 @@ pub enum Error {
     PmixLauncher { var: &'static str },
 
     /// The server speaks a PMI version this client does not.
-    #[error(
-        "process manager speaks PMI-{version}.{subversion}; this client speaks PMI-1.1/1.2"
-    )]
+    #[error("process manager speaks PMI-{version}.{subversion}; this client speaks PMI-1.1/1.2")]
     VersionMismatch { version: i32, subversion: i32 },
 
     /// A key with the reserved `PMI_` prefix was put.

@@ -46,6 +46,18 @@ fn mpich_program_runs_on_1_2_and_4_ranks() {
 }
 
 #[test]
+fn mpich_program_runs_with_pmi_port() {
+    let _serial = serial();
+    let prog = mpicc("mpi_check.c");
+    let o = run_job(
+        rivetrun_with(&["-n", "2", "--pmi-port"], &prog, &[]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert!(o.stdout.contains("mpi_check OK size=2"), "{}", show(&o));
+}
+
+#[test]
 fn label_prefixes_every_line_with_its_rank() {
     let _serial = serial();
     let prog = mpicc("mpi_check.c");

@@ -347,7 +347,8 @@ fn sixty_four_ranks() {
     let r17 = &p.ranks[17];
     assert_eq!((r17.node, r17.local_rank, r17.local_size), (1, 1, 16));
     assert_eq!(r17.cpuset.as_ref().unwrap().to_string(), "2-3");
-    assert_eq!(cluster(r17), "node.1.1,package.0.1,numa.0.1,core.1.0");
+    // Ids are job-wide: node 1's objects follow node 0's 2 packages, 4 NUMA nodes, 32 cores.
+    assert_eq!(cluster(r17), "node.1.1,package.2.1,numa.4.1,core.33.0");
     assert_eq!(p.node_of_rank()[15..17], [0, 1]);
 
     // ppn 32, explicit core binding: 32 ranks per node fit 32 cores.
@@ -384,7 +385,7 @@ fn ppn_block_and_map_by_node() {
     assert_eq!(nodes, [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]);
     assert_eq!(
         cluster(&p.ranks[2]),
-        "node.1.0,package.0.0,numa.0.0,core.0.0"
+        "node.1.0,package.2.0,numa.4.0,core.32.0"
     );
     assert_eq!(p.node_of_rank(), [0, 0, 1, 1]);
     assert!(

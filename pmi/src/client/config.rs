@@ -47,13 +47,14 @@ pub struct ClientConfig {
 }
 
 /// Variables that mean "a PMIx launcher started us" (MPICH checks these).
-const PMIX_VARS: [&str; 4] = ["PMIX_NAMESPACE", "PMIX_RANK", "PMIX_VERSION", "PRTE_LAUNCHED"];
+const PMIX_VARS: [&str; 4] = [
+    "PMIX_NAMESPACE",
+    "PMIX_RANK",
+    "PMIX_VERSION",
+    "PRTE_LAUNCHED",
+];
 
-fn parse_var<T: std::str::FromStr>(
-    var: &'static str,
-    value: &str,
-    what: &str,
-) -> Result<T> {
+fn parse_var<T: std::str::FromStr>(var: &'static str, value: &str, what: &str) -> Result<T> {
     value.trim().parse().map_err(|_| Error::Env {
         var,
         value: value.to_string(),
@@ -126,7 +127,11 @@ impl ClientConfig {
                 Some(v) => Some(parse_var("PMI_ID", &v, "an integer id")?),
                 None => None,
             };
-            let (rank, size) = if pmiid.is_some() { (0, 1) } else { rank_size()? };
+            let (rank, size) = if pmiid.is_some() {
+                (0, 1)
+            } else {
+                rank_size()?
+            };
             Transport::Port {
                 addr,
                 pmiid,
@@ -158,9 +163,27 @@ mod tests {
     #[test]
     fn environment_rules() {
         assert!(matches!(cfg(&[]).unwrap().transport, Transport::Singleton));
-        let c = cfg(&[("PMI_FD", "5"), ("PMI_RANK", "2"), ("PMI_SIZE", "4"), ("PMI_PORT", "h:1")]).unwrap();
-        assert!(matches!(c.transport, Transport::Fd { fd: 5, rank: 2, size: 4 }));
-        let c = cfg(&[("PMI_PORT", "node1:4242"), ("PMI_ID", "3"), ("PMI_SPAWNED", "1")]).unwrap();
+        let c = cfg(&[
+            ("PMI_FD", "5"),
+            ("PMI_RANK", "2"),
+            ("PMI_SIZE", "4"),
+            ("PMI_PORT", "h:1"),
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.transport,
+            Transport::Fd {
+                fd: 5,
+                rank: 2,
+                size: 4
+            }
+        ));
+        let c = cfg(&[
+            ("PMI_PORT", "node1:4242"),
+            ("PMI_ID", "3"),
+            ("PMI_SPAWNED", "1"),
+        ])
+        .unwrap();
         assert!(c.spawned);
         match c.transport {
             Transport::Port { addr, pmiid, .. } => {
@@ -169,17 +192,30 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        let c = cfg(&[("PMI_PORT", "[::1]:80"), ("PMI_RANK", "1"), ("PMI_SIZE", "2")]).unwrap();
-        assert!(matches!(c.transport, Transport::Port { pmiid: None, rank: 1, size: 2, .. }));
+        let c = cfg(&[
+            ("PMI_PORT", "[::1]:80"),
+            ("PMI_RANK", "1"),
+            ("PMI_SIZE", "2"),
+        ])
+        .unwrap();
+        assert!(matches!(
+            c.transport,
+            Transport::Port {
+                pmiid: None,
+                rank: 1,
+                size: 2,
+                ..
+            }
+        ));
     }
 
     #[test]
     fn environment_errors() {
-        for vars in [
-            vec![("PMIX_NAMESPACE", "x")],
-            vec![("PMIX_RANK", "0")],
-        ] {
-            assert!(matches!(cfg(&vars), Err(Error::PmixLauncher { .. })), "{vars:?}");
+        for vars in [vec![("PMIX_NAMESPACE", "x")], vec![("PMIX_RANK", "0")]] {
+            assert!(
+                matches!(cfg(&vars), Err(Error::PmixLauncher { .. })),
+                "{vars:?}"
+            );
         }
         for vars in [
             vec![("PMI_FD", "x")],

@@ -42,7 +42,11 @@ impl Conn {
 
     fn send_bytes(&mut self, bytes: &[u8], cmd: &str) -> Result<()> {
         let during = || format!("sending cmd={cmd}");
-        match self.stream.write_all(bytes).and_then(|()| self.stream.flush()) {
+        match self
+            .stream
+            .write_all(bytes)
+            .and_then(|()| self.stream.flush())
+        {
             Ok(()) => Ok(()),
             Err(e) if matches!(e.kind(), ErrorKind::BrokenPipe | ErrorKind::ConnectionReset) => {
                 Err(Error::ConnectionClosed { during: during() })

@@ -23,9 +23,12 @@ impl Local {
             // One rank on one node.
             return Ok("(vector,(0,1,1))".to_string());
         }
-        self.kvs.get(key).cloned().ok_or_else(|| Error::KeyNotFound {
-            key: key.to_string(),
-        })
+        self.kvs
+            .get(key)
+            .cloned()
+            .ok_or_else(|| Error::KeyNotFound {
+                key: key.to_string(),
+            })
     }
 
     fn name_error(cmd: &str, e: crate::server::names::NameError) -> Error {

@@ -108,7 +108,7 @@ impl Client {
             size,
             appnum: 0,
             kvs_name: String::new(),
-            universe_size: size as i32,
+            universe_size: i32::try_from(size).unwrap_or(i32::MAX),
             spawned,
             limits: Limits::DEFAULT,
             server_version: None,
@@ -151,8 +151,13 @@ impl Client {
 
     /// `PMI_PORT` mode: identify with `initack` and read `set` lines.
     fn initack(&mut self, pmiid: i32) -> Result<()> {
-        let Some(conn) = self.conn() else { return Ok(()) };
-        check(conn.request(&Message::InitAck { pmiid }, "initack")?, "initack")?;
+        let Some(conn) = self.conn() else {
+            return Ok(());
+        };
+        check(
+            conn.request(&Message::InitAck { pmiid }, "initack")?,
+            "initack",
+        )?;
         let (mut rank, mut size) = (None, None);
         for _ in 0..3 {
             if let Message::Set { key, value } = conn.expect("set")? {
@@ -168,7 +173,7 @@ impl Client {
             (Some(r), Some(s)) if r < s => {
                 self.rank = r;
                 self.size = s;
-                self.universe_size = s as i32;
+                self.universe_size = i32::try_from(s).unwrap_or(i32::MAX);
                 Ok(())
             }
             _ => Err(Error::UnexpectedReply {
@@ -180,7 +185,9 @@ impl Client {
 
     /// MPICH's start-up sequence.
     fn handshake(&mut self) -> Result<()> {
-        let Some(conn) = self.conn() else { return Ok(()) };
+        let Some(conn) = self.conn() else {
+            return Ok(());
+        };
         let init = Message::Init {
             version: 1,
             subversion: 1,
@@ -195,7 +202,12 @@ impl Client {
                 version,
                 subversion,
                 ..
-            } => return Err(Error::VersionMismatch { version, subversion }),
+            } => {
+                return Err(Error::VersionMismatch {
+                    version,
+                    subversion,
+                })
+            }
             _ => unreachable_reply("response_to_init")?,
         };
         let limits = match check(conn.request(&Message::GetMaxes, "maxes")?, "get_maxes")? {
@@ -212,7 +224,10 @@ impl Client {
             .clamp_to_codec(),
             _ => unreachable_reply("maxes")?,
         };
-        let kvs_name = match check(conn.request(&Message::GetMyKvsname, "my_kvsname")?, "get_my_kvsname")? {
+        let kvs_name = match check(
+            conn.request(&Message::GetMyKvsname, "my_kvsname")?,
+            "get_my_kvsname",
+        )? {
             Message::MyKvsname { kvsname, .. } => kvsname,
             _ => unreachable_reply("my_kvsname")?,
         };
@@ -221,7 +236,10 @@ impl Client {
             _ => unreachable_reply("appnum")?,
         };
         let universe = Message::GetUniverseSize;
-        let universe_size = match check(conn.request(&universe, "universe_size")?, "get_universe_size")? {
+        let universe_size = match check(
+            conn.request(&universe, "universe_size")?,
+            "get_universe_size",
+        )? {
             Message::UniverseSize { size, .. } => size,
             _ => unreachable_reply("universe_size")?,
         };
@@ -425,7 +443,9 @@ impl Client {
     /// if it does not fit one line it is left out, as MPICH 4.0.2 always
     /// does.
     pub fn abort(&mut self, exit_code: i32, message: &str) -> Result<()> {
-        let Some(conn) = self.conn() else { return Ok(()) };
+        let Some(conn) = self.conn() else {
+            return Ok(());
+        };
         let with = Message::Abort {
             exitcode: exit_code,
             message: Some(message.to_string()).filter(|m| !m.is_empty()),
@@ -446,9 +466,11 @@ impl Client {
     pub fn finalize(mut self) -> Result<()> {
         match self.conn() {
             None => Ok(()),
-            Some(conn) => {
-                check(conn.request(&Message::Finalize, "finalize_ack")?, "finalize").map(|_| ())
-            }
+            Some(conn) => check(
+                conn.request(&Message::Finalize, "finalize_ack")?,
+                "finalize",
+            )
+            .map(|_| ()),
         }
     }
 

@@ -36,7 +36,10 @@ pub enum Arrival {
     /// Counted; not everyone is there yet.
     Waiting,
     /// Complete: send `barrier_out` (with `tag`) to these connections.
-    Complete { waiters: Vec<ConnId>, tag: Option<i32> },
+    Complete {
+        waiters: Vec<ConnId>,
+        tag: Option<i32>,
+    },
 }
 
 /// The pending barriers of one namespace.
@@ -53,11 +56,7 @@ struct Group {
 }
 
 /// Parse `group=` into membership; errors are wire `msg=` tokens.
-fn resolve(
-    group: Option<&str>,
-    rank: u32,
-    node_of_rank: &[u32],
-) -> Result<Group, &'static str> {
+fn resolve(group: Option<&str>, rank: u32, node_of_rank: &[u32]) -> Result<Group, &'static str> {
     let size = node_of_rank.len();
     let Some(g) = group else {
         return Ok(Group {
@@ -70,7 +69,10 @@ fn resolve(
         });
     };
     let (members, tag) = match g.split_once(':') {
-        Some((m, t)) => (m, Some(t.trim().parse::<i32>().map_err(|_| "bad_barrier_tag")?)),
+        Some((m, t)) => (
+            m,
+            Some(t.trim().parse::<i32>().map_err(|_| "bad_barrier_tag")?),
+        ),
         None => (g, None),
     };
     let mut node = None;
@@ -121,12 +123,15 @@ impl Barriers {
         if !self.pending.contains_key(&g.key) && self.pending.len() >= MAX_PENDING_BARRIERS {
             return Err("too_many_pending_barriers");
         }
-        let p = self.pending.entry(g.key.clone()).or_insert_with(|| Pending {
-            expected: g.expected,
-            arrived: HashSet::new(),
-            waiters: Vec::new(),
-            tag: g.tag,
-        });
+        let p = self
+            .pending
+            .entry(g.key.clone())
+            .or_insert_with(|| Pending {
+                expected: g.expected,
+                arrived: HashSet::new(),
+                waiters: Vec::new(),
+                tag: g.tag,
+            });
         if !p.arrived.insert(rank) {
             return Err("barrier_in_twice_in_one_epoch");
         }
@@ -166,10 +171,16 @@ mod tests {
         let mut b = Barriers::default();
         assert_eq!(b.arrive(10, 0, None, &nodes), Ok(Arrival::Waiting));
         assert_eq!(b.arrive(11, 1, None, &nodes), Ok(Arrival::Waiting));
-        assert_eq!(b.arrive(12, 1, None, &nodes), Err("barrier_in_twice_in_one_epoch"));
+        assert_eq!(
+            b.arrive(12, 1, None, &nodes),
+            Err("barrier_in_twice_in_one_epoch")
+        );
         assert_eq!(
             b.arrive(13, 2, None, &nodes),
-            Ok(Arrival::Complete { waiters: vec![10, 11, 13], tag: None })
+            Ok(Arrival::Complete {
+                waiters: vec![10, 11, 13],
+                tag: None
+            })
         );
         // Next epoch starts fresh.
         assert_eq!(b.arrive(10, 0, None, &nodes), Ok(Arrival::Waiting));
@@ -185,27 +196,48 @@ mod tests {
         assert_eq!(b.arrive(3, 2, Some("NODE:7"), &nodes), Ok(Arrival::Waiting));
         assert_eq!(
             b.arrive(2, 1, Some("NODE:7"), &nodes),
-            Ok(Arrival::Complete { waiters: vec![1, 2], tag: Some(7) })
+            Ok(Arrival::Complete {
+                waiters: vec![1, 2],
+                tag: Some(7)
+            })
         );
         // Explicit list.
         assert_eq!(b.arrive(4, 3, Some("1,3:2"), &nodes), Ok(Arrival::Waiting));
         assert_eq!(
             b.arrive(2, 1, Some("1,3:2"), &nodes),
-            Ok(Arrival::Complete { waiters: vec![4, 2], tag: Some(2) })
+            Ok(Arrival::Complete {
+                waiters: vec![4, 2],
+                tag: Some(2)
+            })
         );
         // WORLD with a tag.
         for r in 0..3 {
-            assert_eq!(b.arrive(r as u64, r, Some("WORLD:0"), &nodes), Ok(Arrival::Waiting));
+            assert_eq!(
+                b.arrive(r as u64, r, Some("WORLD:0"), &nodes),
+                Ok(Arrival::Waiting)
+            );
         }
         assert!(matches!(
             b.arrive(9, 3, Some("WORLD:0"), &nodes),
             Ok(Arrival::Complete { tag: Some(0), .. })
         ));
         // Errors.
-        assert_eq!(b.arrive(1, 0, Some("1,3:2"), &nodes), Err("caller_not_in_barrier_group"));
-        assert_eq!(b.arrive(1, 0, Some("0,9"), &nodes), Err("barrier_group_rank_out_of_range"));
-        assert_eq!(b.arrive(1, 0, Some("0,x"), &nodes), Err("bad_barrier_group"));
-        assert_eq!(b.arrive(1, 0, Some("WORLD:x"), &nodes), Err("bad_barrier_tag"));
+        assert_eq!(
+            b.arrive(1, 0, Some("1,3:2"), &nodes),
+            Err("caller_not_in_barrier_group")
+        );
+        assert_eq!(
+            b.arrive(1, 0, Some("0,9"), &nodes),
+            Err("barrier_group_rank_out_of_range")
+        );
+        assert_eq!(
+            b.arrive(1, 0, Some("0,x"), &nodes),
+            Err("bad_barrier_group")
+        );
+        assert_eq!(
+            b.arrive(1, 0, Some("WORLD:x"), &nodes),
+            Err("bad_barrier_tag")
+        );
     }
 
     #[test]
@@ -216,7 +248,10 @@ mod tests {
         b.forget_conn(1);
         assert_eq!(
             b.arrive(2, 1, None, &nodes),
-            Ok(Arrival::Complete { waiters: vec![2], tag: None })
+            Ok(Arrival::Complete {
+                waiters: vec![2],
+                tag: None
+            })
         );
     }
 
@@ -227,6 +262,9 @@ mod tests {
         for t in 0..MAX_PENDING_BARRIERS {
             b.arrive(1, 0, Some(&format!("WORLD:{t}")), &nodes).unwrap();
         }
-        assert_eq!(b.arrive(1, 0, Some("WORLD:-1"), &nodes), Err("too_many_pending_barriers"));
+        assert_eq!(
+            b.arrive(1, 0, Some("WORLD:-1"), &nodes),
+            Err("too_many_pending_barriers")
+        );
     }
 }

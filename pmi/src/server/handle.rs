@@ -11,7 +11,11 @@ use crate::server::{reply_to, ConnId, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
 
-/// PMI version this server reports (Hydra reports 1.2 to 1.x clients).
+/// PMI version this server reports. Hydra 4.0.2 answers 1.1 (observed);
+/// newer MPICH clients send `PMI_Barrier` as a 1.2 group barrier
+/// (`group=WORLD:0`) and refuse servers below 1.2, so this server reports
+/// 1.2 and implements group barriers (`barrier.rs`). MPICH 4.0.2 accepts 1.2
+/// (verified).
 pub const SERVER_VERSION: (i32, i32) = (1, 2);
 
 /// The `msg=` for a line that did not parse. Short codes first, because
@@ -60,11 +64,22 @@ impl Server {
             return;
         };
         let (ns_id, rank) = (c.ns, c.rank);
-        if self.namespaces.get(ns_id as usize).is_none() {
-            let query = if msg.is_query() { Some(msg.cmd()) } else { None };
-            reply_to(out, conn, &Message::error_reply(query, -1, "unknown_namespace"));
+        let Some(ns) = self.namespaces.get(ns_id as usize) else {
+            let query = if msg.is_query() {
+                Some(msg.cmd())
+            } else {
+                None
+            };
+            reply_to(
+                out,
+                conn,
+                &Message::error_reply(query, -1, "unknown_namespace"),
+            );
             return;
-        }
+        };
+        let appnum = i32::try_from(ns.appnum).unwrap_or(i32::MAX);
+        let universe_size = i32::try_from(ns.universe_size).unwrap_or(i32::MAX);
+        let kvsname = ns.name.clone();
         use Message as M;
         match msg {
             M::Init { version, .. } => {
@@ -98,17 +113,37 @@ impl Server {
                 reply_to(out, conn, &reply);
             }
             M::GetAppnum => {
-                let appnum = self.ns(ns_id).appnum;
-                let appnum = i32::try_from(appnum).unwrap_or(i32::MAX);
-                reply_to(out, conn, &M::Appnum { rc: 0, appnum, msg: None });
+                reply_to(
+                    out,
+                    conn,
+                    &M::Appnum {
+                        rc: 0,
+                        appnum,
+                        msg: None,
+                    },
+                );
             }
             M::GetMyKvsname => {
-                let kvsname = self.ns(ns_id).name.clone();
-                reply_to(out, conn, &M::MyKvsname { rc: 0, kvsname, msg: None });
+                reply_to(
+                    out,
+                    conn,
+                    &M::MyKvsname {
+                        rc: 0,
+                        kvsname,
+                        msg: None,
+                    },
+                );
             }
             M::GetUniverseSize => {
-                let size = i32::try_from(self.ns(ns_id).universe_size).unwrap_or(i32::MAX);
-                reply_to(out, conn, &M::UniverseSize { rc: 0, size, msg: None });
+                reply_to(
+                    out,
+                    conn,
+                    &M::UniverseSize {
+                        rc: 0,
+                        size: universe_size,
+                        msg: None,
+                    },
+                );
             }
             M::Put {
                 kvsname,
@@ -120,7 +155,9 @@ impl Server {
             M::Finalize => {
                 reply_to(out, conn, &M::FinalizeAck { rc: 0, msg: None });
                 if let Some(r) = rank {
-                    self.ns_mut(ns_id).mark_finalized(r);
+                    if let Some(ns) = self.namespaces.get_mut(ns_id as usize) {
+                        ns.mark_finalized(r);
+                    }
                     out.push(Output::Finalized { ns: ns_id, rank: r });
                 }
             }
@@ -185,16 +222,18 @@ impl Server {
         }
     }
 
-    fn ns(&self, id: NsId) -> &crate::server::kvs::Namespace {
-        &self.namespaces[id as usize]
-    }
-
-    fn ns_mut(&mut self, id: NsId) -> &mut crate::server::kvs::Namespace {
-        &mut self.namespaces[id as usize]
-    }
-
-    fn put(&mut self, conn: ConnId, ns_id: NsId, kvsname: &str, key: &str, value: &str, out: &mut Vec<Output>) {
-        let ns = self.ns_mut(ns_id);
+    fn put(
+        &mut self,
+        conn: ConnId,
+        ns_id: NsId,
+        kvsname: &str,
+        key: &str,
+        value: &str,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
+            return;
+        };
         if !kvsname.is_empty() && kvsname != ns.name {
             return fail(out, conn, "put", 1, "put_allowed_only_into_own_kvs");
         }
@@ -205,7 +244,14 @@ impl Server {
         reply_to(out, conn, &reply);
     }
 
-    fn get(&mut self, conn: ConnId, ns_id: NsId, kvsname: Option<&str>, key: &str, out: &mut Vec<Output>) {
+    fn get(
+        &mut self,
+        conn: ConnId,
+        ns_id: NsId,
+        kvsname: Option<&str>,
+        key: &str,
+        out: &mut Vec<Output>,
+    ) {
         let target = match kvsname.filter(|k| !k.is_empty()) {
             None => Some(ns_id),
             Some(name) => self.by_name.get(name).copied(),
@@ -224,15 +270,34 @@ impl Server {
         reply_to(out, conn, &reply);
     }
 
-    fn barrier_in(&mut self, conn: ConnId, ns_id: NsId, rank: Option<u32>, group: Option<&str>, out: &mut Vec<Output>) {
+    fn barrier_in(
+        &mut self,
+        conn: ConnId,
+        ns_id: NsId,
+        rank: Option<u32>,
+        group: Option<&str>,
+        out: &mut Vec<Output>,
+    ) {
         let Some(r) = rank else {
-            return fail(out, conn, "barrier_in", -1, "initack_required_before_barrier");
+            return fail(
+                out,
+                conn,
+                "barrier_in",
+                -1,
+                "initack_required_before_barrier",
+            );
         };
-        let ns = self.ns_mut(ns_id);
+        let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
+            return;
+        };
         match ns.barriers.arrive(conn, r, group, &ns.node_of_rank) {
             Ok(Arrival::Waiting) => {}
             Ok(Arrival::Complete { waiters, tag }) => {
-                let reply = Message::BarrierOut { rc: 0, tag, msg: None };
+                let reply = Message::BarrierOut {
+                    rc: 0,
+                    tag,
+                    msg: None,
+                };
                 for w in waiters {
                     reply_to(out, w, &reply);
                 }
@@ -241,19 +306,38 @@ impl Server {
         }
     }
 
-    fn initack(&mut self, conn: ConnId, ns_id: NsId, rank: Option<u32>, pmiid: i32, out: &mut Vec<Output>) {
-        let ns = &mut self.namespaces[ns_id as usize];
+    fn initack(
+        &mut self,
+        conn: ConnId,
+        ns_id: NsId,
+        rank: Option<u32>,
+        pmiid: i32,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
+            return;
+        };
         let id = match (rank, u32::try_from(pmiid)) {
             (Some(r), Ok(p)) if r == p => r,
-            (Some(_), _) => return fail(out, conn, "initack", -1, "pmiid_does_not_match_this_connection"),
+            (Some(_), _) => {
+                return fail(
+                    out,
+                    conn,
+                    "initack",
+                    -1,
+                    "pmiid_does_not_match_this_connection",
+                )
+            }
             (None, Ok(p)) if p < ns.size => p,
             (None, _) => return fail(out, conn, "initack", -1, "pmiid_out_of_range"),
         };
-        let holder = ns.rank_conn[id as usize];
-        if holder.is_some_and(|h| h != conn && self.conns.contains_key(&h)) {
+        let Some(slot) = ns.rank_conn.get_mut(id as usize) else {
+            return fail(out, conn, "initack", -1, "pmiid_out_of_range");
+        };
+        if slot.is_some_and(|h| h != conn && self.conns.contains_key(&h)) {
             return fail(out, conn, "initack", -1, "pmiid_already_connected");
         }
-        ns.rank_conn[id as usize] = Some(conn);
+        *slot = Some(conn);
         let size = ns.size;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(id);
@@ -262,9 +346,18 @@ impl Server {
         let mut bytes = Vec::new();
         let lines = [
             Message::InitAckResponse { rc: 0, msg: None },
-            Message::Set { key: "size".into(), value: size.to_string() },
-            Message::Set { key: "rank".into(), value: id.to_string() },
-            Message::Set { key: "debug".into(), value: "0".into() },
+            Message::Set {
+                key: "size".into(),
+                value: size.to_string(),
+            },
+            Message::Set {
+                key: "rank".into(),
+                value: id.to_string(),
+            },
+            Message::Set {
+                key: "debug".into(),
+                value: "0".into(),
+            },
         ];
         for m in &lines {
             if m.encode_into(&mut bytes).is_err() {

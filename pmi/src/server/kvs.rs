@@ -87,9 +87,15 @@ impl Namespace {
     pub fn from_spec(spec: NamespaceSpec) -> Result<Namespace> {
         let name = spec.name;
         if name.is_empty() || name.len() > MAX_KVSNAME {
-            return Err(invalid(&name, format!("the name must be 1..={MAX_KVSNAME} bytes")));
+            return Err(invalid(
+                &name,
+                format!("the name must be 1..={MAX_KVSNAME} bytes"),
+            ));
         }
-        if name.chars().any(|c| c.is_whitespace() || c.is_control() || c == '\\') {
+        if name
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+        {
             return Err(invalid(
                 &name,
                 "the name must not contain spaces, backslashes or control characters \

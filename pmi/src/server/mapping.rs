@@ -167,7 +167,10 @@ impl Cursor<'_> {
 }
 
 fn parse_items(s: &str) -> Result<Vec<Item>> {
-    let mut c = Cursor { s: s.as_bytes(), i: 0 };
+    let mut c = Cursor {
+        s: s.as_bytes(),
+        i: 0,
+    };
     c.expect(b'(')?;
     c.skip_ws();
     if !c.s[c.i..].starts_with(b"vector") {
@@ -228,7 +231,9 @@ fn expand(out: &mut Vec<u32>, (start, nodes, ppn): Triplet, n: usize) -> Result<
 /// An empty string means "unknown" to MPICH and is an error here.
 pub fn parse_process_mapping(s: &str, nranks: usize) -> Result<Vec<u32>> {
     if s.trim().is_empty() {
-        return Err(bad("empty (the process manager could not express the mapping)"));
+        return Err(bad(
+            "empty (the process manager could not express the mapping)",
+        ));
     }
     let items = parse_items(s)?;
     // MPICH wraps around to the first repeat or the first block at node 0.
@@ -264,12 +269,7 @@ pub fn parse_process_mapping(s: &str, nranks: usize) -> Result<Vec<u32>> {
         }
         match wrap {
             Some(w) if out.len() > before => from = w,
-            _ => {
-                return Err(bad(format!(
-                    "covers only {} of {nranks} ranks",
-                    out.len()
-                )))
-            }
+            _ => return Err(bad(format!("covers only {} of {nranks} ranks", out.len()))),
         }
     }
     Ok(out)
@@ -280,7 +280,9 @@ mod tests {
     use super::*;
 
     fn block(nodes: u32, ppn: u32) -> Vec<u32> {
-        (0..nodes).flat_map(|n| std::iter::repeat_n(n, ppn as usize)).collect()
+        (0..nodes)
+            .flat_map(|n| std::iter::repeat_n(n, ppn as usize))
+            .collect()
     }
 
     fn cyclic(nodes: u32, ranks: u32) -> Vec<u32> {
@@ -294,7 +296,10 @@ mod tests {
             (block(1, 4), "(vector,(0,1,4))"),
             (vec![0], "(vector,(0,1,1))"),
             (cyclic(2, 8), "(vector,(0,2,1),(0,2,1),(0,2,1),(0,2,1))"),
-            (vec![0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3], "(vector,(0,2,2),(2,2,4))"),
+            (
+                vec![0, 0, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3],
+                "(vector,(0,2,2),(2,2,4))",
+            ),
             (vec![0, 0, 0, 1, 2, 2], "(vector,(0,1,3),(1,1,1),(2,1,2))"),
             (vec![3, 3, 1, 0], "(vector,(3,1,2),(1,1,1),(0,1,1))"),
             (vec![], ""),
@@ -303,7 +308,11 @@ mod tests {
             let got = process_mapping(&map);
             assert_eq!(got, want, "{map:?}");
             if !map.is_empty() {
-                assert_eq!(parse_process_mapping(&got, map.len()).unwrap(), map, "{got}");
+                assert_eq!(
+                    parse_process_mapping(&got, map.len()).unwrap(),
+                    map,
+                    "{got}"
+                );
             }
         }
     }
@@ -334,9 +343,15 @@ mod tests {
             (" ( vector , ( 0 , 2 , 4 ) ) ", 8, block(2, 4)),
             ("(vector,0,1,0,1)", 4, vec![0, 1, 0, 1]),
             ("(vector,[0,1]x2)", 4, vec![0, 1, 0, 1]),
-            ("(vector,[(0,1,2),1]x2,(2,1,1))", 7, vec![0, 0, 1, 0, 0, 1, 2]),
+            (
+                "(vector,[(0,1,2),1]x2,(2,1,1))",
+                7,
+                vec![0, 0, 1, 0, 0, 1, 2],
+            ),
             // Legacy wrap-around: (0,2,1) stands for a whole cyclic map.
             ("(vector,(0,2,1))", 5, vec![0, 1, 0, 1, 0]),
+            // As MPICH 4.0.2 reads it (verified with MPI_COMM_TYPE_SHARED).
+            ("(vector,(0,1,2),(1,1,1))", 5, vec![0, 0, 1, 0, 0]),
             // Wrap restarts at the first block at node 0.
             ("(vector,(5,1,1),(0,2,1))", 6, vec![5, 0, 1, 0, 1, 0]),
             // More ranks in the string than asked for: the rest is ignored.
@@ -356,8 +371,8 @@ mod tests {
             ("(vector,(0,1))", 2),
             ("(vector,(0,1,x))", 2),
             ("(vector,(1.5,1,1))", 2),
-            ("(vector,(1,1,1))", 2),   // no block at node 0: cannot wrap
-            ("(vector,(0,0,0))", 2),   // covers nothing
+            ("(vector,(1,1,1))", 2), // no block at node 0: cannot wrap
+            ("(vector,(0,0,0))", 2), // covers nothing
             ("(vector,(0,1,1)) tail", 1),
             ("(vector,[0,1]2)", 4),
             ("(vector,(4294967295,2,1))", 2),
@@ -372,13 +387,19 @@ mod tests {
     fn round_trips_random_maps() {
         let mut x: u64 = 12345;
         for _ in 0..300 {
-            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
             let n = 1 + (x >> 33) as usize % 64;
             let nodes = 1 + (x >> 20) as u32 % 6;
             let map: Vec<u32> = (0..n)
                 .map(|i| {
                     x = x.wrapping_mul(6364136223846793005).wrapping_add(1);
-                    if (x >> 60) < 12 { (i as u32 * nodes / n as u32).min(nodes - 1) } else { (x >> 40) as u32 % nodes }
+                    if (x >> 60) < 12 {
+                        (i as u32 * nodes / n as u32).min(nodes - 1)
+                    } else {
+                        (x >> 40) as u32 % nodes
+                    }
                 })
                 .collect();
             let s = process_mapping(&map);

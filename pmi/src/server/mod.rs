@@ -244,7 +244,11 @@ impl Server {
         result: Result<Vec<i32>, String>,
         out: &mut Vec<Output>,
     ) {
-        let Some(total) = self.conns.get_mut(&conn).and_then(|c| c.spawn_pending.take()) else {
+        let Some(total) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.spawn_pending.take())
+        else {
             return;
         };
         let reply = match result {
@@ -272,7 +276,9 @@ impl Server {
 
     /// The `(namespace, rank)` a connection speaks for, once known.
     pub fn conn_rank(&self, conn: ConnId) -> Option<(NsId, u32)> {
-        self.conns.get(&conn).and_then(|c| c.rank.map(|r| (c.ns, r)))
+        self.conns
+            .get(&conn)
+            .and_then(|c| c.rank.map(|r| (c.ns, r)))
     }
 }
 

@@ -48,7 +48,9 @@ impl Session {
 fn sends(out: &[Output]) -> Vec<(ConnId, String)> {
     out.iter()
         .filter_map(|o| match o {
-            Output::Send { conn, bytes } => Some((*conn, String::from_utf8(bytes.clone()).unwrap())),
+            Output::Send { conn, bytes } => {
+                Some((*conn, String::from_utf8(bytes.clone()).unwrap()))
+            }
             _ => None,
         })
         .collect()
@@ -56,7 +58,9 @@ fn sends(out: &[Output]) -> Vec<(ConnId, String)> {
 
 fn three_rank_session() -> (Session, NsId) {
     let mut server = Server::new();
-    let ns = server.create_namespace(spec("rivet_1_0", &[0, 0, 1])).unwrap();
+    let ns = server
+        .create_namespace(spec("rivet_1_0", &[0, 0, 1]))
+        .unwrap();
     for rank in 0..3 {
         server.attach(u64::from(rank) + 1, ns, rank);
     }
@@ -70,8 +74,14 @@ fn scripted_session_three_ranks() {
 
     // Start-up sequence, byte for byte.
     for (q, a) in [
-        ("cmd=init pmi_version=1 pmi_subversion=1\n", "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2\n"),
-        ("cmd=get_maxes\n", "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"),
+        (
+            "cmd=init pmi_version=1 pmi_subversion=1\n",
+            "cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2\n",
+        ),
+        (
+            "cmd=get_maxes\n",
+            "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n",
+        ),
         ("cmd=get_appnum\n", "cmd=appnum appnum=0\n"),
         ("cmd=get_my_kvsname\n", "cmd=my_kvsname kvsname=rivet_1_0\n"),
         ("cmd=get_universe_size\n", "cmd=universe_size size=8\n"),
@@ -82,22 +92,40 @@ fn scripted_session_three_ranks() {
     }
 
     // Puts, including reserved keys and a bad line on another connection.
-    assert_eq!(s.ask(1, "cmd=put kvsname=rivet_1_0 key=card0 value=AB01\n"), "cmd=put_result rc=0\n");
+    assert_eq!(
+        s.ask(1, "cmd=put kvsname=rivet_1_0 key=card0 value=AB01\n"),
+        "cmd=put_result rc=0\n"
+    );
     assert_eq!(
         s.ask(1, "cmd=put kvsname=rivet_1_0 key=PMI_x value=1\n"),
         "cmd=put_result rc=1 msg=key_reserved_PMI_prefix\n"
     );
-    assert_eq!(s.ask(2, "cmd=frobnicate a=b\n"), "cmd=error rc=-1 msg=unknown_command\n");
-    assert_eq!(s.ask(2, "hello there\n"), "cmd=error rc=-1 msg=missing_cmd\n");
+    assert_eq!(
+        s.ask(2, "cmd=frobnicate a=b\n"),
+        "cmd=error rc=-1 msg=unknown_command\n"
+    );
+    assert_eq!(
+        s.ask(2, "hello there\n"),
+        "cmd=error rc=-1 msg=missing_cmd\n"
+    );
     assert_eq!(
         s.ask(2, "cmd=put kvsname=rivet_1_0 key=k\n"),
         "cmd=put_result rc=-1 msg=missing_field_value\n"
     );
     let long_key = format!("cmd=get key={}\n", "k".repeat(65));
-    assert_eq!(s.ask(2, &long_key), "cmd=get_result rc=-1 msg=key_too_long\n");
-    assert_eq!(s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=CD\n"), "cmd=put_result rc=0\n");
+    assert_eq!(
+        s.ask(2, &long_key),
+        "cmd=get_result rc=-1 msg=key_too_long\n"
+    );
+    assert_eq!(
+        s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=CD\n"),
+        "cmd=put_result rc=0\n"
+    );
     // Last write wins.
-    assert_eq!(s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=EF\n"), "cmd=put_result rc=0\n");
+    assert_eq!(
+        s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=EF\n"),
+        "cmd=put_result rc=0\n"
+    );
     // Put into another job's KVS is refused.
     assert_eq!(
         s.ask(3, "cmd=put kvsname=other key=x value=1\n"),
@@ -121,25 +149,52 @@ fn scripted_session_three_ranks() {
 
     // Gets: KVS, attributes, computed mapping, preput, misses.
     for (q, a) in [
-        ("cmd=get kvsname=rivet_1_0 key=card0\n", "cmd=get_result rc=0 value=AB01\n"),
+        (
+            "cmd=get kvsname=rivet_1_0 key=card0\n",
+            "cmd=get_result rc=0 value=AB01\n",
+        ),
         ("cmd=get key=card2\n", "cmd=get_result rc=0 value=EF\n"),
-        ("cmd=get kvsname=rivet_1_0 key=PMI_process_mapping\n", "cmd=get_result rc=0 value=(vector,(0,1,2),(1,1,1))\n"),
-        ("cmd=get kvsname=rivet_1_0 key=PMI_hwloc_xmlfile\n", "cmd=get_result rc=0 value=/tmp/topo.xml\n"),
-        ("cmd=get kvsname=rivet_1_0 key=PARENT_ROOT_PORT_NAME\n", "cmd=get_result rc=0 value=tag#0$port#99$\n"),
-        ("cmd=get kvsname=rivet_1_0 key=nope\n", "cmd=get_result rc=1 msg=key_not_found\n"),
-        ("cmd=get kvsname=nokvs key=card0\n", "cmd=get_result rc=1 msg=unknown_kvsname\n"),
+        (
+            "cmd=get kvsname=rivet_1_0 key=PMI_process_mapping\n",
+            "cmd=get_result rc=0 value=(vector,(0,1,2),(1,1,1))\n",
+        ),
+        (
+            "cmd=get kvsname=rivet_1_0 key=PMI_hwloc_xmlfile\n",
+            "cmd=get_result rc=0 value=/tmp/topo.xml\n",
+        ),
+        (
+            "cmd=get kvsname=rivet_1_0 key=PARENT_ROOT_PORT_NAME\n",
+            "cmd=get_result rc=0 value=tag#0$port#99$\n",
+        ),
+        (
+            "cmd=get kvsname=rivet_1_0 key=nope\n",
+            "cmd=get_result rc=1 msg=key_not_found\n",
+        ),
+        (
+            "cmd=get kvsname=nokvs key=card0\n",
+            "cmd=get_result rc=1 msg=unknown_kvsname\n",
+        ),
     ] {
         assert_eq!(s.ask(2, q), a, "{q}");
     }
 
     // Name service.
-    assert_eq!(s.ask(1, "cmd=publish_name service=svc port=p#1\n"), "cmd=publish_result rc=0\n");
+    assert_eq!(
+        s.ask(1, "cmd=publish_name service=svc port=p#1\n"),
+        "cmd=publish_result rc=0\n"
+    );
     assert_eq!(
         s.ask(2, "cmd=publish_name service=svc port=p#2\n"),
         "cmd=publish_result rc=1 msg=key_already_present\n"
     );
-    assert_eq!(s.ask(3, "cmd=lookup_name service=svc\n"), "cmd=lookup_result rc=0 port=p#1\n");
-    assert_eq!(s.ask(3, "cmd=unpublish_name service=svc\n"), "cmd=unpublish_result rc=0\n");
+    assert_eq!(
+        s.ask(3, "cmd=lookup_name service=svc\n"),
+        "cmd=lookup_result rc=0 port=p#1\n"
+    );
+    assert_eq!(
+        s.ask(3, "cmd=unpublish_name service=svc\n"),
+        "cmd=unpublish_result rc=0\n"
+    );
     assert_eq!(
         s.ask(3, "cmd=unpublish_name service=svc\n"),
         "cmd=unpublish_result rc=1 msg=service_not_found\n"
@@ -155,10 +210,18 @@ fn scripted_session_three_ranks() {
                  preput_val_0=tag#0$\ninfo_num=0\nendcmd\n";
     let (a, b) = block.split_at(40);
     assert!(s.io(1, a).is_empty());
-    assert_eq!(s.ask(2, "cmd=get key=card0\n"), "cmd=get_result rc=0 value=AB01\n");
+    assert_eq!(
+        s.ask(2, "cmd=get key=card0\n"),
+        "cmd=get_result rc=0 value=AB01\n"
+    );
     let out = s.io(1, b);
     let request = match out.as_slice() {
-        [Output::Spawn { conn: 1, ns: n, rank: 0, request }] if *n == ns => request.clone(),
+        [Output::Spawn {
+            conn: 1,
+            ns: n,
+            rank: 0,
+            request,
+        }] if *n == ns => request.clone(),
         other => panic!("{other:?}"),
     };
     assert_eq!(
@@ -170,12 +233,21 @@ fn scripted_session_three_ranks() {
             info: vec![],
         }]
     );
-    assert_eq!(request.preput, vec![("PARENT_ROOT_PORT_NAME".into(), "tag#0$".into())]);
+    assert_eq!(
+        request.preput,
+        vec![("PARENT_ROOT_PORT_NAME".into(), "tag#0$".into())]
+    );
     // A second spawn while one is pending is refused.
-    assert_eq!(s.ask(1, block), "cmd=spawn_result rc=-1 msg=spawn_already_pending\n");
+    assert_eq!(
+        s.ask(1, block),
+        "cmd=spawn_result rc=-1 msg=spawn_already_pending\n"
+    );
     let mut out = Vec::new();
     s.server.spawn_done(1, Ok(vec![0, 0]), &mut out);
-    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=0\n".to_string())]);
+    assert_eq!(
+        sends(&out),
+        vec![(1, "cmd=spawn_result rc=0\n".to_string())]
+    );
     // Nothing pending any more: a stray spawn_done is ignored.
     out.clear();
     s.server.spawn_done(1, Ok(vec![]), &mut out);
@@ -183,11 +255,20 @@ fn scripted_session_three_ranks() {
     // A failed spawn and one with per-process codes.
     assert_eq!(s.io(1, block).len(), 1);
     s.server.spawn_done(1, Err("no such file".into()), &mut out);
-    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=-1 msg=no\\ such\\ file\n".to_string())]);
+    assert_eq!(
+        sends(&out),
+        vec![(
+            1,
+            "cmd=spawn_result rc=-1 msg=no\\ such\\ file\n".to_string()
+        )]
+    );
     out.clear();
     assert_eq!(s.io(1, block).len(), 1);
     s.server.spawn_done(1, Ok(vec![0, -2]), &mut out);
-    assert_eq!(sends(&out), vec![(1, "cmd=spawn_result rc=0 errcodes=0,-2\n".to_string())]);
+    assert_eq!(
+        sends(&out),
+        vec![(1, "cmd=spawn_result rc=0 errcodes=0,-2\n".to_string())]
+    );
     // A malformed block gets a spawn_result error.
     assert!(s
         .ask(2, "mcmd=spawn\nnprocs=1\nendcmd\n")
@@ -198,7 +279,10 @@ fn scripted_session_three_ranks() {
     assert_eq!(
         out,
         vec![
-            Output::Send { conn: 2, bytes: b"cmd=finalize_ack\n".to_vec() },
+            Output::Send {
+                conn: 2,
+                bytes: b"cmd=finalize_ack\n".to_vec()
+            },
             Output::Finalized { ns, rank: 1 },
         ]
     );
@@ -207,7 +291,12 @@ fn scripted_session_three_ranks() {
     assert!(!s.server.is_finalized(99, 0));
     assert_eq!(
         s.io(3, "cmd=abort exitcode=4 message=bad\\ input\n"),
-        vec![Output::Abort { ns, rank: 2, exit_code: 4, message: Some("bad input".into()) }]
+        vec![Output::Abort {
+            ns,
+            rank: 2,
+            exit_code: 4,
+            message: Some("bad input".into())
+        }]
     );
     assert_eq!(
         s.io(3, "cmd=abort exitcode=x\n"),
@@ -227,7 +316,10 @@ fn scripted_session_three_ranks() {
     assert_eq!(out.len(), 2);
     assert!(matches!(&out[0], Output::Send { conn: 1, .. }));
     assert!(matches!(&out[1], Output::Close { conn: 1, .. }));
-    assert_eq!(s.ask(3, "cmd=get key=card0\n"), "cmd=get_result rc=0 value=AB01\n");
+    assert_eq!(
+        s.ask(3, "cmd=get key=card0\n"),
+        "cmd=get_result rc=0 value=AB01\n"
+    );
 }
 
 #[test]
@@ -236,13 +328,19 @@ fn barrier_survives_detach_and_reattach() {
     assert!(s.io(1, "cmd=barrier_in\n").is_empty());
     s.server.detach(1);
     // Bytes from a detached connection close it.
-    assert!(matches!(s.io(1, "cmd=get_maxes\n").as_slice(), [Output::Close { conn: 1, .. }]));
+    assert!(matches!(
+        s.io(1, "cmd=get_maxes\n").as_slice(),
+        [Output::Close { conn: 1, .. }]
+    ));
     assert!(s.io(2, "cmd=barrier_in\n").is_empty());
     let out = s.io(3, "cmd=barrier_in\n");
     // Rank 0 stays counted but is no longer answered.
     assert_eq!(
         sends(&out),
-        vec![(2, "cmd=barrier_out\n".into()), (3, "cmd=barrier_out\n".into())]
+        vec![
+            (2, "cmd=barrier_out\n".into()),
+            (3, "cmd=barrier_out\n".into())
+        ]
     );
     s.server.attach(7, ns, 0);
     assert_eq!(s.server.conn_rank(7), Some((ns, 0)));
@@ -256,10 +354,16 @@ fn group_barriers_and_version_checks() {
     let out = s.io(2, "cmd=barrier_in group=NODE:5\n");
     assert_eq!(
         sends(&out),
-        vec![(1, "cmd=barrier_out tag=5\n".into()), (2, "cmd=barrier_out tag=5\n".into())]
+        vec![
+            (1, "cmd=barrier_out tag=5\n".into()),
+            (2, "cmd=barrier_out tag=5\n".into())
+        ]
     );
     // Rank 2 is alone on node 1.
-    assert_eq!(s.ask(3, "cmd=barrier_in group=NODE:5\n"), "cmd=barrier_out tag=5\n");
+    assert_eq!(
+        s.ask(3, "cmd=barrier_in group=NODE:5\n"),
+        "cmd=barrier_out tag=5\n"
+    );
     assert_eq!(
         s.ask(3, "cmd=barrier_in group=0,1:1\n"),
         "cmd=barrier_out rc=1 msg=caller_not_in_barrier_group\n"
@@ -270,7 +374,10 @@ fn group_barriers_and_version_checks() {
          msg=unsupported_pmi_version_this_server_speaks_PMI-1\n"
     );
     // Responses sent by a client are answered with cmd=error.
-    assert_eq!(s.ask(1, "cmd=barrier_out\n"), "cmd=error rc=-1 msg=unexpected_barrier_out_from_a_client\n");
+    assert_eq!(
+        s.ask(1, "cmd=barrier_out\n"),
+        "cmd=error rc=-1 msg=unexpected_barrier_out_from_a_client\n"
+    );
 }
 
 #[test]
@@ -282,28 +389,47 @@ fn port_mode_initack() {
     server.attach_unidentified(12, ns);
     let mut s = Session { server };
     // Rank-free commands work before initack, rank-bound ones do not.
-    assert_eq!(s.ask(10, "cmd=get_maxes\n"), "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n");
+    assert_eq!(
+        s.ask(10, "cmd=get_maxes\n"),
+        "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+    );
     assert_eq!(
         s.ask(10, "cmd=barrier_in\n"),
         "cmd=barrier_out rc=-1 msg=initack_required_before_barrier\n"
     );
-    assert_eq!(s.ask(10, "cmd=initack pmiid=2\n"), "cmd=initack rc=-1 msg=pmiid_out_of_range\n");
-    assert_eq!(s.ask(10, "cmd=initack pmiid=-1\n"), "cmd=initack rc=-1 msg=pmiid_out_of_range\n");
+    assert_eq!(
+        s.ask(10, "cmd=initack pmiid=2\n"),
+        "cmd=initack rc=-1 msg=pmiid_out_of_range\n"
+    );
+    assert_eq!(
+        s.ask(10, "cmd=initack pmiid=-1\n"),
+        "cmd=initack rc=-1 msg=pmiid_out_of_range\n"
+    );
     assert_eq!(
         s.ask(10, "cmd=initack pmiid=1\n"),
         "cmd=initack\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n"
     );
     assert_eq!(s.server.conn_rank(10), Some((ns, 1)));
-    assert_eq!(s.ask(11, "cmd=initack pmiid=1\n"), "cmd=initack rc=-1 msg=pmiid_already_connected\n");
+    assert_eq!(
+        s.ask(11, "cmd=initack pmiid=1\n"),
+        "cmd=initack rc=-1 msg=pmiid_already_connected\n"
+    );
     assert_eq!(
         s.ask(10, "cmd=initack pmiid=0\n"),
         "cmd=initack rc=-1 msg=pmiid_does_not_match_this_connection\n"
     );
-    assert!(s.ask(11, "cmd=initack pmiid=0\n").starts_with("cmd=initack\n"));
+    assert!(s
+        .ask(11, "cmd=initack pmiid=0\n")
+        .starts_with("cmd=initack\n"));
     // Abort before initack still reaches the launcher.
     assert_eq!(
         s.io(12, "cmd=abort exitcode=2\n"),
-        vec![Output::Abort { ns, rank: u32::MAX, exit_code: 2, message: None }]
+        vec![Output::Abort {
+            ns,
+            rank: u32::MAX,
+            exit_code: 2,
+            message: None
+        }]
     );
 }
 
@@ -329,24 +455,44 @@ fn namespaces_are_validated_and_shared_for_gets() {
         bad(&|s| s.attributes.push(("PMI_nl".into(), "a\nb".into()))),
         bad(&|s| s.preput.push(("k".repeat(65), "v".into()))),
     ] {
-        assert!(matches!(server.create_namespace(sp), Err(Error::InvalidNamespace { .. })));
+        assert!(matches!(
+            server.create_namespace(sp),
+            Err(Error::InvalidNamespace { .. })
+        ));
     }
     // Unknown namespace ids never panic.
     assert_eq!(server.namespace_name(42), "");
     server.set_attribute(42, "PMI_a", "b");
     assert!(server.try_set_attribute(42, "PMI_a", "b").is_err());
-    assert!(server.try_set_attribute(child, "PMI_a", &"v".repeat(2000)).is_err());
+    assert!(server
+        .try_set_attribute(child, "PMI_a", &"v".repeat(2000))
+        .is_err());
     server.set_attribute(child, "PMI_topo_node", "3");
     let mut s = Session { server };
     s.server.attach(1, parent, 0);
     s.server.attach(2, child, 1);
-    assert_eq!(s.ask(1, "cmd=put kvsname=parent key=port value=P\n"), "cmd=put_result rc=0\n");
-    assert_eq!(s.ask(2, "cmd=get kvsname=parent key=port\n"), "cmd=get_result rc=0 value=P\n");
-    assert_eq!(s.ask(2, "cmd=get key=PMI_topo_node\n"), "cmd=get_result rc=0 value=3\n");
-    assert_eq!(s.ask(2, "cmd=get key=PMI_process_mapping\n"), "cmd=get_result rc=0 value=(vector,(0,1,2))\n");
+    assert_eq!(
+        s.ask(1, "cmd=put kvsname=parent key=port value=P\n"),
+        "cmd=put_result rc=0\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=get kvsname=parent key=port\n"),
+        "cmd=get_result rc=0 value=P\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=get key=PMI_topo_node\n"),
+        "cmd=get_result rc=0 value=3\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=get key=PMI_process_mapping\n"),
+        "cmd=get_result rc=0 value=(vector,(0,1,2))\n"
+    );
     // Attaching to an unknown namespace: every query is answered with an error.
     s.server.attach(3, 77, 0);
-    assert_eq!(s.ask(3, "cmd=get key=a\n"), "cmd=get_result rc=-1 msg=unknown_namespace\n");
+    assert_eq!(
+        s.ask(3, "cmd=get key=a\n"),
+        "cmd=get_result rc=-1 msg=unknown_namespace\n"
+    );
 }
 
 #[test]
@@ -356,7 +502,10 @@ fn unexpressible_mapping_is_a_miss_not_an_empty_value() {
     let ns = server.create_namespace(spec("big", &nodes)).unwrap();
     server.attach(1, ns, 0);
     let mut s = Session { server };
-    assert_eq!(s.ask(1, "cmd=get key=PMI_process_mapping\n"), "cmd=get_result rc=1 msg=key_not_found\n");
+    assert_eq!(
+        s.ask(1, "cmd=get key=PMI_process_mapping\n"),
+        "cmd=get_result rc=1 msg=key_not_found\n"
+    );
 }
 
 #[test]
@@ -365,8 +514,18 @@ fn random_bytes_never_panic_the_server() {
     s.server.attach_unidentified(9, ns);
     let mut x: u64 = 0xDEADBEEF;
     let pieces: [&[u8]; 12] = [
-        b"cmd=", b"mcmd=spawn\n", b"endcmd\n", b"barrier_in", b"\n", b" key=", b"initack pmiid=1",
-        b"put kvsname=rivet_1_0 value=", b"get", b"\xff", b"\x00", b"totspawns=2\nspawnssofar=",
+        b"cmd=",
+        b"mcmd=spawn\n",
+        b"endcmd\n",
+        b"barrier_in",
+        b"\n",
+        b" key=",
+        b"initack pmiid=1",
+        b"put kvsname=rivet_1_0 value=",
+        b"get",
+        b"\xff",
+        b"\x00",
+        b"totspawns=2\nspawnssofar=",
     ];
     for _ in 0..5000 {
         x ^= x << 13;

@@ -146,6 +146,8 @@ pub(crate) fn escape_mcmd_value<'a>(field: &'static str, value: &'a str) -> Resu
 mod tests {
     use super::*;
 
+    type Expected = Vec<(&'static str, Option<String>)>;
+
     fn tok(line: &str) -> Vec<(String, Option<String>)> {
         tokenize(line)
             .unwrap()
@@ -157,9 +159,12 @@ mod tests {
     #[test]
     fn tokenize_table() {
         let s = |x: &str| Some(x.to_string());
-        let cases: &[(&str, Vec<(&str, Option<String>)>)] = &[
+        let cases: &[(&str, Expected)] = &[
             ("cmd=get key=a", vec![("cmd", s("get")), ("key", s("a"))]),
-            ("  cmd=get   key=a  ", vec![("cmd", s("get")), ("key", s("a"))]),
+            (
+                "  cmd=get   key=a  ",
+                vec![("cmd", s("get")), ("key", s("a"))],
+            ),
             ("cmd=x\tk=v", vec![("cmd", s("x")), ("k", s("v"))]),
             ("cmd=x flag", vec![("cmd", s("x")), ("flag", None)]),
             ("cmd=x k=", vec![("cmd", s("x")), ("k", s(""))]),
@@ -181,24 +186,37 @@ mod tests {
 
     #[test]
     fn token_starting_with_equals_is_malformed() {
-        assert!(matches!(
-            tokenize("cmd=x =v"),
-            Err(Error::Malformed { .. })
-        ));
+        assert!(matches!(tokenize("cmd=x =v"), Err(Error::Malformed { .. })));
     }
 
     #[test]
     fn escape_round_trips_through_tokenize() {
-        for v in ["plain", "a b", "back\\slash", "tab\there", "", "x=y", " lead", "trail\\"] {
+        for v in [
+            "plain",
+            "a b",
+            "back\\slash",
+            "tab\there",
+            "",
+            "x=y",
+            " lead",
+            "trail\\",
+        ] {
             let line = format!("cmd=x v={}", escape_value("v", v).unwrap());
             let toks = tokenize(&line).unwrap();
-            assert_eq!(toks[1].value.as_deref(), Some(v), "value {v:?} line {line:?}");
+            assert_eq!(
+                toks[1].value.as_deref(),
+                Some(v),
+                "value {v:?} line {line:?}"
+            );
         }
     }
 
     #[test]
     fn escape_leaves_plain_values_alone() {
-        assert!(matches!(escape_value("v", "abc-1_2/(x,y)"), Ok(Cow::Borrowed(_))));
+        assert!(matches!(
+            escape_value("v", "abc-1_2/(x,y)"),
+            Ok(Cow::Borrowed(_))
+        ));
         assert_eq!(escape_mcmd_value("a", "a b").unwrap(), "a b");
         assert_eq!(escape_mcmd_value("a", "a\\b").unwrap(), "a\\\\b");
         assert_eq!(unescape("a\\\\b"), "a\\b");

@@ -56,10 +56,7 @@ enum Broken {
 impl Broken {
     fn error(self) -> Error {
         match self {
-            Broken::Line(len) => Error::LineTooLong {
-                len,
-                max: MAX_LINE,
-            },
+            Broken::Line(len) => Error::LineTooLong { len, max: MAX_LINE },
             Broken::Block(len) => Error::BlockTooLong {
                 len,
                 max: MAX_MCMD_BLOCK,

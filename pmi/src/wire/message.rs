@@ -55,14 +55,20 @@ pub enum Message {
         value: String,
     },
     /// `cmd=get [kvsname=K] key=k` (kvsname is optional in PMI-1.1/1.2)
-    Get { kvsname: Option<String>, key: String },
+    Get {
+        kvsname: Option<String>,
+        key: String,
+    },
     /// `cmd=barrier_in [group=G]` — PMI-1.2 groups are `WORLD`, `NODE` or
     /// `r1,r2,...`, each optionally followed by `:tag`.
     BarrierIn { group: Option<String> },
     /// `cmd=finalize`
     Finalize,
     /// `cmd=abort exitcode=N [message=S]` (no reply; exitcode defaults to 1)
-    Abort { exitcode: i32, message: Option<String> },
+    Abort {
+        exitcode: i32,
+        message: Option<String>,
+    },
     /// `cmd=publish_name service=S port=P`
     PublishName { service: String, port: String },
     /// `cmd=unpublish_name service=S`

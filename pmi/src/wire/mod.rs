@@ -14,6 +14,10 @@ mod spawn;
 mod write;
 
 #[cfg(test)]
+mod exact_tests;
+#[cfg(test)]
+mod framer_tests;
+#[cfg(test)]
 mod tests;
 
 pub use framer::{Frame, Framer};

@@ -66,11 +66,15 @@ impl Fields {
     fn number<T: std::str::FromStr>(&self, key: &'static str) -> Result<Option<T>> {
         match self.get(key) {
             None => Ok(None),
-            Some(v) => v.trim().parse::<T>().map(Some).map_err(|_| Error::BadNumber {
-                cmd: self.cmd.clone(),
-                field: key,
-                value: v.to_string(),
-            }),
+            Some(v) => v
+                .trim()
+                .parse::<T>()
+                .map(Some)
+                .map_err(|_| Error::BadNumber {
+                    cmd: self.cmd.clone(),
+                    field: key,
+                    value: v.to_string(),
+                }),
         }
     }
 

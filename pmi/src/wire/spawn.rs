@@ -22,6 +22,9 @@ fn malformed(reason: impl Into<String>) -> Error {
     }
 }
 
+/// A segment once read: its command, its preput pairs, its `totspawns`.
+type Finished = (SpawnCommand, Vec<(String, String)>, Option<u32>);
+
 /// One segment as it is being read.
 #[derive(Default)]
 struct Segment {
@@ -47,10 +50,17 @@ fn number<T: std::str::FromStr>(key: &str, value: &str) -> Result<T> {
 }
 
 /// Insert `map[index] = value`, refusing duplicates.
-fn put_indexed(map: &mut BTreeMap<u32, String>, key: &str, index: &str, value: String) -> Result<()> {
+fn put_indexed(
+    map: &mut BTreeMap<u32, String>,
+    key: &str,
+    index: &str,
+    value: String,
+) -> Result<()> {
     let i: u32 = number(key, index)?;
     if map.len() >= MAX_SPAWN_ITEMS {
-        return Err(malformed(format!("more than {MAX_SPAWN_ITEMS} {key} entries")));
+        return Err(malformed(format!(
+            "more than {MAX_SPAWN_ITEMS} {key} entries"
+        )));
     }
     if map.insert(i, value).is_some() {
         return Err(malformed(format!("{key} given twice")));
@@ -59,7 +69,12 @@ fn put_indexed(map: &mut BTreeMap<u32, String>, key: &str, index: &str, value: S
 }
 
 /// Check that `map` holds exactly indices `base..base+count` and return the values.
-fn dense(map: BTreeMap<u32, String>, count: Option<usize>, base: u32, what: &str) -> Result<Vec<String>> {
+fn dense(
+    map: BTreeMap<u32, String>,
+    count: Option<usize>,
+    base: u32,
+    what: &str,
+) -> Result<Vec<String>> {
     let n = count.unwrap_or(map.len());
     let ok = map.len() == n
         && map
@@ -117,7 +132,7 @@ impl Segment {
         Ok(())
     }
 
-    fn finish(self, index: usize) -> Result<(SpawnCommand, Vec<(String, String)>, Option<u32>)> {
+    fn finish(self, index: usize) -> Result<Finished> {
         let seg = index + 1;
         let execname = self
             .execname
@@ -128,14 +143,17 @@ impl Segment {
             .ok_or_else(|| malformed(format!("segment {seg} has no nprocs=")))?;
         if let Some(sofar) = self.spawnssofar {
             if sofar as usize != seg {
-                return Err(malformed(format!(
-                    "segment {seg} says spawnssofar={sofar}"
-                )));
+                return Err(malformed(format!("segment {seg} says spawnssofar={sofar}")));
             }
         }
         let args = dense(self.args, self.argcnt, 1, &format!("segment {seg} args"))?;
         let info = pairs(self.info_keys, self.info_vals, self.info_num, "info")?;
-        let preput = pairs(self.preput_keys, self.preput_vals, self.preput_num, "preput")?;
+        let preput = pairs(
+            self.preput_keys,
+            self.preput_vals,
+            self.preput_num,
+            "preput",
+        )?;
         let command = SpawnCommand {
             execname,
             nprocs,
@@ -169,8 +187,7 @@ pub(crate) fn parse_spawn(text: &str) -> Result<SpawnRequest> {
             }
             request.commands.push(command);
             request.preput.extend(preput);
-            if request.commands.len() > MAX_SPAWN_ITEMS || request.preput.len() > MAX_SPAWN_ITEMS
-            {
+            if request.commands.len() > MAX_SPAWN_ITEMS || request.preput.len() > MAX_SPAWN_ITEMS {
                 return Err(malformed(format!("more than {MAX_SPAWN_ITEMS} entries")));
             }
             continue;
@@ -231,13 +248,22 @@ pub(crate) fn write_spawn(request: &SpawnRequest, out: &mut Vec<u8>) -> Result<(
             cmd.args.len()
         );
         for (j, arg) in cmd.args.iter().enumerate() {
-            let _ = writeln!(s, "arg{}={}", j + 1, escape_mcmd_value("spawn argument", arg)?);
+            let _ = writeln!(
+                s,
+                "arg{}={}",
+                j + 1,
+                escape_mcmd_value("spawn argument", arg)?
+            );
         }
         if i == 0 {
             let _ = writeln!(s, "preput_num={}", request.preput.len());
             for (j, (k, v)) in request.preput.iter().enumerate() {
                 let _ = writeln!(s, "preput_key_{j}={}", escape_mcmd_value("preput key", k)?);
-                let _ = writeln!(s, "preput_val_{j}={}", escape_mcmd_value("preput value", v)?);
+                let _ = writeln!(
+                    s,
+                    "preput_val_{j}={}",
+                    escape_mcmd_value("preput value", v)?
+                );
             }
         }
         let _ = writeln!(s, "info_num={}", cmd.info.len());

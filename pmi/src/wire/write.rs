@@ -97,7 +97,9 @@ impl Message {
             M::Get { kvsname, key } => Line::new("get")
                 .opt_text("kvsname", kvsname.as_deref())?
                 .text("key", key)?,
-            M::BarrierIn { group } => Line::new("barrier_in").opt_text("group", group.as_deref())?,
+            M::BarrierIn { group } => {
+                Line::new("barrier_in").opt_text("group", group.as_deref())?
+            }
             M::Abort { exitcode, message } => Line::new("abort")
                 .num("exitcode", exitcode)
                 .opt_text("message", message.as_deref().filter(|m| !m.is_empty()))?,
@@ -129,15 +131,20 @@ impl Message {
                     .num("keylen_max", keylen_max)
                     .num("vallen_max", vallen_max))
             })?,
-            M::Appnum { rc, appnum, msg } => Line::new("appnum")
-                .status(*rc, msg, false, |l| Ok(l.num("appnum", appnum)))?,
-            M::MyKvsname { rc, kvsname, msg } => Line::new("my_kvsname")
-                .status(*rc, msg, false, |l| l.text("kvsname", kvsname))?,
-            M::UniverseSize { rc, size, msg } => Line::new("universe_size")
-                .status(*rc, msg, false, |l| Ok(l.num("size", size)))?,
+            M::Appnum { rc, appnum, msg } => {
+                Line::new("appnum").status(*rc, msg, false, |l| Ok(l.num("appnum", appnum)))?
+            }
+            M::MyKvsname { rc, kvsname, msg } => {
+                Line::new("my_kvsname").status(*rc, msg, false, |l| l.text("kvsname", kvsname))?
+            }
+            M::UniverseSize { rc, size, msg } => {
+                Line::new("universe_size").status(*rc, msg, false, |l| Ok(l.num("size", size)))?
+            }
             M::PutResult { rc, msg } => Line::new("put_result").status(*rc, msg, true, no_body)?,
-            M::GetResult { rc, value, msg } => Line::new("get_result")
-                .status(*rc, msg, true, |l| l.opt_text("value", value.as_deref()))?,
+            M::GetResult { rc, value, msg } => {
+                Line::new("get_result")
+                    .status(*rc, msg, true, |l| l.opt_text("value", value.as_deref()))?
+            }
             M::BarrierOut { rc, tag, msg } => {
                 let l = Line::new("barrier_out").status(*rc, msg, false, no_body)?;
                 match tag {
@@ -154,8 +161,10 @@ impl Message {
             M::UnpublishResult { rc, msg } => {
                 Line::new("unpublish_result").status(*rc, msg, true, no_body)?
             }
-            M::LookupResult { rc, port, msg } => Line::new("lookup_result")
-                .status(*rc, msg, true, |l| l.opt_text("port", port.as_deref()))?,
+            M::LookupResult { rc, port, msg } => {
+                Line::new("lookup_result")
+                    .status(*rc, msg, true, |l| l.opt_text("port", port.as_deref()))?
+            }
             M::SpawnResult { rc, errcodes, msg } => {
                 let mut l = Line::new("spawn_result").num("rc", rc);
                 if !errcodes.is_empty() {
