@@ -202,6 +202,9 @@ pub struct Supervisor {
     all_exited_at: Option<Instant>,
     /// A SIGCHLD arrived (or a rank was added): `reap` has work.
     child_exited: bool,
+    /// Scratch space for reads, allocated once (zeroing a fresh buffer per
+    /// event was a measurable share of serving PMI).
+    read_buf: Box<[u8]>,
 }
 
 impl Supervisor {
@@ -228,6 +231,7 @@ impl Supervisor {
             failure: None,
             all_exited_at: None,
             child_exited: true,
+            read_buf: vec![0u8; 65536].into_boxed_slice(),
         })
     }
 
@@ -463,13 +467,10 @@ impl Supervisor {
     }
 
     fn read_conn(&mut self, conn: ConnId) {
-        let mut buf = [0u8; 8192];
+        let mut buf = std::mem::take(&mut self.read_buf);
         let mut outputs = Vec::new();
         let mut closed = false;
-        loop {
-            let Some(c) = self.conns.get_mut(&conn) else {
-                return;
-            };
+        while let Some(c) = self.conns.get_mut(&conn) {
             match c.stream.read(&mut buf) {
                 Ok(0) => {
                     closed = true;
@@ -492,6 +493,7 @@ impl Supervisor {
                 }
             }
         }
+        self.read_buf = buf;
         self.apply(outputs);
         if closed {
             self.drop_conn(conn);
@@ -606,15 +608,16 @@ impl Supervisor {
 
     fn read_output(&mut self, rank: u32, stream: Stream) {
         let label = self.label.then(|| format!("[{rank}] "));
+        let mut buf = std::mem::take(&mut self.read_buf);
         let state = &mut self.ranks[rank as usize];
         let slot = match stream {
             Stream::Stdout => &mut state.stdout,
             Stream::Stderr => &mut state.stderr,
         };
         let Some((rx, lines)) = slot.as_mut() else {
+            self.read_buf = buf;
             return;
         };
-        let mut buf = [0u8; 65536];
         let mut sink = Sink(stream);
         let mut closed = false;
         loop {
@@ -640,6 +643,7 @@ impl Supervisor {
                 let _ = self.poll.registry().deregister(&mut rx);
             }
         }
+        self.read_buf = buf;
     }
 
     /// Collect exited ranks and judge how they ended. Runs only after a
