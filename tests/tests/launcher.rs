@@ -160,6 +160,28 @@ fn a_bad_pmi_line_gets_an_error_answer_and_the_job_goes_on() {
 }
 
 #[test]
+fn a_spawn_request_gets_a_clear_error_and_the_job_goes_on() {
+    let _serial = serial();
+    let o = run_job(
+        rivetrun_with(&["-n", "2"], &bin("pmi_check"), &["spawn"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert!(o.stdout.contains("spawn refused:"), "{}", show(&o));
+    assert!(
+        o.stdout.contains("cannot spawn processes yet"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        o.stdout.matches("pmi_check OK rank").count(),
+        2,
+        "{}",
+        show(&o)
+    );
+}
+
+#[test]
 fn a_rank_killed_by_a_signal_ends_the_job() {
     let _serial = serial();
     let o = run_job(

@@ -8,6 +8,8 @@
 //! `exit R CODE`, `signal R SIGNUM`, `nofinalize R`, `garbage R` (R sends a
 //! bad line first, checks the error answer, then goes on normally),
 //! `abort R CODE`. The ranks that behave wait in a barrier.
+//! `spawn`: rank 0 asks to spawn and must get an error (rivetrun cannot
+//! spawn yet); every rank then finishes normally.
 //! `topology`: print what PMI says about this rank's placement next to the
 //! CPU affinity the rank really has, one `topo rank ...` line per rank.
 
@@ -46,6 +48,7 @@ fn main() {
     match mode {
         "check" | "garbage" => check(&mut pmi),
         "topology" => topology(&mut pmi),
+        "spawn" => spawn_is_refused(&mut pmi),
         "exit" | "signal" | "nofinalize" | "abort" => {
             if rank == who {
                 match mode {
@@ -127,6 +130,27 @@ fn check(pmi: &mut Client) {
     if pmi.lookup_name(&service).is_ok() {
         die(r, "lookup of an unpublished name succeeded".into());
     }
+}
+
+fn spawn_is_refused(pmi: &mut Client) {
+    let r = pmi.rank() as i64;
+    if pmi.rank() == 0 {
+        let request = rivet_pmi::wire::SpawnRequest {
+            commands: vec![rivet_pmi::wire::SpawnCommand {
+                execname: "/bin/true".into(),
+                nprocs: 1,
+                args: vec!["an argument with spaces".into()],
+                info: vec![("wdir".into(), "/tmp".into())],
+            }],
+            preput: vec![("PARENT_ROOT_PORT_NAME".into(), "port".into())],
+        };
+        match pmi.spawn(&request) {
+            Ok(codes) => die(r, format!("spawn succeeded with {codes:?}")),
+            Err(e) => println!("pmi_check rank 0: spawn refused: {e}"),
+        }
+    }
+    pmi.barrier()
+        .unwrap_or_else(|e| die(r, format!("barrier after spawn: {e}")));
 }
 
 fn topology(pmi: &mut Client) {
