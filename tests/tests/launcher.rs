@@ -181,70 +181,50 @@ fn a_spawn_request_gets_a_clear_error_and_the_job_goes_on() {
     );
 }
 
+/// A rank that fails in any way ends the job: the others are terminated,
+/// rivetrun names the rank and the cause, and its exit code says which.
 #[test]
-fn a_rank_killed_by_a_signal_ends_the_job() {
+fn a_failing_rank_ends_the_job_with_its_cause() {
     let _serial = serial();
-    let o = run_job(
-        rivetrun_with(&["-n", "3"], &bin("pmi_check"), &["signal", "2", "9"]),
-        DEADLINE,
-    );
-    assert_eq!(o.code(), Some(128 + 9), "{}", show(&o));
-    assert!(
-        o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
-        "{}",
-        show(&o)
-    );
-    assert!(
-        o.stderr.contains("terminating the other 2 rank(s)"),
-        "{}",
-        show(&o)
-    );
-}
-
-#[test]
-fn a_rank_exiting_3_ends_the_job_with_3() {
-    let _serial = serial();
-    let o = run_job(
-        rivetrun_with(&["-n", "4"], &bin("pmi_check"), &["exit", "1", "3"]),
-        DEADLINE,
-    );
-    assert_eq!(o.code(), Some(3), "{}", show(&o));
-    assert!(
-        o.stderr.contains("rank 1 exited with code 3"),
-        "{}",
-        show(&o)
-    );
-}
-
-#[test]
-fn a_rank_that_exits_without_finalize_does_not_leave_the_others_hanging() {
-    let _serial = serial();
-    let o = run_job(
-        rivetrun_with(&["-n", "2"], &bin("pmi_check"), &["nofinalize", "0"]),
-        DEADLINE,
-    );
-    assert_ne!(o.code(), Some(0), "{}", show(&o));
-    assert!(
-        o.stderr
-            .contains("rank 0 exited with code 0 without finalizing PMI"),
-        "{}",
-        show(&o)
-    );
-}
-
-#[test]
-fn pmi_abort_from_the_rust_client() {
-    let _serial = serial();
-    let o = run_job(
-        rivetrun_with(&["-n", "2"], &bin("pmi_check"), &["abort", "0", "7"]),
-        DEADLINE,
-    );
-    assert_eq!(o.code(), Some(7), "{}", show(&o));
-    assert!(
-        o.stderr.contains("rank 0 called abort (exit code 7)"),
-        "{}",
-        show(&o)
-    );
+    // (ranks, pmi_check mode and its arguments, exit code, what stderr must say)
+    let cases: &[(&str, &[&str], i32, &[&str])] = &[
+        (
+            "3",
+            &["signal", "2", "9"],
+            128 + 9,
+            &[
+                "rank 2 was killed by signal 9 (SIGKILL)",
+                "terminating the other 2 rank(s)",
+            ],
+        ),
+        ("4", &["exit", "1", "3"], 3, &["rank 1 exited with code 3"]),
+        (
+            "2",
+            &["nofinalize", "0"],
+            1,
+            &["rank 0 exited with code 0 without finalizing PMI"],
+        ),
+        (
+            "2",
+            &["abort", "0", "7"],
+            7,
+            &["rank 0 called abort (exit code 7)"],
+        ),
+    ];
+    for (ranks, mode, code, messages) in cases {
+        let o = run_job(
+            rivetrun_with(&["-n", ranks], &bin("pmi_check"), mode),
+            DEADLINE,
+        );
+        assert_eq!(o.code(), Some(*code), "{mode:?}: {}", show(&o));
+        for message in *messages {
+            assert!(
+                o.stderr.contains(message),
+                "{mode:?}: expected {message:?}\n{}",
+                show(&o)
+            );
+        }
+    }
 }
 
 #[test]
