@@ -494,6 +494,7 @@ impl Supervisor {
             }
         }
         self.read_buf = buf;
+        self.learn_rank(conn);
         self.apply(outputs);
         if closed {
             self.drop_conn(conn);
@@ -543,19 +544,21 @@ impl Supervisor {
                 }
             }
         }
-        self.learn_ranks();
     }
 
-    /// PMI_PORT connections learn their rank from initack; remember it for diagnostics.
-    fn learn_ranks(&mut self) {
-        for (id, c) in self.conns.iter_mut() {
-            if c.rank.is_none() {
-                if let Some((ns, rank)) = self.server.conn_rank(*id) {
-                    if ns == self.ns && (rank as usize) < self.ranks.len() {
-                        c.rank = Some(rank);
-                        self.ranks[rank as usize].spoke_pmi = true;
-                    }
-                }
+    /// A PMI_PORT connection learns its rank from initack; remember it for
+    /// diagnostics and for the exit-without-finalize check.
+    fn learn_rank(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.rank.is_some() {
+            return;
+        }
+        if let Some((ns, rank)) = self.server.conn_rank(conn) {
+            if ns == self.ns && (rank as usize) < self.ranks.len() {
+                c.rank = Some(rank);
+                self.ranks[rank as usize].spoke_pmi = true;
             }
         }
     }
