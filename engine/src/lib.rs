@@ -1,12 +1,36 @@
-//! Rivet: the communication engine that MPI runtimes and parallel libraries link.
+//! Rivet: the communication engine that MPI runtimes and parallel libraries
+//! link.
 //!
-//! The engine bootstraps through `rivet-pmi`, drives every transport from one
-//! progress loop, matches messages MPI-style and moves them over shared memory
-//! on the node and through `rivet-netmods` off it. Today it holds the first
-//! piece of that: `node_map`, which reads the process manager's node map and
-//! decides, per peer, between shared memory and a network module. Progress,
-//! matching and the transports come with the engine-core issue.
+//! [`Engine::init`] bootstraps through `rivet-pmi` and hands out the world
+//! [`Comm`]. Point-to-point calls on a communicator become requests in the
+//! engine's table (`request`); one progress loop (`engine`) polls the
+//! transports, runs the protocols (`protocol`: eager, rendezvous, sync and
+//! cancel handshakes) and matches arrivals MPI-style (`matching`). Peers are
+//! reached through virtual connections of the process group (`pg`), created
+//! on first use: over the node's shared memory (`shm`) when the node map
+//! (`node_map`) says the peer is local, else through a network module
+//! (`rivet-netmods`). Every message carries one `wire::WireHeader`.
+//!
+//! Buffer safety: blocking calls borrow; nonblocking calls on borrowed
+//! buffers live in a [`Scope`] that finishes them before returning; the
+//! `*_raw` calls are `unsafe` and leave that duty to the caller (C ABI).
 
+mod comm;
+mod engine;
+mod error;
+pub mod matching;
 pub mod node_map;
+mod request;
+mod scope;
+pub mod shm;
+mod status;
+pub mod wire;
 
+pub use comm::Comm;
+pub use engine::{Engine, Info};
+pub use error::{Error, Result};
+pub use matching::{ANY_SOURCE, ANY_TAG};
+pub use request::Request;
 pub use rivet_pmi as pmi;
+pub use scope::Scope;
+pub use status::{MsgError, Status};

@@ -1,7 +1,101 @@
-//! Rivet's network modules: the `Netmod` trait through which the engine drives
-//! every off-node transport, and the transports themselves (`tcp` over
-//! io_uring with a poll fallback, `ofi` over libfabric behind a cargo feature).
+//! Rivet's network modules: the [`Netmod`] trait through which the engine
+//! drives every off-node transport, and (in later modules) the transports:
+//! `tcp` over io_uring with a poll fallback, `ofi` over libfabric behind a
+//! cargo feature.
 //!
-//! This crate is a placeholder until the engine-core issue defines the trait;
-//! it exists now so the layering (engine depends on netmods, never the reverse)
-//! is fixed from the start.
+//! A netmod moves opaque `(header, payload)` messages between processes and
+//! knows nothing of matching or protocols; the engine owns both. It is
+//! driven from the engine's progress loop only, under the engine's lock, so
+//! it needs `Send` but not `Sync`.
+
+/// The engine's name for a peer: the same number on both sides of a
+/// connection within one process group (the peer's rank in it).
+pub type PeerId = u64;
+
+#[derive(Debug, thiserror::Error)]
+pub enum NetmodError {
+    #[error("peer {peer}: {what}")]
+    Peer { peer: PeerId, what: String },
+    #[error("bad business card {card:?}: {why}")]
+    BadCard { card: String, why: String },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Sizes the engine's protocols pick their path by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest payload one `try_send` takes.
+    pub max_payload: usize,
+    /// Messages up to this size go eagerly; larger ones by rendezvous.
+    pub eager_max: usize,
+}
+
+/// A transport to processes the engine cannot reach through shared memory.
+pub trait Netmod: Send {
+    /// Short name for `--info` and errors ("tcp", "ofi").
+    fn name(&self) -> &'static str;
+
+    /// How other processes reach this one; published through the process
+    /// manager's key-value space. Printable, no whitespace.
+    fn business_card(&self) -> &str;
+
+    /// Start connecting to `peer` (lazily, on the first message to it);
+    /// messages may be sent before the connection completes.
+    fn connect(&mut self, peer: PeerId, card: &str) -> Result<(), NetmodError>;
+
+    /// Take one message for `peer`: `Ok(true)` once the bytes are copied or
+    /// queued (the caller may reuse its buffers), `Ok(false)` if the
+    /// transport is full for now and the caller should retry after `poll`.
+    fn try_send(&mut self, peer: PeerId, header: &[u8], payload: &[u8])
+        -> Result<bool, NetmodError>;
+
+    /// Drive I/O once; hand each complete arrival to `deliver(peer, header,
+    /// payload)` (the slices are valid during the call only). Returns the
+    /// number of messages delivered.
+    fn poll(
+        &mut self,
+        deliver: &mut dyn FnMut(PeerId, &[u8], &[u8]),
+    ) -> Result<usize, NetmodError>;
+
+    fn limits(&self) -> Limits;
+
+    /// One-sided reads for the rendezvous protocol, where the transport has
+    /// them (RDMA); `None` means rendezvous data is streamed with `try_send`.
+    fn rma(&mut self) -> Option<&mut dyn Rma> {
+        None
+    }
+
+    /// `name: value` lines for `--info`: backend, thresholds, state.
+    fn describe(&self) -> Vec<(String, String)>;
+}
+
+/// One-sided access to registered memory of a peer.
+pub trait Rma {
+    /// Make `len` bytes at `addr` readable by peers; the returned key goes
+    /// in the rendezvous request.
+    fn register(&mut self, addr: usize, len: usize) -> Result<u64, NetmodError>;
+
+    fn deregister(&mut self, key: u64) -> Result<(), NetmodError>;
+
+    /// Start reading `len` bytes of `peer`'s memory (`remote_addr`, `key`)
+    /// into `local`; `Ok(token)`, completion reported by `poll_reads`.
+    ///
+    /// # Safety
+    /// `local..local+len` must stay valid for writes until the read completes.
+    unsafe fn read(
+        &mut self,
+        peer: PeerId,
+        local: *mut u8,
+        len: usize,
+        remote_addr: u64,
+        key: u64,
+    ) -> Result<u64, NetmodError>;
+
+    /// Tokens of reads that completed since the last call.
+    fn poll_reads(&mut self, done: &mut dyn FnMut(u64)) -> Result<(), NetmodError>;
+}

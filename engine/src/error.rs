@@ -1,0 +1,38 @@
+//! The engine's one error type.
+
+use crate::shm::ShmError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("process manager (PMI): {0}")]
+    Pmi(#[from] rivet_pmi::Error),
+    #[error("shared memory: {0}")]
+    Shm(#[from] ShmError),
+    #[error("rank {rank} is out of range for a communicator of {size} ranks")]
+    RankOutOfRange { rank: i64, size: u32 },
+    #[error("tag {0} is invalid: tags are >= 0 (ANY_TAG only when receiving)")]
+    InvalidTag(i32),
+    #[error(
+        "no path to rank {0}: it is on another node (or RIVET_NETMOD asks for a network \
+         module) and this build has no network module yet"
+    )]
+    NoRoute(u32),
+    #[error("bad setting {name}={value:?}: {why}")]
+    Config {
+        name: &'static str,
+        value: String,
+        why: String,
+    },
+    #[error("protocol error from rank {peer}: {what}")]
+    Protocol { peer: u32, what: String },
+    #[error("the engine has been finalized")]
+    Finalized,
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,77 @@
+//! The header every engine message carries, on every transport.
+//!
+//! Transports move `(WireHeader, payload)` pairs and never look inside the
+//! header; the protocols (`protocol/`) give the fields their meaning per kind.
+//! The layout is fixed (`repr(C)`, 40 bytes) because shared memory and the
+//! netmods copy it as bytes between processes of the same build.
+
+/// What a message asks the receiver to do.
+#[repr(u8)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MsgKind {
+    /// Eager data: the whole payload rides with the header.
+    Eager = 1,
+    /// Rendezvous request: `len` is the message size, `aux` the sender's
+    /// buffer address (for a single-copy read), `sreq` the send request.
+    Rts = 2,
+    /// Clear to send (copy path): `sreq` names the send, `aux` the receive.
+    Cts = 3,
+    /// A piece of a rendezvous message: `aux` names the receive request,
+    /// `len` is the offset of this piece.
+    Data = 4,
+    /// The receiver has the whole rendezvous message (single-copy path) or
+    /// has matched a synchronous send: `sreq` names the send.
+    Ack = 5,
+    /// The sender asks to withdraw the message `sreq` if still unmatched.
+    CancelReq = 6,
+    /// Answer to `CancelReq`; `flags & FLAG_CANCELLED` says whether it was.
+    CancelAck = 7,
+}
+
+impl MsgKind {
+    pub fn from_u8(v: u8) -> Option<MsgKind> {
+        Some(match v {
+            1 => MsgKind::Eager,
+            2 => MsgKind::Rts,
+            3 => MsgKind::Cts,
+            4 => MsgKind::Data,
+            5 => MsgKind::Ack,
+            6 => MsgKind::CancelReq,
+            7 => MsgKind::CancelAck,
+            _ => return None,
+        })
+    }
+}
+
+/// The sender waits for an `Ack` once the message is matched (ssend).
+pub const FLAG_SYNC: u8 = 1;
+/// In a `CancelAck`: the message was withdrawn.
+pub const FLAG_CANCELLED: u8 = 2;
+
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WireHeader {
+    pub kind: u8,
+    pub flags: u8,
+    pub reserved: u16,
+    /// Communicator context id.
+    pub context: u32,
+    pub tag: i32,
+    /// Sender's rank in the communicator (what the receiver matches on).
+    pub src: u32,
+    /// Message length (`Eager`, `Rts`) or offset (`Data`).
+    pub len: u64,
+    /// Sender-side request handle, 0 when there is none.
+    pub sreq: u64,
+    /// Kind-specific: buffer address (`Rts`) or receive request (`Cts`, `Data`).
+    pub aux: u64,
+}
+
+pub const HEADER_SIZE: usize = std::mem::size_of::<WireHeader>();
+const _: () = assert!(HEADER_SIZE == 40);
+
+impl WireHeader {
+    pub fn kind(&self) -> Option<MsgKind> {
+        MsgKind::from_u8(self.kind)
+    }
+}
