@@ -1,11 +1,12 @@
 //! Launch-to-exit time of an N-rank `pmi-startup` job under rivetrun and
 //! under MPICH's mpiexec.hydra, interleaved run by run so both see the same
-//! machine, with the ratio rivetrun/hydra per N.
+//! machine, with the ratio rivetrun/hydra per N. The running and timing is
+//! `harness`'s, shared with `compare --benches startup`.
 
-use std::path::PathBuf;
-use std::process::{Command, Stdio};
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
+use crate::harness::{self, Cell, CmdSpec, Order};
 use crate::stats::{summarize, Summary};
 
 #[derive(clap::Args)]
@@ -25,6 +26,9 @@ pub struct Args {
     /// Print one JSON object instead of a table.
     #[arg(long)]
     json: bool,
+    /// Seconds before a run is killed (the benchmark then fails).
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
 }
 
 struct Row {
@@ -35,79 +39,76 @@ struct Row {
 
 pub fn run(args: Args) -> Result<(), String> {
     let me = std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
-    let rivetrun = args.rivetrun.clone().unwrap_or_else(|| {
-        let beside = me.with_file_name("rivetrun");
-        if beside.exists() {
-            beside
-        } else {
-            PathBuf::from("rivetrun")
-        }
-    });
-    let hydra_ok = Command::new(&args.hydra)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
+    let rivetrun = args
+        .rivetrun
+        .clone()
+        .unwrap_or_else(|| harness::beside_me("rivetrun"));
+    let hydra_ok = harness::version_ok(Path::new(&args.hydra));
     if !hydra_ok {
         eprintln!("rivet-bench: {} not found; measuring rivetrun alone (apt-get install mpich for the comparison)", args.hydra);
     }
     if args.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
-    let mut rows = Vec::new();
-    for &n in &args.ranks {
-        let mut ours = Vec::new();
-        let mut theirs = Vec::new();
-        for rep in 0..args.reps {
-            eprint!("\rrivet-bench: N={n} run {}/{}", rep + 1, args.reps);
-            ours.push(time_job(
-                Command::new(&rivetrun)
+    // One group per N: rivetrun and hydra alternate within it.
+    let groups: Vec<Vec<Cell>> = args
+        .ranks
+        .iter()
+        .map(|&n| {
+            let job = |launcher: &Path| {
+                CmdSpec::new(launcher)
                     .args(["-n", &n.to_string()])
                     .arg(&me)
-                    .arg("pmi-startup"),
-            )?);
+                    .arg("pmi-startup")
+            };
+            let mut cells = vec![Cell {
+                label: format!("N={n} rivetrun"),
+                spec: job(&rivetrun),
+                warmup: false,
+            }];
             if hydra_ok {
-                theirs.push(time_job(
-                    Command::new(&args.hydra)
-                        .args(["-n", &n.to_string()])
-                        .arg(&me)
-                        .arg("pmi-startup"),
-                )?);
+                cells.push(Cell {
+                    label: format!("N={n} {}", args.hydra),
+                    spec: job(Path::new(&args.hydra)),
+                    warmup: false,
+                });
             }
-        }
-        eprintln!();
-        rows.push(Row {
-            ranks: n,
-            rivetrun: summarize(&ours).expect("reps > 0"),
-            hydra: summarize(&theirs),
-        });
+            cells
+        })
+        .collect();
+    let mut walls = vec![[Vec::new(), Vec::new()]; groups.len()];
+    let loads = harness::run_interleaved(
+        &groups,
+        args.reps,
+        Order::GroupsOutermost,
+        Duration::from_secs(args.timeout),
+        |g, c, out| {
+            walls[g][c].push(out.wall);
+            Ok(String::new())
+        },
+    );
+    if loads.failures > 0 {
+        return Err(format!("{} run(s) failed (see above)", loads.failures));
     }
+    let rows: Vec<Row> = args
+        .ranks
+        .iter()
+        .zip(&walls)
+        .map(|(&ranks, [ours, theirs])| Row {
+            ranks,
+            rivetrun: summarize(ours).expect("reps > 0 and no failure"),
+            hydra: summarize(theirs),
+        })
+        .collect();
     if args.json {
         print_json(&rows);
     } else {
         print_table(&rows);
     }
-    Ok(())
-}
-
-fn time_job(cmd: &mut Command) -> Result<f64, String> {
-    let start = Instant::now();
-    let out = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .output()
-        .map_err(|e| format!("cannot run {cmd:?}: {e}"))?;
-    let secs = start.elapsed().as_secs_f64();
-    if !out.status.success() {
-        return Err(format!(
-            "{cmd:?} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        ));
+    if let Some(l) = loads.describe() {
+        eprintln!("rivet-bench: {l}");
     }
-    Ok(secs)
+    Ok(())
 }
 
 fn print_table(rows: &[Row]) {

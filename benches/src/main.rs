@@ -1,26 +1,104 @@
 //! `rivet-bench`: Rivet's benchmark suite.
 //!
-//! Each subcommand is one benchmark in a file of its own. Rank-side programs
-//! (`pmi-startup`) run under a launcher; harnesses (`launch-time`) start
-//! launchers themselves and compare Rivet with its peers in the same run,
-//! because this machine's speed drifts between runs. `stats` holds the
-//! median/min/max summaries every harness reports.
+//! Each subcommand is one benchmark. Rank-side programs run under a
+//! launcher (`rivetrun -n 2 rivet-bench latency`, or MPICH's
+//! `mpiexec.hydra`): `latency`, `bw`, `bibw`, `mr` (`p2p`, output in
+//! `report`), `startup`, `info` and `pmi-startup`. Harnesses start launchers
+//! themselves and compare Rivet with its peers in the same run, interleaved,
+//! because this machine's speed drifts between runs: `compare` (`compare`,
+//! `peers`) and `launch-time`; both run jobs through `harness`. `stats`
+//! holds the median/min/max summaries every harness reports; `sizes` the
+//! size parsing, size ladder and iteration counts; `json` a little JSON.
 
+mod compare;
+mod harness;
+mod json;
 mod launch_time;
+mod p2p;
+mod peers;
 mod pmi_startup;
+mod report;
+mod sizes;
 mod stats;
 
 use clap::{Parser, Subcommand};
 
+use crate::sizes::Kind;
+
+const AFTER_HELP: &str = "\
+Point-to-point benchmarks run on 2 or more ranks (fewer is an error);
+ranks 0 and 1 measure, ranks 2 and above only join the barriers.
+
+  rivetrun -n 2 rivet-bench latency --max 64K
+  mpiexec.hydra -n 2 rivet-bench bw --min 1K --json
+  rivetrun -n 2 rivet-bench mr --threads 2
+  rivet-bench compare --benches latency,bw,mr --reps 5
+  rivet-bench compare --benches startup --ranks 8,32
+
+Sizes: 0, 1, 2, 4, ... powers of two within [--min, --max] (bw and bibw
+start at 1 B; mr is 8 B only unless --min or --max is given). Suffixes
+K, M, G (= KiB, MiB, GiB) are binary; KB/MB/GB are refused as ambiguous.
+Bandwidth is in MB/s with 1 MB = 1e6 B, as the anchors.
+
+Table output (rank 0): '# Rivet <bench> (<n> ranks)[, window 64[, T threads per rank]]',
+'# Size  <column>', then one row per size. --json prints, at the end, one line:
+  {\"bench\":\"latency\",\"ranks\":2,\"threads\":1,\"window\":1,\"unit\":\"us\",
+   \"rows\":[{\"size\":0,\"value\":0.512,\"iters\":10000},...]}
+unit: us (latency, half round trip), MB/s (bw, bibw), msg/s (mr, all threads);
+iters: timed round trips (latency) or windows of 64 (bw, bibw, mr; per thread).";
+
 #[derive(Parser)]
-#[command(name = "rivet-bench", version, about = "Rivet's benchmarks")]
+#[command(
+    name = "rivet-bench",
+    version,
+    about = "Rivet's benchmarks",
+    after_long_help = AFTER_HELP,
+    args_conflicts_with_subcommands = true
+)]
 struct Cli {
+    /// Print the engine's configuration (rank 0) and exit, as `rivet-bench info`.
+    #[arg(long)]
+    info: bool,
     #[command(subcommand)]
-    bench: Bench,
+    bench: Option<Bench>,
 }
 
 #[derive(Subcommand)]
 enum Bench {
+    /// Ping-pong latency: blocking send/recv between ranks 0 and 1, half round trip in us.
+    Latency(p2p::P2pArgs),
+    /// Bandwidth (osu_bw): windows of 64 nonblocking sends 0 -> 1, then a 4-byte ack; MB/s.
+    Bw(p2p::P2pArgs),
+    /// Bidirectional bandwidth (osu_bibw): both ranks post 64 receives and 64 sends; MB/s.
+    Bibw(p2p::P2pArgs),
+    /// Message rate: windows of 64 sends 0 -> 1 and an ack, per thread; messages/s.
+    ///
+    /// Each of --threads threads per rank uses its own duplicate of the world
+    /// communicator (made on the main thread before the threads start); the
+    /// rate is that of all threads together, from the first thread's start to
+    /// the last one's end. Sizes: 8 B only, unless --min or --max is given.
+    Mr(p2p::MrArgs),
+    /// Print the engine's configuration: transports, paths, thresholds, yield mode (rank 0).
+    Info,
+    /// Hello world: init, barrier, finalize; rank 0 prints the time from main() to the end of finalize.
+    ///
+    /// The time starts when main() begins (so it leaves out exec and dynamic
+    /// loading, about a millisecond), not at the process's start time in
+    /// /proc/self/stat, whose clock ticks are 10 ms. `compare --benches
+    /// startup` times whole jobs from outside instead.
+    Startup {
+        /// One JSON line: {"bench":"startup","ranks":N,"unit":"ms","from":"main","total":..,"init":..,"barrier":..,"finalize":..}
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare Rivet with MPICH and Open MPI, interleaved: median [min-max] and ratio rivet/best peer.
+    ///
+    /// Point-to-point runs use the anchors' mpi_pingpong.c for the peers
+    /// (built with mpicc.mpich / mpicc.openmpi into target/peers); startup
+    /// runs hello_mpi.c. A stack whose tools are missing is skipped with a
+    /// note. Progress goes to stderr, one line per run; the tables (or
+    /// --json) to stdout.
+    Compare(Box<compare::Args>),
     /// Rank side of the launch benchmark: PMI init, one put, a barrier, N gets, finalize.
     PmiStartup,
     /// Time launch-to-exit of `pmi-startup` jobs under rivetrun and under mpiexec.hydra.
@@ -28,10 +106,20 @@ enum Bench {
 }
 
 fn main() -> std::process::ExitCode {
+    let main_start = std::time::Instant::now();
     let cli = Cli::parse();
     let result = match cli.bench {
-        Bench::PmiStartup => pmi_startup::run(),
-        Bench::LaunchTime(args) => launch_time::run(args),
+        None if cli.info => p2p::info(),
+        None => Err("no benchmark given: see `rivet-bench --help`".into()),
+        Some(Bench::Latency(args)) => p2p::run(Kind::Latency, args),
+        Some(Bench::Bw(args)) => p2p::run(Kind::Bw, args),
+        Some(Bench::Bibw(args)) => p2p::run(Kind::Bibw, args),
+        Some(Bench::Mr(args)) => p2p::mr(args),
+        Some(Bench::Info) => p2p::info(),
+        Some(Bench::Startup { json }) => p2p::startup(main_start, json),
+        Some(Bench::Compare(args)) => compare::run(*args),
+        Some(Bench::PmiStartup) => pmi_startup::run(),
+        Some(Bench::LaunchTime(args)) => launch_time::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -3,10 +3,17 @@
 use std::sync::Arc;
 
 use crate::engine::Inner;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::matching::{ANY_SOURCE, ANY_TAG};
+use crate::protocol::SendArgs;
 use crate::request::Request;
 use crate::scope::Scope;
 use crate::status::Status;
+
+/// Collective traffic runs on `context + 1`, out of the way of user tags.
+const COLLECTIVE_OFFSET: u32 = 1;
+const TAG_BARRIER: i32 = 1;
+const TAG_DUP: i32 = 2;
 
 /// A communicator. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
@@ -34,39 +41,103 @@ impl Comm {
     /// A new communicator with the same ranks and a new context id.
     /// Collective: every rank of `self` must call it, in the same order.
     pub fn dup(&self) -> Result<Comm> {
-        todo!()
+        // Every member proposes its next free context id; all take the
+        // largest (a max-allreduce by dissemination, correct because max is
+        // idempotent), so the id is free on every member.
+        let mut agreed = self
+            .inner
+            .next_context
+            .load(std::sync::atomic::Ordering::Relaxed);
+        self.dissemination(|comm, to, from| {
+            let mut got = [0u8; 4];
+            comm.exchange(&agreed.to_le_bytes(), to, &mut got, from)?;
+            agreed = agreed.max(u32::from_le_bytes(got));
+            Ok(())
+        })?;
+        let next = agreed
+            .checked_add(2)
+            .ok_or_else(|| Error::Failed("context ids exhausted".to_string()))?;
+        self.inner
+            .next_context
+            .fetch_max(next, std::sync::atomic::Ordering::Relaxed);
+        Ok(Comm {
+            inner: self.inner.clone(),
+            context: agreed,
+            rank: self.rank,
+            size: self.size,
+        })
+    }
+
+    /// Rounds k = 1, 2, 4, .. < size: talk to rank+k, hear from rank-k.
+    fn dissemination(&self, mut round: impl FnMut(&Comm, u32, u32) -> Result<()>) -> Result<()> {
+        let collective = Comm {
+            inner: self.inner.clone(),
+            context: self.context + COLLECTIVE_OFFSET,
+            rank: self.rank,
+            size: self.size,
+        };
+        let mut k = 1u32;
+        while k < self.size {
+            let to = (self.rank + k) % self.size;
+            let from = (self.rank + self.size - k) % self.size;
+            round(&collective, to, from)?;
+            k = k.saturating_mul(2);
+        }
+        Ok(())
+    }
+
+    /// Send `out` to `to` while receiving `inp` from `from` (no deadlock
+    /// whatever the message size).
+    fn exchange(&self, out: &[u8], to: u32, inp: &mut [u8], from: u32) -> Result<()> {
+        self.scope(|s| {
+            let send = s.isend(out, to, TAG_DUP)?;
+            let status = s.irecv(inp, from as i32, TAG_DUP)?.wait()?;
+            send.wait()?;
+            status.check().map_err(|e| Error::Failed(e.to_string()))?;
+            Ok(())
+        })
     }
 
     /// Dissemination barrier over point-to-point messages.
     pub fn barrier(&self) -> Result<()> {
-        todo!()
+        self.dissemination(|comm, to, from| {
+            comm.scope(|s| {
+                let send = s.isend(&[], to, TAG_BARRIER)?;
+                s.irecv(&mut [], from as i32, TAG_BARRIER)?.wait()?;
+                send.wait()?;
+                Ok(())
+            })
+        })
     }
 
     pub fn send(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
-        let _ = (buf, dest, tag);
-        todo!()
+        let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, false)?;
+        self.inner.send(&args)
     }
 
     /// Returns once the receiver has matched the message.
     pub fn ssend(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
-        let _ = (buf, dest, tag);
-        todo!()
+        let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, true)?;
+        self.inner.send(&args)
     }
 
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
-        let _ = (buf, source, tag);
-        todo!()
+        self.check_pattern(source, tag)?;
+        let id = self
+            .inner
+            .start_recv(self.context, buf.as_mut_ptr(), buf.len(), source, tag)?;
+        self.inner.wait(id)
     }
 
     /// Block until a matching message is waiting; it stays waiting.
     pub fn probe(&self, source: i32, tag: i32) -> Result<Status> {
-        let _ = (source, tag);
-        todo!()
+        self.check_pattern(source, tag)?;
+        self.inner.probe(self.context, source, tag)
     }
 
     pub fn iprobe(&self, source: i32, tag: i32) -> Result<Option<Status>> {
-        let _ = (source, tag);
-        todo!()
+        self.check_pattern(source, tag)?;
+        self.inner.iprobe(self.context, source, tag)
     }
 
     /// Run `f` with a [`Scope`] for nonblocking operations on borrowed
@@ -75,8 +146,7 @@ impl Comm {
     where
         F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
     {
-        let _ = f;
-        todo!()
+        crate::scope::run(self, f)
     }
 
     /// # Safety
@@ -89,8 +159,8 @@ impl Comm {
         dest: u32,
         tag: i32,
     ) -> Result<Request<'_>> {
-        let _ = (buf, len, dest, tag);
-        todo!()
+        let args = self.send_args(buf, len, dest, tag, false)?;
+        Ok(Request::new(&self.inner, self.inner.start_send(&args)?))
     }
 
     /// # Safety
@@ -102,8 +172,8 @@ impl Comm {
         dest: u32,
         tag: i32,
     ) -> Result<Request<'_>> {
-        let _ = (buf, len, dest, tag);
-        todo!()
+        let args = self.send_args(buf, len, dest, tag, true)?;
+        Ok(Request::new(&self.inner, self.inner.start_send(&args)?))
     }
 
     /// # Safety
@@ -116,7 +186,49 @@ impl Comm {
         source: i32,
         tag: i32,
     ) -> Result<Request<'_>> {
-        let _ = (buf, len, source, tag);
-        todo!()
+        self.check_pattern(source, tag)?;
+        let id = self.inner.start_recv(self.context, buf, len, source, tag)?;
+        Ok(Request::new(&self.inner, id))
+    }
+
+    fn send_args(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+        sync: bool,
+    ) -> Result<SendArgs> {
+        if dest >= self.size {
+            return Err(Error::RankOutOfRange {
+                rank: dest.into(),
+                size: self.size,
+            });
+        }
+        if tag < 0 {
+            return Err(Error::InvalidTag(tag));
+        }
+        Ok(SendArgs {
+            context: self.context,
+            src: self.rank,
+            buf,
+            len,
+            dest,
+            tag,
+            sync,
+        })
+    }
+
+    fn check_pattern(&self, source: i32, tag: i32) -> Result<()> {
+        if source != ANY_SOURCE && (source < 0 || source as u32 >= self.size) {
+            return Err(Error::RankOutOfRange {
+                rank: source.into(),
+                size: self.size,
+            });
+        }
+        if tag < 0 && tag != ANY_TAG {
+            return Err(Error::InvalidTag(tag));
+        }
+        Ok(())
     }
 }

@@ -1,9 +1,28 @@
 //! The engine: start-up through PMI, the progress loop, shut-down.
+//!
+//! `Inner` is what every `Engine`, `Comm` and `Request` points at: the
+//! locked `Core` plus what never changes after init. API calls take the
+//! lock, do their step, and let go; blocking calls loop over `progress`
+//! with the `Backoff` policy between empty polls, retaking the lock each
+//! turn so other threads get their share.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
+use rivet_pmi::Client;
+
+use crate::backoff::{should_yield, Backoff};
 use crate::comm::Comm;
-use crate::error::Result;
+use crate::config::{Config, LmtMode, YieldMode};
+use crate::core::{Core, State};
+use crate::error::{Error, Result};
+use crate::matching::Matcher;
+use crate::node_map::NodeMap;
+use crate::pg::ProcessGroup;
+use crate::protocol::SendArgs;
+use crate::shm::{cma, ShmConfig, ShmNode};
+use crate::status::Status;
+use crate::table::{Op, RequestTable};
 
 /// One per process. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
@@ -11,7 +30,20 @@ pub struct Engine {
     pub(crate) inner: Arc<Inner>,
 }
 
-pub struct Inner {}
+pub struct Inner {
+    /// The engine lock (see `core.rs` for why there is exactly one).
+    core: Mutex<Core>,
+    rank: u32,
+    size: u32,
+    yields: bool,
+    /// Next free context id on this process; `dup` agrees on the maximum.
+    pub(crate) next_context: AtomicU32,
+    /// Cold: abort and finalize only.
+    pmi: Mutex<Option<Client>>,
+    finalized: AtomicBool,
+    info: Vec<(String, String)>,
+    local_size: u32,
+}
 
 /// What the engine runs with, for `rivet-bench --info` and diagnostics.
 #[derive(Debug, Clone)]
@@ -32,43 +64,430 @@ impl std::fmt::Display for Info {
     }
 }
 
+/// The KVS key under which a node's leader publishes its segment name.
+fn shm_key(leader: u32) -> String {
+    format!("rivet-shm-{leader}")
+}
+
+/// Segment names carry the job id so the launcher can sweep them up:
+/// rivetrun sets `RIVET_JOBID`; under another launcher, the KVS name.
+fn segment_name(pmi: &Client, leader: u32) -> String {
+    let job = std::env::var("RIVET_JOBID")
+        .ok()
+        .filter(|j| !j.is_empty())
+        .unwrap_or_else(|| pmi.kvs_name().to_string());
+    let job: String = job
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .take(64)
+        .collect();
+    format!("rivet-{job}-{leader}-{}", std::process::id())
+}
+
 impl Engine {
     /// Bootstrap through the process manager (rivetrun, mpiexec.hydra, or
     /// none: a singleton).
     pub fn init() -> Result<Engine> {
-        todo!()
+        let config = Config::from_env()?;
+        let mut pmi = Client::init()?;
+        let (rank, size) = (pmi.rank(), pmi.size());
+        let node_map = NodeMap::from_client(&mut pmi);
+        let local: Vec<u32> = node_map.local_ranks().to_vec();
+        let my_local = node_map.my_local_index();
+        let use_shm = local.len() > 1;
+
+        let mut shm = None;
+        if use_shm && my_local == 0 {
+            let name = segment_name(&pmi, rank);
+            let shm_config = ShmConfig::from_env()?;
+            shm = Some(ShmNode::create(&name, local.len(), 0, &shm_config)?);
+            pmi.put(&shm_key(rank), &name)?;
+        }
+        pmi.barrier()?;
+        if use_shm && my_local != 0 {
+            let name = pmi.get(&shm_key(local[0]))?;
+            shm = Some(ShmNode::attach(&name, local.len(), my_local)?);
+        }
+
+        let cma_probe = if config.lmt == LmtMode::Copy {
+            Err("off (RIVET_SHM_LMT=copy)".to_string())
+        } else {
+            cma::probe()
+        };
+        let yields = should_yield(config.yield_mode, local.len());
+        let (shm_eager_max, shm_piece) = match &shm {
+            Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
+            None => (config.shm_eager_max, 64 * 1024),
+        };
+        let info = describe(&config, shm.as_ref(), &cma_probe, yields, shm_eager_max);
+        let st = State {
+            pg: ProcessGroup::new(pmi.kvs_name().to_string(), size, rank, node_map),
+            requests: RequestTable::new(),
+            matcher: Matcher::new(),
+            pending_vcs: Vec::new(),
+            shm_eager_max,
+            shm_piece,
+            cma_allowed: cma_probe.is_ok(),
+            fatal: None,
+        };
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                core: Mutex::new(Core { shm, st }),
+                rank,
+                size,
+                yields,
+                next_context: AtomicU32::new(2),
+                pmi: Mutex::new(Some(pmi)),
+                finalized: AtomicBool::new(false),
+                info,
+                local_size: local.len() as u32,
+            }),
+        })
     }
 
     pub fn rank(&self) -> u32 {
-        todo!()
+        self.inner.rank
     }
 
     pub fn size(&self) -> u32 {
-        todo!()
+        self.inner.size
     }
 
-    /// The communicator of every rank of the job.
+    /// The communicator of every rank of the job (context id 0).
     pub fn world(&self) -> Comm {
-        todo!()
+        Comm {
+            inner: self.inner.clone(),
+            context: 0,
+            rank: self.inner.rank,
+            size: self.inner.size,
+        }
     }
 
-    /// Poll every transport once; the number of events handled.
+    /// Poll every transport once; the number of events handled. Another
+    /// thread already progressing counts as done.
     pub fn progress(&self) -> usize {
-        todo!()
+        match self.inner.core.try_lock() {
+            Ok(mut core) => core.progress(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().progress(),
+            Err(std::sync::TryLockError::WouldBlock) => 0,
+        }
     }
 
     pub fn info(&self) -> Info {
-        todo!()
+        let mut items = self.inner.info.clone();
+        if let Ok(core) = self.inner.lock() {
+            let pg = &core.st.pg;
+            items.push((
+                "process_group".into(),
+                format!(
+                    "{} ({} ranks, {} on this node, {} VCs open, {} requests in flight)",
+                    pg.id,
+                    pg.size,
+                    pg.node_map.local_ranks().len(),
+                    pg.open_vcs(),
+                    core.st.requests.live()
+                ),
+            ));
+        }
+        Info {
+            rank: self.inner.rank,
+            size: self.inner.size,
+            local_size: self.inner.local_size,
+            items,
+        }
     }
 
-    /// Finish outstanding sends, then leave the job. Also done on drop.
+    /// Finish outstanding sends, then leave the job. Also done on drop of
+    /// the last handle; calls on remaining communicators fail afterwards.
     pub fn finalize(self) -> Result<()> {
-        todo!()
+        self.inner.finalize()
     }
 
     /// End the whole job with `code`, through the process manager.
     pub fn abort(&self, code: i32, message: &str) -> ! {
-        let _ = (code, message);
-        todo!()
+        let mut pmi = self.inner.pmi.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = pmi.as_mut() {
+            let _ = client.abort(code, message);
+        }
+        eprintln!("rivet: abort({code}): {message}");
+        std::process::exit(code)
+    }
+}
+
+fn describe(
+    config: &Config,
+    shm: Option<&ShmNode>,
+    cma: &std::result::Result<(), String>,
+    yields: bool,
+    shm_eager_max: usize,
+) -> Vec<(String, String)> {
+    let mut items = Vec::new();
+    let mut add = |k: &str, v: String| items.push((k.to_string(), v));
+    match shm {
+        Some(s) => {
+            let c = s.config();
+            add("transport.shm", "on (node segment)".into());
+            add(
+                "shm.fastbox",
+                format!(
+                    "{} B ring per pair, payloads <= {} B",
+                    c.fastbox_bytes, c.fastbox_max
+                ),
+            );
+            add(
+                "shm.cells",
+                format!(
+                    "{} per rank of {} B (max payload {} B)",
+                    c.cells_per_rank,
+                    c.cell_bytes,
+                    s.max_payload()
+                ),
+            );
+        }
+        None => add("transport.shm", "off (no other rank on this node)".into()),
+    }
+    add(
+        "shm.eager_max",
+        format!("{shm_eager_max} B (RIVET_SHM_EAGER_MAX, RIVET_EAGER_MAX)"),
+    );
+    let lmt = match (config.lmt, cma) {
+        (LmtMode::Copy, _) => "copy (pipelined through cells)".to_string(),
+        (_, Ok(())) => "cma (process_vm_readv single copy; copy if a peer refuses)".to_string(),
+        (_, Err(why)) => format!("copy ({why})"),
+    };
+    add("shm.large_messages", lmt);
+    add(
+        "transport.netmod",
+        "none in this build (peers on other nodes are unreachable)".into(),
+    );
+    let mode = match config.yield_mode {
+        YieldMode::Auto => "auto",
+        YieldMode::Always => "always",
+        YieldMode::Never => "never",
+    };
+    add(
+        "yield",
+        format!(
+            "{} (RIVET_YIELD={mode}, {} online cpus)",
+            if yields {
+                "yield when idle"
+            } else {
+                "busy poll"
+            },
+            crate::backoff::online_cpus()
+        ),
+    );
+    items
+}
+
+impl Inner {
+    #[inline]
+    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+        if self.finalized.load(Ordering::Relaxed) {
+            return Err(Error::Finalized);
+        }
+        Ok(self.core.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    fn check(core: &Core) -> Result<()> {
+        match &core.st.fatal {
+            Some(why) => Err(Error::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn send(&self, a: &SendArgs) -> Result<()> {
+        let id = {
+            let mut core = self.lock()?;
+            Self::check(&core)?;
+            if core.try_send_now(a)? {
+                return Ok(());
+            }
+            core.start_send(a)?
+        };
+        self.wait(id).map(|_| ())
+    }
+
+    pub(crate) fn start_send(&self, a: &SendArgs) -> Result<u64> {
+        let mut core = self.lock()?;
+        Self::check(&core)?;
+        core.start_send(a)
+    }
+
+    pub(crate) fn start_recv(
+        &self,
+        context: u32,
+        buf: *mut u8,
+        cap: usize,
+        source: i32,
+        tag: i32,
+    ) -> Result<u64> {
+        let mut core = self.lock()?;
+        Self::check(&core)?;
+        Ok(core.start_recv(context, buf, cap, source, tag))
+    }
+
+    /// The status if `id` is complete (freeing it); a freed handle counts
+    /// as complete with an empty status.
+    #[inline]
+    fn take_if_complete(core: &mut Core, id: u64) -> Option<Status> {
+        match core.st.requests.get(id) {
+            Some(req) if req.complete => {
+                let status = req.status;
+                core.st.requests.remove(id);
+                Some(status)
+            }
+            Some(_) => None,
+            None => Some(Status::default()),
+        }
+    }
+
+    pub(crate) fn test(&self, id: u64) -> Result<Option<Status>> {
+        let mut core = self.lock()?;
+        if let Some(s) = Self::take_if_complete(&mut core, id) {
+            return Ok(Some(s));
+        }
+        core.progress();
+        if let Some(s) = Self::take_if_complete(&mut core, id) {
+            return Ok(Some(s));
+        }
+        Self::check(&core)?;
+        Ok(None)
+    }
+
+    pub(crate) fn wait(&self, id: u64) -> Result<Status> {
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            {
+                let mut core = self.lock()?;
+                if let Some(s) = Self::take_if_complete(&mut core, id) {
+                    return Ok(s);
+                }
+                if core.progress() > 0 {
+                    backoff.busy();
+                    if let Some(s) = Self::take_if_complete(&mut core, id) {
+                        return Ok(s);
+                    }
+                }
+                Self::check(&core)?;
+            }
+            backoff.idle();
+        }
+    }
+
+    /// Wait until any of `ids` (0 = skip) completes: its index and status.
+    pub(crate) fn wait_any(&self, ids: &[u64]) -> Result<Option<(usize, Status)>> {
+        if ids.iter().all(|&id| id == 0) {
+            return Ok(None);
+        }
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            {
+                let mut core = self.lock()?;
+                let n = core.progress();
+                for (i, &id) in ids.iter().enumerate() {
+                    if id != 0 {
+                        if let Some(s) = Self::take_if_complete(&mut core, id) {
+                            return Ok(Some((i, s)));
+                        }
+                    }
+                }
+                Self::check(&core)?;
+                if n > 0 {
+                    backoff.busy();
+                    continue;
+                }
+            }
+            backoff.idle();
+        }
+    }
+
+    pub(crate) fn cancel(&self, id: u64) -> Result<()> {
+        self.lock()?.cancel(id)
+    }
+
+    /// Nobody will wait for `id`: free it now if complete, else on completion.
+    pub(crate) fn detach(&self, id: u64) {
+        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(req) = core.st.requests.get_mut(id) {
+            if req.complete {
+                core.st.requests.remove(id);
+            } else {
+                req.detached = true;
+            }
+        }
+    }
+
+    pub(crate) fn abandon(&self, ids: &[u64]) {
+        self.core
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .abandon(ids);
+    }
+
+    pub(crate) fn iprobe(&self, context: u32, source: i32, tag: i32) -> Result<Option<Status>> {
+        let mut core = self.lock()?;
+        let found = |core: &Core| {
+            core.st
+                .matcher
+                .probe(context, source, tag)
+                .map(|(env, m)| Status {
+                    source: env.source as i32,
+                    tag: env.tag,
+                    count: m.len(),
+                    cancelled: false,
+                    error: None,
+                })
+        };
+        if let Some(s) = found(&core) {
+            return Ok(Some(s));
+        }
+        core.progress();
+        Self::check(&core)?;
+        Ok(found(&core))
+    }
+
+    pub(crate) fn probe(&self, context: u32, source: i32, tag: i32) -> Result<Status> {
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            if let Some(s) = self.iprobe(context, source, tag)? {
+                return Ok(s);
+            }
+            backoff.idle();
+        }
+    }
+
+    /// Send everything still owed to peers, then tell the process manager.
+    fn finalize(&self) -> Result<()> {
+        if self.finalized.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            {
+                let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+                core.progress();
+                let owed = core
+                    .st
+                    .requests
+                    .ids_where(|r| !r.complete && matches!(r.op, Op::Send(_)));
+                if (owed.is_empty() && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
+                    break;
+                }
+            }
+            backoff.idle();
+        }
+        self.finalized.store(true, Ordering::Relaxed);
+        let client = self.pmi.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(client) = client {
+            client.finalize()?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.finalize();
     }
 }

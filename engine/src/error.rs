@@ -25,6 +25,8 @@ pub enum Error {
     },
     #[error("protocol error from rank {peer}: {what}")]
     Protocol { peer: u32, what: String },
+    #[error("the engine stopped working: {0}")]
+    Failed(String),
     #[error("the engine has been finalized")]
     Finalized,
     #[error("{what}: {source}")]

@@ -15,15 +15,21 @@
 //! buffers live in a [`Scope`] that finishes them before returning; the
 //! `*_raw` calls are `unsafe` and leave that duty to the caller (C ABI).
 
+mod backoff;
 mod comm;
+mod config;
+mod core;
 mod engine;
 mod error;
 pub mod matching;
 pub mod node_map;
+mod pg;
+mod protocol;
 mod request;
 mod scope;
 pub mod shm;
 mod status;
+mod table;
 pub mod wire;
 
 pub use comm::Comm;

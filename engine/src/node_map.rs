@@ -73,13 +73,35 @@ impl NodeMap {
         }
     }
 
-    fn with_force_netmod(mut self, force: bool) -> NodeMap {
+    pub(crate) fn with_force_netmod(mut self, force: bool) -> NodeMap {
         self.force_netmod = force;
         self
     }
 
+    /// `RIVET_NETMOD` sends on-node traffic through a network module.
+    pub fn netmod_forced(&self) -> bool {
+        self.force_netmod
+    }
+
     pub fn is_local(&self, peer: u32) -> bool {
         self.local.binary_search(&peer).is_ok()
+    }
+
+    /// Index of `peer` among this node's ranks. Block placement (the common
+    /// case) makes them contiguous: then it is a subtraction.
+    #[inline]
+    pub fn local_index(&self, peer: u32) -> Option<usize> {
+        let first = self.local[0];
+        let i = peer.wrapping_sub(first) as usize;
+        if i < self.local.len() && self.local[i] == peer {
+            return Some(i);
+        }
+        self.local.binary_search(&peer).ok()
+    }
+
+    /// This process's index among this node's ranks.
+    pub fn my_local_index(&self) -> usize {
+        self.local_index(self.my_rank).unwrap_or(0)
     }
 
     /// This node's ranks, sorted.
@@ -130,6 +152,9 @@ mod tests {
             let map = NodeMap::from_mapping(mapping, size, me);
             assert!(map.is_known(), "{mapping}");
             assert_eq!(map.local_ranks(), want, "{mapping} rank {me}");
+            for (i, &r) in want.iter().enumerate() {
+                assert_eq!(map.local_index(r), Some(i), "{mapping} rank {r}");
+            }
         }
     }
 

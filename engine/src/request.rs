@@ -1,40 +1,68 @@
 //! Handles to operations in flight.
 //!
-//! A `Request` names a slot in the engine's request table by index and
-//! generation, so a stale handle can never reach a reused slot. Its lifetime
-//! ties it to the scope or communicator whose buffers it uses.
+//! A `Request` holds a handle into the engine's request table (`table.rs`)
+//! and borrows the scope or communicator whose buffers the operation uses,
+//! so it cannot outlive them.
 
 use crate::engine::Inner;
 use crate::error::Result;
 use crate::status::Status;
 
 /// An operation in flight. Dropping it without waiting detaches it: the
-/// engine finishes the operation and frees the slot itself (inside a
-/// [`Scope`](crate::Scope), the scope still waits for it).
+/// engine finishes the operation and frees its slot itself (inside a
+/// [`Scope`](crate::Scope), the scope still waits for it before returning).
 #[must_use = "a request must be waited for (or dropped to detach it)"]
 pub struct Request<'a> {
-    pub(crate) inner: &'a Inner,
+    inner: &'a Inner,
     /// 0 once completed and freed.
-    pub(crate) id: u64,
-    pub(crate) status: Option<Status>,
+    id: u64,
+    status: Option<Status>,
 }
 
 impl<'a> Request<'a> {
-    /// `Some(status)` once complete (the slot is freed then); progresses once.
+    pub(crate) fn new(inner: &'a Inner, id: u64) -> Request<'a> {
+        Request {
+            inner,
+            id,
+            status: None,
+        }
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    fn done(&mut self, status: Status) -> Status {
+        self.id = 0;
+        self.status = Some(status);
+        status
+    }
+
+    /// `Some(status)` once complete (the slot is freed then); progresses
+    /// once if not.
     pub fn test(&mut self) -> Result<Option<Status>> {
-        todo!()
+        if self.id == 0 {
+            return Ok(self.status);
+        }
+        Ok(self.inner.test(self.id)?.map(|s| self.done(s)))
     }
 
     /// Block until complete.
     pub fn wait(mut self) -> Result<Status> {
-        let _ = &mut self;
-        todo!()
+        if self.id == 0 {
+            return Ok(self.status.unwrap_or_default());
+        }
+        let status = self.inner.wait(self.id)?;
+        Ok(self.done(status))
     }
 
     /// Ask to cancel: a receive not yet matched, or a send the receiver has
     /// not matched yet. Then wait; `Status::cancelled` says whether it was.
     pub fn cancel(&self) -> Result<()> {
-        todo!()
+        if self.id == 0 {
+            return Ok(());
+        }
+        self.inner.cancel(self.id)
     }
 
     /// The status, once `test`, `wait_all` or `wait_any` saw completion.
@@ -48,14 +76,35 @@ impl<'a> Request<'a> {
 
     /// Wait for every request; each one's status is then in `status()`.
     pub fn wait_all(reqs: &mut [Request<'a>]) -> Result<()> {
-        let _ = reqs;
-        todo!()
+        for r in reqs.iter_mut() {
+            if r.id != 0 {
+                let status = r.inner.wait(r.id)?;
+                r.done(status);
+            }
+        }
+        Ok(())
     }
 
     /// Wait until one not-yet-done request completes: its index and status.
     /// `None` if every request was already done.
     pub fn wait_any(reqs: &mut [Request<'a>]) -> Result<Option<(usize, Status)>> {
-        let _ = reqs;
-        todo!()
+        let Some(first) = reqs.iter().find(|r| r.id != 0) else {
+            return Ok(None);
+        };
+        let inner = first.inner;
+        let ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+        let found = inner.wait_any(&ids)?;
+        if let Some((i, status)) = found {
+            reqs[i].done(status);
+        }
+        Ok(found)
+    }
+}
+
+impl Drop for Request<'_> {
+    fn drop(&mut self) {
+        if self.id != 0 {
+            self.inner.detach(self.id);
+        }
     }
 }

@@ -3,17 +3,53 @@
 //! Like `std::thread::scope`: every request started in a scope is finished
 //! before the scope returns, so the buffers it borrows (`'env`) outlive every
 //! use the engine makes of them, even if a request handle is leaked with
-//! `mem::forget`. If the closure panics, unmatched receives are cancelled
-//! and sends abandoned before the panic continues.
+//! `mem::forget`. If the closure panics, unmatched receives are withdrawn and
+//! queued sends dropped (the engine stops touching their buffers) before the
+//! panic continues.
+
+use std::cell::RefCell;
+use std::marker::PhantomData;
+use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::request::Request;
 
 pub struct Scope<'scope, 'env: 'scope> {
-    pub(crate) comm: &'env Comm,
-    pub(crate) started: std::cell::RefCell<Vec<u64>>,
-    pub(crate) _scope: std::marker::PhantomData<&'scope mut &'scope ()>,
+    comm: &'env Comm,
+    started: RefCell<Vec<u64>>,
+    /// Invariant in 'scope, as std's scope, so requests cannot escape it.
+    _scope: PhantomData<&'scope mut &'scope ()>,
+}
+
+pub(crate) fn run<'env, F, T>(comm: &'env Comm, f: F) -> T
+where
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+{
+    let scope = Scope {
+        comm,
+        started: RefCell::new(Vec::new()),
+        _scope: PhantomData,
+    };
+    let result = catch_unwind(AssertUnwindSafe(|| f(&scope)));
+    let ids = scope.started.take();
+    let inner = &comm.inner;
+    match result {
+        Ok(value) => {
+            for &id in &ids {
+                // A failed engine cannot finish them: stop touching buffers.
+                if inner.wait(id).is_err() {
+                    inner.abandon(&ids);
+                    break;
+                }
+            }
+            value
+        }
+        Err(panic) => {
+            inner.abandon(&ids);
+            resume_unwind(panic)
+        }
+    }
 }
 
 impl<'scope, 'env> Scope<'scope, 'env> {
@@ -21,15 +57,23 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         self.comm
     }
 
+    fn track(&'scope self, req: Request<'env>) -> Request<'scope> {
+        self.started.borrow_mut().push(req.id());
+        req
+    }
+
     pub fn isend(&'scope self, buf: &'env [u8], dest: u32, tag: i32) -> Result<Request<'scope>> {
-        let _ = (buf, dest, tag);
-        todo!()
+        // SAFETY: `buf` is borrowed for 'env, which outlives the scope, and
+        // the scope finishes (or abandons) the request before returning.
+        let req = unsafe { self.comm.isend_raw(buf.as_ptr(), buf.len(), dest, tag)? };
+        Ok(self.track(req))
     }
 
     /// Synchronous send: completes once the receiver has matched it.
     pub fn issend(&'scope self, buf: &'env [u8], dest: u32, tag: i32) -> Result<Request<'scope>> {
-        let _ = (buf, dest, tag);
-        todo!()
+        // SAFETY: as in `isend`.
+        let req = unsafe { self.comm.issend_raw(buf.as_ptr(), buf.len(), dest, tag)? };
+        Ok(self.track(req))
     }
 
     /// `source` may be `ANY_SOURCE`, `tag` may be `ANY_TAG`.
@@ -39,7 +83,13 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         source: i32,
         tag: i32,
     ) -> Result<Request<'scope>> {
-        let _ = (buf, source, tag);
-        todo!()
+        // SAFETY: `buf` is borrowed mutably for 'env (no one else touches
+        // it), and the scope finishes or withdraws the receive before
+        // returning.
+        let req = unsafe {
+            self.comm
+                .irecv_raw(buf.as_mut_ptr(), buf.len(), source, tag)?
+        };
+        Ok(self.track(req))
     }
 }

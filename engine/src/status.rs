@@ -1,7 +1,6 @@
 //! What a completed operation reports.
 
 /// The outcome of a receive, a send or a probe.
-#[must_use]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Status {
     /// Sender's rank in the communicator (receives and probes).

@@ -127,7 +127,9 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
     cmd.env("PMI_RANK", rank.to_string())
         .env("PMI_SIZE", job.size.to_string())
         .env("MPI_LOCALRANKID", place.local_rank.to_string())
-        .env("MPI_LOCALNRANKS", place.local_size.to_string());
+        .env("MPI_LOCALNRANKS", place.local_size.to_string())
+        // Rivet ranks name their shm segments after it (see `ShmSweep`).
+        .env("RIVET_JOBID", std::process::id().to_string());
     if let Some(dir) = &job.wdir {
         cmd.current_dir(dir);
     }

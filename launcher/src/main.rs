@@ -76,6 +76,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let xml =
         TempFile(std::env::temp_dir().join(format!("rivet-{}-topology.xml", std::process::id())));
     topo.export_xml(&xml.0)?;
+    let _segments = ShmSweep(std::process::id());
 
     let mut server = Server::new();
     let ns = server.create_namespace(NamespaceSpec {
@@ -169,6 +170,25 @@ struct TempFile(PathBuf);
 impl Drop for TempFile {
     fn drop(&mut self) {
         let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// Removes the job's shared-memory segments when the job ends. Rivet ranks
+/// unlink their node segment once every local rank attached; this catches a
+/// job that died before that (`/dev/shm/rivet-<RIVET_JOBID>-*`).
+struct ShmSweep(u32);
+
+impl Drop for ShmSweep {
+    fn drop(&mut self) {
+        let prefix = format!("rivet-{}-", self.0);
+        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+            return;
+        };
+        for entry in dir.flatten() {
+            if entry.file_name().to_string_lossy().starts_with(&prefix) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 

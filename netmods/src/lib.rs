@@ -26,6 +26,9 @@ pub enum NetmodError {
     },
 }
 
+/// Receives each arrival: `(peer, header, payload)`.
+pub type Deliver<'a> = dyn FnMut(PeerId, &[u8], &[u8]) + 'a;
+
 /// Sizes the engine's protocols pick their path by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Limits {
@@ -51,16 +54,17 @@ pub trait Netmod: Send {
     /// Take one message for `peer`: `Ok(true)` once the bytes are copied or
     /// queued (the caller may reuse its buffers), `Ok(false)` if the
     /// transport is full for now and the caller should retry after `poll`.
-    fn try_send(&mut self, peer: PeerId, header: &[u8], payload: &[u8])
-        -> Result<bool, NetmodError>;
+    fn try_send(
+        &mut self,
+        peer: PeerId,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<bool, NetmodError>;
 
     /// Drive I/O once; hand each complete arrival to `deliver(peer, header,
     /// payload)` (the slices are valid during the call only). Returns the
     /// number of messages delivered.
-    fn poll(
-        &mut self,
-        deliver: &mut dyn FnMut(PeerId, &[u8], &[u8]),
-    ) -> Result<usize, NetmodError>;
+    fn poll(&mut self, deliver: &mut Deliver<'_>) -> Result<usize, NetmodError>;
 
     fn limits(&self) -> Limits;
 

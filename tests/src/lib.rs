@@ -249,3 +249,151 @@ pub fn rivetrun(args: &[&str]) -> Command {
     cmd.args(args);
     cmd
 }
+
+/// Path of a `rivet-tests` binary built with the release profile, for jobs
+/// whose ranks do too much work for a debug build; built once per test
+/// process (only this crate's binaries: the launcher stays the debug one).
+pub fn release_bin(name: &str) -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "--quiet",
+                "--release",
+                "--bins",
+                "-p",
+                "rivet-tests",
+            ])
+            .current_dir(workspace_root())
+            .status()
+            .expect("running cargo build --release for the test binaries");
+        assert!(
+            status.success(),
+            "building the release test binaries failed"
+        );
+    });
+    let path = bin_dir()
+        .parent()
+        .expect("target directory")
+        .join("release")
+        .join(name);
+    assert!(path.exists(), "{} was not built", path.display());
+    path
+}
+
+/// Names of the Rivet shared-memory segments in /dev/shm (`rivet-*`).
+pub fn shm_segments() -> std::collections::BTreeSet<String> {
+    std::fs::read_dir("/dev/shm")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().into_string().ok())
+                .filter(|n| n.starts_with("rivet-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Whether a live process maps or holds open `/dev/shm/<name>`.
+fn shm_in_use(name: &str) -> bool {
+    let path = format!("/dev/shm/{name}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    for entry in dir.flatten() {
+        if !entry
+            .file_name()
+            .to_str()
+            .is_some_and(|s| s.bytes().all(|b| b.is_ascii_digit()))
+        {
+            continue;
+        }
+        let maps = std::fs::read_to_string(entry.path().join("maps")).unwrap_or_default();
+        if maps
+            .lines()
+            .any(|l| l.split_whitespace().nth(5) == Some(path.as_str()))
+        {
+            return true;
+        }
+        if let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) {
+            for fd in fds.flatten() {
+                if std::fs::read_link(fd.path()).is_ok_and(|t| t == Path::new(&path)) {
+                    return true;
+                }
+            }
+        }
+    }
+    false
+}
+
+/// Watches /dev/shm across a job: `leaked` names the Rivet segments that
+/// appeared since `new` and that no live process uses (so not another job
+/// running at the same time), and removes them so that one leak fails one
+/// test only.
+pub struct ShmWatch {
+    before: std::collections::BTreeSet<String>,
+}
+
+impl ShmWatch {
+    pub fn new() -> ShmWatch {
+        ShmWatch {
+            before: shm_segments(),
+        }
+    }
+
+    pub fn leaked(&self) -> Vec<String> {
+        let fresh = || -> Vec<String> {
+            shm_segments()
+                .into_iter()
+                .filter(|n| !self.before.contains(n) && !shm_in_use(n))
+                .collect()
+        };
+        let mut left = fresh();
+        // A segment another job has just created may not be mapped yet.
+        let settle = Instant::now();
+        while !left.is_empty() && settle.elapsed() < Duration::from_millis(500) {
+            std::thread::sleep(Duration::from_millis(50));
+            left = fresh();
+        }
+        for name in &left {
+            let _ = std::fs::remove_file(Path::new("/dev/shm").join(name));
+        }
+        left
+    }
+}
+
+impl Default for ShmWatch {
+    fn default() -> Self {
+        ShmWatch::new()
+    }
+}
+
+/// `run_job`, then fail if the job left a Rivet segment in /dev/shm; the
+/// check runs (and is reported) also when `run_job` itself fails.
+pub fn run_job_checking_shm(cmd: Command, deadline: Duration) -> Outcome {
+    let watch = ShmWatch::new();
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(cmd, deadline)));
+    let leaked = watch.leaked();
+    match result {
+        Ok(o) => {
+            assert!(
+                leaked.is_empty(),
+                "the job left shared memory behind: /dev/shm/{leaked:?} (removed now)\n\
+                 exit {:?}\nstdout:\n{}\nstderr:\n{}",
+                o.status,
+                o.stdout,
+                o.stderr
+            );
+            o
+        }
+        Err(panic) => {
+            if !leaked.is_empty() {
+                eprintln!(
+                    "the job also left shared memory behind: /dev/shm/{leaked:?} (removed now)"
+                );
+            }
+            std::panic::resume_unwind(panic)
+        }
+    }
+}

@@ -296,6 +296,7 @@ fn environment_and_working_directory_reach_the_ranks() {
             "PMI_FD",
             "PMI_RANK",
             "PMI_SIZE",
+            "RIVET_JOBID",
             "X"
         ],
         "{}",

@@ -1,0 +1,598 @@
+//! Rank side of the point-to-point benchmarks (`latency`, `bw`, `bibw`,
+//! `mr`), the engine `info` and the `startup` hello world. Run under a
+//! launcher: `rivetrun -n 2 rivet-bench latency` or
+//! `mpiexec.hydra -n 2 rivet-bench latency`.
+//!
+//! The schemes are those of the anchors' `mpi_pingpong.c` (and OSU):
+//! - latency: blocking send/recv ping-pong between ranks 0 and 1;
+//! - bw: rank 0 posts a window of 64 nonblocking sends, rank 1 64 receives
+//!   (into one buffer), then rank 1 sends a 4-byte ack;
+//! - bibw: both ranks post 64 receives and 64 sends, then wait for all;
+//! - mr: as bw, per thread, each thread on its own `comm.dup()`.
+//!
+//! Every size starts with a barrier of all ranks. Ranks 2 and above take part
+//! in the barriers (and `dup`s) only.
+
+use std::alloc::{alloc, dealloc, Layout};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Instant;
+
+use rivet::{Comm, Engine, Request};
+
+use crate::report::{self, Row};
+use crate::sizes::{self, Kind, WINDOW};
+
+const TAG_PING: i32 = 1;
+const TAG_DATA: i32 = 100;
+const TAG_ACK: i32 = 101;
+const TAG_SYNC: i32 = 102;
+const ACK_LEN: usize = 4;
+
+/// This process's rank, for error messages (set after init).
+static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// Options shared by latency, bw, bibw and mr.
+#[derive(clap::Args, Clone, Debug)]
+pub struct P2pArgs {
+    /// Smallest message size in bytes (suffixes K, M, G, KiB, MiB, GiB are binary).
+    /// [default: 0; mr: 8 B only unless --min or --max is given]
+    #[arg(long, value_parser = sizes::parse_size, value_name = "BYTES")]
+    pub min: Option<usize>,
+    /// Largest message size in bytes. [default: 4MiB]
+    #[arg(long, value_parser = sizes::parse_size, value_name = "BYTES")]
+    pub max: Option<usize>,
+    /// Timed iterations per size (round trips, or windows of 64), instead of
+    /// mpi_pingpong.c's defaults (latency 10000/1000/100, bw and bibw
+    /// 500/100/20, mr 10000 up to 8 KiB, larger sizes shrinking with size).
+    #[arg(long, value_name = "N")]
+    pub iters: Option<u32>,
+    /// Untimed iterations before each size [default: as mpi_pingpong.c, a
+    /// tenth of the timed ones (mr up to 8 KiB: 500); with --iters N: N/10].
+    #[arg(long, value_name = "N")]
+    pub warmup: Option<u32>,
+    /// Print one JSON object at the end instead of the table (shape in `rivet-bench --help`).
+    #[arg(long)]
+    pub json: bool,
+    /// Print the engine's configuration (rank 0) and exit.
+    #[arg(long)]
+    pub info: bool,
+}
+
+/// Options of `mr`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct MrArgs {
+    #[command(flatten)]
+    pub common: P2pArgs,
+    /// Threads per rank, each on its own duplicate of the world communicator;
+    /// the rate reported is that of all threads together.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub threads: u32,
+}
+
+fn init() -> Result<Engine, String> {
+    let engine = Engine::init().map_err(|e| format!("engine init: {e}"))?;
+    RANK.store(engine.rank(), Ordering::Relaxed);
+    Ok(engine)
+}
+
+/// Print an engine failure in the middle of a window and end the process.
+/// Exiting (rather than returning) keeps the `*_raw` buffers alive while
+/// the engine may still use them: the process ends before anyone frees them.
+fn die(what: &str, err: rivet::Error) -> ! {
+    let rank = RANK.load(Ordering::Relaxed);
+    eprintln!("rivet-bench: rank {rank}: {what}: {err}");
+    std::process::exit(1)
+}
+
+fn check<T>(what: &str, r: rivet::Result<T>) -> T {
+    r.unwrap_or_else(|e| die(what, e))
+}
+
+/// `rivet-bench info` and `--info`: rank 0 prints the engine's configuration.
+pub fn info() -> Result<(), String> {
+    let engine = init()?;
+    print_info(&engine);
+    engine.finalize().map_err(|e| format!("finalize: {e}"))
+}
+
+fn print_info(engine: &Engine) {
+    if engine.rank() == 0 {
+        let info = engine.info();
+        println!(
+            "# Rivet engine info (rank 0 of {}, {} on this node)",
+            info.size, info.local_size
+        );
+        print!("{info}");
+    }
+}
+
+/// A zero-copy-friendly buffer: page-aligned like mpi_pingpong.c's
+/// `posix_memalign(4096)`, filled so every page is touched before timing.
+struct AlignedBuf {
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl AlignedBuf {
+    fn new(len: usize, fill: u8) -> AlignedBuf {
+        let layout = Layout::from_size_align(len.max(1), 4096).expect("buffer layout");
+        // SAFETY: the layout has a non-zero size.
+        let ptr = unsafe { alloc(layout) };
+        if ptr.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        // SAFETY: `ptr` is a fresh allocation of at least `len` bytes.
+        unsafe { ptr.write_bytes(fill, len.max(1)) };
+        AlignedBuf { ptr, len }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        // SAFETY: `ptr` holds `len` initialised bytes owned by `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    fn as_mut_slice(&mut self) -> &mut [u8] {
+        // SAFETY: as `as_slice`, and `&mut self` makes the access unique.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        let layout = Layout::from_size_align(self.len.max(1), 4096).expect("buffer layout");
+        // SAFETY: allocated in `new` with this layout.
+        unsafe { dealloc(self.ptr, layout) };
+    }
+}
+
+// SAFETY: AlignedBuf owns its memory exclusively, like a Vec<u8>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: as for Vec<u8>: `&AlignedBuf` only gives out `&[u8]`.
+unsafe impl Sync for AlignedBuf {}
+
+/// The (warm-up, timed) iterations of one size, after --iters/--warmup.
+fn plan(kind: Kind, size: usize, args: &P2pArgs) -> (u32, u32) {
+    let (warm, iters) = sizes::iterations(kind, size);
+    match args.iters {
+        Some(n) => (args.warmup.unwrap_or(n / 10), n),
+        None => (args.warmup.unwrap_or(warm), iters),
+    }
+}
+
+/// latency, bw and bibw (mr goes through [`mr`]).
+pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
+    assert!(kind != Kind::Mr, "mr has its own entry point");
+    let sizes = sizes::sizes_for(kind, args.min, args.max)?;
+    if args.iters == Some(0) {
+        return Err("--iters must be at least 1".into());
+    }
+    let engine = init()?;
+    if args.info {
+        print_info(&engine);
+        return engine.finalize().map_err(|e| format!("finalize: {e}"));
+    }
+    let world = engine.world();
+    if world.size() < 2 {
+        drop(world);
+        engine.finalize().map_err(|e| format!("finalize: {e}"))?;
+        return Err(need_two(kind));
+    }
+    let rank = world.rank();
+    let buf_len = sizes.iter().copied().max().unwrap_or(0).max(ACK_LEN);
+    let (sbuf, mut rbuf) = if rank < 2 {
+        (
+            AlignedBuf::new(buf_len, b'a'),
+            AlignedBuf::new(buf_len, b'b'),
+        )
+    } else {
+        (AlignedBuf::new(0, 0), AlignedBuf::new(0, 0))
+    };
+    let mut out = Output::new(kind, world.size(), 1, args.json && rank == 0, rank == 0);
+    let mut reqs: Vec<Request<'_>> = Vec::with_capacity(2 * WINDOW);
+    for &size in &sizes {
+        let (warm, iters) = plan(kind, size, &args);
+        check("barrier", world.barrier());
+        if rank >= 2 {
+            continue;
+        }
+        let peer = 1 - rank;
+        let s = &sbuf.as_slice()[..size];
+        let secs = match kind {
+            Kind::Latency => {
+                let r = &mut rbuf.as_mut_slice()[..size];
+                ping_pong(&world, s, r, warm, iters)
+            }
+            Kind::Bw => {
+                let mut t0 = Instant::now();
+                for i in 0..warm + iters {
+                    if i == warm {
+                        t0 = Instant::now();
+                    }
+                    bw_window(&world, &sbuf, &mut rbuf, size, &mut reqs);
+                }
+                t0.elapsed().as_secs_f64()
+            }
+            Kind::Bibw => {
+                let mut t0 = Instant::now();
+                for i in 0..warm + iters {
+                    if i == warm {
+                        t0 = Instant::now();
+                    }
+                    exchange_window(&world, s, &mut rbuf, size, peer, TAG_DATA, &mut reqs);
+                }
+                t0.elapsed().as_secs_f64()
+            }
+            Kind::Mr => unreachable!(),
+        };
+        if rank == 0 {
+            let value = match kind {
+                Kind::Latency => secs * 1e6 / (2.0 * f64::from(iters)),
+                Kind::Bw => bandwidth(size, iters, 1, secs),
+                Kind::Bibw => bandwidth(size, iters, 2, secs),
+                Kind::Mr => unreachable!(),
+            };
+            out.row(Row { size, value, iters });
+        }
+    }
+    drop(reqs);
+    out.finish();
+    drop(world);
+    engine.finalize().map_err(|e| format!("finalize: {e}"))
+}
+
+fn need_two(kind: Kind) -> String {
+    format!(
+        "{} needs at least 2 ranks (ranks 0 and 1 measure, others wait in barriers); \
+         this job has 1: run `rivetrun -n 2 rivet-bench {}`",
+        kind.name(),
+        kind.name()
+    )
+}
+
+/// MB/s, 1 MB = 1e6 B: `directions` × 64 messages of `size` per iteration.
+fn bandwidth(size: usize, iters: u32, directions: u32, secs: f64) -> f64 {
+    size as f64 * (WINDOW as f64) * f64::from(iters) * f64::from(directions) / secs / 1e6
+}
+
+/// Blocking ping-pong between ranks 0 and 1; seconds of the timed part.
+fn ping_pong(comm: &Comm, sbuf: &[u8], rbuf: &mut [u8], warm: u32, iters: u32) -> f64 {
+    let rank = comm.rank();
+    let peer = 1 - rank;
+    let size = sbuf.len();
+    let mut t0 = Instant::now();
+    for i in 0..warm + iters {
+        if i == warm {
+            t0 = Instant::now();
+        }
+        if rank == 0 {
+            check("send", comm.send(sbuf, peer, TAG_PING));
+            let st = check("recv", comm.recv(rbuf, peer as i32, TAG_PING));
+            if st.count != size {
+                die_count(size, st.count);
+            }
+        } else {
+            let st = check("recv", comm.recv(rbuf, peer as i32, TAG_PING));
+            if st.count != size {
+                die_count(size, st.count);
+            }
+            check("send", comm.send(sbuf, peer, TAG_PING));
+        }
+    }
+    t0.elapsed().as_secs_f64()
+}
+
+fn die_count(expected: usize, got: usize) -> ! {
+    let rank = RANK.load(Ordering::Relaxed);
+    eprintln!("rivet-bench: rank {rank}: received {got} bytes, expected {expected}");
+    std::process::exit(1)
+}
+
+/// One osu_bw iteration between ranks 0 and 1: rank 0 sends a window of
+/// 64 messages of `size` bytes, rank 1 receives them and answers with a
+/// 4-byte ack.
+fn bw_window<'c>(
+    comm: &'c Comm,
+    sbuf: &AlignedBuf,
+    rbuf: &mut AlignedBuf,
+    size: usize,
+    reqs: &mut Vec<Request<'c>>,
+) {
+    if comm.rank() == 0 {
+        send_window(comm, &sbuf.as_slice()[..size], 1, TAG_DATA, reqs);
+        let ack = &mut rbuf.as_mut_slice()[..ACK_LEN];
+        let _ = check("ack recv", comm.recv(ack, 1, TAG_ACK));
+    } else {
+        recv_window(comm, rbuf, size, 0, TAG_DATA, reqs);
+        check(
+            "ack send",
+            comm.send(&sbuf.as_slice()[..ACK_LEN], 0, TAG_ACK),
+        );
+    }
+}
+
+/// Post 64 sends of `buf` to `dest` and wait for all of them.
+fn send_window<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+    reqs.clear();
+    for _ in 0..WINDOW {
+        // SAFETY: `buf` is borrowed (unchanged) for this whole function and
+        // every send is complete when wait_all returns below; on any error
+        // `check` ends the process without returning, so `buf` is never
+        // freed or written while a send is in flight.
+        let r = unsafe { comm.isend_raw(buf.as_ptr(), buf.len(), dest, tag) };
+        reqs.push(check("isend", r));
+    }
+    check("wait_all (sends)", Request::wait_all(reqs));
+    reqs.clear();
+}
+
+/// Post 64 receives of `size` bytes from `src`, all into the start of
+/// `rbuf` as osu_bw does, and wait for all of them.
+fn recv_window<'c>(
+    comm: &'c Comm,
+    rbuf: &mut AlignedBuf,
+    size: usize,
+    src: u32,
+    tag: i32,
+    reqs: &mut Vec<Request<'c>>,
+) {
+    reqs.clear();
+    let ptr = rbuf.as_mut_slice()[..size].as_mut_ptr();
+    for _ in 0..WINDOW {
+        // SAFETY: `rbuf` is mutably borrowed for this whole function, so
+        // nothing else reads or writes it, and every receive is complete when
+        // wait_all returns below; on any error `check` ends the process
+        // without returning. The 64 receives share the buffer on purpose (as
+        // osu_bw): its contents are never read, only the engine writes bytes.
+        let r = unsafe { comm.irecv_raw(ptr, size, src as i32, tag) };
+        reqs.push(check("irecv", r));
+    }
+    check("wait_all (receives)", Request::wait_all(reqs));
+    reqs.clear();
+}
+
+/// osu_bibw's iteration: 64 receives from `peer` (into one buffer), then 64
+/// sends to it, then wait for all 128.
+fn exchange_window<'c>(
+    comm: &'c Comm,
+    sbuf: &[u8],
+    rbuf: &mut AlignedBuf,
+    size: usize,
+    peer: u32,
+    tag: i32,
+    reqs: &mut Vec<Request<'c>>,
+) {
+    reqs.clear();
+    let rptr = rbuf.as_mut_slice()[..size].as_mut_ptr();
+    for _ in 0..WINDOW {
+        // SAFETY: as in `recv_window`: `rbuf` is mutably borrowed for this
+        // function, all receives complete in the wait_all below, errors end
+        // the process, and the shared buffer's contents are never read.
+        let r = unsafe { comm.irecv_raw(rptr, size, peer as i32, tag) };
+        reqs.push(check("irecv", r));
+    }
+    for _ in 0..WINDOW {
+        // SAFETY: as in `send_window`: `sbuf` is borrowed unchanged for this
+        // function, all sends complete in the wait_all below, errors end the
+        // process.
+        let r = unsafe { comm.isend_raw(sbuf.as_ptr(), size, peer, tag) };
+        reqs.push(check("isend", r));
+    }
+    check("wait_all", Request::wait_all(reqs));
+    reqs.clear();
+}
+
+/// Message rate: `--threads` threads per rank, each on its own duplicate
+/// of the world communicator, windows of 64 sends 0 → 1 and a 4-byte ack.
+pub fn mr(args: MrArgs) -> Result<(), String> {
+    let kind = Kind::Mr;
+    let common = &args.common;
+    let sizes = sizes::sizes_for(kind, common.min, common.max)?;
+    if common.iters == Some(0) {
+        return Err("--iters must be at least 1".into());
+    }
+    if args.threads == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    let engine = init()?;
+    if common.info {
+        print_info(&engine);
+        return engine.finalize().map_err(|e| format!("finalize: {e}"));
+    }
+    let world = engine.world();
+    if world.size() < 2 {
+        drop(world);
+        engine.finalize().map_err(|e| format!("finalize: {e}"))?;
+        return Err(need_two(kind));
+    }
+    let rank = world.rank();
+    // dup is collective: every rank, main thread, same order.
+    let comms: Vec<Comm> = if args.threads == 1 {
+        vec![world.clone()]
+    } else {
+        (0..args.threads)
+            .map(|i| world.dup().map_err(|e| format!("dup #{i}: {e}")))
+            .collect::<Result<_, _>>()?
+    };
+    let buf_len = sizes.iter().copied().max().unwrap_or(0).max(ACK_LEN);
+    let mut out = Output::new(
+        kind,
+        world.size(),
+        args.threads,
+        common.json && rank == 0,
+        rank == 0,
+    );
+    let mut bufs: Vec<(AlignedBuf, AlignedBuf)> = if rank < 2 {
+        comms
+            .iter()
+            .map(|_| {
+                (
+                    AlignedBuf::new(buf_len, b'a'),
+                    AlignedBuf::new(buf_len, b'b'),
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    for &size in &sizes {
+        let (warm, iters) = plan(kind, size, common);
+        check("barrier", world.barrier());
+        if rank >= 2 {
+            continue;
+        }
+        let start_line = std::sync::Barrier::new(comms.len());
+        let spans: Vec<(Instant, Instant)> = if comms.len() == 1 {
+            let (s, r) = &mut bufs[0];
+            let s = &*s;
+            vec![mr_thread(&comms[0], s, r, size, warm, iters, &start_line)]
+        } else {
+            std::thread::scope(|ts| {
+                let handles: Vec<_> = comms
+                    .iter()
+                    .zip(bufs.iter_mut())
+                    .map(|(comm, (s, r))| {
+                        let start_line = &start_line;
+                        let s = &*s;
+                        ts.spawn(move || mr_thread(comm, s, r, size, warm, iters, start_line))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("mr thread panicked"))
+                    .collect()
+            })
+        };
+        if rank == 0 {
+            let t0 = spans.iter().map(|s| s.0).min().expect("one thread");
+            let t1 = spans.iter().map(|s| s.1).max().expect("one thread");
+            let secs = (t1 - t0).as_secs_f64();
+            let msgs = comms.len() as f64 * WINDOW as f64 * f64::from(iters);
+            out.row(Row {
+                size,
+                value: msgs / secs,
+                iters,
+            });
+        }
+    }
+    out.finish();
+    drop(comms);
+    drop(world);
+    engine.finalize().map_err(|e| format!("finalize: {e}"))
+}
+
+/// One thread of `mr`: warm up, line up with the peer thread and with this
+/// rank's other threads, then time
+/// `iters` windows. Returns when the timed part started and ended.
+fn mr_thread(
+    comm: &Comm,
+    sbuf: &AlignedBuf,
+    rbuf: &mut AlignedBuf,
+    size: usize,
+    warm: u32,
+    iters: u32,
+    start_line: &std::sync::Barrier,
+) -> (Instant, Instant) {
+    let mut reqs: Vec<Request<'_>> = Vec::with_capacity(WINDOW);
+    for _ in 0..warm {
+        bw_window(comm, sbuf, rbuf, size, &mut reqs);
+    }
+    // Line up with the peer thread: a zero-byte round trip (not a barrier,
+    // which would need ranks 2 and above, who do not take part).
+    if comm.rank() == 0 {
+        check("sync send", comm.send(&[], 1, TAG_SYNC));
+        let _ = check("sync recv", comm.recv(&mut [], 1, TAG_SYNC));
+    } else {
+        let _ = check("sync recv", comm.recv(&mut [], 0, TAG_SYNC));
+        check("sync send", comm.send(&[], 0, TAG_SYNC));
+    }
+    start_line.wait();
+    let t0 = Instant::now();
+    for _ in 0..iters {
+        bw_window(comm, sbuf, rbuf, size, &mut reqs);
+    }
+    (t0, Instant::now())
+}
+
+/// Where rows go: the table as they come (rank 0), or the JSON at the end.
+struct Output {
+    kind: Kind,
+    ranks: u32,
+    threads: u32,
+    json: bool,
+    print: bool,
+    rows: Vec<Row>,
+}
+
+impl Output {
+    fn new(kind: Kind, ranks: u32, threads: u32, json: bool, print: bool) -> Output {
+        if print && !json {
+            println!("{}", report::title(kind, ranks, threads));
+            println!("{}", report::column_header(kind));
+        }
+        Output {
+            kind,
+            ranks,
+            threads,
+            json,
+            print,
+            rows: Vec::new(),
+        }
+    }
+
+    fn row(&mut self, row: Row) {
+        if self.print && !self.json {
+            println!("{}", report::table_row(self.kind, row.size, row.value));
+        }
+        self.rows.push(row);
+    }
+
+    fn finish(self) {
+        if self.print && self.json {
+            println!(
+                "{}",
+                report::json_doc(self.kind, self.ranks, self.threads, &self.rows)
+            );
+        }
+    }
+}
+
+/// `rivet-bench startup`: init, barrier, finalize. Rank 0 prints the time
+/// from the start of `main` (taken as the first thing main does, so it
+/// excludes exec and the dynamic loader, about 1 ms) to the end of
+/// finalize, and the three phases.
+pub fn startup(main_start: Instant, json: bool) -> Result<(), String> {
+    let t_main = main_start;
+    let engine = init()?;
+    let t_init = Instant::now();
+    let world = engine.world();
+    let (rank, size) = (world.rank(), world.size());
+    world.barrier().map_err(|e| format!("barrier: {e}"))?;
+    let t_barrier = Instant::now();
+    drop(world);
+    engine.finalize().map_err(|e| format!("finalize: {e}"))?;
+    let t_end = Instant::now();
+    if rank == 0 {
+        let ms = |a: Instant, b: Instant| (b - a).as_secs_f64() * 1e3;
+        let (total, init, barrier, fin) = (
+            ms(t_main, t_end),
+            ms(t_main, t_init),
+            ms(t_init, t_barrier),
+            ms(t_barrier, t_end),
+        );
+        if json {
+            println!(
+                "{{\"bench\":\"startup\",\"ranks\":{size},\"unit\":\"ms\",\"from\":\"main\",\"total\":{},\"init\":{},\"barrier\":{},\"finalize\":{}}}",
+                crate::json::num(total),
+                crate::json::num(init),
+                crate::json::num(barrier),
+                crate::json::num(fin)
+            );
+        } else {
+            println!(
+                "# Rivet startup ({size} ranks): {total:.3} ms from main() to the end of finalize on rank 0 \
+                 (init {init:.3}, barrier {barrier:.3}, finalize {fin:.3} ms)"
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,258 @@
+//! The engine's state behind its one lock, and the progress loop.
+//!
+//! `Core` is everything the engine mutates: transports (`shm`), and the
+//! protocol `State` (requests, matching, VCs). It lives in one `Mutex`,
+//! `Inner::core`, the engine's only lock on the message path. Why one lock:
+//! MPI matching is serial per context by definition (non-overtaking order),
+//! posting and arrival must see one consistent queue, and the shm send side
+//! of a pair is single-producer; MPICH's global critical section makes the
+//! same choice. Uncontended it costs one atomic exchange on lock and one on
+//! unlock; `rivet-bench mr --threads 2` measures it under contention.
+//! Everything crossing processes (shm rings and queues) is lock-free.
+//!
+//! Transports hand arrivals to `State::deliver` (protocol.rs), which never
+//! sends directly: replies go to the VC's pending queue and `flush` sends
+//! them once the transport is free again. That keeps the borrow of the shm
+//! receive slot and the send side apart, and keeps per-pair send order.
+
+use crate::error::{Error, Result};
+use crate::matching::Matcher;
+use crate::pg::{Outgoing, ProcessGroup, Route};
+use crate::shm::ShmNode;
+use crate::table::RequestTable;
+use crate::wire::WireHeader;
+
+/// Messages handed to `deliver` per transport per progress call.
+const POLL_BUDGET: usize = 32;
+
+/// An unexpected message: arrived before its receive was posted.
+pub enum Unexpected {
+    /// Eager data, copied out of the transport.
+    Eager {
+        data: Vec<u8>,
+        sreq: u64,
+        sync: bool,
+        vc: u32,
+    },
+    /// A rendezvous request; the data stays with the sender until matched.
+    Rts {
+        len: u64,
+        addr: u64,
+        pid: u32,
+        sreq: u64,
+        vc: u32,
+    },
+}
+
+impl Unexpected {
+    pub fn len(&self) -> usize {
+        match self {
+            Unexpected::Eager { data, .. } => data.len(),
+            Unexpected::Rts { len, .. } => *len as usize,
+        }
+    }
+
+    pub fn origin(&self) -> (u32, u64) {
+        match self {
+            Unexpected::Eager { vc, sreq, .. } | Unexpected::Rts { vc, sreq, .. } => (*vc, *sreq),
+        }
+    }
+}
+
+/// Protocol state: what `deliver` and the API calls work on.
+pub struct State {
+    pub pg: ProcessGroup,
+    pub requests: RequestTable,
+    pub matcher: Matcher<u64, Unexpected>,
+    /// Ranks whose VC has pending messages.
+    pub pending_vcs: Vec<u32>,
+    /// Largest eager message over shared memory.
+    pub shm_eager_max: usize,
+    /// Bytes per rendezvous piece on the copy path.
+    pub shm_piece: usize,
+    /// Single-copy reads may be tried (mode and init probe allow it).
+    pub cma_allowed: bool,
+    /// A transport or peer failed; every wait reports it.
+    pub fatal: Option<String>,
+}
+
+pub struct Core {
+    pub shm: Option<ShmNode>,
+    pub st: State,
+}
+
+// SAFETY: the raw buffer pointers in requests and pending messages are only
+// dereferenced under the engine lock, and the API contract (scopes, blocking
+// calls, or the caller of an `unsafe *_raw` call) keeps each buffer valid
+// until its request completes, whichever thread drives progress.
+unsafe impl Send for Core {}
+
+impl Core {
+    /// Poll every transport once, then send what was waiting for room.
+    pub fn progress(&mut self) -> usize {
+        let mut events = 0;
+        if let Some(shm) = self.shm.as_mut() {
+            let st = &mut self.st;
+            let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
+                match st.pg.node_map.local_ranks().get(peer).copied() {
+                    Some(rank) => st.deliver(rank, header, payload),
+                    None => st.fail(format!("shared memory names unknown local rank {peer}")),
+                }
+            });
+            match polled {
+                Ok(n) => events += n,
+                Err(e) => self.st.fail(format!("shared memory: {e}")),
+            }
+        }
+        if !self.st.pending_vcs.is_empty() {
+            events += self.flush();
+        }
+        events
+    }
+
+    /// Send a message now if its VC has nothing queued and the transport has
+    /// room; else queue it. `Ok(true)`: it went out now.
+    #[inline]
+    pub fn send_or_queue(&mut self, rank: u32, item: Outgoing) -> Result<bool> {
+        let vc = self.st.pg.vc(rank)?;
+        if vc.pending.is_empty() {
+            if let Outgoing::Msg {
+                header, buf, len, ..
+            } = &item
+            {
+                let route = vc.route;
+                // SAFETY: `buf..buf+len` is the caller's live buffer or empty.
+                let payload = unsafe { bytes(*buf, *len) };
+                if self.transmit(route, rank, header, payload)? {
+                    return Ok(true);
+                }
+            }
+        }
+        self.st.queue(rank, item)?;
+        Ok(false)
+    }
+
+    /// Hand one message to the VC's transport; `Ok(false)` if it is full.
+    #[inline]
+    pub(crate) fn transmit(
+        &mut self,
+        route: Route,
+        rank: u32,
+        header: &WireHeader,
+        payload: &[u8],
+    ) -> Result<bool> {
+        match route {
+            Route::Shm(peer) => match self.shm.as_mut() {
+                Some(shm) => Ok(shm.try_send(peer, header, payload)?),
+                None => Err(Error::NoRoute(rank)),
+            },
+            Route::Loopback => {
+                self.st.deliver(rank, header, payload);
+                Ok(true)
+            }
+            Route::Netmod(_) => Err(Error::NoRoute(rank)),
+        }
+    }
+
+    /// Send queued messages, oldest first per VC, until transports fill up.
+    pub fn flush(&mut self) -> usize {
+        let mut sent = 0;
+        let mut i = 0;
+        while i < self.st.pending_vcs.len() {
+            let rank = self.st.pending_vcs[i];
+            match self.flush_vc(rank) {
+                Ok((n, empty)) => {
+                    sent += n;
+                    if empty {
+                        self.st.pending_vcs.swap_remove(i);
+                        if let Ok(vc) = self.st.pg.vc(rank) {
+                            vc.listed = false;
+                        }
+                        continue;
+                    }
+                }
+                Err(e) => {
+                    self.st.fail(format!("sending to rank {rank}: {e}"));
+                    self.st.pending_vcs.swap_remove(i);
+                    continue;
+                }
+            }
+            i += 1;
+        }
+        sent
+    }
+
+    /// (messages sent, queue now empty)
+    fn flush_vc(&mut self, rank: u32) -> Result<(usize, bool)> {
+        let mut sent = 0;
+        loop {
+            let vc = self.st.pg.vc(rank)?;
+            let route = vc.route;
+            let Some(front) = vc.pending.front_mut() else {
+                return Ok((sent, true));
+            };
+            match front {
+                Outgoing::Msg {
+                    header,
+                    buf,
+                    len,
+                    done,
+                } => {
+                    let (header, done) = (*header, *done);
+                    // SAFETY: as in `send_or_queue`; the request `done` is
+                    // not complete, so its buffer is still lent to us.
+                    let payload = unsafe { bytes(*buf, *len) };
+                    if !self.transmit(route, rank, &header, payload)? {
+                        return Ok((sent, false));
+                    }
+                    self.st.pg.vc(rank)?.pending.pop_front();
+                    if done != 0 {
+                        self.st.transmitted(done);
+                    }
+                }
+                Outgoing::Stream {
+                    header,
+                    buf,
+                    len,
+                    offset,
+                    piece,
+                    sreq,
+                } => {
+                    let end = (*offset + *piece).min(*len);
+                    let mut h = *header;
+                    h.len = *offset as u64;
+                    let (start, total, sreq) = (*offset, *len, *sreq);
+                    // SAFETY: the send request `sreq` is incomplete until
+                    // the last piece is out, so `buf..buf+len` is lent to us.
+                    let payload = unsafe { bytes(buf.add(start), end - start) };
+                    if !self.transmit(route, rank, &h, payload)? {
+                        return Ok((sent, false));
+                    }
+                    let vc = self.st.pg.vc(rank)?;
+                    if end >= total {
+                        vc.pending.pop_front();
+                        self.st.transmitted(sreq);
+                    } else if let Some(Outgoing::Stream { offset, .. }) = vc.pending.front_mut() {
+                        *offset = end;
+                    }
+                }
+            }
+            sent += 1;
+        }
+    }
+}
+
+/// A byte slice from a raw pointer that may be null when empty.
+///
+/// # Safety
+/// Unless `len` is 0, `ptr..ptr+len` must be valid for reads for the
+/// returned lifetime.
+#[inline]
+pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
+    if len == 0 {
+        &[]
+    } else {
+        // SAFETY: guaranteed by the caller.
+        unsafe { std::slice::from_raw_parts(ptr, len) }
+    }
+}

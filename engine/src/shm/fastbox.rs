@@ -1,0 +1,352 @@
+//! Per ordered pair fastbox ring: a single-producer single-consumer ring of
+//! 64-byte slots holding variable-length records.
+//!
+//! A record starts on a slot: `marker: u64 | WireHeader (40 B) | payload`; the
+//! payload's first 16 bytes fill the first slot and the rest runs on through
+//! the following slots, so the receiver sees it as one contiguous slice.
+//! Records never wrap: when one does not fit before the ring's end, the sender
+//! writes a *wrap* record (marker only) and starts again at slot 0.
+//!
+//! The marker is written last (release) and read first (acquire). It packs
+//! `seq48 | len << 48 | WRAP` where `seq48` is the low 48 bits of the per-pair
+//! sequence number (never 0, see [`next_seq`]), `len` the payload length (15
+//! bits) and `WRAP` bit 63. The receiver accepts a marker only if its
+//! `seq48` equals the sequence number it expects next from this sender, so a
+//! record sent after a cell that has not been delivered yet waits in place.
+//!
+//! Stale bytes: a marker word may have held payload on the previous lap.
+//! Before publishing a record at slot `p` the sender zeroes the marker word of
+//! the next record position (it owns that slot: the space check counts it), so
+//! the word at the receiver's read position is always 0 or a real marker.
+//!
+//! Flow control: the receiver publishes how many slots it consumed (a counter
+//! on its own cache line, written lazily every quarter ring); the sender keeps
+//! a cached copy and reloads it only when the ring looks full.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crate::wire::{WireHeader, HEADER_SIZE};
+
+/// Bytes per slot (one cache line).
+pub const SLOT: usize = 64;
+/// Marker + header: where the payload starts in a record.
+pub const RECORD_HEADER: usize = 8 + HEADER_SIZE;
+/// Largest payload a record can describe (15-bit length field).
+pub const MAX_RECORD_PAYLOAD: usize = 0x7fff;
+
+const SEQ_MASK: u64 = (1 << 48) - 1;
+const LEN_SHIFT: u32 = 48;
+const LEN_MASK: u64 = 0x7fff;
+const WRAP: u64 = 1 << 63;
+
+/// The sequence number after `s`, skipping values whose low 48 bits are 0
+/// (a zero marker means "nothing here").
+#[inline(always)]
+pub fn next_seq(s: u64) -> u64 {
+    let n = s.wrapping_add(1);
+    if n & SEQ_MASK == 0 {
+        n + 1
+    } else {
+        n
+    }
+}
+
+/// Slots taken by a record with `len` payload bytes.
+#[inline(always)]
+pub fn record_slots(len: usize) -> u64 {
+    (RECORD_HEADER + len).div_ceil(SLOT) as u64
+}
+
+/// The marker word of slot `slot`.
+///
+/// # Safety
+/// `data` points to a live ring of more than `slot` slots, 8-byte aligned,
+/// whose slot-start words are accessed atomically while shared.
+#[inline(always)]
+unsafe fn marker<'a>(data: *mut u8, slot: u64) -> &'a AtomicU64 {
+    // SAFETY: per the function contract.
+    unsafe { AtomicU64::from_ptr(data.add(slot as usize * SLOT).cast::<u64>()) }
+}
+
+/// Sending end (process-private state) of one ring.
+#[derive(Debug)]
+pub struct TxRing {
+    data: *mut u8,
+    consumed: *const AtomicU64,
+    /// Slots: a power of two.
+    slots: u64,
+    /// Slots written since the start (monotonic).
+    head: u64,
+    /// Last value read from `consumed`.
+    cached: u64,
+}
+
+impl TxRing {
+    /// # Safety
+    /// `data` points to `slots * SLOT` bytes of a shared ring that stay
+    /// mapped while this value lives, 64-byte aligned; `consumed` to its
+    /// consumption counter; this is the ring's only sender; `slots` is a power
+    /// of two.
+    pub unsafe fn new(data: *mut u8, consumed: *const AtomicU64, slots: u64) -> TxRing {
+        debug_assert!(slots.is_power_of_two());
+        TxRing {
+            data,
+            consumed,
+            slots,
+            head: 0,
+            cached: 0,
+        }
+    }
+
+    /// An unusable ring (for oneself, or when rings are off).
+    pub fn none() -> TxRing {
+        TxRing {
+            data: std::ptr::null_mut(),
+            consumed: std::ptr::null(),
+            slots: 0,
+            head: 0,
+            cached: 0,
+        }
+    }
+
+    /// Write one record with sequence number `seq`, or return false if the
+    /// ring has no room now. `payload.len()` must be at most the ring's
+    /// fastbox maximum (checked by the caller against the config, which
+    /// guarantees a record plus a wrap fits in a quarter ring).
+    #[inline(always)]
+    pub fn try_push(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
+        let len = payload.len();
+        let n = self.slots;
+        let rs = record_slots(len);
+        let mut pos = self.head & (n - 1);
+        let skip = if pos + rs > n { n - pos } else { 0 };
+        // The record, the wrap filler and the next record's marker slot.
+        let need = skip + rs + 1;
+        if self.head + need - self.cached > n && !self.refresh(need) {
+            return false;
+        }
+        let seq48 = seq & SEQ_MASK;
+        if skip != 0 {
+            // SAFETY: slots 0 and `pos` are ours (space check) and inside the ring.
+            unsafe {
+                marker(self.data, 0).store(0, Ordering::Relaxed);
+                marker(self.data, pos).store(WRAP | seq48, Ordering::Release);
+            }
+            self.head += skip;
+            pos = 0;
+        }
+        // SAFETY: slots `pos .. pos + rs` and the next record's first slot
+        // are owned by the sender (space check against the receiver's
+        // published consumption) and inside the ring (no record crosses its
+        // end, `pos + rs <= n`); the receiver reads them only after the
+        // release store of the marker below.
+        unsafe {
+            let rec = self.data.add(pos as usize * SLOT);
+            rec.add(8).cast::<WireHeader>().write(*header);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), len);
+            marker(self.data, (pos + rs) & (n - 1)).store(0, Ordering::Relaxed);
+            marker(self.data, pos).store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
+        }
+        self.head += rs;
+        true
+    }
+
+    /// Reload the receiver's consumption counter; true if `need` slots fit.
+    #[cold]
+    #[inline(never)]
+    fn refresh(&mut self, need: u64) -> bool {
+        // SAFETY: `consumed` points into the mapped ring header (`new`).
+        let c = unsafe { &*self.consumed }.load(Ordering::Acquire);
+        // A counter that runs ahead of what was written is garbage; treat the
+        // ring as full rather than overwrite unread records.
+        if c > self.head {
+            return false;
+        }
+        self.cached = c;
+        self.head + need - c <= self.slots
+    }
+
+    /// Whether this end is usable.
+    pub fn is_some(&self) -> bool {
+        !self.data.is_null()
+    }
+}
+
+/// One record the receiver may deliver.
+pub struct Record {
+    pub header: WireHeader,
+    pub payload: *const u8,
+    pub len: usize,
+    slots: u64,
+}
+
+/// Receiving end (process-private state) of one ring.
+#[derive(Debug)]
+pub struct RxRing {
+    data: *mut u8,
+    consumed: *const AtomicU64,
+    slots: u64,
+    /// Slots consumed since the start (monotonic).
+    read: u64,
+    /// Last value stored into `consumed`.
+    published: u64,
+    /// Largest valid payload length.
+    max_len: u64,
+}
+
+impl RxRing {
+    /// # Safety
+    /// As for [`TxRing::new`], for the ring's only receiver; `max_len` is the
+    /// configured fastbox maximum.
+    pub unsafe fn new(
+        data: *mut u8,
+        consumed: *const AtomicU64,
+        slots: u64,
+        max_len: usize,
+    ) -> RxRing {
+        RxRing {
+            data,
+            consumed,
+            slots,
+            read: 0,
+            published: 0,
+            max_len: max_len as u64,
+        }
+    }
+
+    pub fn none() -> RxRing {
+        RxRing {
+            data: std::ptr::null_mut(),
+            consumed: std::ptr::null(),
+            slots: 0,
+            read: 0,
+            published: 0,
+            max_len: 0,
+        }
+    }
+
+    pub fn is_some(&self) -> bool {
+        !self.data.is_null()
+    }
+
+    /// The record at the read position if it carries sequence number `seq`
+    /// (skipping a wrap record for `seq`). `Err` names what is corrupt.
+    #[inline(always)]
+    pub fn peek(&mut self, seq: u64) -> Result<Option<Record>, &'static str> {
+        let n = self.slots;
+        let seq48 = seq & SEQ_MASK;
+        let mut pos = self.read & (n - 1);
+        // SAFETY: `pos < n`; the ring is live (`new`).
+        let mut m = unsafe { marker(self.data, pos) }.load(Ordering::Acquire);
+        if m & SEQ_MASK != seq48 {
+            return Ok(None);
+        }
+        if m & WRAP != 0 {
+            if m != WRAP | seq48 || pos == 0 {
+                return Err("bad wrap record in fastbox ring");
+            }
+            self.read += n - pos;
+            pos = 0;
+            // SAFETY: as above, slot 0.
+            m = unsafe { marker(self.data, 0) }.load(Ordering::Acquire);
+            if m & SEQ_MASK != seq48 {
+                return Ok(None);
+            }
+            if m & WRAP != 0 {
+                return Err("two wrap records in a row in fastbox ring");
+            }
+        }
+        let len = (m >> LEN_SHIFT) & LEN_MASK;
+        let rs = record_slots(len as usize);
+        if len > self.max_len || pos + rs > n {
+            return Err("fastbox record longer than the configured maximum");
+        }
+        // SAFETY: the record lies inside the ring (checked above) and was
+        // fully written before its marker's release store, which we acquired;
+        // the sender does not touch it until we publish its consumption.
+        unsafe {
+            let rec = self.data.add(pos as usize * SLOT);
+            Ok(Some(Record {
+                header: rec.add(8).cast::<WireHeader>().read(),
+                payload: rec.add(RECORD_HEADER),
+                len: len as usize,
+                slots: rs,
+            }))
+        }
+    }
+
+    /// Mark the record returned by `peek` consumed (after its payload is no
+    /// longer used). Publishes consumption every quarter ring.
+    #[inline(always)]
+    pub fn consume(&mut self, rec: &Record) {
+        self.read += rec.slots;
+        if self.read - self.published >= self.slots / 4 {
+            self.publish();
+        }
+    }
+
+    #[inline(never)]
+    fn publish(&mut self) {
+        self.published = self.read;
+        // SAFETY: `consumed` points into the mapped ring header (`new`).
+        unsafe { &*self.consumed }.store(self.read, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seq_skips_zero_low_bits() {
+        assert_eq!(next_seq(1), 2);
+        assert_eq!(next_seq(SEQ_MASK), SEQ_MASK + 2);
+        assert_ne!(next_seq(SEQ_MASK) & SEQ_MASK, 0);
+        assert_eq!(record_slots(0), 1);
+        assert_eq!(record_slots(16), 1);
+        assert_eq!(record_slots(17), 2);
+        assert_eq!(record_slots(1024), 17);
+    }
+
+    /// Single thread: many laps with varied sizes, wraps and a full ring.
+    #[test]
+    fn laps_and_wraps() {
+        const N: u64 = 16;
+        let words: Vec<AtomicU64> = (0..(N as usize * SLOT / 8 + 8))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let ctl = AtomicU64::new(0);
+        let data = words.as_ptr() as *mut u8;
+        // SAFETY: `words` outlives both ends and is 8-aligned (the ring code
+        // needs 8-byte alignment for its atomics; 64 is only for performance).
+        let (mut tx, mut rx) =
+            unsafe { (TxRing::new(data, &ctl, N), RxRing::new(data, &ctl, N, 100)) };
+        let mut sseq = 1;
+        let mut rseq = 1;
+        let mut pending = std::collections::VecDeque::new();
+        for i in 0..5000usize {
+            let len = (i * 37) % 101;
+            let payload: Vec<u8> = (0..len).map(|k| (k + i) as u8).collect();
+            let h = WireHeader {
+                tag: i as i32,
+                ..Default::default()
+            };
+            while !tx.try_push(sseq, &h, &payload) {
+                // Full: drain everything.
+                while let Some(rec) = rx.peek(rseq).unwrap() {
+                    let (ei, ep): (usize, Vec<u8>) = pending.pop_front().unwrap();
+                    assert_eq!(rec.header.tag as usize, ei);
+                    // SAFETY: valid until `consume`.
+                    let got = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
+                    assert_eq!(got, &ep[..]);
+                    rx.consume(&rec);
+                    rseq = next_seq(rseq);
+                }
+            }
+            pending.push_back((i, payload));
+            sseq = next_seq(sseq);
+            // A record for a later seq is not accepted.
+            assert!(rx.peek(rseq + 1000).unwrap().is_none());
+        }
+    }
+}

@@ -1,0 +1,648 @@
+//! ShmNode tests: several handles on one segment in one process, threads as
+//! ranks.
+
+use super::*;
+use std::path::Path;
+use std::sync::atomic::AtomicUsize;
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A unique segment name that is unlinked when the guard drops (even when
+/// the test fails).
+struct Name(String);
+
+impl Name {
+    fn new(tag: &str) -> Name {
+        Name(format!(
+            "rivet-test-{}-{tag}-{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        ))
+    }
+    fn exists(&self) -> bool {
+        Path::new("/dev/shm").join(&self.0).exists()
+    }
+}
+
+impl Drop for Name {
+    fn drop(&mut self) {
+        let _ = segment::unlink(&self.0);
+    }
+}
+
+fn small() -> ShmConfig {
+    ShmConfig {
+        fastbox_bytes: 2048,
+        fastbox_max: 128,
+        cells_per_rank: 8,
+        cell_bytes: 1024,
+    }
+}
+
+fn nodes(name: &Name, n: usize, cfg: &ShmConfig) -> Vec<ShmNode> {
+    let mut v = vec![ShmNode::create(&name.0, n, 0, cfg).unwrap()];
+    for r in 1..n {
+        v.push(ShmNode::attach(&name.0, n, r).unwrap());
+    }
+    v
+}
+
+fn hdr(tag: i32, src: u32) -> WireHeader {
+    WireHeader {
+        kind: 1,
+        tag,
+        src,
+        len: (tag as u64).wrapping_mul(3),
+        sreq: 0xdead_beef,
+        ..Default::default()
+    }
+}
+
+fn pattern(src: usize, i: usize, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|k| (k * 7 + i * 13 + src * 101) as u8)
+        .collect()
+}
+
+/// xorshift64*.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+}
+
+fn drain(n: &mut ShmNode) -> Vec<(usize, WireHeader, Vec<u8>)> {
+    let mut out = Vec::new();
+    loop {
+        let k = n
+            .poll(1000, |p, h, b| out.push((p, *h, b.to_vec())))
+            .unwrap();
+        if k == 0 {
+            return out;
+        }
+    }
+}
+
+/// Each of `ranks` threads sends `msgs` messages of random sizes (ring and
+/// cell paths mixed) to every other rank and checks what it receives:
+/// per-sender order, headers and payload bytes.
+fn all_to_all(ranks: usize, msgs: usize, cfg: ShmConfig) {
+    let name = Name::new("a2a");
+    let handles = nodes(&name, ranks, &cfg);
+    assert!(!name.exists(), "name must be unlinked after all attached");
+    let threads: Vec<_> = handles
+        .into_iter()
+        .map(|mut node| {
+            std::thread::spawn(move || {
+                let me = node.local_rank();
+                let max = node.max_payload();
+                let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (me as u64 + 1));
+                let mut sent = vec![0usize; ranks];
+                let mut got = vec![0usize; ranks];
+                let peers: Vec<usize> = (0..ranks).filter(|&p| p != me).collect();
+                let total = msgs * peers.len();
+                let (mut nsent, mut nrecv) = (0, 0);
+                let mut idle = 0u64;
+                while nsent < total || nrecv < total {
+                    let mut progress = false;
+                    for &p in &peers {
+                        if sent[p] == msgs {
+                            continue;
+                        }
+                        let i = sent[p];
+                        let len = match rng.next() % 8 {
+                            0 => 0,
+                            1 => max,
+                            2..=5 => (rng.next() % 200) as usize,
+                            _ => (rng.next() % (max as u64 + 1)) as usize,
+                        };
+                        let body = pattern(me, i, len);
+                        if node.try_send(p, &hdr(i as i32, me as u32), &body).unwrap() {
+                            sent[p] += 1;
+                            nsent += 1;
+                            progress = true;
+                        }
+                    }
+                    let k = node
+                        .poll(1 + (rng.next() % 16) as usize, |s, h, b| {
+                            let i = got[s];
+                            assert_eq!(h.tag as usize, i, "rank {me}: from {s} out of order");
+                            assert_eq!(*h, hdr(i as i32, s as u32));
+                            assert_eq!(b, &pattern(s, i, b.len())[..], "payload from {s} #{i}");
+                            got[s] += 1;
+                        })
+                        .unwrap();
+                    nrecv += k;
+                    if k > 0 {
+                        progress = true;
+                    }
+                    if progress {
+                        idle = 0;
+                    } else {
+                        idle += 1;
+                        assert!(
+                            idle < 50_000_000,
+                            "rank {me} stuck: sent {sent:?} got {got:?}"
+                        );
+                        std::thread::yield_now();
+                    }
+                }
+                (node.stats(), got)
+            })
+        })
+        .collect();
+    let mut cells = 0;
+    for t in threads {
+        let (stats, got) = t.join().unwrap();
+        cells += stats.cell_sends;
+        assert!(got.iter().all(|&g| g == msgs || g == 0));
+    }
+    assert!(cells > 0, "test should exercise the cell path");
+}
+
+#[test]
+fn order_two_ranks_random_sizes() {
+    all_to_all(2, 20_000, small());
+}
+
+#[test]
+fn order_three_ranks_random_sizes() {
+    all_to_all(3, 10_000, small());
+}
+
+#[test]
+fn order_three_ranks_default_config() {
+    let cfg = ShmConfig {
+        cells_per_rank: 4,
+        ..ShmConfig::default()
+    };
+    all_to_all(3, 3_000, cfg);
+}
+
+#[test]
+fn order_cells_only() {
+    let cfg = ShmConfig {
+        fastbox_bytes: 0,
+        ..small()
+    };
+    all_to_all(3, 5_000, cfg);
+}
+
+#[test]
+fn ring_full_then_cells_then_no_room_then_resume() {
+    let name = Name::new("full");
+    let cfg = small();
+    let mut v = nodes(&name, 2, &cfg);
+    let (a, b) = v.split_at_mut(1);
+    let (a, b) = (&mut a[0], &mut b[0]);
+    let mut i = 0;
+    while a
+        .try_send(1, &hdr(i, 0), &pattern(0, i as usize, 8))
+        .unwrap()
+    {
+        i += 1;
+        assert!(i < 10_000);
+    }
+    let st = a.stats();
+    assert_eq!(st.cell_sends, cfg.cells_per_rank as u64, "{st:?}");
+    assert!(st.ring_full >= cfg.cells_per_rank as u64);
+    assert_eq!(st.no_room, 1);
+    // The ring held 2048/64 = 32 slots: at least 24 one-slot records.
+    assert!(i as usize >= 24 + cfg.cells_per_rank, "sent {i}");
+    // Big messages also get no room now.
+    assert!(!a.try_send(1, &hdr(i, 0), &[1; 500]).unwrap());
+    let got = drain(b);
+    assert_eq!(got.len(), i as usize);
+    for (k, (p, h, body)) in got.iter().enumerate() {
+        assert_eq!((*p, h.tag), (0, k as i32));
+        assert_eq!(body, &pattern(0, k, 8));
+    }
+    // Everything flows again, in order, through both paths.
+    let body = pattern(0, i as usize, 500);
+    assert!(a.try_send(1, &hdr(i, 0), &body).unwrap());
+    assert!(a.try_send(1, &hdr(i + 1, 0), &[]).unwrap());
+    let got = drain(b);
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[0].1.tag, &got[0].2), (i, &body));
+    assert_eq!((got[1].1.tag, got[1].2.len()), (i + 1, 0));
+}
+
+#[test]
+fn sizes_zero_max_and_too_large() {
+    let name = Name::new("sizes");
+    for cfg in [small(), ShmConfig::default()] {
+        let name = Name::new("sizes");
+        let mut v = nodes(&name, 2, &cfg);
+        let max = v[0].max_payload();
+        assert_eq!(max, cfg.cell_bytes - 64);
+        let fmax = v[0].fastbox_max();
+        let lens = [0, 1, 15, 16, 17, fmax - 1, fmax, fmax + 1, max - 1, max];
+        for (i, &len) in lens.iter().enumerate() {
+            assert!(v[0]
+                .try_send(1, &hdr(i as i32, 0), &pattern(0, i, len))
+                .unwrap());
+        }
+        let got = drain(&mut v[1]);
+        assert_eq!(got.len(), lens.len());
+        for (i, (_, h, b)) in got.iter().enumerate() {
+            assert_eq!(h.tag, i as i32);
+            assert_eq!(b, &pattern(0, i, lens[i]));
+        }
+        let e = v[0].try_send(1, &hdr(0, 0), &vec![0; max + 1]).unwrap_err();
+        assert!(matches!(e, ShmError::TooLarge { .. }), "{e}");
+        assert!(e.to_string().contains("exceeds"), "{e}");
+        let e = v[0].try_send(0, &hdr(0, 0), &[]).unwrap_err();
+        assert!(matches!(e, ShmError::BadPeer { .. }), "{e}");
+        let e = v[0].try_send(2, &hdr(0, 0), &[]).unwrap_err();
+        assert!(matches!(e, ShmError::BadPeer { .. }), "{e}");
+    }
+    drop(name);
+}
+
+#[test]
+fn budget_is_respected_across_merge() {
+    let name = Name::new("budget");
+    let mut v = nodes(&name, 2, &small());
+    // Ring, ring, cell (too big for the ring), ring: the cell's delivery
+    // needs the two ring records first.
+    let lens = [4, 4, 600, 4, 700, 0];
+    for (i, &len) in lens.iter().enumerate() {
+        assert!(v[0]
+            .try_send(1, &hdr(i as i32, 0), &pattern(0, i, len))
+            .unwrap());
+    }
+    let mut tags = Vec::new();
+    for _ in 0..20 {
+        let k = v[1].poll(1, |_, h, _| tags.push(h.tag)).unwrap();
+        assert!(k <= 1);
+    }
+    assert_eq!(tags, (0..lens.len() as i32).collect::<Vec<_>>());
+}
+
+#[test]
+fn name_is_unlinked_once_all_attached() {
+    let name = Name::new("unlink");
+    let a = ShmNode::create(&name.0, 3, 0, &small()).unwrap();
+    assert!(name.exists());
+    let b = ShmNode::attach(&name.0, 3, 2).unwrap();
+    assert!(name.exists());
+    // The same local rank twice is refused.
+    let e = ShmNode::attach(&name.0, 3, 2).unwrap_err();
+    assert!(matches!(e, ShmError::AlreadyAttached { .. }), "{e}");
+    let c = ShmNode::attach(&name.0, 3, 1).unwrap();
+    assert!(!name.exists());
+    assert_eq!(a.peer_pid(1), std::process::id());
+    assert_eq!(c.peer_pid(2), std::process::id());
+    assert_eq!(b.peer_pid(7), 0);
+    assert_eq!(b.config(), &small());
+    // A node of one unlinks at once.
+    let one = Name::new("one");
+    let _n = ShmNode::create(&one.0, 1, 0, &small()).unwrap();
+    assert!(!one.exists());
+}
+
+#[test]
+fn create_on_existing_name_fails_clearly() {
+    let name = Name::new("exists");
+    let _a = ShmNode::create(&name.0, 2, 0, &small()).unwrap();
+    let e = ShmNode::create(&name.0, 2, 0, &small()).unwrap_err();
+    assert!(matches!(e, ShmError::Exists { .. }), "{e}");
+    assert!(e.to_string().contains(&name.0), "{e}");
+    // The failed create must not remove the first one's file.
+    assert!(name.exists());
+}
+
+#[test]
+fn bad_arguments() {
+    let name = Name::new("args");
+    let e = ShmNode::create(&name.0, 2, 2, &small()).unwrap_err();
+    assert!(matches!(e, ShmError::BadRank { .. }), "{e}");
+    let e = ShmNode::create(&name.0, 0, 0, &small()).unwrap_err();
+    assert!(matches!(e, ShmError::BadLocalSize(0)), "{e}");
+    let e = ShmNode::create("a/b", 2, 0, &small()).unwrap_err();
+    assert!(matches!(e, ShmError::Name { .. }), "{e}");
+    let bad = ShmConfig {
+        cell_bytes: 1000,
+        ..small()
+    };
+    let e = ShmNode::create(&name.0, 2, 0, &bad).unwrap_err();
+    assert!(e.to_string().contains("RIVET_SHM_CELL_SIZE"), "{e}");
+    assert!(!name.exists());
+    let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+    assert!(e.to_string().contains("does not exist"), "{e}");
+}
+
+fn write_file(name: &Name, bytes: &[u8]) {
+    std::fs::write(Path::new("/dev/shm").join(&name.0), bytes).unwrap();
+}
+
+#[test]
+fn attach_to_garbage_fails_clearly() {
+    let name = Name::new("garbage");
+    write_file(&name, b"hello");
+    let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::TooSmall { .. }), "{e}");
+    write_file(&name, &[0x5a; 8192]);
+    let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::NotASegment { .. }), "{e}");
+    write_file(&name, &[]);
+    let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::TooSmall { .. }), "{e}");
+
+    // A real header, then tampered with.
+    let good = Name::new("good");
+    let a = ShmNode::create(&good.0, 2, 0, &small()).unwrap();
+    let header = |off: usize| a.seg.word(off);
+    let e = ShmNode::attach(&good.0, 3, 1).unwrap_err();
+    assert!(matches!(e, ShmError::LocalSizeMismatch { .. }), "{e}");
+    header(H_VERSION).store(99, Ordering::Relaxed);
+    let e = ShmNode::attach(&good.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::Version { found: 99, .. }), "{e}");
+    header(H_VERSION).store(VERSION, Ordering::Relaxed);
+    header(H_CELL_BYTES).store(1 << 40, Ordering::Relaxed);
+    let e = ShmNode::attach(&good.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::BadHeader { .. }), "{e}");
+    header(H_CELL_BYTES).store(1 << 20, Ordering::Relaxed);
+    let e = ShmNode::attach(&good.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::BadHeader { .. }), "{e}");
+    header(H_CELL_BYTES).store(small().cell_bytes as u64, Ordering::Relaxed);
+    // Truncated copy of a good segment.
+    let bytes = std::fs::read(Path::new("/dev/shm").join(&good.0)).unwrap();
+    write_file(&name, &bytes[..bytes.len() / 2]);
+    let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+    assert!(matches!(e, ShmError::TooSmall { .. }), "{e}");
+    // And the untouched one still works.
+    let _b = ShmNode::attach(&good.0, 2, 1).unwrap();
+}
+
+#[test]
+fn corrupt_queue_offsets_are_errors() {
+    let name = Name::new("corrupt");
+    let cfg = ShmConfig {
+        fastbox_bytes: 0,
+        ..small()
+    };
+    let mut v = nodes(&name, 2, &cfg);
+    let l = v[0].layout.clone();
+    let seg = v[0].seg;
+    let w = |off: usize| seg.word(off);
+    // Receive queue tail pointing nowhere: the sender's enqueue notices.
+    w(l.ctl(1) + C_RECV_TAIL).store(12345, Ordering::Relaxed);
+    let e = v[0].try_send(1, &hdr(0, 0), &[1, 2, 3]).unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { peer: 1, .. }), "{e}");
+    // Receive queue head out of range: the receiver's poll notices.
+    w(l.ctl(1) + C_RECV_HEAD).store(l.total as u64 + 64, Ordering::Relaxed);
+    let e = v[1]
+        .poll(10, |_, _, _| panic!("delivered garbage"))
+        .unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("corrupted"), "{e}");
+    // Free queue head misaligned: the sender's dequeue notices.
+    let fresh_name = Name::new("corrupt3");
+    let mut fresh = nodes(&fresh_name, 2, &cfg);
+    let l = fresh[0].layout.clone();
+    fresh[0]
+        .seg
+        .word(l.ctl(0) + C_FREE_HEAD)
+        .store(l.cells_base as u64 + 8, Ordering::Relaxed);
+    // Sends succeed while the shadow head still holds good cells, then the
+    // dequeue reads the bad shared head.
+    let mut sent = 0;
+    let err = loop {
+        match fresh[0].try_send(1, &hdr(sent, 0), &[0; 10]) {
+            Ok(true) => sent += 1,
+            Ok(false) => panic!("no error"),
+            Err(e) => break e,
+        }
+        assert!(sent < 100);
+    };
+    assert!(matches!(err, ShmError::Corrupt { .. }), "{err}");
+}
+
+#[test]
+fn corrupt_cells_and_records_are_errors() {
+    // A cell claiming the wrong source.
+    let name = Name::new("cellsrc");
+    let cfg = ShmConfig {
+        fastbox_bytes: 0,
+        ..small()
+    };
+    let mut v = nodes(&name, 3, &cfg);
+    assert!(v[0].try_send(1, &hdr(0, 0), &[9; 40]).unwrap());
+    let off = v[0].cells.offset(0); // rank 0's first free cell went out
+                                    // SAFETY: test: the cell is in flight, nobody else writes it now.
+    unsafe { v[0].cells.ptr(off).add(CELL_SRC).cast::<u32>().write(2) };
+    let e = v[1]
+        .poll(10, |_, _, _| panic!("delivered garbage"))
+        .unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { peer: 0, .. }), "{e}");
+
+    // A cell with a huge length.
+    let name = Name::new("celllen");
+    let mut v = nodes(&name, 2, &cfg);
+    assert!(v[0].try_send(1, &hdr(0, 0), &[9; 40]).unwrap());
+    let off = v[0].cells.offset(0);
+    // SAFETY: as above.
+    unsafe {
+        v[0].cells
+            .ptr(off)
+            .add(CELL_LEN)
+            .cast::<u32>()
+            .write(u32::MAX)
+    };
+    let e = v[1]
+        .poll(10, |_, _, _| panic!("delivered garbage"))
+        .unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { .. }), "{e}");
+
+    // A ring record whose length exceeds the fastbox maximum.
+    let name = Name::new("reclen");
+    let mut v = nodes(&name, 2, &small());
+    let ring = v[0].layout.ring(0, 1) + LINE;
+    v[0].seg
+        .word(ring)
+        .store(1 | (0x7fff << 48), Ordering::Release);
+    // Announce so the receiver polls the ring.
+    v[0].announce(1);
+    let e = v[1]
+        .poll(10, |_, _, _| panic!("delivered garbage"))
+        .unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { peer: 0, .. }), "{e}");
+}
+
+#[test]
+fn config_from_lookup() {
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    assert_eq!(
+        ShmConfig::from_lookup(env(&[])).unwrap(),
+        ShmConfig::default()
+    );
+    let c = ShmConfig::from_lookup(env(&[
+        ("RIVET_SHM_FASTBOX_SIZE", "64k"),
+        ("RIVET_SHM_FASTBOX_MAX", "2048"),
+        ("RIVET_SHM_CELLS", "128"),
+        ("RIVET_SHM_CELL_SIZE", "64KiB"),
+    ]))
+    .unwrap();
+    assert_eq!(
+        c,
+        ShmConfig {
+            fastbox_bytes: 65536,
+            fastbox_max: 2048,
+            cells_per_rank: 128,
+            cell_bytes: 65536
+        }
+    );
+    assert_eq!(
+        ShmConfig::from_lookup(env(&[("RIVET_SHM_FASTBOX_SIZE", "0")]))
+            .unwrap()
+            .fastbox_bytes,
+        0
+    );
+    for bad in [
+        &[("RIVET_SHM_CELLS", "lots")][..],
+        &[("RIVET_SHM_CELLS", "0")],
+        &[("RIVET_SHM_CELL_SIZE", "1000")],
+        &[("RIVET_SHM_FASTBOX_SIZE", "3000")],
+        &[("RIVET_SHM_FASTBOX_SIZE", "512")],
+        &[("RIVET_SHM_FASTBOX_MAX", "40000")],
+    ] {
+        let e = ShmConfig::from_lookup(env(bad)).unwrap_err();
+        assert!(e.to_string().contains(bad[0].0), "{e}");
+    }
+}
+
+#[test]
+fn cma_probe_between_handles() {
+    let name = Name::new("cma");
+    let v = nodes(&name, 2, &small());
+    // Same process: works wherever process_vm_readv works at all.
+    assert_eq!(v[0].cma_probe(1), cma::probe().is_ok());
+    assert!(!v[0].cma_probe(5));
+}
+
+const CHILD_ENV: &str = "RIVET_SHM_TEST_CHILD";
+
+/// Child half of `two_processes_echo` (does nothing when run normally):
+/// attaches as local rank 1, echoes every message back to rank 0 until tag
+/// -1, then reports whether it can read rank 0's memory with CMA.
+#[test]
+fn cross_process_child() {
+    let Ok(name) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let mut node = ShmNode::attach(&name, 2, 1).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    let mut inbox: std::collections::VecDeque<(WireHeader, Vec<u8>)> = Default::default();
+    let mut done = false;
+    while !(done && inbox.is_empty()) {
+        assert!(std::time::Instant::now() < deadline, "child timed out");
+        node.poll(64, |p, h, b| {
+            assert_eq!(p, 0);
+            inbox.push_back((*h, b.to_vec()));
+        })
+        .unwrap();
+        while let Some((h, b)) = inbox.front() {
+            if h.tag == -1 {
+                done = true;
+                inbox.pop_front();
+                continue;
+            }
+            if !node.try_send(0, h, b).unwrap() {
+                break;
+            }
+            inbox.pop_front();
+        }
+        std::thread::yield_now();
+    }
+    let cma = node.cma_probe(0) as u8;
+    while !node.try_send(0, &hdr(-2, 1), &[cma]).unwrap() {
+        node.poll(64, |_, _, _| {}).unwrap();
+        std::thread::yield_now();
+    }
+}
+
+/// Two real processes on one segment: the child echoes random-sized
+/// messages (both paths), the parent checks order and bytes.
+#[test]
+fn two_processes_echo() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    let name = Name::new("proc");
+    let mut node = ShmNode::create(&name.0, 2, 0, &small()).unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "shm::tests::cross_process_child",
+            "--test-threads=1",
+        ])
+        .env(CHILD_ENV, &name.0)
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    const N: usize = 5_000;
+    let max = node.max_payload();
+    let mut rng = Rng(42);
+    let (mut sent, mut got) = (0, 0);
+    let mut cma = None;
+    let mut parent_cma = None;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while cma.is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("parent timed out: sent {sent}, got {got}");
+        }
+        let exited = child.try_wait().unwrap();
+        if sent < N {
+            let len = (rng.next() % (max as u64 + 1)) as usize;
+            let len = if sent % 3 == 0 { len } else { len % 40 };
+            if node
+                .try_send(1, &hdr(sent as i32, 0), &pattern(0, sent, len))
+                .unwrap()
+            {
+                sent += 1;
+            }
+        } else if sent == N && node.try_send(1, &hdr(-1, 0), &[]).unwrap() {
+            sent += 1;
+        }
+        node.poll(32, |p, h, b| {
+            assert_eq!(p, 1);
+            if h.tag == -2 {
+                cma = Some(b[0] == 1);
+                return;
+            }
+            assert_eq!(h.tag as usize, got, "echo out of order");
+            assert_eq!(b, &pattern(0, got, b.len())[..]);
+            got += 1;
+        })
+        .unwrap();
+        if let (Some(status), None) = (exited, cma) {
+            panic!("child exited early ({status}): sent {sent}, got {got}");
+        }
+        if got > 0 && parent_cma.is_none() {
+            // The child is attached and alive (it has not seen tag -1 yet).
+            parent_cma = Some(node.cma_probe(1));
+        }
+        std::thread::yield_now();
+    }
+    assert!(child.wait().unwrap().success());
+    assert_eq!(got, N);
+    assert!(!name.exists(), "the child's attach must unlink the name");
+    assert!(node.stats().cell_sends > 0);
+    // The parent may read its child wherever CMA works at all (even with
+    // ptrace_scope=1); the child reading its parent may be refused.
+    assert_eq!(parent_cma, Some(cma::probe().is_ok()));
+    eprintln!("CMA parent->child {parent_cma:?}, child->parent {cma:?}");
+}
