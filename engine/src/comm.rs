@@ -160,7 +160,7 @@ impl Comm {
         tag: i32,
     ) -> Result<Request<'_>> {
         let args = self.send_args(buf, len, dest, tag, false)?;
-        Ok(Request::new(&self.inner, self.inner.start_send(&args)?))
+        self.inner.start_send(&args)
     }
 
     /// # Safety
@@ -173,7 +173,7 @@ impl Comm {
         tag: i32,
     ) -> Result<Request<'_>> {
         let args = self.send_args(buf, len, dest, tag, true)?;
-        Ok(Request::new(&self.inner, self.inner.start_send(&args)?))
+        self.inner.start_send(&args)
     }
 
     /// # Safety

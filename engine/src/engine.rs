@@ -20,6 +20,7 @@ use crate::matching::Matcher;
 use crate::node_map::NodeMap;
 use crate::pg::ProcessGroup;
 use crate::protocol::SendArgs;
+use crate::request::Request;
 use crate::shm::{cma, ShmConfig, ShmNode};
 use crate::status::Status;
 use crate::table::{Op, RequestTable};
@@ -308,10 +309,21 @@ impl Inner {
         self.wait(id).map(|_| ())
     }
 
-    pub(crate) fn start_send(&self, a: &SendArgs) -> Result<u64> {
+    /// Start a send. An eager send that left at once is already complete:
+    /// it comes back as a finished `Request` and never takes a table slot
+    /// past this call.
+    pub(crate) fn start_send(&self, a: &SendArgs) -> Result<Request<'_>> {
         let mut core = self.lock()?;
         Self::check(&core)?;
-        core.start_send(a)
+        let id = core.start_send(a)?;
+        Ok(match core.st.requests.get(id) {
+            Some(req) if req.complete => {
+                let status = req.status;
+                core.st.requests.remove(id);
+                Request::finished(self, status)
+            }
+            _ => Request::new(self, id),
+        })
     }
 
     pub(crate) fn start_recv(
@@ -373,6 +385,41 @@ impl Inner {
             }
             backoff.idle();
         }
+    }
+
+    /// Wait for all of `ids` (0 = already done), one lock per poll for
+    /// all of them; `done(i, status)` as each completes.
+    pub(crate) fn wait_all(
+        &self,
+        ids: &mut [u64],
+        mut done: impl FnMut(usize, Status),
+    ) -> Result<()> {
+        let mut backoff = Backoff::new(self.yields);
+        let mut left = ids.iter().filter(|&&id| id != 0).count();
+        while left > 0 {
+            {
+                let mut core = self.lock()?;
+                let events = core.progress();
+                for (i, id) in ids.iter_mut().enumerate() {
+                    if *id != 0 {
+                        if let Some(s) = Self::take_if_complete(&mut core, *id) {
+                            *id = 0;
+                            left -= 1;
+                            done(i, s);
+                        }
+                    }
+                }
+                Self::check(&core)?;
+                if events > 0 {
+                    backoff.busy();
+                    continue;
+                }
+            }
+            if left > 0 {
+                backoff.idle();
+            }
+        }
+        Ok(())
     }
 
     /// Wait until any of `ids` (0 = skip) completes: its index and status.

@@ -28,6 +28,15 @@ impl<'a> Request<'a> {
         }
     }
 
+    /// An operation that completed as it started.
+    pub(crate) fn finished(inner: &'a Inner, status: Status) -> Request<'a> {
+        Request {
+            inner,
+            id: 0,
+            status: Some(status),
+        }
+    }
+
     pub(crate) fn id(&self) -> u64 {
         self.id
     }
@@ -56,8 +65,10 @@ impl<'a> Request<'a> {
         Ok(self.done(status))
     }
 
-    /// Ask to cancel: a receive not yet matched, or a send the receiver has
-    /// not matched yet. Then wait; `Status::cancelled` says whether it was.
+    /// Ask to cancel: a receive not yet matched, or a synchronous or
+    /// rendezvous send the receiver has not matched yet. Then wait;
+    /// `Status::cancelled` says whether it was. A small (eager) standard send
+    /// is complete as soon as it is started, so cancelling it has no effect.
     pub fn cancel(&self) -> Result<()> {
         if self.id == 0 {
             return Ok(());
@@ -76,13 +87,14 @@ impl<'a> Request<'a> {
 
     /// Wait for every request; each one's status is then in `status()`.
     pub fn wait_all(reqs: &mut [Request<'a>]) -> Result<()> {
-        for r in reqs.iter_mut() {
-            if r.id != 0 {
-                let status = r.inner.wait(r.id)?;
-                r.done(status);
-            }
-        }
-        Ok(())
+        let Some(first) = reqs.iter().find(|r| r.id != 0) else {
+            return Ok(());
+        };
+        let inner = first.inner;
+        let mut ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
+        inner.wait_all(&mut ids, |i, status| {
+            reqs[i].done(status);
+        })
     }
 
     /// Wait until one not-yet-done request completes: its index and status.

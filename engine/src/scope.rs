@@ -58,7 +58,9 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     fn track(&'scope self, req: Request<'env>) -> Request<'scope> {
-        self.started.borrow_mut().push(req.id());
+        if req.id() != 0 {
+            self.started.borrow_mut().push(req.id());
+        }
         req
     }
 
