@@ -18,6 +18,9 @@
 //! Before publishing a record at slot `p` the sender zeroes the marker word of
 //! the next record position (it owns that slot: the space check counts it), so
 //! the word at the receiver's read position is always 0 or a real marker.
+//! The sender remembers which slots hold payload (it wrote them), and zeroes
+//! only those: a stale *marker* is harmless (its sequence number is old), and
+//! skipping the store spares a cache-line transfer per small message.
 //!
 //! Flow control: the receiver publishes how many slots it consumed (a counter
 //! on its own cache line, written lazily every quarter ring); the sender keeps
@@ -79,6 +82,9 @@ pub struct TxRing {
     head: u64,
     /// Last value read from `consumed`.
     cached: u64,
+    /// Bit per slot: its first word holds payload bytes (a continuation
+    /// slot), so it must be zeroed before it can be a next-record position.
+    payload_slots: Vec<u64>,
 }
 
 impl TxRing {
@@ -95,6 +101,7 @@ impl TxRing {
             slots,
             head: 0,
             cached: 0,
+            payload_slots: vec![0; (slots as usize).div_ceil(64)],
         }
     }
 
@@ -106,6 +113,22 @@ impl TxRing {
             slots: 0,
             head: 0,
             cached: 0,
+            payload_slots: Vec::new(),
+        }
+    }
+
+    #[inline(always)]
+    fn holds_payload(&self, slot: u64) -> bool {
+        self.payload_slots[(slot / 64) as usize] & (1 << (slot % 64)) != 0
+    }
+
+    #[inline(always)]
+    fn mark(&mut self, slot: u64, payload: bool) {
+        let word = &mut self.payload_slots[(slot / 64) as usize];
+        if payload {
+            *word |= 1 << (slot % 64);
+        } else {
+            *word &= !(1 << (slot % 64));
         }
     }
 
@@ -132,8 +155,19 @@ impl TxRing {
                 marker(self.data, 0).store(0, Ordering::Relaxed);
                 marker(self.data, pos).store(WRAP | seq48, Ordering::Release);
             }
+            self.mark(0, false);
+            self.mark(pos, false);
             self.head += skip;
             pos = 0;
+        }
+        let next = (pos + rs) & (n - 1);
+        let zero_next = self.holds_payload(next);
+        self.mark(pos, false);
+        for slot in pos + 1..pos + rs {
+            self.mark(slot, true);
+        }
+        if zero_next {
+            self.mark(next, false);
         }
         // SAFETY: slots `pos .. pos + rs` and the next record's first slot
         // are owned by the sender (space check against the receiver's
@@ -144,7 +178,9 @@ impl TxRing {
             let rec = self.data.add(pos as usize * SLOT);
             rec.add(8).cast::<WireHeader>().write(*header);
             std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), len);
-            marker(self.data, (pos + rs) & (n - 1)).store(0, Ordering::Relaxed);
+            if zero_next {
+                marker(self.data, next).store(0, Ordering::Relaxed);
+            }
             marker(self.data, pos).store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
         }
         self.head += rs;
@@ -347,6 +383,52 @@ mod tests {
             sseq = next_seq(sseq);
             // A record for a later seq is not accepted.
             assert!(rx.peek(rseq + 1000).unwrap().is_none());
+        }
+    }
+
+    /// Payload words left from an earlier lap that look exactly like the
+    /// next marker must never be taken for a record: the receiver, fully
+    /// caught up, must see nothing until the sender publishes.
+    #[test]
+    fn stale_payload_forging_markers_is_never_read() {
+        const N: u64 = 16;
+        let words: Vec<AtomicU64> = (0..(N as usize * SLOT / 8 + 8))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        let ctl = AtomicU64::new(0);
+        let data = words.as_ptr() as *mut u8;
+        // SAFETY: as in `laps_and_wraps`.
+        let (mut tx, mut rx) =
+            unsafe { (TxRing::new(data, &ctl, N), RxRing::new(data, &ctl, N, 200)) };
+        let mut seq = 1;
+        for i in 0..4000usize {
+            // Sizes from 1 to 4 slots so record starts drift across laps.
+            let len = [0usize, 40, 100, 150, 16, 70][i % 6] + i % 5;
+            // Every payload word forges the marker of a record a lap or so
+            // ahead, when this slot may be a record start again.
+            let payload: Vec<u8> = (0..len.div_ceil(8))
+                .flat_map(|j| {
+                    let ahead = seq + 3 + ((i + j) % 14) as u64;
+                    ((ahead & SEQ_MASK) | (8u64 << LEN_SHIFT)).to_ne_bytes()
+                })
+                .take(len)
+                .collect();
+            let h = WireHeader {
+                tag: i as i32,
+                ..Default::default()
+            };
+            assert!(tx.try_push(seq, &h, &payload), "drained ring is full");
+            let rec = rx.peek(seq).unwrap().expect("published record");
+            assert_eq!(rec.header.tag as usize, i);
+            // SAFETY: valid until `consume`.
+            let got = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
+            assert_eq!(got, &payload[..]);
+            rx.consume(&rec);
+            seq = next_seq(seq);
+            assert!(
+                rx.peek(seq).unwrap().is_none(),
+                "record {i}: read a forged marker from stale payload"
+            );
         }
     }
 }
