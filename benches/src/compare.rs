@@ -102,7 +102,7 @@ fn parse_sizes(text: &str) -> Result<SizeSel, String> {
     }
     let mut list = text
         .split(',')
-        .map(sizes::parse_size)
+        .map(rivet::parse_size)
         .collect::<Result<Vec<_>, _>>()?;
     list.sort_unstable();
     list.dedup();

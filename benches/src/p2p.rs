@@ -36,10 +36,10 @@ static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
 pub struct P2pArgs {
     /// Smallest message size in bytes (suffixes K, M, G, KiB, MiB, GiB are binary).
     /// [default: 0; mr: 8 B only unless --min or --max is given]
-    #[arg(long, value_parser = sizes::parse_size, value_name = "BYTES")]
+    #[arg(long, value_parser = rivet::parse_size, value_name = "BYTES")]
     pub min: Option<usize>,
     /// Largest message size in bytes. [default: 4MiB]
-    #[arg(long, value_parser = sizes::parse_size, value_name = "BYTES")]
+    #[arg(long, value_parser = rivet::parse_size, value_name = "BYTES")]
     pub max: Option<usize>,
     /// Timed iterations per size (round trips, or windows of 64), instead of
     /// mpi_pingpong.c's defaults (latency 10000/1000/100, bw and bibw

@@ -33,6 +33,7 @@ mod table;
 pub mod wire;
 
 pub use comm::Comm;
+pub use config::parse_size;
 pub use engine::{Engine, Info};
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG};

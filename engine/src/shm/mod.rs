@@ -100,23 +100,6 @@ impl Default for ShmConfig {
     }
 }
 
-/// Parse a size: decimal digits with an optional binary suffix (k, KiB, m,
-/// MiB, g, GiB; case-insensitive).
-fn parse_size(s: &str) -> Option<usize> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let n: usize = num.parse().ok()?;
-    let mult: usize = match suffix.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        _ => return None,
-    };
-    n.checked_mul(mult)
-}
-
 impl ShmConfig {
     /// Defaults overridden by `RIVET_SHM_FASTBOX_SIZE`, `RIVET_SHM_FASTBOX_MAX`,
     /// `RIVET_SHM_CELLS` and `RIVET_SHM_CELL_SIZE`, validated.
@@ -135,10 +118,10 @@ impl ShmConfig {
         ];
         for (name, field) in fields {
             if let Some(v) = get(name) {
-                *field = parse_size(&v).ok_or_else(|| ShmError::Config {
+                *field = crate::config::parse_size(&v).map_err(|why| ShmError::Config {
                     name,
                     value: v.clone(),
-                    why: "expected a size such as 4096, 32k or 1MiB".into(),
+                    why,
                 })?;
             }
         }
