@@ -112,13 +112,13 @@ impl Comm {
 
     pub fn send(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, false)?;
-        self.inner.send(&args)
+        self.inner.start_send(&args)?.wait().map(|_| ())
     }
 
     /// Returns once the receiver has matched the message.
     pub fn ssend(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, true)?;
-        self.inner.send(&args)
+        self.inner.start_send(&args)?.wait().map(|_| ())
     }
 
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {

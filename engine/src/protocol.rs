@@ -416,8 +416,8 @@ impl Core {
         Ok((vc.route, limit, !vc.pending.is_empty()))
     }
 
-    /// Blocking-send fast path: an eager message that goes out right now
-    /// needs no request at all. `Ok(false)`: take the general path.
+    /// Fast path of every standard send: an eager message that goes out
+    /// right now needs no request at all. `Ok(false)`: take `start_send`.
     #[inline]
     pub fn try_send_now(&mut self, a: &SendArgs) -> Result<bool> {
         let (route, limit, queued) = self.route_of(a.dest)?;
