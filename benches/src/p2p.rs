@@ -313,14 +313,7 @@ fn bw_window<'c>(
 /// Post 64 sends of `buf` to `dest` and wait for all of them.
 fn send_window<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
     reqs.clear();
-    for _ in 0..WINDOW {
-        // SAFETY: `buf` is borrowed (unchanged) for this whole function and
-        // every send is complete when wait_all returns below; on any error
-        // `check` ends the process without returning, so `buf` is never
-        // freed or written while a send is in flight.
-        let r = unsafe { comm.isend_raw(buf.as_ptr(), buf.len(), dest, tag) };
-        reqs.push(check("isend", r));
-    }
+    post_sends(comm, buf, dest, tag, reqs);
     check("wait_all (sends)", Request::wait_all(reqs));
     reqs.clear();
 }
@@ -336,16 +329,7 @@ fn recv_window<'c>(
     reqs: &mut Vec<Request<'c>>,
 ) {
     reqs.clear();
-    let ptr = rbuf.as_mut_slice()[..size].as_mut_ptr();
-    for _ in 0..WINDOW {
-        // SAFETY: `rbuf` is mutably borrowed for this whole function, so
-        // nothing else reads or writes it, and every receive is complete when
-        // wait_all returns below; on any error `check` ends the process
-        // without returning. The 64 receives share the buffer on purpose (as
-        // osu_bw): its contents are never read, only the engine writes bytes.
-        let r = unsafe { comm.irecv_raw(ptr, size, src as i32, tag) };
-        reqs.push(check("irecv", r));
-    }
+    post_recvs(comm, &mut rbuf.as_mut_slice()[..size], src, tag, reqs);
     check("wait_all (receives)", Request::wait_all(reqs));
     reqs.clear();
 }
@@ -362,23 +346,36 @@ fn exchange_window<'c>(
     reqs: &mut Vec<Request<'c>>,
 ) {
     reqs.clear();
-    let rptr = rbuf.as_mut_slice()[..size].as_mut_ptr();
-    for _ in 0..WINDOW {
-        // SAFETY: as in `recv_window`: `rbuf` is mutably borrowed for this
-        // function, all receives complete in the wait_all below, errors end
-        // the process, and the shared buffer's contents are never read.
-        let r = unsafe { comm.irecv_raw(rptr, size, peer as i32, tag) };
-        reqs.push(check("irecv", r));
-    }
-    for _ in 0..WINDOW {
-        // SAFETY: as in `send_window`: `sbuf` is borrowed unchanged for this
-        // function, all sends complete in the wait_all below, errors end the
-        // process.
-        let r = unsafe { comm.isend_raw(sbuf.as_ptr(), size, peer, tag) };
-        reqs.push(check("isend", r));
-    }
+    post_recvs(comm, &mut rbuf.as_mut_slice()[..size], peer, tag, reqs);
+    post_sends(comm, &sbuf[..size], peer, tag, reqs);
     check("wait_all", Request::wait_all(reqs));
     reqs.clear();
+}
+
+/// Append 64 sends of `buf` to `reqs`. The caller waits for all of `reqs`
+/// before `buf`'s borrow ends.
+fn post_sends<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+    for _ in 0..WINDOW {
+        // SAFETY: every caller waits for all of `reqs` while `buf` is still
+        // borrowed unchanged; on any error `check` ends the process without
+        // returning, so `buf` is never freed or written while a send is in
+        // flight.
+        let r = unsafe { comm.isend_raw(buf.as_ptr(), buf.len(), dest, tag) };
+        reqs.push(check("isend", r));
+    }
+}
+
+/// Append 64 receives into the same `buf` (as osu_bw: its contents are never
+/// read). The caller waits for all of `reqs` before `buf`'s borrow ends.
+fn post_recvs<'c>(comm: &'c Comm, buf: &mut [u8], src: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+    for _ in 0..WINDOW {
+        // SAFETY: `buf` is mutably borrowed by the caller until it has waited
+        // for all of `reqs`, so nothing else touches it meanwhile; errors end
+        // the process; the 64 receives share it on purpose, only the engine
+        // writes it.
+        let r = unsafe { comm.irecv_raw(buf.as_mut_ptr(), buf.len(), src as i32, tag) };
+        reqs.push(check("irecv", r));
+    }
 }
 
 /// Message rate: `--threads` threads per rank, each on its own duplicate

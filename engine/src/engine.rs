@@ -500,8 +500,8 @@ impl Inner {
                 let owed = core
                     .st
                     .requests
-                    .ids_where(|r| !r.complete && matches!(r.op, Op::Send(_)));
-                if (owed.is_empty() && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
+                    .any(|r| !r.complete && matches!(r.op, Op::Send(_)));
+                if (!owed && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
                     break;
                 }
             }

@@ -247,7 +247,7 @@ impl State {
             return;
         };
         let want = (len as usize).min(r.cap);
-        let (buf, _) = (r.buf, r.cap);
+        let buf = r.buf;
         req.status = Status {
             source: env.source as i32,
             tag: env.tag,

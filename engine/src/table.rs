@@ -143,16 +143,11 @@ impl RequestTable {
         self.live
     }
 
-    /// Handles of live requests that `pick` selects.
-    pub fn ids_where(&self, mut pick: impl FnMut(&Req) -> bool) -> Vec<u64> {
+    /// Whether any live request is one `pick` selects.
+    pub fn any(&self, mut pick: impl FnMut(&Req) -> bool) -> bool {
         self.slots
             .iter()
-            .enumerate()
-            .filter_map(|(i, (g, s))| match s {
-                Slot::Live(r) if pick(r) => Some(handle(i as u32, *g)),
-                _ => None,
-            })
-            .collect()
+            .any(|(_, s)| matches!(s, Slot::Live(r) if pick(r)))
     }
 }
 

@@ -33,25 +33,31 @@ pub fn bin_dir() -> PathBuf {
 pub fn bin(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
     BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--bins",
-                "-p",
-                "rivet-launcher",
-                "-p",
-                "rivet-tests",
-                "-p",
-                "rivet-bench",
-            ])
-            .current_dir(workspace_root())
-            .status()
-            .expect("running cargo build for the test binaries");
-        assert!(status.success(), "building the workspace binaries failed");
+        cargo_build(&[
+            "-p",
+            "rivet-launcher",
+            "-p",
+            "rivet-tests",
+            "-p",
+            "rivet-bench",
+        ])
     });
-    let path = bin_dir().join(name);
+    built(bin_dir().join(name))
+}
+
+/// `cargo build --quiet --bins ARGS` in the workspace; panics on failure.
+fn cargo_build(args: &[&str]) {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["build", "--quiet", "--bins"])
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .expect("running cargo build for the test binaries");
+    assert!(status.success(), "cargo build {args:?} failed");
+}
+
+fn built(path: PathBuf) -> PathBuf {
     assert!(path.exists(), "{} was not built", path.display());
     path
 }
@@ -255,32 +261,14 @@ pub fn rivetrun(args: &[&str]) -> Command {
 /// process (only this crate's binaries: the launcher stays the debug one).
 pub fn release_bin(name: &str) -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "--quiet",
-                "--release",
-                "--bins",
-                "-p",
-                "rivet-tests",
-            ])
-            .current_dir(workspace_root())
-            .status()
-            .expect("running cargo build --release for the test binaries");
-        assert!(
-            status.success(),
-            "building the release test binaries failed"
-        );
-    });
-    let path = bin_dir()
-        .parent()
-        .expect("target directory")
-        .join("release")
-        .join(name);
-    assert!(path.exists(), "{} was not built", path.display());
-    path
+    BUILT.get_or_init(|| cargo_build(&["--release", "-p", "rivet-tests"]));
+    built(
+        bin_dir()
+            .parent()
+            .expect("target directory")
+            .join("release")
+            .join(name),
+    )
 }
 
 /// Names of the Rivet shared-memory segments in /dev/shm (`rivet-*`).

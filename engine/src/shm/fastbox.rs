@@ -333,6 +333,38 @@ impl RxRing {
 mod tests {
     use super::*;
 
+    const N: u64 = 16;
+
+    /// A 16-slot ring and its counter in ordinary memory.
+    struct RingMemory {
+        words: Vec<AtomicU64>,
+        ctl: AtomicU64,
+    }
+
+    impl RingMemory {
+        fn new() -> RingMemory {
+            RingMemory {
+                words: (0..(N as usize * SLOT / 8 + 8))
+                    .map(|_| AtomicU64::new(0))
+                    .collect(),
+                ctl: AtomicU64::new(0),
+            }
+        }
+
+        fn ends(&self, max_len: usize) -> (TxRing, RxRing) {
+            let data = self.words.as_ptr() as *mut u8;
+            // SAFETY: each test keeps the `RingMemory` alive longer than the
+            // ends; the words are 8-aligned (the ring's atomics need 8, 64
+            // only matters for speed).
+            unsafe {
+                (
+                    TxRing::new(data, &self.ctl, N),
+                    RxRing::new(data, &self.ctl, N, max_len),
+                )
+            }
+        }
+    }
+
     #[test]
     fn seq_skips_zero_low_bits() {
         assert_eq!(next_seq(1), 2);
@@ -347,16 +379,8 @@ mod tests {
     /// Single thread: many laps with varied sizes, wraps and a full ring.
     #[test]
     fn laps_and_wraps() {
-        const N: u64 = 16;
-        let words: Vec<AtomicU64> = (0..(N as usize * SLOT / 8 + 8))
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        let ctl = AtomicU64::new(0);
-        let data = words.as_ptr() as *mut u8;
-        // SAFETY: `words` outlives both ends and is 8-aligned (the ring code
-        // needs 8-byte alignment for its atomics; 64 is only for performance).
-        let (mut tx, mut rx) =
-            unsafe { (TxRing::new(data, &ctl, N), RxRing::new(data, &ctl, N, 100)) };
+        let mem = RingMemory::new();
+        let (mut tx, mut rx) = mem.ends(100);
         let mut sseq = 1;
         let mut rseq = 1;
         let mut pending = std::collections::VecDeque::new();
@@ -391,15 +415,8 @@ mod tests {
     /// caught up, must see nothing until the sender publishes.
     #[test]
     fn stale_payload_forging_markers_is_never_read() {
-        const N: u64 = 16;
-        let words: Vec<AtomicU64> = (0..(N as usize * SLOT / 8 + 8))
-            .map(|_| AtomicU64::new(0))
-            .collect();
-        let ctl = AtomicU64::new(0);
-        let data = words.as_ptr() as *mut u8;
-        // SAFETY: as in `laps_and_wraps`.
-        let (mut tx, mut rx) =
-            unsafe { (TxRing::new(data, &ctl, N), RxRing::new(data, &ctl, N, 200)) };
+        let mem = RingMemory::new();
+        let (mut tx, mut rx) = mem.ends(200);
         let mut seq = 1;
         for i in 0..4000usize {
             // Sizes from 1 to 4 slots so record starts drift across laps.
