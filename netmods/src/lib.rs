@@ -8,6 +8,8 @@
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
 
+use std::ptr::NonNull;
+
 /// The engine's name for a peer: the same number on both sides of a
 /// connection within one process group (the peer's rank in it).
 pub type PeerId = u64;
@@ -26,8 +28,27 @@ pub enum NetmodError {
     },
 }
 
-/// Receives each arrival: `(peer, header, payload)`.
-pub type Deliver<'a> = dyn FnMut(PeerId, &[u8], &[u8]) + 'a;
+/// What a netmod hands the engine from `poll`. Called during `poll` only.
+pub trait Sink {
+    /// A whole message from `peer`, in the order `peer` sent it.
+    fn deliver(&mut self, peer: PeerId, header: &[u8], payload: &[u8]);
+
+    /// A message from `peer` with this `header` and a `len`-byte payload is
+    /// arriving. `Some(dst)`: the netmod writes the payload straight into
+    /// `dst..dst+len` (the engine's posted receive buffer) and then calls
+    /// `deliver` with exactly that memory as the payload; the memory stays
+    /// writable until then. `None` (the default): the netmod buffers it.
+    fn place(&mut self, peer: PeerId, header: &[u8], len: usize) -> Option<NonNull<u8>> {
+        let _ = (peer, header, len);
+        None
+    }
+
+    /// `peer` is gone (connection reset or closed, connect refused,
+    /// handshake rejected): nothing more arrives from it, sends to it fail.
+    /// Reported once per connection; the netmod has already dropped any
+    /// pointer `place` gave it for this peer.
+    fn peer_failed(&mut self, peer: PeerId, why: &str);
+}
 
 /// Sizes the engine's protocols pick their path by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,13 +68,19 @@ pub trait Netmod: Send {
     /// manager's key-value space. Printable, no whitespace.
     fn business_card(&self) -> &str;
 
+    /// Whether `peer` can be sent to without a `connect` first: `connect`
+    /// was called for it, or it connected to us.
+    fn knows(&self, peer: PeerId) -> bool;
+
     /// Start connecting to `peer` (lazily, on the first message to it);
-    /// messages may be sent before the connection completes.
+    /// messages may be sent as soon as this returns, before the
+    /// connection completes. A no-op if the peer is already known.
     fn connect(&mut self, peer: PeerId, card: &str) -> Result<(), NetmodError>;
 
-    /// Take one message for `peer`: `Ok(true)` once the bytes are copied or
-    /// queued (the caller may reuse its buffers), `Ok(false)` if the
-    /// transport is full for now and the caller should retry after `poll`.
+    /// Take one message for a known `peer`: `Ok(true)` once the bytes are
+    /// copied or written (the caller may reuse its buffers), `Ok(false)` if
+    /// the transport is full for now and the caller should retry after
+    /// `poll`. A peer reported failed gives `Err`.
     fn try_send(
         &mut self,
         peer: PeerId,
@@ -61,10 +88,14 @@ pub trait Netmod: Send {
         payload: &[u8],
     ) -> Result<bool, NetmodError>;
 
-    /// Drive I/O once; hand each complete arrival to `deliver(peer, header,
-    /// payload)` (the slices are valid during the call only). Returns the
-    /// number of messages delivered.
-    fn poll(&mut self, deliver: &mut Deliver<'_>) -> Result<usize, NetmodError>;
+    /// Drive I/O once without blocking; hand arrivals and failures to
+    /// `sink`. Returns the number of events (messages delivered, peers
+    /// failed, connections made).
+    fn poll(&mut self, sink: &mut dyn Sink) -> Result<usize, NetmodError>;
+
+    /// Nothing taken by `try_send` is still waiting in this process (all of
+    /// it is with the kernel or the peer): finalize waits for this.
+    fn idle(&self) -> bool;
 
     fn limits(&self) -> Limits;
 
