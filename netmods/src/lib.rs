@@ -10,6 +10,13 @@
 
 use std::ptr::NonNull;
 
+mod size;
+pub mod tcp;
+
+pub use size::parse_size;
+
+pub use tcp::{TcpConfig, TcpNetmod};
+
 /// The engine's name for a peer: the same number on both sides of a
 /// connection within one process group (the peer's rank in it).
 pub type PeerId = u64;

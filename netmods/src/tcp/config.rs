@@ -1,0 +1,176 @@
+//! `RIVET_TCP_*` settings. Also buildable in code (pub fields, `Default`)
+//! so tests choose a backend and an interface without touching the
+//! process environment.
+
+use std::io;
+
+use crate::{parse_size, NetmodError};
+
+use super::wire::MAX_PAYLOAD;
+
+/// Which I/O engine drives the sockets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// io_uring if the ring can be set up with the operations we need,
+    /// else poll (the reason is kept for `describe`).
+    Auto,
+    /// io_uring or an error saying why not.
+    Uring,
+    /// Nonblocking sockets and plain system calls. The default: it
+    /// measured faster than io_uring at every size (BENCHMARKS.md).
+    #[default]
+    Poll,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TcpConfig {
+    pub backend: Backend,
+    /// Interfaces whose IPv4 addresses go in the business card; empty:
+    /// every up non-loopback interface, or loopback if that is all.
+    pub ifaces: Vec<String>,
+    /// `Limits::eager_max`.
+    pub eager_max: usize,
+    /// `Limits::max_payload`: the largest payload of one message.
+    pub piece: usize,
+    /// Make the io_uring set-up fail, to test the fallback to poll.
+    pub inject_uring_failure: bool,
+}
+
+impl Default for TcpConfig {
+    fn default() -> TcpConfig {
+        TcpConfig {
+            backend: Backend::Poll,
+            ifaces: Vec::new(),
+            eager_max: 64 * 1024,
+            piece: 1 << 20,
+            inject_uring_failure: false,
+        }
+    }
+}
+
+fn invalid(name: &str, why: String) -> NetmodError {
+    NetmodError::Io {
+        what: name.to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, why),
+    }
+}
+
+impl TcpConfig {
+    /// From the process environment.
+    pub fn from_env() -> Result<TcpConfig, NetmodError> {
+        TcpConfig::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// From any variable lookup (the environment, a test's map).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<TcpConfig, NetmodError> {
+        let mut c = TcpConfig::default();
+        let set = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+        if let Some(v) = set("RIVET_TCP_BACKEND") {
+            c.backend = match v.trim() {
+                "auto" => Backend::Auto,
+                "uring" => Backend::Uring,
+                "poll" => Backend::Poll,
+                other => {
+                    return Err(invalid(
+                        "RIVET_TCP_BACKEND",
+                        format!("unknown value {other:?}; use auto, uring or poll"),
+                    ))
+                }
+            };
+        }
+        if let Some(v) = set("RIVET_TCP_IFACE") {
+            c.ifaces = v
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        // The general eager limit applies where the tcp one is not set.
+        let eager = set("RIVET_TCP_EAGER_MAX")
+            .map(|v| ("RIVET_TCP_EAGER_MAX", v))
+            .or_else(|| set("RIVET_EAGER_MAX").map(|v| ("RIVET_EAGER_MAX", v)));
+        for (field, setting) in [
+            (&mut c.eager_max, eager),
+            (
+                &mut c.piece,
+                set("RIVET_TCP_PIECE").map(|v| ("RIVET_TCP_PIECE", v)),
+            ),
+        ] {
+            if let Some((name, v)) = setting {
+                *field = parse_size(&v).map_err(|why| invalid(name, why))?;
+            }
+        }
+        if let Some(v) = set("RIVET_TCP_URING_INJECT_FAILURE") {
+            c.inject_uring_failure = v.trim() == "1";
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The sizes are consistent with each other and the wire's limits.
+    pub fn validate(&self) -> Result<(), NetmodError> {
+        if self.piece == 0 || self.piece > MAX_PAYLOAD {
+            return Err(invalid(
+                "RIVET_TCP_PIECE",
+                format!("{} is out of range 1..=1GiB", self.piece),
+            ));
+        }
+        if self.eager_max > self.piece {
+            return Err(invalid(
+                "RIVET_TCP_EAGER_MAX",
+                format!(
+                    "{} exceeds RIVET_TCP_PIECE ({})",
+                    self.eager_max, self.piece
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A byte count: digits with an optional binary suffix K, M, G (or KiB,
+/// MiB, GiB), case-insensitive.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn env_values() {
+        let c = TcpConfig::from_vars(vars(&[])).unwrap();
+        assert_eq!(c, TcpConfig::default());
+        let c = TcpConfig::from_vars(vars(&[
+            ("RIVET_TCP_BACKEND", "poll"),
+            ("RIVET_TCP_IFACE", "lo, eth0"),
+            ("RIVET_TCP_EAGER_MAX", "8K"),
+            ("RIVET_TCP_PIECE", "2MiB"),
+            ("RIVET_TCP_URING_INJECT_FAILURE", "1"),
+        ]))
+        .unwrap();
+        assert_eq!(c.backend, Backend::Poll);
+        assert_eq!(c.ifaces, ["lo", "eth0"]);
+        assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
+        assert!(c.inject_uring_failure);
+        let general = vars(&[("RIVET_EAGER_MAX", "1K")]);
+        assert_eq!(TcpConfig::from_vars(general).unwrap().eager_max, 1024);
+        let both = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_TCP_EAGER_MAX", "2K")]);
+        assert_eq!(TcpConfig::from_vars(both).unwrap().eager_max, 2048);
+        for bad in [
+            &[("RIVET_TCP_BACKEND", "epoll")][..],
+            &[("RIVET_TCP_PIECE", "lots")],
+            &[("RIVET_TCP_PIECE", "2G")],
+            &[("RIVET_TCP_EAGER_MAX", "4M")],
+        ] {
+            let e = TcpConfig::from_vars(vars(bad)).unwrap_err().to_string();
+            assert!(e.contains(bad[0].0), "{e}");
+        }
+    }
+}

@@ -1,0 +1,246 @@
+//! The TCP network module: length-prefixed frames over one TCP connection
+//! per pair of processes, made lazily on the first message, driven by
+//! io_uring where the kernel allows it and by plain nonblocking system
+//! calls otherwise. Both backends drive the same sans-IO state (`state`,
+//! `conn`), so they behave identically on the wire.
+//!
+//! | file | holds |
+//! | --- | --- |
+//! | `config.rs` | `TcpConfig`, `RIVET_TCP_*` parsing |
+//! | `iface.rs`, `card.rs` | addresses to publish; the business card format |
+//! | `wire.rs` | handshake and frame encoding |
+//! | `conn.rs` | receive parsing and placement (`Rx`), send queue (`Outq`) |
+//! | `state.rs` | peers, sockets, tie-break and failure rules |
+//! | `sys.rs` | socket system calls |
+//! | `poll.rs`, `uring.rs` | the two backends |
+
+mod card;
+mod config;
+mod conn;
+mod iface;
+mod poll;
+mod state;
+mod sys;
+mod uring;
+mod wire;
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
+
+pub use config::{Backend, TcpConfig};
+
+use poll::PollIo;
+use state::{Peer, State};
+use uring::UringIo;
+
+enum Io {
+    Poll(PollIo),
+    Uring(UringIo),
+}
+
+pub struct TcpNetmod {
+    st: State,
+    io: Io,
+    cfg: TcpConfig,
+    card: String,
+    /// Why this backend runs (for `describe`).
+    why: String,
+}
+
+impl TcpNetmod {
+    /// Opens the listener and picks the backend. `job` is the process
+    /// group's id (the PMI KVS name): connections from other jobs are
+    /// refused. `my_rank` is the PeerId other processes know us by.
+    pub fn new(config: TcpConfig, job: &str, my_rank: u64) -> Result<TcpNetmod, NetmodError> {
+        config.validate()?;
+        if job.len() > wire::MAX_JOB {
+            return Err(NetmodError::Io {
+                what: "tcp netmod".into(),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "job id longer than 256 bytes"),
+            });
+        }
+        let (ips, one) = iface::select(&config.ifaces)?;
+        let bind_ip = if one && ips.len() == 1 {
+            ips[0]
+        } else {
+            Ipv4Addr::UNSPECIFIED
+        };
+        let bind = SocketAddr::new(IpAddr::V4(bind_ip), 0);
+        let listen_err = |source| NetmodError::Io {
+            what: format!("listen on {bind}"),
+            source,
+        };
+        let uring = match config.backend {
+            Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
+            Backend::Uring | Backend::Auto => uring::setup(config.inject_uring_failure),
+        };
+        let (io, local, why) = match uring {
+            Ok(setup) => {
+                let (fd, local) = sys::listen(bind, false).map_err(listen_err)?;
+                let u = UringIo::new(setup, fd);
+                let why = u.features();
+                (Io::Uring(u), local, why)
+            }
+            Err(why) if config.backend == Backend::Uring => {
+                return Err(NetmodError::Io {
+                    what: "RIVET_TCP_BACKEND=uring".into(),
+                    source: io::Error::other(format!("io_uring unavailable: {why}")),
+                })
+            }
+            Err(why) => {
+                let (p, local) = PollIo::new(bind)?;
+                let why = if config.backend == Backend::Poll {
+                    why
+                } else {
+                    format!("io_uring unavailable: {why}")
+                };
+                (Io::Poll(p), local, why)
+            }
+        };
+        let addrs: Vec<SocketAddr> = ips
+            .iter()
+            .map(|ip| SocketAddr::new(IpAddr::V4(*ip), local.port()))
+            .collect();
+        Ok(TcpNetmod {
+            st: State::new(my_rank, job.as_bytes()),
+            io,
+            cfg: config,
+            card: card::format(&addrs),
+            why,
+        })
+    }
+
+    /// The backend in use: `Uring` or `Poll`.
+    pub fn backend(&self) -> Backend {
+        match self.io {
+            Io::Poll(_) => Backend::Poll,
+            Io::Uring(_) => Backend::Uring,
+        }
+    }
+
+    /// Connections accepted so far (either side's), for tests and `--info`:
+    /// a pair that connected simultaneously counts one on each side.
+    pub fn connections_made(&self) -> u64 {
+        self.st.made
+    }
+
+    /// Peers with an open connection now.
+    pub fn connected_peers(&self) -> usize {
+        self.st.peers.values().filter(|p| p.open).count()
+    }
+}
+
+impl Drop for TcpNetmod {
+    fn drop(&mut self) {
+        if let Io::Uring(u) = &mut self.io {
+            u.teardown(&mut self.st);
+        }
+    }
+}
+
+impl Netmod for TcpNetmod {
+    fn name(&self) -> &'static str {
+        "tcp"
+    }
+
+    fn business_card(&self) -> &str {
+        &self.card
+    }
+
+    fn knows(&self, peer: PeerId) -> bool {
+        self.st.peers.contains_key(&peer)
+    }
+
+    fn connect(&mut self, peer: PeerId, card: &str) -> Result<(), NetmodError> {
+        if self.knows(peer) {
+            return Ok(());
+        }
+        let addrs = card::parse(card)?;
+        self.st.peers.insert(
+            peer,
+            Peer {
+                addrs,
+                ..Peer::default()
+            },
+        );
+        Ok(())
+    }
+
+    fn try_send(
+        &mut self,
+        peer: PeerId,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<bool, NetmodError> {
+        let err = |what: String| NetmodError::Peer { peer, what };
+        if header.len() > wire::MAX_HEADER || payload.len() > self.cfg.piece {
+            return Err(err(format!(
+                "message too large for tcp: header {} (max {}), payload {} (max {})",
+                header.len(),
+                wire::MAX_HEADER,
+                payload.len(),
+                self.cfg.piece
+            )));
+        }
+        let Some(p) = self.st.peers.get(&peer) else {
+            return Err(err("not connected (no connect call)".into()));
+        };
+        if let Some(why) = &p.failed {
+            return Err(err(why.clone()));
+        }
+        if !p.out.has_room(wire::PREFIX + header.len() + payload.len()) {
+            return Ok(false);
+        }
+        if self.st.needs_start(peer) {
+            match &mut self.io {
+                Io::Poll(p) => p.start(&mut self.st, peer),
+                Io::Uring(u) => u.start(&mut self.st, peer),
+            }
+            if let Some(why) = self.st.peers.get(&peer).and_then(|p| p.failed.clone()) {
+                return Err(err(why));
+            }
+        }
+        match &mut self.io {
+            Io::Poll(p) => p.send(&mut self.st, peer, header, payload),
+            Io::Uring(u) => u.send(&mut self.st, peer, header, payload),
+        }
+        Ok(true)
+    }
+
+    fn poll(&mut self, sink: &mut dyn Sink) -> Result<usize, NetmodError> {
+        match &mut self.io {
+            Io::Poll(p) => p.poll(&mut self.st, sink),
+            Io::Uring(u) => u.poll(&mut self.st, sink),
+        }
+    }
+
+    fn idle(&self) -> bool {
+        self.st.peers.values().all(|p| p.out.is_empty())
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_payload: self.cfg.piece,
+            eager_max: self.cfg.eager_max,
+        }
+    }
+
+    fn describe(&self) -> Vec<(String, String)> {
+        let backend = match self.io {
+            Io::Poll(_) => "poll",
+            Io::Uring(_) => "uring",
+        };
+        vec![
+            ("tcp.backend".into(), format!("{backend} ({})", self.why)),
+            ("tcp.listen".into(), self.card.clone()),
+            ("tcp.eager_max".into(), self.cfg.eager_max.to_string()),
+            ("tcp.piece".into(), self.cfg.piece.to_string()),
+            (
+                "tcp.peers".into(),
+                format!("{} connected", self.connected_peers()),
+            ),
+        ]
+    }
+}

@@ -1,0 +1,314 @@
+//! The poll backend: nonblocking sockets and plain system calls, for when
+//! io_uring is unavailable or not wanted.
+//!
+//! Tuned for few peers: each `poll` receives directly on every open
+//! connection (one syscall each when idle, no readiness call); the
+//! listener and connects in progress are looked at only while some socket
+//! is not yet open, or every 64th call. Above 16 open connections one
+//! `epoll_wait` finds the readable ones instead.
+
+use std::io;
+use std::net::SocketAddr;
+use std::os::fd::{AsRawFd, OwnedFd};
+
+use crate::{NetmodError, PeerId, Sink};
+
+use super::state::{Phase, State};
+use super::sys::{self, Epoll};
+use super::wire;
+
+/// Above this many open connections, find readable ones with epoll.
+const EPOLL_ABOVE: usize = 16;
+/// Frames taken from one connection per `poll`, so one busy peer cannot
+/// starve the others.
+const FRAME_BUDGET: usize = 64;
+/// Look at the listener and pending connects every this many polls once
+/// every socket is open.
+const SLOW_EVERY: u64 = 64;
+
+pub(crate) struct PollIo {
+    listener: OwnedFd,
+    epoll: Epoll,
+    tick: u64,
+    /// Reused lists, so a poll allocates nothing.
+    work: Vec<u32>,
+    pollfds: Vec<libc::pollfd>,
+    pollslots: Vec<u32>,
+}
+
+fn token(slot: u32, gen: u32) -> u64 {
+    (slot as u64) << 32 | gen as u64
+}
+
+fn io_err(what: &str, source: io::Error) -> NetmodError {
+    NetmodError::Io {
+        what: what.into(),
+        source,
+    }
+}
+
+impl PollIo {
+    pub(crate) fn new(bind: SocketAddr) -> Result<(PollIo, SocketAddr), NetmodError> {
+        let (listener, local) =
+            sys::listen(bind, true).map_err(|e| io_err(&format!("listen on {bind}"), e))?;
+        let epoll = Epoll::new().map_err(|e| io_err("epoll_create1", e))?;
+        Ok((
+            PollIo {
+                listener,
+                epoll,
+                tick: 0,
+                work: Vec::new(),
+                pollfds: Vec::new(),
+                pollslots: Vec::new(),
+            },
+            local,
+        ))
+    }
+
+    fn watch(&self, st: &mut State, slot: u32) {
+        if let Some(s) = st.sock(slot) {
+            // An unwatched socket is only missed above EPOLL_ABOVE peers.
+            let _ = self.epoll.add(s.fd.as_raw_fd(), token(slot, s.gen));
+        }
+    }
+
+    /// Starts `peer`'s connect (its first message is queued).
+    pub(crate) fn start(&mut self, st: &mut State, peer: PeerId) {
+        if let Some(slot) = st.add_connector(peer, 0, true, None) {
+            self.connect(st, slot);
+        }
+    }
+
+    /// Issues the connect of `slot`, moving on to the next address on an
+    /// immediate failure.
+    fn connect(&mut self, st: &mut State, mut slot: u32) {
+        loop {
+            let Some(s) = st.sock(slot) else { return };
+            match sys::connect(s.fd.as_raw_fd(), &s.addr) {
+                Ok(true) => {
+                    self.watch(st, slot);
+                    return st.connected(slot);
+                }
+                Ok(false) => return self.watch(st, slot),
+                Err(e) => match st.connect_failed(slot, &e, true) {
+                    Some(next) => slot = next,
+                    None => return,
+                },
+            }
+        }
+    }
+
+    /// Takes a message for `peer` (room checked by the caller): written
+    /// straight to the socket when nothing is queued, else queued.
+    pub(crate) fn send(&mut self, st: &mut State, peer: PeerId, header: &[u8], payload: &[u8]) {
+        let conn = st.open_conn(peer);
+        let queued = st.peers.get(&peer).is_some_and(|p| !p.out.is_empty());
+        let fd = conn.and_then(|id| st.sock_at(id)).map(|s| s.fd.as_raw_fd());
+        let (Some(id), Some(fd), false) = (conn, fd, queued) else {
+            if let Some(p) = st.peers.get_mut(&peer) {
+                p.out.push(header, payload, 0);
+            }
+            if let Some(id) = conn {
+                st.mark_dirty(id.slot);
+            }
+            return;
+        };
+        let prefix = wire::encode_prefix(header.len(), payload.len());
+        let total = prefix.len() + header.len() + payload.len();
+        let written = match sys::send(fd, &[&prefix, header, payload]) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return st.sock_failed(id.slot, format!("send: {e}")),
+        };
+        if written < total {
+            if let Some(p) = st.peers.get_mut(&peer) {
+                p.out.push(header, payload, written);
+            }
+            st.mark_dirty(id.slot);
+        }
+    }
+
+    pub(crate) fn poll(
+        &mut self,
+        st: &mut State,
+        sink: &mut dyn Sink,
+    ) -> Result<usize, NetmodError> {
+        self.tick += 1;
+        if st.open.is_empty() || st.live > st.open.len() || self.tick % SLOW_EVERY == 0 {
+            self.accept_all(st);
+            self.check_connects(st)?;
+        }
+        std::mem::swap(&mut st.dirty, &mut self.work);
+        for i in 0..self.work.len() {
+            let slot = self.work[i];
+            self.drive(st, slot);
+        }
+        self.work.clear();
+        if st.open.len() > EPOLL_ABOVE {
+            let ready = self.epoll.ready().map_err(|e| io_err("epoll_wait", e))?;
+            for t in ready {
+                let (slot, gen) = ((t >> 32) as u32, t as u32);
+                if st.sock(slot).is_some_and(|s| s.gen == gen) {
+                    read(st, slot, sink);
+                }
+            }
+        } else {
+            for i in 0..st.open.len() {
+                let slot = st.open[i];
+                read(st, slot, sink);
+            }
+        }
+        std::mem::swap(&mut st.closing, &mut self.work);
+        for i in 0..self.work.len() {
+            if let Some(s) = st.release(self.work[i]) {
+                self.epoll.del(s.fd.as_raw_fd());
+                st.finish(s);
+            }
+        }
+        self.work.clear();
+        let n = std::mem::take(&mut st.events);
+        Ok(n + st.report(sink))
+    }
+
+    fn accept_all(&mut self, st: &mut State) {
+        loop {
+            match sys::accept(self.listener.as_raw_fd()) {
+                Ok(fd) => {
+                    let _ = sys::set_nodelay(fd.as_raw_fd());
+                    let slot = st.add_acceptor(fd);
+                    self.watch(st, slot);
+                }
+                Err(e) if e.raw_os_error() == Some(libc::ECONNABORTED) => continue,
+                // WouldBlock, or out of descriptors: try again later.
+                Err(_) => return,
+            }
+        }
+    }
+
+    /// Completes nonblocking connects: writable means done, SO_ERROR says how.
+    fn check_connects(&mut self, st: &mut State) -> Result<(), NetmodError> {
+        self.pollfds.clear();
+        self.pollslots.clear();
+        for slot in 0..st.slot_count() {
+            if let Some(s) = st
+                .sock(slot)
+                .filter(|s| matches!(s.phase, Phase::Connecting { .. }))
+            {
+                self.pollfds.push(libc::pollfd {
+                    fd: s.fd.as_raw_fd(),
+                    events: libc::POLLOUT,
+                    revents: 0,
+                });
+                self.pollslots.push(slot);
+            }
+        }
+        if self.pollfds.is_empty()
+            || sys::poll_now(&mut self.pollfds).map_err(|e| io_err("poll", e))? == 0
+        {
+            return Ok(());
+        }
+        for i in 0..self.pollfds.len() {
+            if self.pollfds[i].revents == 0 {
+                continue;
+            }
+            let slot = self.pollslots[i];
+            match sys::take_error(self.pollfds[i].fd) {
+                Ok(None) => st.connected(slot),
+                Ok(Some(e)) | Err(e) => {
+                    if let Some(next) = st.connect_failed(slot, &e, true) {
+                        self.connect(st, next);
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Handshake I/O, and writes of queued frames, for a dirty socket. It
+    /// stays dirty while it waits for anything but a connect or a read of
+    /// an open connection.
+    fn drive(&mut self, st: &mut State, slot: u32) {
+        let Some(s) = st.sock(slot) else { return };
+        s.dirty = false;
+        let fd = s.fd.as_raw_fd();
+        let phase = s.phase;
+        if matches!(phase, Phase::Connecting { .. } | Phase::Closing) {
+            return;
+        }
+        // Handshake bytes first: they precede any frame.
+        if !s.hs_pending().is_empty() {
+            match sys::send(fd, &[s.hs_pending()]) {
+                Ok(n) => st.hs_sent(slot, n),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
+                Err(e) => return st.sock_failed(slot, format!("send: {e}")),
+            }
+        }
+        let Some(s) = st.sock(slot) else { return };
+        match s.phase {
+            Phase::Hello { .. } | Phase::AwaitHello => {
+                let Some((ptr, len)) = s.recv_target() else {
+                    return;
+                };
+                // SAFETY: recv_target gives `len` writable bytes of the
+                // socket's handshake buffer.
+                match unsafe { sys::recv(fd, ptr, len) } {
+                    Ok(0) => st.sock_failed(slot, "connection closed during the handshake".into()),
+                    Ok(n) => st.hs_received(slot, n),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => st.mark_dirty(slot),
+                    Err(e) => st.sock_failed(slot, format!("recv: {e}")),
+                }
+            }
+            Phase::Open => write_queue(st, slot, fd),
+            _ => {}
+        }
+    }
+}
+
+/// Writes `slot`'s peer queue until empty or the socket is full.
+fn write_queue(st: &mut State, slot: u32, fd: i32) {
+    let Some((s, peers)) = st.sock_and_peers(slot) else {
+        return;
+    };
+    let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) else {
+        return;
+    };
+    loop {
+        let chunk = p.out.front();
+        if chunk.is_empty() {
+            return;
+        }
+        match sys::send(fd, &[chunk]) {
+            Ok(n) => p.out.advance(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
+            Err(e) => return st.sock_failed(slot, format!("send: {e}")),
+        }
+    }
+}
+
+/// Receives and delivers what an open connection has, within the budget.
+fn read(st: &mut State, slot: u32, sink: &mut dyn Sink) {
+    let mut frames = 0;
+    loop {
+        let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) else {
+            return;
+        };
+        let fd = s.fd.as_raw_fd();
+        let Some((ptr, len)) = s.recv_target() else {
+            return;
+        };
+        // SAFETY: recv_target gives `len` writable bytes: the input buffer,
+        // the overflow buffer, or the engine's placement memory.
+        match unsafe { sys::recv(fd, ptr, len) } {
+            Ok(0) => return st.sock_failed(slot, "connection closed by the peer".into()),
+            Ok(n) => {
+                frames += st.rx_data(slot, n, sink);
+                // A short read means the socket is drained: skip the EAGAIN call.
+                if n < len || frames >= FRAME_BUDGET {
+                    return;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) => return st.sock_failed(slot, format!("recv: {e}")),
+        }
+    }
+}

@@ -1,0 +1,337 @@
+//! Thin wrappers over the socket system calls both backends use: errors as
+//! `io::Error`, `EINTR` retried, `MSG_NOSIGNAL` on every send.
+
+use std::io;
+use std::mem::{size_of, zeroed};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+
+fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+fn cvt_size(r: libc::ssize_t) -> io::Result<usize> {
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// A socket address in the kernel's layout, kept at a stable place (boxed by
+/// its owner) while an io_uring CONNECT reads it.
+#[derive(Clone, Copy)]
+pub(crate) struct SockAddr {
+    storage: libc::sockaddr_storage,
+    len: libc::socklen_t,
+}
+
+impl SockAddr {
+    pub(crate) fn new(addr: SocketAddr) -> SockAddr {
+        // SAFETY: sockaddr_storage is plain data; all-zero is valid.
+        let mut storage: libc::sockaddr_storage = unsafe { zeroed() };
+        let len = match addr {
+            SocketAddr::V4(a) => {
+                let sin = libc::sockaddr_in {
+                    sin_family: libc::AF_INET as libc::sa_family_t,
+                    sin_port: a.port().to_be(),
+                    sin_addr: libc::in_addr {
+                        s_addr: u32::from_ne_bytes(a.ip().octets()),
+                    },
+                    sin_zero: [0; 8],
+                };
+                // SAFETY: sockaddr_storage is larger than and aligned for
+                // sockaddr_in.
+                unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in, sin) };
+                size_of::<libc::sockaddr_in>()
+            }
+            SocketAddr::V6(a) => {
+                let sin6 = libc::sockaddr_in6 {
+                    sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                    sin6_port: a.port().to_be(),
+                    sin6_flowinfo: a.flowinfo(),
+                    sin6_addr: libc::in6_addr {
+                        s6_addr: a.ip().octets(),
+                    },
+                    sin6_scope_id: a.scope_id(),
+                };
+                // SAFETY: as above, for sockaddr_in6.
+                unsafe { std::ptr::write(&mut storage as *mut _ as *mut libc::sockaddr_in6, sin6) };
+                size_of::<libc::sockaddr_in6>()
+            }
+        };
+        SockAddr {
+            storage,
+            len: len as libc::socklen_t,
+        }
+    }
+
+    pub(crate) fn as_ptr(&self) -> *const libc::sockaddr {
+        &self.storage as *const _ as *const libc::sockaddr
+    }
+
+    pub(crate) fn len(&self) -> libc::socklen_t {
+        self.len
+    }
+}
+
+/// A `sockaddr` as the kernel filled it (getsockname, getifaddrs).
+///
+/// # Safety
+/// `sa` must point to a valid socket address of its family's size.
+pub(crate) unsafe fn to_ip(sa: *const libc::sockaddr) -> Option<IpAddr> {
+    // SAFETY: the caller guarantees a valid address of its family.
+    unsafe {
+        match (*sa).sa_family as libc::c_int {
+            libc::AF_INET => {
+                let sin = &*(sa as *const libc::sockaddr_in);
+                Some(IpAddr::V4(Ipv4Addr::from(
+                    sin.sin_addr.s_addr.to_ne_bytes(),
+                )))
+            }
+            libc::AF_INET6 => {
+                let sin6 = &*(sa as *const libc::sockaddr_in6);
+                Some(IpAddr::V6(Ipv6Addr::from(sin6.sin6_addr.s6_addr)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// A new TCP socket for `addr`'s family, close-on-exec, with Nagle off.
+pub(crate) fn tcp_socket(addr: &SocketAddr, nonblocking: bool) -> io::Result<OwnedFd> {
+    let family = if addr.is_ipv4() {
+        libc::AF_INET
+    } else {
+        libc::AF_INET6
+    };
+    let mut ty = libc::SOCK_STREAM | libc::SOCK_CLOEXEC;
+    if nonblocking {
+        ty |= libc::SOCK_NONBLOCK;
+    }
+    // SAFETY: plain system call.
+    let fd = cvt(unsafe { libc::socket(family, ty, 0) })?;
+    // SAFETY: `fd` is a fresh descriptor we own.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_nodelay(fd.as_raw_fd())?;
+    Ok(fd)
+}
+
+/// TCP_NODELAY: frames are whole messages; waiting to coalesce them only
+/// adds latency.
+pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
+    let one: libc::c_int = 1;
+    // SAFETY: `one` outlives the call; the length matches.
+    cvt(unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NODELAY,
+            &one as *const _ as *const libc::c_void,
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    })?;
+    Ok(())
+}
+
+/// A listening socket on `addr` (port 0: ephemeral); returns it and the
+/// address it got.
+pub(crate) fn listen(addr: SocketAddr, nonblocking: bool) -> io::Result<(OwnedFd, SocketAddr)> {
+    let fd = tcp_socket(&addr, nonblocking)?;
+    let sa = SockAddr::new(addr);
+    // SAFETY: `sa` is a valid address of `len` bytes.
+    cvt(unsafe { libc::bind(fd.as_raw_fd(), sa.as_ptr(), sa.len()) })?;
+    // SAFETY: plain system call.
+    cvt(unsafe { libc::listen(fd.as_raw_fd(), 1024) })?;
+    // SAFETY: zeroed storage is valid; the kernel fills at most `len` bytes.
+    let mut st: libc::sockaddr_storage = unsafe { zeroed() };
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `st` has `len` bytes of room.
+    cvt(unsafe {
+        libc::getsockname(
+            fd.as_raw_fd(),
+            &mut st as *mut _ as *mut libc::sockaddr,
+            &mut len,
+        )
+    })?;
+    // SAFETY: the kernel wrote a valid address of our socket's family.
+    let ip = unsafe { to_ip(&st as *const _ as *const libc::sockaddr) };
+    let port = match st.ss_family as libc::c_int {
+        // SAFETY: the family says which layout it is.
+        libc::AF_INET => {
+            u16::from_be(unsafe { (*(&st as *const _ as *const libc::sockaddr_in)).sin_port })
+        }
+        // SAFETY: as above.
+        _ => u16::from_be(unsafe { (*(&st as *const _ as *const libc::sockaddr_in6)).sin6_port }),
+    };
+    let ip = ip.ok_or_else(|| io::Error::other("getsockname: unknown family"))?;
+    let local = match ip {
+        IpAddr::V4(v4) => SocketAddr::V4(SocketAddrV4::new(v4, port)),
+        IpAddr::V6(v6) => SocketAddr::V6(SocketAddrV6::new(v6, port, 0, 0)),
+    };
+    Ok((fd, local))
+}
+
+/// Starts a connect on a nonblocking socket: `Ok(true)` connected,
+/// `Ok(false)` in progress.
+pub(crate) fn connect(fd: RawFd, addr: &SockAddr) -> io::Result<bool> {
+    // SAFETY: `addr` is a valid address of `len` bytes.
+    match cvt(unsafe { libc::connect(fd, addr.as_ptr(), addr.len()) }) {
+        Ok(_) => Ok(true),
+        Err(e) if e.raw_os_error() == Some(libc::EINPROGRESS) => Ok(false),
+        Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The pending error of a socket (result of a nonblocking connect).
+pub(crate) fn take_error(fd: RawFd) -> io::Result<Option<io::Error>> {
+    let mut err: libc::c_int = 0;
+    let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `err` has `len` bytes of room.
+    cvt(unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            &mut err as *mut _ as *mut libc::c_void,
+            &mut len,
+        )
+    })?;
+    Ok((err != 0).then(|| io::Error::from_raw_os_error(err)))
+}
+
+/// One pending connection, nonblocking and close-on-exec, Nagle off.
+pub(crate) fn accept(listener: RawFd) -> io::Result<OwnedFd> {
+    loop {
+        // SAFETY: null address pointers are allowed.
+        let r = unsafe {
+            libc::accept4(
+                listener,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            )
+        };
+        match cvt(r) {
+            // SAFETY: a fresh descriptor we own.
+            Ok(fd) => return Ok(unsafe { OwnedFd::from_raw_fd(fd) }),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Nonblocking receive into `len` bytes at `buf`.
+///
+/// # Safety
+/// `buf..buf+len` must be writable.
+pub(crate) unsafe fn recv(fd: RawFd, buf: *mut u8, len: usize) -> io::Result<usize> {
+    loop {
+        // SAFETY: the caller guarantees the buffer.
+        let r = unsafe { libc::recv(fd, buf.cast(), len, libc::MSG_DONTWAIT) };
+        match cvt_size(r) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Nonblocking send of the concatenation of `parts`, without SIGPIPE.
+pub(crate) fn send(fd: RawFd, parts: &[&[u8]]) -> io::Result<usize> {
+    let mut iov = [libc::iovec {
+        iov_base: std::ptr::null_mut(),
+        iov_len: 0,
+    }; 3];
+    let mut n = 0;
+    for p in parts.iter().filter(|p| !p.is_empty()).take(3) {
+        iov[n] = libc::iovec {
+            iov_base: p.as_ptr() as *mut libc::c_void,
+            iov_len: p.len(),
+        };
+        n += 1;
+    }
+    // SAFETY: msghdr is plain data; all-zero is valid.
+    let mut msg: libc::msghdr = unsafe { zeroed() };
+    msg.msg_iov = iov.as_mut_ptr();
+    msg.msg_iovlen = n as _;
+    loop {
+        // SAFETY: `msg` points at `n` iovecs over live slices the kernel
+        // only reads.
+        let r = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) };
+        match cvt_size(r) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => return r,
+        }
+    }
+}
+
+/// Both directions: wakes every operation blocked on the socket.
+pub(crate) fn shutdown(fd: RawFd) {
+    // SAFETY: plain system call; errors (not connected) do not matter.
+    unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
+}
+
+/// `poll(2)` with timeout 0 over `fds`.
+pub(crate) fn poll_now(fds: &mut [libc::pollfd]) -> io::Result<usize> {
+    // SAFETY: `fds` is a valid array of its length.
+    Ok(cvt(unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 0) })? as usize)
+}
+
+/// A level-triggered epoll set, for finding readable connections among many.
+pub(crate) struct Epoll {
+    fd: OwnedFd,
+    events: Vec<libc::epoll_event>,
+}
+
+impl Epoll {
+    pub(crate) fn new() -> io::Result<Epoll> {
+        // SAFETY: plain system call.
+        let fd = cvt(unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) })?;
+        Ok(Epoll {
+            // SAFETY: a fresh descriptor we own.
+            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            events: vec![libc::epoll_event { events: 0, u64: 0 }; 64],
+        })
+    }
+
+    pub(crate) fn add(&self, fd: RawFd, token: u64) -> io::Result<()> {
+        let mut ev = libc::epoll_event {
+            events: libc::EPOLLIN as u32,
+            u64: token,
+        };
+        // SAFETY: `ev` outlives the call.
+        cvt(unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_ADD, fd, &mut ev) })?;
+        Ok(())
+    }
+
+    pub(crate) fn del(&self, fd: RawFd) {
+        let mut ev = libc::epoll_event { events: 0, u64: 0 };
+        // SAFETY: as above; failure (not registered) does not matter.
+        unsafe { libc::epoll_ctl(self.fd.as_raw_fd(), libc::EPOLL_CTL_DEL, fd, &mut ev) };
+    }
+
+    /// Tokens of ready descriptors, without waiting.
+    pub(crate) fn ready(&mut self) -> io::Result<impl Iterator<Item = u64> + '_> {
+        let n = loop {
+            // SAFETY: `events` has room for its length.
+            let r = unsafe {
+                libc::epoll_wait(
+                    self.fd.as_raw_fd(),
+                    self.events.as_mut_ptr(),
+                    self.events.len() as i32,
+                    0,
+                )
+            };
+            match cvt(r) {
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                r => break r? as usize,
+            }
+        };
+        Ok(self.events[..n].iter().map(|e| e.u64))
+    }
+}

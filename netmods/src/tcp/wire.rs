@@ -1,0 +1,188 @@
+//! The bytes on a TCP connection: the handshake that names the connecting
+//! process, then length-prefixed frames. Pure encoding and decoding, no I/O,
+//! so both backends and the tests share one definition.
+//!
+//! ```text
+//! HELLO   (connector → acceptor): magic[8] kind:u8 rank:u64 job_len:u16 job[job_len]
+//! VERDICT (acceptor → connector): magic[8] verdict:u8
+//! FRAME   (both ways, once accepted): header_len:u32 payload_len:u32 header payload
+//! ```
+//! All integers little-endian.
+
+/// Opens both handshake messages: a stray client or another protocol is
+/// recognised by its first eight bytes.
+pub(crate) const MAGIC: [u8; 8] = *b"RVTCP\x01\0\0";
+
+/// Identity kind: a rank of a process group.
+pub(crate) const KIND_RANK: u8 = 1;
+/// Identity kind reserved for temporary connections to a named port
+/// (dynamic processes); answered with [`Verdict::Unsupported`] for now.
+#[allow(dead_code)]
+pub(crate) const KIND_PORT: u8 = 2;
+
+/// HELLO up to the job id: magic, kind, rank, job length.
+pub(crate) const HELLO_FIXED: usize = 8 + 1 + 8 + 2;
+/// Longest job id we send or accept: PMI KVS names are far shorter, and a
+/// bound keeps the handshake buffer fixed-size.
+pub(crate) const MAX_JOB: usize = 256;
+pub(crate) const HELLO_MAX: usize = HELLO_FIXED + MAX_JOB;
+pub(crate) const VERDICT_LEN: usize = 9;
+
+/// Frame prefix: header length and payload length.
+pub(crate) const PREFIX: usize = 8;
+/// The engine's headers are a few dozen bytes; anything longer is garbage.
+pub(crate) const MAX_HEADER: usize = 256;
+/// Far above any piece size: a longer length is garbage, not a big message.
+pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
+
+/// The acceptor's answer to a HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Accept = 0,
+    /// Already connected, or the tie-break of a simultaneous connect went
+    /// to the acceptor's own connection: wait for that one.
+    Duplicate = 1,
+    /// The connector belongs to another process group.
+    OtherJob = 2,
+    /// Identity kind not served (port connections, self-connection).
+    Unsupported = 3,
+}
+
+pub(crate) fn encode_verdict(v: Verdict) -> [u8; VERDICT_LEN] {
+    let mut b = [0u8; VERDICT_LEN];
+    b[..8].copy_from_slice(&MAGIC);
+    b[8] = v as u8;
+    b
+}
+
+pub(crate) fn parse_verdict(b: &[u8]) -> Result<Verdict, &'static str> {
+    if b.len() != VERDICT_LEN || b[..8] != MAGIC {
+        return Err("handshake reply has a wrong magic");
+    }
+    Ok(match b[8] {
+        0 => Verdict::Accept,
+        1 => Verdict::Duplicate,
+        2 => Verdict::OtherJob,
+        3 => Verdict::Unsupported,
+        _ => return Err("handshake reply has an unknown verdict"),
+    })
+}
+
+/// Writes a HELLO for `rank` of `job` into `buf`; returns its length.
+/// `job` must be at most [`MAX_JOB`] bytes (checked at construction).
+pub(crate) fn encode_hello(buf: &mut [u8; HELLO_MAX], rank: u64, job: &[u8]) -> usize {
+    let n = job.len().min(MAX_JOB);
+    buf[..8].copy_from_slice(&MAGIC);
+    buf[8] = KIND_RANK;
+    buf[9..17].copy_from_slice(&rank.to_le_bytes());
+    buf[17..19].copy_from_slice(&(n as u16).to_le_bytes());
+    buf[HELLO_FIXED..HELLO_FIXED + n].copy_from_slice(&job[..n]);
+    HELLO_FIXED + n
+}
+
+/// A HELLO as far as it has arrived.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Hello<'a> {
+    /// More bytes needed.
+    Partial,
+    /// Not a Rivet connector: close without answering.
+    Bad(&'static str),
+    /// A job id longer than any we accept: cannot be ours.
+    LongJob,
+    Done {
+        kind: u8,
+        rank: u64,
+        job: &'a [u8],
+    },
+}
+
+pub(crate) fn parse_hello(b: &[u8]) -> Hello<'_> {
+    let m = b.len().min(8);
+    if b[..m] != MAGIC[..m] {
+        return Hello::Bad("wrong magic");
+    }
+    if b.len() < HELLO_FIXED {
+        return Hello::Partial;
+    }
+    let kind = b[8];
+    let rank = u64::from_le_bytes(b[9..17].try_into().unwrap_or_default());
+    let len = u16::from_le_bytes([b[17], b[18]]) as usize;
+    if len > MAX_JOB {
+        return Hello::LongJob;
+    }
+    match b.len().cmp(&(HELLO_FIXED + len)) {
+        std::cmp::Ordering::Less => Hello::Partial,
+        std::cmp::Ordering::Greater => Hello::Bad("bytes after the handshake"),
+        std::cmp::Ordering::Equal => Hello::Done {
+            kind,
+            rank,
+            job: &b[HELLO_FIXED..],
+        },
+    }
+}
+
+pub(crate) fn encode_prefix(header_len: usize, payload_len: usize) -> [u8; PREFIX] {
+    let mut p = [0u8; PREFIX];
+    p[..4].copy_from_slice(&(header_len as u32).to_le_bytes());
+    p[4..].copy_from_slice(&(payload_len as u32).to_le_bytes());
+    p
+}
+
+/// `(header_len, payload_len)` of a frame prefix, checked against the limits.
+pub(crate) fn parse_prefix(p: &[u8; PREFIX]) -> Result<(usize, usize), &'static str> {
+    let h = u32::from_le_bytes([p[0], p[1], p[2], p[3]]) as usize;
+    let n = u32::from_le_bytes([p[4], p[5], p[6], p[7]]) as usize;
+    if h > MAX_HEADER {
+        return Err("protocol error: frame header longer than 256 bytes");
+    }
+    if n > MAX_PAYLOAD {
+        return Err("protocol error: frame payload longer than 1 GiB");
+    }
+    Ok((h, n))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hello_round_trip_and_partials() {
+        let mut buf = [0u8; HELLO_MAX];
+        let n = encode_hello(&mut buf, 7, b"kvs_42");
+        for cut in 0..n {
+            assert_eq!(parse_hello(&buf[..cut]), Hello::Partial, "cut {cut}");
+        }
+        assert_eq!(
+            parse_hello(&buf[..n]),
+            Hello::Done {
+                kind: KIND_RANK,
+                rank: 7,
+                job: b"kvs_42"
+            }
+        );
+        assert!(matches!(parse_hello(&buf[..n + 1]), Hello::Bad(_)));
+        assert!(matches!(parse_hello(b"GET / HT"), Hello::Bad(_)));
+        assert!(matches!(parse_hello(b"GE"), Hello::Bad(_)));
+        buf[17..19].copy_from_slice(&1000u16.to_le_bytes());
+        assert_eq!(parse_hello(&buf[..HELLO_FIXED]), Hello::LongJob);
+    }
+
+    #[test]
+    fn verdict_and_prefix() {
+        for v in [
+            Verdict::Accept,
+            Verdict::Duplicate,
+            Verdict::OtherJob,
+            Verdict::Unsupported,
+        ] {
+            assert_eq!(parse_verdict(&encode_verdict(v)), Ok(v));
+        }
+        assert!(parse_verdict(b"RVTCP\x01\0\0\x09").is_err());
+        assert_eq!(
+            parse_prefix(&encode_prefix(256, 1 << 30)),
+            Ok((256, 1 << 30))
+        );
+        assert!(parse_prefix(&encode_prefix(257, 0)).is_err());
+        assert!(parse_prefix(&encode_prefix(0, (1 << 30) + 1)).is_err());
+    }
+}

@@ -1,0 +1,664 @@
+//! The TCP netmod between instances in this process, over loopback, for
+//! both backends (io_uring skipped with a note where no ring can be made).
+//! Every wait is bounded: a stuck test fails after its deadline.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::ptr::NonNull;
+use std::time::{Duration, Instant};
+
+use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
+use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
+
+const DEADLINE: Duration = Duration::from_secs(10);
+
+fn config(backend: Backend) -> TcpConfig {
+    TcpConfig {
+        backend,
+        ifaces: vec!["lo".into()],
+        piece: 8 << 20,
+        ..TcpConfig::default()
+    }
+}
+
+/// `n` netmods of ranks 0..n in job `job`, or `None` (with a note) if the
+/// io_uring backend cannot run here.
+fn open_n(backend: Backend, job: &str, n: u64) -> Option<Vec<TcpNetmod>> {
+    let mut v = Vec::new();
+    for r in 0..n {
+        match TcpNetmod::new(config(backend), job, r) {
+            Ok(m) => {
+                assert_eq!(m.backend(), backend);
+                v.push(m);
+            }
+            Err(e) if backend == Backend::Uring => {
+                eprintln!("note: skipping the io_uring variant: {e}");
+                return None;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    Some(v)
+}
+
+fn connect_all(nets: &mut [TcpNetmod]) {
+    let cards: Vec<String> = nets.iter().map(|n| n.business_card().to_string()).collect();
+    for (i, n) in nets.iter_mut().enumerate() {
+        for (j, c) in cards.iter().enumerate() {
+            if i != j {
+                n.connect(j as u64, c).unwrap();
+            }
+        }
+    }
+}
+
+fn fnv(b: &[u8]) -> u64 {
+    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
+        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
+    })
+}
+
+/// Payload `seq` from `from`: a pattern that differs per message.
+fn payload(from: u64, seq: u32, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u64 * 7 + seq as u64 * 13 + from * 101) as u8)
+        .collect()
+}
+
+fn header(seq: u32, len: usize) -> Vec<u8> {
+    let mut h = seq.to_le_bytes().to_vec();
+    h.extend_from_slice(&(len as u64).to_le_bytes());
+    h
+}
+
+#[derive(Default)]
+struct Rec {
+    /// (from, seq, payload length, payload hash)
+    msgs: Vec<(PeerId, u32, usize, u64)>,
+    failed: Vec<(PeerId, String)>,
+    place: bool,
+    /// Buffers handed out by `place` and not yet delivered into.
+    outstanding: HashMap<usize, Box<[u8]>>,
+    delivered_placed: usize,
+}
+
+impl Rec {
+    fn from(&self, peer: PeerId) -> Vec<(u32, usize, u64)> {
+        self.msgs
+            .iter()
+            .filter(|m| m.0 == peer)
+            .map(|m| (m.1, m.2, m.3))
+            .collect()
+    }
+}
+
+impl Sink for Rec {
+    fn deliver(&mut self, peer: PeerId, h: &[u8], p: &[u8]) {
+        assert_eq!(h.len(), 12, "header intact");
+        let seq = u32::from_le_bytes(h[..4].try_into().unwrap());
+        let len = u64::from_le_bytes(h[4..].try_into().unwrap()) as usize;
+        assert_eq!(p.len(), len, "payload length");
+        // Keep a placed buffer alive until its bytes are hashed.
+        let placed = self.outstanding.remove(&(p.as_ptr() as usize));
+        self.delivered_placed += placed.is_some() as usize;
+        self.msgs.push((peer, seq, p.len(), fnv(p)));
+        drop(placed);
+    }
+
+    fn place(&mut self, _: PeerId, h: &[u8], len: usize) -> Option<NonNull<u8>> {
+        assert_eq!(h.len(), 12);
+        if !self.place {
+            return None;
+        }
+        let mut b = vec![0u8; len].into_boxed_slice();
+        let p = b.as_mut_ptr();
+        self.outstanding.insert(p as usize, b);
+        NonNull::new(p)
+    }
+
+    fn peer_failed(&mut self, peer: PeerId, why: &str) {
+        self.failed.push((peer, why.to_string()));
+    }
+}
+
+/// Polls every netmod until `done` holds; panics at the deadline.
+fn pump(nets: &mut [TcpNetmod], sinks: &mut [Rec], done: impl Fn(&[TcpNetmod], &[Rec]) -> bool) {
+    let end = Instant::now() + DEADLINE;
+    while !done(nets, sinks) {
+        assert!(Instant::now() < end, "timed out");
+        for (n, s) in nets.iter_mut().zip(sinks.iter_mut()) {
+            n.poll(s).unwrap();
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Polls `rounds` times.
+fn spin(nets: &mut [TcpNetmod], sinks: &mut [Rec], rounds: usize) {
+    for _ in 0..rounds {
+        for (n, s) in nets.iter_mut().zip(sinks.iter_mut()) {
+            n.poll(s).unwrap();
+        }
+        std::thread::yield_now();
+    }
+}
+
+/// Sends message `seq` of `len` bytes from `from` to `to`, polling
+/// everyone while the transport is full.
+fn send(nets: &mut [TcpNetmod], sinks: &mut [Rec], from: usize, to: u64, seq: u32, len: usize) {
+    let (h, p) = (header(seq, len), payload(from as u64, seq, len));
+    let end = Instant::now() + DEADLINE;
+    while !nets[from].try_send(to, &h, &p).unwrap() {
+        assert!(Instant::now() < end, "send timed out");
+        spin(nets, sinks, 1);
+    }
+}
+
+fn expect(from: u64, sizes: &[usize]) -> Vec<(u32, usize, u64)> {
+    sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &l)| (i as u32, l, fnv(&payload(from, i as u32, l))))
+        .collect()
+}
+
+fn lazy_connect_and_sizes(b: Backend) {
+    let Some(mut nets) = open_n(b, "lazy", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    assert!(nets[0].knows(1) && nets[1].knows(0));
+    spin(&mut nets, &mut sinks, 50);
+    for n in &nets {
+        assert_eq!(
+            n.connections_made(),
+            0,
+            "no connection before the first message"
+        );
+        assert!(n.idle());
+    }
+    let sizes = [0, 1, 64 << 10, (4 << 20) + 1, 5];
+    for (i, &len) in sizes.iter().enumerate() {
+        send(&mut nets, &mut sinks, 0, 1, i as u32, len);
+        send(&mut nets, &mut sinks, 1, 0, i as u32, len);
+    }
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[0].msgs.len() == sizes.len() && s[1].msgs.len() == sizes.len()
+    });
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    for n in &nets {
+        assert_eq!(n.connections_made(), 1);
+        assert_eq!(n.connected_peers(), 1);
+        let d = n.describe();
+        assert!(
+            d.iter()
+                .any(|(k, v)| k == "tcp.peers" && v == "1 connected"),
+            "{d:?}"
+        );
+    }
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+}
+
+fn placement(b: Backend) {
+    let Some(mut nets) = open_n(b, "place", 2) else {
+        return;
+    };
+    let mut sinks = vec![
+        Rec::default(),
+        Rec {
+            place: true,
+            ..Rec::default()
+        },
+    ];
+    connect_all(&mut nets);
+    let sizes = [1 << 20, 100 << 10, 3 << 20, 17 << 10, 10];
+    for (i, &len) in sizes.iter().enumerate() {
+        send(&mut nets, &mut sinks, 0, 1, i as u32, len);
+    }
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == sizes.len());
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    // The 1 MiB and 3 MiB payloads cannot be whole in the input buffer when
+    // their header arrives: they must have gone straight to `place` memory.
+    assert!(
+        sinks[1].delivered_placed >= 2,
+        "placed {}",
+        sinks[1].delivered_placed
+    );
+    assert!(
+        sinks[1].outstanding.is_empty(),
+        "every placement was delivered"
+    );
+}
+
+fn simultaneous_connect(b: Backend) {
+    const N: u32 = 200;
+    for rep in 0..4 {
+        let Some(mut nets) = open_n(b, &format!("simul{rep}"), 2) else {
+            return;
+        };
+        let mut sinks = vec![Rec::default(), Rec::default()];
+        connect_all(&mut nets);
+        // Both connect before either polls.
+        for (from, to) in [(0, 1), (1, 0)] {
+            assert!(nets[from]
+                .try_send(to, &header(0, 3), &payload(from as u64, 0, 3))
+                .unwrap());
+        }
+        if rep % 2 == 1 {
+            // Let the higher rank see the lower's HELLO first.
+            nets[1].poll(&mut sinks[1]).unwrap();
+        }
+        for seq in 1..N {
+            for (from, to) in [(0, 1), (1, 0)] {
+                send(&mut nets, &mut sinks, from, to, seq, 3);
+            }
+        }
+        pump(&mut nets, &mut sinks, |_, s| {
+            s.iter().all(|s| s.msgs.len() == N as usize)
+        });
+        spin(&mut nets, &mut sinks, 20);
+        for (i, s) in sinks.iter().enumerate() {
+            let from = 1 - i as u64;
+            assert_eq!(s.from(from), expect(from, &[3; N as usize]), "rep {rep}");
+            assert!(s.failed.is_empty(), "{:?}", s.failed);
+        }
+        for n in &nets {
+            assert_eq!(
+                n.connections_made(),
+                1,
+                "one connection per pair (rep {rep})"
+            );
+            assert_eq!(n.connected_peers(), 1);
+        }
+    }
+}
+
+fn three_way(b: Backend) {
+    const N: u32 = 50;
+    let Some(mut nets) = open_n(b, "three", 3) else {
+        return;
+    };
+    let mut sinks: Vec<Rec> = (0..3).map(|_| Rec::default()).collect();
+    connect_all(&mut nets);
+    for seq in 0..N {
+        for from in 0..3 {
+            for to in 0..3u64 {
+                if from as u64 != to {
+                    let len = (seq as usize * 37) % 3000;
+                    send(&mut nets, &mut sinks, from, to, seq, len);
+                }
+            }
+        }
+    }
+    pump(&mut nets, &mut sinks, |_, s| {
+        s.iter().all(|s| s.msgs.len() == 2 * N as usize)
+    });
+    spin(&mut nets, &mut sinks, 20);
+    for (me, s) in sinks.iter().enumerate() {
+        for from in (0..3u64).filter(|&f| f != me as u64) {
+            let sizes: Vec<usize> = (0..N).map(|seq| (seq as usize * 37) % 3000).collect();
+            assert_eq!(s.from(from), expect(from, &sizes));
+        }
+        assert!(s.failed.is_empty());
+    }
+    for n in &nets {
+        assert_eq!(n.connections_made(), 2);
+        assert_eq!(n.connected_peers(), 2);
+    }
+}
+
+fn peer_failure(b: Backend) {
+    let Some(mut nets) = open_n(b, "fail", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    for seq in 0..20 {
+        send(&mut nets, &mut sinks, 1, 0, seq, 1000);
+    }
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() >= 5);
+    // Rank 0 goes away mid-stream while rank 1 keeps sending.
+    drop(nets.remove(0));
+    sinks.remove(0);
+    let end = Instant::now() + DEADLINE;
+    let mut seq = 20;
+    while sinks[0].failed.is_empty() {
+        assert!(Instant::now() < end, "no peer_failed");
+        match nets[0].try_send(0, &header(seq, 1000), &payload(1, seq, 1000)) {
+            Ok(_) => seq += 1,
+            Err(NetmodError::Peer { peer: 0, .. }) => {}
+            Err(e) => panic!("{e}"),
+        }
+        spin(&mut nets, &mut sinks, 1);
+    }
+    spin(&mut nets, &mut sinks, 100);
+    assert_eq!(sinks[0].failed.len(), 1, "{:?}", sinks[0].failed);
+    assert_eq!(sinks[0].failed[0].0, 0);
+    let e = nets[0].try_send(0, &header(0, 1), b"x").unwrap_err();
+    assert!(matches!(e, NetmodError::Peer { peer: 0, .. }), "{e}");
+    assert!(nets[0].idle(), "a failed peer's queue is dropped");
+    assert_eq!(nets[0].connected_peers(), 0);
+}
+
+/// Connects a raw client to `net`'s listener, writes `bytes`, and returns
+/// what comes back until the netmod closes the connection.
+fn raw_client(nets: &mut [TcpNetmod], sinks: &mut [Rec], target: usize, bytes: &[u8]) -> Vec<u8> {
+    let card = nets[target].business_card().to_string();
+    let addr: SocketAddr = card
+        .strip_prefix("tcp:")
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut c = TcpStream::connect(addr).unwrap();
+    c.write_all(bytes).unwrap();
+    c.set_nonblocking(true).unwrap();
+    let mut got = Vec::new();
+    let end = Instant::now() + DEADLINE;
+    loop {
+        assert!(
+            Instant::now() < end,
+            "the netmod did not close the connection"
+        );
+        let mut b = [0u8; 64];
+        match c.read(&mut b) {
+            Ok(0) => return got,
+            Ok(n) => {
+                got.extend_from_slice(&b[..n]);
+                if got.len() == 9 && got[8] == 0 {
+                    // Accepted: now send what follows the handshake.
+                    let mut rest = vec![0u8; 8];
+                    rest[..4].copy_from_slice(&1000u32.to_le_bytes());
+                    c.write_all(&rest).unwrap();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+            Err(e) => panic!("{e}"),
+        }
+        spin(nets, sinks, 1);
+    }
+}
+
+fn hello(kind: u8, rank: u64, job: &[u8]) -> Vec<u8> {
+    let mut v = b"RVTCP\x01\0\0".to_vec();
+    v.push(kind);
+    v.extend_from_slice(&rank.to_le_bytes());
+    v.extend_from_slice(&(job.len() as u16).to_le_bytes());
+    v.extend_from_slice(job);
+    v
+}
+
+fn bad_peers(b: Backend) {
+    let Some(mut nets) = open_n(b, "badpeer", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 0, 1, 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+
+    assert_eq!(
+        raw_client(&mut nets, &mut sinks, 0, b"GET / HTTP/1.0\r\n"),
+        b""
+    );
+    let other = raw_client(&mut nets, &mut sinks, 0, &hello(1, 9, b"another-job"));
+    assert_eq!(other, b"RVTCP\x01\0\0\x02", "rejected as another job");
+    let port = raw_client(&mut nets, &mut sinks, 0, &hello(2, 9, b"badpeer"));
+    assert_eq!(
+        port, b"RVTCP\x01\0\0\x03",
+        "port connections are not served yet"
+    );
+    // Rank 1 is connected already: a second connection claiming it is refused.
+    let dup = raw_client(&mut nets, &mut sinks, 0, &hello(1, 1, b"badpeer"));
+    assert_eq!(dup, b"RVTCP\x01\0\0\x01");
+    // Accepted as rank 7, then a frame header_len of 1000: a protocol error.
+    let huge = raw_client(&mut nets, &mut sinks, 0, &hello(1, 7, b"badpeer"));
+    assert_eq!(huge, b"RVTCP\x01\0\0\x00");
+    pump(&mut nets, &mut sinks, |_, s| !s[0].failed.is_empty());
+    assert_eq!(sinks[0].failed.len(), 1);
+    assert_eq!(sinks[0].failed[0].0, 7, "{:?}", sinks[0].failed);
+    assert!(
+        sinks[0].failed[0].1.contains("header"),
+        "{:?}",
+        sinks[0].failed
+    );
+
+    // The real pair is unharmed.
+    send(&mut nets, &mut sinks, 0, 1, 1, 10);
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[1].msgs.len() == 2 && s[0].msgs.len() == 1
+    });
+    assert!(sinks[1].failed.is_empty());
+    assert_eq!(sinks[0].failed.len(), 1);
+}
+
+fn flow_control(b: Backend) {
+    const LEN: usize = 256 << 10;
+    let Some(mut nets) = open_n(b, "flow", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 0, 1, 0, 1);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    // Only the sender polls: the receiver's socket fills, then the queue.
+    let mut taken = 1u32;
+    let mut full = false;
+    let p = payload(0, 0, LEN);
+    for _ in 0..400 {
+        if nets[0].try_send(1, &header(taken, LEN), &p).unwrap() {
+            taken += 1;
+        } else {
+            full = true;
+            break;
+        }
+        nets[0].poll(&mut sinks[0]).unwrap();
+    }
+    assert!(full, "never Ok(false) after {taken} messages");
+    assert!(!nets[0].idle());
+    pump(&mut nets, &mut sinks, |n, s| {
+        s[1].msgs.len() == taken as usize && n[0].idle()
+    });
+    let got = sinks[1].from(0);
+    for (i, m) in got.iter().enumerate().skip(1) {
+        assert_eq!(*m, (i as u32, LEN, fnv(&p)));
+    }
+}
+
+fn second_address(b: Backend) {
+    let Some(mut nets) = open_n(b, "second", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    // Nobody listens on the first address of the card: connect moves on.
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = l.local_addr().unwrap();
+    drop(l);
+    let live = nets[1]
+        .business_card()
+        .strip_prefix("tcp:")
+        .unwrap()
+        .to_string();
+    nets[0].connect(1, &format!("tcp:{dead},{live}")).unwrap();
+    send(&mut nets, &mut sinks, 0, 1, 0, 100);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    assert_eq!(nets[0].connections_made(), 1);
+}
+
+/// Above 16 connections the poll backend finds readable ones by epoll.
+fn many_peers(b: Backend) {
+    const PEERS: u64 = 18;
+    let Some(mut nets) = open_n(b, "many", PEERS) else {
+        return;
+    };
+    let mut sinks: Vec<Rec> = (0..PEERS).map(|_| Rec::default()).collect();
+    connect_all(&mut nets);
+    for seq in 0..10 {
+        for r in 1..PEERS {
+            send(&mut nets, &mut sinks, r as usize, 0, seq, 100);
+            send(&mut nets, &mut sinks, 0, r, seq, 100);
+        }
+    }
+    let want = 10 * (PEERS as usize - 1);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[0].msgs.len() == want && s[1..].iter().all(|s| s.msgs.len() == 10)
+    });
+    for r in 1..PEERS {
+        assert_eq!(sinks[0].from(r), expect(r, &[100; 10]));
+        assert_eq!(sinks[r as usize].from(0), expect(0, &[100; 10]));
+    }
+    assert_eq!(nets[0].connected_peers(), PEERS as usize - 1);
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+}
+
+macro_rules! both_backends {
+    ($($name:ident),*) => {
+        mod poll {
+            use super::*;
+            $(#[test] fn $name() { super::$name(Backend::Poll) })*
+        }
+        mod uring {
+            use super::*;
+            $(#[test] fn $name() { super::$name(Backend::Uring) })*
+        }
+    };
+}
+
+both_backends!(
+    lazy_connect_and_sizes,
+    placement,
+    simultaneous_connect,
+    three_way,
+    peer_failure,
+    bad_peers,
+    flow_control,
+    second_address,
+    many_peers
+);
+
+#[test]
+fn bad_cards_and_settings() {
+    let mut n = TcpNetmod::new(config(Backend::Poll), "cards", 0).unwrap();
+    for card in [
+        "",
+        "tcp:",
+        "ofi:fi_addr",
+        "tcp:localhost:1",
+        "tcp:1.2.3.4:0",
+        "tcp:1.2.3.4:5,x",
+    ] {
+        assert!(
+            matches!(n.connect(1, card), Err(NetmodError::BadCard { .. })),
+            "{card:?}"
+        );
+    }
+    assert!(!n.knows(1));
+    assert!(matches!(
+        n.try_send(1, b"h", b"p"),
+        Err(NetmodError::Peer { peer: 1, .. })
+    ));
+    n.connect(1, "tcp:127.0.0.1:1").unwrap();
+    let big = vec![0u8; (8 << 20) + 1];
+    assert!(
+        n.try_send(1, b"h", &big).is_err(),
+        "payload above the piece size"
+    );
+    assert!(
+        n.try_send(1, &[0; 257], b"").is_err(),
+        "header above 256 bytes"
+    );
+
+    let vars = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    };
+    for bad in [
+        &[("RIVET_TCP_BACKEND", "fast")][..],
+        &[("RIVET_TCP_EAGER_MAX", "12Q")],
+        &[("RIVET_TCP_PIECE", "0")],
+    ] {
+        let e = TcpConfig::from_vars(vars(bad)).unwrap_err().to_string();
+        assert!(e.contains(bad[0].0), "{e}");
+    }
+    let c = TcpConfig {
+        ifaces: vec!["no-such-if9".into()],
+        ..TcpConfig::default()
+    };
+    let e = TcpNetmod::new(c, "j", 0).err().unwrap().to_string();
+    assert!(e.contains("no-such-if9") && e.contains("lo"), "{e}");
+}
+
+#[test]
+fn connect_refused_fails_the_peer() {
+    for b in [Backend::Poll, Backend::Uring] {
+        let Some(mut nets) = open_n(b, "refused", 1) else {
+            continue;
+        };
+        let mut sinks = vec![Rec::default()];
+        // A port nobody listens on: bind one, then close it.
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let card = format!("tcp:{}", l.local_addr().unwrap());
+        drop(l);
+        nets[0].connect(5, &card).unwrap();
+        match nets[0].try_send(5, &header(0, 1), b"x") {
+            Ok(true) | Err(NetmodError::Peer { peer: 5, .. }) => {}
+            r => panic!("{r:?}"),
+        }
+        pump(&mut nets, &mut sinks, |_, s| !s[0].failed.is_empty());
+        spin(&mut nets, &mut sinks, 20);
+        assert_eq!(sinks[0].failed.len(), 1);
+        assert_eq!(sinks[0].failed[0].0, 5);
+        assert!(nets[0].try_send(5, &header(0, 1), b"x").is_err());
+    }
+}
+
+#[test]
+fn uring_fallback_is_described() {
+    let c = TcpConfig {
+        inject_uring_failure: true,
+        ..config(Backend::Auto)
+    };
+    let n = TcpNetmod::new(c.clone(), "fallback", 0).unwrap();
+    assert_eq!(n.backend(), Backend::Poll);
+    let d = n.describe();
+    let line = &d.iter().find(|(k, _)| k == "tcp.backend").unwrap().1;
+    assert!(
+        line.starts_with("poll (io_uring unavailable: failure injected"),
+        "{line}"
+    );
+    let e = TcpNetmod::new(
+        TcpConfig {
+            backend: Backend::Uring,
+            ..c
+        },
+        "fallback",
+        0,
+    )
+    .err()
+    .unwrap()
+    .to_string();
+    assert!(
+        e.contains("RIVET_TCP_BACKEND=uring") && e.contains("injected"),
+        "{e}"
+    );
+    let p = TcpNetmod::new(config(Backend::Poll), "fallback", 0).unwrap();
+    let line = p.describe()[0].1.clone();
+    assert_eq!(line, "poll (RIVET_TCP_BACKEND=poll, the default)");
+    assert!(p.describe()[1].1.starts_with("tcp:127.0.0.1:"));
+    if let Ok(u) = TcpNetmod::new(config(Backend::Auto), "fallback", 0) {
+        eprintln!("auto picked: {:?}", u.describe()[0]);
+    }
+}
