@@ -1,6 +1,7 @@
 //! Engine settings from `RIVET_*` environment variables, read once at init.
 
 use crate::error::{Error, Result};
+pub use rivet_netmods::parse_size;
 
 /// How large messages cross shared memory.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -22,17 +23,36 @@ pub enum YieldMode {
     Never,
 }
 
+/// Which network module reaches peers that shared memory does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetmodChoice {
+    /// tcp for peers on other nodes; shared memory on the node.
+    Auto,
+    /// tcp for every peer, on-node ones included (testing, benchmarks).
+    Tcp,
+    /// libfabric for every peer.
+    Ofi,
+}
+
 #[derive(Debug, Clone)]
 pub struct Config {
     /// Largest message sent eagerly over shared memory.
     pub shm_eager_max: usize,
     pub lmt: LmtMode,
     pub yield_mode: YieldMode,
+    pub netmod: NetmodChoice,
+    /// Eager bytes a sender may have outstanding to one netmod peer before
+    /// it must wait for credit (or use rendezvous): bounds what a receiver
+    /// buffers for messages it has not yet asked for.
+    pub eager_window: usize,
 }
 
 /// Measured on the development machine (BENCHMARKS.md): below this the copy
 /// through a cell beats the rendezvous round trip.
 pub const DEFAULT_SHM_EAGER_MAX: usize = 16 * 1024;
+
+/// Per peer: 64 full-size eager messages of the tcp default.
+pub const DEFAULT_EAGER_WINDOW: usize = 4 << 20;
 
 impl Config {
     pub fn from_env() -> Result<Config> {
@@ -54,10 +74,27 @@ impl Config {
             Some("never") => YieldMode::Never,
             Some(other) => return Err(bad("RIVET_YIELD", other, "use auto, always or never")),
         };
+        let netmod = match var("RIVET_NETMOD").as_deref() {
+            None | Some("") | Some("auto") | Some("shm") => NetmodChoice::Auto,
+            Some("tcp") => NetmodChoice::Tcp,
+            Some("ofi") => NetmodChoice::Ofi,
+            Some(other) => return Err(bad("RIVET_NETMOD", other, "use auto, tcp or ofi")),
+        };
+        let eager_window =
+            size_var(&var, "RIVET_NETMOD_EAGER_WINDOW")?.unwrap_or(DEFAULT_EAGER_WINDOW);
+        if eager_window < 4096 {
+            return Err(bad(
+                "RIVET_NETMOD_EAGER_WINDOW",
+                &eager_window.to_string(),
+                "must be at least 4K",
+            ));
+        }
         Ok(Config {
             shm_eager_max: shm.or(general).unwrap_or(DEFAULT_SHM_EAGER_MAX),
             lmt,
             yield_mode,
+            netmod,
+            eager_window,
         })
     }
 }
@@ -78,52 +115,6 @@ fn size_var(var: &impl Fn(&str) -> Option<String>, name: &'static str) -> Result
             .map_err(|why| bad(name, &raw, &why)),
         _ => Ok(None),
     }
-}
-
-/// Parse a byte count: digits with an optional binary suffix, case-insensitive:
-/// `K`/`Ki`/`KiB` = 2^10, `M`/`Mi`/`MiB` = 2^20, `G`/`Gi`/`GiB` = 2^30, or
-/// `B` for bytes. `KB`/`MB`/`GB` are refused: they are ambiguous (the
-/// benchmarks report bandwidth in MB = 1e6 B, sizes are powers of two).
-/// The one parser for every size Rivet reads: `RIVET_*` settings and
-/// `rivet-bench` options.
-pub fn parse_size(text: &str) -> Result<usize, String> {
-    let s = text.trim();
-    let digits = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    if digits == 0 {
-        return Err(format!(
-            "{text:?} is not a size: expected digits, e.g. 8, 4K, 1M, 4MiB"
-        ));
-    }
-    let n: u64 = s[..digits]
-        .parse()
-        .map_err(|e| format!("{text:?} is not a size: {e}"))?;
-    let suffix = s[digits..].trim();
-    let shift = match suffix.to_ascii_lowercase().as_str() {
-        "" | "b" => 0,
-        "k" | "ki" | "kib" => 10,
-        "m" | "mi" | "mib" => 20,
-        "g" | "gi" | "gib" => 30,
-        "kb" | "mb" | "gb" => {
-            return Err(format!(
-                "{text:?}: {suffix} is ambiguous; write {}{} (binary, 2^{}) or the byte count",
-                &s[..digits],
-                &suffix[..1].to_ascii_uppercase(),
-                match suffix.as_bytes()[0].to_ascii_lowercase() {
-                    b'k' => 10,
-                    b'm' => 20,
-                    _ => 30,
-                }
-            ))
-        }
-        _ => {
-            return Err(format!(
-                "{text:?}: unknown suffix {suffix:?} (use K, M, G, KiB, MiB or GiB; all binary)"
-            ))
-        }
-    };
-    n.checked_mul(1u64 << shift)
-        .and_then(|v| usize::try_from(v).ok())
-        .ok_or_else(|| format!("{text:?} is too large"))
 }
 
 #[cfg(test)]
@@ -162,35 +153,30 @@ mod tests {
             with(&[("RIVET_EAGER_MAX", "1MiB")]).unwrap().shm_eager_max,
             1 << 20
         );
+        assert_eq!(c.netmod, NetmodChoice::Auto);
+        assert_eq!(c.eager_window, DEFAULT_EAGER_WINDOW);
+        assert_eq!(
+            with(&[("RIVET_NETMOD", "tcp")]).unwrap().netmod,
+            NetmodChoice::Tcp
+        );
+        assert_eq!(
+            with(&[("RIVET_NETMOD_EAGER_WINDOW", "64K")])
+                .unwrap()
+                .eager_window,
+            65536
+        );
     }
 
     #[test]
-    fn sizes_parse_with_binary_suffixes() {
-        assert_eq!(parse_size("0"), Ok(0));
-        assert_eq!(parse_size("8"), Ok(8));
-        assert_eq!(parse_size("8B"), Ok(8));
-        assert_eq!(parse_size("4K"), Ok(4096));
-        assert_eq!(parse_size("4k"), Ok(4096));
-        assert_eq!(parse_size("4KiB"), Ok(4096));
-        assert_eq!(parse_size("1M"), Ok(1 << 20));
-        assert_eq!(parse_size("4MiB"), Ok(4 << 20));
-        assert_eq!(parse_size("4 MiB"), Ok(4 << 20));
-        assert_eq!(parse_size("1Gi"), Ok(1 << 30));
-        assert_eq!(parse_size(" 16 "), Ok(16));
-    }
-
-    #[test]
-    fn bad_sizes_say_why() {
-        assert!(parse_size("").unwrap_err().contains("expected digits"));
-        assert!(parse_size("M").unwrap_err().contains("expected digits"));
-        assert!(parse_size("-1").is_err());
-        assert!(parse_size("4MB").unwrap_err().contains("ambiguous"));
-        assert!(parse_size("4MB").unwrap_err().contains("4M"));
-        assert!(parse_size("4X").unwrap_err().contains("unknown suffix"));
-        assert!(parse_size("99999999999999999999").is_err());
-        assert!(parse_size("17179869184G")
-            .unwrap_err()
-            .contains("too large"));
+    fn bad_settings_name_the_variable() {
+        for (k, v) in [
+            ("RIVET_NETMOD", "udp"),
+            ("RIVET_NETMOD_EAGER_WINDOW", "100"),
+            ("RIVET_SHM_LMT", "fast"),
+        ] {
+            let e = with(&[(k, v)]).unwrap_err().to_string();
+            assert!(e.contains(k), "{e}");
+        }
     }
 
     #[test]

@@ -15,6 +15,13 @@
 //! them once the transport is free again. That keeps the borrow of the shm
 //! receive slot and the send side apart, and keeps per-pair send order.
 
+use std::sync::{Arc, Mutex};
+
+use std::ptr::NonNull;
+
+use rivet_netmods::{Netmod, PeerId, Sink};
+use rivet_pmi::Client;
+
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
 use crate::pg::{Outgoing, ProcessGroup, Route};
@@ -72,12 +79,22 @@ pub struct State {
     pub shm_piece: usize,
     /// Single-copy reads may be tried (mode and init probe allow it).
     pub cma_allowed: bool,
+    /// Largest eager message and rendezvous piece over the netmod.
+    pub net_eager_max: usize,
+    pub net_piece: usize,
     /// A transport or peer failed; every wait reports it.
     pub fatal: Option<String>,
+    /// Peers whose connection failed, and why (see `peer_failed`).
+    pub failed_peers: Vec<(u32, String)>,
 }
 
 pub struct Core {
     pub shm: Option<ShmNode>,
+    /// Peers off the node (or every peer, when `RIVET_NETMOD` forces it).
+    pub netmod: Option<Box<dyn Netmod>>,
+    /// Where peers' business cards are looked up on first contact; shared
+    /// with `Inner` (lock order: the engine lock, then this one).
+    pub pmi: Arc<Mutex<Option<Client>>>,
     pub st: State,
 }
 
@@ -104,6 +121,13 @@ impl Core {
                 Err(e) => self.st.fail(format!("shared memory: {e}")),
             }
         }
+        if let Some(net) = self.netmod.as_mut() {
+            let mut sink = NetSink { st: &mut self.st };
+            match net.poll(&mut sink) {
+                Ok(n) => events += n,
+                Err(e) => self.st.fail(format!("{} netmod: {e}", net.name())),
+            }
+        }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
         }
@@ -115,6 +139,9 @@ impl Core {
     #[inline]
     pub fn send_or_queue(&mut self, rank: u32, item: Outgoing) -> Result<bool> {
         let vc = self.st.pg.vc(rank)?;
+        if vc.failed {
+            return Err(self.st.failure_of(rank));
+        }
         if vc.pending.is_empty() {
             if let Outgoing::Msg {
                 header, buf, len, ..
@@ -150,7 +177,22 @@ impl Core {
                 self.st.deliver(rank, header, payload);
                 Ok(true)
             }
-            Route::Netmod(_) => Err(Error::NoRoute(rank)),
+            Route::Netmod(peer) => {
+                let Some(net) = self.netmod.as_mut() else {
+                    return Err(Error::NoRoute(rank));
+                };
+                if !net.knows(peer) {
+                    let card = business_card(&self.pmi, rank)?;
+                    net.connect(peer, &card)?;
+                }
+                match net.try_send(peer, header.as_bytes(), payload) {
+                    Ok(taken) => Ok(taken),
+                    Err(e) => {
+                        self.st.peer_failed(rank, &e.to_string());
+                        Err(self.st.failure_of(rank))
+                    }
+                }
+            }
         }
     }
 
@@ -172,8 +214,15 @@ impl Core {
                     }
                 }
                 Err(e) => {
-                    self.st.fail(format!("sending to rank {rank}: {e}"));
+                    // A failed peer already had its requests completed with
+                    // the error; anything else stops the engine.
+                    if !matches!(e, Error::PeerFailed { .. }) {
+                        self.st.fail(format!("sending to rank {rank}: {e}"));
+                    }
                     self.st.pending_vcs.swap_remove(i);
+                    if let Ok(vc) = self.st.pg.vc(rank) {
+                        vc.listed = false;
+                    }
                     continue;
                 }
             }
@@ -238,6 +287,56 @@ impl Core {
                 }
             }
             sent += 1;
+        }
+    }
+}
+
+/// A peer's business card from the process manager's key-value space.
+fn business_card(pmi: &Mutex<Option<Client>>, rank: u32) -> Result<String> {
+    let mut pmi = pmi.lock().unwrap_or_else(|p| p.into_inner());
+    let client = pmi.as_mut().ok_or(Error::Finalized)?;
+    Ok(client.get(&crate::netmod::card_key(rank))?)
+}
+
+/// How the netmod hands arrivals to the protocols.
+struct NetSink<'a> {
+    st: &'a mut State,
+}
+
+impl NetSink<'_> {
+    /// The rank a netmod peer id names, if it is one of ours.
+    fn rank(&mut self, peer: PeerId) -> Option<u32> {
+        match u32::try_from(peer) {
+            Ok(rank) if rank < self.st.pg.size => Some(rank),
+            _ => {
+                self.st
+                    .fail(format!("the netmod names unknown peer {peer}"));
+                None
+            }
+        }
+    }
+}
+
+impl Sink for NetSink<'_> {
+    fn deliver(&mut self, peer: PeerId, header: &[u8], payload: &[u8]) {
+        let Some(rank) = self.rank(peer) else { return };
+        match WireHeader::from_bytes(header) {
+            Some(h) => self.st.deliver(rank, &h, payload),
+            None => self
+                .st
+                .peer_failed(rank, &format!("sent a {}-byte header", header.len())),
+        }
+    }
+
+    fn place(&mut self, peer: PeerId, header: &[u8], len: usize) -> Option<NonNull<u8>> {
+        let rank = self.rank(peer)?;
+        self.st
+            .placement(rank, &WireHeader::from_bytes(header)?, len)
+    }
+
+    fn peer_failed(&mut self, peer: PeerId, why: &str) {
+        if let Some(rank) = self.rank(peer) {
+            self.st.peer_failed(rank, why);
         }
     }
 }

@@ -13,10 +13,11 @@ use rivet_pmi::Client;
 
 use crate::backoff::{should_yield, Backoff};
 use crate::comm::Comm;
-use crate::config::{Config, LmtMode, YieldMode};
+use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
 use crate::core::{Core, State};
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
+use crate::netmod;
 use crate::node_map::NodeMap;
 use crate::pg::ProcessGroup;
 use crate::protocol::SendArgs;
@@ -39,8 +40,9 @@ pub struct Inner {
     yields: bool,
     /// Next free context id on this process; `dup` agrees on the maximum.
     pub(crate) next_context: AtomicU32,
-    /// Cold: abort and finalize only.
-    pmi: Mutex<Option<Client>>,
+    /// Cold: business cards on first contact, abort and finalize. Lock
+    /// order: the engine lock (`core`) before this one.
+    pmi: Arc<Mutex<Option<Client>>>,
     finalized: AtomicBool,
     info: Vec<(String, String)>,
     local_size: u32,
@@ -95,7 +97,18 @@ impl Engine {
         let node_map = NodeMap::from_client(&mut pmi);
         let local: Vec<u32> = node_map.local_ranks().to_vec();
         let my_local = node_map.my_local_index();
-        let use_shm = local.len() > 1;
+        let use_shm = local.len() > 1 && config.netmod == NetmodChoice::Auto;
+
+        // A netmod for peers off this node, or for all when forced.
+        let needs_netmod =
+            size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
+        let netmod = if needs_netmod {
+            let net = netmod::open(config.netmod, pmi.kvs_name(), rank)?;
+            pmi.put(&netmod::card_key(rank), net.business_card())?;
+            Some(net)
+        } else {
+            None
+        };
 
         let mut shm = None;
         if use_shm && my_local == 0 {
@@ -120,25 +133,48 @@ impl Engine {
             Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
         };
-        let info = describe(&config, shm.as_ref(), &cma_probe, yields, shm_eager_max);
+        let info = describe(
+            &config,
+            shm.as_ref(),
+            netmod.as_deref(),
+            &cma_probe,
+            yields,
+            shm_eager_max,
+        );
+        let limits = netmod.as_ref().map(|n| n.limits());
         let st = State {
-            pg: ProcessGroup::new(pmi.kvs_name().to_string(), size, rank, node_map),
+            pg: ProcessGroup::new(
+                pmi.kvs_name().to_string(),
+                size,
+                rank,
+                node_map,
+                config.eager_window,
+            ),
             requests: RequestTable::new(),
             matcher: Matcher::new(),
             pending_vcs: Vec::new(),
             shm_eager_max,
             shm_piece,
             cma_allowed: cma_probe.is_ok(),
+            net_eager_max: limits.map_or(0, |l| l.eager_max),
+            net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             fatal: None,
+            failed_peers: Vec::new(),
         };
+        let pmi = Arc::new(Mutex::new(Some(pmi)));
         Ok(Engine {
             inner: Arc::new(Inner {
-                core: Mutex::new(Core { shm, st }),
+                core: Mutex::new(Core {
+                    shm,
+                    netmod,
+                    pmi: pmi.clone(),
+                    st,
+                }),
                 rank,
                 size,
                 yields,
                 next_context: AtomicU32::new(2),
-                pmi: Mutex::new(Some(pmi)),
+                pmi,
                 finalized: AtomicBool::new(false),
                 info,
                 local_size: local.len() as u32,
@@ -218,6 +254,7 @@ impl Engine {
 fn describe(
     config: &Config,
     shm: Option<&ShmNode>,
+    netmod: Option<&dyn rivet_netmods::Netmod>,
     cma: &std::result::Result<(), String>,
     yields: bool,
     shm_eager_max: usize,
@@ -257,10 +294,30 @@ fn describe(
         (_, Err(why)) => format!("copy ({why})"),
     };
     add("shm.large_messages", lmt);
-    add(
-        "transport.netmod",
-        "none in this build (peers on other nodes are unreachable)".into(),
-    );
+    match netmod {
+        Some(n) => {
+            let scope = if config.netmod == NetmodChoice::Auto {
+                "peers on other nodes"
+            } else {
+                "every peer (RIVET_NETMOD)"
+            };
+            add("transport.netmod", format!("{} for {scope}", n.name()));
+            for (k, v) in n.describe() {
+                add(&k, v);
+            }
+            add(
+                "netmod.eager_window",
+                format!(
+                    "{} B per peer (RIVET_NETMOD_EAGER_WINDOW)",
+                    config.eager_window
+                ),
+            );
+        }
+        None => add(
+            "transport.netmod",
+            "none (every peer is on this node)".into(),
+        ),
+    }
     let mode = match config.yield_mode {
         YieldMode::Auto => "auto",
         YieldMode::Always => "always",
@@ -448,11 +505,34 @@ impl Inner {
         }
     }
 
+    /// Withdraw `ids` (a scope unwinding). A receive already streaming
+    /// from a netmod peer may have the netmod writing into its buffer, so
+    /// it is finished (or failed with its peer) first.
     pub(crate) fn abandon(&self, ids: &[u64]) {
-        self.core
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .abandon(ids);
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            {
+                let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+                let streaming = ids.iter().any(|&id| {
+                    matches!(
+                        core.st.requests.get(id),
+                        Some(crate::table::Req {
+                            op: Op::Recv(crate::table::RecvOp {
+                                phase: crate::table::RecvPhase::Streaming { .. },
+                                ..
+                            }),
+                            ..
+                        })
+                    )
+                });
+                if !streaming || core.netmod.is_none() || core.st.fatal.is_some() {
+                    core.abandon(ids);
+                    return;
+                }
+                core.progress();
+            }
+            backoff.idle();
+        }
     }
 
     pub(crate) fn iprobe(&self, context: u32, source: i32, tag: i32) -> Result<Option<Status>> {
@@ -501,18 +581,58 @@ impl Inner {
                     .st
                     .requests
                     .any(|r| !r.complete && matches!(r.op, Op::Send(_)));
-                if (!owed && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
+                let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
+                if (!owed && core.st.pending_vcs.is_empty() && net_idle) || core.st.fatal.is_some()
+                {
                     break;
                 }
             }
             backoff.idle();
         }
+        self.say_bye();
         self.finalized.store(true, Ordering::Relaxed);
         let client = self.pmi.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(client) = client {
             client.finalize()?;
         }
         Ok(())
+    }
+}
+
+impl Inner {
+    /// Tell every netmod peer we are done (`Bye`) and wait until the netmod
+    /// has handed that to the kernel, so that our connections closing is
+    /// not taken for a failure.
+    fn say_bye(&self) {
+        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        if core.netmod.is_none() || core.st.fatal.is_some() {
+            return;
+        }
+        for rank in core.st.pg.live_netmod_ranks() {
+            let bye = crate::wire::WireHeader {
+                kind: crate::wire::MsgKind::Bye as u8,
+                ..Default::default()
+            };
+            let item = crate::pg::Outgoing::Msg {
+                header: bye,
+                buf: std::ptr::null(),
+                len: 0,
+                done: 0,
+            };
+            // A peer failing meanwhile needs no goodbye.
+            let _ = core.send_or_queue(rank, item);
+        }
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            core.progress();
+            let idle = core.netmod.as_ref().is_none_or(|n| n.idle());
+            if (idle && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
+                return;
+            }
+            drop(core);
+            backoff.idle();
+            core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        }
     }
 }
 

@@ -12,11 +12,12 @@ pub enum Error {
     RankOutOfRange { rank: i64, size: u32 },
     #[error("tag {0} is invalid: tags are >= 0 (ANY_TAG only when receiving)")]
     InvalidTag(i32),
-    #[error(
-        "no path to rank {0}: it is on another node (or RIVET_NETMOD asks for a network \
-         module) and this build has no network module yet"
-    )]
+    #[error("no path to rank {0}: it is not on this node and no network module is open")]
     NoRoute(u32),
+    #[error("rank {rank} has failed: {why}")]
+    PeerFailed { rank: u32, why: String },
+    #[error("network module: {0}")]
+    Netmod(#[from] rivet_netmods::NetmodError),
     #[error("bad setting {name}={value:?}: {why}")]
     Config {
         name: &'static str,

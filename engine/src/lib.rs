@@ -22,6 +22,7 @@ mod core;
 mod engine;
 mod error;
 pub mod matching;
+mod netmod;
 pub mod node_map;
 mod pg;
 mod protocol;

@@ -126,7 +126,8 @@ impl NodeMap {
 }
 
 /// `RIVET_NETMOD=tcp|ofi` sends on-node traffic over that netmod too;
-/// unset, empty, `auto` or `shm` leave shared memory in charge on the node.
+/// unset, empty, `auto` or `shm` leave shared memory in charge on the node
+/// (`Config` rejects other values before this is asked).
 fn force_netmod_from_env() -> bool {
     match std::env::var("RIVET_NETMOD") {
         Ok(v) => !matches!(v.as_str(), "" | "auto" | "shm"),

@@ -76,15 +76,30 @@ pub struct Vc {
     /// Listed in the engine's set of VCs with pending messages.
     pub listed: bool,
     pub cma: CmaState,
+    /// The peer is gone: sends to it fail at once.
+    pub failed: bool,
+    /// The peer said `Bye` (it finalized): its connection closing is the
+    /// end of a finished conversation, not a failure.
+    pub finalized: bool,
+    /// Netmod routes: eager bytes we may still send before the peer
+    /// returns credit (see `protocol.rs`, flow control).
+    pub credit: usize,
+    /// Netmod routes: eager bytes from the peer consumed here but not yet
+    /// returned to it as credit.
+    pub owed: usize,
 }
 
 impl Vc {
-    fn new(route: Route) -> Vc {
+    fn new(route: Route, window: usize) -> Vc {
         Vc {
             route,
             pending: VecDeque::new(),
             listed: false,
             cma: CmaState::Untried,
+            failed: false,
+            finalized: false,
+            credit: window,
+            owed: 0,
         }
     }
 }
@@ -96,20 +111,29 @@ pub struct ProcessGroup {
     pub size: u32,
     pub my_rank: u32,
     pub node_map: NodeMap,
+    /// Eager flow-control window per netmod peer.
+    pub window: usize,
     me: Vc,
     local: Vec<Option<Box<Vc>>>,
     remote: HashMap<u32, Box<Vc>>,
 }
 
 impl ProcessGroup {
-    pub fn new(id: String, size: u32, my_rank: u32, node_map: NodeMap) -> ProcessGroup {
+    pub fn new(
+        id: String,
+        size: u32,
+        my_rank: u32,
+        node_map: NodeMap,
+        window: usize,
+    ) -> ProcessGroup {
         let local_count = node_map.local_ranks().len();
         ProcessGroup {
             id,
             size,
             my_rank,
             node_map,
-            me: Vc::new(Route::Loopback),
+            window,
+            me: Vc::new(Route::Loopback, window),
             local: (0..local_count).map(|_| None).collect(),
             remote: HashMap::new(),
         }
@@ -123,7 +147,10 @@ impl ProcessGroup {
         }
         if !self.node_map.netmod_forced() {
             if let Some(i) = self.node_map.local_index(rank) {
-                return Ok(self.local[i].get_or_insert_with(|| Box::new(Vc::new(Route::Shm(i)))));
+                let window = self.window;
+                return Ok(
+                    self.local[i].get_or_insert_with(|| Box::new(Vc::new(Route::Shm(i), window)))
+                );
             }
         }
         if rank >= self.size {
@@ -132,10 +159,20 @@ impl ProcessGroup {
                 size: self.size,
             });
         }
+        let window = self.window;
         Ok(self
             .remote
             .entry(rank)
-            .or_insert_with(|| Box::new(Vc::new(Route::Netmod(rank.into())))))
+            .or_insert_with(|| Box::new(Vc::new(Route::Netmod(rank.into()), window))))
+    }
+
+    /// Ranks with a netmod VC that has not failed.
+    pub fn live_netmod_ranks(&self) -> Vec<u32> {
+        self.remote
+            .iter()
+            .filter(|(_, vc)| !vc.failed && matches!(vc.route, Route::Netmod(_)))
+            .map(|(&rank, _)| rank)
+            .collect()
     }
 
     /// VCs opened so far (loopback excluded).
@@ -151,7 +188,7 @@ mod tests {
     #[test]
     fn vcs_are_created_on_first_use_only() {
         let map = NodeMap::from_mapping("(vector,(0,2,2))", 4, 1);
-        let mut pg = ProcessGroup::new("kvs".into(), 4, 1, map);
+        let mut pg = ProcessGroup::new("kvs".into(), 4, 1, map, 1 << 20);
         assert_eq!(pg.open_vcs(), 0);
         assert_eq!(pg.vc(1).unwrap().route, Route::Loopback);
         assert_eq!(pg.vc(0).unwrap().route, Route::Shm(0));

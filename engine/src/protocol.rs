@@ -10,12 +10,29 @@
 //! - `CancelReq`: withdraw the message if it is still unexpected; answer
 //!   `CancelAck` either way.
 //!
+//! Flow control over a netmod: a sender spends credit (bytes + a fixed
+//! per-message charge) on each eager message to a peer and sends by
+//! rendezvous once the peer's window (`RIVET_NETMOD_EAGER_WINDOW`) is
+//! spent; the receiver returns credit with `Credit` once it has consumed a
+//! quarter of the window. A receiver therefore never holds more than one
+//! window of unasked-for eager data per peer, however fast the sender.
+//! (Shared memory is bounded by its cells instead.)
+//!
+//! Peer failure (`State::peer_failed`): every request that needs the dead
+//! peer completes with `MsgError::PeerFailed`: sends to it, receives posted
+//! for it or for `ANY_SOURCE`, and rendezvous receives streaming from it.
+//! Messages that already arrived from it stay receivable. A peer that
+//! finalized says `Bye` first; its connection closing afterwards fails
+//! only what names it (not `ANY_SOURCE` receives).
+//!
 //! Peers name requests by the handles they were sent (`sreq`, `aux`); a
 //! handle that no longer names a live request of the right kind is ignored,
 //! and a malformed message fails the engine with a message, never a panic.
 
+use std::ptr::NonNull;
+
 use crate::core::{bytes, Core, State, Unexpected};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::matching::Envelope;
 use crate::pg::{CmaState, Outgoing, Route};
 use crate::shm::cma;
@@ -39,6 +56,11 @@ fn pid_bytes() -> &'static [u8; 4] {
     PID.get_or_init(|| std::process::id().to_le_bytes())
 }
 
+/// Credit charged per eager message on top of its bytes: what the
+/// receiver's unexpected queue spends on an entry, so that a flood of empty
+/// messages is bounded too.
+const CREDIT_PER_MESSAGE: usize = 64;
+
 fn truncation(sent: u64, capacity: usize) -> Option<MsgError> {
     (sent > capacity as u64).then_some(MsgError::Truncated {
         sent: sent as usize,
@@ -58,6 +80,12 @@ impl State {
     /// Append to the VC's send queue (behind anything already queued).
     pub fn queue(&mut self, rank: u32, item: Outgoing) -> Result<()> {
         let vc = self.pg.vc(rank)?;
+        if vc.failed {
+            // Nothing goes to a dead peer; a request waiting on it fails.
+            let id = item.request();
+            self.fail_request(id, rank);
+            return Ok(());
+        }
         vc.pending.push_back(item);
         if !vc.listed {
             vc.listed = true;
@@ -130,10 +158,13 @@ impl State {
                 }
             }
             Some(MsgKind::CancelReq) => {
-                let found = self
+                let removed = self
                     .matcher
-                    .remove_unexpected(h.context, |_, m| m.origin() == (from, h.sreq))
-                    .is_some();
+                    .remove_unexpected(h.context, |_, m| m.origin() == (from, h.sreq));
+                let found = removed.is_some();
+                if let Some((_, Unexpected::Eager { data, .. })) = removed {
+                    self.consumed(from, data.len());
+                }
                 let mut answer = control(MsgKind::CancelAck, h.context, h.sreq);
                 if found {
                     answer.flags = FLAG_CANCELLED;
@@ -141,6 +172,17 @@ impl State {
                 self.reply(from, answer);
             }
             Some(MsgKind::CancelAck) => self.on_cancel_ack(h),
+            Some(MsgKind::Bye) => {
+                if let Ok(vc) = self.pg.vc(from) {
+                    vc.finalized = true;
+                }
+            }
+            Some(MsgKind::Credit) => {
+                let window = self.pg.window;
+                if let Ok(vc) = self.pg.vc(from) {
+                    vc.credit = vc.credit.saturating_add(h.aux as usize).min(window);
+                }
+            }
             None => self.fail(format!(
                 "rank {from} sent a message of unknown kind {}",
                 h.kind
@@ -159,6 +201,7 @@ impl State {
         match self.matcher.match_posted(env) {
             Some(rreq) => {
                 self.finish_eager_recv(rreq, env, payload);
+                self.consumed(from, payload.len());
                 if sync {
                     self.reply(from, control(MsgKind::Ack, h.context, h.sreq));
                 }
@@ -255,6 +298,9 @@ impl State {
             cancelled: false,
             error: truncation(len, r.cap),
         };
+        if self.pg.vc(from).is_ok_and(|vc| vc.failed) {
+            return self.fail_request(rreq, from);
+        }
         if self.cma_allowed && want > 0 {
             if let Ok(vc) = self.pg.vc(from) {
                 if vc.cma != CmaState::Refused && matches!(vc.route, Route::Shm(_)) {
@@ -286,6 +332,7 @@ impl State {
                 RecvPhase::Streaming {
                     total: want as u64,
                     received: 0,
+                    from,
                 },
             );
         }
@@ -304,7 +351,10 @@ impl State {
     /// The receiver matched our rendezvous request and wants `h.len` bytes
     /// streamed as `Data` pieces for its request `h.aux`.
     fn on_cts(&mut self, from: u32, h: &WireHeader) {
-        let piece = self.shm_piece;
+        let piece = match self.pg.vc(from).map(|vc| vc.route) {
+            Ok(Route::Netmod(_)) => self.net_piece,
+            _ => self.shm_piece,
+        };
         let Some(Req {
             op: Op::Send(s), ..
         }) = self.requests.get_mut(h.sreq)
@@ -345,9 +395,19 @@ impl State {
         else {
             return;
         };
-        let RecvPhase::Streaming { total, received } = r.phase else {
+        let RecvPhase::Streaming {
+            total,
+            received,
+            from: sender,
+        } = r.phase
+        else {
             return;
         };
+        if sender != from {
+            return self.fail(format!(
+                "rank {from} sent data for a message rank {sender} is sending"
+            ));
+        }
         let offset = h.len;
         let end = offset.checked_add(payload.len() as u64);
         if end.is_none_or(|end| end > total) {
@@ -358,19 +418,137 @@ impl State {
         }
         // SAFETY: offset + len <= total <= cap, checked above; the receive
         // owns its buffer until it completes.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                payload.as_ptr(),
-                r.buf.add(offset as usize),
-                payload.len(),
-            )
-        };
+        let dst = unsafe { r.buf.add(offset as usize) };
+        // A netmod that was given this spot (`placement`) wrote the bytes
+        // there already.
+        if !std::ptr::eq(payload.as_ptr(), dst) {
+            // SAFETY: as above; transport buffers never overlap user ones.
+            unsafe { std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len()) };
+        }
         let received = received + payload.len() as u64;
         if received >= total {
             r.phase = RecvPhase::Done;
             self.complete(rreq);
         } else {
-            r.phase = RecvPhase::Streaming { total, received };
+            r.phase = RecvPhase::Streaming {
+                total,
+                received,
+                from,
+            };
+        }
+    }
+
+    /// Where a netmod may write the payload of an arriving `Data` piece
+    /// directly: its spot in the matched receive buffer.
+    pub fn placement(&mut self, from: u32, h: &WireHeader, len: usize) -> Option<NonNull<u8>> {
+        if h.kind() != Some(MsgKind::Data) {
+            return None;
+        }
+        let Some(Req {
+            op: Op::Recv(r), ..
+        }) = self.requests.get(h.aux)
+        else {
+            return None;
+        };
+        let RecvPhase::Streaming {
+            total,
+            from: sender,
+            ..
+        } = r.phase
+        else {
+            return None;
+        };
+        let end = h.len.checked_add(len as u64)?;
+        if sender != from || end > total {
+            return None;
+        }
+        // SAFETY: offset + len <= total <= cap: inside the receive buffer,
+        // which the receive owns until it completes (and a streaming
+        // receive completes only when its last piece is delivered, or when
+        // the peer fails, after the netmod has dropped this pointer).
+        NonNull::new(unsafe { r.buf.add(h.len as usize) })
+    }
+
+    /// Eager bytes from `from` reached their receive: owe the sender that
+    /// much credit, and return it once a quarter window has piled up.
+    #[inline]
+    pub fn consumed(&mut self, from: u32, len: usize) {
+        let window = self.pg.window;
+        let Ok(vc) = self.pg.vc(from) else { return };
+        if !matches!(vc.route, Route::Netmod(_)) {
+            return;
+        }
+        vc.owed += len + CREDIT_PER_MESSAGE;
+        if vc.owed >= window / 4 {
+            let mut credit = control(MsgKind::Credit, 0, 0);
+            credit.aux = vc.owed as u64;
+            vc.owed = 0;
+            self.reply(from, credit);
+        }
+    }
+
+    /// The error a send to failed `rank` gets.
+    pub fn failure_of(&self, rank: u32) -> Error {
+        let why = self
+            .failed_peers
+            .iter()
+            .find(|(r, _)| *r == rank)
+            .map_or("connection lost", |(_, why)| why.as_str());
+        Error::PeerFailed {
+            rank,
+            why: why.to_string(),
+        }
+    }
+
+    /// Complete request `id` (0: none) with the failure of `rank`.
+    fn fail_request(&mut self, id: u64, rank: u32) {
+        let Some(req) = self.requests.get_mut(id) else {
+            return;
+        };
+        if let Op::Recv(r) = &mut req.op {
+            if r.phase == RecvPhase::Posted {
+                self.matcher.cancel_posted(id);
+            }
+            r.phase = RecvPhase::Done;
+        }
+        req.status.error = Some(MsgError::PeerFailed { rank });
+        self.complete(id);
+    }
+
+    /// `rank` is gone (its netmod connection failed): nothing more comes
+    /// from it. Fail everything that waits on it; once per peer.
+    #[cold]
+    pub fn peer_failed(&mut self, rank: u32, why: &str) {
+        let Ok(vc) = self.pg.vc(rank) else { return };
+        if vc.failed {
+            return;
+        }
+        vc.failed = true;
+        // After `Bye`, only what names this rank can no longer finish.
+        let any_source_too = !vc.finalized;
+        let dropped: Vec<u64> = vc.pending.drain(..).map(|item| item.request()).collect();
+        let why = if vc.finalized {
+            "it has finalized".to_string()
+        } else {
+            why.to_string()
+        };
+        self.failed_peers.push((rank, why));
+        let waiting = self.requests.select(|req| {
+            !req.complete
+                && match &req.op {
+                    Op::Send(s) => s.vc == rank,
+                    Op::Recv(r) => match r.phase {
+                        RecvPhase::Posted => {
+                            r.source == rank as i32
+                                || (any_source_too && r.source == crate::ANY_SOURCE)
+                        }
+                        RecvPhase::Streaming { from, .. } => from == rank,
+                        RecvPhase::Done => false,
+                    },
+                }
+        });
+        for id in dropped.into_iter().chain(waiting) {
+            self.fail_request(id, rank);
         }
     }
 
@@ -408,12 +586,28 @@ impl Core {
     #[inline]
     fn route_of(&mut self, dest: u32) -> Result<(Route, usize, bool)> {
         let vc = self.st.pg.vc(dest)?;
+        if vc.failed {
+            return Err(self.st.failure_of(dest));
+        }
         let limit = match vc.route {
             Route::Loopback => usize::MAX,
             Route::Shm(_) => self.st.shm_eager_max,
-            Route::Netmod(_) => 0,
+            Route::Netmod(_) => self
+                .st
+                .net_eager_max
+                .min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE)),
         };
         Ok((vc.route, limit, !vc.pending.is_empty()))
+    }
+
+    /// An eager message to a netmod peer spends its credit.
+    #[inline]
+    fn spend_credit(&mut self, route: Route, dest: u32, len: usize) {
+        if let Route::Netmod(_) = route {
+            if let Ok(vc) = self.st.pg.vc(dest) {
+                vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
+            }
+        }
     }
 
     /// Fast path of every standard send: an eager message that goes out
@@ -434,16 +628,20 @@ impl Core {
         };
         // SAFETY: the blocking caller's buffer, valid for this call.
         let payload = unsafe { bytes(a.buf, a.len) };
-        self.transmit(route, a.dest, &header, payload)
+        let sent = self.transmit(route, a.dest, &header, payload)?;
+        if sent {
+            self.spend_credit(route, a.dest, a.len);
+        }
+        Ok(sent)
     }
 
     /// Start a send; the handle of its request.
     pub fn start_send(&mut self, a: &SendArgs) -> Result<u64> {
         let (route, limit, _) = self.route_of(a.dest)?;
-        if matches!(route, Route::Netmod(_)) {
-            return Err(crate::error::Error::NoRoute(a.dest));
-        }
         let eager = a.len <= limit;
+        if eager {
+            self.spend_credit(route, a.dest, a.len);
+        }
         let id = self.st.requests.insert(Req {
             op: Op::Send(SendOp {
                 vc: a.dest,
@@ -513,6 +711,7 @@ impl Core {
             op: Op::Recv(RecvOp {
                 buf,
                 cap,
+                source,
                 phase: RecvPhase::Posted,
             }),
             status: Status::default(),
@@ -528,6 +727,7 @@ impl Core {
                     vc,
                 } => {
                     self.st.finish_eager_recv(id, env, &data);
+                    self.st.consumed(vc, data.len());
                     if sync {
                         self.st.reply(vc, control(MsgKind::Ack, env.context, sreq));
                     }

@@ -22,6 +22,10 @@ pub enum MsgError {
     /// bytes were delivered and the rest dropped.
     #[error("message truncated: {sent} bytes sent, receive buffer holds {capacity}")]
     Truncated { sent: usize, capacity: usize },
+    /// The peer failed (its connection reset or closed) before the
+    /// operation finished; nothing more will come from it.
+    #[error("rank {rank} failed before the operation finished")]
+    PeerFailed { rank: u32 },
 }
 
 impl Status {

@@ -33,6 +33,8 @@ pub enum RecvPhase {
     Streaming {
         total: u64,
         received: u64,
+        /// The sending rank (its VC).
+        from: u32,
     },
     Done,
 }
@@ -40,6 +42,8 @@ pub enum RecvPhase {
 pub struct RecvOp {
     pub buf: *mut u8,
     pub cap: usize,
+    /// The source pattern it was posted with (a rank or `ANY_SOURCE`).
+    pub source: i32,
     pub phase: RecvPhase,
 }
 
@@ -143,6 +147,19 @@ impl RequestTable {
         self.live
     }
 
+    /// Handles of the live requests `pick` selects (a cold path: peer
+    /// failure).
+    pub fn select(&self, mut pick: impl FnMut(&Req) -> bool) -> Vec<u64> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (gen, s))| match s {
+                Slot::Live(r) if pick(r) => Some(handle(i as u32, *gen)),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Whether any live request is one `pick` selects.
     pub fn any(&self, mut pick: impl FnMut(&Req) -> bool) -> bool {
         self.slots
@@ -174,6 +191,7 @@ mod tests {
             op: Op::Recv(RecvOp {
                 buf: std::ptr::null_mut(),
                 cap: 0,
+                source: 0,
                 phase: RecvPhase::Posted,
             }),
             status: Status::default(),

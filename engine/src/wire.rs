@@ -26,6 +26,12 @@ pub enum MsgKind {
     CancelReq = 6,
     /// Answer to `CancelReq`; `flags & FLAG_CANCELLED` says whether it was.
     CancelAck = 7,
+    /// Eager flow control over a netmod: the receiver has consumed `aux`
+    /// more bytes of eager data and the sender may send that much again.
+    Credit = 8,
+    /// The sender has finalized: everything it sent us has arrived, and its
+    /// connection closing next is not a failure.
+    Bye = 9,
 }
 
 impl MsgKind {
@@ -38,6 +44,8 @@ impl MsgKind {
             5 => MsgKind::Ack,
             6 => MsgKind::CancelReq,
             7 => MsgKind::CancelAck,
+            8 => MsgKind::Credit,
+            9 => MsgKind::Bye,
             _ => return None,
         })
     }
@@ -73,5 +81,47 @@ const _: () = assert!(HEADER_SIZE == 40);
 impl WireHeader {
     pub fn kind(&self) -> Option<MsgKind> {
         MsgKind::from_u8(self.kind)
+    }
+
+    /// The header as the bytes a netmod sends.
+    #[inline]
+    pub fn as_bytes(&self) -> &[u8; HEADER_SIZE] {
+        // SAFETY: `repr(C)` with fields laid out without padding (checked by
+        // the size assertion above), so every byte is initialized.
+        unsafe { &*(self as *const WireHeader as *const [u8; HEADER_SIZE]) }
+    }
+
+    /// A header from a netmod's bytes; `None` unless exactly one header.
+    #[inline]
+    pub fn from_bytes(bytes: &[u8]) -> Option<WireHeader> {
+        let bytes: &[u8; HEADER_SIZE] = bytes.try_into().ok()?;
+        // SAFETY: any bit pattern is a valid `WireHeader` (integers only);
+        // the read is unaligned because netmod buffers need not be.
+        Some(unsafe { std::ptr::read_unaligned(bytes.as_ptr() as *const WireHeader) })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn headers_round_trip_through_bytes() {
+        let h = WireHeader {
+            kind: MsgKind::Data as u8,
+            flags: FLAG_SYNC,
+            reserved: 0,
+            context: 7,
+            tag: -3,
+            src: 5,
+            len: 1 << 40,
+            sreq: 99,
+            aux: u64::MAX,
+        };
+        assert_eq!(WireHeader::from_bytes(h.as_bytes()), Some(h));
+        assert_eq!(WireHeader::from_bytes(&h.as_bytes()[1..]), None);
+        assert_eq!(MsgKind::from_u8(8), Some(MsgKind::Credit));
+        assert_eq!(MsgKind::from_u8(9), Some(MsgKind::Bye));
+        assert_eq!(MsgKind::from_u8(10), None);
     }
 }

@@ -54,7 +54,8 @@ and Rivet programs run under it.\n\n\
 Output of every rank is forwarded line by line; stdin goes to rank 0; SIGINT and SIGTERM are \
 forwarded to the ranks. If a rank exits with a non-zero code, dies from a signal or calls abort, \
 the other ranks are terminated (SIGTERM, then SIGKILL after a grace period) and rivetrun exits \
-non-zero naming the rank and the cause. The exit code is 0 only when every rank exited 0.\n\n\
+non-zero naming the rank and the cause (with --disable-auto-cleanup the others keep running). \
+The exit code is 0 only when every rank exited 0.\n\n\
 mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn.",
     after_help = "Exit codes: 0 all ranks succeeded; the failing rank's exit code when it exited \
 non-zero; 128+N when it died from signal N; the abort code when a rank called abort; 126/127 \
@@ -98,6 +99,12 @@ pub struct Cli {
     /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun) instead of an inherited PMI_FD.
     #[arg(long = "pmi-port")]
     pub pmi_port: bool,
+
+    /// When a rank fails, report it but let the other ranks run on (they see
+    /// the failure through Rivet's error reporting); rivetrun still exits
+    /// non-zero naming the first failed rank. Hydra's option of the same name.
+    #[arg(long = "disable-auto-cleanup")]
+    pub disable_auto_cleanup: bool,
 
     /// Seconds between SIGTERM and SIGKILL when the job is torn down.
     #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0)]

@@ -112,6 +112,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
 
     let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, 3600.0));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
+    supervisor.keep_going(cli.disable_auto_cleanup);
     if cli.pmi_port {
         job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
     }

@@ -202,6 +202,8 @@ pub struct Supervisor {
     all_exited_at: Option<Instant>,
     /// A SIGCHLD arrived (or a rank was added): `reap` has work.
     child_exited: bool,
+    /// A failed rank does not stop the others (`--disable-auto-cleanup`).
+    keep_going: bool,
     /// Scratch space for reads, allocated once (zeroing a fresh buffer per
     /// event was a measurable share of serving PMI).
     read_buf: Box<[u8]>,
@@ -231,6 +233,7 @@ impl Supervisor {
             failure: None,
             all_exited_at: None,
             child_exited: true,
+            keep_going: false,
             read_buf: vec![0u8; 65536].into_boxed_slice(),
         })
     }
@@ -307,6 +310,11 @@ impl Supervisor {
             },
         );
         Ok(conn)
+    }
+
+    /// Let the other ranks run on when one fails (`--disable-auto-cleanup`).
+    pub fn keep_going(&mut self, on: bool) {
+        self.keep_going = on;
     }
 
     /// A rank could not be started: record it as the failure and stop the others.
@@ -702,6 +710,15 @@ impl Supervisor {
             (None, Some(signal)) => Failure::Signaled { rank, signal },
             (None, None) => Failure::Internal(format!("rank {rank} ended with status {status}")),
         };
+        if self.keep_going {
+            let alive = self.ranks.iter().filter(|r| r.status.is_none()).count();
+            eprintln!(
+                "rivetrun: {}; {alive} other rank(s) keep running (--disable-auto-cleanup)",
+                failure.describe()
+            );
+            self.failure.get_or_insert(failure);
+            return;
+        }
         self.begin_teardown(failure);
     }
 
