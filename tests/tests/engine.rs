@@ -3,6 +3,12 @@
 //! on every large-message path, truncation, threads, dup/barrier, a heavy
 //! random load, and a rank killed mid-job. Every job must end by itself,
 //! leave no process and no `/dev/shm/rivet-*` segment behind.
+//!
+//! The point-to-point tests run over every transport (UCX-style, one suite
+//! parametrized rather than copied): shared memory, and tcp forced on-node
+//! (`RIVET_NETMOD=tcp`) on the io_uring and the poll backend; `cases`
+//! builds the list. The tcp-only tests (simultaneous connects, a peer
+//! killed mid-stream, io_uring unavailable) are at the end.
 
 use std::path::Path;
 use std::process::Command;
@@ -14,7 +20,13 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The settings the tests vary; cleared first so the caller's environment
 /// cannot leak into a case.
-const KNOBS: [&str; 9] = [
+const KNOBS: [&str; 15] = [
+    "RIVET_TCP_BACKEND",
+    "RIVET_TCP_EAGER_MAX",
+    "RIVET_TCP_PIECE",
+    "RIVET_TCP_IFACE",
+    "RIVET_TCP_URING_INJECT_FAILURE",
+    "RIVET_NETMOD_EAGER_WINDOW",
     "RIVET_SHM_LMT",
     "RIVET_SHM_EAGER_MAX",
     "RIVET_EAGER_MAX",
@@ -25,6 +37,29 @@ const KNOBS: [&str; 9] = [
     "RIVET_SHM_FASTBOX_SIZE",
     "RIVET_SHM_FASTBOX_MAX",
 ];
+
+type Env = Vec<(&'static str, &'static str)>;
+
+/// tcp forced on-node, on each backend.
+const TCP: [[(&str, &str); 2]; 2] = [
+    [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "uring")],
+    [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "poll")],
+];
+
+/// Every case of a test: each `shm` setting over shared memory, and each
+/// `tcp` setting over tcp on both backends.
+fn cases(
+    shm: &[&[(&'static str, &'static str)]],
+    tcp: &[&[(&'static str, &'static str)]],
+) -> Vec<Env> {
+    let mut all: Vec<Env> = shm.iter().map(|c| c.to_vec()).collect();
+    for backend in TCP {
+        for c in tcp {
+            all.push(backend.iter().chain(c.iter()).copied().collect());
+        }
+    }
+    all
+}
 
 fn show(o: &Outcome) -> String {
     format!(
@@ -99,6 +134,24 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
             "{env:?}: eager max: {line}"
         );
     }
+    if value("RIVET_NETMOD") == Some("tcp") {
+        let line = info("transport.netmod");
+        assert!(
+            line.starts_with("tcp for every peer"),
+            "{env:?}: netmod: {line}"
+        );
+    } else {
+        let line = info("transport.netmod");
+        assert!(line.starts_with("none"), "{env:?}: netmod: {line}");
+    }
+    if let Some(b) = value("RIVET_TCP_BACKEND") {
+        let line = info("tcp.backend");
+        assert!(line.starts_with(b), "{env:?}: tcp backend: {line}");
+    }
+    if let Some(max) = value("RIVET_TCP_EAGER_MAX") {
+        let line = info("tcp.eager_max");
+        assert!(line.starts_with(max), "{env:?}: tcp eager max: {line}");
+    }
     if let Some(y) = value("RIVET_YIELD") {
         let line = info("yield");
         assert!(
@@ -118,8 +171,8 @@ fn has(o: &Outcome, what: &str) {
 #[test]
 fn wildcard_receives_keep_each_senders_order() {
     let _serial = serial();
-    for env in [&[][..], &[("RIVET_SHM_LMT", "copy")][..]] {
-        let o = pass(4, &["order"], env);
+    for env in cases(&[&[], &[("RIVET_SHM_LMT", "copy")]], &[&[]]) {
+        let o = pass(4, &["order"], &env);
         has(
             &o,
             "engine_check order: rank 0 got all 900 messages of 3 senders in order",
@@ -130,11 +183,13 @@ fn wildcard_receives_keep_each_senders_order() {
 #[test]
 fn probe_reports_the_message_the_next_receive_gets() {
     let _serial = serial();
-    let o = pass(3, &["probe"], &[]);
-    has(
-        &o,
-        "engine_check probe: rank 0 probed and received 88 messages",
-    );
+    for env in cases(&[&[]], &[&[]]) {
+        let o = pass(3, &["probe"], &env);
+        has(
+            &o,
+            "engine_check probe: rank 0 probed and received 88 messages",
+        );
+    }
 }
 
 /// Unmatched receives and sends are withdrawn (the receiver's ANY_TAG
@@ -143,8 +198,12 @@ fn probe_reports_the_message_the_next_receive_gets() {
 #[test]
 fn cancel_withdraws_unmatched_operations_only() {
     let _serial = serial();
-    for lmt in ["cma", "copy"] {
-        let o = pass(2, &["cancel"], &[("RIVET_SHM_LMT", lmt)]);
+    let all = cases(
+        &[&[("RIVET_SHM_LMT", "cma")], &[("RIVET_SHM_LMT", "copy")]],
+        &[&[]],
+    );
+    for env in all {
+        let o = pass(2, &["cancel"], &env);
         has(
             &o,
             "engine_check cancel: 5 receives and 4 sends cancelled, 4 late cancels refused",
@@ -157,12 +216,16 @@ fn cancel_withdraws_unmatched_operations_only() {
 #[test]
 fn ssend_completes_only_after_the_match() {
     let _serial = serial();
-    for env in [
-        &[][..],
-        &[("RIVET_SHM_LMT", "copy")][..],
-        &[("RIVET_SHM_EAGER_MAX", "0")][..],
-    ] {
-        let o = pass(2, &["ssend"], env);
+    let all = cases(
+        &[
+            &[],
+            &[("RIVET_SHM_LMT", "copy")],
+            &[("RIVET_SHM_EAGER_MAX", "0")],
+        ],
+        &[&[], &[("RIVET_TCP_EAGER_MAX", "0")]],
+    );
+    for env in all {
+        let o = pass(2, &["ssend"], &env);
         has(
             &o,
             "engine_check ssend: 7 issends stayed pending for 2000 tests each until matched",
@@ -176,16 +239,28 @@ fn ssend_completes_only_after_the_match() {
 #[test]
 fn every_size_arrives_intact_on_every_path() {
     let _serial = serial();
-    let cases: &[&[(&str, &str)]] = &[
-        &[],
-        &[("RIVET_SHM_LMT", "cma")],
-        &[("RIVET_SHM_LMT", "copy")],
-        &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "256")],
-        &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_EAGER_MAX", "256")],
-        &[("RIVET_SHM_LMT", "copy"), ("RIVET_EAGER_MAX", "1000")],
-        &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "0")],
-    ];
-    for env in cases {
+    let all = cases(
+        &[
+            &[],
+            &[("RIVET_SHM_LMT", "cma")],
+            &[("RIVET_SHM_LMT", "copy")],
+            &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "256")],
+            &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_EAGER_MAX", "256")],
+            &[("RIVET_SHM_LMT", "copy"), ("RIVET_EAGER_MAX", "1000")],
+            &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "0")],
+        ],
+        &[
+            &[],
+            &[
+                ("RIVET_TCP_EAGER_MAX", "1000"),
+                ("RIVET_TCP_PIECE", "65536"),
+            ],
+            &[("RIVET_TCP_EAGER_MAX", "0")],
+            // A window smaller than the eager limit: credit runs out.
+            &[("RIVET_NETMOD_EAGER_WINDOW", "16K")],
+        ],
+    );
+    for env in &all {
         let o = pass(2, &["sizes"], env);
         knobs_took_effect(&o, env);
         for rank in 0..2 {
@@ -201,14 +276,17 @@ fn every_size_arrives_intact_on_every_path() {
 #[test]
 fn truncated_receives_report_and_the_job_goes_on() {
     let _serial = serial();
-    let cases: &[&[(&str, &str)]] = &[
-        &[],
-        &[("RIVET_SHM_LMT", "cma")],
-        &[("RIVET_SHM_LMT", "copy")],
-        &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "256")],
-    ];
-    for env in cases {
-        let o = pass(2, &["trunc"], env);
+    let all = cases(
+        &[
+            &[],
+            &[("RIVET_SHM_LMT", "cma")],
+            &[("RIVET_SHM_LMT", "copy")],
+            &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "256")],
+        ],
+        &[&[], &[("RIVET_TCP_EAGER_MAX", "256")]],
+    );
+    for env in all {
+        let o = pass(2, &["trunc"], &env);
         has(&o, "engine_check trunc: ");
     }
 }
@@ -222,12 +300,16 @@ fn truncated_receives_report_and_the_job_goes_on() {
 fn stress_random_traffic_between_three_oversubscribed_ranks() {
     let _serial = serial();
     let program = release_bin("engine_check");
-    let cases: &[&[(&str, &str)]] = &[
-        &[],
-        &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "4096")],
-    ];
-    for env in cases {
+    let all = cases(
+        &[
+            &[],
+            &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "4096")],
+        ],
+        &[&[], &[("RIVET_NETMOD_EAGER_WINDOW", "64K")]],
+    );
+    for env in &all {
         let o = pass_with(&program, 3, &["stress", "100000", "1"], env);
+        knobs_took_effect(&o, env);
         let sent: usize = o
             .stdout
             .lines()
@@ -248,8 +330,8 @@ fn stress_random_traffic_between_three_oversubscribed_ranks() {
 #[test]
 fn threads_share_the_engine() {
     let _serial = serial();
-    for env in [&[][..], &[("RIVET_SHM_LMT", "copy")][..]] {
-        let o = pass(2, &["threads"], env);
+    for env in cases(&[&[], &[("RIVET_SHM_LMT", "copy")]], &[&[]]) {
+        let o = pass(2, &["threads"], &env);
         for rank in 0..2 {
             has(
                 &o,
@@ -266,8 +348,14 @@ fn threads_share_the_engine() {
 #[test]
 fn a_killed_rank_ends_the_job_and_leaves_nothing() {
     let _serial = serial();
-    for mode in [&["kill"][..], &["kill", "early"][..]] {
-        let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, &[]), DEADLINE);
+    let runs = [
+        (&["kill"][..], &[][..]),
+        (&["kill", "early"][..], &[][..]),
+        (&["kill"][..], &TCP[0][..]),
+        (&["kill"][..], &TCP[1][..]),
+    ];
+    for (mode, env) in runs {
+        let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{mode:?}: {}", show(&o));
         assert!(
             o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
@@ -284,19 +372,22 @@ fn a_killed_rank_ends_the_job_and_leaves_nothing() {
 #[test]
 fn pingpong_under_mpich_hydra() {
     let _serial = serial();
-    let mut cmd = Command::new("mpiexec.hydra");
-    cmd.args(["-n", "2"])
-        .arg(bin("engine_check"))
-        .arg("pingpong");
-    let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    for rank in 0..2 {
-        has(&o, &format!("engine_check pingpong OK rank {rank} of 2\n"));
+    for env in cases(&[&[]], &[&[]]) {
+        let mut cmd = Command::new("mpiexec.hydra");
+        cmd.args(["-n", "2"])
+            .arg(bin("engine_check"))
+            .arg("pingpong");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{env:?}: {}", show(&o));
+        knobs_took_effect(&o, &env);
+        for rank in 0..2 {
+            has(&o, &format!("engine_check pingpong OK rank {rank} of 2\n"));
+        }
+        has(
+            &o,
+            "engine_check pingpong: sizes [0, 1, 100, 4096, 65536, 300000, 4194304]",
+        );
     }
-    has(
-        &o,
-        "engine_check pingpong: sizes [0, 1, 100, 4096, 65536, 300000, 4194304]",
-    );
 }
 
 /// The same ping-pong under rivetrun with every yield policy.
@@ -304,9 +395,11 @@ fn pingpong_under_mpich_hydra() {
 fn pingpong_under_rivetrun_with_every_yield_mode() {
     let _serial = serial();
     for y in ["auto", "always", "never"] {
-        let env = [("RIVET_YIELD", y)];
-        let o = pass(2, &["pingpong"], &env);
-        knobs_took_effect(&o, &env);
+        for net in [&[][..], &TCP[0][..], &TCP[1][..]] {
+            let env: Env = net.iter().copied().chain([("RIVET_YIELD", y)]).collect();
+            let o = pass(2, &["pingpong"], &env);
+            knobs_took_effect(&o, &env);
+        }
     }
 }
 
@@ -316,11 +409,11 @@ fn pingpong_under_rivetrun_with_every_yield_mode() {
 #[test]
 fn dup_isolates_traffic_and_barriers_hold_on_1_to_4_ranks() {
     let _serial = serial();
-    for n in 1..=4 {
+    for (n, env) in (1..=4).flat_map(|n| cases(&[&[]], &[&[]]).into_iter().map(move |e| (n, e))) {
         let dir = std::env::temp_dir().join(format!("rivet-barrier-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
-        let o = pass(n, &["dup", dir.to_str().unwrap()], &[]);
+        let o = pass(n, &["dup", dir.to_str().unwrap()], &env);
         let _ = std::fs::remove_dir_all(&dir);
         for rank in 0..n {
             has(
@@ -358,4 +451,137 @@ fn the_harness_catches_a_leaked_segment() {
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "touch /dev/shm/rivet-harness-check-$$"]);
     run_job_checking_shm(cmd, DEADLINE);
+}
+
+// ---------------------------------------------------------------------------
+// tcp only.
+
+/// Every rank sends to every other first thing after init, so over tcp every
+/// pair connects from both sides at once: one connection must win and every
+/// message arrive exactly once, in order (checked per message). 2 and 4
+/// ranks, both backends.
+#[test]
+fn simultaneous_connects_lose_and_duplicate_nothing() {
+    let _serial = serial();
+    for n in [2u32, 4] {
+        for env in cases(&[], &[&[]]) {
+            let o = pass(n, &["connect_all"], &env);
+            knobs_took_effect(&o, &env);
+            for rank in 0..n {
+                has(
+                    &o,
+                    &format!(
+                        "engine_check connect_all: rank {rank} exchanged 100 messages with each of {} peers",
+                        n - 1
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Rank 1 SIGKILLs itself while rank 0 streams messages to it: rank 0's
+/// sends and its receive posted for rank 1 fail with an error naming rank 1,
+/// then ranks 0 and 2 still exchange messages and exit 0; rivetrun, told to
+/// let the others run (`--disable-auto-cleanup`), names the dead rank and
+/// exits 128+9. Nothing is left behind.
+#[test]
+fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
+    let _serial = serial();
+    for env in cases(&[], &[&[]]) {
+        let mut cmd = rivetrun(&["-n", "3", "--disable-auto-cleanup"]);
+        cmd.arg(bin("engine_check")).arg("netkill");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", show(&o));
+        assert!(
+            o.stderr
+                .contains("rank 1 was killed by signal 9 (SIGKILL); 2 other rank(s) keep running"),
+            "{env:?}: {}",
+            show(&o)
+        );
+        has(&o, "engine_check netkill: rank 1 raises SIGKILL");
+        has(&o, "then the send failed: ");
+        has(
+            &o,
+            "engine_check netkill: rank 0 and rank 2 exchanged 10 messages after the failure",
+        );
+        for rank in [0, 2] {
+            has(&o, &format!("engine_check netkill OK rank {rank} of 3\n"));
+        }
+        assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", show(&o));
+    }
+}
+
+/// A rank that finalizes and exits early says goodbye first: the other
+/// ranks' `ANY_SOURCE` receives do not fail when its connection closes.
+#[test]
+fn a_peer_that_finished_early_fails_nothing() {
+    let _serial = serial();
+    for env in cases(&[&[]], &[&[]]) {
+        let o = pass(3, &["early_exit"], &env);
+        has(
+            &o,
+            "engine_check early_exit: rank 0 received from rank 1 after rank 2 finished",
+        );
+    }
+}
+
+/// io_uring made unavailable, for real (a seccomp filter, as Docker's
+/// default profile does, around the whole job) and by a setup failure
+/// injected in the backend's constructor: `RIVET_TCP_BACKEND=auto` (io_uring
+/// where possible) falls back to poll, says why, and passes. Forcing the uring backend where it cannot work is a clear
+/// start-up error, not a hang.
+#[test]
+fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
+    let _serial = serial();
+    let engine_check = bin("engine_check");
+    let under_seccomp = |env: &[(&str, &str)]| {
+        let mut cmd = Command::new(bin("no_io_uring"));
+        cmd.arg(bin("rivetrun"))
+            .args(["-n", "2"])
+            .arg(&engine_check)
+            .arg("sizes");
+        with_env(cmd, env)
+    };
+    let fallback = |o: &Outcome, how: &str| {
+        assert_eq!(o.code(), Some(0), "{how}: {}", show(o));
+        let line = o
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("engine_check info: tcp.backend: "))
+            .unwrap_or_else(|| panic!("{how}: no tcp.backend line\n{}", show(o)));
+        assert!(
+            line.starts_with("poll") && line.contains("io_uring"),
+            "{how}: backend {line:?}"
+        );
+        for rank in 0..2 {
+            has(o, &format!("engine_check sizes OK rank {rank} of 2\n"));
+        }
+    };
+
+    let auto = [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "auto")];
+    let o = run_job_checking_shm(under_seccomp(&auto), DEADLINE);
+    fallback(&o, "seccomp");
+
+    let env = [
+        ("RIVET_NETMOD", "tcp"),
+        ("RIVET_TCP_BACKEND", "auto"),
+        ("RIVET_TCP_URING_INJECT_FAILURE", "1"),
+    ];
+    let o = run_job_checking_shm(job(2, &engine_check, &["sizes"], &env), DEADLINE);
+    fallback(&o, "injected");
+
+    let forced = [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "uring")];
+    let o = run_job_checking_shm(under_seccomp(&forced), DEADLINE);
+    assert_ne!(
+        o.code(),
+        Some(0),
+        "forced uring under seccomp: {}",
+        show(&o)
+    );
+    assert!(
+        o.stderr.contains("Engine::init") && o.stderr.contains("io_uring"),
+        "forced uring under seccomp: {}",
+        show(&o)
+    );
 }

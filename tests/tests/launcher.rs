@@ -221,6 +221,37 @@ fn a_failing_rank_ends_the_job_with_its_cause() {
     }
 }
 
+/// `--disable-auto-cleanup`: a failed rank is reported, the others run to
+/// their end (each prints after the failure), and the exit code is still
+/// the failure's.
+#[test]
+fn disable_auto_cleanup_lets_the_other_ranks_finish() {
+    let _serial = serial();
+    let script = "if [ \"$PMI_RANK\" = 1 ]; then exit 3; fi; sleep 1; echo rank $PMI_RANK finished";
+    let o = run_job(
+        rivetrun_with(
+            &["-n", "3", "--disable-auto-cleanup"],
+            std::path::Path::new("sh"),
+            &["-c", script],
+        ),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(3), "{}", show(&o));
+    assert!(
+        o.stderr
+            .contains("rank 1 exited with code 3; 2 other rank(s) keep running"),
+        "{}",
+        show(&o)
+    );
+    for rank in [0, 2] {
+        assert!(
+            o.stdout.contains(&format!("rank {rank} finished")),
+            "{}",
+            show(&o)
+        );
+    }
+}
+
 #[test]
 fn a_missing_program_is_a_clear_error() {
     let _serial = serial();

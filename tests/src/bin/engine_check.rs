@@ -24,6 +24,16 @@
 //!   thread that only calls `progress()`.
 //! - `kill [early]` (3): rank 2 kills itself while ranks 0 and 1 wait for
 //!   it (`early`: before it starts its engine, while the others start theirs).
+//! - `connect_all` (any): every rank sends to every other rank at once,
+//!   first thing after init, so over tcp every pair connects from both
+//!   sides simultaneously; every message must arrive exactly once, in order.
+//! - `netkill` (3, tcp, under `rivetrun --disable-auto-cleanup`): rank 1
+//!   kills itself while rank 0 streams messages to it and has a receive
+//!   posted for it; rank 0 must see errors on both, then finish an exchange
+//!   with rank 2 and exit cleanly.
+//! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
+//!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
+//!   fills only afterwards: a peer that finished must not fail it.
 //! - `dup [DIR]` (any): context ids, isolation of dup'd communicators,
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
@@ -135,6 +145,18 @@ fn main() {
         "kill" => {
             need(3);
             kill(&world)
+        }
+        "connect_all" => {
+            print_info(&engine);
+            connect_all(&world)
+        }
+        "netkill" => {
+            need(3);
+            netkill(&world)
+        }
+        "early_exit" => {
+            need(3);
+            early_exit(&world)
         }
         "dup" => dup(&world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1171,6 +1193,8 @@ fn interesting_sizes(engine: &Engine) -> Vec<usize> {
     for name in [
         "RIVET_SHM_EAGER_MAX",
         "RIVET_EAGER_MAX",
+        "RIVET_TCP_EAGER_MAX",
+        "RIVET_TCP_PIECE",
         "RIVET_SHM_CELL_SIZE",
         "RIVET_SHM_FASTBOX_MAX",
     ] {
@@ -1180,7 +1204,7 @@ fn interesting_sizes(engine: &Engine) -> Vec<usize> {
     }
     for (key, value) in &engine.info().items {
         let key = key.to_ascii_lowercase();
-        if ["shm", "eager", "lmt", "threshold"]
+        if ["shm", "eager", "lmt", "threshold", "piece"]
             .iter()
             .any(|w| key.contains(w))
         {
@@ -1635,6 +1659,184 @@ fn kill(world: &Comm) {
             eprintln!("engine_check rank {me}: the receive from rank 2 failed: {e}");
             loop {
                 std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+        }
+    }
+}
+
+const CONNECT_ALL_ROUNDS: u32 = 5;
+const CONNECT_ALL_BURST: u32 = 20;
+
+fn connect_all(world: &Comm) {
+    let (me, n) = (world.rank(), world.size());
+    let peers: Vec<u32> = (0..n).filter(|&p| p != me).collect();
+    for round in 0..CONNECT_ALL_ROUNDS {
+        // Sizes on both sides of every eager limit: 1 B to 300 kB.
+        let size = |q: u32| [1usize, 100, 5000, 70_000, 300_000][(q % 5) as usize];
+        let out: Vec<(u32, Vec<u8>)> = peers
+            .iter()
+            .flat_map(|&p| {
+                (0..CONNECT_ALL_BURST)
+                    .map(move |q| (p, message(me, p, round * 1000 + q, 7, size(q))))
+            })
+            .collect();
+        let mut bufs: Vec<Vec<u8>> = peers
+            .iter()
+            .flat_map(|_| (0..CONNECT_ALL_BURST).map(|_| vec![0u8; 300_000]))
+            .collect();
+        let sts = world.scope(|s| {
+            // Receives first, then every send at once: no rank waits for
+            // another before its first message leaves.
+            let mut recvs: Vec<Request> = bufs
+                .iter_mut()
+                .enumerate()
+                .map(|(i, b)| {
+                    let p = peers[i / CONNECT_ALL_BURST as usize];
+                    s.irecv(b, p as i32, 7).or_die("irecv")
+                })
+                .collect();
+            let mut sends: Vec<Request> = out
+                .iter()
+                .map(|(p, m)| s.isend(m, *p, 7).or_die("isend"))
+                .collect();
+            wait_all_ok("sends", &mut sends);
+            wait_all_ok("receives", &mut recvs)
+        });
+        for (i, b) in bufs.iter().enumerate() {
+            let p = peers[i / CONNECT_ALL_BURST as usize];
+            let q = (i % CONNECT_ALL_BURST as usize) as u32;
+            ensure!(
+                sts[i].source == p as i32 && sts[i].count == size(q),
+                "connect_all: receive {i} got {:?}, expected {} bytes from rank {p}",
+                sts[i],
+                size(q)
+            );
+            check_by_checksum(
+                "connect_all",
+                &b[..size(q)],
+                p,
+                me,
+                round * 1000 + q,
+                7,
+                size(q),
+            );
+        }
+    }
+    world.barrier().or_die("barrier");
+    println!(
+        "engine_check connect_all: rank {me} exchanged {} messages with each of {} peers",
+        CONNECT_ALL_ROUNDS * CONNECT_ALL_BURST,
+        n - 1
+    );
+}
+
+fn early_exit(world: &Comm) {
+    let me = world.rank();
+    let mut b = [0u8; 16];
+    match me {
+        2 => {
+            world.send(b"bye", 0, 1).or_die("send to rank 0");
+            world.recv(&mut b, 0, 2).or_die("recv from rank 0");
+        }
+        1 => {
+            // Long enough for rank 2 to finalize and its connection to close.
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            world.send(b"late", 0, 3).or_die("send to rank 0");
+        }
+        _ => {
+            world.recv(&mut b, 2, 1).or_die("recv from rank 2");
+            world.send(b"ok", 2, 2).or_die("send to rank 2");
+            let st = world.recv(&mut b, ANY_SOURCE, 3).or_die("ANY_SOURCE recv");
+            ensure!(
+                st.source == 1 && &b[..st.count] == b"late",
+                "the ANY_SOURCE receive got {st:?}"
+            );
+            println!("engine_check early_exit: rank 0 received from rank 1 after rank 2 finished");
+        }
+    }
+}
+
+fn netkill(world: &Comm) {
+    let me = world.rank();
+    match me {
+        1 => {
+            let mut b = vec![0u8; 1 << 20];
+            for i in 0..20 {
+                world.recv(&mut b, 0, 1).or_die("recv from rank 0");
+                if i == 10 {
+                    println!("engine_check netkill: rank 1 raises SIGKILL");
+                    let _ = std::io::stdout().flush();
+                    // SAFETY: raise(3) takes no pointers.
+                    unsafe {
+                        libc::raise(libc::SIGKILL);
+                    }
+                }
+            }
+            die("still alive after SIGKILL");
+        }
+        0 => {
+            let mut msgs = 0u32;
+            let payload: Vec<Vec<u8>> = [100usize, 200_000, 1 << 20]
+                .iter()
+                .map(|&n| vec![0x5a; n])
+                .collect();
+            let mut never = [0u8; 8];
+            let failure = world.scope(|s| {
+                // Nothing will ever come from rank 1 on tag 99.
+                let posted = s.irecv(&mut never, 1, 99).or_die("irecv");
+                let mut send_error = None;
+                for i in 0..1_000_000usize {
+                    match world.send(&payload[i % 3], 1, 1) {
+                        Ok(()) => msgs += 1,
+                        Err(e) => {
+                            send_error = Some(e.to_string());
+                            break;
+                        }
+                    }
+                }
+                let recv_error = match posted.wait() {
+                    Ok(st) => match st.error {
+                        Some(MsgError::PeerFailed { rank: 1 }) => {
+                            "PeerFailed { rank: 1 }".to_string()
+                        }
+                        other => die(format!(
+                            "the posted receive from rank 1 ended with {other:?}"
+                        )),
+                    },
+                    Err(e) => e.to_string(),
+                };
+                (send_error, recv_error)
+            });
+            let (Some(send_error), recv_error) = failure else {
+                die("a million sends to a dead rank all succeeded")
+            };
+            ensure!(
+                send_error.contains("rank 1"),
+                "the send error does not name rank 1: {send_error}"
+            );
+            println!(
+                "engine_check netkill: rank 0 sent {msgs} messages, then the send failed: {send_error}; the posted receive: {recv_error}"
+            );
+            // The rest of the job still works.
+            let mut b = [0u8; 16];
+            for q in 0..10u32 {
+                let m = message(0, 2, q, 3, 16);
+                world.send(&m, 2, 3).or_die("send to rank 2");
+                world.recv(&mut b, 2, 4).or_die("recv from rank 2");
+                check_by_checksum("netkill", &b, 2, 0, q, 4, 16);
+            }
+            println!(
+                "engine_check netkill: rank 0 and rank 2 exchanged 10 messages after the failure"
+            );
+        }
+        _ => {
+            let mut b = [0u8; 16];
+            for q in 0..10u32 {
+                world.recv(&mut b, 0, 3).or_die("recv from rank 0");
+                check_by_checksum("netkill", &b, 0, 2, q, 3, 16);
+                world
+                    .send(&message(2, 0, q, 4, 16), 0, 4)
+                    .or_die("send to rank 0");
             }
         }
     }
