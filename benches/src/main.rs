@@ -33,6 +33,7 @@ ranks 0 and 1 measure, ranks 2 and above only join the barriers.
   mpiexec.hydra -n 2 rivet-bench bw --min 1K --json
   rivetrun -n 2 rivet-bench mr --threads 2
   rivet-bench compare --benches latency,bw,mr --reps 5
+  rivet-bench compare --transport tcp --sizes 8,1K,64K,1M --reps 5
   rivet-bench compare --benches startup --ranks 8,32
 
 Sizes: 0, 1, 2, 4, ... powers of two within [--min, --max] (bw and bibw
@@ -91,13 +92,27 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
-    /// Compare Rivet with MPICH and Open MPI, interleaved: median [min-max] and ratio rivet/best peer.
+    /// Compare Rivet with MPICH and Open MPI (over TCP also raw TCP), interleaved: median [min-max] and ratios to the best peer.
     ///
     /// Point-to-point runs use the anchors' mpi_pingpong.c for the peers
     /// (built with mpicc.mpich / mpicc.openmpi into target/peers); startup
     /// runs hello_mpi.c. A stack whose tools are missing is skipped with a
     /// note. Progress goes to stderr, one line per run; the tables (or
     /// --json) to stdout.
+    ///
+    /// --transport shm (the default): stacks rivet, mpich (its defaults:
+    /// UCX shared memory) and openmpi (--mca pml ob1 --mca btl self,vader).
+    ///
+    /// --transport tcp, over loopback: rivet-uring and rivet-poll (rivetrun
+    /// with RIVET_NETMOD=tcp and RIVET_TCP_BACKEND=uring or poll), raw-tcp
+    /// (the anchors' raw_tcp_pingpong.c built with cc -O2; latency from its
+    /// busy-poll table at 1, 8, 64, 512 B, 1, 4, 16, 64 KiB, bw from its
+    /// one-stream table at 64, 256 KiB, 1, 4 MiB, "-" at other sizes; no mr,
+    /// no startup), mpich (UCX_TLS=tcp,self) and openmpi (--mca pml ob1
+    /// --mca btl self,tcp). Below each table, per size: each Rivet stack /
+    /// best peer (mpich or openmpi) and / raw-tcp, and rivet-uring /
+    /// rivet-poll; the targets 8 B latency <= 1.1 x raw-tcp and 1 MiB bw >=
+    /// 0.9 x raw-tcp are marked met or MISSED.
     Compare(Box<compare::Args>),
     /// Rank side of the launch benchmark: PMI init, one put, a barrier, N gets, finalize.
     PmiStartup,

@@ -1,7 +1,9 @@
-//! The MPI stacks Rivet is compared with: building the anchors' C programs
-//! (`mpi_pingpong.c`, `hello_mpi.c`) with each stack's compiler, their
-//! command lines (those of the anchors' `run_all.sh`), and reading
-//! `mpi_pingpong`'s tables.
+//! The stacks Rivet is compared with: building the anchors' C programs
+//! (`mpi_pingpong.c`, `hello_mpi.c`) with each MPI stack's compiler, their
+//! command lines over shared memory or TCP (those of the anchors'
+//! `run_all.sh`), and reading `mpi_pingpong`'s tables; and the raw TCP
+//! reference, the anchors' `raw_tcp_pingpong.c` built with `cc`, and its
+//! output.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -10,6 +12,25 @@ use crate::harness::{find_program, version_ok, CmdSpec};
 
 /// Where the anchors' C sources are unless `--anchors` says otherwise.
 pub const DEFAULT_ANCHORS: &str = "/work/shared/anchors";
+
+/// The path point-to-point messages take between the two ranks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Transport {
+    /// Shared memory: rivet, mpich (UCX sm), openmpi (btl vader).
+    Shm,
+    /// TCP over loopback: rivet-uring, rivet-poll (Rivet's TCP netmod),
+    /// raw-tcp, mpich (UCX tcp), openmpi (btl tcp).
+    Tcp,
+}
+
+impl Transport {
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Shm => "shm",
+            Transport::Tcp => "tcp",
+        }
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mpi {
@@ -58,25 +79,54 @@ impl Mpi {
         }
     }
 
-    /// `mpi_pingpong <lat|bw|mr>` on 2 ranks with messages up to `max_size`.
-    pub fn pingpong(self, launcher: &Path, binary: &Path, bench: &str, max_size: usize) -> CmdSpec {
+    /// The environment that selects `transport` (before MAXSIZE, as run_all.sh).
+    fn transport_env(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
+        match (self, transport) {
+            (Mpi::Mpich, Transport::Tcp) => spec.env("UCX_TLS", "tcp,self"),
+            _ => spec,
+        }
+    }
+
+    /// The launcher options that select `transport`: the anchors' columns.
+    fn transport_args(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
+        let btl = match (self, transport) {
+            (Mpi::Mpich, _) => return spec,
+            (Mpi::OpenMpi, Transport::Shm) => "self,vader",
+            (Mpi::OpenMpi, Transport::Tcp) => "self,tcp",
+        };
+        spec.args(["--mca", "pml", "ob1", "--mca", "btl", btl])
+    }
+
+    /// `mpi_pingpong <lat|bw|mr>` on 2 ranks with messages up to `max_size`,
+    /// over `transport`.
+    pub fn pingpong(
+        self,
+        launcher: &Path,
+        binary: &Path,
+        bench: &str,
+        max_size: usize,
+        transport: Transport,
+    ) -> CmdSpec {
         let max = max_size.to_string();
-        let spec = self.launch(launcher, 2, true).env("MAXSIZE", &max);
+        let spec = self.launch(launcher, 2, true);
+        let spec = self.transport_env(spec, transport).env("MAXSIZE", &max);
+        let spec = self.transport_args(spec, transport);
         let spec = match self {
             Mpi::Mpich => spec,
-            // The anchors' shm column: ob1 + vader (Debian's default, made explicit).
-            Mpi::OpenMpi => spec.args([
-                "--mca",
-                "pml",
-                "ob1",
-                "--mca",
-                "btl",
-                "self,vader",
-                "-x",
-                "MAXSIZE",
-            ]),
+            Mpi::OpenMpi => spec.args(["-x", "MAXSIZE"]),
         };
         spec.arg(binary).arg(bench)
+    }
+
+    /// The launch command for a startup job of `n` ranks (before the
+    /// program): the launcher's defaults over shared memory (the anchors'
+    /// startup runs), the TCP settings of `pingpong` over TCP.
+    pub fn startup(self, launcher: &Path, n: u32, transport: Transport) -> CmdSpec {
+        let spec = self.launch(launcher, n, false);
+        match transport {
+            Transport::Shm => spec,
+            Transport::Tcp => self.transport_args(self.transport_env(spec, transport), transport),
+        }
     }
 }
 
@@ -129,6 +179,21 @@ pub fn prepare(
         pingpong,
         hello,
     })
+}
+
+/// Build the anchors' `raw_tcp_pingpong.c` with `compiler` (`cc -O2`) into
+/// `build_dir`; `Err` says why the raw-tcp stack has to be skipped.
+pub fn prepare_raw_tcp(
+    compiler: &str,
+    anchors: &Path,
+    build_dir: &Path,
+) -> Result<PathBuf, String> {
+    let cc = find_program(compiler).ok_or_else(|| format!("{compiler} not found"))?;
+    std::fs::create_dir_all(build_dir)
+        .map_err(|e| format!("cannot create {}: {e}", build_dir.display()))?;
+    let out = build_dir.join("raw_tcp_pingpong");
+    compile(&cc, &anchors.join("raw_tcp_pingpong.c"), &out)?;
+    Ok(out)
 }
 
 /// `cc -O2 src -o out`, unless `out` is newer than `src`.
@@ -199,6 +264,75 @@ pub fn pingpong_bench(bench: &str) -> Option<&'static str> {
     }
 }
 
+/// The sizes `raw_tcp_pingpong lat` measures (its `lat_sizes`).
+pub const RAW_TCP_LAT_SIZES: [u64; 8] = [1, 8, 64, 512, 1024, 4096, 16384, 65536];
+/// The sizes `raw_tcp_pingpong bw` measures (its `bw_sizes`).
+pub const RAW_TCP_BW_SIZES: [u64; 4] = [65536, 262144, 1 << 20, 4 << 20];
+
+/// raw_tcp_pingpong's name for a benchmark of this suite, and the sizes it
+/// reports for it (it has only lat and bw, at fixed sizes).
+pub fn raw_tcp_bench(bench: &str) -> Option<(&'static str, &'static [u64])> {
+    match bench {
+        "latency" => Some(("lat", &RAW_TCP_LAT_SIZES)),
+        "bw" => Some(("bw", &RAW_TCP_BW_SIZES)),
+        _ => None,
+    }
+}
+
+/// The table of `raw_tcp_pingpong lat|bw|all` that is the reference for
+/// benchmark `bench`: for latency the busy-poll one (it prints a
+/// blocking-recv table first, then a busy-poll one, same sizes), for bw the
+/// streaming one. Tables are told apart by their title comment; column
+/// headers ("# Size ...") and anything that is not a "SIZE VALUE" row are
+/// skipped.
+pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, String> {
+    #[derive(PartialEq)]
+    enum Table {
+        None,
+        Blocking,
+        BusyPoll,
+        Bandwidth,
+    }
+    let want = match bench {
+        "latency" => Table::BusyPoll,
+        "bw" => Table::Bandwidth,
+        other => return Err(format!("raw_tcp_pingpong has no {other}")),
+    };
+    let mut current = Table::None;
+    let mut seen = false;
+    let mut rows = Vec::new();
+    for line in stdout.lines().map(str::trim) {
+        if let Some(comment) = line.strip_prefix('#') {
+            let comment = comment.trim();
+            if comment.starts_with("Size") {
+                continue;
+            }
+            current = if comment.contains("busy-poll") {
+                Table::BusyPoll
+            } else if comment.contains("blocking") {
+                Table::Blocking
+            } else if comment.contains("bandwidth") {
+                Table::Bandwidth
+            } else {
+                Table::None
+            };
+            seen |= current == want;
+            continue;
+        }
+        if current != want {
+            continue;
+        }
+        rows.extend(parse_table(line));
+    }
+    if !seen {
+        return Err(match want {
+            Table::BusyPoll => "no busy-poll latency table in raw_tcp_pingpong's output".into(),
+            _ => "no bandwidth table in raw_tcp_pingpong's output".into(),
+        });
+    }
+    Ok(rows)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,11 +392,19 @@ mod tests {
         let hydra = Path::new("mpiexec.hydra");
         let bin = Path::new("target/peers/mpi_pingpong.mpich");
         assert_eq!(
-            Mpi::Mpich.pingpong(hydra, bin, "lat", 4096).to_string(),
+            Mpi::Mpich
+                .pingpong(hydra, bin, "lat", 4096, Transport::Shm)
+                .to_string(),
             "MAXSIZE=4096 mpiexec.hydra -n 2 -bind-to core target/peers/mpi_pingpong.mpich lat"
         );
         let ompi = Mpi::OpenMpi
-            .pingpong(Path::new("mpirun.openmpi"), Path::new("pp"), "bw", 8)
+            .pingpong(
+                Path::new("mpirun.openmpi"),
+                Path::new("pp"),
+                "bw",
+                8,
+                Transport::Shm,
+            )
             .to_string();
         assert_eq!(
             ompi,
@@ -274,7 +416,140 @@ mod tests {
             Mpi::Mpich.launch(hydra, 2, false).arg("hello").to_string(),
             "mpiexec.hydra -n 2 hello"
         );
+        assert_eq!(
+            Mpi::OpenMpi
+                .startup(Path::new("mpirun.openmpi"), 8, Transport::Shm)
+                .to_string(),
+            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi \
+             --allow-run-as-root --oversubscribe -n 8"
+        );
         assert_eq!(pingpong_bench("latency"), Some("lat"));
         assert_eq!(pingpong_bench("bibw"), None);
+    }
+
+    #[test]
+    fn tcp_command_lines_match_run_all_sh() {
+        let hydra = Path::new("mpiexec.hydra");
+        let bin = Path::new("target/peers/mpi_pingpong.mpich");
+        assert_eq!(
+            Mpi::Mpich
+                .pingpong(hydra, bin, "bw", 4194304, Transport::Tcp)
+                .to_string(),
+            "UCX_TLS=tcp,self MAXSIZE=4194304 mpiexec.hydra -n 2 -bind-to core \
+             target/peers/mpi_pingpong.mpich bw"
+        );
+        let ompirun = Path::new("mpirun.openmpi");
+        assert_eq!(
+            Mpi::OpenMpi
+                .pingpong(ompirun, Path::new("pp"), "lat", 64, Transport::Tcp)
+                .to_string(),
+            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 MAXSIZE=64 mpirun.openmpi \
+             --allow-run-as-root --oversubscribe -n 2 --bind-to core --mca pml ob1 --mca btl self,tcp \
+             -x MAXSIZE pp lat"
+        );
+        assert_eq!(
+            Mpi::Mpich
+                .startup(hydra, 2, Transport::Tcp)
+                .arg("hello")
+                .to_string(),
+            "UCX_TLS=tcp,self mpiexec.hydra -n 2 hello"
+        );
+        assert_eq!(
+            Mpi::OpenMpi
+                .startup(ompirun, 2, Transport::Tcp)
+                .arg("hello")
+                .to_string(),
+            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun.openmpi \
+             --allow-run-as-root --oversubscribe -n 2 --mca pml ob1 --mca btl self,tcp hello"
+        );
+    }
+
+    /// Captured from `raw_tcp_pingpong lat` and `raw_tcp_pingpong bw`
+    /// (built with `cc -O2` from the anchors) on the project machine, while
+    /// it was busy (hence the 40 us blocking latencies).
+    const RAW_TCP_LAT: &str = "\
+# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), blocking recv
+# Size         Latency (us)
+1                    40.342
+8                    40.523
+64                   39.964
+512                  40.318
+1024                 43.270
+4096                 41.565
+16384                41.823
+65536                44.725
+# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), busy-poll recv (MSG_DONTWAIT spin)
+# Size         Latency (us)
+1                     2.960
+8                     3.000
+64                    2.993
+512                   3.086
+1024                  3.227
+4096                  3.959
+16384                 6.376
+65536                17.403
+";
+    const RAW_TCP_BW: &str = "\
+# TCP loopback streaming bandwidth (TCP_NODELAY, CPU0 -> CPU1)
+# Size       Bandwidth (MB/s)
+65536                 7856.20
+262144                7836.84
+1048576               4796.53
+4194304               3362.49
+";
+
+    #[test]
+    fn reads_raw_tcp_pingpong_output() {
+        let lat = parse_raw_tcp(RAW_TCP_LAT, "latency").unwrap();
+        // The busy-poll table, not the blocking one printed first.
+        assert_eq!(
+            lat,
+            vec![
+                (1, 2.960),
+                (8, 3.000),
+                (64, 2.993),
+                (512, 3.086),
+                (1024, 3.227),
+                (4096, 3.959),
+                (16384, 6.376),
+                (65536, 17.403)
+            ]
+        );
+        let sizes: Vec<u64> = lat.iter().map(|r| r.0).collect();
+        assert_eq!(sizes, RAW_TCP_LAT_SIZES);
+        let bw = parse_raw_tcp(RAW_TCP_BW, "bw").unwrap();
+        assert_eq!(
+            bw,
+            vec![
+                (65536, 7856.20),
+                (262144, 7836.84),
+                (1048576, 4796.53),
+                (4194304, 3362.49)
+            ]
+        );
+        let sizes: Vec<u64> = bw.iter().map(|r| r.0).collect();
+        assert_eq!(sizes, RAW_TCP_BW_SIZES);
+        // `all` prints both; each bench takes its own table.
+        let all = format!("{RAW_TCP_LAT}{RAW_TCP_BW}");
+        assert_eq!(parse_raw_tcp(&all, "latency").unwrap(), lat);
+        assert_eq!(parse_raw_tcp(&all, "bw").unwrap(), bw);
+        // The wrong program's output, or a run cut short before its table.
+        assert!(parse_raw_tcp(RAW_TCP_BW, "latency").is_err());
+        assert!(parse_raw_tcp(RAW_TCP_LAT, "bw").is_err());
+        let blocking_only: String = RAW_TCP_LAT
+            .lines()
+            .take(10)
+            .map(|l| l.to_owned() + "\n")
+            .collect();
+        assert!(parse_raw_tcp(&blocking_only, "latency")
+            .unwrap_err()
+            .contains("busy-poll"));
+        assert!(parse_raw_tcp(RAW_TCP_LAT, "mr").is_err());
+        assert_eq!(
+            raw_tcp_bench("latency"),
+            Some(("lat", &RAW_TCP_LAT_SIZES[..]))
+        );
+        assert_eq!(raw_tcp_bench("bw").map(|b| b.0), Some("bw"));
+        assert_eq!(raw_tcp_bench("mr"), None);
     }
 }
