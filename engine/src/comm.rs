@@ -8,7 +8,7 @@ use crate::matching::{ANY_SOURCE, ANY_TAG};
 use crate::protocol::SendArgs;
 use crate::request::Request;
 use crate::scope::Scope;
-use crate::status::Status;
+use crate::status::{MsgError, Status};
 
 /// Collective traffic runs on `context + 1`, out of the way of user tags.
 const COLLECTIVE_OFFSET: u32 = 1;
@@ -91,8 +91,8 @@ impl Comm {
     fn exchange(&self, out: &[u8], to: u32, inp: &mut [u8], from: u32) -> Result<()> {
         self.scope(|s| {
             let send = s.isend(out, to, TAG_DUP)?;
-            let status = s.irecv(inp, from as i32, TAG_DUP)?.wait()?;
-            send.wait()?;
+            let status = self.fail_on_peer(s.irecv(inp, from as i32, TAG_DUP)?.wait()?)?;
+            self.fail_on_peer(send.wait()?)?;
             status.check().map_err(|e| Error::Failed(e.to_string()))?;
             Ok(())
         })
@@ -103,30 +103,45 @@ impl Comm {
         self.dissemination(|comm, to, from| {
             comm.scope(|s| {
                 let send = s.isend(&[], to, TAG_BARRIER)?;
-                s.irecv(&mut [], from as i32, TAG_BARRIER)?.wait()?;
-                send.wait()?;
+                comm.fail_on_peer(s.irecv(&mut [], from as i32, TAG_BARRIER)?.wait()?)?;
+                comm.fail_on_peer(send.wait()?)?;
                 Ok(())
             })
         })
     }
 
+    /// Blocking calls report a failed peer as `Err(Error::PeerFailed)`;
+    /// nonblocking ones leave it in the status (`MsgError::PeerFailed`).
+    fn fail_on_peer(&self, status: Status) -> Result<Status> {
+        match status.error {
+            Some(MsgError::PeerFailed { rank }) => Err(self.inner.failure_of(rank)),
+            _ => Ok(status),
+        }
+    }
+
+    /// Returns once the buffer may be reused. `Err(PeerFailed)` if `dest`
+    /// failed before the message was out.
     pub fn send(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, false)?;
-        self.inner.start_send(&args)?.wait().map(|_| ())
+        self.fail_on_peer(self.inner.start_send(&args)?.wait()?)
+            .map(|_| ())
     }
 
     /// Returns once the receiver has matched the message.
     pub fn ssend(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, true)?;
-        self.inner.start_send(&args)?.wait().map(|_| ())
+        self.fail_on_peer(self.inner.start_send(&args)?.wait()?)
+            .map(|_| ())
     }
 
+    /// A truncated message is reported in the status; a failed sender
+    /// (or, for `ANY_SOURCE`, any failed peer) as `Err(PeerFailed)`.
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         self.check_pattern(source, tag)?;
         let id = self
             .inner
             .start_recv(self.context, buf.as_mut_ptr(), buf.len(), source, tag)?;
-        self.inner.wait(id)
+        self.fail_on_peer(self.inner.wait(id)?)
     }
 
     /// Block until a matching message is waiting; it stays waiting.

@@ -354,6 +354,15 @@ impl Inner {
         }
     }
 
+    /// The error of a failed peer, with the reason the transport gave.
+    pub(crate) fn failure_of(&self, rank: u32) -> Error {
+        self.core
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .st
+            .failure_of(rank)
+    }
+
     /// Start a send. A standard eager send that the transport takes at
     /// once needs no request at all: it comes back finished.
     pub(crate) fn start_send(&self, a: &SendArgs) -> Result<Request<'_>> {

@@ -30,11 +30,20 @@ pub(crate) struct PollIo {
     listener: OwnedFd,
     epoll: Epoll,
     tick: u64,
+    /// A message was written straight to a socket since the last poll:
+    /// further small ones are queued and leave together at the next poll
+    /// (one send for a window of them), see `send`.
+    wrote_since_poll: bool,
     /// Reused lists, so a poll allocates nothing.
     work: Vec<u32>,
     pollfds: Vec<libc::pollfd>,
     pollslots: Vec<u32>,
 }
+
+/// Messages below this size may be coalesced (see `PollIo::send`).
+const COALESCE_BELOW: usize = 16 * 1024;
+/// Queued bytes that are written at once rather than at the next poll.
+const COALESCE_FLUSH: usize = 64 * 1024;
 
 fn token(slot: u32, gen: u32) -> u64 {
     (slot as u64) << 32 | gen as u64
@@ -57,6 +66,7 @@ impl PollIo {
                 listener,
                 epoll,
                 tick: 0,
+                wrote_since_poll: false,
                 work: Vec::new(),
                 pollfds: Vec::new(),
                 pollslots: Vec::new(),
@@ -98,21 +108,31 @@ impl PollIo {
         }
     }
 
-    /// Takes a message for `peer` (room checked by the caller): written
-    /// straight to the socket when nothing is queued, else queued.
+    /// Takes a message for `peer` (room checked by the caller). Written
+    /// straight to the socket when nothing is queued and, for a small
+    /// message, when it is the first since the last poll: a lone message
+    /// (ping-pong) leaves at once, while a burst of small ones (a window of
+    /// isends) is queued and leaves in one send at the next poll, or as
+    /// soon as `COALESCE_FLUSH` bytes are waiting.
     pub(crate) fn send(&mut self, st: &mut State, peer: PeerId, header: &[u8], payload: &[u8]) {
         let conn = st.open_conn(peer);
-        let queued = st.peers.get(&peer).is_some_and(|p| !p.out.is_empty());
+        let queued = st.peers.get(&peer).map_or(0, |p| p.out.len());
+        let small = header.len() + payload.len() < COALESCE_BELOW;
         let fd = conn.and_then(|id| st.sock_at(id)).map(|s| s.fd.as_raw_fd());
-        let (Some(id), Some(fd), false) = (conn, fd, queued) else {
+        let coalesce = queued > 0 || (small && self.wrote_since_poll);
+        let (Some(id), Some(fd), false) = (conn, fd, coalesce) else {
             if let Some(p) = st.peers.get_mut(&peer) {
                 p.out.push(header, payload, 0);
             }
             if let Some(id) = conn {
                 st.mark_dirty(id.slot);
+                if small && queued + header.len() + payload.len() >= COALESCE_FLUSH {
+                    self.drive(st, id.slot);
+                }
             }
             return;
         };
+        self.wrote_since_poll = true;
         let prefix = wire::encode_prefix(header.len(), payload.len());
         let total = prefix.len() + header.len() + payload.len();
         let written = match sys::send(fd, &[&prefix, header, payload]) {
@@ -134,6 +154,7 @@ impl PollIo {
         sink: &mut dyn Sink,
     ) -> Result<usize, NetmodError> {
         self.tick += 1;
+        self.wrote_since_poll = false;
         if st.open.is_empty() || st.live > st.open.len() || self.tick % SLOW_EVERY == 0 {
             self.accept_all(st);
             self.check_connects(st)?;
