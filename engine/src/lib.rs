@@ -9,7 +9,9 @@
 //! reached through virtual connections of the process group (`pg`), created
 //! on first use: over the node's shared memory (`shm`) when the node map
 //! (`node_map`) says the peer is local, else through a network module
-//! (`rivet-netmods`). Every message carries one `wire::WireHeader`.
+//! (`rivet-netmods`, opened by `netmod` when some peer needs it; the peer's
+//! business card is read from the KVS on first contact). Every message
+//! carries one `wire::WireHeader`.
 //!
 //! Buffer safety: blocking calls borrow; nonblocking calls on borrowed
 //! buffers live in a [`Scope`] that finishes them before returning; the

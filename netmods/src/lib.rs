@@ -1,7 +1,8 @@
 //! Rivet's network modules: the [`Netmod`] trait through which the engine
-//! drives every off-node transport, and (in later modules) the transports:
-//! `tcp` over io_uring with a poll fallback, `ofi` over libfabric behind a
-//! cargo feature.
+//! drives every off-node transport, the [`Sink`] through which a netmod
+//! hands back arrivals (and asks where large payloads go), and the
+//! transports: [`tcp`] (nonblocking sockets or io_uring). `ofi` (libfabric)
+//! is to come. Also the one byte-size parser ([`parse_size`]).
 //!
 //! A netmod moves opaque `(header, payload)` messages between processes and
 //! knows nothing of matching or protocols; the engine owns both. It is
