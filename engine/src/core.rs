@@ -1,7 +1,7 @@
 //! The engine's state behind its one lock, and the progress loop.
 //!
-//! `Core` is everything the engine mutates: transports (`shm`), and the
-//! protocol `State` (requests, matching, VCs). It lives in one `Mutex`,
+//! `Core` is everything the engine mutates: transports (`shm`, `netmod`),
+//! and the protocol `State` (requests, matching, VCs). It lives in one `Mutex`,
 //! `Inner::core`, the engine's only lock on the message path. Why one lock:
 //! MPI matching is serial per context by definition (non-overtaking order),
 //! posting and arrival must see one consistent queue, and the shm send side
@@ -10,14 +10,15 @@
 //! unlock; `rivet-bench mr --threads 2` measures it under contention.
 //! Everything crossing processes (shm rings and queues) is lock-free.
 //!
-//! Transports hand arrivals to `State::deliver` (protocol.rs), which never
+//! Transports hand arrivals to `State::deliver` (protocol.rs; the netmod
+//! through `NetSink`, which also offers it receive buffers to fill
+//! directly and learns of failed peers), which never
 //! sends directly: replies go to the VC's pending queue and `flush` sends
 //! them once the transport is free again. That keeps the borrow of the shm
 //! receive slot and the send side apart, and keeps per-pair send order.
 
-use std::sync::{Arc, Mutex};
-
 use std::ptr::NonNull;
+use std::sync::{Arc, Mutex};
 
 use rivet_netmods::{Netmod, PeerId, Sink};
 use rivet_pmi::Client;
