@@ -249,11 +249,7 @@ impl StackRun {
                 bench,
                 env,
             } => {
-                let mut spec = CmdSpec::new(rivetrun);
-                for (k, v) in env {
-                    spec = spec.env(k, v);
-                }
-                let spec = spec
+                let spec = rivet_cmd(rivetrun, env)
                     .args(["-n", "2", "--bind-to", "core"])
                     .arg(bench)
                     .args([kind.name(), "--json"]);
@@ -284,13 +280,12 @@ impl StackRun {
                 rivetrun,
                 bench,
                 env,
-            } => {
-                let mut spec = CmdSpec::new(rivetrun);
-                for (k, v) in env {
-                    spec = spec.env(k, v);
-                }
-                Some(spec.args(["-n", &n.to_string()]).arg(bench).arg("startup"))
-            }
+            } => Some(
+                rivet_cmd(rivetrun, env)
+                    .args(["-n", &n.to_string()])
+                    .arg(bench)
+                    .arg("startup"),
+            ),
             StackRun::Mpi(s, transport) => Some(
                 s.mpi
                     .startup(&s.launcher, n, *transport)
@@ -597,6 +592,12 @@ pub fn run(args: Args) -> Result<(), String> {
         );
     }
     Ok(())
+}
+
+/// `rivetrun` with the stack's `RIVET_*` settings.
+fn rivet_cmd(rivetrun: &std::path::Path, env: &[(&'static str, &'static str)]) -> CmdSpec {
+    env.iter()
+        .fold(CmdSpec::new(rivetrun), |spec, (k, v)| spec.env(k, v))
 }
 
 fn rivet_stack(args: &Args, env: Vec<(&'static str, &'static str)>) -> Result<StackRun, String> {
@@ -1344,29 +1345,7 @@ mod tests {
         );
     }
 
-    /// `raw_tcp_pingpong lat`'s output, recorded on the project machine.
-    const RAW_LAT: &str = "\
-# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), blocking recv
-# Size         Latency (us)
-1                    40.342
-8                    40.523
-64                   39.964
-512                  40.318
-1024                 43.270
-4096                 41.565
-16384                41.823
-65536                44.725
-# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), busy-poll recv (MSG_DONTWAIT spin)
-# Size         Latency (us)
-1                     2.960
-8                     3.000
-64                    2.993
-512                   3.086
-1024                  3.227
-4096                  3.959
-16384                 6.376
-65536                17.403
-";
+    use crate::peers::tests::RAW_TCP_LAT as RAW_LAT;
 
     #[test]
     fn raw_tcp_rows_land_on_their_sizes() {

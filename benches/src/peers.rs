@@ -334,7 +334,7 @@ pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, Strin
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Captured from `MAXSIZE=64 mpirun.openmpi ... mpi_pingpong.openmpi lat`
@@ -467,7 +467,7 @@ mod tests {
     /// Captured from `raw_tcp_pingpong lat` and `raw_tcp_pingpong bw`
     /// (built with `cc -O2` from the anchors) on the project machine, while
     /// it was busy (hence the 40 us blocking latencies).
-    const RAW_TCP_LAT: &str = "\
+    pub(crate) const RAW_TCP_LAT: &str = "\
 # TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), blocking recv
 # Size         Latency (us)
 1                    40.342
