@@ -225,6 +225,11 @@ impl Engine {
                     core.st.requests.live()
                 ),
             ));
+            let (shm, net) = pg.vcs_by_path();
+            items.push(("vcs".into(), format!("{shm} shm, {net} netmod")));
+            for (rank, why) in &core.st.failed_peers {
+                items.push((format!("failed_peer.{rank}"), why.clone()));
+            }
         }
         Info {
             rank: self.inner.rank,

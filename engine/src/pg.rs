@@ -175,6 +175,12 @@ impl ProcessGroup {
             .collect()
     }
 
+    /// Open VCs by path: (shared memory, netmod).
+    pub fn vcs_by_path(&self) -> (usize, usize) {
+        let shm = self.local.iter().filter(|v| v.is_some()).count();
+        (shm, self.remote.len())
+    }
+
     /// VCs opened so far (loopback excluded).
     pub fn open_vcs(&self) -> usize {
         self.local.iter().filter(|v| v.is_some()).count() + self.remote.len()

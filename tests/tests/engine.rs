@@ -480,6 +480,54 @@ fn simultaneous_connects_lose_and_duplicate_nothing() {
     }
 }
 
+/// Netmod selection: with two (simulated) nodes of two ranks, rank 0
+/// reaches its node mate over shared memory and the other node over tcp
+/// (the VCs it opened say so); with `RIVET_NETMOD=tcp` every peer is tcp,
+/// and without it a single node is all shared memory. Every message is
+/// checked.
+#[test]
+fn shm_on_the_node_and_tcp_across_nodes() {
+    let _serial = serial();
+    let two_nodes = [
+        "-ppn",
+        "2",
+        "--map-by",
+        "node",
+        "--topology",
+        "pack:1 core:2 pu:1",
+    ];
+    let runs: [(&[&str], Env, &str); 4] = [
+        (&two_nodes, vec![], "1 shm, 2 netmod"),
+        (&two_nodes, TCP[0].to_vec(), "0 shm, 3 netmod"),
+        (&[], vec![], "3 shm, 0 netmod"),
+        (&[], TCP[1].to_vec(), "0 shm, 3 netmod"),
+    ];
+    for (launch, env, vcs) in runs {
+        let mut cmd = rivetrun(&["-n", "4"]);
+        cmd.args(launch).arg(bin("engine_check")).arg("connect_all");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        let case = format!("{launch:?} {env:?}");
+        assert_eq!(o.code(), Some(0), "{case}: {}", show(&o));
+        for rank in 0..4 {
+            has(
+                &o,
+                &format!("engine_check connect_all OK rank {rank} of 4\n"),
+            );
+        }
+        has(&o, &format!("engine_check info: vcs: {vcs}\n"));
+    }
+    let mut cmd = rivetrun(&["-n", "4"]);
+    cmd.args(two_nodes)
+        .arg(release_bin("engine_check"))
+        .args(["stress", "30000", "2"]);
+    let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "stress over two nodes: {}", show(&o));
+    has(
+        &o,
+        "engine_check info: transport.netmod: tcp for peers on other nodes",
+    );
+}
+
 /// Rank 1 SIGKILLs itself while rank 0 streams messages to it: rank 0's
 /// sends and its receive posted for rank 1 fail with an error naming rank 1,
 /// then ranks 0 and 2 still exchange messages and exit 0; rivetrun, told to

@@ -147,8 +147,9 @@ fn main() {
             kill(&world)
         }
         "connect_all" => {
-            print_info(&engine);
-            connect_all(&world)
+            connect_all(&world);
+            // After the traffic: the info names the VCs each path carried.
+            print_info(&engine)
         }
         "netkill" => {
             need(3);
