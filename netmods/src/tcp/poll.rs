@@ -30,6 +30,10 @@ pub(crate) struct PollIo {
     listener: OwnedFd,
     epoll: Epoll,
     tick: u64,
+    /// Accepted sockets still waiting for their HELLO, as counted at the
+    /// last slow tick: they are served on slow ticks only, so a client that
+    /// connects and never speaks (a port scanner) costs nothing per poll.
+    awaiting_hello: usize,
     /// A message was written straight to a socket since the last poll:
     /// further small ones are queued and leave together at the next poll
     /// (one send for a window of them), see `send`.
@@ -66,6 +70,7 @@ impl PollIo {
                 listener,
                 epoll,
                 tick: 0,
+                awaiting_hello: 0,
                 wrote_since_poll: false,
                 work: Vec::new(),
                 pollfds: Vec::new(),
@@ -155,9 +160,13 @@ impl PollIo {
     ) -> Result<usize, NetmodError> {
         self.tick += 1;
         self.wrote_since_poll = false;
-        if st.open.is_empty() || st.live > st.open.len() || self.tick % SLOW_EVERY == 0 {
+        // Every poll while a connection of ours is being made; else
+        // every SLOW_EVERY-th.
+        let ours_pending = st.live > st.open.len() + self.awaiting_hello;
+        if st.open.is_empty() || ours_pending || self.tick % SLOW_EVERY == 0 {
             self.accept_all(st);
             self.check_connects(st)?;
+            self.awaiting_hello = st.wake_awaiting_hello();
         }
         std::mem::swap(&mut st.dirty, &mut self.work);
         for i in 0..self.work.len() {
@@ -275,7 +284,13 @@ impl PollIo {
                 match unsafe { sys::recv(fd, ptr, len) } {
                     Ok(0) => st.sock_failed(slot, "connection closed during the handshake".into()),
                     Ok(n) => st.hs_received(slot, n),
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => st.mark_dirty(slot),
+                    // An acceptor waits for the next slow tick (see
+                    // `awaiting_hello`); a connector keeps trying.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if !matches!(phase, Phase::AwaitHello) {
+                            st.mark_dirty(slot)
+                        }
+                    }
                     Err(e) => st.sock_failed(slot, format!("recv: {e}")),
                 }
             }

@@ -207,6 +207,22 @@ impl State {
     }
 
     /// One past the highest slot number (slots may be empty).
+    /// Marks every accepted socket still waiting for its HELLO dirty, so
+    /// the backend tries it again; their number.
+    pub(crate) fn wake_awaiting_hello(&mut self) -> usize {
+        let mut n = 0;
+        for slot in 0..self.slots.len() as u32 {
+            if self
+                .sock(slot)
+                .is_some_and(|s| s.phase == Phase::AwaitHello)
+            {
+                self.mark_dirty(slot);
+                n += 1;
+            }
+        }
+        n
+    }
+
     pub(crate) fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
