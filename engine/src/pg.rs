@@ -11,7 +11,7 @@
 
 use std::collections::{HashMap, VecDeque};
 
-use rivet_netmods::PeerId;
+use rivet_netmods::{FxBuildHasher, PeerId};
 
 use crate::error::{Error, Result};
 use crate::node_map::NodeMap;
@@ -115,7 +115,7 @@ pub struct ProcessGroup {
     pub window: usize,
     me: Vc,
     local: Vec<Option<Box<Vc>>>,
-    remote: HashMap<u32, Box<Vc>>,
+    remote: HashMap<u32, Box<Vc>, FxBuildHasher>,
 }
 
 impl ProcessGroup {
@@ -135,7 +135,7 @@ impl ProcessGroup {
             window,
             me: Vc::new(Route::Loopback, window),
             local: (0..local_count).map(|_| None).collect(),
-            remote: HashMap::new(),
+            remote: HashMap::default(),
         }
     }
 

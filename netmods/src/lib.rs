@@ -2,7 +2,8 @@
 //! drives every off-node transport, the [`Sink`] through which a netmod
 //! hands back arrivals (and asks where large payloads go), and the
 //! transports: [`tcp`] (nonblocking sockets or io_uring). `ofi` (libfabric)
-//! is to come. Also the one byte-size parser ([`parse_size`]).
+//! is to come. Also two small helpers shared with the engine: the byte-size
+//! parser ([`parse_size`]) and a hasher for integer keys ([`FxBuildHasher`]).
 //!
 //! A netmod moves opaque `(header, payload)` messages between processes and
 //! knows nothing of matching or protocols; the engine owns both. It is
@@ -11,9 +12,11 @@
 
 use std::ptr::NonNull;
 
+mod fxhash;
 mod size;
 pub mod tcp;
 
+pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 
 pub use tcp::{TcpConfig, TcpNetmod};

@@ -13,36 +13,16 @@
 //! the HELLO is ever written to a losing socket.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
-use crate::{PeerId, Sink};
+use crate::{FxBuildHasher, PeerId, Sink};
 
 use super::conn::{Outq, Rx};
 use super::sys::{self, SockAddr};
 use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_RANK, VERDICT_LEN};
 
-/// Multiplicative hashing for rank keys: ranks are small dense integers,
-/// and SipHash would cost more than the rest of a send.
-#[derive(Default)]
-pub(crate) struct RankHasher(u64);
-
-impl Hasher for RankHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0 ^ n).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-}
-
-pub(crate) type PeerMap = HashMap<PeerId, Peer, BuildHasherDefault<RankHasher>>;
+pub(crate) type PeerMap = HashMap<PeerId, Peer, FxBuildHasher>;
 
 /// A socket slot plus the generation it had when an id was handed out:
 /// completions for a reused slot are recognised as stale.
