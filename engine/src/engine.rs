@@ -94,7 +94,8 @@ impl Engine {
         let config = Config::from_env()?;
         let mut pmi = Client::init()?;
         let (rank, size) = (pmi.rank(), pmi.size());
-        let node_map = NodeMap::from_client(&mut pmi);
+        let node_map =
+            NodeMap::from_client(&mut pmi).with_force_netmod(config.netmod != NetmodChoice::Auto);
         let local: Vec<u32> = node_map.local_ranks().to_vec();
         let my_local = node_map.my_local_index();
         let use_shm = local.len() > 1 && config.netmod == NetmodChoice::Auto;
@@ -349,7 +350,7 @@ impl Inner {
         if self.finalized.load(Ordering::Relaxed) {
             return Err(Error::Finalized);
         }
-        Ok(self.core.lock().unwrap_or_else(|p| p.into_inner()))
+        Ok(self.lock_even_finalized())
     }
 
     fn check(core: &Core) -> Result<()> {
@@ -361,11 +362,7 @@ impl Inner {
 
     /// The error of a failed peer, with the reason the transport gave.
     pub(crate) fn failure_of(&self, rank: u32) -> Error {
-        self.core
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .st
-            .failure_of(rank)
+        self.lock_even_finalized().st.failure_of(rank)
     }
 
     /// Start a send. A standard eager send that the transport takes at
@@ -509,7 +506,7 @@ impl Inner {
 
     /// Nobody will wait for `id`: free it now if complete, else on completion.
     pub(crate) fn detach(&self, id: u64) {
-        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
+        let mut core = self.lock_even_finalized();
         if let Some(req) = core.st.requests.get_mut(id) {
             if req.complete {
                 core.st.requests.remove(id);
@@ -526,19 +523,8 @@ impl Inner {
         let mut backoff = Backoff::new(self.yields);
         loop {
             {
-                let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
-                let streaming = ids.iter().any(|&id| {
-                    matches!(
-                        core.st.requests.get(id),
-                        Some(crate::table::Req {
-                            op: Op::Recv(crate::table::RecvOp {
-                                phase: crate::table::RecvPhase::Streaming { .. },
-                                ..
-                            }),
-                            ..
-                        })
-                    )
-                });
+                let mut core = self.lock_even_finalized();
+                let streaming = ids.iter().any(|&id| core.st.requests.is_streaming(id));
                 if !streaming || core.netmod.is_none() || core.st.fatal.is_some() {
                     core.abandon(ids);
                     return;
@@ -586,24 +572,16 @@ impl Inner {
         if self.finalized.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let mut backoff = Backoff::new(self.yields);
-        loop {
-            {
-                let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
-                core.progress();
-                let owed = core
-                    .st
-                    .requests
-                    .any(|r| !r.complete && matches!(r.op, Op::Send(_)));
-                let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
-                if (!owed && core.st.pending_vcs.is_empty() && net_idle) || core.st.fatal.is_some()
-                {
-                    break;
-                }
-            }
-            backoff.idle();
-        }
-        self.say_bye();
+        // What peers are owed first; then a goodbye to each netmod peer, so
+        // that our connections closing is not taken for a failure.
+        self.drain(|core| {
+            !core
+                .st
+                .requests
+                .any(|r| !r.complete && matches!(r.op, Op::Send(_)))
+        });
+        self.lock_even_finalized().st.say_bye();
+        self.drain(|_| true);
         self.finalized.store(true, Ordering::Relaxed);
         let client = self.pmi.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(client) = client {
@@ -611,42 +589,28 @@ impl Inner {
         }
         Ok(())
     }
-}
 
-impl Inner {
-    /// Tell every netmod peer we are done (`Bye`) and wait until the netmod
-    /// has handed that to the kernel, so that our connections closing is
-    /// not taken for a failure.
-    fn say_bye(&self) {
-        let mut core = self.core.lock().unwrap_or_else(|p| p.into_inner());
-        if core.netmod.is_none() || core.st.fatal.is_some() {
-            return;
-        }
-        for rank in core.st.pg.live_netmod_ranks() {
-            let bye = crate::wire::WireHeader {
-                kind: crate::wire::MsgKind::Bye as u8,
-                ..Default::default()
-            };
-            let item = crate::pg::Outgoing::Msg {
-                header: bye,
-                buf: std::ptr::null(),
-                len: 0,
-                done: 0,
-            };
-            // A peer failing meanwhile needs no goodbye.
-            let _ = core.send_or_queue(rank, item);
-        }
+    /// Progress until `done` holds and nothing waits to be sent, in the
+    /// engine's queues or the netmod's, or until the engine has failed.
+    fn drain(&self, done: impl Fn(&Core) -> bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
-            core.progress();
-            let idle = core.netmod.as_ref().is_none_or(|n| n.idle());
-            if (idle && core.st.pending_vcs.is_empty()) || core.st.fatal.is_some() {
-                return;
+            {
+                let mut core = self.lock_even_finalized();
+                core.progress();
+                let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
+                if (net_idle && core.st.pending_vcs.is_empty() && done(&core))
+                    || core.st.fatal.is_some()
+                {
+                    return;
+                }
             }
-            drop(core);
             backoff.idle();
-            core = self.core.lock().unwrap_or_else(|p| p.into_inner());
         }
+    }
+
+    fn lock_even_finalized(&self) -> MutexGuard<'_, Core> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
 

@@ -25,20 +25,19 @@ pub struct NodeMap {
     local: Vec<u32>,
     /// False when the process manager gave no usable map.
     known: bool,
-    /// `RIVET_NETMOD` names a network module: use it even on the node.
+    /// A network module is forced (`RIVET_NETMOD`): use it even on the node.
     force_netmod: bool,
 }
 
 impl NodeMap {
     /// Ask the process manager (a singleton is alone on its node).
     pub fn from_client(pmi: &mut Client) -> NodeMap {
-        let force = force_netmod_from_env();
         if pmi.is_singleton() {
             return NodeMap {
                 my_rank: 0,
                 local: vec![0],
                 known: true,
-                force_netmod: force,
+                force_netmod: false,
             };
         }
         let mapping = pmi
@@ -46,7 +45,7 @@ impl NodeMap {
             .ok()
             .flatten()
             .unwrap_or_default();
-        NodeMap::from_mapping(&mapping, pmi.size(), pmi.rank()).with_force_netmod(force)
+        NodeMap::from_mapping(&mapping, pmi.size(), pmi.rank())
     }
 
     /// From a `PMI_process_mapping` value; empty or malformed means unknown.
@@ -73,7 +72,9 @@ impl NodeMap {
         }
     }
 
-    pub(crate) fn with_force_netmod(mut self, force: bool) -> NodeMap {
+    /// Send on-node traffic through the network module too (the engine
+    /// sets this from `RIVET_NETMOD`).
+    pub fn with_force_netmod(mut self, force: bool) -> NodeMap {
         self.force_netmod = force;
         self
     }
@@ -122,16 +123,6 @@ impl NodeMap {
         } else {
             Path::Netmod
         }
-    }
-}
-
-/// `RIVET_NETMOD=tcp|ofi` sends on-node traffic over that netmod too;
-/// unset, empty, `auto` or `shm` leave shared memory in charge on the node
-/// (`Config` rejects other values before this is asked).
-fn force_netmod_from_env() -> bool {
-    match std::env::var("RIVET_NETMOD") {
-        Ok(v) => !matches!(v.as_str(), "" | "auto" | "shm"),
-        Err(_) => false,
     }
 }
 

@@ -487,6 +487,13 @@ impl State {
         }
     }
 
+    /// At finalize: tell every live netmod peer we are done (`Bye`).
+    pub fn say_bye(&mut self) {
+        for rank in self.pg.live_netmod_ranks() {
+            self.reply(rank, control(MsgKind::Bye, 0, 0));
+        }
+    }
+
     /// The error a send to failed `rank` gets.
     pub fn failure_of(&self, rank: u32) -> Error {
         let why = self

@@ -142,6 +142,17 @@ impl RequestTable {
         }
     }
 
+    /// `id` is a receive whose rendezvous data is arriving.
+    pub fn is_streaming(&self, id: u64) -> bool {
+        matches!(
+            self.get(id).map(|r| &r.op),
+            Some(Op::Recv(RecvOp {
+                phase: RecvPhase::Streaming { .. },
+                ..
+            }))
+        )
+    }
+
     /// Requests in flight (for diagnostics).
     pub fn live(&self) -> usize {
         self.live
