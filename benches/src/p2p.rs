@@ -166,17 +166,9 @@ pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
     if args.iters == Some(0) {
         return Err("--iters must be at least 1".into());
     }
-    let engine = init()?;
-    if args.info {
-        print_info(&engine);
-        return engine.finalize().map_err(|e| format!("finalize: {e}"));
-    }
-    let world = engine.world();
-    if world.size() < 2 {
-        drop(world);
-        engine.finalize().map_err(|e| format!("finalize: {e}"))?;
-        return Err(need_two(kind));
-    }
+    let Some((engine, world)) = start(kind, args.info)? else {
+        return Ok(());
+    };
     let rank = world.rank();
     let buf_len = sizes.iter().copied().max().unwrap_or(0).max(ACK_LEN);
     let (sbuf, mut rbuf) = if rank < 2 {
@@ -238,6 +230,24 @@ pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
     out.finish();
     drop(world);
     engine.finalize().map_err(|e| format!("finalize: {e}"))
+}
+
+/// The start every benchmark shares: init; with `--info`, print it and
+/// finish (`None`); else the world, which must have two ranks or more.
+fn start(kind: Kind, info: bool) -> Result<Option<(Engine, Comm)>, String> {
+    let engine = init()?;
+    let finalize = |engine: Engine| engine.finalize().map_err(|e| format!("finalize: {e}"));
+    if info {
+        print_info(&engine);
+        return finalize(engine).map(|()| None);
+    }
+    let world = engine.world();
+    if world.size() < 2 {
+        drop(world);
+        finalize(engine)?;
+        return Err(need_two(kind));
+    }
+    Ok(Some((engine, world)))
 }
 
 fn need_two(kind: Kind) -> String {
@@ -390,17 +400,9 @@ pub fn mr(args: MrArgs) -> Result<(), String> {
     if args.threads == 0 {
         return Err("--threads must be at least 1".into());
     }
-    let engine = init()?;
-    if common.info {
-        print_info(&engine);
-        return engine.finalize().map_err(|e| format!("finalize: {e}"));
-    }
-    let world = engine.world();
-    if world.size() < 2 {
-        drop(world);
-        engine.finalize().map_err(|e| format!("finalize: {e}"))?;
-        return Err(need_two(kind));
-    }
+    let Some((engine, world)) = start(kind, common.info)? else {
+        return Ok(());
+    };
     let rank = world.rank();
     // dup is collective: every rank, main thread, same order.
     let comms: Vec<Comm> = if args.threads == 1 {
