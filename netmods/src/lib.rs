@@ -9,6 +9,13 @@
 //! knows nothing of matching or protocols; the engine owns both. It is
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
+//!
+//! Peers are named by [`PeerId`]s: `(group, rank)` pairs ([`peer_id`],
+//! [`split_peer`]). Group 0 is the process's own job. For dynamic processes
+//! the engine names other jobs' processes by group slots
+//! ([`Netmod::add_group`]) and meets new ones through temporary port
+//! connections ([`Netmod::connect_port`], [`Sink::port_connection`]),
+//! closing connections it is done with ([`Netmod::disconnect`]).
 
 use std::ptr::NonNull;
 
@@ -21,9 +28,29 @@ pub use size::parse_size;
 
 pub use tcp::{TcpConfig, TcpNetmod};
 
-/// The engine's name for a peer: the same number on both sides of a
-/// connection within one process group (the peer's rank in it).
+/// The engine's name for a peer process: `peer_id(group, rank)`, the
+/// engine's slot for the peer's process group in the high 32 bits and the
+/// peer's rank in that group in the low 32. Group 0 is this process's own
+/// job, so there a peer id is simply the rank, the same number on both
+/// sides of a connection. Peers of other jobs (dynamic processes, after
+/// [`Netmod::add_group`]) are named by the group slot this process gave
+/// their job, which need not match the other side's slot for ours.
+/// [`TEMP_GROUP`] holds temporary port connections ([`Netmod::connect_port`],
+/// [`Sink::port_connection`]): their ranks are local serial numbers.
 pub type PeerId = u64;
+
+/// The group of temporary port connections (see [`PeerId`]).
+pub const TEMP_GROUP: u32 = u32::MAX;
+
+/// The peer id of `rank` in process group slot `group`.
+pub fn peer_id(group: u32, rank: u32) -> PeerId {
+    ((group as u64) << 32) | rank as u64
+}
+
+/// `(group, rank)` of a peer id: the inverse of [`peer_id`].
+pub fn split_peer(peer: PeerId) -> (u32, u32) {
+    ((peer >> 32) as u32, peer as u32)
+}
 
 #[derive(Debug, thiserror::Error)]
 pub enum NetmodError {
@@ -48,7 +75,9 @@ pub trait Sink {
     /// arriving. `Some(dst)`: the netmod writes the payload straight into
     /// `dst..dst+len` (the engine's posted receive buffer) and then calls
     /// `deliver` with exactly that memory as the payload; the memory stays
-    /// writable until then. `None` (the default): the netmod buffers it.
+    /// writable until then (or until `peer_failed` for `peer`, or until
+    /// `Netmod::disconnect(peer)` returns, after which the netmod no longer
+    /// touches it). `None` (the default): the netmod buffers it.
     fn place(&mut self, peer: PeerId, header: &[u8], len: usize) -> Option<NonNull<u8>> {
         let _ = (peer, header, len);
         None
@@ -59,6 +88,13 @@ pub trait Sink {
     /// Reported once per connection; the netmod has already dropped any
     /// pointer `place` gave it for this peer.
     fn peer_failed(&mut self, peer: PeerId, why: &str);
+
+    /// A process connected to port `tag` (its `connect_port`); it is known
+    /// as `peer` (in TEMP_GROUP) from now on. Reported before anything from
+    /// that peer is delivered. Default: ignore.
+    fn port_connection(&mut self, peer: PeerId, tag: u64) {
+        let _ = (peer, tag);
+    }
 }
 
 /// Sizes the engine's protocols pick their path by.
@@ -87,6 +123,33 @@ pub trait Netmod: Send {
     /// messages may be sent as soon as this returns, before the
     /// connection completes. A no-op if the peer is already known.
     fn connect(&mut self, peer: PeerId, card: &str) -> Result<(), NetmodError>;
+
+    /// Processes of job `job` (another process group's id, as its netmod was
+    /// created with) are peers `peer_id(group, rank)`: their connections are
+    /// accepted and `connect(peer_id(group, r), card)` reaches them.
+    /// Errors: group 0 or TEMP_GROUP, `job` equal to our own job, a job id
+    /// longer than the handshake allows, or a group already added.
+    fn add_group(&mut self, group: u32, job: &str) -> Result<(), NetmodError>;
+
+    /// Forget a group: later connections from its job are refused as from
+    /// another job. Existing peers are not touched (the engine disconnects them).
+    fn remove_group(&mut self, group: u32);
+
+    /// Open a temporary connection to the process with business card `card`,
+    /// naming port `tag` in the handshake (MPI_Comm_connect's first step).
+    /// Returns a new peer id in TEMP_GROUP; messages may be sent at once.
+    /// An unreachable card or a refusal is reported as `peer_failed` of that id.
+    fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError>;
+
+    /// Close the connection to `peer` once everything already taken by
+    /// `try_send` for it has been written; forget the peer. Nothing more is
+    /// delivered from it and no `peer_failed` is reported for it afterwards;
+    /// `knows(peer)` is false at once. A no-op for an unknown peer.
+    fn disconnect(&mut self, peer: PeerId);
+
+    /// Peers known now (connected or connecting, temporary ones included),
+    /// for the engine's counters.
+    fn peer_count(&self) -> usize;
 
     /// Take one message for a known `peer`: `Ok(true)` once the bytes are
     /// copied or written (the caller may reuse its buffers), `Ok(false)` if

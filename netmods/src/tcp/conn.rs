@@ -232,9 +232,19 @@ impl Rx {
     }
 
     /// Whether a placement pointer is held (dropped with the `Rx`).
-    #[cfg(test)]
     pub(crate) fn placed(&self) -> bool {
         matches!(self.state, RxState::Placed { .. })
+    }
+
+    /// Forgets the frame in progress and every buffered byte, and with them
+    /// any placement pointer: the connection's input is discarded from now
+    /// on (its peer was disconnected). Keeps the buffers, which a receive
+    /// in flight may still be writing into; not while one writes into a
+    /// placement destination.
+    pub(crate) fn discard(&mut self) {
+        self.state = RxState::Frames { declined: false };
+        self.start = 0;
+        self.end = 0;
     }
 }
 

@@ -4,6 +4,19 @@
 //! calls otherwise. Both backends drive the same sans-IO state (`state`,
 //! `conn`), so they behave identically on the wire.
 //!
+//! Every connection opens with a handshake (`wire`): the connector's HELLO
+//! names it, the acceptor's VERDICT accepts or refuses it. A rank HELLO
+//! says "rank R of job J": the acceptor takes it from its own job (peer
+//! `R`) or from a job given to `add_group` (peer `peer_id(group, R)`), and
+//! refuses other jobs. When two processes connect to each other at once,
+//! the connection started by the lower identity (job id bytes, then rank,
+//! compared lexicographically) is kept and the other refused as a
+//! duplicate, so a pair keeps exactly one connection even across jobs. A
+//! port HELLO (`connect_port`, for MPI_Comm_connect/accept) says "to port
+//! T": always accepted, as a new temporary peer in `TEMP_GROUP` on each
+//! side, announced by `Sink::port_connection`. `disconnect` forgets a peer
+//! at once and closes its connection once its queue is written.
+//!
 //! | file | holds |
 //! | --- | --- |
 //! | `config.rs` | `TcpConfig`, `RIVET_TCP_*` parsing |
@@ -27,7 +40,7 @@ mod wire;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
+use crate::{split_peer, Limits, Netmod, NetmodError, PeerId, Sink, TEMP_GROUP};
 
 pub use config::{Backend, TcpConfig};
 
@@ -52,14 +65,19 @@ pub struct TcpNetmod {
 impl TcpNetmod {
     /// Opens the listener and picks the backend. `job` is the process
     /// group's id (the PMI KVS name): connections from other jobs are
-    /// refused. `my_rank` is the PeerId other processes know us by.
+    /// refused unless added with `add_group`. `my_rank` (below 2^32) is our
+    /// rank in it, the PeerId other processes of the job know us by.
     pub fn new(config: TcpConfig, job: &str, my_rank: u64) -> Result<TcpNetmod, NetmodError> {
         config.validate()?;
+        let invalid = |why: &str| NetmodError::Io {
+            what: "tcp netmod".into(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, why.to_string()),
+        };
         if job.len() > wire::MAX_JOB {
-            return Err(NetmodError::Io {
-                what: "tcp netmod".into(),
-                source: io::Error::new(io::ErrorKind::InvalidInput, "job id longer than 256 bytes"),
-            });
+            return Err(invalid("job id longer than 256 bytes"));
+        }
+        if my_rank > u32::MAX as u64 {
+            return Err(invalid("rank above 2^32 - 1"));
         }
         let (ips, one) = iface::select(&config.ifaces)?;
         let bind_ip = if one && ips.len() == 1 {
@@ -120,8 +138,9 @@ impl TcpNetmod {
         }
     }
 
-    /// Connections accepted so far (either side's), for tests and `--info`:
-    /// a pair that connected simultaneously counts one on each side.
+    /// Connections accepted so far (either side's, rank and port
+    /// connections alike), for tests and `--info`: a pair that connected
+    /// simultaneously counts one on each side.
     pub fn connections_made(&self) -> u64 {
         self.st.made
     }
@@ -157,6 +176,14 @@ impl Netmod for TcpNetmod {
         if self.knows(peer) {
             return Ok(());
         }
+        let err = |what: String| NetmodError::Peer { peer, what };
+        match split_peer(peer).0 {
+            TEMP_GROUP => return Err(err("temporary peers come from connect_port".into())),
+            g if !self.st.has_group(g) => {
+                return Err(err(format!("process group {g} was not added")))
+            }
+            _ => {}
+        }
         let addrs = card::parse(card)?;
         self.st.peers.insert(
             peer,
@@ -166,6 +193,44 @@ impl Netmod for TcpNetmod {
             },
         );
         Ok(())
+    }
+
+    fn add_group(&mut self, group: u32, job: &str) -> Result<(), NetmodError> {
+        self.st
+            .add_group(group, job.as_bytes())
+            .map_err(|why| NetmodError::Io {
+                what: format!("add_group({group}, {job:?})"),
+                source: io::Error::new(io::ErrorKind::InvalidInput, why),
+            })
+    }
+
+    fn remove_group(&mut self, group: u32) {
+        self.st.remove_group(group);
+    }
+
+    fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError> {
+        let addrs = card::parse(card)?;
+        let peer = self.st.add_port_peer(addrs, tag);
+        // Not lazy: a refusal is reported even if nothing is sent.
+        match &mut self.io {
+            Io::Poll(p) => p.start(&mut self.st, peer),
+            Io::Uring(u) => u.start(&mut self.st, peer),
+        }
+        Ok(peer)
+    }
+
+    fn disconnect(&mut self, peer: PeerId) {
+        if !self.knows(peer) {
+            return;
+        }
+        if let Io::Uring(u) = &mut self.io {
+            u.quiesce(&mut self.st, peer);
+        }
+        self.st.disconnect(peer);
+    }
+
+    fn peer_count(&self) -> usize {
+        self.st.peer_count()
     }
 
     fn try_send(
@@ -217,7 +282,7 @@ impl Netmod for TcpNetmod {
     }
 
     fn idle(&self) -> bool {
-        self.st.peers.values().all(|p| p.out.is_empty())
+        self.st.peers.values().all(|p| p.out.is_empty()) && self.st.drained()
     }
 
     fn limits(&self) -> Limits {

@@ -300,24 +300,34 @@ impl PollIo {
     }
 }
 
-/// Writes `slot`'s peer queue until empty or the socket is full.
+/// Writes `slot`'s peer queue until empty or the socket is full; a
+/// detached socket's own queue, then shuts its sending side down.
 fn write_queue(st: &mut State, slot: u32, fd: i32) {
     let Some((s, peers)) = st.sock_and_peers(slot) else {
         return;
     };
-    let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) else {
-        return;
+    let out = if s.detached {
+        &mut s.drain
+    } else {
+        match s.peer.and_then(|q| peers.get_mut(&q)) {
+            Some(p) => &mut p.out,
+            None => return,
+        }
     };
     loop {
-        let chunk = p.out.front();
+        let chunk = out.front();
         if chunk.is_empty() {
-            return;
+            break;
         }
         match sys::send(fd, &[chunk]) {
-            Ok(n) => p.out.advance(n),
+            Ok(n) => out.advance(n),
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
             Err(e) => return st.sock_failed(slot, format!("send: {e}")),
         }
+    }
+    if s.detached && !s.wr_shut {
+        s.wr_shut = true;
+        sys::shutdown_write(fd);
     }
 }
 

@@ -4,23 +4,49 @@
 //! Backends do the I/O and call in here with what happened; nothing here
 //! makes a system call except creating and closing sockets.
 //!
-//! Tie-break of a simultaneous connect: the connection initiated by the
-//! lower rank wins. An acceptor of a HELLO from rank Q accepts unless it
-//! has initiated a connection to Q itself (pending or accepted) and Q is
-//! the higher rank. A rejected connector closes its socket and waits for
-//! the peer's connection, which it will accept. Messages wait in the
-//! peer's queue until the peer has an accepted connection, so nothing but
-//! the HELLO is ever written to a losing socket.
+//! # Identities
+//! A rank connection's HELLO names the connector as (job, rank). The
+//! acceptor maps the job to a group slot (its own job: 0; a job given to
+//! `add_group`: that group; any other: refused as another job) and knows
+//! the connector as `peer_id(group, rank)`; the connector knows the
+//! acceptor by the peer id it passed to `connect`.
+//!
+//! # Tie-break of a simultaneous connect
+//! A pair keeps one rank connection: the one initiated by the process with
+//! the lower identity, identities `(job id bytes, rank)` compared
+//! lexicographically (within one job: the lower rank). An acceptor of a
+//! HELLO from identity Q accepts unless it has initiated a connection to Q
+//! itself (pending or accepted) and Q is the higher identity. Both sides
+//! decide alike, since each acceptor compares the same two identities: its
+//! own and the one in the HELLO. A rejected connector closes its socket and
+//! waits for the peer's connection, which it will accept. Messages wait in
+//! the peer's queue until the peer has an accepted connection, so nothing
+//! but the HELLO is ever written to a losing socket.
+//!
+//! # Port connections
+//! A HELLO of kind port (`connect_port`) skips the tie-break: the acceptor
+//! takes every one as a new temporary peer `peer_id(TEMP_GROUP, n)`, `n`
+//! from its own counter (the connector names its end from its own), and
+//! queues a `port_connection` report, made before anything from that peer
+//! is delivered.
+//!
+//! # Disconnect
+//! The peer's entry goes at once. Its sockets are detached (no peer, so
+//! they never fail one or deliver anything): the one carrying the peer's
+//! connection (or, if none is accepted yet, our connect in progress) takes
+//! the peer's send queue (`Sock::drain`), writes it, shuts its sending side
+//! down, and discards input until the other side closes; the others close
+//! at once.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
-use crate::{FxBuildHasher, PeerId, Sink};
+use crate::{peer_id, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
 
 use super::conn::{Outq, Rx};
 use super::sys::{self, SockAddr};
-use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_RANK, VERDICT_LEN};
+use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_PORT, KIND_RANK, MAX_JOB, VERDICT_LEN};
 
 pub(crate) type PeerMap = HashMap<PeerId, Peer, FxBuildHasher>;
 
@@ -46,6 +72,8 @@ pub(crate) struct Peer {
     pub open: bool,
     pub failed: Option<String>,
     pub out: Outq,
+    /// A temporary peer of ours (`connect_port`): the port's tag.
+    pub port: Option<u64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +127,20 @@ pub(crate) struct Sock {
     pub shut: bool,
     /// A peer failure to report once the socket is released.
     report: Option<(PeerId, String)>,
+    /// Connector: the HELLO names this port tag (else our rank).
+    pub port: Option<u64>,
+    /// Connector: the target's addresses, `addr`'s index among them.
+    pub addrs: Vec<SocketAddr>,
+    /// Its peer was disconnected: writes `drain`, then half-closes
+    /// (`wr_shut`) and discards input until the other side closes.
+    pub detached: bool,
+    /// A detached socket's send queue (the peer's, moved here).
+    pub drain: Outq,
+    /// Sending side shut down (detached, `drain` written).
+    pub wr_shut: bool,
+    /// The SEND in flight reads the peer's queue (io_uring): on disconnect
+    /// the queue moves here, so its frozen buffer lives until completion.
+    pub out_flight: bool,
 }
 
 impl Sock {
@@ -116,7 +158,8 @@ impl Sock {
 
     /// Where to receive next, if anything is expected: the handshake
     /// buffer (exactly the verdict's bytes for a connector, so frames that
-    /// follow stay in the socket), else the frame parser's target.
+    /// follow stay in the socket), else the frame parser's target (also for
+    /// a detached socket, whose input is received there and dropped).
     pub(crate) fn recv_target(&mut self) -> Option<(*mut u8, usize)> {
         let end = match self.phase {
             Phase::Hello { .. } => VERDICT_LEN,
@@ -137,9 +180,20 @@ struct Slot {
 }
 
 pub(crate) struct State {
+    /// Our rank in our own job.
     pub me: PeerId,
     pub job: Vec<u8>,
+    /// Other jobs whose processes are peers: (group slot, job id).
+    groups: Vec<(u32, Box<[u8]>)>,
+    /// Next temporary peer number (`peer_id(TEMP_GROUP, n)`).
+    next_temp: u32,
     pub peers: PeerMap,
+    /// Entries of `peers` that failed.
+    failed_peers: usize,
+    /// Port connections accepted and not yet reported: (peer, tag).
+    ports: Vec<(PeerId, u64)>,
+    /// Detached sockets not yet released.
+    detached: usize,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// Sockets not closing.
@@ -164,7 +218,12 @@ impl State {
         State {
             me,
             job: job.to_vec(),
+            groups: Vec::new(),
+            next_temp: 0,
             peers: PeerMap::default(),
+            failed_peers: 0,
+            ports: Vec::new(),
+            detached: 0,
             slots: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -175,6 +234,90 @@ impl State {
             made: 0,
             events: 0,
         }
+    }
+
+    /// Processes of `job` are peers in `group` from now on.
+    pub(crate) fn add_group(&mut self, group: u32, job: &[u8]) -> Result<(), String> {
+        if group == 0 || group == TEMP_GROUP {
+            return Err(format!("group {group} is reserved"));
+        }
+        if job.len() > MAX_JOB {
+            return Err(format!("job id longer than {MAX_JOB} bytes"));
+        }
+        if job == self.job.as_slice() {
+            return Err("that is this process's own job".into());
+        }
+        for (g, j) in &self.groups {
+            if *g == group {
+                return Err(format!("group {group} was added already"));
+            }
+            if **j == *job {
+                return Err(format!("that job was added already, as group {g}"));
+            }
+        }
+        self.groups.push((group, job.into()));
+        Ok(())
+    }
+
+    pub(crate) fn remove_group(&mut self, group: u32) {
+        self.groups.retain(|(g, _)| *g != group);
+    }
+
+    pub(crate) fn has_group(&self, group: u32) -> bool {
+        group == 0 || self.groups.iter().any(|(g, _)| *g == group)
+    }
+
+    /// The group slot of a connector's job, if it is ours or an added one.
+    fn group_of(&self, job: &[u8]) -> Option<u32> {
+        if job == self.job.as_slice() {
+            return Some(0);
+        }
+        self.groups
+            .iter()
+            .find(|(_, j)| **j == *job)
+            .map(|(g, _)| *g)
+    }
+
+    /// A temporary peer id not in use.
+    fn new_temp(&mut self) -> PeerId {
+        loop {
+            let p = peer_id(TEMP_GROUP, self.next_temp);
+            self.next_temp = self.next_temp.wrapping_add(1);
+            if !self.peers.contains_key(&p) {
+                return p;
+            }
+        }
+    }
+
+    /// A new temporary peer to connect to port `tag` at `addrs`
+    /// (`connect_port`); the backend starts its connect.
+    pub(crate) fn add_port_peer(&mut self, addrs: Vec<SocketAddr>, tag: u64) -> PeerId {
+        let peer = self.new_temp();
+        self.peers.insert(
+            peer,
+            Peer {
+                addrs,
+                started: true,
+                port: Some(tag),
+                ..Peer::default()
+            },
+        );
+        peer
+    }
+
+    /// Peers known and not failed.
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers.len() - self.failed_peers
+    }
+
+    /// No detached socket has bytes left to write.
+    pub(crate) fn drained(&self) -> bool {
+        self.detached == 0
+            || self
+                .slots
+                .iter()
+                .filter_map(|s| s.sock.as_ref())
+                .all(|s| s.drain.is_empty())
     }
 
     pub(crate) fn sock(&mut self, slot: u32) -> Option<&mut Sock> {
@@ -248,6 +391,12 @@ impl State {
             dirty: false,
             shut: false,
             report: None,
+            port: None,
+            addrs: Vec::new(),
+            detached: false,
+            drain: Outq::default(),
+            wr_shut: false,
+            out_flight: false,
         });
         self.live += 1;
         self.mark_dirty(slot);
@@ -270,24 +419,51 @@ impl State {
         nonblocking: bool,
         last: Option<String>,
     ) -> Option<u32> {
-        let addrs = self
+        let (addrs, port) = self
             .peers
             .get(&peer)
-            .map(|p| p.addrs.clone())
+            .map(|p| (p.addrs.clone(), p.port))
             .unwrap_or_default();
+        self.dial(
+            Some(peer),
+            addrs,
+            port,
+            from,
+            nonblocking,
+            last,
+            Outq::default(),
+        )
+    }
+
+    /// `add_connector` for `peer`, or for a detached connect (`None`, with
+    /// its queue `drain`), whose failure fails nothing.
+    #[allow(clippy::too_many_arguments)]
+    fn dial(
+        &mut self,
+        peer: Option<PeerId>,
+        addrs: Vec<SocketAddr>,
+        port: Option<u64>,
+        from: usize,
+        nonblocking: bool,
+        last: Option<String>,
+        drain: Outq,
+    ) -> Option<u32> {
         let mut why = last;
         for (i, a) in addrs.iter().enumerate().skip(from) {
             match sys::tcp_socket(a, nonblocking) {
                 Ok(fd) => {
-                    let slot = self.insert(
-                        fd,
-                        Phase::Connecting { addr: i },
-                        Some(peer),
-                        SockAddr::new(*a),
-                    );
-                    let id = self.slots[slot as usize].sock.as_ref().map(|s| s.id(slot));
-                    if let Some(p) = self.peers.get_mut(&peer) {
-                        p.mine = id;
+                    let a = *a;
+                    let slot =
+                        self.insert(fd, Phase::Connecting { addr: i }, peer, SockAddr::new(a));
+                    let s = self.slots[slot as usize].sock.as_mut()?;
+                    let id = s.id(slot);
+                    s.port = port;
+                    s.addrs = addrs;
+                    s.detached = peer.is_none();
+                    s.drain = drain;
+                    self.detached += peer.is_none() as usize;
+                    if let Some(p) = peer.and_then(|q| self.peers.get_mut(&q)) {
+                        p.mine = Some(id);
                     }
                     return Some(slot);
                 }
@@ -300,17 +476,24 @@ impl State {
             list.join(","),
             why.unwrap_or_else(|| "no address".into())
         );
-        self.fail_peer(peer, why);
+        if let Some(peer) = peer {
+            self.fail_peer(peer, why);
+        }
         None
     }
 
-    /// The connect of `slot` succeeded: send the HELLO.
+    /// The connect of `slot` succeeded: send the HELLO (our rank, or the
+    /// port's tag).
     pub(crate) fn connected(&mut self, slot: u32) {
         let (me, job) = (self.me, std::mem::take(&mut self.job));
         if let Some(s) = self.sock(slot) {
             if let Phase::Connecting { addr } = s.phase {
+                let (kind, id) = match s.port {
+                    Some(tag) => (KIND_PORT, tag),
+                    None => (KIND_RANK, me),
+                };
                 s.phase = Phase::Hello { addr };
-                s.hs.out_len = wire::encode_hello(&mut s.hs.out, me, &job);
+                s.hs.out_len = wire::encode_hello(&mut s.hs.out, kind, id, &job);
                 s.hs.out_pos = 0;
             }
         }
@@ -327,11 +510,18 @@ impl State {
         nonblocking: bool,
     ) -> Option<u32> {
         let s = self.sock(slot)?;
-        let (Phase::Connecting { addr }, Some(peer)) = (s.phase, s.peer) else {
+        let Phase::Connecting { addr } = s.phase else {
             return None;
         };
+        let (peer, port) = (s.peer, s.port);
+        if peer.is_none() && !s.detached {
+            return None;
+        }
+        let addrs = std::mem::take(&mut s.addrs);
+        let drain = std::mem::take(&mut s.drain);
         self.close(slot, None);
-        self.add_connector(peer, addr + 1, nonblocking, Some(err.to_string()))
+        let why = Some(err.to_string());
+        self.dial(peer, addrs, port, addr + 1, nonblocking, why, drain)
     }
 
     /// `n` more handshake bytes were written from `hs.out`.
@@ -345,12 +535,14 @@ impl State {
         match s.phase {
             Phase::Verdict { accept: true } => {
                 s.phase = Phase::Open;
-                let peer = s.peer;
+                let (peer, detached) = (s.peer, s.detached);
                 self.open.push(slot);
                 if let Some(p) = peer.and_then(|q| self.peers.get_mut(&q)) {
                     p.open = true;
                 }
-                self.events += 1;
+                if !detached {
+                    self.events += 1;
+                }
                 self.mark_dirty(slot);
             }
             Phase::Verdict { accept: false } => self.close(slot, None),
@@ -376,7 +568,21 @@ impl State {
     fn verdict(&mut self, slot: u32, v: Result<Verdict, &'static str>) {
         let Some(s) = self.sock(slot) else { return };
         let id = s.id(slot);
-        let Some(peer) = s.peer else { return };
+        if s.detached {
+            // Disconnected while connecting: if accepted, write the queue
+            // and close; otherwise the queue goes with the socket.
+            if v != Ok(Verdict::Accept) {
+                return self.close(slot, None);
+            }
+            s.phase = Phase::Open;
+            s.rx = Some(Rx::new());
+            self.open.push(slot);
+            self.made += 1;
+            return self.mark_dirty(slot);
+        }
+        let (Some(peer), port) = (s.peer, s.port.is_some()) else {
+            return;
+        };
         match v {
             Ok(Verdict::Accept) => {
                 let p = self.peers.entry(peer).or_default();
@@ -397,12 +603,13 @@ impl State {
                 self.mark_dirty(slot);
             }
             // Lost the tie-break: the peer's own connection will come.
-            Ok(Verdict::Duplicate) => self.close(slot, None),
+            Ok(Verdict::Duplicate) if !port => self.close(slot, None),
             Ok(Verdict::OtherJob) => self.fail_peer(
                 peer,
                 "connection rejected: the peer is in another job".into(),
             ),
-            Ok(Verdict::Unsupported) => {
+            // A port connection is never a duplicate: refused.
+            Ok(Verdict::Duplicate | Verdict::Unsupported) => {
                 self.fail_peer(peer, "connection rejected by the peer".into())
             }
             Err(e) => self.sock_failed(slot, e.into()),
@@ -412,11 +619,7 @@ impl State {
     /// Acceptor: parse the HELLO so far; answer once it is whole.
     fn hello(&mut self, slot: u32) {
         let me = self.me;
-        let Some(s) = self
-            .slots
-            .get_mut(slot as usize)
-            .and_then(|x| x.sock.as_mut())
-        else {
+        let Some(s) = self.slots.get(slot as usize).and_then(|x| x.sock.as_ref()) else {
             return;
         };
         let id = s.id(slot);
@@ -424,19 +627,46 @@ impl State {
             Hello::Partial => return self.mark_dirty(slot),
             Hello::Bad(_) => return self.close(slot, None),
             Hello::LongJob => (None, Verdict::OtherJob),
+            Hello::Done {
+                kind: KIND_PORT,
+                id: tag,
+                ..
+            } => {
+                // Every port connection is a new peer.
+                let peer = self.new_temp();
+                self.peers.insert(
+                    peer,
+                    Peer {
+                        conn: Some(id),
+                        ..Peer::default()
+                    },
+                );
+                self.ports.push((peer, tag));
+                (Some(peer), Verdict::Accept)
+            }
             Hello::Done { kind, .. } if kind != KIND_RANK => (None, Verdict::Unsupported),
-            Hello::Done { job, .. } if job != self.job.as_slice() => (None, Verdict::OtherJob),
-            Hello::Done { rank, .. } if rank == me => (None, Verdict::Unsupported),
-            Hello::Done { rank, .. } => {
-                let p = self.peers.entry(rank).or_default();
-                let v = if p.failed.is_some() || p.conn.is_some() || (p.mine.is_some() && rank > me)
-                {
-                    Verdict::Duplicate
-                } else {
-                    p.conn = Some(id);
-                    Verdict::Accept
-                };
-                (Some(rank), v)
+            Hello::Done { id: rank, job, .. } => {
+                match (self.group_of(job), u32::try_from(rank)) {
+                    (None, _) => (None, Verdict::OtherJob),
+                    (Some(_), Err(_)) => (None, Verdict::Unsupported),
+                    (Some(0), Ok(_)) if rank == me => (None, Verdict::Unsupported),
+                    (Some(group), Ok(r)) => {
+                        let peer = peer_id(group, r);
+                        // The connection started by the lower identity wins.
+                        let theirs_wins = (job, rank) < (self.job.as_slice(), me);
+                        let p = self.peers.entry(peer).or_default();
+                        let v = if p.failed.is_some()
+                            || p.conn.is_some()
+                            || (p.mine.is_some() && !theirs_wins)
+                        {
+                            Verdict::Duplicate
+                        } else {
+                            p.conn = Some(id);
+                            Verdict::Accept
+                        };
+                        (Some(peer), v)
+                    }
+                }
             }
         };
         let accept = verdict == Verdict::Accept;
@@ -457,7 +687,12 @@ impl State {
     }
 
     /// `n` bytes arrived at `rx.target()` of `slot`: deliver whole frames.
+    /// A detached socket's input is dropped.
     pub(crate) fn rx_data(&mut self, slot: u32, n: usize, sink: &mut dyn Sink) -> usize {
+        if !self.ports.is_empty() {
+            // Announce new port peers before anything they send.
+            self.report_ports(sink);
+        }
         let Some(s) = self.sock(slot) else { return 0 };
         let (Some(rx), Some(peer)) = (s.rx.as_mut(), s.peer) else {
             return 0;
@@ -503,6 +738,7 @@ impl State {
         if p.failed.is_some() {
             return;
         }
+        self.failed_peers += 1;
         p.failed = Some(why.clone());
         p.out.clear();
         p.open = false;
@@ -515,6 +751,58 @@ impl State {
         }
         if let Some(r) = report {
             self.failures.push(r);
+        }
+    }
+
+    /// Forgets `peer` (`Netmod::disconnect`): detaches its sockets (see the
+    /// module docs) and drops any failure or port report not yet made.
+    pub(crate) fn disconnect(&mut self, peer: PeerId) {
+        let Some(mut p) = self.peers.remove(&peer) else {
+            return;
+        };
+        let alive = p.failed.is_none();
+        if !alive {
+            self.failed_peers -= 1;
+        }
+        self.failures.retain(|f| f.0 != peer);
+        self.ports.retain(|f| f.0 != peer);
+        let mut out = Some(std::mem::take(&mut p.out));
+        for slot in 0..self.slot_count() {
+            let Some(s) = self.sock(slot).filter(|s| s.peer == Some(peer)) else {
+                continue;
+            };
+            let id = s.id(slot);
+            s.peer = None;
+            s.detached = true;
+            s.report = None;
+            let keep = alive
+                && match s.phase {
+                    Phase::Open | Phase::Verdict { accept: true } => p.conn == Some(id),
+                    Phase::Connecting { .. } | Phase::Hello { .. } => {
+                        p.conn.is_none()
+                            && p.mine == Some(id)
+                            && out.as_ref().is_some_and(|q| !q.is_empty())
+                    }
+                    _ => false,
+                };
+            // The queue goes where its buffer may be in flight, else to the
+            // socket that will write it.
+            if s.out_flight || keep {
+                if let Some(q) = out.take() {
+                    s.drain = q;
+                }
+            }
+            if keep {
+                if let Some(rx) = &mut s.rx {
+                    rx.discard();
+                }
+            }
+            self.detached += 1;
+            if keep {
+                self.mark_dirty(slot);
+            } else {
+                self.close(slot, None);
+            }
         }
     }
 
@@ -545,6 +833,7 @@ impl State {
     pub(crate) fn release(&mut self, slot: u32) -> Option<Sock> {
         let s = self.slots.get_mut(slot as usize)?.sock.take()?;
         self.free.push(slot);
+        self.detached -= s.detached as usize;
         if let Some(i) = self.open.iter().position(|&o| o == slot) {
             self.open.swap_remove(i);
         }
@@ -572,8 +861,19 @@ impl State {
         std::mem::forget(std::mem::take(&mut self.peers));
     }
 
-    /// Reports failures to `sink`; returns how many.
+    /// Reports accepted port connections to `sink`.
+    fn report_ports(&mut self, sink: &mut dyn Sink) {
+        for (peer, tag) in self.ports.drain(..) {
+            sink.port_connection(peer, tag);
+        }
+    }
+
+    /// Reports port connections, then failures, to `sink`; returns the
+    /// number of failures.
     pub(crate) fn report(&mut self, sink: &mut dyn Sink) -> usize {
+        if !self.ports.is_empty() {
+            self.report_ports(sink);
+        }
         let n = self.failures.len();
         for (peer, why) in self.failures.drain(..) {
             sink.peer_failed(peer, &why);
@@ -612,10 +912,14 @@ mod tests {
 
     /// Feeds a HELLO from `rank` of `job` to a fresh acceptor socket.
     fn hello_from(st: &mut State, rank: u64, job: &[u8]) -> (u32, Verdict) {
+        hello_kind(st, KIND_RANK, rank, job)
+    }
+
+    fn hello_kind(st: &mut State, kind: u8, id: u64, job: &[u8]) -> (u32, Verdict) {
         let (fd, _other) = sock_pair();
         let slot = st.add_acceptor(fd);
         let mut b = [0u8; HELLO_MAX];
-        let n = wire::encode_hello(&mut b, rank, job);
+        let n = wire::encode_hello(&mut b, kind, id, job);
         let s = st.sock(slot).unwrap();
         s.hs.inb[..n].copy_from_slice(&b[..n]);
         st.hs_received(slot, n);
@@ -626,6 +930,7 @@ mod tests {
 
     #[test]
     fn tie_break_lower_rank_wins() {
+        // Within one job, exactly as before groups: ranks decide.
         // Rank 1 has a pending connection to 0 and to 2.
         let mut st = State::new(1, b"job");
         for q in [0, 2] {
@@ -649,6 +954,199 @@ mod tests {
         // A stranger with no connection of ours is accepted.
         assert_eq!(hello_from(&mut st, 9, b"job").1, Verdict::Accept);
         assert!(st.failures.is_empty());
+    }
+
+    /// A pending connection of ours to `peer`.
+    fn connecting(st: &mut State, peer: PeerId) -> u32 {
+        st.peers.insert(
+            peer,
+            Peer {
+                addrs: vec!["127.0.0.1:9".parse().unwrap()],
+                ..Peer::default()
+            },
+        );
+        assert!(st.needs_start(peer));
+        st.add_connector(peer, 0, true, None).unwrap()
+    }
+
+    /// The acceptor's verdict on `slot` is written.
+    fn verdict_sent(st: &mut State, slot: u32) {
+        let n = st.sock(slot).unwrap().hs_pending().len();
+        st.hs_sent(slot, n);
+    }
+
+    #[test]
+    fn tie_break_across_jobs_compares_job_then_rank() {
+        // Rank 0 of "jobA" and rank 0 of "jobB" connect to each other:
+        // "jobA" < "jobB", so A's connection wins on both sides.
+        let mut a = State::new(0, b"jobA");
+        a.add_group(1, b"jobB").unwrap();
+        connecting(&mut a, peer_id(1, 0));
+        let mut b = State::new(0, b"jobB");
+        b.add_group(1, b"jobA").unwrap();
+        connecting(&mut b, peer_id(1, 0));
+        assert_eq!(hello_from(&mut a, 0, b"jobB").1, Verdict::Duplicate);
+        let (slot, v) = hello_from(&mut b, 0, b"jobA");
+        assert_eq!(v, Verdict::Accept);
+        assert_eq!(b.sock(slot).unwrap().peer, Some(peer_id(1, 0)));
+        // The job decides before the rank: rank 5 of "jobA" still beats
+        // rank 0 of "jobB"; rank 0 of "jobC" loses to rank 3 of "jobB".
+        let mut b = State::new(0, b"jobB");
+        b.add_group(1, b"jobA").unwrap();
+        b.add_group(2, b"jobC").unwrap();
+        connecting(&mut b, peer_id(1, 5));
+        connecting(&mut b, peer_id(2, 0));
+        assert_eq!(hello_from(&mut b, 5, b"jobA").1, Verdict::Accept);
+        assert_eq!(hello_from(&mut b, 0, b"jobC").1, Verdict::Duplicate);
+        // Without a connection of ours, anyone of a known job is accepted;
+        // a rank equal to ours is not a self-connection in another job.
+        assert_eq!(hello_from(&mut b, 7, b"jobC").1, Verdict::Accept);
+        assert!(b.peers[&peer_id(2, 7)].conn.is_some());
+        assert_eq!(hello_from(&mut b, 1 << 32, b"jobC").1, Verdict::Unsupported);
+        // Unknown and removed jobs are another job.
+        assert_eq!(hello_from(&mut b, 0, b"jobD").1, Verdict::OtherJob);
+        b.remove_group(2);
+        assert_eq!(hello_from(&mut b, 9, b"jobC").1, Verdict::OtherJob);
+        assert!(b.failures.is_empty());
+    }
+
+    #[test]
+    fn add_group_errors() {
+        let mut st = State::new(0, b"me");
+        assert!(st.add_group(0, b"x").is_err());
+        assert!(st.add_group(TEMP_GROUP, b"x").is_err());
+        assert!(st.add_group(1, b"me").is_err());
+        assert!(st.add_group(1, &[b'j'; MAX_JOB + 1]).is_err());
+        st.add_group(1, &[b'j'; MAX_JOB]).unwrap();
+        assert!(st.add_group(1, b"y").is_err(), "group taken");
+        assert!(st.add_group(2, &[b'j'; MAX_JOB]).is_err(), "job taken");
+        assert!(st.has_group(0) && st.has_group(1) && !st.has_group(2));
+        st.remove_group(1);
+        st.add_group(2, b"y").unwrap();
+        assert!(!st.has_group(1) && st.has_group(2));
+    }
+
+    #[derive(Default)]
+    struct Events(Vec<String>);
+
+    impl Sink for Events {
+        fn deliver(&mut self, peer: PeerId, h: &[u8], _: &[u8]) {
+            self.0.push(format!("deliver {peer:x} {h:?}"));
+        }
+        fn peer_failed(&mut self, peer: PeerId, _: &str) {
+            self.0.push(format!("failed {peer:x}"));
+        }
+        fn port_connection(&mut self, peer: PeerId, tag: u64) {
+            self.0.push(format!("port {peer:x} {tag}"));
+        }
+    }
+
+    #[test]
+    fn port_hellos_are_new_temporary_peers_announced_first() {
+        let mut st = State::new(0, b"job");
+        // Any job, any number of times, even with a rank connection to the
+        // same process and an identical tag: always accepted, never a duplicate.
+        connecting(&mut st, 1);
+        let (s1, v1) = hello_kind(&mut st, KIND_PORT, 77, b"job");
+        let (s2, v2) = hello_kind(&mut st, KIND_PORT, 77, b"other");
+        assert_eq!((v1, v2), (Verdict::Accept, Verdict::Accept));
+        let p1 = st.sock(s1).unwrap().peer.unwrap();
+        let p2 = st.sock(s2).unwrap().peer.unwrap();
+        assert_eq!(p1, peer_id(TEMP_GROUP, 0));
+        assert_eq!(p2, peer_id(TEMP_GROUP, 1));
+        assert_eq!(st.peer_count(), 3);
+        assert_eq!(hello_kind(&mut st, 9, 0, b"job").1, Verdict::Unsupported);
+        // A frame arriving with the HELLO's verdict still going out: the
+        // announcements come first.
+        let mut frame = wire::encode_prefix(1, 0).to_vec();
+        frame.push(42);
+        let (ptr, room) = st.sock(s2).unwrap().recv_target().unwrap();
+        assert!(room >= frame.len());
+        // SAFETY: recv_target gives `room` writable bytes.
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), ptr, frame.len()) };
+        let mut ev = Events::default();
+        assert_eq!(st.rx_data(s2, frame.len(), &mut ev), 1);
+        st.report(&mut ev);
+        assert_eq!(
+            ev.0,
+            [
+                format!("port {p1:x} 77"),
+                format!("port {p2:x} 77"),
+                format!("deliver {p2:x} [42]")
+            ]
+        );
+        // Our own port connection sends a port HELLO with the tag.
+        let me = st.add_port_peer(vec!["127.0.0.1:9".parse().unwrap()], 5);
+        assert_eq!(me, peer_id(TEMP_GROUP, 2));
+        let slot = st.add_connector(me, 0, true, None).unwrap();
+        st.connected(slot);
+        match wire::parse_hello(st.sock(slot).unwrap().hs_pending()) {
+            Hello::Done { kind, id, job } => {
+                assert_eq!((kind, id, job), (KIND_PORT, 5, &b"job"[..]))
+            }
+            h => panic!("{h:?}"),
+        }
+        // Refused (never a duplicate for a port): the peer fails.
+        let s = st.sock(slot).unwrap();
+        s.hs.inb[..VERDICT_LEN].copy_from_slice(&wire::encode_verdict(Verdict::Duplicate));
+        st.hs_received(slot, VERDICT_LEN);
+        let s = st.release(slot).unwrap();
+        st.finish(s);
+        assert_eq!(st.failures.len(), 1);
+        assert_eq!(st.failures[0].0, me);
+    }
+
+    #[test]
+    fn disconnect_detaches_and_keeps_the_queue() {
+        let mut st = State::new(0, b"j");
+        let (slot, _) = hello_from(&mut st, 3, b"j");
+        verdict_sent(&mut st, slot);
+        st.peers.get_mut(&3).unwrap().out.push(b"h", b"data", 0);
+        assert_eq!(st.peer_count(), 1);
+        st.disconnect(3);
+        assert!(!st.peers.contains_key(&3));
+        assert_eq!(st.peer_count(), 0);
+        let s = st.sock(slot).unwrap();
+        assert!(s.detached && s.peer.is_none() && s.phase == Phase::Open);
+        assert_eq!(s.drain.len(), wire::PREFIX + 5);
+        assert!(!st.drained());
+        // Input is dropped, and its end closes the socket without a report.
+        let mut ev = Events::default();
+        assert_eq!(st.rx_data(slot, 10, &mut ev), 0);
+        st.sock_failed(slot, "connection closed by the peer".into());
+        let s = st.release(slot).unwrap();
+        st.finish(s);
+        assert!(st.failures.is_empty() && ev.0.is_empty());
+        st.disconnect(3); // unknown now: a no-op
+
+        // A failed peer: its report is dropped, the count restored.
+        let (slot, _) = hello_from(&mut st, 4, b"j");
+        verdict_sent(&mut st, slot);
+        st.sock_failed(slot, "reset".into());
+        assert_eq!(st.peer_count(), 0);
+        st.disconnect(4);
+        let s = st.release(slot).unwrap();
+        st.finish(s);
+        assert!(st.failures.is_empty());
+        assert_eq!(st.peer_count(), 0);
+        assert!(st.peers.is_empty());
+
+        // A pending connect with queued data goes on, detached; without
+        // data it is just closed.
+        let slot = connecting(&mut st, 5);
+        st.peers.get_mut(&5).unwrap().out.push(b"h", b"", 0);
+        st.disconnect(5);
+        let s = st.sock(slot).unwrap();
+        assert!(s.detached && matches!(s.phase, Phase::Connecting { .. }));
+        st.connected(slot);
+        let s = st.sock(slot).unwrap();
+        s.hs.inb[..VERDICT_LEN].copy_from_slice(&wire::encode_verdict(Verdict::Accept));
+        st.hs_received(slot, VERDICT_LEN);
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::Open);
+        assert!(!st.peers.contains_key(&5));
+        let slot = connecting(&mut st, 6);
+        st.disconnect(6);
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::Closing);
     }
 
     #[test]

@@ -276,6 +276,13 @@ pub(crate) fn shutdown(fd: RawFd) {
     unsafe { libc::shutdown(fd, libc::SHUT_RDWR) };
 }
 
+/// The sending side only: the peer reads end of stream once it has every
+/// byte written before; receiving goes on.
+pub(crate) fn shutdown_write(fd: RawFd) {
+    // SAFETY: plain system call; errors (not connected) do not matter.
+    unsafe { libc::shutdown(fd, libc::SHUT_WR) };
+}
+
 /// `poll(2)` with timeout 0 over `fds`.
 pub(crate) fn poll_now(fds: &mut [libc::pollfd]) -> io::Result<usize> {
     // SAFETY: `fds` is a valid array of its length.

@@ -15,10 +15,14 @@
 //!    closing only shuts it down and cancels its operations;
 //! 2. `Rx` moves bytes only in `target` and `parse`, which run only when
 //!    no RECV is in flight; `Outq` freezes its sending buffer between
-//!    `start_flight` and `end_flight`, and peer entries are never removed
-//!    (moving an entry does not move a `Vec`'s heap buffer);
+//!    `start_flight` and `end_flight`, and a peer entry is removed only by
+//!    `disconnect`, which moves its queue into the socket whose SEND reads
+//!    it (`Sock::out_flight`; moving an `Outq` does not move a `Vec`'s heap
+//!    buffer), so the buffer lives until that socket is released;
 //! 3. a peer failure reaches the engine, which may then free a placement
-//!    destination, only once the socket is released;
+//!    destination, only once the socket is released; a disconnect, after
+//!    which the engine may free it at once, first cancels a RECV into a
+//!    placement destination and waits for its completion (`quiesce`);
 //! 4. on drop we wait (up to 2 s) for every operation; memory of any still
 //!    in flight then is leaked, never freed.
 //!
@@ -129,6 +133,8 @@ pub(crate) struct UringIo {
     accept_armed: bool,
     /// Reused list, so a poll allocates nothing.
     work: Vec<u32>,
+    /// Completions reaped by `quiesce`, handled first by the next reap.
+    deferred: Vec<(u64, i32, u32)>,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -148,6 +154,7 @@ impl UringIo {
             multishot: setup.multishot,
             accept_armed: false,
             work: Vec::new(),
+            deferred: Vec::new(),
         }
     }
 
@@ -306,24 +313,43 @@ impl UringIo {
                             retry = true;
                         }
                     } else if s.phase == Phase::Open {
-                        let p = s.peer.and_then(|q| peers.get_mut(&q));
-                        if let Some(p) =
-                            p.filter(|p| p.open && !p.out.in_flight() && !p.out.is_empty())
-                        {
-                            let (ptr, len) = p.out.start_flight();
-                            let e = opcode::Send::new(fd, ptr, len.min(MAX_IO) as u32)
-                                .flags(libc::MSG_NOSIGNAL)
-                                .build()
-                                .user_data(user_data(slot, gen, K_SEND));
-                            // SAFETY: the queue's sending buffer is frozen
-                            // until `end_flight`, called on this completion.
-                            if unsafe { self.push(&e) } {
-                                s.io |= IO_SEND;
-                                s.send_hs = false;
-                            } else {
-                                p.out.end_flight(0);
-                                retry = true;
+                        // A detached socket writes its own queue.
+                        let out = if s.detached {
+                            Some(&mut s.drain)
+                        } else {
+                            s.peer
+                                .and_then(|q| peers.get_mut(&q))
+                                .filter(|p| p.open)
+                                .map(|p| &mut p.out)
+                        };
+                        match out {
+                            Some(out) if out.in_flight() => {}
+                            Some(out) if !out.is_empty() => {
+                                let (ptr, len) = out.start_flight();
+                                let e = opcode::Send::new(fd, ptr, len.min(MAX_IO) as u32)
+                                    .flags(libc::MSG_NOSIGNAL)
+                                    .build()
+                                    .user_data(user_data(slot, gen, K_SEND));
+                                // SAFETY: the queue's sending buffer is frozen
+                                // until `end_flight`, called on this
+                                // completion, and lives until then (moved
+                                // into this socket if the peer goes).
+                                if unsafe { self.push(&e) } {
+                                    s.io |= IO_SEND;
+                                    s.send_hs = false;
+                                    s.out_flight = true;
+                                } else {
+                                    out.end_flight(0);
+                                    retry = true;
+                                }
                             }
+                            Some(_) if s.detached && !s.wr_shut => {
+                                // Drained (nothing in flight or left):
+                                // the other side reads end of stream.
+                                s.wr_shut = true;
+                                sys::shutdown_write(fd.0);
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -371,6 +397,12 @@ impl UringIo {
     }
 
     fn reap(&mut self, st: &mut State, sink: &mut dyn Sink) {
+        if !self.deferred.is_empty() {
+            let deferred = std::mem::take(&mut self.deferred);
+            for &(ud, res, flags) in &deferred {
+                self.complete(st, sink, ud, res, flags);
+            }
+        }
         let mut batch = [(0u64, 0i32, 0u32); 32];
         loop {
             let mut k = 0;
@@ -443,7 +475,10 @@ impl UringIo {
                 s.io &= !IO_SEND;
                 let (hs, sent) = (s.send_hs, res.max(0) as usize);
                 if !hs {
-                    if let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) {
+                    s.out_flight = false;
+                    if s.detached {
+                        s.drain.end_flight(sent);
+                    } else if let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) {
                         p.out.end_flight(sent);
                     }
                 }
@@ -468,6 +503,60 @@ impl UringIo {
                 }
             }
             _ => {}
+        }
+    }
+
+    /// Before `peer` is disconnected: a RECV of one of its sockets that
+    /// writes into a placement destination (the engine's memory, which it
+    /// may free once the peer is forgotten) is cancelled, and its
+    /// completion waited for. Other completions reaped meanwhile are
+    /// handled by the next poll. Rare: the engine disconnects a peer once
+    /// their traffic is done.
+    pub(crate) fn quiesce(&mut self, st: &mut State, peer: PeerId) {
+        for slot in 0..st.slot_count() {
+            let Some(s) = st.sock(slot).filter(|s| s.peer == Some(peer)) else {
+                continue;
+            };
+            if s.io & IO_RECV != 0 && s.rx.as_ref().is_some_and(|rx| rx.placed()) {
+                let gen = s.gen;
+                self.cancel_and_wait(user_data(slot, gen, K_RECV));
+                if let Some(s) = st.sock(slot) {
+                    // What it received is dropped with the peer's input.
+                    s.io &= !IO_RECV;
+                }
+            }
+        }
+    }
+
+    /// Cancels the operation `target` and waits for its completion.
+    fn cancel_and_wait(&mut self, target: u64) {
+        let cancel = opcode::AsyncCancel::new(target)
+            .build()
+            .user_data((target & !0xFF) | K_CANCEL);
+        // SAFETY: a cancel carries no pointers.
+        unsafe { self.push(&cancel) };
+        if let Some(i) = self.deferred.iter().position(|d| d.0 == target) {
+            self.deferred.remove(i);
+            return;
+        }
+        loop {
+            // The kernel completes every request, a cancelled one at once.
+            match self.ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}
+                Err(_) => std::thread::sleep(Duration::from_millis(1)),
+            }
+            let mut done = false;
+            for e in self.ring.completion() {
+                if e.user_data() == target {
+                    done = true;
+                } else {
+                    self.deferred.push((e.user_data(), e.result(), e.flags()));
+                }
+            }
+            if done {
+                return;
+            }
         }
     }
 

@@ -3,24 +3,37 @@
 //! so both backends and the tests share one definition.
 //!
 //! ```text
-//! HELLO   (connector → acceptor): magic[8] kind:u8 rank:u64 job_len:u16 job[job_len]
+//! HELLO   (connector → acceptor): magic[8] kind:u8 id:u64 job_len:u16 job[job_len]
 //! VERDICT (acceptor → connector): magic[8] verdict:u8
 //! FRAME   (both ways, once accepted): header_len:u32 payload_len:u32 header payload
 //! ```
-//! All integers little-endian.
+//! All integers little-endian. `job` is always the connector's own job id
+//! (its process group's PMI KVS name). The HELLO's `kind` says what `id` is:
+//!
+//! - [`KIND_RANK`]: "I am rank `id` of job `job`". The acceptor maps `job`
+//!   to a group slot (its own job: 0; a job given to `add_group`: that
+//!   group; anything else: [`Verdict::OtherJob`]) and knows the connector
+//!   as `peer_id(group, id)`. A pair keeps one such connection; which one a
+//!   simultaneous connect keeps is decided by the acceptor (see `state`),
+//!   which answers [`Verdict::Duplicate`] to the loser.
+//! - [`KIND_PORT`]: "I connect to port `id`" (`connect_port`, the first step
+//!   of MPI_Comm_connect), from a process of any job. Always accepted,
+//!   never a duplicate: each is a connection of its own, a temporary peer
+//!   in `TEMP_GROUP` on both sides, named by each side's own counter.
+//!
+//! Frames follow the accepting VERDICT on both kinds alike.
 
 /// Opens both handshake messages: a stray client or another protocol is
 /// recognised by its first eight bytes.
 pub(crate) const MAGIC: [u8; 8] = *b"RVTCP\x01\0\0";
 
-/// Identity kind: a rank of a process group.
+/// Identity kind: a rank of a process group; the HELLO's id is the rank.
 pub(crate) const KIND_RANK: u8 = 1;
-/// Identity kind reserved for temporary connections to a named port
-/// (dynamic processes); answered with [`Verdict::Unsupported`] for now.
-#[allow(dead_code)]
+/// Identity kind: a temporary connection to a port (dynamic processes);
+/// the HELLO's id is the port's tag.
 pub(crate) const KIND_PORT: u8 = 2;
 
-/// HELLO up to the job id: magic, kind, rank, job length.
+/// HELLO up to the job id: magic, kind, id, job length.
 pub(crate) const HELLO_FIXED: usize = 8 + 1 + 8 + 2;
 /// Longest job id we send or accept: PMI KVS names are far shorter, and a
 /// bound keeps the handshake buffer fixed-size.
@@ -42,9 +55,11 @@ pub(crate) enum Verdict {
     /// Already connected, or the tie-break of a simultaneous connect went
     /// to the acceptor's own connection: wait for that one.
     Duplicate = 1,
-    /// The connector belongs to another process group.
+    /// The connector belongs to a process group the acceptor does not
+    /// know (neither its own job nor one added with `add_group`).
     OtherJob = 2,
-    /// Identity kind not served (port connections, self-connection).
+    /// Identity not served: an unknown kind, a rank above 32 bits, or a
+    /// connection from the acceptor itself (its own rank of its own job).
     Unsupported = 3,
 }
 
@@ -68,13 +83,14 @@ pub(crate) fn parse_verdict(b: &[u8]) -> Result<Verdict, &'static str> {
     })
 }
 
-/// Writes a HELLO for `rank` of `job` into `buf`; returns its length.
-/// `job` must be at most [`MAX_JOB`] bytes (checked at construction).
-pub(crate) fn encode_hello(buf: &mut [u8; HELLO_MAX], rank: u64, job: &[u8]) -> usize {
+/// Writes a HELLO of `kind` with `id` (rank or port tag) from job `job`
+/// into `buf`; returns its length. `job` must be at most [`MAX_JOB`] bytes
+/// (checked at construction).
+pub(crate) fn encode_hello(buf: &mut [u8; HELLO_MAX], kind: u8, id: u64, job: &[u8]) -> usize {
     let n = job.len().min(MAX_JOB);
     buf[..8].copy_from_slice(&MAGIC);
-    buf[8] = KIND_RANK;
-    buf[9..17].copy_from_slice(&rank.to_le_bytes());
+    buf[8] = kind;
+    buf[9..17].copy_from_slice(&id.to_le_bytes());
     buf[17..19].copy_from_slice(&(n as u16).to_le_bytes());
     buf[HELLO_FIXED..HELLO_FIXED + n].copy_from_slice(&job[..n]);
     HELLO_FIXED + n
@@ -91,7 +107,8 @@ pub(crate) enum Hello<'a> {
     LongJob,
     Done {
         kind: u8,
-        rank: u64,
+        /// The rank ([`KIND_RANK`]) or port tag ([`KIND_PORT`]).
+        id: u64,
         job: &'a [u8],
     },
 }
@@ -105,7 +122,7 @@ pub(crate) fn parse_hello(b: &[u8]) -> Hello<'_> {
         return Hello::Partial;
     }
     let kind = b[8];
-    let rank = u64::from_le_bytes(b[9..17].try_into().unwrap_or_default());
+    let id = u64::from_le_bytes(b[9..17].try_into().unwrap_or_default());
     let len = u16::from_le_bytes([b[17], b[18]]) as usize;
     if len > MAX_JOB {
         return Hello::LongJob;
@@ -115,7 +132,7 @@ pub(crate) fn parse_hello(b: &[u8]) -> Hello<'_> {
         std::cmp::Ordering::Greater => Hello::Bad("bytes after the handshake"),
         std::cmp::Ordering::Equal => Hello::Done {
             kind,
-            rank,
+            id,
             job: &b[HELLO_FIXED..],
         },
     }
@@ -148,7 +165,16 @@ mod tests {
     #[test]
     fn hello_round_trip_and_partials() {
         let mut buf = [0u8; HELLO_MAX];
-        let n = encode_hello(&mut buf, 7, b"kvs_42");
+        let n = encode_hello(&mut buf, KIND_PORT, u64::MAX - 1, b"kvs_9");
+        assert_eq!(
+            parse_hello(&buf[..n]),
+            Hello::Done {
+                kind: KIND_PORT,
+                id: u64::MAX - 1,
+                job: b"kvs_9"
+            }
+        );
+        let n = encode_hello(&mut buf, KIND_RANK, 7, b"kvs_42");
         for cut in 0..n {
             assert_eq!(parse_hello(&buf[..cut]), Hello::Partial, "cut {cut}");
         }
@@ -156,7 +182,7 @@ mod tests {
             parse_hello(&buf[..n]),
             Hello::Done {
                 kind: KIND_RANK,
-                rank: 7,
+                id: 7,
                 job: b"kvs_42"
             }
         );
