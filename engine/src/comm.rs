@@ -1,36 +1,62 @@
-//! Communicators: a context id and a table of ranks.
+//! Communicators: a context id and the VC tables of their groups.
+//!
+//! Point-to-point calls live here; collectives the engine itself needs
+//! (barrier, dup, and the steps of connect/accept) in `collective.rs`,
+//! intercommunicator `merge` in `intercomm.rs`.
 
 use std::sync::Arc;
 
 use crate::engine::Inner;
 use crate::error::{Error, Result};
 use crate::matching::{ANY_SOURCE, ANY_TAG};
+use crate::pg::{VcId, Vcrt};
 use crate::protocol::SendArgs;
 use crate::request::Request;
 use crate::scope::Scope;
 use crate::status::{MsgError, Status};
 
-/// Collective traffic runs on `context + 1`, out of the way of user tags.
-const COLLECTIVE_OFFSET: u32 = 1;
-const TAG_BARRIER: i32 = 1;
-const TAG_DUP: i32 = 2;
-
-/// A communicator. Cheap to clone; `Send + Sync`.
+/// A communicator: a context id and one VC table (intracommunicator) or
+/// two (intercommunicator: a local and a remote group). Cheap to clone
+/// (a clone is the same communicator, not a dup); `Send + Sync`.
+///
+/// Dropping the last clone frees it (seed 000: `free` keeps connections to
+/// other process groups); [`disconnect`](Comm::disconnect) ends them.
 #[derive(Clone)]
 pub struct Comm {
     pub(crate) inner: Arc<Inner>,
     pub(crate) context: u32,
+    /// Rank in the local group.
     pub(crate) rank: u32,
+    /// Size of the local group.
     pub(crate) size: u32,
+    /// This side's ranks → VCs, shared with dups.
+    pub(crate) local: Arc<Vcrt>,
+    /// Intercommunicators: the other side's ranks → VCs.
+    pub(crate) remote: Option<Arc<Vcrt>>,
+    /// Intercommunicators: `merge` puts this side first when both sides
+    /// pass the same `high` (true on the accepting / parent side).
+    pub(crate) first: bool,
 }
 
 impl Comm {
+    /// This process's rank (in the local group of an intercommunicator).
     pub fn rank(&self) -> u32 {
         self.rank
     }
 
+    /// The number of ranks (of the local group of an intercommunicator).
     pub fn size(&self) -> u32 {
         self.size
+    }
+
+    /// Whether this is an intercommunicator (from accept, connect, spawn).
+    pub fn is_inter(&self) -> bool {
+        self.remote.is_some()
+    }
+
+    /// The size of the remote group of an intercommunicator.
+    pub fn remote_size(&self) -> Option<u32> {
+        self.remote.as_ref().map(|r| r.size())
     }
 
     /// The context id point-to-point traffic on this communicator carries.
@@ -38,81 +64,32 @@ impl Comm {
         self.context
     }
 
-    /// A new communicator with the same ranks and a new context id.
-    /// Collective: every rank of `self` must call it, in the same order.
-    pub fn dup(&self) -> Result<Comm> {
-        // Every member proposes its next free context id; all take the
-        // largest (a max-allreduce by dissemination, correct because max is
-        // idempotent), so the id is free on every member.
-        let mut agreed = self
-            .inner
-            .next_context
-            .load(std::sync::atomic::Ordering::Relaxed);
-        self.dissemination(|comm, to, from| {
-            let mut got = [0u8; 4];
-            comm.exchange(&agreed.to_le_bytes(), to, &mut got, from)?;
-            agreed = agreed.max(u32::from_le_bytes(got));
-            Ok(())
-        })?;
-        let next = agreed
-            .checked_add(2)
-            .ok_or_else(|| Error::Failed("context ids exhausted".to_string()))?;
-        self.inner
-            .next_context
-            .fetch_max(next, std::sync::atomic::Ordering::Relaxed);
-        Ok(Comm {
-            inner: self.inner.clone(),
-            context: agreed,
-            rank: self.rank,
-            size: self.size,
-        })
+    /// The ranks point-to-point calls name: the remote group of an
+    /// intercommunicator, else this one.
+    #[inline]
+    pub(crate) fn peers(&self) -> &Vcrt {
+        self.remote.as_deref().unwrap_or(&self.local)
     }
 
-    /// Rounds k = 1, 2, 4, .. < size: talk to rank+k, hear from rank-k.
-    fn dissemination(&self, mut round: impl FnMut(&Comm, u32, u32) -> Result<()>) -> Result<()> {
-        let collective = Comm {
-            inner: self.inner.clone(),
-            context: self.context + COLLECTIVE_OFFSET,
-            rank: self.rank,
-            size: self.size,
-        };
-        let mut k = 1u32;
-        while k < self.size {
-            let to = (self.rank + k) % self.size;
-            let from = (self.rank + self.size - k) % self.size;
-            round(&collective, to, from)?;
-            k = k.saturating_mul(2);
+    /// Same groups, another context.
+    pub(crate) fn with_context(&self, context: u32) -> Comm {
+        Comm {
+            context,
+            ..self.clone()
         }
-        Ok(())
     }
 
-    /// Send `out` to `to` while receiving `inp` from `from` (no deadlock
-    /// whatever the message size).
-    fn exchange(&self, out: &[u8], to: u32, inp: &mut [u8], from: u32) -> Result<()> {
-        self.scope(|s| {
-            let send = s.isend(out, to, TAG_DUP)?;
-            let status = self.fail_on_peer(s.irecv(inp, from as i32, TAG_DUP)?.wait()?)?;
-            self.fail_on_peer(send.wait()?)?;
-            status.check().map_err(|e| Error::Failed(e.to_string()))?;
-            Ok(())
-        })
-    }
-
-    /// Dissemination barrier over point-to-point messages.
-    pub fn barrier(&self) -> Result<()> {
-        self.dissemination(|comm, to, from| {
-            comm.scope(|s| {
-                let send = s.isend(&[], to, TAG_BARRIER)?;
-                comm.fail_on_peer(s.irecv(&mut [], from as i32, TAG_BARRIER)?.wait()?)?;
-                comm.fail_on_peer(send.wait()?)?;
-                Ok(())
-            })
-        })
+    /// A new communicator with the same groups and a new context id (the
+    /// VC tables are shared, seed 000). Collective: every rank of `self`
+    /// (both groups of an intercommunicator) must call it, in the same order.
+    pub fn dup(&self) -> Result<Comm> {
+        let context = self.agree_context()?;
+        Ok(self.with_context(context))
     }
 
     /// Blocking calls report a failed peer as `Err(Error::PeerFailed)`;
     /// nonblocking ones leave it in the status (`MsgError::PeerFailed`).
-    fn fail_on_peer(&self, status: Status) -> Result<Status> {
+    pub(crate) fn fail_on_peer(&self, status: Status) -> Result<Status> {
         match status.error {
             Some(MsgError::PeerFailed { rank }) => Err(self.inner.failure_of(rank)),
             _ => Ok(status),
@@ -138,9 +115,14 @@ impl Comm {
     /// (or, for `ANY_SOURCE`, any failed peer) as `Err(PeerFailed)`.
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         self.check_pattern(source, tag)?;
-        let id = self
-            .inner
-            .start_recv(self.context, buf.as_mut_ptr(), buf.len(), source, tag)?;
+        let id = self.inner.start_recv(
+            self.context,
+            buf.as_mut_ptr(),
+            buf.len(),
+            source,
+            self.source_vc(source),
+            tag,
+        )?;
         self.fail_on_peer(self.inner.wait(id)?)
     }
 
@@ -202,7 +184,9 @@ impl Comm {
         tag: i32,
     ) -> Result<Request<'_>> {
         self.check_pattern(source, tag)?;
-        let id = self.inner.start_recv(self.context, buf, len, source, tag)?;
+        let id =
+            self.inner
+                .start_recv(self.context, buf, len, source, self.source_vc(source), tag)?;
         Ok(Request::new(&self.inner, id))
     }
 
@@ -214,10 +198,11 @@ impl Comm {
         tag: i32,
         sync: bool,
     ) -> Result<SendArgs> {
-        if dest >= self.size {
+        let peers = self.peers();
+        if dest >= peers.size() {
             return Err(Error::RankOutOfRange {
                 rank: dest.into(),
-                size: self.size,
+                size: peers.size(),
             });
         }
         if tag < 0 {
@@ -228,17 +213,23 @@ impl Comm {
             src: self.rank,
             buf,
             len,
-            dest,
+            dest: peers.vc(dest),
             tag,
             sync,
         })
     }
 
+    #[inline]
+    fn source_vc(&self, source: i32) -> Option<VcId> {
+        (source != ANY_SOURCE).then(|| self.peers().vc(source as u32))
+    }
+
     fn check_pattern(&self, source: i32, tag: i32) -> Result<()> {
-        if source != ANY_SOURCE && (source < 0 || source as u32 >= self.size) {
+        let size = self.peers().size();
+        if source != ANY_SOURCE && (source < 0 || source as u32 >= size) {
             return Err(Error::RankOutOfRange {
                 rank: source.into(),
-                size: self.size,
+                size,
             });
         }
         if tag < 0 && tag != ANY_TAG {

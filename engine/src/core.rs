@@ -23,9 +23,10 @@ use std::sync::{Arc, Mutex};
 use rivet_netmods::{Netmod, PeerId, Sink};
 use rivet_pmi::Client;
 
+use crate::dynamic::Ports;
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
-use crate::pg::{Outgoing, ProcessGroup, Route};
+use crate::pg::{Outgoing, Pgs, Route, VcId};
 use crate::shm::ShmNode;
 use crate::table::RequestTable;
 use crate::wire::WireHeader;
@@ -40,7 +41,7 @@ pub enum Unexpected {
         data: Vec<u8>,
         sreq: u64,
         sync: bool,
-        vc: u32,
+        vc: VcId,
     },
     /// A rendezvous request; the data stays with the sender until matched.
     Rts {
@@ -48,7 +49,7 @@ pub enum Unexpected {
         addr: u64,
         pid: u32,
         sreq: u64,
-        vc: u32,
+        vc: VcId,
     },
 }
 
@@ -60,7 +61,7 @@ impl Unexpected {
         }
     }
 
-    pub fn origin(&self) -> (u32, u64) {
+    pub fn origin(&self) -> (VcId, u64) {
         match self {
             Unexpected::Eager { vc, sreq, .. } | Unexpected::Rts { vc, sreq, .. } => (*vc, *sreq),
         }
@@ -69,11 +70,11 @@ impl Unexpected {
 
 /// Protocol state: what `deliver` and the API calls work on.
 pub struct State {
-    pub pg: ProcessGroup,
+    pub pgs: Pgs,
     pub requests: RequestTable,
     pub matcher: Matcher<u64, Unexpected>,
     /// Ranks whose VC has pending messages.
-    pub pending_vcs: Vec<u32>,
+    pub pending_vcs: Vec<VcId>,
     /// Largest eager message over shared memory.
     pub shm_eager_max: usize,
     /// Bytes per rendezvous piece on the copy path.
@@ -86,7 +87,9 @@ pub struct State {
     /// A transport or peer failed; every wait reports it.
     pub fatal: Option<String>,
     /// Peers whose connection failed, and why (see `peer_failed`).
-    pub failed_peers: Vec<(u32, String)>,
+    pub failed_peers: Vec<(VcId, String)>,
+    /// Open ports and the connections waiting on them (dynamic processes).
+    pub ports: Ports,
 }
 
 pub struct Core {
@@ -112,8 +115,8 @@ impl Core {
         if let Some(shm) = self.shm.as_mut() {
             let st = &mut self.st;
             let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
-                match st.pg.node_map.local_ranks().get(peer).copied() {
-                    Some(rank) => st.deliver(rank, header, payload),
+                match st.pgs.world.node_map.local_ranks().get(peer).copied() {
+                    Some(rank) => st.deliver(VcId::world(rank), header, payload),
                     None => st.fail(format!("shared memory names unknown local rank {peer}")),
                 }
             });
@@ -128,6 +131,9 @@ impl Core {
                 Ok(n) => events += n,
                 Err(e) => self.st.fail(format!("{} netmod: {e}", net.name())),
             }
+            for peer in std::mem::take(&mut self.st.ports.refused) {
+                net.disconnect(peer);
+            }
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
@@ -138,25 +144,29 @@ impl Core {
     /// Send a message now if its VC has nothing queued and the transport has
     /// room; else queue it. `Ok(true)`: it went out now.
     #[inline]
-    pub fn send_or_queue(&mut self, rank: u32, item: Outgoing) -> Result<bool> {
-        let vc = self.st.pg.vc(rank)?;
+    pub fn send_or_queue(&mut self, id: VcId, item: Outgoing) -> Result<bool> {
+        let vc = self.st.pgs.vc(id)?;
         if vc.failed {
-            return Err(self.st.failure_of(rank));
+            return Err(self.st.failure_of(id));
         }
         if vc.pending.is_empty() {
-            if let Outgoing::Msg {
-                header, buf, len, ..
-            } = &item
-            {
-                let route = vc.route;
-                // SAFETY: `buf..buf+len` is the caller's live buffer or empty.
-                let payload = unsafe { bytes(*buf, *len) };
-                if self.transmit(route, rank, header, payload)? {
-                    return Ok(true);
+            let route = vc.route;
+            let sent = match &item {
+                Outgoing::Msg {
+                    header, buf, len, ..
+                } => {
+                    // SAFETY: `buf..buf+len` is the caller's live buffer or empty.
+                    let payload = unsafe { bytes(*buf, *len) };
+                    self.transmit(route, id, header, payload)?
                 }
+                Outgoing::Owned { header, data } => self.transmit(route, id, header, data)?,
+                Outgoing::Stream { .. } => false,
+            };
+            if sent {
+                return Ok(true);
             }
         }
-        self.st.queue(rank, item)?;
+        self.st.queue(id, item)?;
         Ok(false)
     }
 
@@ -165,32 +175,38 @@ impl Core {
     pub(crate) fn transmit(
         &mut self,
         route: Route,
-        rank: u32,
+        id: VcId,
         header: &WireHeader,
         payload: &[u8],
     ) -> Result<bool> {
         match route {
             Route::Shm(peer) => match self.shm.as_mut() {
                 Some(shm) => Ok(shm.try_send(peer, header, payload)?),
-                None => Err(Error::NoRoute(rank)),
+                None => Err(Error::NoRoute(id)),
             },
             Route::Loopback => {
-                self.st.deliver(rank, header, payload);
+                self.st.deliver(id, header, payload);
                 Ok(true)
             }
             Route::Netmod(peer) => {
                 let Some(net) = self.netmod.as_mut() else {
-                    return Err(Error::NoRoute(rank));
+                    return Err(Error::NoRoute(id));
                 };
                 if !net.knows(peer) {
-                    let card = business_card(&self.pmi, rank)?;
+                    let card = match id.group() {
+                        0 => business_card(&self.pmi, id.rank())?,
+                        _ => match self.st.pgs.card(id) {
+                            Some(card) => card.to_string(),
+                            None => return Err(Error::NoRoute(id)),
+                        },
+                    };
                     net.connect(peer, &card)?;
                 }
                 match net.try_send(peer, header.as_bytes(), payload) {
                     Ok(taken) => Ok(taken),
                     Err(e) => {
-                        self.st.peer_failed(rank, &e.to_string());
-                        Err(self.st.failure_of(rank))
+                        self.st.peer_failed(id, &e.to_string());
+                        Err(self.st.failure_of(id))
                     }
                 }
             }
@@ -202,13 +218,13 @@ impl Core {
         let mut sent = 0;
         let mut i = 0;
         while i < self.st.pending_vcs.len() {
-            let rank = self.st.pending_vcs[i];
-            match self.flush_vc(rank) {
+            let id = self.st.pending_vcs[i];
+            match self.flush_vc(id) {
                 Ok((n, empty)) => {
                     sent += n;
                     if empty {
                         self.st.pending_vcs.swap_remove(i);
-                        if let Ok(vc) = self.st.pg.vc(rank) {
+                        if let Ok(vc) = self.st.pgs.vc(id) {
                             vc.listed = false;
                         }
                         continue;
@@ -216,12 +232,13 @@ impl Core {
                 }
                 Err(e) => {
                     // A failed peer already had its requests completed with
-                    // the error; anything else stops the engine.
-                    if !matches!(e, Error::PeerFailed { .. }) {
-                        self.st.fail(format!("sending to rank {rank}: {e}"));
+                    // the error, a retired VC has nobody waiting on it;
+                    // anything else stops the engine.
+                    if !matches!(e, Error::PeerFailed { .. } | Error::NoRoute(_)) {
+                        self.st.fail(format!("sending to {id}: {e}"));
                     }
                     self.st.pending_vcs.swap_remove(i);
-                    if let Ok(vc) = self.st.pg.vc(rank) {
+                    if let Ok(vc) = self.st.pgs.vc(id) {
                         vc.listed = false;
                     }
                     continue;
@@ -233,10 +250,10 @@ impl Core {
     }
 
     /// (messages sent, queue now empty)
-    fn flush_vc(&mut self, rank: u32) -> Result<(usize, bool)> {
+    fn flush_vc(&mut self, id: VcId) -> Result<(usize, bool)> {
         let mut sent = 0;
         loop {
-            let vc = self.st.pg.vc(rank)?;
+            let vc = self.st.pgs.vc(id)?;
             let route = vc.route;
             let Some(front) = vc.pending.front_mut() else {
                 return Ok((sent, true));
@@ -252,13 +269,25 @@ impl Core {
                     // SAFETY: as in `send_or_queue`; the request `done` is
                     // not complete, so its buffer is still lent to us.
                     let payload = unsafe { bytes(*buf, *len) };
-                    if !self.transmit(route, rank, &header, payload)? {
+                    if !self.transmit(route, id, &header, payload)? {
                         return Ok((sent, false));
                     }
-                    self.st.pg.vc(rank)?.pending.pop_front();
+                    self.st.pgs.vc(id)?.pending.pop_front();
                     if done != 0 {
                         self.st.transmitted(done);
                     }
+                }
+                Outgoing::Owned { header, data } => {
+                    let (header, data) = (*header, std::mem::take(data));
+                    if !self.transmit(route, id, &header, &data)? {
+                        if let Some(Outgoing::Owned { data: d, .. }) =
+                            self.st.pgs.vc(id)?.pending.front_mut()
+                        {
+                            *d = data;
+                        }
+                        return Ok((sent, false));
+                    }
+                    self.st.pgs.vc(id)?.pending.pop_front();
                 }
                 Outgoing::Stream {
                     header,
@@ -275,10 +304,10 @@ impl Core {
                     // SAFETY: the send request `sreq` is incomplete until
                     // the last piece is out, so `buf..buf+len` is lent to us.
                     let payload = unsafe { bytes(buf.add(start), end - start) };
-                    if !self.transmit(route, rank, &h, payload)? {
+                    if !self.transmit(route, id, &h, payload)? {
                         return Ok((sent, false));
                     }
-                    let vc = self.st.pg.vc(rank)?;
+                    let vc = self.st.pgs.vc(id)?;
                     if end >= total {
                         vc.pending.pop_front();
                         self.st.transmitted(sreq);
@@ -305,40 +334,38 @@ struct NetSink<'a> {
 }
 
 impl NetSink<'_> {
-    /// The rank a netmod peer id names, if it is one of ours.
-    fn rank(&mut self, peer: PeerId) -> Option<u32> {
-        match u32::try_from(peer) {
-            Ok(rank) if rank < self.st.pg.size => Some(rank),
-            _ => {
-                self.st
-                    .fail(format!("the netmod names unknown peer {peer}"));
-                None
-            }
-        }
+    /// The VC a netmod peer id names, if we know it. Stragglers from a
+    /// group already disconnected are dropped.
+    fn vc(&mut self, peer: PeerId) -> Option<VcId> {
+        let id = VcId::from_peer(peer);
+        self.st.pgs.knows(id).then_some(id)
     }
 }
 
 impl Sink for NetSink<'_> {
     fn deliver(&mut self, peer: PeerId, header: &[u8], payload: &[u8]) {
-        let Some(rank) = self.rank(peer) else { return };
+        let Some(id) = self.vc(peer) else { return };
         match WireHeader::from_bytes(header) {
-            Some(h) => self.st.deliver(rank, &h, payload),
+            Some(h) => self.st.deliver(id, &h, payload),
             None => self
                 .st
-                .peer_failed(rank, &format!("sent a {}-byte header", header.len())),
+                .peer_failed(id, &format!("sent a {}-byte header", header.len())),
         }
     }
 
     fn place(&mut self, peer: PeerId, header: &[u8], len: usize) -> Option<NonNull<u8>> {
-        let rank = self.rank(peer)?;
-        self.st
-            .placement(rank, &WireHeader::from_bytes(header)?, len)
+        let id = self.vc(peer)?;
+        self.st.placement(id, &WireHeader::from_bytes(header)?, len)
     }
 
     fn peer_failed(&mut self, peer: PeerId, why: &str) {
-        if let Some(rank) = self.rank(peer) {
-            self.st.peer_failed(rank, why);
+        if let Some(id) = self.vc(peer) {
+            self.st.peer_failed(id, why);
         }
+    }
+
+    fn port_connection(&mut self, peer: PeerId, tag: u64) {
+        self.st.port_connection(peer, tag);
     }
 }
 

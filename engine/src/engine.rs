@@ -6,8 +6,8 @@
 //! with the `Backoff` policy between empty polls, retaking the lock each
 //! turn so other threads get their share.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use rivet_pmi::Client;
 
@@ -15,37 +15,64 @@ use crate::backoff::{should_yield, Backoff};
 use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
 use crate::core::{Core, State};
+use crate::dynamic::{Ports, PARENT_PORT_KEY};
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
 use crate::netmod;
 use crate::node_map::NodeMap;
-use crate::pg::ProcessGroup;
+use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
 use crate::protocol::SendArgs;
 use crate::request::Request;
 use crate::shm::{cma, ShmConfig, ShmNode};
 use crate::status::Status;
 use crate::table::{Op, RequestTable};
 
+/// COMM_WORLD uses context ids 0 and 1, COMM_SELF 2 and 3.
+const SELF_CONTEXT: u32 = 2;
+const FIRST_FREE_CONTEXT: u32 = 4;
+
 /// One per process. Cheap to clone; `Send + Sync`.
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) inner: Arc<Inner>,
+    /// Spawned processes: the intercommunicator to the parents.
+    parent: Option<Comm>,
 }
 
 pub struct Inner {
     /// The engine lock (see `core.rs` for why there is exactly one).
     core: Mutex<Core>,
-    rank: u32,
+    pub(crate) rank: u32,
     size: u32,
-    yields: bool,
+    pub(crate) yields: bool,
     /// Next free context id on this process; `dup` agrees on the maximum.
     pub(crate) next_context: AtomicU32,
     /// Cold: business cards on first contact, abort and finalize. Lock
     /// order: the engine lock (`core`) before this one.
-    pmi: Arc<Mutex<Option<Client>>>,
+    pub(crate) pmi: Arc<Mutex<Option<Client>>>,
     finalized: AtomicBool,
     info: Vec<(String, String)>,
     local_size: u32,
+    /// Which netmod to open when dynamic processes need one later.
+    pub(crate) netmod_choice: NetmodChoice,
+    /// COMM_WORLD's VC table (an identity map, shared by its dups).
+    world_vcrt: Arc<Vcrt>,
+    /// COMM_SELF's: this process alone.
+    self_vcrt: Arc<Vcrt>,
+    /// VC tables alive (for the reference-count tests and `--info`).
+    pub(crate) vcrts: AtomicUsize,
+}
+
+/// Live objects of the PG/VC layer (`Engine::counts`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub pg: PgCounts,
+    /// VC tables besides COMM_WORLD's (dups share their original's).
+    pub vcrts: usize,
+    /// Connections the netmod holds (0 without a netmod).
+    pub connections: usize,
+    /// Ports open in this process.
+    pub ports: usize,
 }
 
 /// What the engine runs with, for `rivet-bench --info` and diagnostics.
@@ -144,13 +171,13 @@ impl Engine {
         );
         let limits = netmod.as_ref().map(|n| n.limits());
         let st = State {
-            pg: ProcessGroup::new(
+            pgs: Pgs::new(ProcessGroup::new(
                 pmi.kvs_name().to_string(),
                 size,
                 rank,
                 node_map,
                 config.eager_window,
-            ),
+            )),
             requests: RequestTable::new(),
             matcher: Matcher::new(),
             pending_vcs: Vec::new(),
@@ -161,9 +188,11 @@ impl Engine {
             net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             fatal: None,
             failed_peers: Vec::new(),
+            ports: Ports::default(),
         };
+        let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));
-        Ok(Engine {
+        let mut engine = Engine {
             inner: Arc::new(Inner {
                 core: Mutex::new(Core {
                     shm,
@@ -174,13 +203,47 @@ impl Engine {
                 rank,
                 size,
                 yields,
-                next_context: AtomicU32::new(2),
+                next_context: AtomicU32::new(FIRST_FREE_CONTEXT),
                 pmi,
                 finalized: AtomicBool::new(false),
                 info,
                 local_size: local.len() as u32,
+                netmod_choice: config.netmod,
+                world_vcrt: Arc::new(Vcrt::world(size)),
+                self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(rank)], Weak::new())),
+                vcrts: AtomicUsize::new(0),
             }),
-        })
+            parent: None,
+        };
+        if spawned {
+            engine.parent = Some(engine.connect_to_parent()?);
+        }
+        Ok(engine)
+    }
+
+    /// Started by `spawn`: connect to the parents through the port they
+    /// pre-put in our KVS (seed 001, spawnees' column).
+    fn connect_to_parent(&self) -> Result<Comm> {
+        let port = self.inner.with_pmi(|pmi| pmi.get(PARENT_PORT_KEY))?;
+        self.world().connect(&port, 0)
+    }
+
+    /// The intercommunicator to the processes that spawned this one, if
+    /// it was spawned (MPI_Comm_get_parent).
+    pub fn parent(&self) -> Option<Comm> {
+        self.parent.clone()
+    }
+
+    /// Live objects of the PG/VC layer: process groups, VCs, VC tables,
+    /// connections, ports. Tests check they return to their baseline.
+    pub fn counts(&self) -> Counts {
+        let core = self.inner.lock_even_finalized();
+        Counts {
+            pg: core.st.pgs.counts(),
+            vcrts: self.inner.vcrts.load(Ordering::Relaxed),
+            connections: core.netmod.as_ref().map_or(0, |n| n.peer_count()),
+            ports: core.st.ports.open_count(),
+        }
     }
 
     pub fn rank(&self) -> u32 {
@@ -198,6 +261,22 @@ impl Engine {
             context: 0,
             rank: self.inner.rank,
             size: self.inner.size,
+            local: self.inner.world_vcrt.clone(),
+            remote: None,
+            first: false,
+        }
+    }
+
+    /// The communicator of this process alone (MPI_COMM_SELF).
+    pub fn self_comm(&self) -> Comm {
+        Comm {
+            inner: self.inner.clone(),
+            context: SELF_CONTEXT,
+            rank: 0,
+            size: 1,
+            local: self.inner.self_vcrt.clone(),
+            remote: None,
+            first: false,
         }
     }
 
@@ -214,7 +293,7 @@ impl Engine {
     pub fn info(&self) -> Info {
         let mut items = self.inner.info.clone();
         if let Ok(core) = self.inner.lock() {
-            let pg = &core.st.pg;
+            let pg = &core.st.pgs.world;
             items.push((
                 "process_group".into(),
                 format!(
@@ -228,8 +307,32 @@ impl Engine {
             ));
             let (shm, net) = pg.vcs_by_path();
             items.push(("vcs".into(), format!("{shm} shm, {net} netmod")));
-            for (rank, why) in &core.st.failed_peers {
-                items.push((format!("failed_peer.{rank}"), why.clone()));
+            let c = core.st.pgs.counts();
+            items.push((
+                "pg_counts".into(),
+                format!(
+                    "{} process groups, {} foreign VCs ({} in use), {} temporary VCs, {} VC tables, {} connections, {} ports open",
+                    c.process_groups,
+                    c.foreign_vcs,
+                    c.referenced_vcs,
+                    c.temp_vcs,
+                    self.inner.vcrts.load(Ordering::Relaxed),
+                    core.netmod.as_ref().map_or(0, |n| n.peer_count()),
+                    core.st.ports.open_count()
+                ),
+            ));
+            for (name, size, vcs, refs) in core.st.pgs.foreign_groups() {
+                items.push((
+                    format!("process_group.{name}"),
+                    format!("{size} ranks, {vcs} VCs, {refs} in use"),
+                ));
+            }
+            for (vc, why) in &core.st.failed_peers {
+                let key = match vc.group() {
+                    0 => format!("failed_peer.{}", vc.rank()),
+                    _ => format!("failed_peer.{vc}"),
+                };
+                items.push((key, why.clone()));
             }
         }
         Info {
@@ -242,7 +345,8 @@ impl Engine {
 
     /// Finish outstanding sends, then leave the job. Also done on drop of
     /// the last handle; calls on remaining communicators fail afterwards.
-    pub fn finalize(self) -> Result<()> {
+    pub fn finalize(mut self) -> Result<()> {
+        self.parent = None;
         self.inner.finalize()
     }
 
@@ -353,7 +457,7 @@ impl Inner {
         Ok(self.lock_even_finalized())
     }
 
-    fn check(core: &Core) -> Result<()> {
+    pub(crate) fn check(core: &Core) -> Result<()> {
         match &core.st.fatal {
             Some(why) => Err(Error::Failed(why.clone())),
             None => Ok(()),
@@ -362,7 +466,15 @@ impl Inner {
 
     /// The error of a failed peer, with the reason the transport gave.
     pub(crate) fn failure_of(&self, rank: u32) -> Error {
-        self.lock_even_finalized().st.failure_of(rank)
+        let core = self.lock_even_finalized();
+        let vc = core
+            .st
+            .failed_peers
+            .iter()
+            .map(|(vc, _)| *vc)
+            .find(|vc| vc.rank() == rank)
+            .unwrap_or(VcId::world(rank));
+        core.st.failure_of(vc)
     }
 
     /// Start a send. A standard eager send that the transport takes at
@@ -383,11 +495,12 @@ impl Inner {
         buf: *mut u8,
         cap: usize,
         source: i32,
+        source_vc: Option<VcId>,
         tag: i32,
     ) -> Result<u64> {
         let mut core = self.lock()?;
         Self::check(&core)?;
-        Ok(core.start_recv(context, buf, cap, source, tag))
+        Ok(core.start_recv(context, buf, cap, source, source_vc, tag))
     }
 
     /// The status if `id` is complete (freeing it); a freed handle counts
@@ -609,7 +722,7 @@ impl Inner {
         }
     }
 
-    fn lock_even_finalized(&self) -> MutexGuard<'_, Core> {
+    pub(crate) fn lock_even_finalized(&self) -> MutexGuard<'_, Core> {
         self.core.lock().unwrap_or_else(|p| p.into_inner())
     }
 }

@@ -12,8 +12,8 @@ pub enum Error {
     RankOutOfRange { rank: i64, size: u32 },
     #[error("tag {0} is invalid: tags are >= 0 (ANY_TAG only when receiving)")]
     InvalidTag(i32),
-    #[error("no path to rank {0}: it is not on this node and no network module is open")]
-    NoRoute(u32),
+    #[error("no path to {0}: not on this node and no network module open, or its group was disconnected")]
+    NoRoute(crate::pg::VcId),
     #[error("rank {rank} has failed: {why}")]
     PeerFailed { rank: u32, why: String },
     #[error("network module: {0}")]
@@ -26,6 +26,16 @@ pub enum Error {
     },
     #[error("protocol error from rank {peer}: {what}")]
     Protocol { peer: u32, what: String },
+    #[error("bad port name {name:?}: {why}")]
+    BadPort { name: String, why: String },
+    #[error("the port connection failed: {0}")]
+    PortClosed(String),
+    #[error("spawn failed: {message}{}", codes(errcodes))]
+    Spawn { message: String, errcodes: Vec<i32> },
+    #[error("{0}")]
+    InvalidArgument(String),
+    #[error("the operation failed at rank {root}, its root: {why}")]
+    RootFailed { root: u32, why: String },
     #[error("the engine stopped working: {0}")]
     Failed(String),
     #[error("the engine has been finalized")]
@@ -39,3 +49,11 @@ pub enum Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+fn codes(errcodes: &[i32]) -> String {
+    if errcodes.is_empty() {
+        String::new()
+    } else {
+        format!(" (error code per process: {errcodes:?})")
+    }
+}

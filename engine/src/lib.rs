@@ -5,24 +5,34 @@
 //! [`Comm`]. Point-to-point calls on a communicator become requests in the
 //! engine's table (`request`); one progress loop (`engine`) polls the
 //! transports, runs the protocols (`protocol`: eager, rendezvous, sync and
-//! cancel handshakes) and matches arrivals MPI-style (`matching`). Peers are
-//! reached through virtual connections of the process group (`pg`), created
-//! on first use: over the node's shared memory (`shm`) when the node map
-//! (`node_map`) says the peer is local, else through a network module
-//! (`rivet-netmods`, opened by `netmod` when some peer needs it; the peer's
-//! business card is read from the KVS on first contact). Every message
-//! carries one `wire::WireHeader`.
+//! cancel handshakes) and matches arrivals MPI-style (`matching`). Peers
+//! are reached through virtual connections of process groups (`pg`: our own
+//! COMM_WORLD and the foreign ones met through dynamic processes); VCs are
+//! created on first use, and communicators name them through shared VC
+//! tables with seed 000's reference counts. A VC goes over the node's
+//! shared memory (`shm`) when the node map (`node_map`) says the peer is
+//! local, else through a network module (`rivet-netmods`, opened by
+//! `netmod` when some peer needs it; a card comes from the KVS or, for a
+//! foreign group, with its description). `dynamic` holds ports,
+//! accept/connect, spawn and names; `intercomm` merge and disconnect;
+//! `collective` the few collectives those need; `groups` the engine's side
+//! of registering foreign groups. Every message carries one
+//! `wire::WireHeader`.
 //!
 //! Buffer safety: blocking calls borrow; nonblocking calls on borrowed
 //! buffers live in a [`Scope`] that finishes them before returning; the
 //! `*_raw` calls are `unsafe` and leave that duty to the caller (C ABI).
 
 mod backoff;
+mod collective;
 mod comm;
 mod config;
 mod core;
+mod dynamic;
 mod engine;
 mod error;
+mod groups;
+mod intercomm;
 pub mod matching;
 mod netmod;
 pub mod node_map;
@@ -37,9 +47,11 @@ pub mod wire;
 
 pub use comm::Comm;
 pub use config::parse_size;
-pub use engine::{Engine, Info};
+pub use dynamic::{PortName, SpawnCommand, PARENT_PORT_KEY};
+pub use engine::{Counts, Engine, Info};
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG};
+pub use pg::PgCounts;
 pub use request::Request;
 pub use rivet_pmi as pmi;
 pub use scope::Scope;

@@ -34,7 +34,7 @@ use std::ptr::NonNull;
 use crate::core::{bytes, Core, State, Unexpected};
 use crate::error::{Error, Result};
 use crate::matching::Envelope;
-use crate::pg::{CmaState, Outgoing, Route};
+use crate::pg::{CmaState, Outgoing, Route, VcId};
 use crate::shm::cma;
 use crate::status::{MsgError, Status};
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
@@ -78,31 +78,34 @@ impl State {
     }
 
     /// Append to the VC's send queue (behind anything already queued).
-    pub fn queue(&mut self, rank: u32, item: Outgoing) -> Result<()> {
-        let vc = self.pg.vc(rank)?;
+    pub fn queue(&mut self, id: VcId, item: Outgoing) -> Result<()> {
+        let vc = self.pgs.vc(id)?;
         if vc.failed {
             // Nothing goes to a dead peer; a request waiting on it fails.
-            let id = item.request();
-            self.fail_request(id, rank);
+            let req = item.request();
+            self.fail_request(req, id);
             return Ok(());
         }
         vc.pending.push_back(item);
         if !vc.listed {
             vc.listed = true;
-            self.pending_vcs.push(rank);
+            self.pending_vcs.push(id);
         }
         Ok(())
     }
 
-    fn reply(&mut self, rank: u32, header: WireHeader) {
+    fn reply(&mut self, to: VcId, header: WireHeader) {
         let item = Outgoing::Msg {
             header,
             buf: std::ptr::null(),
             len: 0,
             done: 0,
         };
-        if let Err(e) = self.queue(rank, item) {
-            self.fail(format!("answering rank {rank}: {e}"));
+        // A VC of a group freed meanwhile (disconnect) needs no answer.
+        if let Err(e) = self.queue(to, item) {
+            if to.group() == 0 {
+                self.fail(format!("answering {to}: {e}"));
+            }
         }
     }
 
@@ -141,7 +144,7 @@ impl State {
     }
 
     /// One arrival from rank `from` (its VC), in that peer's send order.
-    pub fn deliver(&mut self, from: u32, h: &WireHeader, payload: &[u8]) {
+    pub fn deliver(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
         match h.kind() {
             Some(MsgKind::Eager) => self.on_eager(from, h, payload),
             Some(MsgKind::Rts) => self.on_rts(from, h, payload),
@@ -172,14 +175,15 @@ impl State {
                 self.reply(from, answer);
             }
             Some(MsgKind::CancelAck) => self.on_cancel_ack(h),
+            Some(MsgKind::Port) => self.on_port_chunk(from, h, payload),
             Some(MsgKind::Bye) => {
-                if let Ok(vc) = self.pg.vc(from) {
+                if let Ok(vc) = self.pgs.vc(from) {
                     vc.finalized = true;
                 }
             }
             Some(MsgKind::Credit) => {
-                let window = self.pg.window;
-                if let Ok(vc) = self.pg.vc(from) {
+                let window = self.pgs.world.window;
+                if let Ok(vc) = self.pgs.vc(from) {
                     vc.credit = vc.credit.saturating_add(h.aux as usize).min(window);
                 }
             }
@@ -191,7 +195,7 @@ impl State {
     }
 
     #[inline]
-    fn on_eager(&mut self, from: u32, h: &WireHeader, payload: &[u8]) {
+    fn on_eager(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
         let env = Envelope {
             context: h.context,
             source: h.src,
@@ -244,7 +248,7 @@ impl State {
         self.complete(rreq);
     }
 
-    fn on_rts(&mut self, from: u32, h: &WireHeader, payload: &[u8]) {
+    fn on_rts(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
         let Some(pid) = payload
             .get(..4)
             .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
@@ -298,11 +302,11 @@ impl State {
             cancelled: false,
             error: truncation(len, r.cap),
         };
-        if self.pg.vc(from).is_ok_and(|vc| vc.failed) {
+        if self.pgs.vc(from).is_ok_and(|vc| vc.failed) {
             return self.fail_request(rreq, from);
         }
         if self.cma_allowed && want > 0 {
-            if let Ok(vc) = self.pg.vc(from) {
+            if let Ok(vc) = self.pgs.vc(from) {
                 if vc.cma != CmaState::Refused && matches!(vc.route, Route::Shm(_)) {
                     // SAFETY: the receive owns `buf..buf+cap`, want <= cap.
                     let dst = unsafe { std::slice::from_raw_parts_mut(buf, want) };
@@ -350,8 +354,8 @@ impl State {
 
     /// The receiver matched our rendezvous request and wants `h.len` bytes
     /// streamed as `Data` pieces for its request `h.aux`.
-    fn on_cts(&mut self, from: u32, h: &WireHeader) {
-        let piece = match self.pg.vc(from).map(|vc| vc.route) {
+    fn on_cts(&mut self, from: VcId, h: &WireHeader) {
+        let piece = match self.pgs.vc(from).map(|vc| vc.route) {
             Ok(Route::Netmod(_)) => self.net_piece,
             _ => self.shm_piece,
         };
@@ -387,7 +391,7 @@ impl State {
         }
     }
 
-    fn on_data(&mut self, from: u32, h: &WireHeader, payload: &[u8]) {
+    fn on_data(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
         let rreq = h.aux;
         let Some(Req {
             op: Op::Recv(r), ..
@@ -440,7 +444,7 @@ impl State {
 
     /// Where a netmod may write the payload of an arriving `Data` piece
     /// directly: its spot in the matched receive buffer.
-    pub fn placement(&mut self, from: u32, h: &WireHeader, len: usize) -> Option<NonNull<u8>> {
+    pub fn placement(&mut self, from: VcId, h: &WireHeader, len: usize) -> Option<NonNull<u8>> {
         if h.kind() != Some(MsgKind::Data) {
             return None;
         }
@@ -472,9 +476,9 @@ impl State {
     /// Eager bytes from `from` reached their receive: owe the sender that
     /// much credit, and return it once a quarter window has piled up.
     #[inline]
-    pub fn consumed(&mut self, from: u32, len: usize) {
-        let window = self.pg.window;
-        let Ok(vc) = self.pg.vc(from) else { return };
+    pub fn consumed(&mut self, from: VcId, len: usize) {
+        let window = self.pgs.world.window;
+        let Ok(vc) = self.pgs.vc(from) else { return };
         if !matches!(vc.route, Route::Netmod(_)) {
             return;
         }
@@ -489,26 +493,30 @@ impl State {
 
     /// At finalize: tell every live netmod peer we are done (`Bye`).
     pub fn say_bye(&mut self) {
-        for rank in self.pg.live_netmod_ranks() {
-            self.reply(rank, control(MsgKind::Bye, 0, 0));
+        for vc in self.pgs.live_netmod_vcs() {
+            self.reply(vc, control(MsgKind::Bye, 0, 0));
         }
     }
 
     /// The error a send to failed `rank` gets.
-    pub fn failure_of(&self, rank: u32) -> Error {
+    pub fn failure_of(&self, vc: VcId) -> Error {
         let why = self
             .failed_peers
             .iter()
-            .find(|(r, _)| *r == rank)
+            .find(|(v, _)| *v == vc)
             .map_or("connection lost", |(_, why)| why.as_str());
         Error::PeerFailed {
-            rank,
+            rank: vc.rank(),
             why: why.to_string(),
         }
     }
 
-    /// Complete request `id` (0: none) with the failure of `rank`.
-    fn fail_request(&mut self, id: u64, rank: u32) {
+    /// Complete request `id` (0: none) with the failure of `vc`.
+    pub fn fail_request_for(&mut self, id: u64, vc: VcId) {
+        self.fail_request(id, vc)
+    }
+
+    fn fail_request(&mut self, id: u64, vc: VcId) {
         let Some(req) = self.requests.get_mut(id) else {
             return;
         };
@@ -518,15 +526,15 @@ impl State {
             }
             r.phase = RecvPhase::Done;
         }
-        req.status.error = Some(MsgError::PeerFailed { rank });
+        req.status.error = Some(MsgError::PeerFailed { rank: vc.rank() });
         self.complete(id);
     }
 
     /// `rank` is gone (its netmod connection failed): nothing more comes
     /// from it. Fail everything that waits on it; once per peer.
     #[cold]
-    pub fn peer_failed(&mut self, rank: u32, why: &str) {
-        let Ok(vc) = self.pg.vc(rank) else { return };
+    pub fn peer_failed(&mut self, id: VcId, why: &str) {
+        let Ok(vc) = self.pgs.vc(id) else { return };
         if vc.failed {
             return;
         }
@@ -539,23 +547,23 @@ impl State {
         } else {
             why.to_string()
         };
-        self.failed_peers.push((rank, why));
+        self.failed_peers.push((id, why));
         let waiting = self.requests.select(|req| {
             !req.complete
                 && match &req.op {
-                    Op::Send(s) => s.vc == rank,
+                    Op::Send(s) => s.vc == id,
                     Op::Recv(r) => match r.phase {
                         RecvPhase::Posted => {
-                            r.source == rank as i32
+                            r.source_vc == Some(id)
                                 || (any_source_too && r.source == crate::ANY_SOURCE)
                         }
-                        RecvPhase::Streaming { from, .. } => from == rank,
+                        RecvPhase::Streaming { from, .. } => from == id,
                         RecvPhase::Done => false,
                     },
                 }
         });
-        for id in dropped.into_iter().chain(waiting) {
-            self.fail_request(id, rank);
+        for req in dropped.into_iter().chain(waiting) {
+            self.fail_request(req, id);
         }
     }
 
@@ -583,7 +591,8 @@ pub struct SendArgs {
     pub src: u32,
     pub buf: *const u8,
     pub len: usize,
-    pub dest: u32,
+    /// The receiver's VC.
+    pub dest: VcId,
     pub tag: i32,
     pub sync: bool,
 }
@@ -591,8 +600,8 @@ pub struct SendArgs {
 impl Core {
     /// The route to `dest`, its eager limit, and whether sends to it queue.
     #[inline]
-    fn route_of(&mut self, dest: u32) -> Result<(Route, usize, bool)> {
-        let vc = self.st.pg.vc(dest)?;
+    fn route_of(&mut self, dest: VcId) -> Result<(Route, usize, bool)> {
+        let vc = self.st.pgs.vc(dest)?;
         if vc.failed {
             return Err(self.st.failure_of(dest));
         }
@@ -609,9 +618,9 @@ impl Core {
 
     /// An eager message to a netmod peer spends its credit.
     #[inline]
-    fn spend_credit(&mut self, route: Route, dest: u32, len: usize) {
+    fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
         if let Route::Netmod(_) = route {
-            if let Ok(vc) = self.st.pg.vc(dest) {
+            if let Ok(vc) = self.st.pgs.vc(dest) {
                 vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
             }
         }
@@ -712,6 +721,7 @@ impl Core {
         buf: *mut u8,
         cap: usize,
         source: i32,
+        source_vc: Option<VcId>,
         tag: i32,
     ) -> u64 {
         let id = self.st.requests.insert(Req {
@@ -719,6 +729,7 @@ impl Core {
                 buf,
                 cap,
                 source,
+                source_vc,
                 phase: RecvPhase::Posted,
             }),
             status: Status::default(),
@@ -793,7 +804,7 @@ impl Core {
                 }
                 Op::Send(s) => {
                     let vc = s.vc;
-                    if let Ok(vc) = self.st.pg.vc(vc) {
+                    if let Ok(vc) = self.st.pgs.vc(vc) {
                         vc.pending.retain(|item| item.request() != id);
                     }
                 }

@@ -6,11 +6,12 @@
 //! the `sreq`/`aux` header fields; 0 is never a valid handle. Slots are
 //! recycled through a free list, so steady state allocates nothing.
 
+use crate::pg::VcId;
 use crate::status::Status;
 
 /// The sending side of an operation.
 pub struct SendOp {
-    pub vc: u32,
+    pub vc: VcId,
     pub buf: *const u8,
     pub len: usize,
     pub context: u32,
@@ -34,7 +35,7 @@ pub enum RecvPhase {
         total: u64,
         received: u64,
         /// The sending rank (its VC).
-        from: u32,
+        from: VcId,
     },
     Done,
 }
@@ -44,6 +45,8 @@ pub struct RecvOp {
     pub cap: usize,
     /// The source pattern it was posted with (a rank or `ANY_SOURCE`).
     pub source: i32,
+    /// The VC of `source` (`None` for `ANY_SOURCE`).
+    pub source_vc: Option<VcId>,
     pub phase: RecvPhase,
 }
 
@@ -202,6 +205,7 @@ mod tests {
             op: Op::Recv(RecvOp {
                 buf: std::ptr::null_mut(),
                 cap: 0,
+                source_vc: None,
                 source: 0,
                 phase: RecvPhase::Posted,
             }),

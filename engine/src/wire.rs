@@ -32,6 +32,9 @@ pub enum MsgKind {
     /// The sender has finalized: everything it sent us has arrived, and its
     /// connection closing next is not a failure.
     Bye = 9,
+    /// A chunk of a message on a temporary port connection (connect /
+    /// accept): `len` is the whole message's size, `aux` this chunk's offset.
+    Port = 10,
 }
 
 impl MsgKind {
@@ -46,6 +49,7 @@ impl MsgKind {
             7 => MsgKind::CancelAck,
             8 => MsgKind::Credit,
             9 => MsgKind::Bye,
+            10 => MsgKind::Port,
             _ => return None,
         })
     }
@@ -122,6 +126,7 @@ mod tests {
         assert_eq!(WireHeader::from_bytes(&h.as_bytes()[1..]), None);
         assert_eq!(MsgKind::from_u8(8), Some(MsgKind::Credit));
         assert_eq!(MsgKind::from_u8(9), Some(MsgKind::Bye));
-        assert_eq!(MsgKind::from_u8(10), None);
+        assert_eq!(MsgKind::from_u8(10), Some(MsgKind::Port));
+        assert_eq!(MsgKind::from_u8(11), None);
     }
 }

@@ -1,108 +1,18 @@
-//! The world process group and its virtual connections (seed 000).
+//! This process's own process group: the job it was started in.
 //!
-//! A process group is one MPI_COMM_WORLD: here, the job this process was
-//! started in. A virtual connection (VC) is the path to one rank of it and
-//! is created the first time that rank is addressed, so a process that talks
-//! to three peers of a million-rank job holds three VCs. VCs of node-local
-//! peers sit in a table indexed by local rank (O(ranks on this node)); the
-//! rest in a map. Every communicator of this issue (world and its dups)
-//! shares the world's rank numbering, so a communicator rank names a VC
-//! directly; other process groups come with dynamic processes.
+//! A VC is created the first time a rank is addressed, so a process that
+//! talks to three peers of a million-rank job holds three VCs (seed 000's
+//! scalability note). VCs of node-local peers sit in a table indexed by
+//! local rank (O(ranks on this node)); the rest in a map. Connection info
+//! comes from the KVS. The world's VCs are never freed (seed 000, rule 4).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 
-use rivet_netmods::{FxBuildHasher, PeerId};
+use rivet_netmods::FxBuildHasher;
 
+use super::vc::{Route, Vc};
 use crate::error::{Error, Result};
 use crate::node_map::NodeMap;
-use crate::wire::WireHeader;
-
-/// How bytes reach the peer of a VC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// This process: delivered straight into its own matching.
-    Loopback,
-    /// Node-local rank, by index into the node's local ranks.
-    Shm(usize),
-    /// Through a network module.
-    Netmod(PeerId),
-}
-
-/// Whether single-copy reads from the peer work (learned on first use).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmaState {
-    Untried,
-    Works,
-    Refused,
-}
-
-/// A message waiting for room in its transport, in send order.
-pub enum Outgoing {
-    /// One message; `buf` stays valid while request `done` (if any) is not
-    /// complete, or is empty for control messages.
-    Msg {
-        header: WireHeader,
-        buf: *const u8,
-        len: usize,
-        /// Send request to mark transmitted once the message is taken.
-        done: u64,
-    },
-    /// The pieces of a rendezvous message on the copy path: `Data`
-    /// messages of `piece` bytes from `buf[offset..len]`.
-    Stream {
-        header: WireHeader,
-        buf: *const u8,
-        len: usize,
-        offset: usize,
-        piece: usize,
-        /// The send request, completed when the last piece is taken.
-        sreq: u64,
-    },
-}
-
-impl Outgoing {
-    pub fn request(&self) -> u64 {
-        match self {
-            Outgoing::Msg { done, .. } => *done,
-            Outgoing::Stream { sreq, .. } => *sreq,
-        }
-    }
-}
-
-pub struct Vc {
-    pub route: Route,
-    /// Messages that found the transport full; sent before anything newer.
-    pub pending: VecDeque<Outgoing>,
-    /// Listed in the engine's set of VCs with pending messages.
-    pub listed: bool,
-    pub cma: CmaState,
-    /// The peer is gone: sends to it fail at once.
-    pub failed: bool,
-    /// The peer said `Bye` (it finalized): its connection closing is the
-    /// end of a finished conversation, not a failure.
-    pub finalized: bool,
-    /// Netmod routes: eager bytes we may still send before the peer
-    /// returns credit (see `protocol.rs`, flow control).
-    pub credit: usize,
-    /// Netmod routes: eager bytes from the peer consumed here but not yet
-    /// returned to it as credit.
-    pub owed: usize,
-}
-
-impl Vc {
-    fn new(route: Route, window: usize) -> Vc {
-        Vc {
-            route,
-            pending: VecDeque::new(),
-            listed: false,
-            cma: CmaState::Untried,
-            failed: false,
-            finalized: false,
-            credit: window,
-            owed: 0,
-        }
-    }
-}
 
 /// The world process group: who is where, and the VCs opened so far.
 pub struct ProcessGroup {

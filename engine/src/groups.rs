@@ -1,0 +1,166 @@
+//! The engine's side of the PG/VC layer: opening the netmod when dynamic
+//! processes first need it, describing this process to other groups,
+//! registering the groups they describe, and creating and releasing VC
+//! tables with the reference counts of seed 000.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use rivet_pmi::Client;
+
+use crate::core::Core;
+use crate::engine::Inner;
+use crate::error::{Error, Result};
+use crate::netmod;
+use crate::pg::{ForeignPg, GroupDesc, MemberDesc, Route, VcId, Vcrt};
+use crate::wire::{MsgKind, WireHeader};
+
+impl Inner {
+    /// Run `f` on the PMI client (cold paths only; lock order: never while
+    /// holding the engine lock).
+    pub(crate) fn with_pmi<T>(
+        &self,
+        f: impl FnOnce(&mut Client) -> rivet_pmi::Result<T>,
+    ) -> Result<T> {
+        let mut pmi = self.pmi.lock().unwrap_or_else(|p| p.into_inner());
+        let client = pmi.as_mut().ok_or(Error::Finalized)?;
+        Ok(f(client)?)
+    }
+
+    pub(crate) fn pmi_spawn(&self, request: &rivet_pmi::wire::SpawnRequest) -> Result<Vec<i32>> {
+        self.with_pmi(|pmi| pmi.spawn(request))
+            .map_err(|e| match e {
+                Error::Pmi(e) => Error::Spawn {
+                    message: e.to_string(),
+                    errcodes: Vec::new(),
+                },
+                e => e,
+            })
+    }
+
+    /// This process's business card, opening the netmod first if a job on
+    /// one node ran without one: other process groups reach us through it.
+    pub(crate) fn ensure_netmod(&self) -> Result<String> {
+        let mut core = self.lock()?;
+        if let Some(net) = core.netmod.as_ref() {
+            return Ok(net.business_card().to_string());
+        }
+        let job = core.st.pgs.world.id.clone();
+        let net = netmod::open(self.netmod_choice, &job, self.rank)?;
+        let limits = net.limits();
+        core.st.net_eager_max = limits.eager_max;
+        core.st.net_piece = limits.max_payload.max(1);
+        let card = net.business_card().to_string();
+        core.netmod = Some(net);
+        Ok(card)
+    }
+
+    /// How other groups see this process (seed 001, ExtractLocalPGInfo).
+    pub(crate) fn my_member(&self) -> Result<MemberDesc> {
+        let card = self.ensure_netmod()?;
+        let core = self.lock()?;
+        let world = &core.st.pgs.world;
+        Ok(MemberDesc {
+            pg: world.id.clone(),
+            pg_size: world.size,
+            rank: world.my_rank,
+            card,
+        })
+    }
+
+    /// The VCs of a described group, registering the foreign process
+    /// groups it names (with their cards) with us and with the netmod.
+    pub(crate) fn register_group(&self, desc: &GroupDesc) -> Result<Vec<VcId>> {
+        let mut core = self.lock()?;
+        let core = &mut *core;
+        let mut vcs = Vec::with_capacity(desc.members.len());
+        for m in &desc.members {
+            if m.pg == core.st.pgs.world.id {
+                if m.rank >= core.st.pgs.world.size {
+                    return Err(Error::Failed(format!(
+                        "the peer names rank {} of our own group of {}",
+                        m.rank, core.st.pgs.world.size
+                    )));
+                }
+                vcs.push(VcId::world(m.rank));
+                continue;
+            }
+            let (slot, new) = core.st.pgs.add_group(&m.pg, m.pg_size)?;
+            if new {
+                let net = core
+                    .netmod
+                    .as_mut()
+                    .ok_or_else(|| Error::Failed("no netmod open".into()))?;
+                net.add_group(slot, &m.pg)?;
+            }
+            if let Some(pg) = core.st.pgs.group(slot) {
+                if !m.card.is_empty() {
+                    pg.set_card(m.rank, m.card.clone());
+                }
+            }
+            vcs.push(VcId::new(slot, m.rank));
+        }
+        Ok(vcs)
+    }
+
+    /// A VC table over `members`, taking a reference on each (seed 000:
+    /// "add to VCRT").
+    pub(crate) fn new_vcrt(self: &Arc<Self>, members: Vec<VcId>) -> Result<Arc<Vcrt>> {
+        let mut core = self.lock()?;
+        for (i, &id) in members.iter().enumerate() {
+            if let Err(e) = core.st.pgs.add_ref(id) {
+                for &undo in &members[..i] {
+                    if let Some(pg) = core.st.pgs.release(undo, true) {
+                        core.retire_group(pg);
+                    }
+                }
+                return Err(e);
+            }
+        }
+        self.vcrts.fetch_add(1, Ordering::Relaxed);
+        Ok(Arc::new(Vcrt::table(members, Arc::downgrade(self))))
+    }
+
+    /// The last handle on a VC table went (seed 000: "when VCRT freed").
+    pub(crate) fn release_vcrt(&self, members: &[VcId], disconnect: bool) {
+        let mut core = self.lock_even_finalized();
+        for &id in members {
+            if let Some(pg) = core.st.pgs.release(id, disconnect) {
+                core.retire_group(pg);
+            }
+        }
+        self.vcrts.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+impl Core {
+    /// A foreign group nothing uses any more: say goodbye on each of its
+    /// connections (so the peer does not take the close for a failure),
+    /// close them, and forget the group.
+    pub fn retire_group(&mut self, pg: ForeignPg) {
+        let slot = pg.slot;
+        let bye = WireHeader {
+            kind: MsgKind::Bye as u8,
+            ..WireHeader::default()
+        };
+        for (rank, mut vc) in pg.into_vcs() {
+            let id = VcId::new(slot, rank);
+            for item in vc.pending.drain(..) {
+                self.st.fail_request_for(item.request(), id);
+            }
+            if let (Some(net), Route::Netmod(peer)) = (self.netmod.as_mut(), vc.route) {
+                if net.knows(peer) {
+                    if !vc.failed {
+                        let _ = net.try_send(peer, bye.as_bytes(), &[]);
+                    }
+                    net.disconnect(peer);
+                }
+            }
+        }
+        self.st.pending_vcs.retain(|v| v.group() != slot);
+        self.st.failed_peers.retain(|(v, _)| v.group() != slot);
+        if let Some(net) = self.netmod.as_mut() {
+            net.remove_group(slot);
+        }
+    }
+}

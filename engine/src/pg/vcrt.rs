@@ -1,0 +1,83 @@
+//! VC reference tables (seed 000's VCRT): a communicator's ranks → VCs.
+//!
+//! A communicator and its dups share one table (`Arc<Vcrt>`); an
+//! intercommunicator holds two, local and remote. Creating a table takes a
+//! reference on each of its foreign VCs (`Inner::new_vcrt`); dropping the
+//! last handle gives them back (`Drop`), with `disconnect` semantics when
+//! `Comm::disconnect` dropped it. The world's table is an implicit identity
+//! map, so COMM_WORLD and its dups cost O(1) memory whatever the job size.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Weak;
+
+use super::VcId;
+use crate::engine::Inner;
+
+pub enum Members {
+    /// Rank r is world rank r.
+    World { size: u32 },
+    /// Rank r is `table[r]`.
+    Table(Box<[VcId]>),
+}
+
+pub struct Vcrt {
+    members: Members,
+    /// Set by `Comm::disconnect` on the last handle: release as disconnect.
+    disconnect: AtomicBool,
+    engine: Weak<Inner>,
+}
+
+impl Vcrt {
+    pub fn world(size: u32) -> Vcrt {
+        Vcrt {
+            members: Members::World { size },
+            disconnect: AtomicBool::new(false),
+            engine: Weak::new(),
+        }
+    }
+
+    /// A table whose references `engine` has already taken.
+    pub(crate) fn table(members: Vec<VcId>, engine: Weak<Inner>) -> Vcrt {
+        Vcrt {
+            members: Members::Table(members.into_boxed_slice()),
+            disconnect: AtomicBool::new(false),
+            engine,
+        }
+    }
+
+    /// The VC of communicator rank `rank` (< `size()`).
+    #[inline]
+    pub fn vc(&self, rank: u32) -> VcId {
+        match &self.members {
+            Members::World { .. } => VcId::world(rank),
+            Members::Table(t) => t[rank as usize],
+        }
+    }
+
+    pub fn size(&self) -> u32 {
+        match &self.members {
+            Members::World { size } => *size,
+            Members::Table(t) => t.len() as u32,
+        }
+    }
+
+    pub fn members(&self) -> Vec<VcId> {
+        (0..self.size()).map(|r| self.vc(r)).collect()
+    }
+
+    /// Release this table's references as `disconnect` does.
+    pub fn mark_disconnect(&self) {
+        self.disconnect.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Vcrt {
+    fn drop(&mut self) {
+        let Members::Table(members) = &self.members else {
+            return;
+        };
+        if let Some(engine) = self.engine.upgrade() {
+            engine.release_vcrt(members, self.disconnect.load(Ordering::Relaxed));
+        }
+    }
+}
