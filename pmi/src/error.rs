@@ -90,6 +90,16 @@ pub enum Error {
         msg: Option<String>,
     },
 
+    /// The process manager could not start a spawn's processes: the answer
+    /// was `cmd=spawn_result rc≠0`. `errcodes` has one code per requested
+    /// process, in command order: 0 for a process that was not at fault
+    /// (rivetrun starts all or none, so none runs), non-zero for one that
+    /// could not start (rivetrun: 127 not found, 126 not executable, 2 bad
+    /// `wdir`/`host`). When the server sent no codes (Hydra), every entry is
+    /// the server's `rc`.
+    #[error("spawn failed: {message} (error codes per process: {errcodes:?})")]
+    SpawnFailed { errcodes: Vec<i32>, message: String },
+
     /// The server answered with something other than the expected reply.
     #[error(
         "PMI server sent {got:?} while this client waited for cmd={expected}; \

@@ -882,6 +882,7 @@ mod tests {
                 name: "kvs_topo_test".into(),
                 size: 2,
                 appnum: 0,
+                appnum_of_rank: Vec::new(),
                 universe_size: 2,
                 node_of_rank: vec![0, 0],
                 attributes,

@@ -21,6 +21,7 @@ fn spec(name: &str, nodes: &[u32]) -> NamespaceSpec {
         name: name.to_string(),
         size: nodes.len() as u32,
         appnum: 0,
+        appnum_of_rank: Vec::new(),
         universe_size: 16,
         node_of_rank: nodes.to_vec(),
         attributes: vec![("PMI_hwloc_xmlfile".into(), "/tmp/rivet-topo.xml".into())],

@@ -526,12 +526,31 @@ impl Client {
 
     /// Start new processes; returns one error code per process (0 = started;
     /// all zeros when the server does not report codes, as Hydra does not).
+    ///
+    /// A spawn the process manager refuses or cannot carry out (`rc≠0`) is
+    /// [`Error::SpawnFailed`], with one code per process and the server's
+    /// message.
     pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
         let Some(conn) = self.conn() else {
             return Err(Error::NoProcessManager { op: "spawn" });
         };
         let total = request.total_procs();
         let reply = conn.request(&Message::Spawn(request.clone()), "spawn_result")?;
+        if let Message::SpawnResult { rc, errcodes, msg } = &reply {
+            if *rc != 0 {
+                let errcodes = if errcodes.len() as u64 == total {
+                    errcodes.clone()
+                } else {
+                    vec![*rc; usize::try_from(total).unwrap_or(0)]
+                };
+                return Err(Error::SpawnFailed {
+                    errcodes,
+                    message: msg
+                        .clone()
+                        .unwrap_or_else(|| format!("the process manager answered rc={rc}")),
+                });
+            }
+        }
         match check(reply, "spawn")? {
             Message::SpawnResult { errcodes, .. } if errcodes.is_empty() => {
                 Ok(vec![0; usize::try_from(total).unwrap_or(0)])

@@ -292,6 +292,12 @@ fn closed_connection_and_server_errors() {
     script.push(("cmd=get ", Some("cmd=get_result rc=0 value=a\\ b\n")));
     script.push(("mcmd=spawn", Some("cmd=spawn_result rc=0 errcodes=0,1\n")));
     script.push(("mcmd=spawn", Some("cmd=spawn_result rc=0 errcodes=0,5,0\n")));
+    // Failed spawns: rivetrun's shape (codes and a message), Hydra's (rc only).
+    script.push((
+        "mcmd=spawn",
+        Some("cmd=spawn_result rc=1 errcodes=0,127,127 msg=program\\ not\\ found\n"),
+    ));
+    script.push(("mcmd=spawn", Some("cmd=spawn_result rc=-1\n")));
     let (stream, server) = fake_server(script);
     let mut c = connect(stream, 0, 1).unwrap();
     assert!(matches!(
@@ -311,6 +317,20 @@ fn closed_connection_and_server_errors() {
     };
     assert!(matches!(c.spawn(&req), Err(Error::UnexpectedReply { .. })));
     assert_eq!(c.spawn(&req).unwrap(), vec![0, 5, 0]);
+    match c.spawn(&req) {
+        Err(Error::SpawnFailed { errcodes, message }) => {
+            assert_eq!(errcodes, vec![0, 127, 127]);
+            assert_eq!(message, "program not found");
+        }
+        other => panic!("{other:?}"),
+    }
+    match c.spawn(&req) {
+        Err(Error::SpawnFailed { errcodes, message }) => {
+            assert_eq!(errcodes, vec![-1, -1, -1]);
+            assert!(message.contains("rc=-1"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
     // Limits are checked before anything is sent.
     assert!(matches!(c.get(&"k".repeat(65)), Err(Error::TooLong { .. })));
     assert!(matches!(

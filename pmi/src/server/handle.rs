@@ -7,7 +7,7 @@
 
 use crate::error::Error;
 use crate::server::barrier::Arrival;
-use crate::server::{reply_to, ConnId, NsId, Output, Server};
+use crate::server::{reply_to, ConnId, NameRequest, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
 
@@ -77,7 +77,7 @@ impl Server {
             );
             return;
         };
-        let appnum = i32::try_from(ns.appnum).unwrap_or(i32::MAX);
+        let appnum = i32::try_from(ns.appnum_of(rank)).unwrap_or(i32::MAX);
         let universe_size = i32::try_from(ns.universe_size).unwrap_or(i32::MAX);
         let kvsname = ns.name.clone();
         use Message as M;
@@ -167,30 +167,10 @@ impl Server {
                 exit_code: exitcode,
                 message,
             }),
-            M::PublishName { service, port } => {
-                let reply = match self.names.publish(&service, &port) {
-                    Ok(()) => M::PublishResult { rc: 0, msg: None },
-                    Err(e) => M::error_reply(Some("publish_name"), 1, e.code()),
-                };
-                reply_to(out, conn, &reply);
-            }
-            M::UnpublishName { service } => {
-                let reply = match self.names.unpublish(&service) {
-                    Ok(()) => M::UnpublishResult { rc: 0, msg: None },
-                    Err(e) => M::error_reply(Some("unpublish_name"), 1, e.code()),
-                };
-                reply_to(out, conn, &reply);
-            }
-            M::LookupName { service } => {
-                let reply = match self.names.lookup(&service) {
-                    Ok(port) => M::LookupResult {
-                        rc: 0,
-                        port: Some(port.to_string()),
-                        msg: None,
-                    },
-                    Err(e) => M::error_reply(Some("lookup_name"), 1, e.code()),
-                };
-                reply_to(out, conn, &reply);
+            M::PublishName { .. } | M::UnpublishName { .. } | M::LookupName { .. } => {
+                if let Ok(request) = NameRequest::from_message(msg) {
+                    self.name_request(conn, ns_id, rank, request, out);
+                }
             }
             M::Spawn(request) => {
                 let Some(r) = rank else {
@@ -201,6 +181,9 @@ impl Server {
                 };
                 if c.spawn_pending.is_some() {
                     return fail(out, conn, "spawn", -1, "spawn_already_pending");
+                }
+                if c.name_pending.is_some() {
+                    return fail(out, conn, "spawn", -1, "name_request_pending");
                 }
                 c.spawn_pending = Some(request.total_procs());
                 out.push(Output::Spawn {
@@ -220,6 +203,34 @@ impl Server {
                 },
             ),
         }
+    }
+
+    /// Answer from this server's table, or hand the request to the launcher.
+    fn name_request(
+        &mut self,
+        conn: ConnId,
+        ns_id: NsId,
+        rank: Option<u32>,
+        request: NameRequest,
+        out: &mut Vec<Output>,
+    ) {
+        if !self.forward_names {
+            let reply = self.names.answer(&request);
+            return reply_to(out, conn, &reply);
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if c.name_pending.is_some() || c.spawn_pending.is_some() {
+            return fail(out, conn, request.query(), -1, "request_already_pending");
+        }
+        c.name_pending = Some(request.clone());
+        out.push(Output::Name {
+            conn,
+            ns: ns_id,
+            rank,
+            request,
+        });
     }
 
     fn put(

@@ -68,6 +68,8 @@ pub struct Namespace {
     pub name: String,
     pub size: u32,
     pub appnum: u32,
+    /// Per-rank appnums (a spawn of several commands); empty: all `appnum`.
+    appnum_of_rank: Vec<u32>,
     pub universe_size: u32,
     pub node_of_rank: Vec<u32>,
     /// `""` when the map cannot be expressed in one reply (then a get misses
@@ -115,6 +117,16 @@ impl Namespace {
                 ),
             ));
         }
+        if !spec.appnum_of_rank.is_empty() && spec.appnum_of_rank.len() != spec.size as usize {
+            return Err(invalid(
+                &name,
+                format!(
+                    "appnum_of_rank has {} entries but size is {}",
+                    spec.appnum_of_rank.len(),
+                    spec.size
+                ),
+            ));
+        }
         let mut attributes = HashMap::new();
         for (k, v) in spec.attributes {
             check_pair(&name, "attribute", &k, &v)?;
@@ -131,6 +143,7 @@ impl Namespace {
             name,
             size: spec.size,
             appnum: spec.appnum,
+            appnum_of_rank: spec.appnum_of_rank,
             universe_size: spec.universe_size,
             node_of_rank: spec.node_of_rank,
             mapping,
@@ -140,6 +153,13 @@ impl Namespace {
             finalized: vec![false; size],
             rank_conn: vec![None; size],
         })
+    }
+
+    /// The appnum of `rank` (the namespace's when the rank is not known).
+    pub fn appnum_of(&self, rank: Option<u32>) -> u32 {
+        rank.and_then(|r| self.appnum_of_rank.get(r as usize))
+            .copied()
+            .unwrap_or(self.appnum)
     }
 
     /// Set (or replace) a server-answered attribute.

@@ -4,7 +4,9 @@
 //! job, attaches each rank's connection, hands every byte it reads to
 //! [`Server::receive`] and performs the [`Output`]s it gets back (send bytes,
 //! close a connection, tear a job down, start a spawn and later report it
-//! with [`Server::spawn_done`]).
+//! with [`Server::spawn_done`], and, with [`Server::forward_names`], carry a
+//! name request to an outside name server and report the answer with
+//! [`Server::name_done`]).
 //!
 //! Behaviour worth knowing:
 //! * Every query gets an answer; a well-framed bad line gets the matching
@@ -13,12 +15,15 @@
 //! * Commands sent before `cmd=init` are answered anyway (tolerance; MPICH
 //!   always inits first). Commands that need the caller's rank (barrier,
 //!   spawn) fail on a `PMI_PORT` connection that has not sent `initack`.
+//! * A connection has at most one request out with the launcher (a spawn or
+//!   a forwarded name request); another one meanwhile is refused, so
+//!   answers never overtake each other.
 //! * Replies follow Hydra's shapes (see `wire/write.rs`); the server reports
 //!   PMI-1.2 and supports 1.2 group barriers.
 //!
-//! Files: `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service),
-//! `mapping.rs` (`PMI_process_mapping`), `handle.rs` (one function per
-//! command).
+//! Files: `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
+//! and the standalone [`NameServer`] core), `mapping.rs`
+//! (`PMI_process_mapping`), `handle.rs` (one function per command).
 
 mod barrier;
 mod handle;
@@ -38,7 +43,7 @@ pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
 use kvs::Namespace;
-use names::NameService;
+pub use names::{NameRequest, NameServer, NameService};
 
 /// Launcher-chosen id of one connection.
 pub type ConnId = u64;
@@ -53,6 +58,9 @@ pub struct NamespaceSpec {
     pub name: String,
     pub size: u32,
     pub appnum: u32,
+    /// appnum of each rank when the ranks come from several commands (a
+    /// spawn of several commands); empty: every rank has `appnum`.
+    pub appnum_of_rank: Vec<u32>,
     pub universe_size: u32,
     /// node index of each rank (len == size); used to build PMI_process_mapping.
     pub node_of_rank: Vec<u32>,
@@ -94,6 +102,41 @@ pub enum Output {
         rank: u32,
         request: SpawnRequest,
     },
+    /// With [`Server::forward_names`]: a name request the launcher carries to
+    /// the name server, answering with `Server::name_done`. `rank` is `None`
+    /// on a `PMI_PORT` connection before its `initack`.
+    Name {
+        conn: ConnId,
+        ns: NsId,
+        rank: Option<u32>,
+        request: NameRequest,
+    },
+}
+
+/// Why a spawn failed, for [`Server::spawn_done`]: sent as
+/// `cmd=spawn_result rc=1 errcodes=... msg=...`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct SpawnFailure {
+    /// One code per requested process (0: it would have started); sent only
+    /// when there is exactly one per process.
+    pub errcodes: Vec<i32>,
+    /// Why, for the person who started the job.
+    pub message: String,
+}
+
+impl From<String> for SpawnFailure {
+    fn from(message: String) -> SpawnFailure {
+        SpawnFailure {
+            errcodes: Vec::new(),
+            message,
+        }
+    }
+}
+
+impl From<&str> for SpawnFailure {
+    fn from(message: &str) -> SpawnFailure {
+        SpawnFailure::from(message.to_string())
+    }
 }
 
 /// Per-connection state.
@@ -105,6 +148,8 @@ struct Conn {
     framer: Framer,
     /// Processes requested by the spawn awaiting `spawn_done`.
     spawn_pending: Option<u64>,
+    /// The name request awaiting `name_done`.
+    name_pending: Option<NameRequest>,
 }
 
 /// The server core. See the module docs.
@@ -114,6 +159,8 @@ pub struct Server {
     by_name: HashMap<String, NsId>,
     conns: HashMap<ConnId, Conn>,
     names: NameService,
+    /// Name requests go to the launcher (`Output::Name`), not to `names`.
+    forward_names: bool,
 }
 
 impl Server {
@@ -232,16 +279,19 @@ impl Server {
         }
     }
 
-    /// Answer a pending spawn: Ok(errcodes) or Err(message) → `cmd=spawn_result rc=...`.
+    /// Answer a pending spawn: `Ok(errcodes)` → `cmd=spawn_result rc=0`,
+    /// `Err(failure)` → `cmd=spawn_result rc=1 errcodes=... msg=...`.
     ///
     /// Error codes are sent only when one is nonzero and there is one per
     /// requested process (MPICH asserts on any other count); all zeros are
-    /// left out, as Hydra does. A connection without a pending spawn is
-    /// ignored.
+    /// left out, as Hydra does. MPICH's client reads no codes from a failed
+    /// spawn (it stops at `rc`); Rivet's returns them in
+    /// [`crate::Error::SpawnFailed`]. A connection without a pending spawn
+    /// is ignored.
     pub fn spawn_done(
         &mut self,
         conn: ConnId,
-        result: Result<Vec<i32>, String>,
+        result: Result<Vec<i32>, SpawnFailure>,
         out: &mut Vec<Output>,
     ) {
         let Some(total) = self
@@ -263,7 +313,47 @@ impl Server {
                 msg: None,
             },
             Ok(_) => Message::error_reply(Some("spawn"), -1, "some_processes_failed_to_start"),
-            Err(message) => Message::error_reply(Some("spawn"), -1, message),
+            Err(failure) => {
+                let errcodes = if failure.errcodes.len() as u64 == total {
+                    failure.errcodes
+                } else {
+                    Vec::new()
+                };
+                spawn_failure_reply(errcodes, failure.message)
+            }
+        };
+        reply_to(out, conn, &reply);
+    }
+
+    /// Send name requests (`publish_name`, `lookup_name`, `unpublish_name`)
+    /// to the launcher as [`Output::Name`] instead of answering them from
+    /// this server's own table (a job that uses an outside name server).
+    pub fn forward_names(&mut self, on: bool) {
+        self.forward_names = on;
+    }
+
+    /// Answer a forwarded name request: `Ok(reply)` is the name server's
+    /// answer, passed on if it answers the request (else the rank gets
+    /// `rc=-1`); `Err(message)` → `rc=1 msg=message` (the name server could
+    /// not be asked). A connection without a pending name request is ignored.
+    pub fn name_done(
+        &mut self,
+        conn: ConnId,
+        result: Result<Message, String>,
+        out: &mut Vec<Output>,
+    ) {
+        let Some(request) = self
+            .conns
+            .get_mut(&conn)
+            .and_then(|c| c.name_pending.take())
+        else {
+            return;
+        };
+        let query = Some(request.query());
+        let reply = match result {
+            Ok(reply) if request.accepts(&reply) => reply,
+            Ok(_) => Message::error_reply(query, -1, "name_server_sent_an_unexpected_answer"),
+            Err(message) => Message::error_reply(query, 1, message),
         };
         reply_to(out, conn, &reply);
     }
@@ -289,8 +379,36 @@ impl Conn {
             rank,
             framer: Framer::new(),
             spawn_pending: None,
+            name_pending: None,
         }
     }
+}
+
+/// `cmd=spawn_result rc=1 errcodes=... msg=...` made to fit one line: a long
+/// message is shortened, and codes that cannot fit even so are left out
+/// (a client could not read them).
+fn spawn_failure_reply(errcodes: Vec<i32>, message: String) -> Message {
+    let reply = |errcodes: &[i32], msg: &str| Message::SpawnResult {
+        rc: 1,
+        errcodes: errcodes.to_vec(),
+        msg: Some(msg.to_string()),
+    };
+    let codes_fit = reply(&errcodes, "").encode().is_ok();
+    let codes: &[i32] = if codes_fit { &errcodes } else { &[] };
+    let mut msg = message;
+    while reply(codes, &msg).encode().is_err() && !msg.is_empty() {
+        // Cut a quarter (at a character boundary) and mark the cut.
+        let keep = msg.trim_end_matches("...").len() * 3 / 4;
+        let cut = (0..=keep)
+            .rev()
+            .find(|&i| msg.is_char_boundary(i))
+            .unwrap_or(0);
+        msg.truncate(cut);
+        if !msg.is_empty() {
+            msg.push_str("...");
+        }
+    }
+    reply(codes, &msg)
 }
 
 /// Queue `msg` for `conn`. A reply that cannot be encoded (a value too long

@@ -3,8 +3,17 @@
 //! One table per server, shared by all namespaces, so a spawned job can look
 //! up what its parent published. Like Hydra, publishing a taken name and
 //! unpublishing or looking up a missing one are errors, not overwrites.
+//!
+//! [`NameRequest`] is one of the three name queries; [`NameService::answer`]
+//! answers it from a table. [`NameServer`] is the sans-IO core of a
+//! standalone name server (Hydra's `hydra_nameserver`, `rivetrun
+//! --name-server`): the same table behind the PMI-1 line subset
+//! `publish_name` / `lookup_name` / `unpublish_name`, for many connections.
 
 use std::collections::HashMap;
+
+use crate::server::{reply_to, ConnId, Output};
+use crate::wire::{response_name, Frame, Framer, Message};
 
 /// Most names one server holds; bounds memory against a runaway client.
 pub const MAX_NAMES: usize = 65536;
@@ -70,6 +79,195 @@ impl NameService {
             .map(String::as_str)
             .ok_or(NameError::NotFound)
     }
+
+    /// Carry out `request` and return the wire answer (`rc=1` with Hydra's
+    /// `msg` token on a refusal).
+    pub fn answer(&mut self, request: &NameRequest) -> Message {
+        let query = request.query();
+        let refused = |e: NameError| Message::error_reply(Some(query), 1, e.code());
+        match request {
+            NameRequest::Publish { service, port } => match self.publish(service, port) {
+                Ok(()) => Message::PublishResult { rc: 0, msg: None },
+                Err(e) => refused(e),
+            },
+            NameRequest::Unpublish { service } => match self.unpublish(service) {
+                Ok(()) => Message::UnpublishResult { rc: 0, msg: None },
+                Err(e) => refused(e),
+            },
+            NameRequest::Lookup { service } => match self.lookup(service) {
+                Ok(port) => Message::LookupResult {
+                    rc: 0,
+                    port: Some(port.to_string()),
+                    msg: None,
+                },
+                Err(e) => refused(e),
+            },
+        }
+    }
+}
+
+/// One name-service query, as a rank sends it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NameRequest {
+    /// `cmd=publish_name service=S port=P`
+    Publish { service: String, port: String },
+    /// `cmd=lookup_name service=S`
+    Lookup { service: String },
+    /// `cmd=unpublish_name service=S`
+    Unpublish { service: String },
+}
+
+impl NameRequest {
+    /// The name query in `msg`, if it is one.
+    pub fn from_message(msg: Message) -> Result<NameRequest, Message> {
+        match msg {
+            Message::PublishName { service, port } => Ok(NameRequest::Publish { service, port }),
+            Message::LookupName { service } => Ok(NameRequest::Lookup { service }),
+            Message::UnpublishName { service } => Ok(NameRequest::Unpublish { service }),
+            other => Err(other),
+        }
+    }
+
+    /// The query as a wire message.
+    pub fn to_message(&self) -> Message {
+        match self {
+            NameRequest::Publish { service, port } => Message::PublishName {
+                service: service.clone(),
+                port: port.clone(),
+            },
+            NameRequest::Lookup { service } => Message::LookupName {
+                service: service.clone(),
+            },
+            NameRequest::Unpublish { service } => Message::UnpublishName {
+                service: service.clone(),
+            },
+        }
+    }
+
+    /// The query's `cmd=` name.
+    pub fn query(&self) -> &'static str {
+        match self {
+            NameRequest::Publish { .. } => "publish_name",
+            NameRequest::Lookup { .. } => "lookup_name",
+            NameRequest::Unpublish { .. } => "unpublish_name",
+        }
+    }
+
+    /// The `cmd=` of the answer this query waits for.
+    pub fn response(&self) -> &'static str {
+        response_name(self.query()).unwrap_or("error")
+    }
+
+    /// The service the query is about.
+    pub fn service(&self) -> &str {
+        match self {
+            NameRequest::Publish { service, .. }
+            | NameRequest::Lookup { service }
+            | NameRequest::Unpublish { service } => service,
+        }
+    }
+
+    /// True if `reply` is a well-formed answer to this query (a successful
+    /// lookup must carry a port).
+    pub fn accepts(&self, reply: &Message) -> bool {
+        if reply.cmd() != self.response() || reply.is_query() {
+            return false;
+        }
+        !matches!(
+            reply,
+            Message::LookupResult {
+                rc: 0,
+                port: None,
+                ..
+            }
+        )
+    }
+}
+
+/// The sans-IO core of a standalone name server: one [`NameService`] served
+/// to many connections over the PMI-1 lines `publish_name`, `lookup_name`
+/// and `unpublish_name`.
+///
+/// The launcher accepts connections ([`NameServer::open`]), feeds their
+/// bytes to [`NameServer::receive`] and performs the [`Output`]s: `Send`
+/// answers, `Close` for a stream that is not PMI text, a line that does not
+/// parse, or a command outside the subset (answered with `cmd=error` first).
+/// A connection may send one request or many.
+#[derive(Debug, Default)]
+pub struct NameServer {
+    names: NameService,
+    conns: HashMap<ConnId, Framer>,
+}
+
+impl NameServer {
+    /// An empty name server.
+    pub fn new() -> NameServer {
+        NameServer::default()
+    }
+
+    /// A new connection.
+    pub fn open(&mut self, conn: ConnId) {
+        self.conns.insert(conn, Framer::new());
+    }
+
+    /// The connection is gone.
+    pub fn close(&mut self, conn: ConnId) {
+        self.conns.remove(&conn);
+    }
+
+    /// Connections currently open.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// The table, for inspection.
+    pub fn names(&self) -> &NameService {
+        &self.names
+    }
+
+    /// Bytes read from `conn`, at any split point.
+    pub fn receive(&mut self, conn: ConnId, bytes: &[u8], out: &mut Vec<Output>) {
+        let Some(framer) = self.conns.get_mut(&conn) else {
+            out.push(Output::Close {
+                conn,
+                reason: "bytes from a connection that was never opened".to_string(),
+            });
+            return;
+        };
+        let mut frames = Vec::new();
+        let fed = framer.feed(bytes, &mut frames);
+        for frame in frames {
+            let reason = match frame {
+                Frame::Message(msg) => match NameRequest::from_message(msg) {
+                    Ok(request) => {
+                        let reply = self.names.answer(&request);
+                        reply_to(out, conn, &reply);
+                        continue;
+                    }
+                    Err(other) => {
+                        let msg = format!("unsupported_command_{}", other.cmd());
+                        reply_to(out, conn, &Message::error_reply(None, -1, msg));
+                        format!(
+                            "cmd={} is not served here (a name server answers publish_name, \
+                             lookup_name and unpublish_name only)",
+                            other.cmd()
+                        )
+                    }
+                },
+                Frame::Invalid { error, .. } => format!("unreadable request: {error}"),
+            };
+            self.conns.remove(&conn);
+            out.push(Output::Close { conn, reason });
+            return;
+        }
+        if let Err(e) = fed {
+            self.conns.remove(&conn);
+            out.push(Output::Close {
+                conn,
+                reason: e.to_string(),
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -87,5 +285,108 @@ mod tests {
         assert_eq!(n.unpublish("a"), Err(NameError::NotFound));
         n.publish("a", "again").unwrap();
         assert_eq!(n.lookup("a"), Ok("again"));
+    }
+
+    fn sent(out: &[Output]) -> String {
+        out.iter()
+            .map(|o| match o {
+                Output::Send { bytes, .. } => String::from_utf8(bytes.clone()).unwrap(),
+                Output::Close { .. } => "<close>\n".to_string(),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn name_server_answers_the_subset_to_many_connections() {
+        let mut ns = NameServer::new();
+        ns.open(1);
+        ns.open(2);
+        let mut out = Vec::new();
+        // Split anywhere; two requests in one read.
+        ns.receive(1, b"cmd=publish_name service=ocean po", &mut out);
+        assert!(out.is_empty());
+        ns.receive(
+            1,
+            b"rt=tag#0$port#7$\ncmd=lookup_name service=ocean\n",
+            &mut out,
+        );
+        assert_eq!(
+            sent(&out),
+            "cmd=publish_result rc=0\ncmd=lookup_result rc=0 port=tag#0$port#7$\n"
+        );
+        for (q, a) in [
+            (
+                "cmd=publish_name service=ocean port=x\n",
+                "cmd=publish_result rc=1 msg=key_already_present\n",
+            ),
+            (
+                "cmd=lookup_name service=sea\n",
+                "cmd=lookup_result rc=1 msg=service_not_found\n",
+            ),
+            (
+                "cmd=unpublish_name service=ocean\n",
+                "cmd=unpublish_result rc=0\n",
+            ),
+            (
+                "cmd=unpublish_name service=ocean\n",
+                "cmd=unpublish_result rc=1 msg=service_not_found\n",
+            ),
+        ] {
+            out.clear();
+            ns.receive(2, q.as_bytes(), &mut out);
+            assert_eq!(sent(&out), a, "{q}");
+        }
+        assert_eq!(ns.connections(), 2);
+    }
+
+    #[test]
+    fn name_server_closes_garbage_and_other_commands() {
+        let mut ns = NameServer::new();
+        for (conn, bytes, want) in [
+            (1, &b"hello there\n"[..], "<close>\n"),
+            (2, &b"\xff\xfe\n"[..], "<close>\n"),
+            (
+                3,
+                &b"cmd=get key=x\n"[..],
+                "cmd=error rc=-1 msg=unsupported_command_get\n<close>\n",
+            ),
+            (4, &b"cmd=lookup_name\n"[..], "<close>\n"),
+            (5, &b"\x00"[..], "<close>\n"),
+        ] {
+            ns.open(conn);
+            let mut out = Vec::new();
+            ns.receive(conn, bytes, &mut out);
+            assert_eq!(sent(&out), want, "{bytes:?}");
+        }
+        assert_eq!(ns.connections(), 0);
+        // Unknown connections are closed, never a panic.
+        let mut out = Vec::new();
+        ns.receive(77, b"cmd=lookup_name service=a\n", &mut out);
+        assert_eq!(sent(&out), "<close>\n");
+    }
+
+    #[test]
+    fn name_requests_round_trip_and_check_answers() {
+        let r = NameRequest::Publish {
+            service: "s".into(),
+            port: "p".into(),
+        };
+        assert_eq!(NameRequest::from_message(r.to_message()), Ok(r.clone()));
+        assert!(r.accepts(&Message::PublishResult { rc: 1, msg: None }));
+        assert!(!r.accepts(&Message::LookupResult {
+            rc: 0,
+            port: Some("p".into()),
+            msg: None
+        }));
+        let l = NameRequest::Lookup {
+            service: "s".into(),
+        };
+        assert!(!l.accepts(&Message::LookupResult {
+            rc: 0,
+            port: None,
+            msg: None
+        }));
+        assert_eq!(l.response(), "lookup_result");
     }
 }

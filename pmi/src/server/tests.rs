@@ -8,6 +8,7 @@ fn spec(name: &str, nodes: &[u32]) -> NamespaceSpec {
         name: name.to_string(),
         size: nodes.len() as u32,
         appnum: 0,
+        appnum_of_rank: Vec::new(),
         universe_size: 8,
         node_of_rank: nodes.to_vec(),
         attributes: vec![("PMI_hwloc_xmlfile".into(), "/tmp/topo.xml".into())],
@@ -259,8 +260,40 @@ fn scripted_session_three_ranks() {
         sends(&out),
         vec![(
             1,
-            "cmd=spawn_result rc=-1 msg=no\\ such\\ file\n".to_string()
+            "cmd=spawn_result rc=1 msg=no\\ such\\ file\n".to_string()
         )]
+    );
+    out.clear();
+    // A failure with one code per process carries them; a wrong count does not.
+    for (codes, line) in [
+        (
+            vec![0, 127],
+            "cmd=spawn_result rc=1 errcodes=0,127 msg=not\\ found\n",
+        ),
+        (vec![127], "cmd=spawn_result rc=1 msg=not\\ found\n"),
+    ] {
+        assert_eq!(s.io(1, block).len(), 1);
+        let failure = SpawnFailure {
+            errcodes: codes,
+            message: "not found".into(),
+        };
+        s.server.spawn_done(1, Err(failure), &mut out);
+        assert_eq!(sends(&out), vec![(1, line.to_string())]);
+        out.clear();
+    }
+    // A message too long for one line is shortened, the codes kept.
+    assert_eq!(s.io(1, block).len(), 1);
+    let failure = SpawnFailure {
+        errcodes: vec![0, 127],
+        message: "not found ".repeat(200),
+    };
+    s.server.spawn_done(1, Err(failure), &mut out);
+    let (_, line) = &sends(&out)[0];
+    assert!(
+        line.starts_with("cmd=spawn_result rc=1 errcodes=0,127 msg=not\\ found")
+            && line.ends_with("...\n")
+            && line.len() <= crate::wire::limits::MAX_SEND_LINE,
+        "{line}"
     );
     out.clear();
     assert_eq!(s.io(1, block).len(), 1);
@@ -320,6 +353,115 @@ fn scripted_session_three_ranks() {
         s.ask(3, "cmd=get key=card0\n"),
         "cmd=get_result rc=0 value=AB01\n"
     );
+}
+
+/// With `forward_names`, name requests become `Output::Name` and the
+/// launcher's answer (or failure) reaches the rank.
+#[test]
+fn forwarded_name_requests_wait_for_the_launcher() {
+    let (mut s, ns) = three_rank_session();
+    s.server.forward_names(true);
+    let out = s.io(1, "cmd=publish_name service=svc port=p#1\n");
+    assert_eq!(
+        out,
+        vec![Output::Name {
+            conn: 1,
+            ns,
+            rank: Some(0),
+            request: NameRequest::Publish {
+                service: "svc".into(),
+                port: "p#1".into()
+            },
+        }]
+    );
+    // One request out at a time per connection.
+    assert_eq!(
+        s.ask(1, "cmd=lookup_name service=svc\n"),
+        "cmd=lookup_result rc=-1 msg=request_already_pending\n"
+    );
+    assert!(s
+        .ask(1, "mcmd=spawn\nnprocs=1\nexecname=a\nendcmd\n")
+        .contains("rc=-1 msg=name_request_pending"));
+    let mut out = Vec::new();
+    s.server
+        .name_done(1, Ok(Message::PublishResult { rc: 0, msg: None }), &mut out);
+    assert_eq!(sends(&out), vec![(1, "cmd=publish_result rc=0\n".into())]);
+    // Nothing pending: ignored.
+    out.clear();
+    s.server
+        .name_done(1, Ok(Message::PublishResult { rc: 0, msg: None }), &mut out);
+    assert!(out.is_empty());
+    // The name server's refusal is passed on as it is.
+    assert_eq!(s.io(2, "cmd=lookup_name service=zz\n").len(), 1);
+    let refusal = Message::error_reply(Some("lookup_name"), 1, "service_not_found");
+    s.server.name_done(2, Ok(refusal), &mut out);
+    assert_eq!(
+        sends(&out),
+        vec![(2, "cmd=lookup_result rc=1 msg=service_not_found\n".into())]
+    );
+    // A wrong answer from the name server, and an unreachable name server.
+    for (result, line) in [
+        (
+            Ok(Message::PutResult { rc: 0, msg: None }),
+            "cmd=unpublish_result rc=-1 msg=name_server_sent_an_unexpected_answer\n",
+        ),
+        (
+            Err("name_server_unreachable".to_string()),
+            "cmd=unpublish_result rc=1 msg=name_server_unreachable\n",
+        ),
+    ] {
+        out.clear();
+        assert_eq!(s.io(3, "cmd=unpublish_name service=svc\n").len(), 1);
+        s.server.name_done(3, result, &mut out);
+        assert_eq!(sends(&out), vec![(3, line.to_string())]);
+    }
+    // A successful lookup must carry a port.
+    out.clear();
+    assert_eq!(s.io(2, "cmd=lookup_name service=svc\n").len(), 1);
+    let portless = Message::LookupResult {
+        rc: 0,
+        port: None,
+        msg: None,
+    };
+    s.server.name_done(2, Ok(portless), &mut out);
+    assert!(sends(&out)[0].1.starts_with("cmd=lookup_result rc=-1"));
+    // A connection that goes away forgets its request.
+    assert_eq!(s.io(2, "cmd=lookup_name service=svc\n").len(), 1);
+    s.server.detach(2);
+    out.clear();
+    s.server.name_done(2, Err("late".to_string()), &mut out);
+    assert!(out.is_empty());
+    // Without forwarding, the server's own table answers again.
+    s.server.forward_names(false);
+    assert_eq!(
+        s.ask(1, "cmd=lookup_name service=svc\n"),
+        "cmd=lookup_result rc=1 msg=service_not_found\n"
+    );
+}
+
+/// A spawn of several commands gives each rank its command's appnum.
+#[test]
+fn appnum_per_rank() {
+    let mut server = Server::new();
+    let mut sp = spec("spawned", &[0, 0, 0]);
+    sp.appnum_of_rank = vec![0, 1, 1];
+    let ns = server.create_namespace(sp).unwrap();
+    let mut s = Session { server };
+    for rank in 0..3u32 {
+        s.server.attach(u64::from(rank) + 1, ns, rank);
+        let want = if rank == 0 { 0 } else { 1 };
+        assert_eq!(
+            s.ask(u64::from(rank) + 1, "cmd=get_appnum\n"),
+            format!("cmd=appnum appnum={want}\n")
+        );
+    }
+    assert_eq!(
+        s.ask(1, "cmd=get key=PMI_process_mapping\n"),
+        "cmd=get_result rc=0 value=(vector,(0,1,3))\n"
+    );
+    let mut bad = spec("bad", &[0, 0]);
+    bad.appnum_of_rank = vec![0];
+    assert!(s.server.create_namespace(bad).is_err());
 }
 
 #[test]
@@ -513,7 +655,7 @@ fn random_bytes_never_panic_the_server() {
     let (mut s, ns) = three_rank_session();
     s.server.attach_unidentified(9, ns);
     let mut x: u64 = 0xDEADBEEF;
-    let pieces: [&[u8]; 12] = [
+    let pieces: [&[u8]; 14] = [
         b"cmd=",
         b"mcmd=spawn\n",
         b"endcmd\n",
@@ -526,6 +668,8 @@ fn random_bytes_never_panic_the_server() {
         b"\xff",
         b"\x00",
         b"totspawns=2\nspawnssofar=",
+        b"lookup_name service=s\n",
+        b"publish_name service=s port=p\n",
     ];
     for _ in 0..5000 {
         x ^= x << 13;
@@ -535,7 +679,7 @@ fn random_bytes_never_panic_the_server() {
         let conn = if conn == 4 { 9 } else { conn };
         let mut bytes = Vec::new();
         for i in 0..(x >> 50) % 6 {
-            bytes.extend_from_slice(pieces[((x >> (i * 4)) % 12) as usize]);
+            bytes.extend_from_slice(pieces[((x >> (i * 4)) % pieces.len() as u64) as usize]);
         }
         let mut out = Vec::new();
         s.server.receive(conn, &bytes, &mut out);
@@ -548,6 +692,10 @@ fn random_bytes_never_panic_the_server() {
         }
         if x % 97 == 0 {
             s.server.spawn_done(conn, Ok(vec![1]), &mut out);
+        }
+        if x % 89 == 0 {
+            s.server.forward_names(x % 2 == 0);
+            s.server.name_done(conn, Err("x".into()), &mut out);
         }
     }
 }
