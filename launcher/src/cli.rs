@@ -24,8 +24,19 @@ fn parse_bind_to(s: &str) -> Result<BindTo, String> {
 
 /// Options mpiexec spells with one dash that clap wants with two.
 const SINGLE_DASH_LONG: &[&str] = &[
-    "np", "env", "genv", "genvlist", "genvnone", "genvall", "wdir", "ppn", "bind-to", "map-by",
+    "np",
+    "env",
+    "genv",
+    "genvlist",
+    "genvnone",
+    "genvall",
+    "wdir",
+    "ppn",
+    "bind-to",
+    "map-by",
     "info",
+    "nameserver",
+    "port",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
@@ -41,7 +52,14 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--cpu-list",
     "--topology",
     "--mesh-dims",
+    "--kill-grace",
+    "--nameserver",
+    "--port",
 ];
+
+fn parse_nameserver(s: &str) -> Result<String, String> {
+    crate::nameserver::check_addr(s)
+}
 
 #[derive(Debug, Parser)]
 #[command(
@@ -56,11 +74,21 @@ forwarded to the ranks. If a rank exits with a non-zero code, dies from a signal
 the other ranks are terminated (SIGTERM, then SIGKILL after a grace period) and rivetrun exits \
 non-zero naming the rank and the cause (with --disable-auto-cleanup the others keep running). \
 The exit code is 0 only when every rank exited 0.\n\n\
-mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn.",
-    after_help = "Exit codes: 0 all ranks succeeded; the failing rank's exit code when it exited \
-non-zero; 128+N when it died from signal N; the abort code when a rank called abort; 126/127 \
-when PROGRAM cannot be executed / is not found; 2 for usage errors.\n\n\
-Example: rivetrun -n 2 -l ./a.out"
+Ranks may spawn processes (PMI spawn, MPI_Comm_spawn): rivetrun starts them on this machine, \
+unbound, each in a new namespace (kvsname <job>_s<N>) with PMI_SPAWNED=1 and PMI_FD, and \
+supervises them like ranks: their output is forwarded (labelled [sN:I] with -l) and a failing \
+one fails the job. Info keys: wdir, path (where to look for the program), host (this machine \
+only); others are ignored with a warning. A spawn starts all its processes or none.\n\n\
+Names (MPI_Publish_name/MPI_Lookup_name) are served by rivetrun for its own job, or by a name \
+server shared by several jobs: start one with `rivetrun --name-server` (it prints HOST:PORT) and \
+give that to each job with --nameserver HOST:PORT or RIVET_NAMESERVER=HOST:PORT.\n\n\
+mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn, -nameserver.",
+    after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
+process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
+when a process called abort; 126/127 when PROGRAM cannot be executed / is not found; 2 for \
+usage errors. --name-server exits 0 on SIGINT/SIGTERM.\n\n\
+Examples: rivetrun -n 2 -l ./a.out\n          \
+rivetrun --name-server --port 7000 &   rivetrun --nameserver $(hostname):7000 -n 2 ./server"
 )]
 pub struct Cli {
     /// Number of ranks to start.
@@ -145,8 +173,24 @@ pub struct Cli {
     #[arg(long = "info")]
     pub info: bool,
 
+    /// Send the job's publish/lookup/unpublish name requests to this name server (what
+    /// `rivetrun --name-server` prints), so separately started jobs find each other's ports
+    /// [default: $RIVET_NAMESERVER; unset: rivetrun serves names to its own job]
+    #[arg(long = "nameserver", value_name = "HOST:PORT", value_parser = parse_nameserver)]
+    pub nameserver: Option<String>,
+
+    /// Run a name server instead of a job: listen on TCP (all IPv4 interfaces), print
+    /// HOST:PORT on stdout, answer publish/lookup/unpublish until SIGINT or SIGTERM (exit 0).
+    #[arg(long = "name-server", conflicts_with_all = ["command", "nameserver", "info"])]
+    pub name_server: bool,
+
+    /// TCP port for --name-server [default: any free port].
+    #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
+    pub port: Option<u16>,
+
     /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required_unless_present = "info", trailing_var_arg = true, num_args = 1..)]
+    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server"],
+          trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
 
@@ -318,6 +362,37 @@ mod tests {
             parse(&["rivetrun", "--bogus", "x"]).is_err(),
             "unknown option"
         );
+    }
+
+    #[test]
+    fn name_server_options() {
+        let cli = parse(&["rivetrun", "--name-server", "--port", "7000"]).unwrap();
+        assert!(cli.name_server);
+        assert_eq!(cli.port, Some(7000));
+        assert!(cli.command.is_empty());
+        let cli = parse(&["rivetrun", "--name-server"]).unwrap();
+        assert_eq!(cli.port, None);
+        // Hydra's spelling, before the program only.
+        let cli = parse(&[
+            "rivetrun",
+            "-nameserver",
+            "node1:7000",
+            "-n",
+            "2",
+            "prog",
+            "-port",
+        ])
+        .unwrap();
+        assert_eq!(cli.nameserver.as_deref(), Some("node1:7000"));
+        assert_eq!(cli.command, ["prog", "-port"]);
+        assert!(parse(&["rivetrun", "--nameserver", "node1", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--name-server", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--port", "7000", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--name-server", "--nameserver", "h:1"]).is_err());
+        assert!(parse(&["rivetrun", "--port", "7000"]).is_err());
+        let cli = parse(&["rivetrun", "--kill-grace", "5", "prog"]).unwrap();
+        assert_eq!(cli.kill_grace, 5.0);
+        assert_eq!(cli.command, ["prog"]);
     }
 
     #[test]

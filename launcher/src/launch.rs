@@ -1,4 +1,5 @@
-//! Starting one rank: its environment, its PMI channel, its stdio pipes.
+//! Starting one rank (or one spawned process): its environment, its PMI
+//! channel, its stdio pipes.
 //!
 //! Every rank runs in its own process group, so rivetrun can signal a rank
 //! together with whatever it forked, and a Ctrl-C on the terminal reaches
@@ -43,6 +44,8 @@ pub struct JobSpec {
     /// rivetrun's own CPU mask, given to unbound ranks once any rank is bound
     /// (ranks inherit the mask of the thread that starts them).
     pub default_affinity: Option<libc::cpu_set_t>,
+    /// Processes of a spawn: `PMI_SPAWNED=1`, and no stdin for any of them.
+    pub spawned: bool,
 }
 
 /// What rank-specific placement the launcher decided.
@@ -130,10 +133,14 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
         .env("MPI_LOCALNRANKS", place.local_size.to_string())
         // Rivet ranks name their shm segments after it (see `ShmSweep`).
         .env("RIVET_JOBID", std::process::id().to_string());
+    if job.spawned {
+        // Hydra sets it too; MPICH then connects to its parent.
+        cmd.env("PMI_SPAWNED", "1");
+    }
     if let Some(dir) = &job.wdir {
         cmd.current_dir(dir);
     }
-    cmd.stdin(if rank == 0 {
+    cmd.stdin(if rank == 0 && !job.spawned {
         Stdio::piped()
     } else {
         Stdio::null()

@@ -2,15 +2,19 @@
 //! plans where every rank goes (`topology`: hwloc discovery, mapping,
 //! binding), creates the job's PMI namespace with the placement published in
 //! it, starts the ranks (`launch`), then hands everything to the `supervisor`
-//! event loop, which serves PMI, forwards output and signals, and decides the
-//! exit code. `output` holds the line buffering, `cli` the mpiexec-style
-//! options, `info` the `--info` probes, `error` the launch errors.
+//! event loop, which serves PMI (spawns included, checked by `spawn`),
+//! forwards output and signals, and decides the exit code. `output` holds the
+//! line buffering, `cli` the mpiexec-style options, `info` the `--info`
+//! probes, `error` the launch errors, `nameserver` the `--name-server` mode
+//! and the client side of `--nameserver`.
 
 mod cli;
 mod error;
 mod info;
 mod launch;
+mod nameserver;
 mod output;
+mod spawn;
 mod supervisor;
 mod topology;
 
@@ -25,6 +29,7 @@ use rivet_pmi::server::{NamespaceSpec, Server};
 use crate::cli::Cli;
 use crate::error::LaunchError;
 use crate::launch::{JobSpec, PmiChannel, RankPlace};
+use crate::spawn::SpawnBase;
 use crate::supervisor::{Failure, Supervisor};
 use crate::topology::{PlacementRequest, Topology};
 
@@ -40,6 +45,19 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
+    if cli.name_server {
+        return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
+    }
+    let name_server = match &cli.nameserver {
+        Some(addr) => Some(addr.clone()),
+        None => match std::env::var("RIVET_NAMESERVER") {
+            Ok(v) if !v.trim().is_empty() => Some(
+                nameserver::check_addr(&v)
+                    .map_err(|e| LaunchError::Usage(format!("RIVET_NAMESERVER: {e}")))?,
+            ),
+            _ => None,
+        },
+    };
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
@@ -48,7 +66,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         info::print(&topo);
         return Ok(0);
     }
-    let mut job = job_spec(&cli)?;
+    let (mut job, search_path) = job_spec(&cli)?;
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
@@ -78,14 +96,22 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     topo.export_xml(&xml.0)?;
     let _segments = ShmSweep(std::process::id());
 
+    let attributes = placement.pmi_keys(Some(&xml.0))?;
+    // Spawned processes are unbound: of the placement keys only the machine's topology holds for them.
+    let spawn_attributes: Vec<(String, String)> = attributes
+        .iter()
+        .filter(|(k, _)| k == rivet_pmi::topology::KEY_HWLOC_XMLFILE)
+        .cloned()
+        .collect();
     let mut server = Server::new();
     let ns = server.create_namespace(NamespaceSpec {
         name: job.kvsname.clone(),
         size,
         appnum: 0,
+        appnum_of_rank: Vec::new(),
         universe_size: size,
         node_of_rank: placement.node_of_rank(),
-        attributes: placement.pmi_keys(Some(&xml.0))?,
+        attributes,
         preput: Vec::new(),
     })?;
 
@@ -113,6 +139,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, 3600.0));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
     supervisor.keep_going(cli.disable_auto_cleanup);
+    if let Some(addr) = name_server {
+        supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
+    }
     if cli.pmi_port {
         job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
     }
@@ -145,6 +174,20 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         supervisor.run();
         return Ok(code);
     }
+    let cwd = std::env::current_dir().map_err(LaunchError::Io)?;
+    supervisor.enable_spawn(
+        SpawnBase {
+            env: job.env.clone(),
+            clear_env: job.clear_env,
+            wdir: job.wdir.as_ref().map_or(cwd.clone(), |d| cwd.join(d)),
+            search_path,
+            attributes: spawn_attributes,
+            kvsname: job.kvsname.clone(),
+            universe_size: size,
+            hostname: info::hostname(),
+        },
+        priority,
+    );
     if let Some(stdin) = rank0_stdin {
         forward_stdin(stdin);
     }
@@ -193,8 +236,9 @@ impl Drop for ShmSweep {
     }
 }
 
-/// Check the command line and the program, and gather what every rank shares.
-fn job_spec(cli: &Cli) -> Result<JobSpec, LaunchError> {
+/// Check the command line and the program, and gather what every rank
+/// shares; also the PATH the ranks see (where spawned programs are looked up).
+fn job_spec(cli: &Cli) -> Result<(JobSpec, Option<OsString>), LaunchError> {
     let Some(program) = cli.command.first() else {
         return Err(LaunchError::Usage("no PROGRAM given".into()));
     };
@@ -242,7 +286,7 @@ fn job_spec(cli: &Cli) -> Result<JobSpec, LaunchError> {
     } else {
         resolved
     };
-    Ok(JobSpec {
+    let job = JobSpec {
         program: resolved,
         argv0: program.clone(),
         args: cli.command[1..].to_vec(),
@@ -253,7 +297,9 @@ fn job_spec(cli: &Cli) -> Result<JobSpec, LaunchError> {
         kvsname: format!("rivet_{}_0", std::process::id()),
         channel: PmiChannel::Fd,
         default_affinity: None,
-    })
+        spawned: false,
+    };
+    Ok((job, path))
 }
 
 /// Copy rivetrun's stdin to rank 0 on a thread of its own: stdin may be a

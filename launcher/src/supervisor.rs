@@ -1,54 +1,88 @@
 //! The supervisor: one event loop that serves PMI, forwards output and
-//! signals, reaps ranks and tears the job down when one of them fails.
+//! signals, reaps the job's processes and tears the job down when one of
+//! them fails.
 //!
 //! Everything the job does arrives as a readiness event on one `mio::Poll`:
 //! PMI connections (fed to the sans-IO `rivet_pmi::server::Server`), the
-//! ranks' stdout/stderr pipes, the PMI_PORT listener and signals (SIGCHLD,
-//! SIGINT, SIGTERM, SIGHUP). The loop ends when every rank has been reaped
+//! processes' stdout/stderr pipes, the PMI_PORT listener, signals (SIGCHLD,
+//! SIGINT, SIGTERM, SIGHUP) and a waker for answers from the name server.
+//! The job's processes are its ranks and the processes they spawn
+//! (`Output::Spawn`, started here after `spawn::plan` accepted the request,
+//! all or none); both are supervised alike. Name requests go to an outside
+//! name server on threads of their own (`nameserver::ask`, bounded waits),
+//! never blocking the loop. The loop ends when every process has been reaped
 //! and its output drained; the first failure decides the exit code.
 
 use std::collections::HashMap;
+use std::fmt;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStdin, ExitStatus};
+use std::sync::mpsc;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use mio::net::{TcpListener, TcpStream, UnixStream};
 use mio::unix::pipe::Receiver;
-use mio::{Events, Interest, Poll, Token};
-use rivet_pmi::server::{ConnId, NsId, Output, Server};
+use mio::{Events, Interest, Poll, Token, Waker};
+use rivet_pmi::server::{ConnId, NameRequest, NamespaceSpec, NsId, Output, Server, SpawnFailure};
+use rivet_pmi::wire::{Message, SpawnRequest};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
-use crate::launch::Started;
+use crate::error::LaunchError;
+use crate::launch::{self, JobSpec, PmiChannel, Priority, RankPlace, Started};
+use crate::nameserver;
 use crate::output::LineBuffer;
+use crate::spawn::{self, Plan, SpawnBase};
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
-const FIRST_DYNAMIC: usize = 2;
+const WAKER: Token = Token(2);
+const FIRST_DYNAMIC: usize = 3;
 
 /// How long output is still drained after the last rank exited, in case a
 /// grandchild keeps a pipe open.
 const DRAIN_AFTER_EXIT: Duration = Duration::from_secs(1);
 
+/// A process of the job: a rank, or a process a spawn started.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Who {
+    Rank(u32),
+    /// Rank `index` of the spawned namespace `kvsname`.
+    Spawned {
+        kvsname: String,
+        index: u32,
+    },
+}
+
+impl fmt::Display for Who {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Who::Rank(rank) => write!(f, "rank {rank}"),
+            Who::Spawned { kvsname, index } => write!(f, "spawned process {index} of {kvsname}"),
+        }
+    }
+}
+
 /// Why the job failed: the first of these decides rivetrun's exit code.
 #[derive(Debug, Clone)]
 pub enum Failure {
     Exited {
-        rank: u32,
+        who: Who,
         code: i32,
     },
     Signaled {
-        rank: u32,
+        who: Who,
         signal: i32,
     },
     Aborted {
-        rank: u32,
+        who: Who,
         code: i32,
         message: Option<String>,
     },
     NoFinalize {
-        rank: u32,
+        who: Who,
     },
     Interrupted {
         signal: i32,
@@ -74,16 +108,16 @@ impl Failure {
 
     fn describe(&self) -> String {
         match self {
-            Failure::Exited { rank, code } => format!("rank {rank} exited with code {code}"),
-            Failure::Signaled { rank, signal } => {
-                format!("rank {rank} was killed by signal {signal} ({})", signal_name(*signal))
+            Failure::Exited { who, code } => format!("{who} exited with code {code}"),
+            Failure::Signaled { who, signal } => {
+                format!("{who} was killed by signal {signal} ({})", signal_name(*signal))
             }
-            Failure::Aborted { rank, code, message } => match message {
-                Some(m) => format!("rank {rank} called abort (exit code {code}): {m}"),
-                None => format!("rank {rank} called abort (exit code {code})"),
+            Failure::Aborted { who, code, message } => match message {
+                Some(m) => format!("{who} called abort (exit code {code}): {m}"),
+                None => format!("{who} called abort (exit code {code})"),
             },
-            Failure::NoFinalize { rank } => format!(
-                "rank {rank} exited with code 0 without finalizing PMI; the other ranks could wait for it forever"
+            Failure::NoFinalize { who } => format!(
+                "{who} exited with code 0 without finalizing PMI; the other processes could wait for it forever"
             ),
             Failure::Interrupted { signal } => format!("rivetrun received {}", signal_name(*signal)),
             Failure::Internal(m) => m.clone(),
@@ -119,7 +153,7 @@ enum Stream {
 
 enum Source {
     Pmi(ConnId),
-    Output { rank: u32, stream: Stream },
+    Output { proc: usize, stream: Stream },
 }
 
 enum PmiStream {
@@ -163,16 +197,47 @@ struct PmiConn {
     /// Replies not yet accepted by the socket.
     unsent: Vec<u8>,
     wants_write: bool,
-    /// The rank this connection belongs to, once known.
-    rank: Option<u32>,
+    /// The process (index into `procs`) this connection belongs to, once known.
+    proc: Option<usize>,
 }
 
-struct RankState {
+/// One process of the job.
+struct Proc {
+    who: Who,
+    /// Its namespace and rank there.
+    ns: NsId,
+    rank: u32,
+    /// `[RANK] ` or `[sN:I] ` with `--label`.
+    label: Option<String>,
     pid: u32,
     status: Option<ExitStatus>,
     stdout: Option<(Receiver, LineBuffer)>,
     stderr: Option<(Receiver, LineBuffer)>,
     spoke_pmi: bool,
+}
+
+/// What spawning needs besides the request (see `Supervisor::enable_spawn`).
+struct Spawner {
+    base: SpawnBase,
+    priority: Priority,
+    /// Spawns started so far; the next is `_s<count+1>`.
+    count: u32,
+}
+
+/// An answer from the name server, delivered by a forwarding thread.
+struct NameAnswer {
+    conn: ConnId,
+    who: String,
+    request: NameRequest,
+    result: Result<Message, String>,
+}
+
+/// The outside name server the job's name requests go to.
+struct NameClient {
+    addr: String,
+    waker: Arc<Waker>,
+    tx: mpsc::Sender<NameAnswer>,
+    rx: mpsc::Receiver<NameAnswer>,
 }
 
 enum Phase {
@@ -194,13 +259,17 @@ pub struct Supervisor {
     ns: NsId,
     conns: HashMap<ConnId, PmiConn>,
     next_conn: ConnId,
-    ranks: Vec<RankState>,
+    /// The ranks (first, in rank order) and the spawned processes.
+    procs: Vec<Proc>,
+    by_rank: HashMap<(NsId, u32), usize>,
+    spawner: Option<Spawner>,
+    names: Option<NameClient>,
     label: bool,
     grace: Duration,
     phase: Phase,
     failure: Option<Failure>,
     all_exited_at: Option<Instant>,
-    /// A SIGCHLD arrived (or a rank was added): `reap` has work.
+    /// A SIGCHLD arrived (or a process was added): `reap` has work.
     child_exited: bool,
     /// A failed rank does not stop the others (`--disable-auto-cleanup`).
     keep_going: bool,
@@ -226,7 +295,10 @@ impl Supervisor {
             ns,
             conns: HashMap::new(),
             next_conn: 1,
-            ranks: Vec::new(),
+            procs: Vec::new(),
+            by_rank: HashMap::new(),
+            spawner: None,
+            names: None,
             label,
             grace,
             phase: Phase::Running,
@@ -255,9 +327,24 @@ impl Supervisor {
         t
     }
 
-    /// Take over a started rank. Ranks must be added in rank order.
+    /// Take over a started rank. Ranks must be added in rank order, before
+    /// any spawn.
     pub fn add_rank(&mut self, started: Started) -> io::Result<Option<ChildStdin>> {
-        let rank = self.ranks.len() as u32;
+        let rank = self.procs.len() as u32;
+        let label = self.label.then(|| format!("[{rank}] "));
+        self.add_proc(started, Who::Rank(rank), self.ns, rank, label)
+    }
+
+    /// Take over a started process: watch its output and PMI connection.
+    fn add_proc(
+        &mut self,
+        started: Started,
+        who: Who,
+        ns: NsId,
+        rank: u32,
+        label: Option<String>,
+    ) -> io::Result<Option<ChildStdin>> {
+        let index = self.procs.len();
         let Started {
             child,
             pmi,
@@ -265,6 +352,20 @@ impl Supervisor {
             stdout,
             stderr,
         } = started;
+        // From here on the process is ours to reap, whatever fails below.
+        self.procs.push(Proc {
+            who,
+            ns,
+            rank,
+            label,
+            pid: child.id(),
+            status: None,
+            stdout: None,
+            stderr: None,
+            spoke_pmi: false,
+        });
+        self.by_rank.insert((ns, rank), index);
+        self.child_exited = true;
         let mut out = Receiver::from(stdout);
         let mut err = Receiver::from(stderr);
         out.set_nonblocking(true)?;
@@ -274,24 +375,49 @@ impl Supervisor {
             self.poll
                 .registry()
                 .register(rx, token, Interest::READABLE)?;
-            self.sources.insert(token, Source::Output { rank, stream });
+            self.sources.insert(
+                token,
+                Source::Output {
+                    proc: index,
+                    stream,
+                },
+            );
         }
+        self.procs[index].stdout = Some((out, LineBuffer::default()));
+        self.procs[index].stderr = Some((err, LineBuffer::default()));
         if let Some(pmi) = pmi {
             pmi.set_nonblocking(true)?;
-            let conn = self.add_conn(PmiStream::Unix(UnixStream::from_std(pmi)), Some(rank))?;
-            self.server.attach(conn, self.ns, rank);
+            let conn = self.add_conn(PmiStream::Unix(UnixStream::from_std(pmi)), Some(index))?;
+            self.server.attach(conn, ns, rank);
         }
-        self.ranks.push(RankState {
-            pid: child.id(),
-            status: None,
-            stdout: Some((out, LineBuffer::default())),
-            stderr: Some((err, LineBuffer::default())),
-            spoke_pmi: false,
-        });
         Ok(stdin)
     }
 
-    fn add_conn(&mut self, mut stream: PmiStream, rank: Option<u32>) -> io::Result<ConnId> {
+    /// Serve spawn requests: children get what `base` says; `priority`
+    /// gives them the nice value rivetrun was started with.
+    pub fn enable_spawn(&mut self, base: SpawnBase, priority: Priority) {
+        self.spawner = Some(Spawner {
+            base,
+            priority,
+            count: 0,
+        });
+    }
+
+    /// Send the job's name requests to the name server at `addr` (HOST:PORT).
+    pub fn use_name_server(&mut self, addr: String) -> io::Result<()> {
+        let waker = Arc::new(Waker::new(self.poll.registry(), WAKER)?);
+        let (tx, rx) = mpsc::channel();
+        self.names = Some(NameClient {
+            addr,
+            waker,
+            tx,
+            rx,
+        });
+        self.server.forward_names(true);
+        Ok(())
+    }
+
+    fn add_conn(&mut self, mut stream: PmiStream, proc: Option<usize>) -> io::Result<ConnId> {
         let token = self.token();
         self.poll
             .registry()
@@ -306,7 +432,7 @@ impl Supervisor {
                 token,
                 unsent: Vec::new(),
                 wants_write: false,
-                rank,
+                proc,
             },
         );
         Ok(conn)
@@ -317,12 +443,12 @@ impl Supervisor {
         self.keep_going = on;
     }
 
-    /// A rank could not be started: record it as the failure and stop the others.
+    /// A process could not be started: record it as the failure and stop the others.
     pub fn fail(&mut self, failure: Failure) {
         self.begin_teardown(failure);
     }
 
-    /// Run until every rank is reaped; returns the failure, if any.
+    /// Run until every process is reaped; returns the failure, if any.
     pub fn run(mut self) -> Option<Failure> {
         let mut events = Events::with_capacity(256);
         loop {
@@ -338,7 +464,7 @@ impl Supervisor {
             }
         }
         if self.failure.is_some() {
-            // Whatever a failed job's ranks forked must not outlive it.
+            // Whatever a failed job's processes forked must not outlive it.
             self.kill_groups(libc::SIGKILL);
         }
         self.failure
@@ -358,6 +484,7 @@ impl Supervisor {
             match event.token() {
                 SIGNALS => self.on_signals(),
                 LISTENER => self.on_accept(),
+                WAKER => self.on_name_answers(),
                 token => self.on_ready(
                     token,
                     event.is_readable() || event.is_read_closed(),
@@ -370,11 +497,11 @@ impl Supervisor {
     }
 
     fn finished(&self) -> bool {
-        let exited = self.ranks.iter().all(|r| r.status.is_some());
+        let exited = self.procs.iter().all(|p| p.status.is_some());
         let drained = self
-            .ranks
+            .procs
             .iter()
-            .all(|r| r.stdout.is_none() && r.stderr.is_none());
+            .all(|p| p.stdout.is_none() && p.stderr.is_none());
         exited
             && (drained
                 || self
@@ -397,10 +524,10 @@ impl Supervisor {
     fn on_deadlines(&mut self) {
         if let Phase::TearingDown { kill_at } = self.phase {
             if Instant::now() >= kill_at {
-                let alive = self.ranks.iter().filter(|r| r.status.is_none()).count();
-                if alive > 0 {
+                if self.procs.iter().any(|p| p.status.is_none()) {
                     eprintln!(
-                        "rivetrun: {alive} rank(s) still running after {:?}; sending SIGKILL",
+                        "rivetrun: {} still running after {:?}; sending SIGKILL",
+                        self.alive_text(false),
                         self.grace
                     );
                 }
@@ -440,6 +567,7 @@ impl Supervisor {
             match listener.accept() {
                 Ok((stream, _)) => {
                     let _ = stream.set_nodelay(true);
+                    // PMI_PORT connections are the ranks' (spawned processes use PMI_FD).
                     match self.add_conn(PmiStream::Tcp(stream), None) {
                         Ok(conn) => self.server.attach_unidentified(conn, self.ns),
                         Err(err) => eprintln!("rivetrun: cannot watch a PMI connection: {err}"),
@@ -466,9 +594,9 @@ impl Supervisor {
                     self.read_conn(conn);
                 }
             }
-            Some(Source::Output { rank, stream }) => {
-                let (rank, stream) = (*rank, *stream);
-                self.read_output(rank, stream);
+            Some(Source::Output { proc, stream }) => {
+                let (proc, stream) = (*proc, *stream);
+                self.read_output(proc, stream);
             }
             None => {}
         }
@@ -485,8 +613,8 @@ impl Supervisor {
                     break;
                 }
                 Ok(n) => {
-                    if let Some(rank) = c.rank {
-                        self.ranks[rank as usize].spoke_pmi = true;
+                    if let Some(p) = c.proc {
+                        self.procs[p].spoke_pmi = true;
                     }
                     self.server.receive(conn, &buf[..n], &mut outputs);
                     if n < buf.len() {
@@ -519,38 +647,263 @@ impl Supervisor {
                     self.flush_conn(conn);
                 }
                 Output::Close { conn, reason } => {
-                    let who = self.conns.get(&conn).and_then(|c| c.rank);
+                    let who = self.conns.get(&conn).and_then(|c| c.proc);
                     match who {
-                        Some(rank) => eprintln!(
-                            "rivetrun: closing the PMI connection of rank {rank}: {reason}"
+                        Some(p) => eprintln!(
+                            "rivetrun: closing the PMI connection of {}: {reason}",
+                            self.procs[p].who
                         ),
                         None => eprintln!("rivetrun: closing a PMI connection: {reason}"),
                     }
                     self.drop_conn(conn);
                 }
                 Output::Abort {
+                    ns,
                     rank,
                     exit_code,
                     message,
-                    ..
                 } => {
+                    let who = self.who(ns, rank);
                     self.begin_teardown(Failure::Aborted {
-                        rank,
+                        who,
                         code: exit_code,
                         message,
                     });
                 }
                 Output::Finalized { .. } => {}
-                Output::Spawn { conn, .. } => {
+                Output::Spawn {
+                    conn,
+                    ns,
+                    rank,
+                    request,
+                } => {
+                    let result = self.spawn(ns, rank, &request);
                     let mut replies = Vec::new();
-                    self.server.spawn_done(
-                        conn,
-                        Err("rivetrun cannot spawn processes yet (dynamic processes are not implemented)".into()),
-                        &mut replies,
-                    );
+                    self.server.spawn_done(conn, result, &mut replies);
                     self.apply(replies);
                 }
+                Output::Name {
+                    conn,
+                    ns,
+                    rank,
+                    request,
+                } => self.forward_name(conn, ns, rank, request),
             }
+        }
+    }
+
+    /// The process that is rank `rank` of namespace `ns`.
+    fn who(&self, ns: NsId, rank: u32) -> Who {
+        match self.by_rank.get(&(ns, rank)) {
+            Some(&p) => self.procs[p].who.clone(),
+            None if ns == self.ns => Who::Rank(rank),
+            None => Who::Spawned {
+                kvsname: self.server.namespace_name(ns).to_string(),
+                index: rank,
+            },
+        }
+    }
+
+    /// Carry out a spawn request of rank `rank` of `ns`: all of its
+    /// processes start, or none does.
+    fn spawn(
+        &mut self,
+        ns: NsId,
+        rank: u32,
+        request: &SpawnRequest,
+    ) -> Result<Vec<i32>, SpawnFailure> {
+        let parent = self.who(ns, rank);
+        let refuse = |message: String, errcodes: Vec<i32>| {
+            eprintln!("rivetrun: spawn requested by {parent} failed: {message}");
+            Err(SpawnFailure { errcodes, message })
+        };
+        if !matches!(self.phase, Phase::Running) {
+            return refuse("the job is being torn down".into(), Vec::new());
+        }
+        let Some(spawner) = self.spawner.as_mut() else {
+            return refuse(
+                "rivetrun is not ready to spawn processes".into(),
+                Vec::new(),
+            );
+        };
+        let mut warnings = Vec::new();
+        let planned = spawn::plan(&spawner.base, request, &mut warnings);
+        for warning in warnings {
+            eprintln!("rivetrun: warning: {warning}");
+        }
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(refusal) => return refuse(refusal.message, refusal.errcodes),
+        };
+        spawner.count += 1;
+        let number = spawner.count;
+        let kvsname = format!("{}_s{number}", spawner.base.kvsname);
+        let appnum_of_rank = if plan.commands.len() > 1 {
+            plan.appnum_of_rank()
+        } else {
+            Vec::new()
+        };
+        let spec = NamespaceSpec {
+            name: kvsname.clone(),
+            size: plan.total,
+            appnum: 0,
+            appnum_of_rank,
+            universe_size: spawner.base.universe_size.max(plan.total),
+            node_of_rank: vec![0; plan.total as usize],
+            attributes: spawner.base.attributes.clone(),
+            preput: request.preput.clone(),
+        };
+        let child_ns = match self.server.create_namespace(spec) {
+            Ok(id) => id,
+            Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
+        };
+        let started = match self.start_children(&plan, &kvsname) {
+            Ok(started) => started,
+            Err((index, code, message)) => {
+                let mut codes = vec![0; plan.total as usize];
+                codes[index as usize] = code;
+                return refuse(message, codes);
+            }
+        };
+        for (index, s) in started.into_iter().enumerate() {
+            let index = index as u32;
+            let who = Who::Spawned {
+                kvsname: kvsname.clone(),
+                index,
+            };
+            let label = self.label.then(|| format!("[s{number}:{index}] "));
+            if let Err(err) = self.add_proc(s, who.clone(), child_ns, index, label) {
+                // It runs but cannot be watched: the job cannot go on.
+                self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
+            }
+        }
+        Ok(vec![0; plan.total as usize])
+    }
+
+    /// Start every process of `plan`; on the first that cannot start, kill
+    /// and reap the ones already started and say which failed (its index,
+    /// error code and why).
+    fn start_children(
+        &self,
+        plan: &Plan,
+        kvsname: &str,
+    ) -> Result<Vec<Started>, (u32, i32, String)> {
+        let Some(spawner) = self.spawner.as_ref() else {
+            return Err((0, 1, "spawning is not enabled".into()));
+        };
+        let mut started: Vec<Started> = Vec::with_capacity(plan.total as usize);
+        let mut index = 0u32;
+        for command in &plan.commands {
+            let job = JobSpec {
+                program: command.program.clone(),
+                argv0: command.argv0.clone(),
+                args: command.args.clone(),
+                env: spawner.base.env.clone(),
+                clear_env: spawner.base.clear_env,
+                wdir: Some(command.wdir.clone()),
+                size: plan.total,
+                kvsname: kvsname.to_string(),
+                channel: PmiChannel::Fd,
+                default_affinity: None,
+                spawned: true,
+            };
+            for _ in 0..command.nprocs {
+                // Unbound: the supervisor thread has rivetrun's own CPU mask.
+                let place = RankPlace {
+                    local_rank: index,
+                    local_size: plan.total,
+                    affinity: None,
+                };
+                match launch::start_rank(&job, index, &place) {
+                    Ok(s) => {
+                        spawner.priority.reset_child(s.child.id());
+                        started.push(s);
+                    }
+                    Err(err) => {
+                        for mut s in started {
+                            // SAFETY: kill(2) takes no pointers; the group is the child's own.
+                            unsafe { libc::kill(-(s.child.id() as libc::pid_t), libc::SIGKILL) };
+                            let _ = s.child.wait();
+                        }
+                        let code = err.exit_code();
+                        let message = match err {
+                            LaunchError::Spawn { program, err, .. } => format!(
+                                "could not start spawned process {index} of {kvsname} \
+                                 ({program}): {err}"
+                            ),
+                            other => other.to_string(),
+                        };
+                        return Err((index, code, message));
+                    }
+                }
+                index += 1;
+            }
+        }
+        Ok(started)
+    }
+
+    /// Hand a name request to a thread that asks the name server.
+    fn forward_name(&mut self, conn: ConnId, ns: NsId, rank: Option<u32>, request: NameRequest) {
+        let who = match rank {
+            Some(r) => self.who(ns, r).to_string(),
+            None => "a rank".to_string(),
+        };
+        let Some(names) = self.names.as_ref() else {
+            let mut replies = Vec::new();
+            self.server
+                .name_done(conn, Err("no_name_server".into()), &mut replies);
+            self.apply(replies);
+            return;
+        };
+        let addr = names.addr.clone();
+        let tx = names.tx.clone();
+        let waker = Arc::clone(&names.waker);
+        let spawned = std::thread::Builder::new()
+            .name("rivetrun-names".into())
+            .spawn(move || {
+                let result = nameserver::ask(&addr, &request);
+                let _ = tx.send(NameAnswer {
+                    conn,
+                    who,
+                    request,
+                    result,
+                });
+                let _ = waker.wake();
+            });
+        if let Err(err) = spawned {
+            let mut replies = Vec::new();
+            self.server.name_done(
+                conn,
+                Err(format!(
+                    "name_server_error: rivetrun cannot start a thread: {err}"
+                )),
+                &mut replies,
+            );
+            self.apply(replies);
+        }
+    }
+
+    /// Pass the name server's answers on to the ranks that asked.
+    fn on_name_answers(&mut self) {
+        let mut answers = Vec::new();
+        if let Some(names) = self.names.as_ref() {
+            while let Ok(answer) = names.rx.try_recv() {
+                answers.push(answer);
+            }
+        }
+        for answer in answers {
+            let result = answer.result.map_err(|why| {
+                eprintln!(
+                    "rivetrun: {why}; {} of '{}' by {} fails",
+                    answer.request.query(),
+                    answer.request.service(),
+                    answer.who
+                );
+                format!("name_server_error: {why}")
+            });
+            let mut replies = Vec::new();
+            self.server.name_done(answer.conn, result, &mut replies);
+            self.apply(replies);
         }
     }
 
@@ -560,13 +913,13 @@ impl Supervisor {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        if c.rank.is_some() {
+        if c.proc.is_some() {
             return;
         }
-        if let Some((ns, rank)) = self.server.conn_rank(conn) {
-            if ns == self.ns && (rank as usize) < self.ranks.len() {
-                c.rank = Some(rank);
-                self.ranks[rank as usize].spoke_pmi = true;
+        if let Some(key) = self.server.conn_rank(conn) {
+            if let Some(&p) = self.by_rank.get(&key) {
+                c.proc = Some(p);
+                self.procs[p].spoke_pmi = true;
             }
         }
     }
@@ -617,10 +970,10 @@ impl Supervisor {
         }
     }
 
-    fn read_output(&mut self, rank: u32, stream: Stream) {
-        let label = self.label.then(|| format!("[{rank}] "));
+    fn read_output(&mut self, proc: usize, stream: Stream) {
         let mut buf = std::mem::take(&mut self.read_buf);
-        let state = &mut self.ranks[rank as usize];
+        let state = &mut self.procs[proc];
+        let label = state.label.clone();
         let slot = match stream {
             Stream::Stdout => &mut state.stdout,
             Stream::Stderr => &mut state.stderr,
@@ -657,8 +1010,8 @@ impl Supervisor {
         self.read_buf = buf;
     }
 
-    /// Collect exited ranks and judge how they ended. Runs only after a
-    /// SIGCHLD: one `waitpid(-1)` per exited child, not one per rank per event.
+    /// Collect exited processes and judge how they ended. Runs only after a
+    /// SIGCHLD: one `waitpid(-1)` per exited child, not one per process per event.
     fn reap(&mut self) {
         if !std::mem::take(&mut self.child_exited) {
             return;
@@ -670,51 +1023,55 @@ impl Supervisor {
             if pid <= 0 {
                 break; // 0: none exited yet; -1: no children left (ECHILD) or EINTR, retried on the next SIGCHLD
             }
-            let Some(rank) = self.ranks.iter().position(|r| r.pid == pid as u32) else {
+            let Some(proc) = self.procs.iter().position(|p| p.pid == pid as u32) else {
                 continue;
             };
             let status = ExitStatus::from_raw(raw);
-            self.ranks[rank].status = Some(status);
+            self.procs[proc].status = Some(status);
             // Its last PMI words (finalize) may still be unread.
             let conns: Vec<ConnId> = self
                 .conns
                 .iter()
-                .filter(|(_, c)| c.rank == Some(rank as u32))
+                .filter(|(_, c)| c.proc == Some(proc))
                 .map(|(id, _)| *id)
                 .collect();
             for conn in conns {
                 self.read_conn(conn);
             }
-            self.judge_exit(rank as u32, status);
+            self.judge_exit(proc, status);
         }
-        if self.all_exited_at.is_none() && self.ranks.iter().all(|r| r.status.is_some()) {
+        if self.all_exited_at.is_none() && self.procs.iter().all(|p| p.status.is_some()) {
             self.all_exited_at = Some(Instant::now());
         }
     }
 
-    fn judge_exit(&mut self, rank: u32, status: ExitStatus) {
+    fn judge_exit(&mut self, proc: usize, status: ExitStatus) {
         if !matches!(self.phase, Phase::Running) {
-            return; // we are stopping the job; its ranks' ends are our doing
+            return; // we are stopping the job; its processes' ends are our doing
         }
+        let who = self.procs[proc].who.clone();
         let failure = match (status.code(), status.signal()) {
             (Some(0), _) => {
-                let state = &self.ranks[rank as usize];
-                let others_running = self.ranks.iter().any(|r| r.status.is_none());
-                if state.spoke_pmi && !self.server.is_finalized(self.ns, rank) && others_running {
-                    Failure::NoFinalize { rank }
+                let state = &self.procs[proc];
+                let others_running = self.procs.iter().any(|p| p.status.is_none());
+                if state.spoke_pmi
+                    && !self.server.is_finalized(state.ns, state.rank)
+                    && others_running
+                {
+                    Failure::NoFinalize { who }
                 } else {
                     return;
                 }
             }
-            (Some(code), _) => Failure::Exited { rank, code },
-            (None, Some(signal)) => Failure::Signaled { rank, signal },
-            (None, None) => Failure::Internal(format!("rank {rank} ended with status {status}")),
+            (Some(code), _) => Failure::Exited { who, code },
+            (None, Some(signal)) => Failure::Signaled { who, signal },
+            (None, None) => Failure::Internal(format!("{who} ended with status {status}")),
         };
         if self.keep_going {
-            let alive = self.ranks.iter().filter(|r| r.status.is_none()).count();
             eprintln!(
-                "rivetrun: {}; {alive} other rank(s) keep running (--disable-auto-cleanup)",
-                failure.describe()
+                "rivetrun: {}; {} keep running (--disable-auto-cleanup)",
+                failure.describe(),
+                self.alive_text(true)
             );
             self.failure.get_or_insert(failure);
             return;
@@ -722,13 +1079,31 @@ impl Supervisor {
         self.begin_teardown(failure);
     }
 
+    /// "2 rank(s)", "1 rank(s) and 3 spawned process(es)", ... of the
+    /// processes still running (`other`: "2 other rank(s)").
+    fn alive_text(&self, other: bool) -> String {
+        let running = |spawned: bool| {
+            self.procs
+                .iter()
+                .filter(|p| p.status.is_none() && matches!(p.who, Who::Spawned { .. }) == spawned)
+                .count()
+        };
+        let (ranks, children) = (running(false), running(true));
+        let other = if other { "other " } else { "" };
+        match (ranks, children) {
+            (r, 0) => format!("{r} {other}rank(s)"),
+            (0, c) => format!("{c} {other}spawned process(es)"),
+            (r, c) => format!("{r} {other}rank(s) and {c} spawned process(es)"),
+        }
+    }
+
     fn begin_teardown(&mut self, failure: Failure) {
         if self.failure.is_none() {
-            let alive = self.ranks.iter().filter(|r| r.status.is_none()).count();
-            if alive > 0 {
+            if self.procs.iter().any(|p| p.status.is_none()) {
                 eprintln!(
-                    "rivetrun: {}; terminating the other {alive} rank(s)",
-                    failure.describe()
+                    "rivetrun: {}; terminating the other {}",
+                    failure.describe(),
+                    self.alive_text(false)
                 );
             } else {
                 eprintln!("rivetrun: {}", failure.describe());
@@ -743,19 +1118,19 @@ impl Supervisor {
         }
     }
 
-    /// Signal the process group of every rank still running.
+    /// Signal the process group of every process still running (ranks and spawned).
     fn kill_all(&self, signal: i32) {
-        for r in self.ranks.iter().filter(|r| r.status.is_none()) {
-            // SAFETY: kill(2) takes no pointers; -pid names the rank's own process group.
-            unsafe { libc::kill(-(r.pid as libc::pid_t), signal) };
+        for p in self.procs.iter().filter(|p| p.status.is_none()) {
+            // SAFETY: kill(2) takes no pointers; -pid names the process's own group.
+            unsafe { libc::kill(-(p.pid as libc::pid_t), signal) };
         }
     }
 
-    /// Signal every rank's process group, exited ranks included (their children may linger).
+    /// Signal every process group of the job, exited processes included (their children may linger).
     fn kill_groups(&self, signal: i32) {
-        for r in &self.ranks {
+        for p in &self.procs {
             // SAFETY: as in `kill_all`.
-            unsafe { libc::kill(-(r.pid as libc::pid_t), signal) };
+            unsafe { libc::kill(-(p.pid as libc::pid_t), signal) };
         }
     }
 }

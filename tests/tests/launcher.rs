@@ -149,7 +149,7 @@ fn refused_pmi_requests_do_not_stop_the_job() {
         (
             "2",
             &["spawn"],
-            &["spawn refused:", "cannot spawn processes yet"],
+            &["spawn refused:", "rivet-no-such-program': not found"],
         ),
     ];
     for (ranks, mode, messages) in cases {
@@ -429,4 +429,29 @@ fn the_harness_catches_a_process_that_outlives_its_job() {
     let mut cmd = Command::new("sh");
     cmd.args(["-c", "sleep 30 & exit 0"]);
     run_job(cmd, DEADLINE);
+}
+
+/// The spawn and name-server features are documented where users look.
+#[test]
+fn help_documents_spawn_and_the_name_server() {
+    let out = Command::new(bin("rivetrun"))
+        .arg("--help")
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for text in [
+        "--name-server",
+        "--port <PORT>",
+        "--nameserver <HOST:PORT>",
+        "RIVET_NAMESERVER",
+        "PMI_SPAWNED=1",
+        "unbound",
+        "-nameserver",
+    ] {
+        assert!(
+            help.contains(text),
+            "--help does not mention {text}:\n{help}"
+        );
+    }
 }

@@ -8,8 +8,8 @@
 //! `exit R CODE`, `signal R SIGNUM`, `nofinalize R`, `garbage R` (R sends a
 //! bad line first, checks the error answer, then goes on normally),
 //! `abort R CODE`. The ranks that behave wait in a barrier.
-//! `spawn`: rank 0 asks to spawn and must get an error (rivetrun cannot
-//! spawn yet); every rank then finishes normally.
+//! `spawn`: rank 0 asks to spawn a program that does not exist and must get
+//! an error; every rank then finishes normally.
 //! `topology`: print what PMI says about this rank's placement next to the
 //! CPU affinity the rank really has, one `topo rank ...` line per rank.
 
@@ -137,7 +137,7 @@ fn spawn_is_refused(pmi: &mut Client) {
     if pmi.rank() == 0 {
         let request = rivet_pmi::wire::SpawnRequest {
             commands: vec![rivet_pmi::wire::SpawnCommand {
-                execname: "/bin/true".into(),
+                execname: "/nonexistent/rivet-no-such-program".into(),
                 nprocs: 1,
                 args: vec!["an argument with spaces".into()],
                 info: vec![("wdir".into(), "/tmp".into())],
