@@ -30,6 +30,9 @@ impl Inner {
     pub(crate) fn pmi_spawn(&self, request: &rivet_pmi::wire::SpawnRequest) -> Result<Vec<i32>> {
         self.with_pmi(|pmi| pmi.spawn(request))
             .map_err(|e| match e {
+                Error::Pmi(rivet_pmi::Error::SpawnFailed { errcodes, message }) => {
+                    Error::Spawn { message, errcodes }
+                }
                 Error::Pmi(e) => Error::Spawn {
                     message: e.to_string(),
                     errcodes: Vec::new(),

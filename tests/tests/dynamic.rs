@@ -1,0 +1,169 @@
+//! Dynamic processes end to end (`dyn_check` ranks under rivetrun): the
+//! PG/VC reference counts, accept/connect between two separately started
+//! jobs found through a name server, spawn, and the name service. Each
+//! runs with shared memory inside a job (the default) and with tcp forced
+//! everywhere (`RIVET_NETMOD=tcp`); traffic between jobs is always tcp.
+//! Every job must end by itself and leave no process behind.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use rivet_tests::{bin, rivetrun, run_job, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// (name, environment) of each transport case. Five or more processes
+/// share two cores here, so ranks yield when idle.
+const CASES: [(&str, &[(&str, &str)]); 2] = [
+    ("shm", &[("RIVET_YIELD", "always")]),
+    ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
+];
+
+fn show(o: &Outcome) -> String {
+    format!(
+        "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status, o.elapsed, o.stdout, o.stderr
+    )
+}
+
+fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
+    let n = n.to_string();
+    let exe = bin("dyn_check");
+    let mut all: Vec<&str> = extra.to_vec();
+    all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
+    all.extend(args);
+    let mut cmd = rivetrun(&all);
+    cmd.env_remove("RIVET_NETMOD")
+        .env_remove("RIVET_NAMESERVER");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
+    assert_eq!(o.code(), Some(0), "{what}: {}", show(o));
+    let oks = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("dyn_check {mode} OK")))
+        .count();
+    assert_eq!(
+        oks,
+        ranks as usize,
+        "{what}: every rank must pass\n{}",
+        show(o)
+    );
+}
+
+#[test]
+fn reference_counts_return_to_their_baseline() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let o = run_job(dyn_job(2, &["refcounts"], env, &[]), DEADLINE);
+        expect_ok(&o, name, "refcounts", 2);
+    }
+}
+
+/// `rivetrun --name-server` in the background; killed (SIGTERM) on drop.
+struct NameServer {
+    child: Child,
+    addr: String,
+}
+
+impl NameServer {
+    fn start() -> NameServer {
+        let mut child = rivetrun(&["--name-server"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting rivetrun --name-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("reading the name server's address");
+        let addr = line.trim().to_string();
+        assert!(addr.contains(':'), "name server printed {line:?}");
+        NameServer { child, addr }
+    }
+
+    fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().expect("reaping the name server");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let ns = NameServer::start();
+        let service = format!("dyn-test-{name}-{}", std::process::id());
+        let server = dyn_job(2, &["server", &service], env, &["--nameserver", &ns.addr]);
+        let client = dyn_job(3, &["client", &service], env, &["--nameserver", &ns.addr]);
+        let server = std::thread::spawn(move || run_job(server, DEADLINE));
+        let c = run_job(client, DEADLINE);
+        let s = server.join().expect("server thread");
+        expect_ok(&s, &format!("{name}: server job (-n 2)"), "server", 2);
+        expect_ok(&c, &format!("{name}: client job (-n 3)"), "client", 3);
+        let status = ns.stop();
+        assert!(status.success(), "name server ended with {status:?}");
+    }
+}
+
+#[test]
+fn a_job_spawns_children_and_survives_a_missing_program() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let o = run_job(dyn_job(2, &["spawn", "3"], env, &[]), DEADLINE);
+        expect_ok(&o, name, "spawn", 2);
+        let children = o
+            .stdout
+            .lines()
+            .filter(|l| l.starts_with("dyn_check child OK"))
+            .count();
+        assert_eq!(
+            children,
+            3,
+            "{name}: three children must pass\n{}",
+            show(&o)
+        );
+        assert!(
+            o.stdout.contains("missing program refused"),
+            "{name}: {}",
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn names_are_published_looked_up_and_refused_twice() {
+    let _g = serial();
+    let o = run_job(dyn_job(2, &["names"], &[], &[]), DEADLINE);
+    expect_ok(&o, "names", "names", 2);
+}
+
+#[test]
+fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let o = run_job(dyn_job(2, &["badports"], env, &[]), DEADLINE);
+        expect_ok(&o, name, "badports", 2);
+        assert!(
+            o.stdout.contains("closed port refused"),
+            "{name}: {}",
+            show(&o)
+        );
+    }
+}
