@@ -167,3 +167,24 @@ fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
         );
     }
 }
+
+/// The same spawn bootstrapped by MPICH's Hydra: its PMI spawn starts the
+/// children with the parent's port pre-put, and they connect back.
+#[test]
+fn spawn_works_under_mpich_hydra() {
+    let _g = serial();
+    let mut cmd = Command::new("mpiexec.hydra");
+    cmd.args(["-n", "2"])
+        .arg(bin("dyn_check"))
+        .args(["spawn", "3", "nomissing"])
+        .env("RIVET_YIELD", "always")
+        .env_remove("RIVET_NETMOD");
+    let o = run_job(cmd, DEADLINE);
+    expect_ok(&o, "hydra", "spawn", 2);
+    let children = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("dyn_check child OK"))
+        .count();
+    assert_eq!(children, 3, "three children must pass\n{}", show(&o));
+}

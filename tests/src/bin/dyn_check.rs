@@ -18,7 +18,8 @@
 //! - `spawn N` (any): rank 0 spawns N copies of this program in `child`
 //!   mode; data flows both ways between every parent and child; parents
 //!   disconnect; then a spawn of a program that does not exist must fail
-//!   on every parent, which go on (a barrier) and exit 0.
+//!   on every parent, which go on (a barrier) and exit 0 (`spawn N
+//!   nomissing` leaves that out: Hydra ends the whole job on it).
 //! - `child` (spawned only): the mirror of `spawn`.
 //! - `badports` (2): a garbage port name, a port nobody listens on, and a
 //!   closed port: connect fails on every rank of the connecting group, and
@@ -73,7 +74,11 @@ fn main() {
         "refcounts" => refcounts(&engine),
         "server" => server(&engine, &arg),
         "client" => client(&engine, &arg),
-        "spawn" => spawn(&engine, arg.parse().unwrap_or(3)),
+        "spawn" => spawn(
+            &engine,
+            arg.parse().unwrap_or(3),
+            args.get(2).map(String::as_str),
+        ),
         "child" => child(&engine),
         "names" => names(&engine),
         "badports" => badports(&engine),
@@ -352,7 +357,7 @@ fn across_jobs(engine: &Engine, world: &Comm, inter: Comm, is_client: bool, base
     world.barrier().or_die("final barrier");
 }
 
-fn spawn(engine: &Engine, n: u32) {
+fn spawn(engine: &Engine, n: u32, variant: Option<&str>) {
     let world = engine.world();
     world.barrier().or_die("barrier");
     let base = engine.counts();
@@ -368,6 +373,9 @@ fn spawn(engine: &Engine, n: u32) {
     exchange_across(&children, world.rank());
     children.disconnect().or_die("disconnect from the children");
     expect_baseline(engine, &base, "spawn + disconnect");
+    if variant == Some("nomissing") {
+        return;
+    }
 
     // A program that does not exist: an error on every parent, no hang.
     let missing = world.spawn_multiple(
