@@ -108,18 +108,30 @@ impl Comm {
         };
 
         // Step 5.
-        self.barrier()?;
-        let synced = temp.map(|t| -> Result<Vec<u8>> {
-            self.inner.port_send(t, READY)?;
-            let got = self.inner.port_recv(t)?;
-            if got != READY {
-                return Err(Error::Failed("the other root did not get ready".into()));
-            }
-            Ok(Vec::new())
+        let ready = self.barrier().and_then(|()| {
+            let synced = temp.map(|t| -> Result<Vec<u8>> {
+                self.inner.port_send(t, READY)?;
+                let got = self.inner.port_recv(t)?;
+                if got != READY {
+                    return Err(Error::Failed("the other root did not get ready".into()));
+                }
+                Ok(Vec::new())
+            });
+            self.close_temp(temp);
+            self.bcast_outcome(root, synced)
         });
-        self.close_temp(temp);
-        self.bcast_outcome(root, synced)?;
-        Ok(inter)
+        match ready {
+            Ok(_) => Ok(inter),
+            Err(e) => {
+                // Half-made: give the other group's VCs back as disconnect
+                // does, so no connection outlives the failed operation.
+                self.close_temp(temp);
+                if let Some(remote) = inter.remote.clone() {
+                    remote.mark_disconnect();
+                }
+                Err(e)
+            }
+        }
     }
 
     fn close_temp(&self, temp: Option<VcId>) {
