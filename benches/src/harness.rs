@@ -118,6 +118,19 @@ pub struct JobOutput {
 /// 5 s later). `Err` if it cannot start, times out or exits non-zero; the
 /// message ends with the tail of its stderr.
 pub fn run_job(spec: &CmdSpec, timeout: Duration) -> Result<JobOutput, String> {
+    match run_job_lenient(spec, timeout)? {
+        (out, None) => Ok(out),
+        (_, Some(problem)) => Err(problem),
+    }
+}
+
+/// As `run_job`, but a job that times out or exits non-zero still gives
+/// its output (what it printed before), with the problem beside it; `Err`
+/// only if it cannot be started or waited for.
+pub fn run_job_lenient(
+    spec: &CmdSpec,
+    timeout: Duration,
+) -> Result<(JobOutput, Option<String>), String> {
     let before = CpuSnapshot::take();
     let start = Instant::now();
     let mut child = spec
@@ -170,17 +183,18 @@ pub fn run_job(spec: &CmdSpec, timeout: Duration) -> Result<JobOutput, String> {
             format!("; stderr:\n  {tail}")
         }
     };
-    if timed_out {
-        return Err(format!(
+    let problem = if timed_out {
+        Some(format!(
             "timed out after {} s: {spec}{}",
             timeout.as_secs(),
             tail()
-        ));
-    }
-    if !status.success() {
-        return Err(format!("{spec} failed ({status}){}", tail()));
-    }
-    Ok(JobOutput {
+        ))
+    } else if !status.success() {
+        Some(format!("{spec} failed ({status}){}", tail()))
+    } else {
+        None
+    };
+    let out = JobOutput {
         wall,
         stdout,
         stderr,
@@ -188,7 +202,8 @@ pub fn run_job(spec: &CmdSpec, timeout: Duration) -> Result<JobOutput, String> {
             (Some(a), Some(b)) => a.foreign_pct(&b, wall),
             _ => None,
         },
-    })
+    };
+    Ok((out, problem))
 }
 
 /// Read a pipe to its end on a thread of its own; the text arrives on the channel.
@@ -432,6 +447,20 @@ mod tests {
         .unwrap_err();
         assert!(slow.contains("timed out"), "{slow}");
         assert!(run_job(&CmdSpec::new("/nonexistent/x"), Duration::from_secs(1)).is_err());
+        let (out, problem) = run_job_lenient(
+            &CmdSpec::new("/bin/sh").args(["-c", "echo partial; exit 3"]),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, "partial\n");
+        assert!(problem.is_some_and(|p| p.contains("failed")));
+        let (out, problem) = run_job_lenient(
+            &CmdSpec::new("/bin/sh").args(["-c", "echo before; exec sleep 30"]),
+            Duration::from_millis(300),
+        )
+        .unwrap();
+        assert_eq!(out.stdout, "before\n");
+        assert!(problem.is_some_and(|p| p.contains("timed out")));
     }
 
     #[test]

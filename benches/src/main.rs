@@ -3,14 +3,17 @@
 //! Each subcommand is one benchmark. Rank-side programs run under a
 //! launcher (`rivetrun -n 2 rivet-bench latency`, or MPICH's
 //! `mpiexec.hydra`): `latency`, `bw`, `bibw`, `mr` (`p2p`, output in
-//! `report`), `startup`, `info` and `pmi-startup`. Harnesses start launchers
-//! themselves and compare Rivet with its peers in the same run, interleaved,
-//! because this machine's speed drifts between runs: `compare` (`compare`,
-//! `peers`) and `launch-time`; both run jobs through `harness`. `stats`
+//! `report`), `startup`, `info`, `pmi-startup`, and the dynamic-process
+//! ones `spawn`, `accept` and `connect` (`dynamic`, rivetrun only).
+//! Harnesses start launchers themselves and compare Rivet with its peers in
+//! the same run, interleaved, because this machine's speed drifts between
+//! runs: `compare` (`compare`, `peers`), `launch-time` and `dynamic`; all
+//! run jobs through `harness`. `stats`
 //! holds the median/min/max summaries every harness reports; `sizes` the
 //! size parsing, size ladder and iteration counts; `json` a little JSON.
 
 mod compare;
+mod dynamic;
 mod harness;
 mod json;
 mod launch_time;
@@ -35,6 +38,8 @@ ranks 0 and 1 measure, ranks 2 and above only join the barriers.
   rivet-bench compare --benches latency,bw,mr --reps 5
   rivet-bench compare --transport tcp --sizes 8,1K,64K,1M --reps 5
   rivet-bench compare --benches startup --ranks 8,32
+  rivet-bench dynamic --reps 5
+  rivetrun -n 1 rivet-bench spawn --children 1,4,16 --reps 5
 
 Sizes: 0, 1, 2, 4, ... powers of two within [--min, --max] (bw and bibw
 start at 1 B; mr is 8 B only unless --min or --max is given). Suffixes
@@ -118,6 +123,56 @@ enum Bench {
     PmiStartup,
     /// Time launch-to-exit of `pmi-startup` jobs under rivetrun and under mpiexec.hydra.
     LaunchTime(launch_time::Args),
+    /// Rank side: time spawn of N children (this program, `spawn-child`) from call to return (rank 0; rivetrun only).
+    ///
+    /// Every rank of the world spawns collectively (root 0); rank 0 times
+    /// `world.spawn` from call to return (the intercommunicator is ready:
+    /// every child has connected back), receives each child's pid,
+    /// disconnects (all parents) and waits until every child has exited
+    /// ("exited": spawn call to the last child gone or a zombie, polled every
+    /// 50 us). One untimed spawn of 1 child comes first, reported as
+    /// "first". Needs a launcher with PMI spawn (rivetrun).
+    ///
+    ///   rivetrun -n 1 rivet-bench spawn --children 1,4,16 --reps 5
+    Spawn(dynamic::SpawnArgs),
+    /// What `spawn` starts: send the pid to the parent, disconnect, finalize.
+    #[command(hide = true)]
+    SpawnChild,
+    /// Rank side: open a port, write it to --port-file, then accept --reps times (accept, barrier, disconnect).
+    ///
+    /// Rank 0 times open_port (the first dynamic call: it opens the netmod)
+    /// and each accept from call to return (which includes waiting for the
+    /// connector). The port file is written atomically (temporary file and
+    /// rename) and removed at the end. Run with a `connect` job:
+    ///
+    ///   rivetrun -n 2 rivet-bench accept --port-file /tmp/p --reps 20 &
+    ///   rivetrun -n 2 rivet-bench connect --port-file /tmp/p --reps 20
+    Accept(dynamic::PortArgs),
+    /// Rank side: read the port from --port-file (waiting for it up to --wait s), then connect --reps times.
+    ///
+    /// Each rep: a barrier on the world, connect (timed on rank 0 from call
+    /// to return), a barrier on the intercommunicator, disconnect ("cycle"
+    /// = all three). The first connect, which opens the netmod, is reported
+    /// apart from the others. --reps must match the accept side's.
+    Connect(dynamic::PortArgs),
+    /// Time connect/accept between two rivetrun jobs and spawn of N children, Rivet and Open MPI's MPI_Comm_spawn, interleaved.
+    ///
+    /// Per rep, in an order rotated each rep: an accept job and a connect
+    /// job started together (`rivetrun -n RANKS rivet-bench accept|connect
+    /// --port-file <fresh file> --reps CONNECTS`), a Rivet spawn job
+    /// (`rivetrun -n PARENTS rivet-bench spawn --reps SPAWNS`), and an Open
+    /// MPI spawn job (`mpirun.openmpi --allow-run-as-root --oversubscribe -n
+    /// PARENTS ompi_spawn`, benches/peers/ompi_spawn.c built with
+    /// `mpicc.openmpi -O2` into target/peers, timing the same figures with
+    /// MPI_Wtime). Rivet jobs run with RIVET_YIELD=always. Samples of all
+    /// jobs are pooled: median [min-max] (count) per figure, in ms, and
+    /// Rivet / Open MPI. MPICH is not a peer: Debian's ch4:ucx build refuses
+    /// MPI_Open_port and MPI_Comm_spawn. Debian's Open MPI 4.1.4 (PMIx 4.2)
+    /// now and then hangs in MPI_Comm_spawn: a spawn cycle still running
+    /// after --hang s is cut off (its job ends, what it measured before is
+    /// kept) and counted under the table. Progress to stderr, table (or
+    /// --json) to stdout.
+    Dynamic(dynamic::Args),
 }
 
 fn main() -> std::process::ExitCode {
@@ -135,6 +190,11 @@ fn main() -> std::process::ExitCode {
         Some(Bench::Compare(args)) => compare::run(*args),
         Some(Bench::PmiStartup) => pmi_startup::run(),
         Some(Bench::LaunchTime(args)) => launch_time::run(args),
+        Some(Bench::Spawn(args)) => dynamic::spawn(args),
+        Some(Bench::SpawnChild) => dynamic::spawn_child(),
+        Some(Bench::Accept(args)) => dynamic::accept(args),
+        Some(Bench::Connect(args)) => dynamic::connect(args),
+        Some(Bench::Dynamic(args)) => dynamic::run(args),
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -197,7 +197,7 @@ pub fn prepare_raw_tcp(
 }
 
 /// `cc -O2 src -o out`, unless `out` is newer than `src`.
-fn compile(cc: &Path, src: &Path, out: &Path) -> Result<(), String> {
+pub(crate) fn compile(cc: &Path, src: &Path, out: &Path) -> Result<(), String> {
     let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     let src_time = modified(src).ok_or_else(|| format!("{} not found", src.display()))?;
     if modified(out).is_some_and(|t| t >= src_time) {
