@@ -7,6 +7,8 @@
 //! still carrying that tag. Jobs run one at a time (`serial`): two ranks
 //! busy-polling fill this machine's two cores.
 
+pub mod rank_check;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};

@@ -27,49 +27,20 @@
 //! - `names`: publish, duplicate publish (error), lookup, unpublish, lookup
 //!   of a missing name (error).
 
-use std::io::Write;
-use std::process::exit;
-use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use rivet::{Comm, Counts, Engine, SpawnCommand};
-
-static RANK: AtomicI64 = AtomicI64::new(-1);
-
-fn die(what: impl std::fmt::Display) -> ! {
-    let _ = std::io::stdout().flush();
-    eprintln!(
-        "dyn_check rank {}: FAILED: {what}",
-        RANK.load(Ordering::Relaxed)
-    );
-    exit(1);
-}
-
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            die(format!($($fmt)+))
-        }
-    };
-}
-
-trait OrDie<T> {
-    fn or_die(self, what: &str) -> T;
-}
-
-impl<T, E: std::fmt::Display> OrDie<T> for Result<T, E> {
-    fn or_die(self, what: &str) -> T {
-        self.unwrap_or_else(|e| die(format!("{what}: {e}")))
-    }
-}
+use rivet_tests::ensure;
+use rivet_tests::rank_check::{self, die, OrDie};
 
 fn main() {
+    rank_check::start("dyn_check");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().cloned().unwrap_or_default();
     let arg = args.get(1).cloned().unwrap_or_default();
     let engine = Engine::init().or_die("Engine::init");
     let world = engine.world();
-    RANK.store(world.rank() as i64, Ordering::Relaxed);
+    rank_check::set_rank(world.rank());
     match mode.as_str() {
         "refcounts" => refcounts(&engine),
         "server" => server(&engine, &arg),

@@ -44,41 +44,14 @@
 //! bytes of the header.
 
 use std::io::Write;
-use std::process::exit;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rivet::{Comm, Engine, MsgError, Request, Status, ANY_SOURCE, ANY_TAG};
-
-static RANK: AtomicI64 = AtomicI64::new(-1);
-
-fn die(what: impl std::fmt::Display) -> ! {
-    let _ = std::io::stdout().flush();
-    eprintln!(
-        "engine_check rank {}: FAILED: {what}",
-        RANK.load(Ordering::Relaxed)
-    );
-    exit(1);
-}
-
-macro_rules! ensure {
-    ($cond:expr, $($fmt:tt)+) => {
-        if !$cond {
-            die(format!($($fmt)+))
-        }
-    };
-}
-
-trait OrDie<T> {
-    fn or_die(self, what: &str) -> T;
-}
-
-impl<T, E: std::fmt::Display> OrDie<T> for Result<T, E> {
-    fn or_die(self, what: &str) -> T {
-        self.unwrap_or_else(|e| die(format!("{what}: {e}")))
-    }
-}
+use rivet_tests::ensure;
+use rivet_tests::rank_check::{self, die, OrDie};
 
 fn main() {
+    rank_check::start("engine_check");
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().cloned().unwrap_or_else(|| "pingpong".into());
     let rest = &args[args.len().min(1)..];
@@ -90,7 +63,7 @@ fn main() {
     let engine = Engine::init().or_die("Engine::init");
     let world = engine.world();
     let (rank, size) = (world.rank(), world.size());
-    RANK.store(rank as i64, Ordering::Relaxed);
+    rank_check::set_rank(rank);
     ensure!(
         engine.rank() == rank && engine.size() == size,
         "engine says rank {} of {}, the world communicator {rank} of {size}",
