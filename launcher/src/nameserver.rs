@@ -23,6 +23,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::error::LaunchError;
+use crate::supervisor::{interest, write_unsent};
 
 /// How long [`ask`] waits for the TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -289,17 +290,8 @@ fn serve_client(
     if c.unsent.len() > MAX_UNSENT {
         return Some(Some("the client does not read its answers".into()));
     }
-    if writable || !c.unsent.is_empty() {
-        while !c.unsent.is_empty() {
-            match c.stream.write(&c.unsent) {
-                Ok(n) => {
-                    c.unsent.drain(..n);
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => return Some(None),
-            }
-        }
+    if (writable || !c.unsent.is_empty()) && write_unsent(&mut c.stream, &mut c.unsent).is_err() {
+        return Some(None);
     }
     if close.is_some() {
         // The refusal answer goes out best-effort before the close.
@@ -310,12 +302,9 @@ fn serve_client(
     }
     let wants_write = !c.unsent.is_empty();
     if wants_write != c.wants_write {
-        let interest = if wants_write {
-            Interest::READABLE | Interest::WRITABLE
-        } else {
-            Interest::READABLE
-        };
-        let _ = poll.registry().reregister(&mut c.stream, token, interest);
+        let _ = poll
+            .registry()
+            .reregister(&mut c.stream, token, interest(wants_write));
         c.wants_write = wants_write;
     }
     None

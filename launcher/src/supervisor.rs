@@ -928,31 +928,13 @@ impl Supervisor {
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let mut failed = false;
-        while !c.unsent.is_empty() {
-            match c.stream.write(&c.unsent) {
-                Ok(n) => {
-                    c.unsent.drain(..n);
-                }
-                Err(err) if err.kind() == ErrorKind::WouldBlock => break,
-                Err(err) if err.kind() == ErrorKind::Interrupted => continue,
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
-            }
-        }
-        if failed {
+        if write_unsent(&mut c.stream, &mut c.unsent).is_err() {
             self.drop_conn(conn);
             return;
         }
         let wants_write = !c.unsent.is_empty();
         if wants_write != c.wants_write {
-            let interest = if wants_write {
-                Interest::READABLE | Interest::WRITABLE
-            } else {
-                Interest::READABLE
-            };
+            let interest = interest(wants_write);
             let token = c.token;
             let _ = self
                 .poll
@@ -1156,5 +1138,30 @@ impl Write for Sink {
             Stream::Stdout => io::stdout().flush(),
             Stream::Stderr => io::stderr().flush(),
         }
+    }
+}
+
+/// Write as much of `unsent` as the nonblocking `stream` takes now; `Err`
+/// if the connection is broken.
+pub(crate) fn write_unsent(stream: &mut impl Write, unsent: &mut Vec<u8>) -> io::Result<()> {
+    while !unsent.is_empty() {
+        match stream.write(unsent) {
+            Ok(n) => {
+                unsent.drain(..n);
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// What a connection is polled for: writability only while it has unsent bytes.
+pub(crate) fn interest(wants_write: bool) -> Interest {
+    if wants_write {
+        Interest::READABLE | Interest::WRITABLE
+    } else {
+        Interest::READABLE
     }
 }
