@@ -39,6 +39,23 @@ impl Comm {
         }
     }
 
+    /// A rooted operation (`op`) runs on an intracommunicator with a root
+    /// in range. Every member checks the same arguments, so all refuse alike.
+    pub(crate) fn check_rooted(&self, op: &str, root: u32) -> Result<()> {
+        if self.is_inter() {
+            return Err(Error::InvalidArgument(format!(
+                "{op} takes an intracommunicator"
+            )));
+        }
+        if root >= self.size {
+            return Err(Error::RankOutOfRange {
+                rank: root.into(),
+                size: self.size,
+            });
+        }
+        Ok(())
+    }
+
     /// Context ids one communicator of this kind uses.
     pub(crate) fn context_span(&self) -> u32 {
         if self.is_inter() {

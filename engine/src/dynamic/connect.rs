@@ -44,17 +44,7 @@ impl Comm {
     }
 
     fn connect_or_accept(&self, port: &str, root: u32, side: Side) -> Result<Comm> {
-        if self.is_inter() {
-            return Err(Error::InvalidArgument(
-                "accept/connect take an intracommunicator".into(),
-            ));
-        }
-        if root >= self.size {
-            return Err(Error::RankOutOfRange {
-                rank: root.into(),
-                size: self.size,
-            });
-        }
+        self.check_rooted("accept/connect", root)?;
         // Step 1.
         let me = self.inner.my_member()?;
         let proposal = self.agree_max(self.next_free_context())?;

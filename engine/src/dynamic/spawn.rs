@@ -47,17 +47,7 @@ impl Comm {
     /// to it. All or nothing: if any process cannot start, none runs and
     /// every caller gets `Error::Spawn` with one code per process.
     pub fn spawn_multiple(&self, commands: &[SpawnCommand], root: u32) -> Result<Comm> {
-        if self.is_inter() {
-            return Err(Error::InvalidArgument(
-                "spawn takes an intracommunicator".into(),
-            ));
-        }
-        if root >= self.size {
-            return Err(Error::RankOutOfRange {
-                rank: root.into(),
-                size: self.size,
-            });
-        }
+        self.check_rooted("spawn", root)?;
         let mut port = None;
         let outcome = (self.rank == root).then(|| -> Result<Vec<u8>> {
             if commands.is_empty() || commands.iter().any(|c| c.maxprocs == 0) {
