@@ -3,13 +3,14 @@
 //! jobs found through a name server, spawn, and the name service. Each
 //! runs with shared memory inside a job (the default) and with tcp forced
 //! everywhere (`RIVET_NETMOD=tcp`); traffic between jobs is always tcp.
-//! Every job must end by itself and leave no process behind.
+//! Every job must end by itself and leave no process and no shared-memory
+//! segment behind.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rivet_tests::{bin, rivetrun, run_job, serial, Outcome};
+use rivet_tests::{bin, rivetrun, run_job, run_job_checking_shm, serial, Outcome, ShmWatch};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -61,7 +62,7 @@ fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
 fn reference_counts_return_to_their_baseline() {
     let _g = serial();
     for (name, env) in CASES {
-        let o = run_job(dyn_job(2, &["refcounts"], env, &[]), DEADLINE);
+        let o = run_job_checking_shm(dyn_job(2, &["refcounts"], env, &[]), DEADLINE);
         expect_ok(&o, name, "refcounts", 2);
     }
 }
@@ -112,9 +113,15 @@ fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
         let service = format!("dyn-test-{name}-{}", std::process::id());
         let server = dyn_job(2, &["server", &service], env, &["--nameserver", &ns.addr]);
         let client = dyn_job(3, &["client", &service], env, &["--nameserver", &ns.addr]);
+        let shm = ShmWatch::new();
         let server = std::thread::spawn(move || run_job(server, DEADLINE));
         let c = run_job(client, DEADLINE);
         let s = server.join().expect("server thread");
+        let leaked = shm.leaked();
+        assert!(
+            leaked.is_empty(),
+            "{name}: segments left in /dev/shm: {leaked:?}"
+        );
         expect_ok(&s, &format!("{name}: server job (-n 2)"), "server", 2);
         expect_ok(&c, &format!("{name}: client job (-n 3)"), "client", 3);
         let status = ns.stop();
@@ -126,7 +133,7 @@ fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
 fn a_job_spawns_children_and_survives_a_missing_program() {
     let _g = serial();
     for (name, env) in CASES {
-        let o = run_job(dyn_job(2, &["spawn", "3"], env, &[]), DEADLINE);
+        let o = run_job_checking_shm(dyn_job(2, &["spawn", "3"], env, &[]), DEADLINE);
         expect_ok(&o, name, "spawn", 2);
         let children = o
             .stdout
@@ -150,7 +157,7 @@ fn a_job_spawns_children_and_survives_a_missing_program() {
 #[test]
 fn names_are_published_looked_up_and_refused_twice() {
     let _g = serial();
-    let o = run_job(dyn_job(2, &["names"], &[], &[]), DEADLINE);
+    let o = run_job_checking_shm(dyn_job(2, &["names"], &[], &[]), DEADLINE);
     expect_ok(&o, "names", "names", 2);
 }
 
@@ -158,7 +165,7 @@ fn names_are_published_looked_up_and_refused_twice() {
 fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
     let _g = serial();
     for (name, env) in CASES {
-        let o = run_job(dyn_job(2, &["badports"], env, &[]), DEADLINE);
+        let o = run_job_checking_shm(dyn_job(2, &["badports"], env, &[]), DEADLINE);
         expect_ok(&o, name, "badports", 2);
         assert!(
             o.stdout.contains("closed port refused"),
@@ -179,7 +186,7 @@ fn spawn_works_under_mpich_hydra() {
         .args(["spawn", "3", "nomissing"])
         .env("RIVET_YIELD", "always")
         .env_remove("RIVET_NETMOD");
-    let o = run_job(cmd, DEADLINE);
+    let o = run_job_checking_shm(cmd, DEADLINE);
     expect_ok(&o, "hydra", "spawn", 2);
     let children = o
         .stdout
