@@ -55,10 +55,17 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--kill-grace",
     "--nameserver",
     "--port",
+    "--cluster-id",
 ];
 
 fn parse_nameserver(s: &str) -> Result<String, String> {
     crate::nameserver::check_addr(s)
+}
+
+fn parse_cluster_id(s: &str) -> Result<String, String> {
+    rivet_pmi::group::check_cluster_name(s)
+        .map(|()| s.to_string())
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Debug, Parser)]
@@ -82,6 +89,14 @@ only); others are ignored with a warning. A spawn starts all its processes or no
 Names (MPI_Publish_name/MPI_Lookup_name) are served by rivetrun for its own job, or by a name \
 server shared by several jobs: start one with `rivetrun --name-server` (it prints HOST:PORT) and \
 give that to each job with --nameserver HOST:PORT or RIVET_NAMESERVER=HOST:PORT.\n\n\
+Group connect (a Rivet extension of PMI-1 after PMIx RFC0003, used by the Rivet engine; \
+MPICH does not send it) is served among the processes of this rivetrun: the ranks and the \
+processes they spawned. Each connect names its processes (ns:rank or ns:*), waits for all of \
+them, and hands every member the others' cards, a new rank and a group id. A process that ends \
+before joining fails the connect unless it is optional; a member that ends still connected to a \
+group made without early_term fails the job like a failed rank. Names qualified with a cluster \
+id are accepted for this rivetrun's own cluster (--cluster-id, published to every process as \
+PMI_rivet_cluster); processes of other clusters or other rivetrun jobs cannot be connected.\n\n\
 mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn, -nameserver.",
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
 process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
@@ -183,6 +198,12 @@ pub struct Cli {
     /// HOST:PORT on stdout, answer publish/lookup/unpublish until SIGINT or SIGTERM (exit 0).
     #[arg(long = "name-server", conflicts_with_all = ["command", "nameserver", "info"])]
     pub name_server: bool,
+
+    /// This job's cluster id for group connect: process names qualified with it are this
+    /// job's; told to every process as the job attribute PMI_rivet_cluster [default: this
+    /// host's name]
+    #[arg(long = "cluster-id", value_name = "NAME", value_parser = parse_cluster_id)]
+    pub cluster_id: Option<String>,
 
     /// TCP port for --name-server [default: any free port].
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
@@ -393,6 +414,20 @@ mod tests {
         let cli = parse(&["rivetrun", "--kill-grace", "5", "prog"]).unwrap();
         assert_eq!(cli.kill_grace, 5.0);
         assert_eq!(cli.command, ["prog"]);
+    }
+
+    #[test]
+    fn cluster_id_option() {
+        let cli = parse(&["rivetrun", "--cluster-id", "clA", "-n", "2", "prog"]).unwrap();
+        assert_eq!(cli.cluster_id.as_deref(), Some("clA"));
+        assert_eq!(cli.command, ["prog"]);
+        assert_eq!(parse(&["rivetrun", "prog"]).unwrap().cluster_id, None);
+        for bad in ["a:b", "", "a b", "x,y"] {
+            assert!(
+                parse(&["rivetrun", "--cluster-id", bad, "prog"]).is_err(),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

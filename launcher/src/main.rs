@@ -96,14 +96,27 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     topo.export_xml(&xml.0)?;
     let _segments = ShmSweep(std::process::id());
 
-    let attributes = placement.pmi_keys(Some(&xml.0))?;
+    let mut attributes = placement.pmi_keys(Some(&xml.0))?;
     // Spawned processes are unbound: of the placement keys only the machine's topology holds for them.
-    let spawn_attributes: Vec<(String, String)> = attributes
+    let mut spawn_attributes: Vec<(String, String)> = attributes
         .iter()
         .filter(|(k, _)| k == rivet_pmi::topology::KEY_HWLOC_XMLFILE)
         .cloned()
         .collect();
     let mut server = Server::new();
+    let cluster = match &cli.cluster_id {
+        Some(id) => id.clone(),
+        None => info::hostname(),
+    };
+    server.set_cluster(&cluster).map_err(|e| {
+        LaunchError::Usage(format!(
+            "{e}; pass a valid cluster id with --cluster-id NAME"
+        ))
+    })?;
+    // Every process, spawned ones too, learns the id it qualifies its namespace with.
+    let cluster_key = (rivet_pmi::group::KEY_CLUSTER.to_string(), cluster);
+    attributes.push(cluster_key.clone());
+    spawn_attributes.push(cluster_key);
     let ns = server.create_namespace(NamespaceSpec {
         name: job.kvsname.clone(),
         size,

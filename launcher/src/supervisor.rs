@@ -10,7 +10,11 @@
 //! (`Output::Spawn`, started here after `spawn::plan` accepted the request,
 //! all or none); both are supervised alike. Name requests go to an outside
 //! name server on threads of their own (`nameserver::ask`, bounded waits),
-//! never blocking the loop. The loop ends when every process has been reaped
+//! never blocking the loop. When a process is reaped the server hears of it
+//! (`Server::process_ended`): group connects waiting for it fail or go on,
+//! members of its groups get `group_event`s, and a member that ended still
+//! connected to a group made without `early_term` fails the job
+//! (`Failure::GroupLeft`). The loop ends when every process has been reaped
 //! and its output drained; the first failure decides the exit code.
 
 use std::collections::HashMap;
@@ -87,6 +91,11 @@ pub enum Failure {
     Interrupted {
         signal: i32,
     },
+    /// It ended still connected to a group made without `early_term`.
+    GroupLeft {
+        who: Who,
+        group: String,
+    },
     Internal(String),
 }
 
@@ -102,7 +111,7 @@ impl Failure {
                     *code
                 }
             }
-            Failure::NoFinalize { .. } | Failure::Internal(_) => 1,
+            Failure::NoFinalize { .. } | Failure::GroupLeft { .. } | Failure::Internal(_) => 1,
         }
     }
 
@@ -120,6 +129,10 @@ impl Failure {
                 "{who} exited with code 0 without finalizing PMI; the other processes could wait for it forever"
             ),
             Failure::Interrupted { signal } => format!("rivetrun received {}", signal_name(*signal)),
+            Failure::GroupLeft { who, group } => format!(
+                "{who} ended while connected to group {group} (made without \
+                 early_term_allowed: every member must disconnect first)"
+            ),
             Failure::Internal(m) => m.clone(),
         }
     }
@@ -646,6 +659,14 @@ impl Supervisor {
                     }
                     self.flush_conn(conn);
                 }
+                Output::SendAll { conns, bytes } => {
+                    for conn in conns {
+                        if let Some(c) = self.conns.get_mut(&conn) {
+                            c.unsent.extend_from_slice(&bytes);
+                        }
+                        self.flush_conn(conn);
+                    }
+                }
                 Output::Close { conn, reason } => {
                     let who = self.conns.get(&conn).and_then(|c| c.proc);
                     match who {
@@ -688,6 +709,13 @@ impl Supervisor {
                     rank,
                     request,
                 } => self.forward_name(conn, ns, rank, request),
+                Output::GroupMemberLost { ns, rank, group } => {
+                    // Once the job is going down, ends are our doing.
+                    if matches!(self.phase, Phase::Running) {
+                        let who = self.who(ns, rank);
+                        self.job_failed(Failure::GroupLeft { who, group });
+                    }
+                }
             }
         }
     }
@@ -760,6 +788,13 @@ impl Supervisor {
         let started = match self.start_children(&plan, &kvsname) {
             Ok(started) => started,
             Err((index, code, message)) => {
+                // Its namespace stays, without processes: a group connect
+                // naming them must not wait for them.
+                let mut outputs = Vec::new();
+                for r in 0..plan.total {
+                    self.server.process_ended(child_ns, r, &mut outputs);
+                }
+                self.apply(outputs);
                 let mut codes = vec![0; plan.total as usize];
                 codes[index as usize] = code;
                 return refuse(message, codes);
@@ -1020,7 +1055,13 @@ impl Supervisor {
             for conn in conns {
                 self.read_conn(conn);
             }
+            // Its own end is judged first, so a crash is reported as the
+            // crash rather than as leaving a group.
             self.judge_exit(proc, status);
+            let (ns, rank) = (self.procs[proc].ns, self.procs[proc].rank);
+            let mut outputs = Vec::new();
+            self.server.process_ended(ns, rank, &mut outputs);
+            self.apply(outputs);
         }
         if self.all_exited_at.is_none() && self.procs.iter().all(|p| p.status.is_some()) {
             self.all_exited_at = Some(Instant::now());
@@ -1049,6 +1090,12 @@ impl Supervisor {
             (None, Some(signal)) => Failure::Signaled { who, signal },
             (None, None) => Failure::Internal(format!("{who} ended with status {status}")),
         };
+        self.job_failed(failure);
+    }
+
+    /// A process failed the job: tear it down, or with
+    /// `--disable-auto-cleanup` report it and let the others run on.
+    fn job_failed(&mut self, failure: Failure) {
         if self.keep_going {
             eprintln!(
                 "rivetrun: {}; {} keep running (--disable-auto-cleanup)",
@@ -1163,5 +1210,27 @@ pub(crate) fn interest(wants_write: bool) -> Interest {
         Interest::READABLE | Interest::WRITABLE
     } else {
         Interest::READABLE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leaving_a_group_by_ending_is_a_failure_that_says_why() {
+        let f = Failure::GroupLeft {
+            who: Who::Spawned {
+                kvsname: "rivet_7_0_s1".into(),
+                index: 2,
+            },
+            group: "rivet_7_0_g3".into(),
+        };
+        assert_eq!(f.exit_code(), 1);
+        assert_eq!(
+            f.describe(),
+            "spawned process 2 of rivet_7_0_s1 ended while connected to group rivet_7_0_g3 \
+             (made without early_term_allowed: every member must disconnect first)"
+        );
     }
 }

@@ -156,7 +156,27 @@ pub enum Error {
     )]
     NoProcessManager { op: &'static str },
 
+    /// A group connect, `group_ready` or `group_disconnect` that the process
+    /// manager refused or could not complete (`rc≠0`), with its reason.
+    #[error("{op} failed: {message}")]
+    GroupFailed { op: &'static str, message: String },
+
+    /// The process manager does not know Rivet's `group_*` commands.
+    #[error(
+        "the process manager does not support group connect: it answered cmd={cmd} with \
+         {got:?}; group connect is a Rivet extension of PMI-1, served by rivetrun (not by \
+         Hydra or Slurm)"
+    )]
+    GroupUnsupported { cmd: &'static str, got: String },
+
     // ---- server ----
+    /// A cluster id that process names cannot carry.
+    #[error(
+        "invalid cluster id {name:?}: {reason}; a cluster id is 1 to 256 bytes without \
+         whitespace, ':', ',', '=', '\\' or control characters"
+    )]
+    InvalidClusterId { name: String, reason: String },
+
     /// A namespace description the server cannot serve.
     #[error("invalid PMI namespace {name:?}: {reason}")]
     InvalidNamespace { name: String, reason: String },

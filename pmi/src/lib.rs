@@ -16,6 +16,9 @@
 //!   namespaces (KVS, barriers, job attributes such as
 //!   `PMI_process_mapping`) and a name service, eats bytes and returns
 //!   [`server::Output`]s; sockets and the event loop stay with the launcher.
+//! * [`group`] names processes (`[cluster:]nspace:rank|*`) and flags for
+//!   Rivet's group-connect extension (PMIx RFC0003's connect/disconnect),
+//!   which rivetrun serves and [`Client::group_connect`] asks for.
 //! * `topology` (owned by the topology work) layers placement keys on top
 //!   of the client's `get`.
 //!
@@ -23,10 +26,14 @@
 
 pub mod client;
 mod error;
+pub mod group;
 pub mod server;
 pub mod topology;
 pub mod wire;
 
-pub use client::{Client, ClientConfig, Transport};
+pub use client::{
+    Client, ClientConfig, GroupConnectReply, GroupConnectRequest, GroupMember, Transport,
+};
 pub use error::{Error, Result};
+pub use group::{GroupEvent, GroupEventKind, ProcName};
 pub use wire::limits::Limits;

@@ -2,22 +2,29 @@
 //!
 //! PMI-1 is strictly one question, one answer, so a reply that is not the
 //! expected command is an error right away: the client never skips lines
-//! hoping the right one comes later.
+//! hoping the right one comes later. The one exception is `group_event`,
+//! which the server sends unasked (Rivet's group connect): it is put aside
+//! for [`Conn::poll_events`] wherever it arrives.
 
 use std::collections::VecDeque;
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsRawFd;
 
 use crate::error::{Error, Result};
+use crate::group::GroupEvent;
 use crate::wire::{Frame, Framer, Message};
 
-/// Any byte stream the client can talk over.
-pub(crate) trait Duplex: Read + Write + Send {}
-impl<T: Read + Write + Send> Duplex for T {}
+/// Any byte stream the client can talk over; the descriptor lets
+/// [`Conn::poll_events`] look for unasked-for lines without blocking.
+pub(crate) trait Duplex: Read + Write + Send + AsRawFd {}
+impl<T: Read + Write + Send + AsRawFd> Duplex for T {}
 
 pub(crate) struct Conn {
     stream: Box<dyn Duplex>,
     framer: Framer,
     frames: VecDeque<Frame>,
+    /// Group events read while waiting for replies.
+    events: VecDeque<GroupEvent>,
 }
 
 impl std::fmt::Debug for Conn {
@@ -32,6 +39,7 @@ impl Conn {
             stream,
             framer: Framer::new(),
             frames: VecDeque::new(),
+            events: VecDeque::new(),
         }
     }
 
@@ -61,30 +69,88 @@ impl Conn {
         let mut buf = [0u8; 4096];
         loop {
             if let Some(frame) = self.frames.pop_front() {
-                return match frame {
-                    Frame::Message(m) => Ok(m),
-                    Frame::Invalid { error, .. } => Err(Error::UnexpectedReply {
-                        expected,
-                        got: format!("an unreadable line ({error})"),
-                    }),
-                };
+                match frame {
+                    Frame::Message(Message::GroupEvent(e)) => self.events.push_back(e),
+                    Frame::Message(m) => return Ok(m),
+                    Frame::Invalid { error, .. } => {
+                        return Err(Error::UnexpectedReply {
+                            expected,
+                            got: format!("an unreadable line ({error})"),
+                        })
+                    }
+                }
+                continue;
             }
-            let n = match self.stream.read(&mut buf) {
+            self.read_some(&mut buf, &during)?;
+        }
+    }
+
+    /// One read into the framer; `Err` at end of stream or on garbage.
+    fn read_some(&mut self, buf: &mut [u8], during: &dyn Fn() -> String) -> Result<()> {
+        let n = loop {
+            match self.stream.read(buf) {
                 Ok(0) => return Err(Error::ConnectionClosed { during: during() }),
-                Ok(n) => n,
+                Ok(n) => break n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => continue,
                 Err(e) if e.kind() == ErrorKind::ConnectionReset => {
                     return Err(Error::ConnectionClosed { during: during() })
                 }
                 Err(e) => return Err(Error::io(during(), e)),
-            };
-            let mut out = Vec::new();
-            let fed = self.framer.feed(&buf[..n], &mut out);
-            self.frames.extend(out);
-            if let Err(e) = fed {
-                if self.frames.is_empty() {
-                    return Err(e);
+            }
+        };
+        let mut out = Vec::new();
+        let fed = self.framer.feed(&buf[..n], &mut out);
+        self.frames.extend(out);
+        match fed {
+            Err(e) if self.frames.is_empty() => Err(e),
+            _ => Ok(()),
+        }
+    }
+
+    /// Group events stashed so far plus those readable right now, without
+    /// blocking. Other lines read meanwhile stay queued for the next reply
+    /// (where, unasked for, they are an error).
+    pub fn poll_events(&mut self) -> Result<Vec<GroupEvent>> {
+        let during = || "polling for group events".to_string();
+        let mut buf = [0u8; 4096];
+        loop {
+            let frames = std::mem::take(&mut self.frames);
+            for frame in frames {
+                match frame {
+                    Frame::Message(Message::GroupEvent(e)) => self.events.push_back(e),
+                    other => self.frames.push_back(other),
                 }
+            }
+            if !self.frames.is_empty() || !self.readable_now(&during)? {
+                break;
+            }
+            match self.read_some(&mut buf, &during) {
+                Ok(()) => {}
+                // Events that arrived before the end are still worth having.
+                Err(Error::ConnectionClosed { .. }) if !self.events.is_empty() => break,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(self.events.drain(..).collect())
+    }
+
+    /// True if a read would not block (data, end of stream or an error).
+    fn readable_now(&self, during: &dyn Fn() -> String) -> Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.stream.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        loop {
+            // SAFETY: poll(2) reads and writes exactly the one pollfd we own;
+            // a timeout of 0 never blocks.
+            let n = unsafe { libc::poll(&mut pfd, 1, 0) };
+            if n >= 0 {
+                return Ok(n > 0 && pfd.revents != 0);
+            }
+            let e = std::io::Error::last_os_error();
+            if e.kind() != ErrorKind::Interrupted {
+                return Err(Error::io(during(), e));
             }
         }
     }
@@ -109,7 +175,7 @@ impl Conn {
 }
 
 /// The message as the server sent it, for error messages.
-fn describe(m: &Message) -> String {
+pub(crate) fn describe(m: &Message) -> String {
     match m.encode() {
         Ok(bytes) => String::from_utf8_lossy(&bytes)
             .trim_end()

@@ -1,8 +1,10 @@
-//! What a singleton (no process manager) keeps in-process: its own KVS and
-//! name table, so code written against PMI runs unchanged as one rank.
+//! What a singleton (no process manager) keeps in-process: its own KVS,
+//! name table and connects to itself, so code written against PMI runs
+//! unchanged as one rank.
 
 use std::collections::HashMap;
 
+use crate::client::groups::LocalGroups;
 use crate::error::{Error, Result};
 use crate::server::names::NameService;
 use crate::server::PROCESS_MAPPING_KEY;
@@ -11,6 +13,7 @@ use crate::server::PROCESS_MAPPING_KEY;
 pub(crate) struct Local {
     kvs: HashMap<String, String>,
     names: NameService,
+    pub groups: LocalGroups,
 }
 
 impl Local {

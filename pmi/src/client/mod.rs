@@ -7,10 +7,12 @@
 //! `get_universe_size`) and caches the answers. Every call is one request
 //! and one reply on a blocking stream; a reply of the wrong kind is an error,
 //! never a hang. Keys and values are checked against the server's limits
-//! before anything is sent.
+//! before anything is sent. Rivet's group connect (`groups.rs`) adds
+//! replies of several lines and events the server sends unasked.
 
 mod config;
 mod conn;
+mod groups;
 mod local;
 
 use std::fs::File;
@@ -22,8 +24,10 @@ use crate::server::RESERVED_PREFIX;
 use crate::wire::limits::Limits;
 use crate::wire::{Message, SpawnRequest};
 
+pub use crate::group::{GroupEvent, GroupEventKind, ProcName};
 pub use config::{ClientConfig, Transport};
 use conn::{check, Conn};
+pub use groups::{GroupConnectReply, GroupConnectRequest, GroupMember};
 use local::Local;
 
 /// How this client reaches its process manager.
@@ -573,5 +577,7 @@ fn unreachable_reply<T>(expected: &'static str) -> Result<T> {
     })
 }
 
+#[cfg(test)]
+mod group_tests;
 #[cfg(test)]
 mod tests;

@@ -77,7 +77,7 @@ fn singleton_works_without_a_process_manager() {
 
 /// Run `script` as a fake server on one end of a socketpair: for each line
 /// received, send the scripted answer (`None` = close the connection).
-fn fake_server(
+pub(super) fn fake_server(
     script: Vec<(&'static str, Option<&'static str>)>,
 ) -> (UnixStream, thread::JoinHandle<Vec<String>>) {
     let (client_end, server_end) = UnixStream::pair().unwrap();
@@ -115,7 +115,7 @@ fn fake_server(
 }
 
 /// Hydra 4.0.2's answers to MPICH's start-up sequence (captured with strace).
-const HYDRA_STARTUP: [(&str, Option<&str>); 5] = [
+pub(super) const HYDRA_STARTUP: [(&str, Option<&str>); 5] = [
     (
         "cmd=init pmi_version=1 pmi_subversion=1\n",
         Some("cmd=response_to_init pmi_version=1 pmi_subversion=1 rc=0\n"),
@@ -135,7 +135,7 @@ const HYDRA_STARTUP: [(&str, Option<&str>); 5] = [
     ),
 ];
 
-fn connect(stream: UnixStream, rank: u32, size: u32) -> Result<Client> {
+pub(super) fn connect(stream: UnixStream, rank: u32, size: u32) -> Result<Client> {
     Client::connect(ClientConfig {
         transport: Transport::Stream { stream, rank, size },
         spawned: true,

@@ -7,6 +7,7 @@
 
 use crate::error::Error;
 use crate::server::barrier::Arrival;
+use crate::server::groups::Join;
 use crate::server::{reply_to, ConnId, NameRequest, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
@@ -194,6 +195,24 @@ impl Server {
                 });
             }
             M::InitAck { pmiid } => self.initack(conn, ns_id, rank, pmiid, out),
+            M::GroupConnect {
+                procs,
+                id,
+                flags,
+                ctx,
+                card,
+            } => {
+                let join = Join {
+                    procs,
+                    id,
+                    flags,
+                    ctx,
+                    card,
+                };
+                self.group_connect(conn, ns_id, rank, join, out)
+            }
+            M::GroupReady { op } => self.group_ready(conn, ns_id, rank, op, out),
+            M::GroupDisconnect { group } => self.group_disconnect(conn, ns_id, rank, &group, out),
             other => reply_to(
                 out,
                 conn,

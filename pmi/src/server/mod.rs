@@ -6,7 +6,8 @@
 //! close a connection, tear a job down, start a spawn and later report it
 //! with [`Server::spawn_done`], and, with [`Server::forward_names`], carry a
 //! name request to an outside name server and report the answer with
-//! [`Server::name_done`]).
+//! [`Server::name_done`]). It also tells the server when it reaps a process
+//! ([`Server::process_ended`]).
 //!
 //! Behaviour worth knowing:
 //! * Every query gets an answer; a well-framed bad line gets the matching
@@ -20,21 +21,33 @@
 //!   answers never overtake each other.
 //! * Replies follow Hydra's shapes (see `wire/write.rs`); the server reports
 //!   PMI-1.2 and supports 1.2 group barriers.
+//! * Rivet's group connect (`group_connect`, `group_ready`,
+//!   `group_disconnect`; PMIx RFC0003) spans every namespace of the server.
+//!   The launcher reports each reaped process with
+//!   [`Server::process_ended`]; members then get `cmd=group_event` lines
+//!   unasked, and a member that ends still connected to a group made
+//!   without `early_term` yields [`Output::GroupMemberLost`]. Process names
+//!   qualified with a cluster are accepted for [`Server::set_cluster`]'s only.
 //!
 //! Files: `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
-//! (`PMI_process_mapping`), `handle.rs` (one function per command).
+//! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
+//! function per command).
 
 mod barrier;
+mod groups;
 mod handle;
 mod kvs;
 pub mod mapping;
 pub mod names;
 
 #[cfg(test)]
+mod group_tests;
+#[cfg(test)]
 mod tests;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::error::{Error, Result};
 use crate::wire::{Framer, Message, SpawnRequest};
@@ -42,6 +55,7 @@ use crate::wire::{Framer, Message, SpawnRequest};
 pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
+pub use groups::{MAX_GROUP_STATE, MAX_PENDING_GROUP_OPS};
 use kvs::Namespace;
 pub use names::{NameRequest, NameServer, NameService};
 
@@ -77,6 +91,13 @@ pub enum Output {
         conn: ConnId,
         bytes: Vec<u8>,
     },
+    /// The same bytes to each of these connections, after anything queued
+    /// for them before (a group connect's member lines: one copy, not one
+    /// per member).
+    SendAll {
+        conns: Vec<ConnId>,
+        bytes: Arc<[u8]>,
+    },
     /// The stream from this connection is garbage: the launcher logs `reason` and closes it.
     Close {
         conn: ConnId,
@@ -110,6 +131,14 @@ pub enum Output {
         ns: NsId,
         rank: Option<u32>,
         request: NameRequest,
+    },
+    /// Rank `rank` of `ns` ended while still connected to `group`, which was
+    /// made without `early_term` (PMIx RFC0003: every member must
+    /// disconnect before it ends). The launcher treats it as a job failure.
+    GroupMemberLost {
+        ns: NsId,
+        rank: u32,
+        group: String,
     },
 }
 
@@ -161,6 +190,10 @@ pub struct Server {
     names: NameService,
     /// Name requests go to the launcher (`Output::Name`), not to `names`.
     forward_names: bool,
+    /// Group connects, groups and processes known to have ended.
+    groups: groups::Groups,
+    /// This process manager's cluster id (`set_cluster`).
+    cluster: Option<String>,
 }
 
 impl Server {
@@ -277,6 +310,7 @@ impl Server {
             }
             n.barriers.forget_conn(conn);
         }
+        self.groups.forget_conn(conn);
     }
 
     /// Answer a pending spawn: `Ok(errcodes)` → `cmd=spawn_result rc=0`,
@@ -395,8 +429,14 @@ fn spawn_failure_reply(errcodes: Vec<i32>, message: String) -> Message {
     };
     let codes_fit = reply(&errcodes, "").encode().is_ok();
     let codes: &[i32] = if codes_fit { &errcodes } else { &[] };
+    shorten_to_fit(|m| reply(codes, m), message)
+}
+
+/// `make(message)`, with `message` shortened (marked `...`) until the
+/// reply fits one line.
+fn shorten_to_fit(make: impl Fn(&str) -> Message, message: String) -> Message {
     let mut msg = message;
-    while reply(codes, &msg).encode().is_err() && !msg.is_empty() {
+    while make(&msg).encode().is_err() && !msg.is_empty() {
         // Cut a quarter (at a character boundary) and mark the cut.
         let keep = msg.trim_end_matches("...").len() * 3 / 4;
         let cut = (0..=keep)
@@ -408,7 +448,7 @@ fn spawn_failure_reply(errcodes: Vec<i32>, message: String) -> Message {
             msg.push_str("...");
         }
     }
-    reply(codes, &msg)
+    make(&msg)
 }
 
 /// Queue `msg` for `conn`. A reply that cannot be encoded (a value too long

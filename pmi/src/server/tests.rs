@@ -655,7 +655,7 @@ fn random_bytes_never_panic_the_server() {
     let (mut s, ns) = three_rank_session();
     s.server.attach_unidentified(9, ns);
     let mut x: u64 = 0xDEADBEEF;
-    let pieces: [&[u8]; 14] = [
+    let pieces: [&[u8]; 19] = [
         b"cmd=",
         b"mcmd=spawn\n",
         b"endcmd\n",
@@ -670,6 +670,11 @@ fn random_bytes_never_panic_the_server() {
         b"totspawns=2\nspawnssofar=",
         b"lookup_name service=s\n",
         b"publish_name service=s port=p\n",
+        b"group_connect procs=rivet_1_0:* ctx=1 card=-\n",
+        b"group_connect procs=rivet_1_0:0,rivet_1_0:2 flags=optional ctx=2 card=",
+        b"group_ready op=1\n",
+        b"group_disconnect group=rivet_1_0_g1\n",
+        b"group_connect procs=rivet_1_0:1,x:y:z:1 ctx=9 card=c\n",
     ];
     for _ in 0..5000 {
         x ^= x << 13;
@@ -696,6 +701,9 @@ fn random_bytes_never_panic_the_server() {
         if x % 89 == 0 {
             s.server.forward_names(x % 2 == 0);
             s.server.name_done(conn, Err("x".into()), &mut out);
+        }
+        if x % 1013 == 0 {
+            s.server.process_ended(ns, (x % 4) as u32, &mut out);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! through the parser and the framer.
 
 use super::*;
+use crate::group::{GroupEvent, GroupEventKind, GroupFlags, ProcName};
 
 fn s(x: &str) -> String {
     x.to_string()
@@ -257,6 +258,120 @@ fn exact_table() -> Vec<(Message, &'static str)> {
             "cmd=error rc=-1 msg=unknown_command\n",
         ),
         (
+            M::GroupConnect {
+                procs: vec![
+                    ProcName::wildcard("rivet_9_0"),
+                    ProcName::new("rivet_9_0_s1", 1).on_cluster("nodeA"),
+                ],
+                id: Some(s("my connect")),
+                flags: GroupFlags {
+                    optional: true,
+                    notify_each: true,
+                    ..GroupFlags::default()
+                },
+                ctx: 12,
+                card: s("tcp:10.0.0.1:5000"),
+            },
+            "cmd=group_connect procs=rivet_9_0:*,nodeA:rivet_9_0_s1:1 id=my\\ connect \
+             flags=optional,notify_each ctx=12 card=tcp:10.0.0.1:5000\n",
+        ),
+        (
+            M::GroupConnect {
+                procs: vec![ProcName::new("ns", 0)],
+                id: None,
+                flags: GroupFlags::default(),
+                ctx: 0,
+                card: String::new(),
+            },
+            "cmd=group_connect procs=ns:0 ctx=0 card=-\n",
+        ),
+        (M::GroupReady { op: 7 }, "cmd=group_ready op=7\n"),
+        (
+            M::GroupDisconnect {
+                group: s("rivet_9_0_g1"),
+            },
+            "cmd=group_disconnect group=rivet_9_0_g1\n",
+        ),
+        (
+            M::GroupConnectResult {
+                rc: 0,
+                op: 7,
+                ctx: 12,
+                size: 4,
+                group: Some(s("rivet_9_0_g1")),
+                rank: Some(2),
+                msg: None,
+            },
+            "cmd=group_connect_result rc=0 op=7 ctx=12 size=4 group=rivet_9_0_g1 rank=2\n",
+        ),
+        (
+            M::GroupConnectResult {
+                rc: 0,
+                op: 8,
+                ctx: 3,
+                size: 2,
+                group: None,
+                rank: None,
+                msg: None,
+            },
+            "cmd=group_connect_result rc=0 op=8 ctx=3 size=2\n",
+        ),
+        (
+            M::GroupConnectResult {
+                rc: 1,
+                op: 0,
+                ctx: 0,
+                size: 0,
+                group: None,
+                rank: None,
+                msg: Some(s("unknown namespace x")),
+            },
+            "cmd=group_connect_result rc=1 msg=unknown\\ namespace\\ x\n",
+        ),
+        (
+            M::GroupMember {
+                proc: ProcName::new("rivet_9_0", 3),
+                pg_size: 4,
+                card: s("tcp:10.0.0.1:5003"),
+            },
+            "cmd=group_member proc=rivet_9_0:3 pgsize=4 card=tcp:10.0.0.1:5003\n",
+        ),
+        (
+            M::GroupMember {
+                proc: ProcName::new("rivet_9_0_s1", 0),
+                pg_size: 2,
+                card: String::new(),
+            },
+            "cmd=group_member proc=rivet_9_0_s1:0 pgsize=2 card=-\n",
+        ),
+        (
+            M::GroupReadyResult { rc: 0, msg: None },
+            "cmd=group_ready_result rc=0\n",
+        ),
+        (
+            M::GroupDisconnectResult {
+                rc: 1,
+                msg: Some(s("unknown_group")),
+            },
+            "cmd=group_disconnect_result rc=1 msg=unknown_group\n",
+        ),
+        (
+            M::GroupEvent(GroupEvent {
+                group: s("rivet_9_0_g1"),
+                kind: GroupEventKind::Terminated,
+                proc: ProcName::new("rivet_9_0", 2),
+            }),
+            "cmd=group_event group=rivet_9_0_g1 event=terminated proc=rivet_9_0:2\n",
+        ),
+        (
+            M::GroupEvent(GroupEvent {
+                group: s("g"),
+                kind: GroupEventKind::Disconnected,
+                proc: ProcName::new("ns", 0),
+            }),
+            "cmd=group_event group=g event=disconnected proc=ns:0\n",
+        ),
+        (
             M::Spawn(SpawnRequest {
                 commands: vec![SpawnCommand {
                     execname: s("./child"),
@@ -315,6 +430,9 @@ fn every_variant_is_covered_by_the_exact_table() {
         ("lookup_name", true),
         ("spawn", true),
         ("initack", true),
+        ("group_connect", true),
+        ("group_ready", true),
+        ("group_disconnect", true),
         ("response_to_init", false),
         ("maxes", false),
         ("appnum", false),
@@ -331,6 +449,11 @@ fn every_variant_is_covered_by_the_exact_table() {
         ("initack", false),
         ("set", false),
         ("error", false),
+        ("group_connect_result", false),
+        ("group_member", false),
+        ("group_ready_result", false),
+        ("group_disconnect_result", false),
+        ("group_event", false),
     ] {
         assert!(
             cmds.contains(&(cmd, q)),

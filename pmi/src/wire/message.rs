@@ -4,6 +4,11 @@
 //! carries `rc` (0 = success; a missing `rc` parses as 0, as MPICH's client
 //! does) and an optional `msg`. When `rc` is nonzero the payload fields of a
 //! response are optional on the wire and parse to their defaults.
+//!
+//! The `group_*` commands are Rivet's extension (group connect, PMIx
+//! RFC0003); MPICH and Hydra do not know them.
+
+use crate::group::{GroupEvent, GroupFlags, ProcName};
 
 /// One command of a spawn request (`MPI_Comm_spawn_multiple` has several).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -79,6 +84,19 @@ pub enum Message {
     Spawn(SpawnRequest),
     /// `cmd=initack pmiid=N` (PMI_PORT mode only, first line sent)
     InitAck { pmiid: i32 },
+    /// `cmd=group_connect procs=p1,p2,... [id=I] [flags=f1,f2] ctx=N card=C`
+    /// (Rivet). `card` is `""` when the wire says `-` (no card).
+    GroupConnect {
+        procs: Vec<ProcName>,
+        id: Option<String>,
+        flags: GroupFlags,
+        ctx: u32,
+        card: String,
+    },
+    /// `cmd=group_ready op=N` (Rivet)
+    GroupReady { op: u64 },
+    /// `cmd=group_disconnect group=G` (Rivet)
+    GroupDisconnect { group: String },
 
     // ---- responses (server → client) ----
     /// `cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2`
@@ -153,6 +171,31 @@ pub enum Message {
     Set { key: String, value: String },
     /// `cmd=error rc=N msg=M`: the answer to a line whose command is unknown.
     Error { rc: i32, msg: Option<String> },
+    /// `cmd=group_connect_result rc=0 op=N ctx=C size=S [group=G rank=R]`,
+    /// followed on success by `size` [`Message::GroupMember`] lines.
+    /// `group`/`rank` are absent for an `xchg_only` connect.
+    GroupConnectResult {
+        rc: i32,
+        op: u64,
+        ctx: u32,
+        size: u32,
+        group: Option<String>,
+        rank: Option<u32>,
+        msg: Option<String>,
+    },
+    /// `cmd=group_member proc=ns:r pgsize=N card=C` (`card` `""` ⇔ `-`).
+    GroupMember {
+        proc: ProcName,
+        pg_size: u32,
+        card: String,
+    },
+    /// `cmd=group_ready_result rc=0`
+    GroupReadyResult { rc: i32, msg: Option<String> },
+    /// `cmd=group_disconnect_result rc=0`
+    GroupDisconnectResult { rc: i32, msg: Option<String> },
+    /// `cmd=group_event group=G event=terminated|disconnected proc=ns:r`,
+    /// sent unasked to group members.
+    GroupEvent(GroupEvent),
 }
 
 /// Query command name → its response command name.
@@ -174,13 +217,16 @@ pub fn response_name(query_cmd: &str) -> Option<&'static str> {
         "lookup_name" => "lookup_result",
         "spawn" => "spawn_result",
         "initack" => "initack",
+        "group_connect" => "group_connect_result",
+        "group_ready" => "group_ready_result",
+        "group_disconnect" => "group_disconnect_result",
         _ => return None,
     })
 }
 
 /// Response command name → the query it answers (inverse of [`response_name`]).
 pub fn query_name(response_cmd: &str) -> Option<&'static str> {
-    const QUERIES: [&str; 14] = [
+    const QUERIES: [&str; 17] = [
         "init",
         "get_maxes",
         "get_appnum",
@@ -195,6 +241,9 @@ pub fn query_name(response_cmd: &str) -> Option<&'static str> {
         "lookup_name",
         "spawn",
         "initack",
+        "group_connect",
+        "group_ready",
+        "group_disconnect",
     ];
     QUERIES
         .into_iter()
@@ -221,6 +270,9 @@ impl Message {
             LookupName { .. } => "lookup_name",
             Spawn(_) => "spawn",
             InitAck { .. } => "initack",
+            GroupConnect { .. } => "group_connect",
+            GroupReady { .. } => "group_ready",
+            GroupDisconnect { .. } => "group_disconnect",
             InitResponse { .. } => "response_to_init",
             Maxes { .. } => "maxes",
             Appnum { .. } => "appnum",
@@ -237,6 +289,11 @@ impl Message {
             InitAckResponse { .. } => "initack",
             Set { .. } => "set",
             Error { .. } => "error",
+            GroupConnectResult { .. } => "group_connect_result",
+            GroupMember { .. } => "group_member",
+            GroupReadyResult { .. } => "group_ready_result",
+            GroupDisconnectResult { .. } => "group_disconnect_result",
+            GroupEvent(_) => "group_event",
         }
     }
 
@@ -260,10 +317,14 @@ impl Message {
                 | LookupName { .. }
                 | Spawn(_)
                 | InitAck { .. }
+                | GroupConnect { .. }
+                | GroupReady { .. }
+                | GroupDisconnect { .. }
         )
     }
 
-    /// `(rc, msg)` of a response; `None` for queries and `Set`.
+    /// `(rc, msg)` of a response; `None` for queries, `Set`, `GroupMember`
+    /// and `GroupEvent`.
     pub fn status(&self) -> Option<(i32, Option<&str>)> {
         use Message::*;
         match self {
@@ -281,6 +342,9 @@ impl Message {
             | LookupResult { rc, msg, .. }
             | SpawnResult { rc, msg, .. }
             | InitAckResponse { rc, msg }
+            | GroupConnectResult { rc, msg, .. }
+            | GroupReadyResult { rc, msg }
+            | GroupDisconnectResult { rc, msg }
             | Error { rc, msg } => Some((*rc, msg.as_deref())),
             _ => None,
         }
@@ -334,6 +398,17 @@ impl Message {
                 msg,
             },
             Some("initack") => InitAckResponse { rc, msg },
+            Some("group_connect_result") => GroupConnectResult {
+                rc,
+                op: 0,
+                ctx: 0,
+                size: 0,
+                group: None,
+                rank: None,
+                msg,
+            },
+            Some("group_ready_result") => GroupReadyResult { rc, msg },
+            Some("group_disconnect_result") => GroupDisconnectResult { rc, msg },
             _ => Error { rc, msg },
         }
     }

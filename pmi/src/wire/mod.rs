@@ -3,7 +3,9 @@
 //!
 //! `parse.rs` and `write.rs` are the only places that know field names and
 //! order; `escape.rs` the only place that knows how a value is spelled;
-//! `spawn.rs` handles the multi-line `mcmd=spawn` block.
+//! `spawn.rs` handles the multi-line `mcmd=spawn` block. The `group_*`
+//! lines are Rivet's extension; `group_connect_result` is followed by one
+//! `group_member` line per member, and `group_event` comes unasked.
 
 mod escape;
 mod framer;

@@ -5,6 +5,7 @@
 //! limits and numbers.
 
 use crate::error::{Error, Result};
+use crate::group::{GroupEvent, ProcName};
 use crate::wire::escape::{tokenize, Token};
 use crate::wire::limits::{MAX_KEY, MAX_KVSNAME, MAX_VALUE};
 use crate::wire::message::Message;
@@ -162,6 +163,55 @@ fn parse_errcodes(f: &Fields) -> Result<Vec<i32>> {
         .collect()
 }
 
+/// `card=`: `-` stands for no card.
+fn parse_card(f: &Fields) -> Result<String> {
+    let card = f.require("card")?;
+    Ok(if card == "-" { String::new() } else { card })
+}
+
+/// `procs=p1,p2,...`: at least one name.
+fn parse_procs(f: &Fields) -> Result<Vec<ProcName>> {
+    let list = f.require("procs")?;
+    if list.is_empty() {
+        return Err(Error::Malformed {
+            reason: "group_connect: procs= names no process".to_string(),
+        });
+    }
+    list.split(',').map(str::parse).collect()
+}
+
+/// A field naming one process (rank required, no wildcard).
+fn parse_one_proc(f: &Fields, key: &'static str) -> Result<ProcName> {
+    let proc: ProcName = f.require(key)?.parse()?;
+    if proc.rank.is_none() {
+        return Err(Error::Malformed {
+            reason: format!("{}: {key}={proc} must name one rank, not *", f.cmd),
+        });
+    }
+    Ok(proc)
+}
+
+fn parse_group_connect_result(f: &Fields) -> Result<Message> {
+    let rc = f.rc()?;
+    let group = f.owned("group").filter(|_| rc == 0);
+    let rank = if rc == 0 { f.number("rank")? } else { None };
+    if group.is_some() != rank.is_some() {
+        return Err(Error::Malformed {
+            reason: "group_connect_result carries group= without rank= or rank= without group="
+                .to_string(),
+        });
+    }
+    Ok(Message::GroupConnectResult {
+        rc,
+        op: f.payload_number(rc, "op")?,
+        ctx: f.payload_number(rc, "ctx")?,
+        size: f.payload_number(rc, "size")?,
+        group,
+        rank,
+        msg: f.msg(),
+    })
+}
+
 fn parse_line(line: &str) -> Result<Message> {
     let mut tokens = tokenize(line)?;
     let cmd_pos = tokens.iter().position(|t| t.key == "cmd");
@@ -232,6 +282,27 @@ fn parse_line(line: &str) -> Result<Message> {
         },
         "initack" if f.get("pmiid").is_some() => M::InitAck {
             pmiid: f.require_number("pmiid")?,
+        },
+        "group_connect" => {
+            let id = f.owned("id");
+            if id.as_deref() == Some("") {
+                return Err(Error::Malformed {
+                    reason: "group_connect: empty id= (leave it out for no connect id)".to_string(),
+                });
+            }
+            M::GroupConnect {
+                procs: parse_procs(&f)?,
+                id,
+                flags: f.get("flags").unwrap_or_default().parse()?,
+                ctx: f.require_number("ctx")?,
+                card: parse_card(&f)?,
+            }
+        }
+        "group_ready" => M::GroupReady {
+            op: f.require_number("op")?,
+        },
+        "group_disconnect" => M::GroupDisconnect {
+            group: f.require("group")?,
         },
         // ---- responses ----
         "initack" => M::InitAckResponse {
@@ -353,6 +424,25 @@ fn parse_line(line: &str) -> Result<Message> {
                 value: t.value.unwrap_or_default(),
             }
         }
+        "group_connect_result" => parse_group_connect_result(&f)?,
+        "group_member" => M::GroupMember {
+            proc: parse_one_proc(&f, "proc")?,
+            pg_size: f.require_number("pgsize")?,
+            card: parse_card(&f)?,
+        },
+        "group_ready_result" => M::GroupReadyResult {
+            rc: f.rc()?,
+            msg: f.msg(),
+        },
+        "group_disconnect_result" => M::GroupDisconnectResult {
+            rc: f.rc()?,
+            msg: f.msg(),
+        },
+        "group_event" => M::GroupEvent(GroupEvent {
+            group: f.require("group")?,
+            kind: f.require("event")?.parse()?,
+            proc: parse_one_proc(&f, "proc")?,
+        }),
         "error" => M::Error {
             rc: f.number("rc")?.unwrap_or(-1),
             msg: f.msg(),

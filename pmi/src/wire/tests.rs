@@ -309,6 +309,76 @@ fn malformed_lines_table() {
             matches!(e, Error::Malformed { .. })
         }),
         ("cmd=set", |e| matches!(e, Error::MissingField { .. })),
+        // Group connect: every field checked.
+        ("cmd=group_connect ctx=1 card=-", |e| {
+            matches!(e, Error::MissingField { field: "procs", .. })
+        }),
+        ("cmd=group_connect procs= ctx=1 card=-", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_connect procs=ns:0,,ns:1 ctx=1 card=-", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_connect procs=a:b:c:0 ctx=1 card=-", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_connect procs=ns:x ctx=1 card=-", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_connect procs=ns:0 card=-", |e| {
+            matches!(e, Error::MissingField { field: "ctx", .. })
+        }),
+        ("cmd=group_connect procs=ns:0 ctx=-1 card=-", |e| {
+            matches!(e, Error::BadNumber { field: "ctx", .. })
+        }),
+        ("cmd=group_connect procs=ns:0 ctx=1", |e| {
+            matches!(e, Error::MissingField { field: "card", .. })
+        }),
+        (
+            "cmd=group_connect procs=ns:0 ctx=1 card=- flags=fast",
+            |e| matches!(e, Error::Malformed { .. }),
+        ),
+        ("cmd=group_connect procs=ns:0 ctx=1 card=- id=", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_ready", |e| {
+            matches!(e, Error::MissingField { field: "op", .. })
+        }),
+        ("cmd=group_ready op=seven", |e| {
+            matches!(e, Error::BadNumber { field: "op", .. })
+        }),
+        ("cmd=group_disconnect", |e| {
+            matches!(e, Error::MissingField { field: "group", .. })
+        }),
+        ("cmd=group_connect_result rc=0 op=1 ctx=1", |e| {
+            matches!(e, Error::MissingField { field: "size", .. })
+        }),
+        (
+            "cmd=group_connect_result rc=0 op=1 ctx=1 size=2 group=g",
+            |e| matches!(e, Error::Malformed { .. }),
+        ),
+        (
+            "cmd=group_connect_result rc=0 op=1 ctx=1 size=2 rank=0",
+            |e| matches!(e, Error::Malformed { .. }),
+        ),
+        ("cmd=group_member proc=ns:* pgsize=2 card=-", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_member proc=ns:0 card=-", |e| {
+            matches!(
+                e,
+                Error::MissingField {
+                    field: "pgsize",
+                    ..
+                }
+            )
+        }),
+        ("cmd=group_event group=g event=left proc=ns:0", |e| {
+            matches!(e, Error::Malformed { .. })
+        }),
+        ("cmd=group_event group=g event=terminated", |e| {
+            matches!(e, Error::MissingField { field: "proc", .. })
+        }),
     ];
     for (line, check) in cases {
         match Message::parse(line) {
@@ -420,6 +490,12 @@ fn error_reply_uses_the_matching_response() {
         ),
         ("get_maxes", "cmd=maxes rc=1 msg=m\n"),
         ("initack", "cmd=initack rc=1 msg=m\n"),
+        ("group_connect", "cmd=group_connect_result rc=1 msg=m\n"),
+        ("group_ready", "cmd=group_ready_result rc=1 msg=m\n"),
+        (
+            "group_disconnect",
+            "cmd=group_disconnect_result rc=1 msg=m\n",
+        ),
         ("abort", "cmd=error rc=1 msg=m\n"),
         ("frob", "cmd=error rc=1 msg=m\n"),
     ] {
@@ -430,4 +506,46 @@ fn error_reply_uses_the_matching_response() {
             "{query}"
         );
     }
+}
+
+#[test]
+fn group_commands_pair_up_and_tolerate_bare_errors() {
+    for (q, r) in [
+        ("group_connect", "group_connect_result"),
+        ("group_ready", "group_ready_result"),
+        ("group_disconnect", "group_disconnect_result"),
+    ] {
+        assert_eq!(response_name(q), Some(r));
+        assert_eq!(query_name(r), Some(q));
+    }
+    // A failed connect needs no payload; a payload after rc≠0 is ignored.
+    assert_eq!(
+        Message::parse("cmd=group_connect_result rc=1 msg=no group=g").unwrap(),
+        Message::GroupConnectResult {
+            rc: 1,
+            op: 0,
+            ctx: 0,
+            size: 0,
+            group: None,
+            rank: None,
+            msg: Some(s("no")),
+        }
+    );
+    // Flags may be spelled in any order; the writer puts them in one order.
+    let m =
+        Message::parse("cmd=group_connect procs=b:*,a:1 flags=early_term,optional ctx=3 card=x")
+            .unwrap();
+    assert_eq!(
+        String::from_utf8(m.encode().unwrap()).unwrap(),
+        "cmd=group_connect procs=b:*,a:1 flags=optional,early_term ctx=3 card=x\n"
+    );
+    // A request that does not fit one line is refused before it is sent.
+    let big = Message::GroupConnect {
+        procs: vec![crate::group::ProcName::new("ns", 0)],
+        id: None,
+        flags: Default::default(),
+        ctx: 0,
+        card: "c".repeat(1000),
+    };
+    assert!(matches!(big.encode(), Err(Error::LineTooLong { .. })));
 }

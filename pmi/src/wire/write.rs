@@ -9,6 +9,7 @@
 use std::fmt::Display;
 
 use crate::error::{Error, Result};
+use crate::group::ProcName;
 use crate::wire::escape::escape_value;
 use crate::wire::limits::{MAX_LINE, MAX_SEND_LINE};
 use crate::wire::message::Message;
@@ -66,6 +67,15 @@ impl Line {
     }
 }
 
+/// A card on the wire: `-` when there is none.
+fn card_text(card: &str) -> &str {
+    if card.is_empty() {
+        "-"
+    } else {
+        card
+    }
+}
+
 impl Message {
     /// Append this message's wire form (newline included) to `out`.
     ///
@@ -109,6 +119,24 @@ impl Message {
             M::UnpublishName { service } => Line::new("unpublish_name").text("service", service)?,
             M::LookupName { service } => Line::new("lookup_name").text("service", service)?,
             M::InitAck { pmiid } => Line::new("initack").num("pmiid", pmiid),
+            M::GroupConnect {
+                procs,
+                id,
+                flags,
+                ctx,
+                card,
+            } => {
+                let list: Vec<String> = procs.iter().map(ProcName::to_string).collect();
+                let mut l = Line::new("group_connect")
+                    .text("procs", &list.join(","))?
+                    .opt_text("id", id.as_deref())?;
+                if !flags.is_empty() {
+                    l = l.num("flags", flags);
+                }
+                l.num("ctx", ctx).text("card", card_text(card))?
+            }
+            M::GroupReady { op } => Line::new("group_ready").num("op", op),
+            M::GroupDisconnect { group } => Line::new("group_disconnect").text("group", group)?,
 
             M::InitResponse {
                 rc,
@@ -186,6 +214,39 @@ impl Message {
             M::Error { rc, msg } => Line::new("error")
                 .num("rc", rc)
                 .opt_text("msg", msg.as_deref())?,
+            M::GroupConnectResult {
+                rc,
+                op,
+                ctx,
+                size,
+                group,
+                rank,
+                msg,
+            } => Line::new("group_connect_result").status(*rc, msg, true, |l| {
+                let l = l.num("op", op).num("ctx", ctx).num("size", size);
+                match (group, rank) {
+                    (Some(g), Some(r)) => Ok(l.text("group", g)?.num("rank", r)),
+                    _ => Ok(l),
+                }
+            })?,
+            M::GroupMember {
+                proc,
+                pg_size,
+                card,
+            } => Line::new("group_member")
+                .text("proc", &proc.to_string())?
+                .num("pgsize", pg_size)
+                .text("card", card_text(card))?,
+            M::GroupReadyResult { rc, msg } => {
+                Line::new("group_ready_result").status(*rc, msg, true, no_body)?
+            }
+            M::GroupDisconnectResult { rc, msg } => {
+                Line::new("group_disconnect_result").status(*rc, msg, true, no_body)?
+            }
+            M::GroupEvent(event) => Line::new("group_event")
+                .text("group", &event.group)?
+                .num("event", event.kind.as_str())
+                .text("proc", &event.proc.to_string())?,
         };
         let mut text = line.0;
         text.push('\n');

@@ -56,6 +56,14 @@ impl Hub {
                         let _ = w.write_all(&bytes);
                     }
                 }
+                Output::SendAll { conns, bytes } => {
+                    let mut writers = self.writers.lock().unwrap();
+                    for conn in conns {
+                        if let Some(w) = writers.get_mut(&conn) {
+                            let _ = w.write_all(&bytes);
+                        }
+                    }
+                }
                 Output::Close { conn, .. } => {
                     if let Some(w) = self.writers.lock().unwrap().remove(&conn) {
                         w.shutdown();
@@ -88,6 +96,17 @@ impl Hub {
                 other => self.events.lock().unwrap().push(other),
             }
         }
+    }
+
+    /// The launcher reaped rank `rank` of `ns`: tell the server, carry out
+    /// what follows.
+    pub fn process_ended(&self, ns: NsId, rank: u32) {
+        let mut out = Vec::new();
+        self.server
+            .lock()
+            .unwrap()
+            .process_ended(ns, rank, &mut out);
+        self.dispatch(out);
     }
 
     /// Serve `conn`: `reader` is the server's end, `writer` a clone of it.
