@@ -15,7 +15,7 @@ use crate::backoff::{should_yield, Backoff};
 use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
 use crate::core::{Core, State};
-use crate::dynamic::{Ports, PARENT_PORT_KEY};
+use crate::dynamic::{GroupTable, Ports, PARENT_PORT_KEY};
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
 use crate::netmod;
@@ -35,8 +35,9 @@ const FIRST_FREE_CONTEXT: u32 = 4;
 #[derive(Clone)]
 pub struct Engine {
     pub(crate) inner: Arc<Inner>,
-    /// Spawned processes: the intercommunicator to the parents.
-    parent: Option<Comm>,
+    /// Spawned processes: the intercommunicator to the parents, until it
+    /// is disconnected (`Inner::parent` reaches it for that).
+    parent: Arc<Mutex<Option<Comm>>>,
 }
 
 pub struct Inner {
@@ -61,6 +62,12 @@ pub struct Inner {
     self_vcrt: Arc<Vcrt>,
     /// VC tables alive (for the reference-count tests and `--info`).
     pub(crate) vcrts: AtomicUsize,
+    /// The engine's handle on the parent intercommunicator, which
+    /// `Comm::disconnect` drops (weak: the handle holds this `Inner`).
+    pub(crate) parent: Weak<Mutex<Option<Comm>>>,
+    /// Groups made by group connect, their events and handlers. Lock
+    /// order: before the engine lock, never while holding it.
+    pub(crate) groups: Mutex<GroupTable>,
 }
 
 /// Live objects of the PG/VC layer (`Engine::counts`).
@@ -192,7 +199,8 @@ impl Engine {
         };
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));
-        let mut engine = Engine {
+        let parent = Arc::new(Mutex::new(None));
+        let engine = Engine {
             inner: Arc::new(Inner {
                 core: Mutex::new(Core {
                     shm,
@@ -212,11 +220,14 @@ impl Engine {
                 world_vcrt: Arc::new(Vcrt::world(size)),
                 self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(rank)], Weak::new())),
                 vcrts: AtomicUsize::new(0),
+                parent: Arc::downgrade(&parent),
+                groups: Mutex::default(),
             }),
-            parent: None,
+            parent,
         };
         if spawned {
-            engine.parent = Some(engine.connect_to_parent()?);
+            let comm = engine.connect_to_parent()?;
+            *engine.parent.lock().unwrap_or_else(|p| p.into_inner()) = Some(comm);
         }
         Ok(engine)
     }
@@ -229,9 +240,13 @@ impl Engine {
     }
 
     /// The intercommunicator to the processes that spawned this one, if
-    /// it was spawned (MPI_Comm_get_parent).
+    /// it was spawned (MPI_Comm_get_parent); `None` again once it has been
+    /// disconnected.
     pub fn parent(&self) -> Option<Comm> {
-        self.parent.clone()
+        self.parent
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// Live objects of the PG/VC layer: process groups, VCs, VC tables,
@@ -345,8 +360,8 @@ impl Engine {
 
     /// Finish outstanding sends, then leave the job. Also done on drop of
     /// the last handle; calls on remaining communicators fail afterwards.
-    pub fn finalize(mut self) -> Result<()> {
-        self.parent = None;
+    pub fn finalize(self) -> Result<()> {
+        self.parent.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.inner.finalize()
     }
 

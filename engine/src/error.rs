@@ -34,6 +34,8 @@ pub enum Error {
     Spawn { message: String, errcodes: Vec<i32> },
     #[error("{0}")]
     InvalidArgument(String),
+    #[error("not supported here: {0}")]
+    Unsupported(String),
     #[error("the operation failed at rank {root}, its root: {why}")]
     RootFailed { root: u32, why: String },
     #[error("the engine stopped working: {0}")]

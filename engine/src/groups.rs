@@ -27,6 +27,32 @@ impl Inner {
         Ok(f(client)?)
     }
 
+    /// [`Inner::with_pmi`] for a call that waits on other processes (group
+    /// connect): it runs on a helper thread while this one keeps the engine
+    /// progressing, so messages we queued still reach peers that must get
+    /// them before they can make the same call. Sleeps between polls: this
+    /// waits for people, not for the network.
+    pub(crate) fn with_pmi_progressing<T: Send>(
+        &self,
+        f: impl FnOnce(&mut Client) -> rivet_pmi::Result<T> + Send,
+    ) -> Result<T> {
+        std::thread::scope(|s| {
+            let call = s.spawn(|| self.with_pmi(f));
+            let mut polls = 0u32;
+            while !call.is_finished() {
+                let busy = self.lock().map_or(0, |mut core| core.progress());
+                polls = if busy > 0 { 0 } else { polls.saturating_add(1) };
+                if polls > 1000 {
+                    std::thread::sleep(std::time::Duration::from_micros(200));
+                } else {
+                    std::thread::yield_now();
+                }
+            }
+            call.join()
+                .unwrap_or_else(|_| Err(Error::Failed("the PMI call panicked".into())))
+        })
+    }
+
     pub(crate) fn pmi_spawn(&self, request: &rivet_pmi::wire::SpawnRequest) -> Result<Vec<i32>> {
         self.with_pmi(|pmi| pmi.spawn(request))
             .map_err(|e| match e {

@@ -68,6 +68,18 @@ impl Comm {
     /// nothing else uses are freed (seed 000). Collective.
     pub fn disconnect(self) -> Result<()> {
         self.barrier()?;
+        // The engine's own handle on the parent goes too (MPI_Comm_get_parent
+        // answers MPI_COMM_NULL after this).
+        if let Some(slot) = self.inner.parent.upgrade() {
+            let mut parent = slot.lock().unwrap_or_else(|p| p.into_inner());
+            let same = |p: &Comm| match (&p.remote, &self.remote) {
+                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                _ => false,
+            };
+            if parent.as_ref().is_some_and(same) {
+                parent.take();
+            }
+        }
         let Comm { local, remote, .. } = self;
         for table in std::iter::once(local).chain(remote) {
             if let Ok(table) = Arc::try_unwrap(table) {

@@ -14,7 +14,7 @@
 //! local, else through a network module (`rivet-netmods`, opened by
 //! `netmod` when some peer needs it; a card comes from the KVS or, for a
 //! foreign group, with its description). `dynamic` holds ports,
-//! accept/connect, spawn and names; `intercomm` merge and disconnect;
+//! accept/connect, spawn, names and group connect; `intercomm` merge and disconnect;
 //! `collective` the few collectives those need; `groups` the engine's side
 //! of registering foreign groups. Every message carries one
 //! `wire::WireHeader`.
@@ -47,12 +47,16 @@ pub mod wire;
 
 pub use comm::Comm;
 pub use config::parse_size;
-pub use dynamic::{PortName, SpawnCommand, PARENT_PORT_KEY};
+pub use dynamic::{
+    ConnectAttrs, Connected, Group, GroupEvent, GroupEventKind, PortName, SpawnCommand,
+    PARENT_PORT_KEY,
+};
 pub use engine::{Counts, Engine, Info};
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG};
 pub use pg::PgCounts;
 pub use request::Request;
 pub use rivet_pmi as pmi;
+pub use rivet_pmi::group::ProcName;
 pub use scope::Scope;
 pub use status::{MsgError, Status};

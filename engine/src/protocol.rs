@@ -753,6 +753,14 @@ impl Core {
                 rts @ Unexpected::Rts { .. } => self.st.start_rendezvous_recv(id, env, rts),
             }
         }
+        // Nothing more comes from a failed peer: fail now rather than wait.
+        if let Some(vc) = source_vc {
+            if self.st.failed_peers.iter().any(|(v, _)| *v == vc)
+                && self.st.requests.get(id).is_some_and(|r| !r.complete)
+            {
+                self.st.fail_request(id, vc);
+            }
+        }
         id
     }
 

@@ -1,4 +1,5 @@
-//! Dynamic processes: ports, accept/connect, spawn, the name service.
+//! Dynamic processes: ports, accept/connect, spawn, the name service,
+//! group connect.
 //!
 //! Seed 001's step tables, built on the PG/VC layer (`pg`): a port is this
 //! process's business card plus a tag (`ports.rs`); `connect` opens a
@@ -9,13 +10,18 @@
 //! intercommunicator, and the temporary VC is closed (`connect.rs`).
 //! `spawn` is a PMI spawn whose children find the parent's port in their
 //! KVS and connect back during `Engine::init` (`spawn.rs`). Names are
-//! published through the process manager (`names.rs`).
+//! published through the process manager (`names.rs`). Group connect
+//! (seed 004) joins processes of any process groups into a new group named
+//! by the process manager, which also carries the cards (`group.rs`).
 
 mod connect;
+mod group;
 mod names;
 mod ports;
 mod spawn;
 
+pub(crate) use group::GroupTable;
+pub use group::{ConnectAttrs, Connected, Group, GroupEvent, GroupEventKind};
 pub use ports::{PortName, Ports};
 pub use spawn::SpawnCommand;
 

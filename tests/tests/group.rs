@@ -1,0 +1,113 @@
+//! Group connect end to end (`group_check` ranks under rivetrun, seed 004):
+//! a group across two process groups (a job and the children it spawned)
+//! with connect ids, new ranks, `xchg_only` and events; `optional` with a
+//! participant that died; a member ending without disconnecting, allowed
+//! (`early_term_allowed`) and not. Each runs over shared memory inside a job
+//! and with tcp forced (`RIVET_NETMOD=tcp`); between process groups it is
+//! always tcp. Under Hydra the call is refused before Hydra sees it. Every job must end by itself and leave no process and no
+//! shared-memory segment behind.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rivet_tests::{bin, rivetrun, run_job_checking_shm, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+const CASES: [(&str, &[(&str, &str)]); 2] = [
+    ("shm", &[("RIVET_YIELD", "always")]),
+    ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
+];
+
+fn show(o: &Outcome) -> String {
+    format!(
+        "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status, o.elapsed, o.stdout, o.stderr
+    )
+}
+
+fn group_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
+    let n = n.to_string();
+    let exe = bin("group_check");
+    let mut all: Vec<&str> = extra.to_vec();
+    all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
+    all.extend(args);
+    let mut cmd = rivetrun(&all);
+    cmd.env_remove("RIVET_NETMOD")
+        .env_remove("RIVET_NAMESERVER");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+fn oks(o: &Outcome, mode: &str) -> usize {
+    o.stdout
+        .lines()
+        .filter(|l| l.starts_with(&format!("group_check {mode} OK")))
+        .count()
+}
+
+#[test]
+fn a_group_across_a_job_and_its_children() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let o = run_job_checking_shm(group_job(2, &["parents", "2"], env, &[]), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{name}: {}", show(&o));
+        assert_eq!(
+            oks(&o, "parents") + oks(&o, "child"),
+            4,
+            "{name}: 2 parents and 2 children must pass\n{}",
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn optional_goes_on_without_a_dead_participant() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let job = group_job(3, &["optional"], env, &["--disable-auto-cleanup"]);
+        let o = run_job_checking_shm(job, DEADLINE);
+        // Rank 2 aborted: rivetrun reports it, the others finished.
+        assert_eq!(o.code(), Some(128 + libc::SIGABRT), "{name}: {}", show(&o));
+        assert_eq!(oks(&o, "optional"), 2, "{name}: {}", show(&o));
+        assert_eq!(
+            o.stdout.matches("refused").count(),
+            2,
+            "{name}: the strict connect must fail on both survivors\n{}",
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn a_member_that_ends_without_disconnecting() {
+    let _g = serial();
+    for (name, env) in CASES {
+        let o = run_job_checking_shm(group_job(3, &["term", "early"], env, &[]), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{name}, early_term: {}", show(&o));
+        assert_eq!(oks(&o, "term"), 3, "{name}, early_term: {}", show(&o));
+
+        let o = run_job_checking_shm(group_job(3, &["term"], env, &[]), DEADLINE);
+        assert_ne!(o.code(), Some(0), "{name}, no early_term: {}", show(&o));
+        assert!(
+            o.stderr.contains("early_term_allowed"),
+            "{name}, no early_term: rivetrun must say why\n{}",
+            show(&o)
+        );
+    }
+}
+
+#[test]
+fn hydra_is_not_asked() {
+    let _g = serial();
+    let mut cmd = Command::new("mpiexec.hydra");
+    cmd.args(["-n", "2"])
+        .arg(bin("group_check"))
+        .arg("unserved");
+    cmd.env_remove("RIVET_NETMOD").env("RIVET_YIELD", "always");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(oks(&o, "unserved"), 2, "{}", show(&o));
+}
