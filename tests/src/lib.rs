@@ -111,6 +111,14 @@ impl Outcome {
     pub fn code(&self) -> Option<i32> {
         self.status.code()
     }
+
+    /// Exit status, time taken and both outputs, for assertion messages.
+    pub fn show(&self) -> String {
+        format!(
+            "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
+            self.status, self.elapsed, self.stdout, self.stderr
+        )
+    }
 }
 
 /// Run a launcher command to completion with a deadline. The command's

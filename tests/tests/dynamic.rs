@@ -21,13 +21,6 @@ const CASES: [(&str, &[(&str, &str)]); 2] = [
     ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
 ];
 
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.elapsed, o.stdout, o.stderr
-    )
-}
-
 fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
     let n = n.to_string();
     let exe = bin("dyn_check");
@@ -44,7 +37,7 @@ fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Comma
 }
 
 fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
-    assert_eq!(o.code(), Some(0), "{what}: {}", show(o));
+    assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
     let oks = o
         .stdout
         .lines()
@@ -54,7 +47,7 @@ fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
         oks,
         ranks as usize,
         "{what}: every rank must pass\n{}",
-        show(o)
+        o.show()
     );
 }
 
@@ -144,12 +137,12 @@ fn a_job_spawns_children_and_survives_a_missing_program() {
             children,
             3,
             "{name}: three children must pass\n{}",
-            show(&o)
+            o.show()
         );
         assert!(
             o.stdout.contains("missing program refused"),
             "{name}: {}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -170,7 +163,7 @@ fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
         assert!(
             o.stdout.contains("closed port refused"),
             "{name}: {}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -193,5 +186,5 @@ fn spawn_works_under_mpich_hydra() {
         .lines()
         .filter(|l| l.starts_with("dyn_check child OK"))
         .count();
-    assert_eq!(children, 3, "three children must pass\n{}", show(&o));
+    assert_eq!(children, 3, "three children must pass\n{}", o.show());
 }

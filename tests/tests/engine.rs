@@ -61,13 +61,6 @@ fn cases(
     all
 }
 
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.elapsed, o.stdout, o.stderr
-    )
-}
-
 fn with_env(mut cmd: Command, env: &[(&str, &str)]) -> Command {
     for k in KNOBS {
         cmd.env_remove(k);
@@ -94,19 +87,19 @@ fn pass(n: u32, mode: &[&str], env: &[(&str, &str)]) -> Outcome {
 fn pass_with(program: &Path, n: u32, mode: &[&str], env: &[(&str, &str)]) -> Outcome {
     let o = run_job_checking_shm(job(n, program, mode, env), DEADLINE);
     let case = format!("{mode:?} on {n} ranks with {env:?}");
-    assert_eq!(o.code(), Some(0), "{case}: {}", show(&o));
+    assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
     for rank in 0..n {
         let line = format!("engine_check {} OK rank {rank} of {n}\n", mode[0]);
         assert!(
             o.stdout.contains(&line),
             "{case}: no {line:?}\n{}",
-            show(&o)
+            o.show()
         );
     }
     assert!(
         !o.stderr.contains("FAILED"),
         "{case}: a rank reported a failure\n{}",
-        show(&o)
+        o.show()
     );
     o
 }
@@ -119,7 +112,7 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
         o.stdout
             .lines()
             .find_map(|l| l.strip_prefix(&prefix))
-            .unwrap_or_else(|| panic!("{env:?}: no info line {prefix:?}\n{}", show(o)))
+            .unwrap_or_else(|| panic!("{env:?}: no info line {prefix:?}\n{}", o.show()))
             .to_string()
     };
     let value = |k: &str| env.iter().find(|(n, _)| *n == k).map(|(_, v)| *v);
@@ -162,7 +155,11 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
 }
 
 fn has(o: &Outcome, what: &str) {
-    assert!(o.stdout.contains(what), "expected {what:?} in\n{}", show(o));
+    assert!(
+        o.stdout.contains(what),
+        "expected {what:?} in\n{}",
+        o.show()
+    );
 }
 
 /// Ranks 1..3 send to rank 0, which receives with exact and wildcard
@@ -317,10 +314,10 @@ fn stress_random_traffic_between_three_oversubscribed_ranks() {
             .map(|l| {
                 let n = l.split(" sent ").nth(1).and_then(|r| r.split(' ').next());
                 n.and_then(|n| n.parse::<usize>().ok())
-                    .unwrap_or_else(|| panic!("bad stress line {l:?}\n{}", show(&o)))
+                    .unwrap_or_else(|| panic!("bad stress line {l:?}\n{}", o.show()))
             })
             .sum();
-        assert_eq!(sent, 100_000, "{env:?}: {}", show(&o));
+        assert_eq!(sent, 100_000, "{env:?}: {}", o.show());
     }
 }
 
@@ -356,14 +353,14 @@ fn a_killed_rank_ends_the_job_and_leaves_nothing() {
     ];
     for (mode, env) in runs {
         let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, env), DEADLINE);
-        assert_eq!(o.code(), Some(128 + 9), "{mode:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(128 + 9), "{mode:?}: {}", o.show());
         assert!(
             o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
             "{mode:?}: {}",
-            show(&o)
+            o.show()
         );
         has(&o, "engine_check kill: rank 2 raises SIGKILL");
-        assert!(!o.stderr.contains("FAILED"), "{mode:?}: {}", show(&o));
+        assert!(!o.stderr.contains("FAILED"), "{mode:?}: {}", o.show());
     }
 }
 
@@ -378,7 +375,7 @@ fn pingpong_under_mpich_hydra() {
             .arg(bin("engine_check"))
             .arg("pingpong");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
-        assert_eq!(o.code(), Some(0), "{env:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{env:?}: {}", o.show());
         knobs_took_effect(&o, &env);
         for rank in 0..2 {
             has(&o, &format!("engine_check pingpong OK rank {rank} of 2\n"));
@@ -435,7 +432,7 @@ fn a_singleton_sends_to_itself() {
         cmd.env_remove(var);
     }
     let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     has(
         &o,
         "engine_check singleton: rank 0 of 1, messages to self verified",
@@ -507,7 +504,7 @@ fn shm_on_the_node_and_tcp_across_nodes() {
         cmd.args(launch).arg(bin("engine_check")).arg("connect_all");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         let case = format!("{launch:?} {env:?}");
-        assert_eq!(o.code(), Some(0), "{case}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
         for rank in 0..4 {
             has(
                 &o,
@@ -521,7 +518,7 @@ fn shm_on_the_node_and_tcp_across_nodes() {
         .arg(release_bin("engine_check"))
         .args(["stress", "30000", "2"]);
     let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "stress over two nodes: {}", show(&o));
+    assert_eq!(o.code(), Some(0), "stress over two nodes: {}", o.show());
     has(
         &o,
         "engine_check info: transport.netmod: tcp for peers on other nodes",
@@ -540,12 +537,12 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         let mut cmd = rivetrun(&["-n", "3", "--disable-auto-cleanup"]);
         cmd.arg(bin("engine_check")).arg("netkill");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
-        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
         assert!(
             o.stderr
                 .contains("rank 1 was killed by signal 9 (SIGKILL); 2 other rank(s) keep running"),
             "{env:?}: {}",
-            show(&o)
+            o.show()
         );
         has(&o, "engine_check netkill: rank 1 raises SIGKILL");
         has(&o, "then the send failed: ");
@@ -556,7 +553,7 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         for rank in [0, 2] {
             has(&o, &format!("engine_check netkill OK rank {rank} of 3\n"));
         }
-        assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", show(&o));
+        assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
     }
 }
 
@@ -592,12 +589,12 @@ fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
         with_env(cmd, env)
     };
     let fallback = |o: &Outcome, how: &str| {
-        assert_eq!(o.code(), Some(0), "{how}: {}", show(o));
+        assert_eq!(o.code(), Some(0), "{how}: {}", o.show());
         let line = o
             .stdout
             .lines()
             .find_map(|l| l.strip_prefix("engine_check info: tcp.backend: "))
-            .unwrap_or_else(|| panic!("{how}: no tcp.backend line\n{}", show(o)));
+            .unwrap_or_else(|| panic!("{how}: no tcp.backend line\n{}", o.show()));
         assert!(
             line.starts_with("poll") && line.contains("io_uring"),
             "{how}: backend {line:?}"
@@ -625,11 +622,11 @@ fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
         o.code(),
         Some(0),
         "forced uring under seccomp: {}",
-        show(&o)
+        o.show()
     );
     assert!(
         o.stderr.contains("Engine::init") && o.stderr.contains("io_uring"),
         "forced uring under seccomp: {}",
-        show(&o)
+        o.show()
     );
 }

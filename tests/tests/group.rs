@@ -19,13 +19,6 @@ const CASES: [(&str, &[(&str, &str)]); 2] = [
     ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
 ];
 
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?} after {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.elapsed, o.stdout, o.stderr
-    )
-}
-
 fn group_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
     let n = n.to_string();
     let exe = bin("group_check");
@@ -53,12 +46,12 @@ fn a_group_across_a_job_and_its_children() {
     let _g = serial();
     for (name, env) in CASES {
         let o = run_job_checking_shm(group_job(2, &["parents", "2"], env, &[]), DEADLINE);
-        assert_eq!(o.code(), Some(0), "{name}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{name}: {}", o.show());
         assert_eq!(
             oks(&o, "parents") + oks(&o, "child"),
             4,
             "{name}: 2 parents and 2 children must pass\n{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -70,13 +63,13 @@ fn optional_goes_on_without_a_dead_participant() {
         let job = group_job(3, &["optional"], env, &["--disable-auto-cleanup"]);
         let o = run_job_checking_shm(job, DEADLINE);
         // Rank 2 aborted: rivetrun reports it, the others finished.
-        assert_eq!(o.code(), Some(128 + libc::SIGABRT), "{name}: {}", show(&o));
-        assert_eq!(oks(&o, "optional"), 2, "{name}: {}", show(&o));
+        assert_eq!(o.code(), Some(128 + libc::SIGABRT), "{name}: {}", o.show());
+        assert_eq!(oks(&o, "optional"), 2, "{name}: {}", o.show());
         assert_eq!(
             o.stdout.matches("refused").count(),
             2,
             "{name}: the strict connect must fail on both survivors\n{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -86,15 +79,15 @@ fn a_member_that_ends_without_disconnecting() {
     let _g = serial();
     for (name, env) in CASES {
         let o = run_job_checking_shm(group_job(3, &["term", "early"], env, &[]), DEADLINE);
-        assert_eq!(o.code(), Some(0), "{name}, early_term: {}", show(&o));
-        assert_eq!(oks(&o, "term"), 3, "{name}, early_term: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{name}, early_term: {}", o.show());
+        assert_eq!(oks(&o, "term"), 3, "{name}, early_term: {}", o.show());
 
         let o = run_job_checking_shm(group_job(3, &["term"], env, &[]), DEADLINE);
-        assert_ne!(o.code(), Some(0), "{name}, no early_term: {}", show(&o));
+        assert_ne!(o.code(), Some(0), "{name}, no early_term: {}", o.show());
         assert!(
             o.stderr.contains("early_term_allowed"),
             "{name}, no early_term: rivetrun must say why\n{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -108,6 +101,6 @@ fn hydra_is_not_asked() {
         .arg("unserved");
     cmd.env_remove("RIVET_NETMOD").env("RIVET_YIELD", "always");
     let o = run_job_checking_shm(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    assert_eq!(oks(&o, "unserved"), 2, "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert_eq!(oks(&o, "unserved"), 2, "{}", o.show());
 }

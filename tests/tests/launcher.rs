@@ -5,16 +5,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
-
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.stdout, o.stderr
-    )
-}
 
 fn rivetrun_with(args: &[&str], program: &std::path::Path, prog_args: &[&str]) -> Command {
     let mut cmd = rivetrun(args);
@@ -28,18 +21,18 @@ fn mpich_program_runs_on_1_2_and_4_ranks() {
     let prog = mpicc("mpi_check.c");
     for n in [1, 2, 4] {
         let o = run_job(rivetrun_with(&["-n", &n.to_string()], &prog, &[]), DEADLINE);
-        assert_eq!(o.code(), Some(0), "n={n}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
         assert!(
             o.stdout.contains(&format!("mpi_check OK size={n}")),
             "n={n}: {}",
-            show(&o)
+            o.show()
         );
         for rank in 0..n {
             assert!(
                 o.stdout
                     .contains(&format!("hello from rank {rank} of {n} ")),
                 "n={n}: {}",
-                show(&o)
+                o.show()
             );
         }
     }
@@ -53,8 +46,8 @@ fn mpich_program_runs_with_pmi_port() {
         rivetrun_with(&["-n", "2", "--pmi-port"], &prog, &[]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    assert!(o.stdout.contains("mpi_check OK size=2"), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("mpi_check OK size=2"), "{}", o.show());
 }
 
 #[test]
@@ -62,14 +55,14 @@ fn label_prefixes_every_line_with_its_rank() {
     let _serial = serial();
     let prog = mpicc("mpi_check.c");
     let o = run_job(rivetrun_with(&["-n", "2", "-l"], &prog, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let lines: Vec<&str> = o.stdout.lines().collect();
-    assert!(lines.len() >= 3, "{}", show(&o));
+    assert!(lines.len() >= 3, "{}", o.show());
     for line in lines {
         let rest = line
             .strip_prefix("[0] ")
             .or_else(|| line.strip_prefix("[1] "));
-        let rest = rest.unwrap_or_else(|| panic!("unlabelled line {line:?}\n{}", show(&o)));
+        let rest = rest.unwrap_or_else(|| panic!("unlabelled line {line:?}\n{}", o.show()));
         if let Some(tail) = rest.strip_prefix("hello from rank ") {
             assert!(
                 line.starts_with(&format!("[{}] ", &tail[..1])),
@@ -87,8 +80,8 @@ fn mpi_abort_tears_the_job_down_with_the_abort_code() {
         rivetrun_with(&["-n", "3"], &prog, &["abort", "1", "13"]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(13), "{}", show(&o));
-    assert!(o.stderr.contains("rank 1 called abort"), "{}", show(&o));
+    assert_eq!(o.code(), Some(13), "{}", o.show());
+    assert!(o.stderr.contains("rank 1 called abort"), "{}", o.show());
 }
 
 #[test]
@@ -98,12 +91,12 @@ fn pmi_client_passes_under_rivetrun_with_fd_and_port() {
         let mut args = vec!["-n", "4"];
         args.extend_from_slice(extra);
         let o = run_job(rivetrun_with(&args, &bin("pmi_check"), &[]), DEADLINE);
-        assert_eq!(o.code(), Some(0), "{extra:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{extra:?}: {}", o.show());
         for rank in 0..4 {
             assert!(
                 o.stdout.contains(&format!("pmi_check OK rank {rank}\n")),
                 "{extra:?}: {}",
-                show(&o)
+                o.show()
             );
         }
     }
@@ -115,12 +108,12 @@ fn pmi_client_passes_under_mpich_hydra() {
     let mut cmd = Command::new("mpiexec.hydra");
     cmd.args(["-n", "4"]).arg(bin("pmi_check"));
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     for rank in 0..4 {
         assert!(
             o.stdout.contains(&format!("pmi_check OK rank {rank}\n")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -133,9 +126,9 @@ fn pmi_client_passes_as_a_singleton() {
         cmd.env_remove(var);
     }
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    assert!(o.stdout.contains("pmi_check rank 0 of 1 "), "{}", show(&o));
-    assert!(o.stdout.contains("pmi_check OK rank 0\n"), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("pmi_check rank 0 of 1 "), "{}", o.show());
+    assert!(o.stdout.contains("pmi_check OK rank 0\n"), "{}", o.show());
 }
 
 /// Requests the launcher must refuse without harm: the rank gets an error
@@ -157,12 +150,12 @@ fn refused_pmi_requests_do_not_stop_the_job() {
             rivetrun_with(&["-n", ranks], &bin("pmi_check"), mode),
             DEADLINE,
         );
-        assert_eq!(o.code(), Some(0), "{mode:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
         for message in *messages {
             assert!(
                 o.stdout.contains(message),
                 "{mode:?}: expected {message:?}\n{}",
-                show(&o)
+                o.show()
             );
         }
         let n: usize = ranks.parse().unwrap();
@@ -170,7 +163,7 @@ fn refused_pmi_requests_do_not_stop_the_job() {
             o.stdout.matches("pmi_check OK rank").count(),
             n,
             "{mode:?}: {}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -210,12 +203,12 @@ fn a_failing_rank_ends_the_job_with_its_cause() {
             rivetrun_with(&["-n", ranks], &bin("pmi_check"), mode),
             DEADLINE,
         );
-        assert_eq!(o.code(), Some(*code), "{mode:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(*code), "{mode:?}: {}", o.show());
         for message in *messages {
             assert!(
                 o.stderr.contains(message),
                 "{mode:?}: expected {message:?}\n{}",
-                show(&o)
+                o.show()
             );
         }
     }
@@ -236,18 +229,18 @@ fn disable_auto_cleanup_lets_the_other_ranks_finish() {
         ),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(3), "{}", show(&o));
+    assert_eq!(o.code(), Some(3), "{}", o.show());
     assert!(
         o.stderr
             .contains("rank 1 exited with code 3; 2 other rank(s) keep running"),
         "{}",
-        show(&o)
+        o.show()
     );
     for rank in [0, 2] {
         assert!(
             o.stdout.contains(&format!("rank {rank} finished")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -256,16 +249,16 @@ fn disable_auto_cleanup_lets_the_other_ranks_finish() {
 fn a_missing_program_is_a_clear_error() {
     let _serial = serial();
     let o = run_job(rivetrun(&["-n", "2", "no-such-program-rivet"]), DEADLINE);
-    assert_eq!(o.code(), Some(127), "{}", show(&o));
+    assert_eq!(o.code(), Some(127), "{}", o.show());
     assert!(
         o.stderr
             .contains("cannot execute 'no-such-program-rivet': not found in PATH"),
         "{}",
-        show(&o)
+        o.show()
     );
     let o = run_job(rivetrun(&["-n", "2", "/etc/passwd"]), DEADLINE);
-    assert_eq!(o.code(), Some(126), "{}", show(&o));
-    assert!(o.stderr.contains("is not executable"), "{}", show(&o));
+    assert_eq!(o.code(), Some(126), "{}", o.show());
+    assert!(o.stderr.contains("is not executable"), "{}", o.show());
 }
 
 #[test]
@@ -290,11 +283,11 @@ fn environment_and_working_directory_reach_the_ranks() {
         ]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let here = dir.canonicalize().unwrap();
     for rank in 0..2 {
         let want = format!("{rank}/2 one two words {}\n", here.display());
-        assert!(o.stdout.contains(&want), "missing {want:?}\n{}", show(&o));
+        assert!(o.stdout.contains(&want), "missing {want:?}\n{}", o.show());
     }
     // -genvnone passes only what is asked for, plus what PMI needs.
     let o = run_job(
@@ -311,7 +304,7 @@ fn environment_and_working_directory_reach_the_ranks() {
         ]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let mut names: Vec<&str> = o
         .stdout
         .lines()
@@ -331,7 +324,7 @@ fn environment_and_working_directory_reach_the_ranks() {
             "X"
         ],
         "{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -343,8 +336,8 @@ fn stdin_goes_to_rank_0_only() {
     cmd.stdin(std::fs::File::open(&input).unwrap());
     let o = run_job_with(&mut cmd, DEADLINE, |_| {});
     let _ = std::fs::remove_file(&input);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    assert_eq!(o.stdout, "[0] line one\n[0] line two\n", "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert_eq!(o.stdout, "[0] line one\n[0] line two\n", "{}", o.show());
 }
 
 #[test]
@@ -358,24 +351,24 @@ fn sigterm_to_rivetrun_reaches_the_ranks() {
         // SAFETY: kill(2) takes no pointers.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGTERM) };
     });
-    assert_eq!(o.code(), Some(128 + 15), "{}", show(&o));
-    assert!(o.stderr.contains("received SIGTERM"), "{}", show(&o));
+    assert_eq!(o.code(), Some(128 + 15), "{}", o.show());
+    assert!(o.stderr.contains("received SIGTERM"), "{}", o.show());
 }
 
 #[test]
 fn exit_code_is_zero_only_when_every_rank_succeeds() {
     let _serial = serial();
     let o = run_job(rivetrun(&["-n", "3", "sh", "-c", "exit 0"]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let o = run_job(
         rivetrun(&["-n", "3", "sh", "-c", "[ \"$PMI_RANK\" != 2 ] || exit 5"]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(5), "{}", show(&o));
+    assert_eq!(o.code(), Some(5), "{}", o.show());
     assert!(
         o.stderr.contains("rank 2 exited with code 5"),
         "{}",
-        show(&o)
+        o.show()
     );
 }
 

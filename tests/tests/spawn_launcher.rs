@@ -14,13 +14,6 @@ use rivet_tests::{bin, rivetrun, run_job, serial, tagged_processes, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.stdout, o.stderr
-    )
-}
-
 fn check(args: &[&str], mode: &[&str]) -> Command {
     let mut cmd = rivetrun(args);
     cmd.arg(bin("pmi_spawn_check")).args(mode);
@@ -55,14 +48,14 @@ fn spawned_children_run_see_their_job_and_end_with_it() {
         check(&["-n", "2", "-l"], &["spawn", "3", wdir.path()]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let cwd = wdir.0.canonicalize().unwrap();
     for (index, appnum) in [(0, 0), (1, 1), (2, 1)] {
         let line = o
             .stdout
             .lines()
             .find(|l| l.starts_with(&format!("[s1:{index}] child {index} of 3 ")))
-            .unwrap_or_else(|| panic!("no line from child {index}\n{}", show(&o)));
+            .unwrap_or_else(|| panic!("no line from child {index}\n{}", o.show()));
         assert!(line.contains(&format!(" appnum {appnum} ")), "{line}");
         assert!(line.contains("_s1 port port-of-rivet_"), "{line}");
         assert!(line.ends_with(&format!(" cwd {}", cwd.display())), "{line}");
@@ -70,7 +63,7 @@ fn spawned_children_run_see_their_job_and_end_with_it() {
             o.stdout
                 .contains(&format!("[s1:{index}] child OK rank {index}\n")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
     for rank in 0..2 {
@@ -78,19 +71,19 @@ fn spawned_children_run_see_their_job_and_end_with_it() {
             o.stdout
                 .contains(&format!("[{rank}] parent OK rank {rank}\n")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
     assert!(
         o.stdout.contains("[0] spawned 3 from rivet_"),
         "{}",
-        show(&o)
+        o.show()
     );
     assert!(
         o.stderr
             .contains("warning: spawn info key 'soft' is not supported by rivetrun; ignored"),
         "{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -98,13 +91,13 @@ fn spawned_children_run_see_their_job_and_end_with_it() {
 fn spawned_processes_may_spawn_again() {
     let _serial = serial();
     let o = run_job(check(&["-n", "1"], &["nested"]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
-    assert!(o.stdout.contains("nest OK rank 0\n"), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("nest OK rank 0\n"), "{}", o.show());
     let grandchild = o
         .stdout
         .lines()
         .find(|l| l.starts_with("child 0 of 1 "))
-        .unwrap_or_else(|| panic!("no grandchild\n{}", show(&o)));
+        .unwrap_or_else(|| panic!("no grandchild\n{}", o.show()));
     assert!(
         grandchild.contains("_s2 port port-of-rivet_"),
         "{grandchild}"
@@ -145,27 +138,27 @@ fn failed_spawns_are_refused_per_process_and_the_parent_goes_on() {
     ];
     for (mode, messages) in cases {
         let o = run_job(check(&["-n", "2"], mode), DEADLINE);
-        assert_eq!(o.code(), Some(0), "{mode:?}: {}", show(&o));
+        assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
         for message in *messages {
             assert!(
                 o.stdout.contains(message),
                 "{mode:?}: expected {message:?}\n{}",
-                show(&o)
+                o.show()
             );
         }
         assert!(
             o.stderr
                 .contains("rivetrun: spawn requested by rank 0 failed: "),
             "{mode:?}: {}",
-            show(&o)
+            o.show()
         );
         // All or nothing: not one child ran.
-        assert!(!o.stdout.contains("child"), "{mode:?}: {}", show(&o));
+        assert!(!o.stdout.contains("child"), "{mode:?}: {}", o.show());
         assert_eq!(
             o.stdout.matches("parent OK rank").count(),
             2,
             "{mode:?}: {}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -174,13 +167,13 @@ fn failed_spawns_are_refused_per_process_and_the_parent_goes_on() {
 fn a_failing_spawned_process_fails_the_job() {
     let _serial = serial();
     let o = run_job(check(&["-n", "1"], &["childfail", "2", "1", "3"]), DEADLINE);
-    assert_eq!(o.code(), Some(3), "{}", show(&o));
-    assert!(o.stdout.contains("child 1 exits with 3"), "{}", show(&o));
+    assert_eq!(o.code(), Some(3), "{}", o.show());
+    assert!(o.stdout.contains("child 1 exits with 3"), "{}", o.show());
     assert!(
         o.stderr.contains("spawned process 1 of rivet_")
             && o.stderr.contains("_s1 exited with code 3"),
         "{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -193,12 +186,12 @@ fn children_do_not_outlive_a_failed_job() {
         check(&["-n", "1", "--kill-grace", "1"], &["orphan"]),
         DEADLINE,
     );
-    assert_eq!(o.code(), Some(5), "{}", show(&o));
+    assert_eq!(o.code(), Some(5), "{}", o.show());
     assert!(
         o.stderr
             .contains("rank 0 exited with code 5; terminating the other 2 spawned process(es)"),
         "{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -279,7 +272,7 @@ fn name_job(launcher_args: &[&str], op: &[&str]) -> Outcome {
     let mut mode = vec!["name"];
     mode.extend_from_slice(op);
     let o = run_job(check(launcher_args, &mode), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{op:?}: {}", show(&o));
+    assert_eq!(o.code(), Some(0), "{op:?}: {}", o.show());
     o
 }
 
@@ -315,7 +308,7 @@ fn a_name_server_lets_separate_jobs_find_each_other() {
     ];
     for (args, op, want) in steps {
         let o = name_job(args, op);
-        assert!(o.stdout.contains(want), "{op:?}: {}", show(&o));
+        assert!(o.stdout.contains(want), "{op:?}: {}", o.show());
     }
     // Garbage closes that connection only; the server goes on.
     let mut garbage = TcpStream::connect(addr.as_str()).unwrap();
@@ -348,14 +341,14 @@ fn a_name_server_lets_separate_jobs_find_each_other() {
     assert!(
         o.stdout.contains("name unpublish ocean -> ok \n"),
         "{}",
-        show(&o)
+        o.show()
     );
     let o = name_job(&with, &["lookup", "ocean"]);
     assert!(
         o.stdout
             .contains("name lookup ocean -> error rc=1 msg=service_not_found\n"),
         "{}",
-        show(&o)
+        o.show()
     );
     assert_eq!(server.stop(), Some(0), "the name server's exit code");
 }
@@ -374,18 +367,18 @@ fn an_unreachable_name_server_is_an_error_not_a_hang() {
             "name lookup ocean -> error rc=1 msg=name_server_error: cannot connect to name server"
         ),
         "{}",
-        show(&o)
+        o.show()
     );
     assert!(
         o.stderr
             .contains(&format!("rivetrun: cannot connect to name server {addr}")),
         "{}",
-        show(&o)
+        o.show()
     );
     // A malformed address is a usage error before anything starts.
     let mut cmd = check(&["-n", "1"], &["name", "lookup", "ocean"]);
     cmd.env("RIVET_NAMESERVER", "no-port-here");
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(2), "{}", show(&o));
-    assert!(o.stderr.contains("RIVET_NAMESERVER"), "{}", show(&o));
+    assert_eq!(o.code(), Some(2), "{}", o.show());
+    assert!(o.stderr.contains("RIVET_NAMESERVER"), "{}", o.show());
 }

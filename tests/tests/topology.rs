@@ -10,13 +10,6 @@ use rivet_tests::{bin, mpicc, rivetrun, run_job, serial, Outcome};
 const DEADLINE: Duration = Duration::from_secs(60);
 const SYNTH: &str = "pack:2 numa:2 core:8 pu:2";
 
-fn show(o: &Outcome) -> String {
-    format!(
-        "exit {:?}\nstdout:\n{}\nstderr:\n{}",
-        o.status, o.stdout, o.stderr
-    )
-}
-
 /// `topo rank R k1 v1 k2 v2 ...` lines from `pmi_check topology`, by rank.
 fn topo_lines(o: &Outcome) -> BTreeMap<u32, BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
@@ -48,9 +41,9 @@ fn bound_ranks_run_where_the_launcher_says() {
     let mut cmd = rivetrun(&["-n", "2", "--bind-to", "core", "--report-bindings"]);
     cmd.arg(bin("pmi_check")).arg("topology");
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let topo = topo_lines(&o);
-    assert_eq!(topo.len(), 2, "{}", show(&o));
+    assert_eq!(topo.len(), 2, "{}", o.show());
     let mut seen = Vec::new();
     for (rank, f) in &topo {
         // rivetrun's report line for this rank: "rank R on HOST (...): core C, cpus X".
@@ -58,21 +51,21 @@ fn bound_ranks_run_where_the_launcher_says() {
             .stderr
             .lines()
             .find(|l| l.starts_with(&format!("rank {rank} on ")))
-            .unwrap_or_else(|| panic!("no report line for rank {rank}\n{}", show(&o)));
+            .unwrap_or_else(|| panic!("no report line for rank {rank}\n{}", o.show()));
         let reported = report.rsplit("cpus ").next().unwrap();
         assert_eq!(
             &f["affinity"],
             reported,
             "kernel affinity vs report, rank {rank}\n{}",
-            show(&o)
+            o.show()
         );
         assert_eq!(
             &f["cpuset"],
             reported,
             "published cpuset vs report, rank {rank}\n{}",
-            show(&o)
+            o.show()
         );
-        assert_eq!(f["bound"], format!("core_{rank}"), "{}", show(&o));
+        assert_eq!(f["bound"], format!("core_{rank}"), "{}", o.show());
         assert_eq!(f["local"], format!("{rank}/2"));
         assert_eq!(f["xml"], "readable");
         seen.push(f["affinity"].clone());
@@ -81,7 +74,7 @@ fn bound_ranks_run_where_the_launcher_says() {
         seen[0],
         seen[1],
         "two ranks bound to the same CPUs\n{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -91,22 +84,22 @@ fn oversubscribed_ranks_are_not_bound_and_the_user_is_told() {
     let mut cmd = rivetrun(&["-n", "3", "--report-bindings"]);
     cmd.arg(bin("pmi_check")).arg("topology");
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stderr
             .contains("note: oversubscribed: 3 ranks on 2 cores, binding off"),
         "{}",
-        show(&o)
+        o.show()
     );
     for (rank, f) in topo_lines(&o) {
-        assert_eq!(f["cpuset"], "none", "rank {rank}\n{}", show(&o));
+        assert_eq!(f["cpuset"], "none", "rank {rank}\n{}", o.show());
         assert!(
             o.stderr.contains(&format!("rank {rank} on ")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
-    assert_eq!(o.stderr.matches(": not bound").count(), 3, "{}", show(&o));
+    assert_eq!(o.stderr.matches(": not bound").count(), 3, "{}", o.show());
 }
 
 #[test]
@@ -115,11 +108,11 @@ fn a_simulated_placement_is_published_to_the_ranks() {
     let mut cmd = rivetrun(&["-n", "4", "--topology", SYNTH, "--map-by", "socket"]);
     cmd.arg(bin("pmi_check")).arg("topology");
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stderr.contains("binding is simulated, nothing is bound"),
         "{}",
-        show(&o)
+        o.show()
     );
     let topo = topo_lines(&o);
     // map-by socket alternates packages; each rank gets the next core of its package.
@@ -139,12 +132,12 @@ fn a_simulated_placement_is_published_to_the_ranks() {
     ];
     for (rank, (cpuset, bound, cluster)) in want.iter().enumerate() {
         let f = &topo[&(rank as u32)];
-        assert_eq!(&f["cpuset"], cpuset, "rank {rank}\n{}", show(&o));
-        assert_eq!(&f["bound"], bound, "rank {rank}\n{}", show(&o));
-        assert_eq!(&f["cluster"], cluster, "rank {rank}\n{}", show(&o));
+        assert_eq!(&f["cpuset"], cpuset, "rank {rank}\n{}", o.show());
+        assert_eq!(&f["bound"], bound, "rank {rank}\n{}", o.show());
+        assert_eq!(&f["cluster"], cluster, "rank {rank}\n{}", o.show());
         assert_eq!(f["type"], "cluster");
         // Nothing is bound: every rank may run wherever this test may.
-        assert_eq!(f["affinity"], own_cpus(), "rank {rank}\n{}", show(&o));
+        assert_eq!(f["affinity"], own_cpus(), "rank {rank}\n{}", o.show());
     }
 }
 
@@ -163,24 +156,24 @@ fn simulated_nodes_and_mesh_dims_reach_the_ranks() {
     ]);
     cmd.arg(bin("pmi_check")).arg("topology");
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     let topo = topo_lines(&o);
     let want = [("0", "0/2"), ("0", "1/2"), ("1", "0/2"), ("1", "1/2")];
     let shm_peers = ["0,1", "0,1", "2,3", "2,3"];
     for (rank, (node, local)) in want.iter().enumerate() {
         let f = &topo[&(rank as u32)];
         // The engine's node map: shared memory only with ranks of the same node.
-        assert_eq!(f["shm_peers"], shm_peers[rank], "rank {rank}\n{}", show(&o));
-        assert_eq!(&f["node"], node, "rank {rank}\n{}", show(&o));
-        assert_eq!(&f["local"], local, "rank {rank}\n{}", show(&o));
-        assert_eq!(f["type"], "mesh:2x2", "rank {rank}\n{}", show(&o));
+        assert_eq!(f["shm_peers"], shm_peers[rank], "rank {rank}\n{}", o.show());
+        assert_eq!(&f["node"], node, "rank {rank}\n{}", o.show());
+        assert_eq!(&f["local"], local, "rank {rank}\n{}", o.show());
+        assert_eq!(f["type"], "mesh:2x2", "rank {rank}\n{}", o.show());
     }
     // Objects on different nodes have different ids.
     assert_eq!(
         topo[&2]["cluster"],
         "node.1.0,package.1.0,numa.1.0,core.2.0",
         "{}",
-        show(&o)
+        o.show()
     );
 }
 
@@ -191,17 +184,17 @@ fn mpich_sees_the_node_map() {
     let mut cmd = rivetrun(&["-n", "4"]);
     cmd.arg(&prog);
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     for rank in 0..4 {
         assert!(
             o.stdout.contains(&format!("hello from rank {rank} of 4 ")),
             "{}",
-            show(&o)
+            o.show()
         );
         assert!(
             o.stdout.contains(&format!("node-local {rank} of 4\n")),
             "{}",
-            show(&o)
+            o.show()
         );
     }
     // Two simulated nodes, cyclic: MPICH must see ranks {0,2} and {1,3} as node mates.
@@ -217,18 +210,18 @@ fn mpich_sees_the_node_map() {
     ]);
     cmd.arg(&prog);
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     for (rank, local) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
         let want = format!("hello from rank {rank} of 4 ");
         let line = o
             .stdout
             .lines()
             .find(|l| l.starts_with(&want))
-            .unwrap_or_else(|| panic!("{}", show(&o)));
+            .unwrap_or_else(|| panic!("{}", o.show()));
         assert!(
             line.ends_with(&format!("node-local {local} of 2")),
             "{line}\n{}",
-            show(&o)
+            o.show()
         );
     }
 }
@@ -261,13 +254,13 @@ fn bad_placement_requests_fail_before_any_rank_starts() {
         let mut cmd = rivetrun(args);
         cmd.args(["sh", "-c", "echo a rank ran"]);
         let o = run_job(cmd, DEADLINE);
-        assert_eq!(o.code(), Some(2), "{args:?}\n{}", show(&o));
+        assert_eq!(o.code(), Some(2), "{args:?}\n{}", o.show());
         assert!(
             o.stderr.contains(message),
             "{args:?}: expected {message:?}\n{}",
-            show(&o)
+            o.show()
         );
-        assert!(o.stdout.is_empty(), "{args:?}: a rank ran\n{}", show(&o));
+        assert!(o.stdout.is_empty(), "{args:?}: a rank ran\n{}", o.show());
     }
 }
 
@@ -275,7 +268,7 @@ fn bad_placement_requests_fail_before_any_rank_starts() {
 fn info_reports_topology_and_transports() {
     let _serial = serial();
     let o = run_job(rivetrun(&["--info"]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", show(&o));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
     for key in [
         "topology:",
         "cores",
@@ -284,13 +277,13 @@ fn info_reports_topology_and_transports() {
         "libfabric:",
         "shm:",
     ] {
-        assert!(o.stdout.contains(key), "--info lacks {key}\n{}", show(&o));
+        assert!(o.stdout.contains(key), "--info lacks {key}\n{}", o.show());
     }
     let o = run_job(rivetrun(&["--info", "--topology", SYNTH]), DEADLINE);
     assert!(
         o.stdout.contains("2 packages, 4 NUMA nodes"),
         "{}",
-        show(&o)
+        o.show()
     );
-    assert!(o.stdout.contains("32 cores, 64 PUs"), "{}", show(&o));
+    assert!(o.stdout.contains("32 cores, 64 PUs"), "{}", o.show());
 }
