@@ -30,24 +30,14 @@ impl Inner {
     /// [`Inner::with_pmi`] for a call that waits on other processes (group
     /// connect): it runs on a helper thread while this one keeps the engine
     /// progressing, so messages we queued still reach peers that must get
-    /// them before they can make the same call. Sleeps between polls: this
-    /// waits for people, not for the network.
+    /// them before they can make the same call.
     pub(crate) fn with_pmi_progressing<T: Send>(
         &self,
         f: impl FnOnce(&mut Client) -> rivet_pmi::Result<T> + Send,
     ) -> Result<T> {
         std::thread::scope(|s| {
             let call = s.spawn(|| self.with_pmi(f));
-            let mut polls = 0u32;
-            while !call.is_finished() {
-                let busy = self.lock().map_or(0, |mut core| core.progress());
-                polls = if busy > 0 { 0 } else { polls.saturating_add(1) };
-                if polls > 1000 {
-                    std::thread::sleep(std::time::Duration::from_micros(200));
-                } else {
-                    std::thread::yield_now();
-                }
-            }
+            self.progress_until(|_| call.is_finished().then_some(Ok(())))?;
             call.join()
                 .unwrap_or_else(|_| Err(Error::Failed("the PMI call panicked".into())))
         })

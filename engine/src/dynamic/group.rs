@@ -227,9 +227,8 @@ impl Engine {
                 })
             })
             .collect::<Result<Vec<_>>>()?;
-        if members.iter().any(|m| m.pg != self.nspace()) {
-            self.inner.ensure_netmod()?;
-        }
+        // Members of other process groups were among `procs`, so the
+        // netmod is already open (`group_connect`).
         self.inner.register_group(&GroupDesc {
             context: reply.context,
             members,

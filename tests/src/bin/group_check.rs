@@ -195,9 +195,8 @@ fn child(engine: &Engine) {
     let theirs = swap_nspace(engine, &parent);
     parent.disconnect().or_die("disconnect from the parent");
     let procs = [whole(&engine.nspace()), whole(&theirs)];
-    let p = procs[1].clone();
     let world = engine.world();
-    let parents = world_size_of(&p, engine);
+    let parents = exchange_with_parents(&procs[1], engine);
     together(
         engine,
         &procs,
@@ -209,9 +208,9 @@ fn child(engine: &Engine) {
     world.barrier().or_die("children's barrier");
 }
 
-/// How many processes the parents' namespace has: not known to a child
-/// before the exchange, so read from the exchange itself.
-fn world_size_of(ns: &ProcName, engine: &Engine) -> u32 {
+/// Step 1 on a child: the `xchg_only` exchange with the parents' namespace
+/// `ns`, which also tells how many parents there are (a child does not know).
+fn exchange_with_parents(ns: &ProcName, engine: &Engine) -> u32 {
     let procs = [whole(&engine.nspace()), ns.clone()];
     let attrs = ConnectAttrs {
         xchg_only: true,
@@ -254,7 +253,7 @@ fn together(
         .chain((0..children).map(|r| proc(children_ns, r)))
         .collect();
 
-    // 1. (The children's exchange ran in world_size_of.)
+    // 1. (The children's exchange ran in exchange_with_parents.)
     if i_am_parent {
         let before = engine.counts().pg.process_groups;
         let attrs = ConnectAttrs {
