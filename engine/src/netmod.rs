@@ -10,7 +10,7 @@ use rivet_netmods::tcp::{TcpConfig, TcpNetmod};
 use rivet_netmods::Netmod;
 
 use crate::config::NetmodChoice;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The KVS key of `rank`'s business card.
 pub fn card_key(rank: u32) -> String {
@@ -24,10 +24,6 @@ pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Box<dyn Netmod
             let config = TcpConfig::from_env()?;
             Ok(Box::new(TcpNetmod::new(config, job, rank.into())?))
         }
-        NetmodChoice::Ofi => Err(Error::Config {
-            name: "RIVET_NETMOD",
-            value: "ofi".into(),
-            why: "this build has no libfabric netmod yet; use tcp".into(),
-        }),
+        NetmodChoice::Ofi => Ok(rivet_netmods::open_ofi(job, rank.into())?),
     }
 }

@@ -1,9 +1,13 @@
 //! Rivet's network modules: the [`Netmod`] trait through which the engine
 //! drives every off-node transport, the [`Sink`] through which a netmod
 //! hands back arrivals (and asks where large payloads go), and the
-//! transports: [`tcp`] (nonblocking sockets or io_uring). `ofi` (libfabric)
-//! is to come. Also two small helpers shared with the engine: the byte-size
-//! parser ([`parse_size`]) and a hasher for integer keys ([`FxBuildHasher`]).
+//! transports: [`tcp`] (nonblocking sockets or io_uring) and `ofi`
+//! (libfabric: any provider with reliable datagrams and tagged messages,
+//! such as `tcp;ofi_rxm`, `shm` or `verbs;ofi_rxm`; built with the `ofi`
+//! feature where pkg-config finds libfabric >= 1.17, which sets
+//! `cfg(rivet_ofi)`). Also two small helpers shared with the engine: the
+//! byte-size parser ([`parse_size`]) and a hasher for integer keys
+//! ([`FxBuildHasher`]).
 //!
 //! A netmod moves opaque `(header, payload)` messages between processes and
 //! knows nothing of matching or protocols; the engine owns both. It is
@@ -20,12 +24,16 @@
 use std::ptr::NonNull;
 
 mod fxhash;
+#[cfg(rivet_ofi)]
+pub mod ofi;
 mod size;
 pub mod tcp;
 
 pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 
+#[cfg(rivet_ofi)]
+pub use ofi::{OfiConfig, OfiNetmod};
 pub use tcp::{TcpConfig, TcpNetmod};
 
 /// The engine's name for a peer process: `peer_id(group, rank)`, the
@@ -64,6 +72,27 @@ pub enum NetmodError {
         #[source]
         source: std::io::Error,
     },
+    /// The netmod asked for is not in this build.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The libfabric netmod, configured from the environment (`OfiConfig`),
+/// for rank `rank` of job `job`; or why this build has none.
+pub fn open_ofi(job: &str, rank: u64) -> Result<Box<dyn Netmod>, NetmodError> {
+    #[cfg(rivet_ofi)]
+    {
+        Ok(Box::new(OfiNetmod::new(OfiConfig::from_env()?, job, rank)?))
+    }
+    #[cfg(not(rivet_ofi))]
+    {
+        let _ = (job, rank);
+        Err(NetmodError::Unavailable(
+            "this build has no libfabric netmod (libfabric was not found by pkg-config when \
+             rivet-netmods was built, or its `ofi` feature is off)"
+                .into(),
+        ))
+    }
 }
 
 /// What a netmod hands the engine from `poll`. Called during `poll` only.

@@ -1,0 +1,194 @@
+//! `RIVET_OFI_*` settings. Also buildable in code (pub fields, `Default`)
+//! so tests pick a provider without touching the process environment.
+
+use std::io;
+use std::time::Duration;
+
+use crate::{parse_size, NetmodError};
+
+use super::wire::MAX_PAYLOAD;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OfiConfig {
+    /// `RIVET_OFI_PROVIDER`: a provider name as `fi_info` prints it
+    /// (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`), matched exactly. `None`:
+    /// libfabric's choice, which honours its own `FI_PROVIDER`.
+    pub provider: Option<String>,
+    /// `RIVET_OFI_DOMAIN`: a domain name (`lo`, `eth0`, `mlx5_0`); `None`:
+    /// the provider's first.
+    pub domain: Option<String>,
+    /// `Limits::eager_max`; also the largest payload sent inline, in one
+    /// message (larger ones go as a header and a payload message).
+    pub eager_max: usize,
+    /// `Limits::max_payload`: the largest payload of one message.
+    pub piece: usize,
+    /// `RIVET_OFI_TIMEOUT`: how long a peer may leave us without progress
+    /// (a handshake unanswered, sends refused throughout) before it counts
+    /// as failed, and the longest `disconnect` waits for a receive into the
+    /// engine's memory to stop.
+    pub timeout: Duration,
+    /// `RIVET_OFI_RMA=0`: do not ask for one-sided reads.
+    pub rma: bool,
+    /// Register every local buffer and pass its descriptor, as providers
+    /// with `FI_MR_LOCAL` require, even where the provider does not (tests
+    /// that path on providers without the requirement).
+    pub force_mr_local: bool,
+}
+
+impl Default for OfiConfig {
+    fn default() -> OfiConfig {
+        OfiConfig {
+            provider: None,
+            domain: None,
+            eager_max: 64 * 1024,
+            piece: 1 << 20,
+            timeout: Duration::from_secs(60),
+            rma: true,
+            force_mr_local: false,
+        }
+    }
+}
+
+fn invalid(name: &str, why: String) -> NetmodError {
+    NetmodError::Io {
+        what: name.to_string(),
+        source: io::Error::new(io::ErrorKind::InvalidInput, why),
+    }
+}
+
+/// `"500ms"`, `"2s"`, `"30"` (seconds).
+fn parse_duration(v: &str) -> Result<Duration, String> {
+    let v = v.trim();
+    let (num, unit) = match v.strip_suffix("ms") {
+        Some(n) => (n, 1),
+        None => (v.strip_suffix('s').unwrap_or(v), 1000),
+    };
+    match num.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(Duration::from_millis(n.saturating_mul(unit))),
+        _ => Err(format!(
+            "{v:?} is not a positive duration (like 500ms, 30s)"
+        )),
+    }
+}
+
+impl OfiConfig {
+    /// From the process environment.
+    pub fn from_env() -> Result<OfiConfig, NetmodError> {
+        OfiConfig::from_vars(|k| std::env::var(k).ok())
+    }
+
+    /// From any variable lookup (the environment, a test's map).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<OfiConfig, NetmodError> {
+        let mut c = OfiConfig::default();
+        let set = |k: &str| var(k).filter(|v| !v.trim().is_empty());
+        c.provider = set("RIVET_OFI_PROVIDER").map(|v| v.trim().to_string());
+        c.domain = set("RIVET_OFI_DOMAIN").map(|v| v.trim().to_string());
+        // The general eager limit applies where the ofi one is not set.
+        let eager = set("RIVET_OFI_EAGER_MAX")
+            .map(|v| ("RIVET_OFI_EAGER_MAX", v))
+            .or_else(|| set("RIVET_EAGER_MAX").map(|v| ("RIVET_EAGER_MAX", v)));
+        for (field, setting) in [
+            (&mut c.eager_max, eager),
+            (
+                &mut c.piece,
+                set("RIVET_OFI_PIECE").map(|v| ("RIVET_OFI_PIECE", v)),
+            ),
+        ] {
+            if let Some((name, v)) = setting {
+                *field = parse_size(&v).map_err(|why| invalid(name, why))?;
+            }
+        }
+        if let Some(v) = set("RIVET_OFI_TIMEOUT") {
+            c.timeout = parse_duration(&v).map_err(|why| invalid("RIVET_OFI_TIMEOUT", why))?;
+        }
+        if let Some(v) = set("RIVET_OFI_RMA") {
+            c.rma = match v.trim() {
+                "0" => false,
+                "1" => true,
+                other => {
+                    return Err(invalid(
+                        "RIVET_OFI_RMA",
+                        format!("unknown value {other:?}; use 0 or 1"),
+                    ))
+                }
+            };
+        }
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// The sizes are consistent with each other and the wire's limits.
+    pub fn validate(&self) -> Result<(), NetmodError> {
+        if self.piece == 0 || self.piece > MAX_PAYLOAD {
+            return Err(invalid(
+                "RIVET_OFI_PIECE",
+                format!("{} is out of range 1..=1GiB", self.piece),
+            ));
+        }
+        if self.eager_max > self.piece || self.eager_max > 16 << 20 {
+            return Err(invalid(
+                "RIVET_OFI_EAGER_MAX",
+                format!(
+                    "{} exceeds RIVET_OFI_PIECE ({}) or 16MiB",
+                    self.eager_max, self.piece
+                ),
+            ));
+        }
+        if self.timeout.is_zero() {
+            return Err(invalid("RIVET_OFI_TIMEOUT", "must not be zero".into()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vars(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |k| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn env_values() {
+        assert_eq!(
+            OfiConfig::from_vars(vars(&[])).unwrap(),
+            OfiConfig::default()
+        );
+        let c = OfiConfig::from_vars(vars(&[
+            ("RIVET_OFI_PROVIDER", " tcp;ofi_rxm "),
+            ("RIVET_OFI_DOMAIN", "lo"),
+            ("RIVET_OFI_EAGER_MAX", "8K"),
+            ("RIVET_OFI_PIECE", "2MiB"),
+            ("RIVET_OFI_TIMEOUT", "1500ms"),
+            ("RIVET_OFI_RMA", "0"),
+        ]))
+        .unwrap();
+        assert_eq!(c.provider.as_deref(), Some("tcp;ofi_rxm"));
+        assert_eq!(c.domain.as_deref(), Some("lo"));
+        assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
+        assert_eq!(c.timeout, Duration::from_millis(1500));
+        assert!(!c.rma);
+        let general = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_OFI_TIMEOUT", "3s")]);
+        let c = OfiConfig::from_vars(general).unwrap();
+        assert_eq!((c.eager_max, c.timeout), (1024, Duration::from_secs(3)));
+        let both = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_OFI_EAGER_MAX", "2K")]);
+        assert_eq!(OfiConfig::from_vars(both).unwrap().eager_max, 2048);
+        for bad in [
+            &[("RIVET_OFI_PIECE", "lots")][..],
+            &[("RIVET_OFI_PIECE", "2G")],
+            &[("RIVET_OFI_EAGER_MAX", "4M")],
+            &[("RIVET_OFI_TIMEOUT", "soon")],
+            &[("RIVET_OFI_TIMEOUT", "0")],
+            &[("RIVET_OFI_RMA", "yes")],
+        ] {
+            let e = OfiConfig::from_vars(vars(bad)).unwrap_err().to_string();
+            assert!(e.contains(bad[0].0), "{e}");
+        }
+    }
+}

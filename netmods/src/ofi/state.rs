@@ -1,0 +1,623 @@
+//! The connection table: who the engine's peers are, the per-pair state
+//! the handshake builds (`wire` describes the messages), and the rules
+//! that accept or refuse a HELLO. No libfabric calls: `xfer` posts what
+//! this decides.
+//!
+//! A *connection* (`Conn`, keyed by the id we gave it) is one pair's
+//! state; a *peer* is the engine's name for it (`PeerId` → connection id).
+//! `disconnect` detaches the connection from its peer at once; a detached
+//! connection still writes what was queued, then a BYE, and goes. Its
+//! input is dropped, so nothing more reaches the engine from it.
+//!
+//! # Identities
+//! A rank HELLO names the sender as (job, rank): its own job is group 0,
+//! a job given to `add_group` is that group, any other job is refused.
+//! The sender is then `peer_id(group, rank)`: an existing peer of that
+//! name takes the HELLO (this is how two processes connecting to each
+//! other at once end up with one pair of ids, with no tie-break needed:
+//! each side's id for the other is fixed when its connection is made, and
+//! both the HELLO and the VERDICT carry it), else a new one is made. A
+//! port HELLO is always a new temporary peer, announced to the engine
+//! before anything it sends.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::time::Instant;
+
+use crate::{peer_id, FxBuildHasher, PeerId, TEMP_GROUP};
+
+use super::sys::fi_addr_t;
+use super::wire::{self, Hello, Verdict, IDENT_PORT, IDENT_RANK, MAX_JOB, VERDICT_LEN};
+
+/// A message waiting to be posted, in send order.
+pub(crate) enum Tx {
+    /// An engine message: `body` is the length prefix, header, payload.
+    Msg { hlen: usize, body: Vec<u8> },
+    /// The payload of LARGE `seq`, already posted: `body` as in `Msg`.
+    Payload {
+        seq: u32,
+        hlen: usize,
+        body: Vec<u8>,
+    },
+    /// Our answer to the peer's HELLO.
+    Verdict([u8; VERDICT_LEN]),
+    /// "Send the payload of your LARGE `seq`": its receive is posted.
+    Cts(u32),
+    /// "I handled `n` more of your messages."
+    Credit(u32),
+}
+
+impl Tx {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Tx::Msg { body, .. } | Tx::Payload { body, .. } => body.len(),
+            Tx::Verdict(b) => b.len(),
+            Tx::Cts(_) | Tx::Credit(_) => 0,
+        }
+    }
+}
+
+/// A message that arrived before its turn (out of order, or behind a
+/// payload still coming in).
+pub(crate) struct Held {
+    pub kind: u8,
+    pub body: Vec<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Handshake {
+    /// `connect` was called; nothing sent yet (lazy).
+    Lazy,
+    /// Our HELLO is to be posted (the provider said "again").
+    Pending { since: Instant },
+    /// Our HELLO is out; the VERDICT is awaited.
+    Sent { since: Instant },
+    /// The peer's id for us is known: messages may go.
+    Done,
+}
+
+/// One pair's state; its key in `State::conns` is our id for the peer,
+/// the tag id of everything the peer sends us.
+pub(crate) struct Conn {
+    /// The engine's name for it; `None` once disconnected.
+    pub peer: Option<PeerId>,
+    pub addr: fi_addr_t,
+    /// The peer's id for us: the tag id of everything we send it.
+    pub tx_id: u32,
+    pub hs: Handshake,
+    /// Largest inline payload the peer's receive buffers take.
+    pub remote_inline: usize,
+    /// A temporary peer of ours (`connect_port`): the port's tag.
+    pub port: Option<u64>,
+    pub out: VecDeque<Tx>,
+    pub out_bytes: usize,
+    /// Bytes of posted sends (from our copies) not completed yet, and of
+    /// payloads awaiting the peer's CTS.
+    pub inflight: usize,
+    /// Payloads of LARGEs sent, by sequence number, until the peer's CTS
+    /// says their receive is posted: (header length, body as in `Tx::Msg`).
+    pub awaiting: BTreeMap<u32, (usize, Vec<u8>)>,
+    /// Since when a payload has waited for its CTS (reset by each CTS).
+    pub cts_since: Option<Instant>,
+    /// Since when posting to the peer has met "again" throughout.
+    pub stalled: Option<Instant>,
+    pub failed: Option<String>,
+    /// Sequence number of our next message to it.
+    pub seq: u32,
+    /// Messages we may still send it before it returns credits.
+    pub credits: u32,
+    /// Its messages handled since we last returned credits.
+    pub consumed: u32,
+    /// Sequence number of the next message to handle from it.
+    pub rx_next: u32,
+    /// A LARGE's payload is being received (its operation's context).
+    pub rx_payload: Option<usize>,
+    /// That receive writes into the engine's memory.
+    pub rx_placed: bool,
+    /// Messages that arrived before their turn, by sequence number.
+    pub held: BTreeMap<u32, Held>,
+    /// Detached: a BYE follows the queue.
+    pub bye: bool,
+    /// In `State::work`.
+    pub in_work: bool,
+}
+
+impl Conn {
+    fn new(peer: Option<PeerId>, addr: fi_addr_t) -> Conn {
+        Conn {
+            peer,
+            addr,
+            tx_id: 0,
+            hs: Handshake::Lazy,
+            remote_inline: 0,
+            port: None,
+            out: VecDeque::new(),
+            out_bytes: 0,
+            inflight: 0,
+            awaiting: BTreeMap::new(),
+            cts_since: None,
+            stalled: None,
+            failed: None,
+            seq: 0,
+            credits: wire::CREDITS,
+            consumed: 0,
+            rx_next: 0,
+            rx_payload: None,
+            rx_placed: false,
+            held: BTreeMap::new(),
+            bye: false,
+            in_work: false,
+        }
+    }
+
+    pub(crate) fn ready(&self) -> bool {
+        self.hs == Handshake::Done
+    }
+
+    pub(crate) fn push(&mut self, tx: Tx) {
+        self.out_bytes += tx.len();
+        self.out.push_back(tx);
+    }
+
+    pub(crate) fn push_front(&mut self, tx: Tx) {
+        self.out_bytes += tx.len();
+        self.out.push_front(tx);
+    }
+
+    pub(crate) fn pop(&mut self) -> Option<Tx> {
+        let tx = self.out.pop_front()?;
+        self.out_bytes -= tx.len();
+        Some(tx)
+    }
+}
+
+/// What to do about a HELLO.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HelloOutcome {
+    /// Accepted on connection `conn`; `port`: a new temporary peer to
+    /// announce with its tag.
+    Accept {
+        conn: u32,
+        port: Option<(PeerId, u64)>,
+    },
+    Refuse(Verdict),
+}
+
+pub(crate) struct State {
+    /// Our rank in our own job.
+    pub me: u32,
+    /// Our inline limit, told to peers in VERDICTs.
+    pub inline: u32,
+    pub job: Vec<u8>,
+    /// Other jobs whose processes are peers: (group slot, job id).
+    groups: Vec<(u32, Box<[u8]>)>,
+    next_temp: u32,
+    next_id: u32,
+    pub peers: HashMap<PeerId, u32, FxBuildHasher>,
+    pub conns: HashMap<u32, Conn, FxBuildHasher>,
+    /// Endpoint names inserted in the address vector.
+    pub names: HashMap<Vec<u8>, fi_addr_t>,
+    /// Connections with something to post or a deadline to watch.
+    pub work: Vec<u32>,
+    /// Peer failures to report at the end of this poll.
+    pub failures: Vec<(PeerId, String)>,
+    /// Handshakes completed (ours answered, or theirs accepted).
+    pub made: u64,
+    /// Messages dropped as malformed or from unknown connections, and why
+    /// the last one was.
+    pub dropped: u64,
+    pub last_drop: Option<String>,
+}
+
+impl State {
+    pub(crate) fn new(me: u32, job: &[u8], inline: u32) -> State {
+        State {
+            me,
+            inline,
+            job: job.to_vec(),
+            groups: Vec::new(),
+            next_temp: 0,
+            next_id: 1,
+            peers: HashMap::default(),
+            conns: HashMap::default(),
+            names: HashMap::new(),
+            work: Vec::new(),
+            failures: Vec::new(),
+            made: 0,
+            dropped: 0,
+            last_drop: None,
+        }
+    }
+
+    /// Processes of `job` are peers in `group` from now on.
+    pub(crate) fn add_group(&mut self, group: u32, job: &[u8]) -> Result<(), String> {
+        if group == 0 || group == TEMP_GROUP {
+            return Err(format!("group {group} is reserved"));
+        }
+        if job.len() > MAX_JOB {
+            return Err(format!("job id longer than {MAX_JOB} bytes"));
+        }
+        if job == self.job.as_slice() {
+            return Err("that is this process's own job".into());
+        }
+        for (g, j) in &self.groups {
+            if *g == group {
+                return Err(format!("group {group} was added already"));
+            }
+            if **j == *job {
+                return Err(format!("that job was added already, as group {g}"));
+            }
+        }
+        self.groups.push((group, job.into()));
+        Ok(())
+    }
+
+    pub(crate) fn remove_group(&mut self, group: u32) {
+        self.groups.retain(|(g, _)| *g != group);
+    }
+
+    pub(crate) fn has_group(&self, group: u32) -> bool {
+        group == 0 || self.groups.iter().any(|(g, _)| *g == group)
+    }
+
+    fn group_of(&self, job: &[u8]) -> Option<u32> {
+        if job == self.job.as_slice() {
+            return Some(0);
+        }
+        self.groups
+            .iter()
+            .find(|(_, j)| **j == *job)
+            .map(|(g, _)| *g)
+    }
+
+    /// A temporary peer id not in use.
+    pub(crate) fn new_temp(&mut self) -> PeerId {
+        loop {
+            let p = peer_id(TEMP_GROUP, self.next_temp);
+            self.next_temp = self.next_temp.wrapping_add(1);
+            if !self.peers.contains_key(&p) {
+                return p;
+            }
+        }
+    }
+
+    /// A new connection to `addr` for `peer` (or detached); its id. Ids are
+    /// not reused while another connection might still send with them:
+    /// 0 is never one, and a live one is skipped after wrapping.
+    pub(crate) fn add_conn(&mut self, peer: Option<PeerId>, addr: fi_addr_t) -> u32 {
+        let id = loop {
+            let id = self.next_id;
+            self.next_id = self.next_id.wrapping_add(1).max(1);
+            if !self.conns.contains_key(&id) {
+                break id;
+            }
+        };
+        self.conns.insert(id, Conn::new(peer, addr));
+        if let Some(p) = peer {
+            self.peers.insert(p, id);
+        }
+        id
+    }
+
+    pub(crate) fn conn_of(&mut self, peer: PeerId) -> Option<&mut Conn> {
+        let id = *self.peers.get(&peer)?;
+        self.conns.get_mut(&id)
+    }
+
+    /// Marks `id` for the poll's flush and deadline checks.
+    pub(crate) fn mark(&mut self, id: u32) {
+        if let Some(c) = self.conns.get_mut(&id) {
+            if !c.in_work {
+                c.in_work = true;
+                self.work.push(id);
+            }
+        }
+    }
+
+    /// Peers known and not failed.
+    pub(crate) fn peer_count(&self) -> usize {
+        self.peers
+            .values()
+            .filter(|id| self.conns.get(id).is_some_and(|c| c.failed.is_none()))
+            .count()
+    }
+
+    /// Counts a message dropped for `why`.
+    pub(crate) fn drop_msg(&mut self, why: String) {
+        self.dropped += 1;
+        self.last_drop = Some(why);
+    }
+
+    /// Decides on a HELLO whose sender's endpoint is `addr`; on acceptance
+    /// the connection knows the sender's id and inline limit.
+    pub(crate) fn hello(&mut self, h: &Hello<'_>, addr: fi_addr_t) -> HelloOutcome {
+        let found = match h.ident {
+            IDENT_PORT => {
+                let peer = self.new_temp();
+                let id = self.add_conn(Some(peer), addr);
+                self.accept(id, h, addr);
+                return HelloOutcome::Accept {
+                    conn: id,
+                    port: Some((peer, h.who)),
+                };
+            }
+            IDENT_RANK => match (self.group_of(h.job), u32::try_from(h.who)) {
+                (None, _) => return HelloOutcome::Refuse(Verdict::OtherJob),
+                (Some(0), Ok(r)) if r == self.me => {
+                    return HelloOutcome::Refuse(Verdict::Unsupported)
+                }
+                (Some(g), Ok(r)) => peer_id(g, r),
+                (Some(_), Err(_)) => return HelloOutcome::Refuse(Verdict::Unsupported),
+            },
+            _ => return HelloOutcome::Refuse(Verdict::Unsupported),
+        };
+        let id = match self.peers.get(&found) {
+            Some(&id) => {
+                if self.conns.get(&id).is_none_or(|c| c.failed.is_some()) {
+                    return HelloOutcome::Refuse(Verdict::Unsupported);
+                }
+                id
+            }
+            None => self.add_conn(Some(found), addr),
+        };
+        self.accept(id, h, addr);
+        HelloOutcome::Accept {
+            conn: id,
+            port: None,
+        }
+    }
+
+    fn accept(&mut self, id: u32, h: &Hello<'_>, addr: fi_addr_t) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.hs != Handshake::Done {
+            self.made += 1;
+        } else if c.tx_id != h.conn {
+            // The peer connected anew (it had disconnected us): both
+            // directions start over.
+            c.out.clear();
+            c.out_bytes = 0;
+            c.awaiting.clear();
+            c.cts_since = None;
+            c.seq = 0;
+            c.credits = wire::CREDITS;
+            c.consumed = 0;
+            c.rx_next = 0;
+            c.held.clear();
+        }
+        c.tx_id = h.conn;
+        c.remote_inline = h.inline as usize;
+        c.addr = addr;
+        c.hs = Handshake::Done;
+        c.stalled = None;
+        let v = wire::encode_verdict(Verdict::Accept, id, self.inline);
+        c.push_front(Tx::Verdict(v));
+        self.mark(id);
+    }
+
+    /// The VERDICT `v` for our HELLO on `id` arrived: `Err(why)` if refused.
+    pub(crate) fn verdict(
+        &mut self,
+        id: u32,
+        v: Verdict,
+        their_id: u32,
+        inline: u32,
+    ) -> Result<(), String> {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return Ok(());
+        };
+        match v {
+            Verdict::Accept => {
+                if c.hs != Handshake::Done {
+                    self.made += 1;
+                }
+                c.tx_id = their_id;
+                c.remote_inline = inline as usize;
+                c.hs = Handshake::Done;
+                c.stalled = None;
+                self.mark(id);
+                Ok(())
+            }
+            Verdict::OtherJob => Err("connection rejected: the peer is in another job".into()),
+            Verdict::Unsupported => Err("connection rejected by the peer".into()),
+        }
+    }
+
+    /// `id` failed: its queue and held input go; the failure is reported
+    /// (once) if it still has a peer, a detached connection is forgotten.
+    /// A receive into the engine's memory must have been stopped first.
+    pub(crate) fn fail(&mut self, id: u32, why: String) {
+        let Some(c) = self.conns.get_mut(&id) else {
+            return;
+        };
+        if c.failed.is_some() {
+            return;
+        }
+        c.out.clear();
+        c.out_bytes = 0;
+        c.awaiting.clear();
+        c.held.clear();
+        c.failed = Some(why.clone());
+        match c.peer {
+            Some(p) => self.failures.push((p, why)),
+            None => {
+                self.conns.remove(&id);
+            }
+        }
+    }
+
+    /// Detaches `peer` (`Netmod::disconnect`); its connection id, if it
+    /// had one. Unreported failures and held input go.
+    pub(crate) fn detach(&mut self, peer: PeerId) -> Option<u32> {
+        let id = self.peers.remove(&peer)?;
+        self.failures.retain(|f| f.0 != peer);
+        let c = self.conns.get_mut(&id)?;
+        c.peer = None;
+        c.held.clear();
+        if c.failed.is_some() || c.hs == Handshake::Lazy {
+            // Nothing was ever sent, or nothing more will be.
+            self.conns.remove(&id);
+            return Some(id);
+        }
+        c.bye = true;
+        self.mark(id);
+        Some(id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hello<'a>(ident: u8, who: u64, job: &'a [u8], conn: u32) -> Hello<'a> {
+        Hello {
+            ident,
+            who,
+            conn,
+            inline: 100,
+            job,
+            name: b"x",
+        }
+    }
+
+    #[test]
+    fn identities_and_refusals() {
+        let mut st = State::new(1, b"job", 100);
+        st.add_group(4, b"other").unwrap();
+        // Our own rank, unknown jobs, wide ranks and unknown kinds are refused.
+        for (h, v) in [
+            (hello(IDENT_RANK, 1, b"job", 5), Verdict::Unsupported),
+            (hello(IDENT_RANK, 0, b"stranger", 5), Verdict::OtherJob),
+            (hello(IDENT_RANK, 1 << 32, b"job", 5), Verdict::Unsupported),
+            (hello(9, 0, b"job", 5), Verdict::Unsupported),
+        ] {
+            assert_eq!(st.hello(&h, 7), HelloOutcome::Refuse(v));
+        }
+        assert!(st.conns.is_empty());
+        // Rank 0 of our job and rank 1 of group 4 (same rank as ours).
+        let HelloOutcome::Accept {
+            conn: a,
+            port: None,
+        } = st.hello(&hello(IDENT_RANK, 0, b"job", 11), 7)
+        else {
+            panic!()
+        };
+        let HelloOutcome::Accept {
+            conn: b,
+            port: None,
+        } = st.hello(&hello(IDENT_RANK, 1, b"other", 12), 8)
+        else {
+            panic!()
+        };
+        assert_eq!(st.peers[&0], a);
+        assert_eq!(st.peers[&peer_id(4, 1)], b);
+        let c = &st.conns[&a];
+        assert_eq!((c.tx_id, c.remote_inline, c.ready()), (11, 100, true));
+        assert!(matches!(c.out.front(), Some(Tx::Verdict(_))));
+        assert_eq!(st.made, 2);
+        // A second HELLO from the same identity updates the same connection.
+        assert_eq!(
+            st.hello(&hello(IDENT_RANK, 0, b"job", 13), 9),
+            HelloOutcome::Accept {
+                conn: a,
+                port: None
+            }
+        );
+        assert_eq!((st.conns[&a].tx_id, st.conns[&a].addr), (13, 9));
+        assert_eq!(st.made, 2);
+        // A failed peer refuses; a removed group is another job again.
+        st.fail(a, "gone".into());
+        assert_eq!(st.failures, [(0, "gone".to_string())]);
+        assert_eq!(
+            st.hello(&hello(IDENT_RANK, 0, b"job", 14), 7),
+            HelloOutcome::Refuse(Verdict::Unsupported)
+        );
+        st.remove_group(4);
+        assert_eq!(
+            st.hello(&hello(IDENT_RANK, 2, b"other", 15), 7),
+            HelloOutcome::Refuse(Verdict::OtherJob)
+        );
+        assert_eq!(st.peer_count(), 1);
+    }
+
+    #[test]
+    fn simultaneous_connect_needs_no_tie_break() {
+        // Both sides connected and sent HELLOs carrying their ids.
+        let mut a = State::new(0, b"j", 100);
+        let mut b = State::new(1, b"j", 100);
+        let ab = a.add_conn(Some(1), 100);
+        let ba = b.add_conn(Some(0), 200);
+        a.conns.get_mut(&ab).unwrap().hs = Handshake::Sent {
+            since: Instant::now(),
+        };
+        b.conns.get_mut(&ba).unwrap().hs = Handshake::Sent {
+            since: Instant::now(),
+        };
+        // Each gets the other's HELLO: the same connection takes it.
+        let ha = hello(IDENT_RANK, 0, b"j", ab);
+        let hb = hello(IDENT_RANK, 1, b"j", ba);
+        assert!(matches!(b.hello(&ha, 200), HelloOutcome::Accept { conn, .. } if conn == ba));
+        assert!(matches!(a.hello(&hb, 100), HelloOutcome::Accept { conn, .. } if conn == ab));
+        // ... and the VERDICTs that follow agree with what the HELLOs said.
+        assert_eq!(a.verdict(ab, Verdict::Accept, ba, 100), Ok(()));
+        assert_eq!(b.verdict(ba, Verdict::Accept, ab, 100), Ok(()));
+        assert_eq!((a.conns[&ab].tx_id, b.conns[&ba].tx_id), (ba, ab));
+        assert_eq!((a.made, b.made), (1, 1));
+        assert!(a.verdict(ab, Verdict::OtherJob, 0, 0).is_err());
+        assert_eq!(
+            a.verdict(999, Verdict::Accept, 1, 1),
+            Ok(()),
+            "stale: ignored"
+        );
+    }
+
+    #[test]
+    fn ports_are_new_temporary_peers() {
+        let mut st = State::new(0, b"j", 100);
+        let h = hello(IDENT_PORT, 77, b"anyone", 3);
+        let HelloOutcome::Accept {
+            conn: c1,
+            port: Some((p1, 77)),
+        } = st.hello(&h, 5)
+        else {
+            panic!()
+        };
+        let HelloOutcome::Accept {
+            conn: c2,
+            port: Some((p2, 77)),
+        } = st.hello(&h, 5)
+        else {
+            panic!()
+        };
+        assert_ne!(c1, c2);
+        assert_eq!((p1, p2), (peer_id(TEMP_GROUP, 0), peer_id(TEMP_GROUP, 1)));
+    }
+
+    #[test]
+    fn detach_and_ids() {
+        let mut st = State::new(0, b"j", 100);
+        let lazy = st.add_conn(Some(3), 1);
+        assert_eq!(st.detach(3), Some(lazy));
+        assert!(st.conns.is_empty(), "never started: gone at once");
+        let id = st.add_conn(Some(4), 1);
+        st.conns.get_mut(&id).unwrap().hs = Handshake::Done;
+        st.conns.get_mut(&id).unwrap().push(Tx::Msg {
+            hlen: 1,
+            body: vec![1, 2],
+        });
+        st.failures.push((4, "x".into()));
+        assert_eq!(st.detach(4), Some(id));
+        let c = &st.conns[&id];
+        assert!(c.peer.is_none() && c.bye && c.out_bytes == 2);
+        assert!(st.failures.is_empty());
+        assert_eq!(st.detach(4), None);
+        // Failing a detached connection just forgets it.
+        st.fail(id, "x".into());
+        assert!(st.conns.is_empty() && st.failures.is_empty());
+        // Ids skip 0 and live ones when they wrap.
+        st.next_id = u32::MAX;
+        let a = st.add_conn(None, 0);
+        let b = st.add_conn(None, 0);
+        assert_eq!((a, b), (u32::MAX, 1));
+    }
+}

@@ -1,0 +1,331 @@
+//! What the ofi netmod puts on the fabric: tagged messages on one
+//! reliable-datagram (`FI_EP_RDM`) endpoint per process. Pure encoding and
+//! decoding, no libfabric calls.
+//!
+//! RDM is connectionless, and not every provider reports who sent a message
+//! (`FI_SOURCE`), so the tag says it. Each side of a pair gives the other a
+//! 32-bit *connection id* (never reused while the process lives); whoever
+//! sends puts the id the *receiver* gave it in the tag. Ids are handed out
+//! by a handshake, the first thing a process sends to a peer:
+//!
+//! ```text
+//! tag = kind:4 | aux:28 | id:32          (bit 63 set: kind PAYLOAD)
+//!
+//! HELLO   id 0          magic[8] ident:u8 who:u64 conn:u32 inline:u32
+//!                       job_len:u16 job name_len:u16 name
+//! VERDICT id = conn     magic[8] verdict:u8 conn:u32 inline:u32
+//! MSG     aux = seq     hlen:u16 header payload
+//! LARGE   aux = seq     hlen:u16 header len:u64
+//! PAYLOAD aux = seq     the payload of LARGE `seq` (len bytes)
+//! BYE     aux = seq     (empty) the sender disconnected
+//! CTS     aux = seq     (empty) the receive for PAYLOAD `seq` is posted
+//! CREDIT  aux = n       (empty) the receiver handled `n` more messages
+//! ```
+//!
+//! All integers little-endian. A HELLO names the sender (`ident` rank: "I
+//! am rank `who` of job `job`"; `ident` port: "I connect to port `who`"),
+//! carries its endpoint name (`fi_getname`) so the receiver can answer, the
+//! id `conn` the receiver is to tag its messages with, and the largest
+//! inline payload the sender's receive buffers take. The VERDICT answers
+//! with the acceptor's id and inline limit, or a refusal (another job,
+//! unsupported identity). Messages wait at the sender until the verdict
+//! has come; one whose payload exceeds the peer's inline limit goes as a
+//! LARGE header, on which the receiver asks the engine where the payload
+//! goes (`Sink::place`), posts a receive for exactly that PAYLOAD tag and
+//! answers CTS; only then does the payload go. So no payload ever waits
+//! unexpected in the provider: `shm` (1.17) stops taking any messages from
+//! a peer once its unexpected-message resources are full, which deadlocks
+//! a receiver that takes payloads in order.
+//!
+//! Providers match a pair's messages in send order (`FI_ORDER_SAS`) but
+//! may complete them out of order (`tcp;ofi_rxm` finishes a rendezvous
+//! after the small messages behind it), so MSG, LARGE and BYE carry a
+//! per-connection sequence number (28 bits, wrapping) and the receiver
+//! handles them in that order, holding early ones, and those behind a
+//! LARGE until its payload is in.
+//!
+//! Flow control: a sender has at most [`CREDITS`] MSG, LARGE or BYE
+//! messages to a receiver not yet handled there; the receiver returns
+//! credits (CREDIT) as it handles them, and keeps [`CONN_RECVS`] receive
+//! buffers posted per connection. So a sender cannot outrun the posted
+//! buffers into the provider's unexpected-message store, which is small
+//! in `shm` (1.17 loses messages beyond it).
+//!
+//! Receives for everything but PAYLOAD are posted with bit 63 clear and the
+//! other 63 bits ignored.
+
+/// Opens HELLO and VERDICT: a stray sender is recognised.
+pub(crate) const MAGIC: [u8; 8] = *b"RVOFI\x01\0\0";
+
+pub(crate) const KIND_HELLO: u8 = 1;
+pub(crate) const KIND_VERDICT: u8 = 2;
+pub(crate) const KIND_MSG: u8 = 3;
+pub(crate) const KIND_LARGE: u8 = 4;
+pub(crate) const KIND_BYE: u8 = 5;
+pub(crate) const KIND_CTS: u8 = 6;
+pub(crate) const KIND_CREDIT: u8 = 7;
+
+/// Messages in sequence a sender may have outstanding at a receiver.
+pub(crate) const CREDITS: u32 = 8;
+/// Receive buffers a receiver posts per connection: the credits, one CTS,
+/// two CREDITs and the VERDICT.
+pub(crate) const CONN_RECVS: usize = CREDITS as usize + 4;
+/// The only kind with bit 63 set: never matches the generic receives.
+pub(crate) const KIND_PAYLOAD: u8 = 8;
+
+/// Tag and ignore mask of the generic receives: any kind but PAYLOAD.
+pub(crate) const ANY_TAG: u64 = 0;
+pub(crate) const ANY_IGNORE: u64 = !(1 << 63);
+
+const AUX_MASK: u32 = (1 << 28) - 1;
+
+/// Identity kinds of a HELLO (as in the tcp netmod).
+pub(crate) const IDENT_RANK: u8 = 1;
+pub(crate) const IDENT_PORT: u8 = 2;
+
+/// The engine's headers are a few dozen bytes; anything longer is garbage.
+pub(crate) const MAX_HEADER: usize = 256;
+/// Far above any piece size: a longer payload is garbage, not a big message.
+pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
+/// Longest job id we send or accept.
+pub(crate) const MAX_JOB: usize = 256;
+/// Longest endpoint name: the largest provider addresses are far shorter.
+pub(crate) const MAX_NAME: usize = 256;
+
+const HELLO_FIXED: usize = 8 + 1 + 8 + 4 + 4;
+/// The largest HELLO: fixed part, both lengths, the longest job and name.
+pub(crate) const HELLO_MAX: usize = HELLO_FIXED + 2 + MAX_JOB + 2 + MAX_NAME;
+pub(crate) const VERDICT_LEN: usize = 8 + 1 + 4 + 4;
+/// What precedes the header in MSG and LARGE: its length.
+pub(crate) const PREFIX: usize = 2;
+/// What follows the header in a LARGE message: the payload length.
+pub(crate) const LARGE_SUFFIX: usize = 8;
+
+pub(crate) fn tag(kind: u8, aux: u32, id: u32) -> u64 {
+    (kind as u64) << 60 | ((aux & AUX_MASK) as u64) << 32 | id as u64
+}
+
+/// `(kind, aux, id)` of a tag.
+pub(crate) fn split_tag(t: u64) -> (u8, u32, u32) {
+    ((t >> 60) as u8, (t >> 32) as u32 & AUX_MASK, t as u32)
+}
+
+/// The PAYLOAD tag of LARGE `seq` on connection `id`.
+pub(crate) fn payload_tag(seq: u32, id: u32) -> u64 {
+    tag(KIND_PAYLOAD, seq, id)
+}
+
+/// Sequence numbers wrap at the 28 bits of `aux`.
+pub(crate) fn next_seq(seq: u32) -> u32 {
+    seq.wrapping_add(1) & AUX_MASK
+}
+
+/// The acceptor's answer to a HELLO.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Accept = 0,
+    /// The sender's job is neither the acceptor's nor one it added.
+    OtherJob = 1,
+    /// An identity not served: unknown kind, a rank above 32 bits, the
+    /// acceptor itself, or a peer the acceptor already holds as failed.
+    Unsupported = 2,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) struct Hello<'a> {
+    pub ident: u8,
+    /// The rank (`IDENT_RANK`) or the port tag (`IDENT_PORT`).
+    pub who: u64,
+    /// The id the receiver is to tag its messages to the sender with.
+    pub conn: u32,
+    pub inline: u32,
+    pub job: &'a [u8],
+    pub name: &'a [u8],
+}
+
+/// Writes a HELLO into `out` (cleared first). `job` and `name` are at
+/// most [`MAX_JOB`] and [`MAX_NAME`] bytes (checked at construction).
+pub(crate) fn encode_hello(out: &mut Vec<u8>, h: &Hello<'_>) {
+    out.clear();
+    out.extend_from_slice(&MAGIC);
+    out.push(h.ident);
+    out.extend_from_slice(&h.who.to_le_bytes());
+    out.extend_from_slice(&h.conn.to_le_bytes());
+    out.extend_from_slice(&h.inline.to_le_bytes());
+    for part in [h.job, h.name] {
+        out.extend_from_slice(&(part.len() as u16).to_le_bytes());
+        out.extend_from_slice(part);
+    }
+}
+
+fn le_u32(b: &[u8]) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[..4]);
+    u32::from_le_bytes(a)
+}
+
+fn le_u64(b: &[u8]) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[..8]);
+    u64::from_le_bytes(a)
+}
+
+/// A length-prefixed field at `b[at..]`, at most `max` bytes: the field and
+/// where the next one starts.
+fn field(b: &[u8], at: usize, max: usize) -> Result<(&[u8], usize), &'static str> {
+    let len = b.get(at..at + 2).ok_or("truncated HELLO")?;
+    let n = u16::from_le_bytes([len[0], len[1]]) as usize;
+    if n > max {
+        return Err("HELLO field too long");
+    }
+    let start = at + 2;
+    let v = b.get(start..start + n).ok_or("truncated HELLO")?;
+    Ok((v, start + n))
+}
+
+pub(crate) fn parse_hello(b: &[u8]) -> Result<Hello<'_>, &'static str> {
+    if b.len() < HELLO_FIXED || b[..8] != MAGIC {
+        return Err("not a HELLO (wrong magic or too short)");
+    }
+    let (job, at) = field(b, HELLO_FIXED, MAX_JOB)?;
+    let (name, end) = field(b, at, MAX_NAME)?;
+    if end != b.len() {
+        return Err("bytes after the HELLO");
+    }
+    Ok(Hello {
+        ident: b[8],
+        who: le_u64(&b[9..17]),
+        conn: le_u32(&b[17..21]),
+        inline: le_u32(&b[21..25]),
+        job,
+        name,
+    })
+}
+
+pub(crate) fn encode_verdict(v: Verdict, conn: u32, inline: u32) -> [u8; VERDICT_LEN] {
+    let mut b = [0u8; VERDICT_LEN];
+    b[..8].copy_from_slice(&MAGIC);
+    b[8] = v as u8;
+    b[9..13].copy_from_slice(&conn.to_le_bytes());
+    b[13..17].copy_from_slice(&inline.to_le_bytes());
+    b
+}
+
+/// `(verdict, acceptor's id, acceptor's inline limit)`.
+pub(crate) fn parse_verdict(b: &[u8]) -> Result<(Verdict, u32, u32), &'static str> {
+    if b.len() != VERDICT_LEN || b[..8] != MAGIC {
+        return Err("malformed VERDICT");
+    }
+    let v = match b[8] {
+        0 => Verdict::Accept,
+        1 => Verdict::OtherJob,
+        2 => Verdict::Unsupported,
+        _ => return Err("VERDICT with an unknown verdict"),
+    };
+    Ok((v, le_u32(&b[9..13]), le_u32(&b[13..17])))
+}
+
+/// The length prefix of a MSG or LARGE body with a `hlen`-byte header.
+pub(crate) fn prefix(hlen: usize) -> [u8; PREFIX] {
+    (hlen as u16).to_le_bytes()
+}
+
+/// The bytes after the header of a LARGE message.
+pub(crate) fn encode_large_suffix(len: usize) -> [u8; LARGE_SUFFIX] {
+    (len as u64).to_le_bytes()
+}
+
+/// Splits a MSG or LARGE body into `(header, rest)`, checking the limits.
+pub(crate) fn split_body(body: &[u8]) -> Result<(&[u8], &[u8]), &'static str> {
+    let p = body
+        .get(..PREFIX)
+        .ok_or("message shorter than its prefix")?;
+    let h = u16::from_le_bytes([p[0], p[1]]) as usize;
+    if h > MAX_HEADER {
+        return Err("header longer than 256 bytes");
+    }
+    let rest = &body[PREFIX..];
+    if h > rest.len() {
+        return Err("message shorter than its header");
+    }
+    Ok(rest.split_at(h))
+}
+
+/// The payload length from a LARGE suffix.
+pub(crate) fn parse_large_suffix(rest: &[u8]) -> Result<usize, &'static str> {
+    if rest.len() != LARGE_SUFFIX {
+        return Err("malformed LARGE header");
+    }
+    let len = le_u64(rest);
+    if len > MAX_PAYLOAD as u64 {
+        return Err("LARGE payload longer than 1 GiB");
+    }
+    Ok(len as usize)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags() {
+        let t = tag(KIND_MSG, 200, 0xdead_beef);
+        assert_eq!(split_tag(t), (KIND_MSG, 200, 0xdead_beef));
+        assert_eq!(t & !ANY_IGNORE, ANY_TAG, "generic receives take MSG");
+        let p = payload_tag(AUX_MASK, 7);
+        assert_eq!(split_tag(p), (KIND_PAYLOAD, AUX_MASK, 7));
+        assert_ne!(p & !ANY_IGNORE, ANY_TAG, "but never PAYLOAD");
+        assert_eq!(next_seq(AUX_MASK), 0);
+        assert_eq!(split_tag(tag(KIND_BYE, u32::MAX, 1)).1, AUX_MASK);
+    }
+
+    #[test]
+    fn hello_round_trip_and_garbage() {
+        let h = Hello {
+            ident: IDENT_PORT,
+            who: u64::MAX - 3,
+            conn: 42,
+            inline: 65536,
+            job: b"kvs_1",
+            name: b"fi_shm://1:0:0\0",
+        };
+        let mut b = Vec::new();
+        encode_hello(&mut b, &h);
+        assert_eq!(parse_hello(&b), Ok(h));
+        for cut in 0..b.len() {
+            assert!(parse_hello(&b[..cut]).is_err(), "cut {cut}");
+        }
+        let mut long = b.clone();
+        long.push(0);
+        assert!(parse_hello(&long).is_err());
+        let mut bad = b.clone();
+        bad[HELLO_FIXED] = 0xff; // job length 0x..ff > 256
+        bad[HELLO_FIXED + 1] = 0xff;
+        assert!(parse_hello(&bad).is_err());
+        assert!(parse_hello(b"GET / HTTP/1.0\r\n\r\n..........").is_err());
+    }
+
+    #[test]
+    fn verdict_and_large() {
+        for v in [Verdict::Accept, Verdict::OtherJob, Verdict::Unsupported] {
+            assert_eq!(parse_verdict(&encode_verdict(v, 9, 10)), Ok((v, 9, 10)));
+        }
+        let mut b = encode_verdict(Verdict::Accept, 1, 2);
+        b[8] = 7;
+        assert!(parse_verdict(&b).is_err());
+        assert!(parse_verdict(&b[..5]).is_err());
+        let s = encode_large_suffix(1 << 20);
+        assert_eq!(parse_large_suffix(&s), Ok(1 << 20));
+        assert!(parse_large_suffix(&s[..7]).is_err());
+        let huge = encode_large_suffix(MAX_PAYLOAD + 1);
+        assert!(parse_large_suffix(&huge).is_err());
+        let mut b = prefix(2).to_vec();
+        b.extend_from_slice(b"hhpp");
+        assert_eq!(split_body(&b), Ok((&b"hh"[..], &b"pp"[..])));
+        assert!(split_body(&b[..3]).is_err());
+        assert!(split_body(b"\x02").is_err());
+        let mut long = prefix(257).to_vec();
+        long.extend_from_slice(&[0; 300]);
+        assert!(split_body(&long).is_err());
+    }
+}
