@@ -4,8 +4,7 @@
 //! transports: [`tcp`] (nonblocking sockets or io_uring) and `ofi`
 //! (libfabric: any provider with reliable datagrams and tagged messages,
 //! such as `tcp;ofi_rxm`, `shm` or `verbs;ofi_rxm`; built with the `ofi`
-//! feature where pkg-config finds libfabric >= 1.17, which sets
-//! `cfg(rivet_ofi)`). Also two small helpers shared with the engine: the
+//! feature, it loads libfabric >= 1.17 at run time). Also two small helpers shared with the engine: the
 //! byte-size parser ([`parse_size`]) and a hasher for integer keys
 //! ([`FxBuildHasher`]).
 //!
@@ -24,7 +23,7 @@
 use std::ptr::NonNull;
 
 mod fxhash;
-#[cfg(rivet_ofi)]
+#[cfg(feature = "ofi")]
 pub mod ofi;
 mod size;
 pub mod tcp;
@@ -32,7 +31,7 @@ pub mod tcp;
 pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 
-#[cfg(rivet_ofi)]
+#[cfg(feature = "ofi")]
 pub use ofi::{OfiConfig, OfiNetmod};
 pub use tcp::{TcpConfig, TcpNetmod};
 
@@ -80,16 +79,16 @@ pub enum NetmodError {
 /// The libfabric netmod, configured from the environment (`OfiConfig`),
 /// for rank `rank` of job `job`; or why this build has none.
 pub fn open_ofi(job: &str, rank: u64) -> Result<Box<dyn Netmod>, NetmodError> {
-    #[cfg(rivet_ofi)]
+    #[cfg(feature = "ofi")]
     {
         Ok(Box::new(OfiNetmod::new(OfiConfig::from_env()?, job, rank)?))
     }
-    #[cfg(not(rivet_ofi))]
+    #[cfg(not(feature = "ofi"))]
     {
         let _ = (job, rank);
         Err(NetmodError::Unavailable(
-            "this build has no libfabric netmod (libfabric was not found by pkg-config when \
-             rivet-netmods was built, or its `ofi` feature is off)"
+            "this build has no libfabric netmod (rivet-netmods was built without its `ofi` \
+             feature)"
                 .into(),
         ))
     }

@@ -119,6 +119,7 @@ fn names(i: &fi_info) -> (String, String) {
 /// Picks the provider entry for `cfg`: with one-sided reads if it can,
 /// else without.
 pub(crate) fn select(cfg: &OfiConfig) -> Result<(Info, Chosen), NetmodError> {
+    super::sys::load().map_err(NetmodError::Unavailable)?;
     let want = cfg.provider.as_deref().unwrap_or("libfabric's choice");
     let attempts: &[bool] = if cfg.rma { &[true, false] } else { &[false] };
     let mut why_not = Vec::new();

@@ -24,7 +24,10 @@ pub const FI_ETRUNC: i32 = 265;
 /// Receiver not ready.
 pub const FI_ENORX: i32 = 269;
 
-extern "C" {
-    /// A static description of `errnum` (positive).
-    pub fn fi_strerror(errnum: libc::c_int) -> *const libc::c_char;
+/// A static description of `errnum` (positive).
+///
+/// # Safety
+/// Plain FFI; `load()` must have succeeded.
+pub unsafe fn fi_strerror(errnum: libc::c_int) -> *const libc::c_char {
+    (super::library::api().fi_strerror)(errnum)
 }

@@ -4,6 +4,7 @@
 use libc::{c_char, c_int, c_void};
 
 use super::errno::FI_ENOSYS;
+use super::library::api;
 use super::{fid_domain, Unused};
 
 pub type fi_addr_t = u64;
@@ -251,32 +252,62 @@ pub struct fi_context2 {
     pub internal: [*mut c_void; 8],
 }
 
-extern "C" {
-    pub fn fi_version() -> u32;
-    pub fn fi_getinfo(
-        version: u32,
-        node: *const c_char,
-        service: *const c_char,
-        flags: u64,
-        hints: *const fi_info,
-        info: *mut *mut fi_info,
-    ) -> c_int;
-    pub fn fi_freeinfo(info: *mut fi_info);
-    pub fn fi_dupinfo(info: *const fi_info) -> *mut fi_info;
-    pub fn fi_fabric(
-        attr: *mut fi_fabric_attr,
-        fabric: *mut *mut fid_fabric,
-        context: *mut c_void,
-    ) -> c_int;
-    /// A static buffer (not thread-safe): copy the result out at once.
-    pub fn fi_tostr(data: *const c_void, datatype: u32) -> *mut c_char;
-    /// `fi_tostr` into the caller's buffer.
-    pub fn fi_tostr_r(
-        buf: *mut c_char,
-        len: usize,
-        data: *const c_void,
-        datatype: u32,
-    ) -> *mut c_char;
+// The exported functions, reached through the library `load`ed at run
+// time (see `library.rs`).
+
+/// # Safety
+/// Plain FFI; `load()` must have succeeded.
+pub unsafe fn fi_version() -> u32 {
+    (api().fi_version)()
+}
+
+/// # Safety
+/// As the C function: valid `hints` (or null); `info` receives a list to
+/// free with `fi_freeinfo`.
+pub unsafe fn fi_getinfo(
+    version: u32,
+    node: *const c_char,
+    service: *const c_char,
+    flags: u64,
+    hints: *const fi_info,
+    info: *mut *mut fi_info,
+) -> c_int {
+    (api().fi_getinfo)(version, node, service, flags, hints, info)
+}
+
+/// # Safety
+/// `info` must come from libfabric and not be used afterwards.
+pub unsafe fn fi_freeinfo(info: *mut fi_info) {
+    (api().fi_freeinfo)(info)
+}
+
+/// # Safety
+/// `info` must be null or a valid `fi_info`.
+pub unsafe fn fi_dupinfo(info: *const fi_info) -> *mut fi_info {
+    (api().fi_dupinfo)(info)
+}
+
+/// # Safety
+/// `attr` must be a fabric attribute from `fi_getinfo`.
+pub unsafe fn fi_fabric(
+    attr: *mut fi_fabric_attr,
+    fabric: *mut *mut fid_fabric,
+    context: *mut c_void,
+) -> c_int {
+    (api().fi_fabric)(attr, fabric, context)
+}
+
+/// `fi_tostr` into the caller's buffer (`fi_tostr`'s own is static).
+///
+/// # Safety
+/// `data` must point at a value of the type `datatype` names; `buf` holds `len` bytes.
+pub unsafe fn fi_tostr_r(
+    buf: *mut c_char,
+    len: usize,
+    data: *const c_void,
+    datatype: u32,
+) -> *mut c_char {
+    (api().fi_tostr_r)(buf, len, data, datatype)
 }
 
 /// `fi_allocinfo()`: an empty `fi_info` with every attribute struct allocated.
