@@ -77,20 +77,44 @@ pub enum NetmodError {
 }
 
 /// The libfabric netmod, configured from the environment (`OfiConfig`),
-/// for rank `rank` of job `job`; or why this build has none.
-pub fn open_ofi(job: &str, rank: u64) -> Result<Box<dyn Netmod>, NetmodError> {
+/// for rank `rank` of job `job`, on `provider` unless `RIVET_OFI_PROVIDER`
+/// names one; or why this build or machine has none.
+pub fn open_ofi(
+    job: &str,
+    rank: u64,
+    provider: Option<&str>,
+) -> Result<Box<dyn Netmod>, NetmodError> {
     #[cfg(feature = "ofi")]
     {
-        Ok(Box::new(OfiNetmod::new(OfiConfig::from_env()?, job, rank)?))
+        let mut config = OfiConfig::from_env()?;
+        if config.provider.is_none() {
+            config.provider = provider.map(str::to_string);
+        }
+        Ok(Box::new(OfiNetmod::new(config, job, rank)?))
     }
     #[cfg(not(feature = "ofi"))]
     {
-        let _ = (job, rank);
+        let _ = (job, rank, provider);
         Err(NetmodError::Unavailable(
             "this build has no libfabric netmod (rivet-netmods was built without its `ofi` \
              feature)"
                 .into(),
         ))
+    }
+}
+
+/// The first libfabric provider here that is faster than tcp (verbs, efa,
+/// cxi, psm3, ...: see `ofi::is_fast`), which `auto` prefers for peers on
+/// other nodes; `Ok(None)` if there is none, `Err` if libfabric cannot be
+/// used at all.
+pub fn ofi_fast_provider() -> Result<Option<String>, String> {
+    #[cfg(feature = "ofi")]
+    {
+        Ok(ofi::providers()?.into_iter().find(|p| ofi::is_fast(p)))
+    }
+    #[cfg(not(feature = "ofi"))]
+    {
+        Err("rivet-netmods was built without its `ofi` feature".into())
     }
 }
 
@@ -233,6 +257,8 @@ pub trait Rma {
         key: u64,
     ) -> Result<u64, NetmodError>;
 
-    /// Tokens of reads that completed since the last call.
-    fn poll_reads(&mut self, done: &mut dyn FnMut(u64)) -> Result<(), NetmodError>;
+    /// Reads that ended since the last call: `done(token, Ok(()))` for a
+    /// read whose bytes are all in place, `Err(why)` for one that failed
+    /// (its local buffer is no longer written either way).
+    fn poll_reads(&mut self, done: &mut dyn FnMut(u64, Result<(), String>));
 }

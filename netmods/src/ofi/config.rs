@@ -25,7 +25,12 @@ pub struct OfiConfig {
     /// `RIVET_OFI_TIMEOUT`: how long a peer may leave us without progress
     /// (a handshake unanswered, sends refused throughout) before it counts
     /// as failed, and the longest `disconnect` waits for a receive into the
-    /// engine's memory to stop.
+    /// engine's memory to stop. It also sets the keepalive
+    /// ([`OfiConfig::keepalive_interval`]): a peer we send nothing to gets
+    /// a PING every interval while we poll, so a peer that died while
+    /// idle is reported failed within about two intervals and the timeout.
+    /// A live peer is not failed for not polling while we have nothing
+    /// for it; while we do, it has the timeout to take it.
     pub timeout: Duration,
     /// `RIVET_OFI_RMA=0`: do not ask for one-sided reads.
     pub rma: bool,
@@ -72,6 +77,12 @@ fn parse_duration(v: &str) -> Result<Duration, String> {
 }
 
 impl OfiConfig {
+    /// How long a connection goes without sends before the keepalive
+    /// PINGs it: a quarter of the timeout, at least 100 ms, at most 5 s.
+    pub fn keepalive_interval(&self) -> Duration {
+        (self.timeout / 4).clamp(Duration::from_millis(100), Duration::from_secs(5))
+    }
+
     /// From the process environment.
     pub fn from_env() -> Result<OfiConfig, NetmodError> {
         OfiConfig::from_vars(|k| std::env::var(k).ok())
@@ -174,6 +185,16 @@ mod tests {
         assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
         assert_eq!(c.timeout, Duration::from_millis(1500));
         assert!(!c.rma);
+        assert_eq!(c.keepalive_interval(), Duration::from_millis(375));
+        assert_eq!(
+            OfiConfig::default().keepalive_interval(),
+            Duration::from_secs(5)
+        );
+        let short = OfiConfig {
+            timeout: Duration::from_millis(200),
+            ..OfiConfig::default()
+        };
+        assert_eq!(short.keepalive_interval(), Duration::from_millis(100));
         let general = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_OFI_TIMEOUT", "3s")]);
         let c = OfiConfig::from_vars(general).unwrap();
         assert_eq!((c.eager_max, c.timeout), (1024, Duration::from_secs(3)));

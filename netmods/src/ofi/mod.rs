@@ -24,6 +24,23 @@
 //! us without progress for `RIVET_OFI_TIMEOUT` (some providers, such as
 //! `tcp;ofi_rxm` with a dead peer, only ever say "try again").
 //!
+//! Those all need a send, and a peer that dies while we have nothing for
+//! it would never be noticed (`tcp;ofi_rxm` says nothing about an idle
+//! dead peer), so there is a keepalive: while the netmod is polled, a
+//! connection whose handshake is done, that is neither failed nor
+//! disconnected (by us or by its BYE), and to which nothing was sent for
+//! one to two keepalive intervals (`OfiConfig::keepalive_interval`: a
+//! quarter of the timeout, within 100 ms..5 s) gets a PING through the
+//! normal send path. A dead peer's PING then fails or makes no progress,
+//! and the peer fails as above: within about two intervals and the
+//! timeout of its death. A live peer answers with a PONG whenever it
+//! polls; at most `wire::PINGS` PINGs go unanswered, so one that does not
+//! poll for a long time is not flooded (nor failed: the provider takes
+//! the few PINGs). PING and PONG never reach the engine, take no credits
+//! and no place in the sequence, and do not count for `idle` (neither
+//! queued nor in flight). The clock is read every `KEEPALIVE_POLLS`
+//! polls, not on every one.
+//!
 //! | file | holds |
 //! | --- | --- |
 //! | `sys/` | raw libfabric 1.17 bindings, one file per header |
@@ -49,10 +66,12 @@ mod xfer;
 
 use std::collections::VecDeque;
 use std::io;
+use std::time::Instant;
 
 use crate::{split_peer, Limits, Netmod, NetmodError, PeerId, Rma, Sink, TEMP_GROUP};
 
 pub use config::OfiConfig;
+pub use provider::{is_fast, providers};
 
 use fid::{Base, Endpoint, Fabric};
 use ops::Ops;
@@ -69,6 +88,8 @@ const RX_DEPTH: usize = 32;
 /// (`wire::CONN_RECVS` each); beyond them peers share what is posted and
 /// the provider's store of unexpected messages.
 const MAX_CONN_RECVS: usize = 64;
+/// Polls between two looks at the clock for the keepalive round.
+const KEEPALIVE_POLLS: u32 = 16;
 
 /// The libfabric netmod. Fields close in declaration order: the endpoint
 /// first (nothing is posted after), then the memory operations used, then
@@ -104,6 +125,14 @@ pub struct OfiNetmod {
     stuck: u64,
     /// Events of the current `poll`.
     events: usize,
+    /// Polls so far (wrapping): the keepalive looks at the clock every
+    /// `KEEPALIVE_POLLS`.
+    polls: u32,
+    /// When the next keepalive round is due.
+    ka_next: Instant,
+    /// PINGs sent (queued for posting), PONGs received.
+    pings_sent: u64,
+    pongs: u64,
 }
 
 // SAFETY: the libfabric objects are opened with FI_THREAD_DOMAIN: any
@@ -170,6 +199,10 @@ impl OfiNetmod {
             pool: Vec::new(),
             stuck: 0,
             events: 0,
+            polls: 0,
+            ka_next: Instant::now(),
+            pings_sent: 0,
+            pongs: 0,
         };
         for _ in 0..RX_DEPTH {
             n.add_generic_recv().map_err(err)?;
@@ -200,6 +233,12 @@ impl OfiNetmod {
     /// Messages dropped as malformed or from unknown connections.
     pub fn dropped(&self) -> u64 {
         self.st.dropped
+    }
+
+    /// Keepalive PINGs sent (handed to the send path) and PONGs received
+    /// so far.
+    pub fn pings(&self) -> (u64, u64) {
+        (self.pings_sent, self.pongs)
     }
 }
 
@@ -281,6 +320,10 @@ impl Netmod for OfiNetmod {
     fn poll(&mut self, sink: &mut dyn Sink) -> Result<usize, NetmodError> {
         self.events = 0;
         self.reap(Some(sink));
+        self.polls = self.polls.wrapping_add(1);
+        if self.polls % KEEPALIVE_POLLS == 0 {
+            self.keepalive();
+        }
         self.work();
         for (peer, why) in std::mem::take(&mut self.st.failures) {
             sink.peer_failed(peer, &why);
@@ -289,14 +332,13 @@ impl Netmod for OfiNetmod {
         Ok(self.events)
     }
 
+    /// Keepalives aside: a connection with only PINGs and PONGs queued or
+    /// in flight is idle.
     fn idle(&self) -> bool {
-        self.ops.sends() == 0
-            && self.refusals.is_empty()
-            && self
-                .st
-                .conns
-                .values()
-                .all(|c| c.out.is_empty() && c.awaiting.is_empty() && !c.bye)
+        let quiet = |c: &state::Conn| {
+            c.out.iter().all(state::Tx::optional) && c.awaiting.is_empty() && !c.bye
+        };
+        self.ops.sends() == 0 && self.refusals.is_empty() && self.st.conns.values().all(quiet)
     }
 
     fn limits(&self) -> Limits {
@@ -317,8 +359,10 @@ impl Netmod for OfiNetmod {
     fn describe(&self) -> Vec<(String, String)> {
         let c = &self.chosen;
         let rma = match &c.rma {
-            Ok(_) => "read (FI_RMA)".to_string(),
-            Err(why) => format!("none ({why}): rendezvous streams with send"),
+            Ok(_) => "read (FI_RMA): the receiver reads rendezvous data from the sender's \
+                      registered buffer"
+                .to_string(),
+            Err(why) => format!("none ({why}): rendezvous data is streamed with sends"),
         };
         let mut d = vec![
             (
@@ -345,6 +389,15 @@ impl Netmod for OfiNetmod {
             ("ofi.eager_max".into(), self.cfg.eager_max.to_string()),
             ("ofi.piece".into(), self.cfg.piece.to_string()),
             ("ofi.timeout".into(), format!("{:?}", self.cfg.timeout)),
+            (
+                "ofi.keepalive".into(),
+                format!(
+                    "PING after {:?} without sends; {} sent, {} answered",
+                    self.cfg.keepalive_interval(),
+                    self.pings_sent,
+                    self.pongs
+                ),
+            ),
             (
                 "ofi.peers".into(),
                 format!("{} connected", self.connected_peers()),

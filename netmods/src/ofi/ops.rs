@@ -26,8 +26,14 @@ pub(crate) enum Dest {
 pub(crate) enum OpKind {
     /// A generic receive: control messages and inline ones.
     Recv { buf: Box<[u8]> },
-    /// A send from our copy; `conn` fails if it does.
-    Send { conn: Option<u32>, buf: Vec<u8> },
+    /// A send from our copy; `conn` fails if it does. An `optional` one
+    /// (PING, PONG, CREDIT: bookkeeping whose loss costs no data) is not
+    /// counted in `Ops::sends`.
+    Send {
+        conn: Option<u32>,
+        buf: Vec<u8>,
+        optional: bool,
+    },
     /// The payload of a LARGE message from `conn`.
     Payload {
         conn: u32,
@@ -63,6 +69,17 @@ pub(crate) struct Op {
     pub cancelled: bool,
 }
 
+/// A send `Ops::sends` counts.
+fn counted(kind: &OpKind) -> bool {
+    matches!(
+        kind,
+        OpKind::Send {
+            optional: false,
+            ..
+        }
+    )
+}
+
 /// Contexts of posted operations, by address. Boxed and held as raw
 /// pointers: the provider keeps the address until the completion.
 #[derive(Default)]
@@ -74,7 +91,7 @@ pub(crate) struct Ops {
 impl Ops {
     /// A new operation; its context for the posting call.
     pub(crate) fn add(&mut self, kind: OpKind, mr: Option<Mr>) -> *mut c_void {
-        self.sends += matches!(kind, OpKind::Send { .. }) as usize;
+        self.sends += counted(&kind) as usize;
         let op = Box::new(Op {
             ctx: UnsafeCell::new(fi_context2 {
                 internal: [ptr::null_mut(); 8],
@@ -96,7 +113,7 @@ impl Ops {
         // now, so it is still allocated and owned by nobody else; the
         // provider is done with it (completion read or posting refused).
         let op = unsafe { Box::from_raw(p.as_ptr()) };
-        self.sends -= matches!(op.kind, OpKind::Send { .. }) as usize;
+        self.sends -= counted(&op.kind) as usize;
         Some(op)
     }
 
@@ -109,7 +126,7 @@ impl Ops {
         Some(unsafe { &mut *p.as_ptr() })
     }
 
-    /// Sends posted and not completed.
+    /// Sends posted and not completed, optional ones aside.
     pub(crate) fn sends(&self) -> usize {
         self.sends
     }

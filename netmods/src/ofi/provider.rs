@@ -147,6 +147,34 @@ pub(crate) fn select(cfg: &OfiConfig) -> Result<(Info, Chosen), NetmodError> {
     Err(no_provider(cfg, &why_not))
 }
 
+/// Core providers that reach other nodes no faster than Rivet's own tcp
+/// netmod (or not at all): `auto` does not choose ofi for them.
+const NOT_FASTER_THAN_TCP: [&str; 6] = ["tcp", "sockets", "udp", "shm", "sm2", "net"];
+
+/// A provider whose core (the part before `;`: `verbs` of `verbs;ofi_rxm`)
+/// is a real interconnect: verbs, efa, cxi, psm2, psm3, opx, ...
+pub fn is_fast(provider: &str) -> bool {
+    let core = provider.split(';').next().unwrap_or(provider);
+    !NOT_FASTER_THAN_TCP.contains(&core)
+}
+
+/// The providers that could serve the netmod here, in libfabric's order
+/// of preference, without duplicates; or why libfabric cannot be used.
+pub fn providers() -> Result<Vec<String>, String> {
+    super::sys::load()?;
+    let h = hints(&OfiConfig::default(), false).map_err(|e| e.to_string())?;
+    let mut out: Vec<String> = Vec::new();
+    if let Some(list) = Info::get(&h).map_err(|e| e.to_string())? {
+        for i in list.iter().filter(|i| unfit(i).is_none()) {
+            let (p, _) = names(i);
+            if !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The error for a provider (or domain) that is not there, listing what is.
 fn no_provider(cfg: &OfiConfig, why_not: &[String]) -> NetmodError {
     let any = OfiConfig {
@@ -211,7 +239,9 @@ impl Chosen {
             );
             (ep, &*i.tx_attr, &*i.domain_attr, &*i.fabric_attr, protocol)
         };
-        let rma = if i.caps & RMA_CAPS != RMA_CAPS {
+        let rma = if !cfg.rma {
+            Err("not asked for: RIVET_OFI_RMA=0".to_string())
+        } else if i.caps & RMA_CAPS != RMA_CAPS {
             Err(format!("provider {provider} lacks FI_RMA"))
         } else {
             rma_mode(dom.mr_mode, dom.mr_key_size)
@@ -331,5 +361,12 @@ mod tests {
         );
         assert_eq!(caps_str(FI_TAGGED | FI_RMA), "FI_TAGGED | FI_RMA");
         assert_eq!(version_str(FI_VERSION_1_17), "1.17");
+        assert!(is_fast("verbs;ofi_rxm") && is_fast("efa") && is_fast("cxi") && is_fast("psm3"));
+        assert!(
+            !is_fast("tcp;ofi_rxm")
+                && !is_fast("shm")
+                && !is_fast("tcp")
+                && !is_fast("udp;ofi_rxd")
+        );
     }
 }

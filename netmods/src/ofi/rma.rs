@@ -143,18 +143,17 @@ impl Rma for OfiNetmod {
         Ok(token)
     }
 
-    fn poll_reads(&mut self, done: &mut dyn FnMut(u64)) -> Result<(), NetmodError> {
+    fn poll_reads(&mut self, done: &mut dyn FnMut(u64, Result<(), String>)) {
         self.reap(None);
         self.work();
         for t in self.regions.done.drain(..) {
-            done(t);
+            done(t, Ok(()));
         }
-        match self.regions.failed.pop_front() {
-            Some((token, peer, why)) => Err(NetmodError::Peer {
-                peer,
-                what: format!("rma read {token} failed: {why}"),
-            }),
-            None => Ok(()),
+        for (token, peer, why) in self.regions.failed.drain(..) {
+            done(
+                token,
+                Err(format!("rma read from peer {peer:#x} failed: {why}")),
+            );
         }
     }
 }

@@ -44,6 +44,10 @@ pub(crate) enum Tx {
     Cts(u32),
     /// "I handled `n` more of your messages."
     Credit(u32),
+    /// Keepalive: "are you there?" (see `State::keepalive`).
+    Ping,
+    /// The answer to the peer's PING.
+    Pong,
 }
 
 impl Tx {
@@ -51,8 +55,21 @@ impl Tx {
         match self {
             Tx::Msg { body, .. } | Tx::Payload { body, .. } => body.len(),
             Tx::Verdict(b) => b.len(),
-            Tx::Cts(_) | Tx::Credit(_) => 0,
+            Tx::Cts(_) | Tx::Credit(_) | Tx::Ping | Tx::Pong => 0,
         }
+    }
+
+    /// A PING or PONG.
+    pub(crate) fn keepalive(&self) -> bool {
+        matches!(self, Tx::Ping | Tx::Pong)
+    }
+
+    /// Bookkeeping whose loss costs no data (PING, PONG, CREDIT): not
+    /// something `idle` waits to see flushed. A peer that has exited (its
+    /// engine said goodbye first) would otherwise keep us waiting for the
+    /// timeout on providers that retry a closed endpoint.
+    pub(crate) fn optional(&self) -> bool {
+        matches!(self, Tx::Ping | Tx::Pong | Tx::Credit(_))
     }
 }
 
@@ -119,6 +136,11 @@ pub(crate) struct Conn {
     pub bye: bool,
     /// In `State::work`.
     pub in_work: bool,
+    /// Something other than a PING or PONG was posted to the peer since
+    /// the last keepalive round.
+    pub active: bool,
+    /// Our PINGs not answered yet (at most `wire::PINGS`).
+    pub pings: u32,
 }
 
 impl Conn {
@@ -146,6 +168,8 @@ impl Conn {
             held: BTreeMap::new(),
             bye: false,
             in_work: false,
+            active: false,
+            pings: 0,
         }
     }
 
@@ -196,6 +220,10 @@ pub(crate) struct State {
     pub conns: HashMap<u32, Conn, FxBuildHasher>,
     /// Endpoint names inserted in the address vector.
     pub names: HashMap<Vec<u8>, fi_addr_t>,
+    /// Addresses whose endpoint name gives the owner's process id (the
+    /// shm provider's `fi_shm://PID:...`): a same-node peer whose process
+    /// is gone fails at the next keepalive round (see `OfiNetmod::keepalive`).
+    pub pids: HashMap<fi_addr_t, i32, FxBuildHasher>,
     /// Connections with something to post or a deadline to watch.
     pub work: Vec<u32>,
     /// Peer failures to report at the end of this poll.
@@ -220,6 +248,7 @@ impl State {
             peers: HashMap::default(),
             conns: HashMap::default(),
             names: HashMap::new(),
+            pids: HashMap::default(),
             work: Vec::new(),
             failures: Vec::new(),
             made: 0,
@@ -313,6 +342,37 @@ impl State {
         }
     }
 
+    /// A keepalive round (`OfiNetmod::keepalive` runs one every interval):
+    /// a PING is queued to each connection that is ready (handshake done),
+    /// attached to a peer (no BYE said or heard), not failed, with nothing
+    /// but PONGs queued (anything else queued is watched by the flush
+    /// already), to which nothing but keepalives was posted since the last
+    /// round, and that has fewer than `wire::PINGS` PINGs unanswered. The
+    /// number of PINGs queued.
+    pub(crate) fn keepalive(&mut self) -> usize {
+        let mut n = 0;
+        for (&id, c) in self.conns.iter_mut() {
+            if std::mem::take(&mut c.active)
+                || !c.ready()
+                || c.peer.is_none()
+                || c.bye
+                || c.failed.is_some()
+                || !c.out.iter().all(|t| matches!(t, Tx::Pong))
+                || c.pings >= wire::PINGS
+            {
+                continue;
+            }
+            c.pings += 1;
+            c.push(Tx::Ping);
+            if !c.in_work {
+                c.in_work = true;
+                self.work.push(id);
+            }
+            n += 1;
+        }
+        n
+    }
+
     /// Peers known and not failed.
     pub(crate) fn peer_count(&self) -> usize {
         self.peers
@@ -384,6 +444,7 @@ impl State {
             c.consumed = 0;
             c.rx_next = 0;
             c.held.clear();
+            c.pings = 0;
         }
         c.tx_id = h.conn;
         c.remote_inline = h.inline as usize;
@@ -591,6 +652,66 @@ mod tests {
         };
         assert_ne!(c1, c2);
         assert_eq!((p1, p2), (peer_id(TEMP_GROUP, 0), peer_id(TEMP_GROUP, 1)));
+    }
+
+    #[test]
+    fn keepalive_rounds() {
+        let mut st = State::new(0, b"j", 100);
+        st.add_conn(Some(1), 1); // lazy
+        let sent = st.add_conn(Some(2), 2);
+        st.conns.get_mut(&sent).unwrap().hs = Handshake::Sent {
+            since: Instant::now(),
+        };
+        let ready = st.add_conn(Some(3), 3);
+        let busy = st.add_conn(Some(4), 4);
+        let gone = st.add_conn(Some(5), 5);
+        let failed = st.add_conn(Some(6), 6);
+        for id in [ready, busy, gone, failed] {
+            st.conns.get_mut(&id).unwrap().hs = Handshake::Done;
+        }
+        st.conns.get_mut(&busy).unwrap().push(Tx::Msg {
+            hlen: 0,
+            body: vec![0, 0],
+        });
+        st.detach(5);
+        st.fail(failed, "x".into());
+        let pinged = |st: &State| -> Vec<u32> {
+            let mut v: Vec<u32> = st
+                .conns
+                .iter()
+                .filter(|(_, c)| matches!(c.out.back(), Some(Tx::Ping)))
+                .map(|(&id, _)| id)
+                .collect();
+            v.sort();
+            v
+        };
+        // Only the ready, attached, live connection with nothing queued.
+        st.work.clear();
+        assert_eq!(st.keepalive(), 1);
+        assert_eq!(pinged(&st), [ready]);
+        assert_eq!(st.work, [ready]);
+        assert!(st.conns[&ready].out.iter().all(Tx::keepalive));
+        // Nothing more while the PING is queued.
+        assert_eq!(st.keepalive(), 0);
+        // A PONG queued is no reason to wait.
+        let c = st.conns.get_mut(&ready).unwrap();
+        c.out.clear();
+        c.pings = 0;
+        c.push(Tx::Pong);
+        assert_eq!(st.keepalive(), 1);
+        // Posted: another round pings again, up to the window.
+        st.conns.get_mut(&ready).unwrap().out.clear();
+        assert_eq!(st.keepalive(), 1);
+        st.conns.get_mut(&ready).unwrap().out.clear();
+        assert_eq!(st.conns[&ready].pings, wire::PINGS);
+        assert_eq!(st.keepalive(), 0, "window full");
+        // An answer opens it; a message posted skips one round.
+        let c = st.conns.get_mut(&ready).unwrap();
+        c.pings -= 1;
+        c.active = true;
+        assert_eq!(st.keepalive(), 0);
+        assert!(!st.conns[&ready].active);
+        assert_eq!(st.keepalive(), 1);
     }
 
     #[test]

@@ -20,6 +20,8 @@
 //! BYE     aux = seq     (empty) the sender disconnected
 //! CTS     aux = seq     (empty) the receive for PAYLOAD `seq` is posted
 //! CREDIT  aux = n       (empty) the receiver handled `n` more messages
+//! PING    aux = 0       (empty, kind 0) keepalive: "are you there?"
+//! PONG    aux = 1       (empty, kind 0) the answer to a PING
 //! ```
 //!
 //! All integers little-endian. A HELLO names the sender (`ident` rank: "I
@@ -51,12 +53,23 @@
 //! buffers into the provider's unexpected-message store, which is small
 //! in `shm` (1.17 loses messages beyond it).
 //!
+//! Keepalive: a ready connection nothing was sent to for a while gets a
+//! PING, so that a dead peer shows up as a send that fails or makes no
+//! progress (the module docs of `ofi` have the rule). PING and PONG are
+//! outside the sequence and the credits: the receiver answers a PING of a
+//! live connection with a PONG and hands neither to the engine. A sender
+//! has at most [`PINGS`] PINGs unanswered, so however long a live peer
+//! does not poll, what it has to take from us is bounded: the receive
+//! buffers per connection include the peer's PINGs and PONGs.
+//!
 //! Receives for everything but PAYLOAD are posted with bit 63 clear and the
 //! other 63 bits ignored.
 
 /// Opens HELLO and VERDICT: a stray sender is recognised.
 pub(crate) const MAGIC: [u8; 8] = *b"RVOFI\x01\0\0";
 
+/// PING (`aux` [`PING`]) or PONG (`aux` [`PONG`]).
+pub(crate) const KIND_KEEPALIVE: u8 = 0;
 pub(crate) const KIND_HELLO: u8 = 1;
 pub(crate) const KIND_VERDICT: u8 = 2;
 pub(crate) const KIND_MSG: u8 = 3;
@@ -67,9 +80,16 @@ pub(crate) const KIND_CREDIT: u8 = 7;
 
 /// Messages in sequence a sender may have outstanding at a receiver.
 pub(crate) const CREDITS: u32 = 8;
+/// PINGs a sender may have unanswered. Two, not one: a PING the provider
+/// took just before it noticed the peer's death is lost without a word,
+/// and the next one must still go.
+pub(crate) const PINGS: u32 = 2;
+/// `aux` of a keepalive message.
+pub(crate) const PING: u32 = 0;
+pub(crate) const PONG: u32 = 1;
 /// Receive buffers a receiver posts per connection: the credits, one CTS,
-/// two CREDITs and the VERDICT.
-pub(crate) const CONN_RECVS: usize = CREDITS as usize + 4;
+/// two CREDITs, the VERDICT, the peer's PINGs and its PONGs to ours.
+pub(crate) const CONN_RECVS: usize = CREDITS as usize + 4 + 2 * PINGS as usize;
 /// The only kind with bit 63 set: never matches the generic receives.
 pub(crate) const KIND_PAYLOAD: u8 = 8;
 
@@ -277,6 +297,9 @@ mod tests {
         assert_ne!(p & !ANY_IGNORE, ANY_TAG, "but never PAYLOAD");
         assert_eq!(next_seq(AUX_MASK), 0);
         assert_eq!(split_tag(tag(KIND_BYE, u32::MAX, 1)).1, AUX_MASK);
+        let k = tag(KIND_KEEPALIVE, PONG, 9);
+        assert_eq!(split_tag(k), (KIND_KEEPALIVE, PONG, 9));
+        assert_eq!(k & !ANY_IGNORE, ANY_TAG, "generic receives take keepalives");
     }
 
     #[test]

@@ -255,6 +255,19 @@ impl OfiNetmod {
         body: Vec<u8>,
         off: usize,
     ) -> Result<(), PostErr> {
+        self.post_send_op(conn, addr, tag, body, off, false)
+    }
+
+    /// `post_send`; an `optional` operation is not counted by `idle`.
+    fn post_send_op(
+        &mut self,
+        conn: Option<u32>,
+        addr: fi_addr_t,
+        tag: u64,
+        body: Vec<u8>,
+        off: usize,
+        optional: bool,
+    ) -> Result<(), PostErr> {
         let len = body.len() - off;
         if self.chosen.inject > 0 && len <= self.chosen.inject {
             // SAFETY: the bytes are readable; inject copies them before
@@ -280,7 +293,14 @@ impl OfiNetmod {
         // The heap bytes do not move when the vector moves into the op.
         // SAFETY: `off <= body.len()`.
         let p = unsafe { body.as_ptr().add(off) };
-        let ctx = self.ops.add(OpKind::Send { conn, buf: body }, mr);
+        let ctx = self.ops.add(
+            OpKind::Send {
+                conn,
+                buf: body,
+                optional,
+            },
+            mr,
+        );
         // SAFETY: the bytes belong to the operation just added, which
         // lives until its completion is read.
         let r = unsafe { fi_tsend(self.ep.raw(), p.cast(), len, desc, addr, tag, ctx) };
@@ -306,9 +326,11 @@ impl OfiNetmod {
 
     /// Posts one queued message of the ready connection `id`.
     fn post_tx(&mut self, id: u32, tx: Tx) -> Step {
-        let Some(c) = self.st.conns.get(&id) else {
+        let Some(c) = self.st.conns.get_mut(&id) else {
             return Step::Failed("connection gone".into());
         };
+        // For the keepalive round: the peer was sent something.
+        c.active |= !tx.keepalive();
         let (addr, to, inline, seq) = (c.addr, c.tx_id, c.remote_inline, c.seq);
         let failed = |e: FiError| Step::Failed(format!("send failed: {e}"));
         let next = |st: &mut super::state::State| {
@@ -369,7 +391,18 @@ impl OfiNetmod {
                 } else {
                     KIND_CREDIT
                 };
-                match self.post_send(Some(id), addr, tag(kind, n, to), Vec::new(), 0) {
+                let optional = kind == KIND_CREDIT;
+                let t = tag(kind, n, to);
+                match self.post_send_op(Some(id), addr, t, Vec::new(), 0, optional) {
+                    Ok(()) => Step::Done,
+                    Err(PostErr::Again(_)) => Step::Again(tx),
+                    Err(PostErr::Failed(e)) => failed(e),
+                }
+            }
+            Tx::Ping | Tx::Pong => {
+                let aux = if matches!(tx, Tx::Ping) { PING } else { PONG };
+                let t = tag(KIND_KEEPALIVE, aux, to);
+                match self.post_send_op(Some(id), addr, t, Vec::new(), 0, true) {
                     Ok(()) => Step::Done,
                     Err(PostErr::Again(_)) => Step::Again(tx),
                     Err(PostErr::Failed(e)) => failed(e),
@@ -441,7 +474,9 @@ impl OfiNetmod {
                 }
                 Ok(true)
             }
-            Step::Again(rest @ (Tx::Payload { .. } | Tx::Cts(_) | Tx::Credit(_))) => {
+            Step::Again(
+                rest @ (Tx::Payload { .. } | Tx::Cts(_) | Tx::Credit(_) | Tx::Ping | Tx::Pong),
+            ) => {
                 if let Some(c) = self.st.conns.get_mut(&id) {
                     c.push(rest);
                 }
@@ -663,6 +698,9 @@ impl OfiNetmod {
                 self.st.mark(id);
             }
         }
+        if self.refusals.is_empty() {
+            return;
+        }
         let now = Instant::now();
         for _ in 0..self.refusals.len() {
             let Some(r) = self.refusals.pop_front() else {
@@ -697,6 +735,9 @@ impl OfiNetmod {
         // NUL-terminated string, or as many bytes as our own name has.
         let a = unsafe { self.base.av.insert(name) }.map_err(|e| e.to_string())?;
         self.st.names.insert(name.to_vec(), a);
+        if let Some(pid) = shm_pid(name) {
+            self.st.pids.insert(a, pid);
+        }
         Ok(a)
     }
 
@@ -820,7 +861,7 @@ impl OfiNetmod {
         }
         let op = self.ops.take(ctx)?;
         match (op.kind, c) {
-            (OpKind::Send { conn, buf }, Completion::Done(_)) => {
+            (OpKind::Send { conn, buf, .. }, Completion::Done(_)) => {
                 if let Some(c) = conn.and_then(|id| self.st.conns.get_mut(&id)) {
                     c.stalled = None;
                     c.inflight = c.inflight.saturating_sub(buf.len());
@@ -917,6 +958,7 @@ impl OfiNetmod {
             KIND_HELLO => self.on_hello(body, sink),
             KIND_VERDICT => self.on_verdict(id, body),
             KIND_CTS => self.on_cts(id, aux),
+            KIND_KEEPALIVE => self.on_keepalive(id, aux),
             KIND_CREDIT => {
                 match self.st.conns.get_mut(&id).filter(|c| c.failed.is_none()) {
                     Some(c) => c.credits = c.credits.saturating_add(aux).min(CREDITS),
@@ -1112,6 +1154,62 @@ impl OfiNetmod {
         }
     }
 
+    /// A PING is answered and a PONG counted, on a live connection with a
+    /// peer; anything else (a detached, failed or forgotten connection, as
+    /// after a disconnect) is dropped without a word: keepalives are
+    /// nobody's business but the netmod's.
+    fn on_keepalive(&mut self, id: u32, aux: u32) {
+        let live = self
+            .st
+            .conns
+            .get_mut(&id)
+            .filter(|c| c.peer.is_some() && c.failed.is_none());
+        let Some(c) = live else {
+            return;
+        };
+        match aux {
+            PING => {
+                c.push_front(Tx::Pong);
+                self.st.mark(id);
+            }
+            PONG => {
+                c.pings = c.pings.saturating_sub(1);
+                self.pongs += 1;
+            }
+            _ => self
+                .st
+                .drop_msg(format!("keepalive of unknown kind {aux} from {id}")),
+        }
+    }
+
+    /// A keepalive round if the interval has passed since the last one
+    /// (`State::keepalive` says who gets a PING; `work` posts them).
+    pub(super) fn keepalive(&mut self) {
+        let now = Instant::now();
+        if now < self.ka_next {
+            return;
+        }
+        self.ka_next = now + self.cfg.keepalive_interval();
+        self.pings_sent += self.st.keepalive() as u64;
+        // Same-node providers deliver into a dead process's queue without
+        // complaint (shm: its mapping outlives it), so PINGs to it succeed;
+        // its process id tells.
+        if self.st.pids.is_empty() {
+            return;
+        }
+        let gone: Vec<(u32, i32)> = self
+            .st
+            .conns
+            .iter()
+            .filter(|(_, c)| c.peer.is_some() && c.failed.is_none())
+            .filter_map(|(&id, c)| self.st.pids.get(&c.addr).map(|&pid| (id, pid)))
+            .filter(|&(_, pid)| !process_exists(pid))
+            .collect();
+        for (id, pid) in gone {
+            self.fail_conn(id, format!("its process ({pid}) has exited"));
+        }
+    }
+
     /// The peer posted the receive for our LARGE `seq`: its payload goes.
     fn on_cts(&mut self, id: u32, seq: u32) {
         let Some(c) = self.st.conns.get_mut(&id).filter(|c| c.failed.is_none()) else {
@@ -1230,4 +1328,38 @@ impl OfiNetmod {
 
 fn stalled(timeout: Duration) -> String {
     format!("sends to the peer made no progress for {timeout:?}")
+}
+
+/// The process id in an shm provider endpoint name (`fi_shm://PID:...`,
+/// NUL-terminated), if `name` is one.
+pub(super) fn shm_pid(name: &[u8]) -> Option<i32> {
+    let rest = name.strip_prefix(b"fi_shm://")?;
+    let end = rest.iter().position(|&b| b == b':')?;
+    let pid: i32 = std::str::from_utf8(&rest[..end]).ok()?.parse().ok()?;
+    (pid > 0).then_some(pid)
+}
+
+/// `kill(pid, 0)`: false only when no such process exists (`ESRCH`); a
+/// process we may not signal (`EPERM`) exists.
+fn process_exists(pid: i32) -> bool {
+    // SAFETY: signal 0 sends nothing; it only checks the target.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || std::io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shm_names_give_their_pid() {
+        assert_eq!(shm_pid(b"fi_shm://4242:0:1\0"), Some(4242));
+        assert_eq!(shm_pid(b"fi_shm://0:0:1\0"), None);
+        assert_eq!(shm_pid(b"fi_shm://x:0:1\0"), None);
+        assert_eq!(shm_pid(b"fi_sockets://1.2.3.4:5\0"), None);
+        assert_eq!(shm_pid(&[2, 0, 0x93, 0x21]), None);
+        assert!(process_exists(std::process::id() as i32));
+        // Beyond pid_max (at most 2^22): no such process.
+        assert!(!process_exists(1 << 30));
+    }
 }
