@@ -27,6 +27,7 @@ use crate::dynamic::Ports;
 use crate::error::{Error, Result};
 use crate::matching::Matcher;
 use crate::pg::{Outgoing, Pgs, Route, VcId};
+use crate::rma::RmaState;
 use crate::shm::ShmNode;
 use crate::table::RequestTable;
 use crate::wire::WireHeader;
@@ -48,6 +49,8 @@ pub enum Unexpected {
         len: u64,
         addr: u64,
         pid: u32,
+        /// Region key for a netmod read (`FLAG_RMA_KEY`).
+        key: Option<u64>,
         sreq: u64,
         vc: VcId,
     },
@@ -90,6 +93,8 @@ pub struct State {
     pub failed_peers: Vec<(VcId, String)>,
     /// Open ports and the connections waiting on them (dynamic processes).
     pub ports: Ports,
+    /// Rendezvous reads over the netmod (`rma.rs`).
+    pub rma: RmaState,
 }
 
 pub struct Core {
@@ -134,6 +139,9 @@ impl Core {
             for peer in std::mem::take(&mut self.st.ports.refused) {
                 net.disconnect(peer);
             }
+        }
+        if self.st.rma.busy() {
+            events += self.rma_progress();
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();

@@ -23,6 +23,7 @@ use crate::node_map::NodeMap;
 use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
 use crate::protocol::SendArgs;
 use crate::request::Request;
+use crate::rma::RmaState;
 use crate::shm::{cma, ShmConfig, ShmNode};
 use crate::status::Status;
 use crate::table::{Op, RequestTable};
@@ -138,9 +139,9 @@ impl Engine {
         let needs_netmod =
             size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
         let netmod = if needs_netmod {
-            let net = netmod::open(config.netmod, pmi.kvs_name(), rank)?;
-            pmi.put(&netmod::card_key(rank), net.business_card())?;
-            Some(net)
+            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank)?;
+            pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
+            Some(opened)
         } else {
             None
         };
@@ -171,11 +172,12 @@ impl Engine {
         let info = describe(
             &config,
             shm.as_ref(),
-            netmod.as_deref(),
+            netmod.as_ref(),
             &cma_probe,
             yields,
             shm_eager_max,
         );
+        let netmod = netmod.map(|o| o.netmod);
         let limits = netmod.as_ref().map(|n| n.limits());
         let st = State {
             pgs: Pgs::new(ProcessGroup::new(
@@ -196,6 +198,7 @@ impl Engine {
             fatal: None,
             failed_peers: Vec::new(),
             ports: Ports::default(),
+            rma: RmaState::default(),
         };
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));
@@ -336,6 +339,16 @@ impl Engine {
                     core.st.ports.open_count()
                 ),
             ));
+            if core.netmod.is_some() {
+                let r = &core.st.rma;
+                items.push((
+                    "netmod.rendezvous_reads".into(),
+                    format!(
+                        "{} done, {} streamed instead (a read refused or failed)",
+                        r.reads, r.fallbacks
+                    ),
+                ));
+            }
             for (name, size, vcs, refs) in core.st.pgs.foreign_groups() {
                 items.push((
                     format!("process_group.{name}"),
@@ -379,7 +392,7 @@ impl Engine {
 fn describe(
     config: &Config,
     shm: Option<&ShmNode>,
-    netmod: Option<&dyn rivet_netmods::Netmod>,
+    netmod: Option<&netmod::Opened>,
     cma: &std::result::Result<(), String>,
     yields: bool,
     shm_eager_max: usize,
@@ -420,13 +433,16 @@ fn describe(
     };
     add("shm.large_messages", lmt);
     match netmod {
-        Some(n) => {
+        Some(netmod::Opened { netmod: n, why }) => {
             let scope = if config.netmod == NetmodChoice::Auto {
                 "peers on other nodes"
             } else {
-                "every peer (RIVET_NETMOD)"
+                "every peer"
             };
-            add("transport.netmod", format!("{} for {scope}", n.name()));
+            add(
+                "transport.netmod",
+                format!("{} for {scope} ({why})", n.name()),
+            );
             for (k, v) in n.describe() {
                 add(&k, v);
             }
@@ -701,7 +717,10 @@ impl Inner {
             return Ok(());
         }
         // What peers are owed first; then a goodbye to each netmod peer, so
-        // that our connections closing is not taken for a failure.
+        // that our connections closing is not taken for a failure, and
+        // theirs in answer: after it a peer sends us nothing more, so we
+        // exit without leaving it talking to a closed endpoint (which some
+        // providers retry until a timeout rather than fail).
         self.drain(|core| {
             !core
                 .st
@@ -709,7 +728,7 @@ impl Inner {
                 .any(|r| !r.complete && matches!(r.op, Op::Send(_)))
         });
         self.lock_even_finalized().st.say_bye();
-        self.drain(|_| true);
+        self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
         let client = self.pmi.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(client) = client {
@@ -720,14 +739,14 @@ impl Inner {
 
     /// Progress until `done` holds and nothing waits to be sent, in the
     /// engine's queues or the netmod's, or until the engine has failed.
-    fn drain(&self, done: impl Fn(&Core) -> bool) {
+    fn drain(&self, done: impl Fn(&mut Core) -> bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
             {
                 let mut core = self.lock_even_finalized();
                 core.progress();
                 let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
-                if (net_idle && core.st.pending_vcs.is_empty() && done(&core))
+                if (net_idle && core.st.pending_vcs.is_empty() && done(&mut core))
                     || core.st.fatal.is_some()
                 {
                     return;

@@ -39,6 +39,7 @@ pub mod node_map;
 mod pg;
 mod protocol;
 mod request;
+mod rma;
 mod scope;
 pub mod shm;
 mod status;

@@ -5,6 +5,12 @@
 //! on shared memory alone unless `RIVET_NETMOD` forces a netmod. Every rank
 //! that opens one publishes its card before the init barrier; peers read it
 //! on their first message to that rank (lazy connection, seed 000).
+//!
+//! `auto` (peers on other nodes) prefers the libfabric netmod when
+//! libfabric offers a provider faster than tcp (verbs, efa, cxi, psm3, ...),
+//! and takes the tcp netmod otherwise, or when that provider cannot be
+//! opened. Every rank decides alike on a homogeneous cluster; a rank that
+//! decides otherwise cannot read its peers' cards and says so.
 
 use rivet_netmods::tcp::{TcpConfig, TcpNetmod};
 use rivet_netmods::Netmod;
@@ -17,13 +23,37 @@ pub fn card_key(rank: u32) -> String {
     format!("rivet-net-{rank}")
 }
 
+/// An open netmod, and why it is the one (for `info`).
+pub struct Opened {
+    pub netmod: Box<dyn Netmod>,
+    pub why: String,
+}
+
 /// Open the netmod `choice` names for process group `job`, as `rank`.
-pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Box<dyn Netmod>> {
+pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
+    let tcp = |why: String| -> Result<Opened> {
+        let config = TcpConfig::from_env()?;
+        let netmod = Box::new(TcpNetmod::new(config, job, rank.into())?);
+        Ok(Opened { netmod, why })
+    };
     match choice {
-        NetmodChoice::Auto | NetmodChoice::Tcp => {
-            let config = TcpConfig::from_env()?;
-            Ok(Box::new(TcpNetmod::new(config, job, rank.into())?))
-        }
-        NetmodChoice::Ofi => Ok(rivet_netmods::open_ofi(job, rank.into())?),
+        NetmodChoice::Tcp => tcp("RIVET_NETMOD=tcp".into()),
+        NetmodChoice::Ofi => Ok(Opened {
+            netmod: rivet_netmods::open_ofi(job, rank.into(), None)?,
+            why: "RIVET_NETMOD=ofi".into(),
+        }),
+        NetmodChoice::Auto => match rivet_netmods::ofi_fast_provider() {
+            Ok(Some(provider)) => {
+                match rivet_netmods::open_ofi(job, rank.into(), Some(&provider)) {
+                    Ok(netmod) => Ok(Opened {
+                        netmod,
+                        why: format!("auto: libfabric offers {provider}"),
+                    }),
+                    Err(e) => tcp(format!("auto: libfabric's {provider} did not open: {e}")),
+                }
+            }
+            Ok(None) => tcp("auto: no libfabric provider faster than tcp here".into()),
+            Err(why) => tcp(format!("auto: no libfabric ({why})")),
+        },
     }
 }

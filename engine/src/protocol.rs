@@ -35,12 +35,13 @@ use crate::core::{bytes, Core, State, Unexpected};
 use crate::error::{Error, Result};
 use crate::matching::Envelope;
 use crate::pg::{CmaState, Outgoing, Route, VcId};
+use crate::rma::ReadWant;
 use crate::shm::cma;
 use crate::status::{MsgError, Status};
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
-use crate::wire::{MsgKind, WireHeader, FLAG_CANCELLED, FLAG_SYNC};
+use crate::wire::{MsgKind, WireHeader, FLAG_CANCELLED, FLAG_RMA_KEY, FLAG_SYNC};
 
-fn control(kind: MsgKind, context: u32, sreq: u64) -> WireHeader {
+pub(crate) fn control(kind: MsgKind, context: u32, sreq: u64) -> WireHeader {
     WireHeader {
         kind: kind as u8,
         context,
@@ -94,7 +95,12 @@ impl State {
         Ok(())
     }
 
-    fn reply(&mut self, to: VcId, header: WireHeader) {
+    pub(crate) fn reply(&mut self, to: VcId, header: WireHeader) {
+        // A peer that said `Bye` waits for nothing but ours (`Credit`,
+        // `Ack` and the like would be sent to a process about to exit).
+        if header.kind != MsgKind::Bye as u8 && self.pgs.vc(to).is_ok_and(|vc| vc.finalized) {
+            return;
+        }
         let item = Outgoing::Msg {
             header,
             buf: std::ptr::null(),
@@ -113,6 +119,14 @@ impl State {
     pub fn complete(&mut self, id: u64) {
         if let Some(req) = self.requests.get_mut(id) {
             req.complete = true;
+            if let Op::Send(SendOp {
+                rma_key: key @ Some(_),
+                ..
+            }) = &mut req.op
+            {
+                // The receiver has read it, or never will.
+                self.rma.release.extend(key.take());
+            }
             if req.detached {
                 self.requests.remove(id);
             }
@@ -179,6 +193,12 @@ impl State {
             Some(MsgKind::Bye) => {
                 if let Ok(vc) = self.pgs.vc(from) {
                     vc.finalized = true;
+                    // Answer once: the peer waits for it before it exits,
+                    // so nothing we still send can reach a closed endpoint.
+                    if !vc.bye_sent && !vc.failed {
+                        vc.bye_sent = true;
+                        self.reply(from, control(MsgKind::Bye, 0, 0));
+                    }
                 }
             }
             Some(MsgKind::Credit) => {
@@ -257,6 +277,18 @@ impl State {
                 "rank {from} sent a rendezvous request without its pid"
             ));
         };
+        let key = if h.flags & FLAG_RMA_KEY != 0 {
+            match payload.get(4..12) {
+                Some(k) => Some(u64::from_le_bytes(k.try_into().expect("8 bytes"))),
+                None => {
+                    return self.fail(format!(
+                        "rank {from} sent a rendezvous request flagged with a key but without one"
+                    ))
+                }
+            }
+        } else {
+            None
+        };
         let env = Envelope {
             context: h.context,
             source: h.src,
@@ -266,6 +298,7 @@ impl State {
             len: h.len,
             addr: h.aux,
             pid,
+            key,
             sreq: h.sreq,
             vc: from,
         };
@@ -281,6 +314,7 @@ impl State {
             len,
             addr,
             pid,
+            key,
             sreq,
             vc: from,
         } = rts
@@ -324,7 +358,40 @@ impl State {
                 }
             }
         }
-        let mut cts = control(MsgKind::Cts, env.context, sreq);
+        if let Some(key) = key.filter(|_| want > 0) {
+            if self
+                .pgs
+                .vc(from)
+                .is_ok_and(|vc| matches!(vc.route, Route::Netmod(_)))
+            {
+                // Posted by `Core::rma_progress`, outside the netmod's poll.
+                self.set_recv_phase(rreq, RecvPhase::Reading { from });
+                self.rma.wanted.push(ReadWant {
+                    rreq,
+                    from,
+                    addr,
+                    key,
+                    len: want,
+                    context: env.context,
+                    sreq,
+                });
+                return;
+            }
+        }
+        self.ask_to_stream(rreq, from, env.context, sreq, want);
+    }
+
+    /// Answer a rendezvous request with `Cts`: the sender streams `want`
+    /// bytes as `Data` pieces into receive `rreq`.
+    pub(crate) fn ask_to_stream(
+        &mut self,
+        rreq: u64,
+        from: VcId,
+        context: u32,
+        sreq: u64,
+        want: usize,
+    ) {
+        let mut cts = control(MsgKind::Cts, context, sreq);
         cts.aux = rreq;
         cts.len = want as u64;
         if want == 0 {
@@ -343,7 +410,7 @@ impl State {
         self.reply(from, cts);
     }
 
-    fn set_recv_phase(&mut self, rreq: u64, phase: RecvPhase) {
+    pub(crate) fn set_recv_phase(&mut self, rreq: u64, phase: RecvPhase) {
         if let Some(Req {
             op: Op::Recv(r), ..
         }) = self.requests.get_mut(rreq)
@@ -493,9 +560,24 @@ impl State {
 
     /// At finalize: tell every live netmod peer we are done (`Bye`).
     pub fn say_bye(&mut self) {
-        for vc in self.pgs.live_netmod_vcs() {
-            self.reply(vc, control(MsgKind::Bye, 0, 0));
+        for id in self.pgs.live_netmod_vcs() {
+            if let Ok(vc) = self.pgs.vc(id) {
+                if !vc.bye_sent {
+                    vc.bye_sent = true;
+                    self.reply(id, control(MsgKind::Bye, 0, 0));
+                }
+            }
         }
+    }
+
+    /// Every live netmod peer we said `Bye` to has said it too (or failed):
+    /// none of them sends us anything more, and each has seen ours.
+    pub fn byes_answered(&mut self) -> bool {
+        self.pgs.live_netmod_vcs().into_iter().all(|id| {
+            self.pgs
+                .vc(id)
+                .map_or(true, |vc| !vc.bye_sent || vc.finalized || vc.failed)
+        })
     }
 
     /// The error a send to failed `rank` gets.
@@ -557,7 +639,9 @@ impl State {
                             r.source_vc == Some(id)
                                 || (any_source_too && r.source == crate::ANY_SOURCE)
                         }
-                        RecvPhase::Streaming { from, .. } => from == id,
+                        RecvPhase::Streaming { from, .. } | RecvPhase::Reading { from } => {
+                            from == id
+                        }
                         RecvPhase::Done => false,
                     },
                 }
@@ -669,6 +753,7 @@ impl Core {
                 transmitted: false,
                 acked: false,
                 cancel_pending: false,
+                rma_key: None,
             }),
             status: Status::default(),
             complete: false,
@@ -695,11 +780,26 @@ impl Core {
         } else {
             header.kind = MsgKind::Rts as u8;
             header.aux = a.buf as u64;
-            Outgoing::Msg {
-                header,
-                buf: pid_bytes().as_ptr(),
-                len: 4,
-                done: 0,
+            match self.rma_register(route, a.buf, a.len) {
+                Some(key) => {
+                    if let Some(Req {
+                        op: Op::Send(s), ..
+                    }) = self.st.requests.get_mut(id)
+                    {
+                        s.rma_key = Some(key);
+                    }
+                    header.flags |= FLAG_RMA_KEY;
+                    let mut data = Vec::with_capacity(12);
+                    data.extend_from_slice(pid_bytes());
+                    data.extend_from_slice(&key.to_le_bytes());
+                    Outgoing::Owned { header, data }
+                }
+                None => Outgoing::Msg {
+                    header,
+                    buf: pid_bytes().as_ptr(),
+                    len: 4,
+                    done: 0,
+                },
             }
         };
         let sent = self.send_or_queue(a.dest, item);
@@ -707,7 +807,12 @@ impl Core {
             Ok(true) if eager => self.st.transmitted(id),
             Ok(_) => {}
             Err(e) => {
-                self.st.requests.remove(id);
+                if let Some(Req {
+                    op: Op::Send(s), ..
+                }) = self.st.requests.remove(id)
+                {
+                    self.st.rma.release.extend(s.rma_key);
+                }
                 return Err(e);
             }
         }
@@ -812,6 +917,7 @@ impl Core {
                 }
                 Op::Send(s) => {
                     let vc = s.vc;
+                    self.st.rma.release.extend(s.rma_key.take());
                     if let Ok(vc) = self.st.pgs.vc(vc) {
                         vc.pending.retain(|item| item.request() != id);
                     }

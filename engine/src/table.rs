@@ -23,6 +23,9 @@ pub struct SendOp {
     pub acked: bool,
     /// A cancel request is out; completion waits for its answer.
     pub cancel_pending: bool,
+    /// The buffer is registered with the netmod for the receiver to read
+    /// (`rma.rs`); released when the send completes.
+    pub rma_key: Option<u64>,
 }
 
 /// Where a receive stands.
@@ -35,6 +38,11 @@ pub enum RecvPhase {
         total: u64,
         received: u64,
         /// The sending rank (its VC).
+        from: VcId,
+    },
+    /// Matched a rendezvous message that it reads from the sender with a
+    /// netmod one-sided read (`rma.rs`).
+    Reading {
         from: VcId,
     },
     Done,
@@ -145,12 +153,13 @@ impl RequestTable {
         }
     }
 
-    /// `id` is a receive whose rendezvous data is arriving.
+    /// `id` is a receive whose rendezvous data is arriving (streamed or
+    /// read): a netmod may be writing into its buffer.
     pub fn is_streaming(&self, id: u64) -> bool {
         matches!(
             self.get(id).map(|r| &r.op),
             Some(Op::Recv(RecvOp {
-                phase: RecvPhase::Streaming { .. },
+                phase: RecvPhase::Streaming { .. } | RecvPhase::Reading { .. },
                 ..
             }))
         )

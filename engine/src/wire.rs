@@ -59,6 +59,9 @@ impl MsgKind {
 pub const FLAG_SYNC: u8 = 1;
 /// In a `CancelAck`: the message was withdrawn.
 pub const FLAG_CANCELLED: u8 = 2;
+/// In an `Rts`: the payload is the sender's pid and then the key of its
+/// buffer, registered for one-sided reads over the netmod (`rma.rs`).
+pub const FLAG_RMA_KEY: u8 = 4;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

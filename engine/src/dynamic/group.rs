@@ -304,9 +304,12 @@ impl Engine {
     }
 
     /// Deliver pending group events to the handlers; the number delivered.
-    /// Never blocks. A `Terminated` member's VC is failed first, so
-    /// requests waiting on it complete with an error.
+    /// Never blocks; progresses the engine once (a process that only waits
+    /// for events still answers its peers, e.g. a finalizing member's
+    /// goodbye, whose exit is the event). A `Terminated` member's VC is
+    /// failed first, so requests waiting on it complete with an error.
     pub fn poll_group_events(&self) -> Result<usize> {
+        self.progress();
         let from_pm = self.inner.with_pmi(|pmi| pmi.poll_events())?;
         let (events, mut handlers) = {
             let mut table = self.inner.group_table();

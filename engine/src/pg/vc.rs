@@ -74,6 +74,9 @@ pub struct Vc {
     /// The peer said `Bye` (it finalized or disconnected): its connection
     /// closing next is the end of a finished conversation, not a failure.
     pub finalized: bool,
+    /// We said `Bye` (at finalize, or answering the peer's): nothing but
+    /// that goes to the peer any more.
+    pub bye_sent: bool,
     /// Netmod routes: eager bytes we may still send before the peer
     /// returns credit (see `protocol.rs`, flow control).
     pub credit: usize,
@@ -96,6 +99,7 @@ impl Vc {
             cma: CmaState::Untried,
             failed: false,
             finalized: false,
+            bye_sent: false,
             credit: window,
             owed: 0,
             refs: 0,
