@@ -1045,6 +1045,7 @@ impl Supervisor {
             };
             let status = ExitStatus::from_raw(raw);
             self.procs[proc].status = Some(status);
+            remove_fabric_segments(pid as u32);
             // Its last PMI words (finalize) may still be unread.
             let conns: Vec<ConnId> = self
                 .conns
@@ -1210,6 +1211,27 @@ pub(crate) fn interest(wants_write: bool) -> Interest {
         Interest::READABLE | Interest::WRITABLE
     } else {
         Interest::READABLE
+    }
+}
+
+/// Removes what libfabric's shm provider left in /dev/shm for process
+/// `pid` (`<pid>:<n>:<m>`: its endpoints' queues, unlinked only by a
+/// process that closes them, so a killed rank leaves them behind).
+fn remove_fabric_segments(pid: u32) {
+    let prefix = format!("{pid}:");
+    let Ok(dir) = std::fs::read_dir("/dev/shm") else {
+        return;
+    };
+    for entry in dir.flatten() {
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let numbered = |s: &str| {
+            s.split(':')
+                .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        };
+        if name.starts_with(&prefix) && numbered(&name) {
+            let _ = std::fs::remove_file(entry.path());
+        }
     }
 }
 

@@ -281,13 +281,22 @@ pub fn release_bin(name: &str) -> PathBuf {
     )
 }
 
-/// Names of the Rivet shared-memory segments in /dev/shm (`rivet-*`).
+/// libfabric's shm provider names its queues `<pid>:<n>:<m>`.
+fn is_fabric_segment(name: &str) -> bool {
+    name.split(':').count() == 3
+        && name
+            .split(':')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Names of the shared-memory segments a job may leave in /dev/shm:
+/// Rivet's (`rivet-*`) and libfabric shm's.
 pub fn shm_segments() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .map(|dir| {
             dir.flatten()
                 .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with("rivet-"))
+                .filter(|n| n.starts_with("rivet-") || is_fabric_segment(n))
                 .collect()
         })
         .unwrap_or_default()

@@ -1278,6 +1278,14 @@ fn sizes(engine: &Engine, world: &Comm) {
         sizes[0],
         sizes[sizes.len() - 1]
     );
+    if let Some((_, reads)) = engine
+        .info()
+        .items
+        .iter()
+        .find(|(k, _)| k == "netmod.rendezvous_reads")
+    {
+        println!("engine_check sizes: rank {me} rendezvous reads: {reads}");
+    }
 }
 
 // ---------------------------------------------------------------------------
