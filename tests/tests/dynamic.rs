@@ -1,8 +1,9 @@
 //! Dynamic processes end to end (`dyn_check` ranks under rivetrun): the
 //! PG/VC reference counts, accept/connect between two separately started
 //! jobs found through a name server, spawn, and the name service. Each
-//! runs with shared memory inside a job (the default) and with tcp forced
-//! everywhere (`RIVET_NETMOD=tcp`); traffic between jobs is always tcp.
+//! runs with shared memory inside a job (the default; tcp between jobs),
+//! and with a netmod forced everywhere: `RIVET_NETMOD=tcp`, and
+//! `RIVET_NETMOD=ofi` on the `tcp;ofi_rxm` and `shm` providers.
 //! Every job must end by itself and leave no process and no shared-memory
 //! segment behind.
 
@@ -16,9 +17,25 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// (name, environment) of each transport case. Five or more processes
 /// share two cores here, so ranks yield when idle.
-const CASES: [(&str, &[(&str, &str)]); 2] = [
+const CASES: [(&str, &[(&str, &str)]); 4] = [
     ("shm", &[("RIVET_YIELD", "always")]),
     ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
+    (
+        "ofi tcp;ofi_rxm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
+        ],
+    ),
+    (
+        "ofi shm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "shm"),
+        ],
+    ),
 ];
 
 fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {

@@ -20,7 +20,7 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The settings the tests vary; cleared first so the caller's environment
 /// cannot leak into a case.
-const KNOBS: [&str; 15] = [
+const KNOBS: [&str; 21] = [
     "RIVET_TCP_BACKEND",
     "RIVET_TCP_EAGER_MAX",
     "RIVET_TCP_PIECE",
@@ -36,6 +36,12 @@ const KNOBS: [&str; 15] = [
     "RIVET_SHM_CELL_SIZE",
     "RIVET_SHM_FASTBOX_SIZE",
     "RIVET_SHM_FASTBOX_MAX",
+    "RIVET_OFI_PROVIDER",
+    "RIVET_OFI_DOMAIN",
+    "RIVET_OFI_EAGER_MAX",
+    "RIVET_OFI_PIECE",
+    "RIVET_OFI_TIMEOUT",
+    "RIVET_OFI_RMA",
 ];
 
 type Env = Vec<(&'static str, &'static str)>;
@@ -46,16 +52,51 @@ const TCP: [[(&str, &str); 2]; 2] = [
     [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "poll")],
 ];
 
+/// The libfabric netmod forced on-node, on the two providers every
+/// libfabric build has.
+const OFI: [[(&str, &str); 2]; 2] = [
+    [
+        ("RIVET_NETMOD", "ofi"),
+        ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
+    ],
+    [("RIVET_NETMOD", "ofi"), ("RIVET_OFI_PROVIDER", "shm")],
+];
+
+/// The ofi spelling of a tcp netmod setting (the two netmods share the
+/// meaning of these).
+fn ofi_knob(tcp_knob: &'static str) -> &'static str {
+    match tcp_knob {
+        "RIVET_TCP_EAGER_MAX" => "RIVET_OFI_EAGER_MAX",
+        "RIVET_TCP_PIECE" => "RIVET_OFI_PIECE",
+        other => other,
+    }
+}
+
 /// Every case of a test: each `shm` setting over shared memory, and each
-/// `tcp` setting over tcp on both backends.
+/// `net` setting over tcp on both backends and over ofi on both providers
+/// (`RIVET_TCP_EAGER_MAX` and `RIVET_TCP_PIECE` become their `RIVET_OFI_`
+/// twins there; `RIVET_OFI_*` settings are left out for tcp), without
+/// duplicates.
 fn cases(
     shm: &[&[(&'static str, &'static str)]],
-    tcp: &[&[(&'static str, &'static str)]],
+    net: &[&[(&'static str, &'static str)]],
 ) -> Vec<Env> {
     let mut all: Vec<Env> = shm.iter().map(|c| c.to_vec()).collect();
+    let mut add = |case: Env| {
+        if !all.contains(&case) {
+            all.push(case);
+        }
+    };
     for backend in TCP {
-        for c in tcp {
-            all.push(backend.iter().chain(c.iter()).copied().collect());
+        for c in net {
+            let c = c.iter().filter(|(k, _)| !k.starts_with("RIVET_OFI_"));
+            add(backend.iter().chain(c).copied().collect());
+        }
+    }
+    for provider in OFI {
+        for c in net {
+            let c = c.iter().map(|&(k, v)| (ofi_knob(k), v));
+            add(provider.iter().copied().chain(c).collect());
         }
     }
     all
@@ -127,10 +168,10 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
             "{env:?}: eager max: {line}"
         );
     }
-    if value("RIVET_NETMOD") == Some("tcp") {
+    if let Some(netmod @ ("tcp" | "ofi")) = value("RIVET_NETMOD") {
         let line = info("transport.netmod");
         assert!(
-            line.starts_with("tcp for every peer"),
+            line.starts_with(&format!("{netmod} for every peer")),
             "{env:?}: netmod: {line}"
         );
     } else {
@@ -144,6 +185,17 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
     if let Some(max) = value("RIVET_TCP_EAGER_MAX") {
         let line = info("tcp.eager_max");
         assert!(line.starts_with(max), "{env:?}: tcp eager max: {line}");
+    }
+    if let Some(p) = value("RIVET_OFI_PROVIDER") {
+        let line = info("ofi.provider");
+        assert!(
+            line.starts_with(&format!("{p} ")),
+            "{env:?}: provider: {line}"
+        );
+    }
+    if let Some(max) = value("RIVET_OFI_EAGER_MAX") {
+        let line = info("ofi.eager_max");
+        assert!(line.starts_with(max), "{env:?}: ofi eager max: {line}");
     }
     if let Some(y) = value("RIVET_YIELD") {
         let line = info("yield");
@@ -255,6 +307,8 @@ fn every_size_arrives_intact_on_every_path() {
             &[("RIVET_TCP_EAGER_MAX", "0")],
             // A window smaller than the eager limit: credit runs out.
             &[("RIVET_NETMOD_EAGER_WINDOW", "16K")],
+            // ofi: rendezvous streamed even where the provider can read.
+            &[("RIVET_OFI_RMA", "0")],
         ],
     );
     for env in &all {
@@ -265,6 +319,26 @@ fn every_size_arrives_intact_on_every_path() {
             has(&o, &line);
         }
         has(&o, "from 0 to 4194305 bytes");
+        // Over ofi, rendezvous data is read by the receiver unless RMA is
+        // off (both providers here offer FI_RMA); elsewhere nothing is read.
+        let ofi = env.contains(&("RIVET_NETMOD", "ofi"));
+        let rma = ofi && !env.contains(&("RIVET_OFI_RMA", "0"));
+        for rank in 0..2 {
+            let prefix = format!("engine_check sizes: rank {rank} rendezvous reads: ");
+            let line = o.stdout.lines().find_map(|l| l.strip_prefix(&prefix));
+            match (env.contains(&("RIVET_NETMOD", "tcp")) || ofi, line) {
+                (false, _) => {}
+                (true, None) => panic!("{env:?}: no {prefix:?} line\n{}", o.show()),
+                (true, Some(l)) => {
+                    let done: u64 = l.split(' ').next().unwrap().parse().unwrap();
+                    assert_eq!(done > 0, rma, "{env:?}: rank {rank}: {l}");
+                    assert!(
+                        l.contains(" 0 streamed instead"),
+                        "{env:?}: rank {rank}: {l}"
+                    );
+                }
+            }
+        }
     }
 }
 
@@ -451,7 +525,7 @@ fn the_harness_catches_a_leaked_segment() {
 }
 
 // ---------------------------------------------------------------------------
-// tcp only.
+// netmods only.
 
 /// Every rank sends to every other first thing after init, so over tcp every
 /// pair connects from both sides at once: one connection must win and every
@@ -519,9 +593,11 @@ fn shm_on_the_node_and_tcp_across_nodes() {
         .args(["stress", "30000", "2"]);
     let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
     assert_eq!(o.code(), Some(0), "stress over two nodes: {}", o.show());
+    // No libfabric provider here is faster than tcp, so auto keeps tcp.
     has(
         &o,
-        "engine_check info: transport.netmod: tcp for peers on other nodes",
+        "engine_check info: transport.netmod: tcp for peers on other nodes (auto: no libfabric \
+         provider faster than tcp here)",
     );
 }
 
@@ -533,7 +609,9 @@ fn shm_on_the_node_and_tcp_across_nodes() {
 #[test]
 fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
     let _serial = serial();
-    for env in cases(&[], &[&[]]) {
+    // ofi notices a dead peer only when sends to it stop moving for
+    // RIVET_OFI_TIMEOUT (tcp;ofi_rxm reports nothing else).
+    for env in cases(&[], &[&[("RIVET_OFI_TIMEOUT", "3s")]]) {
         let mut cmd = rivetrun(&["-n", "3", "--disable-auto-cleanup"]);
         cmd.arg(bin("engine_check")).arg("netkill");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);

@@ -3,9 +3,11 @@
 //! with connect ids, new ranks, `xchg_only` and events; `optional` with a
 //! participant that died; a member ending without disconnecting, allowed
 //! (`early_term_allowed`) and not. Each runs over shared memory inside a job
-//! and with tcp forced (`RIVET_NETMOD=tcp`); between process groups it is
-//! always tcp. Under Hydra the call is refused before Hydra sees it. Every job must end by itself and leave no process and no
-//! shared-memory segment behind.
+//! (tcp between process groups), and with a netmod forced everywhere:
+//! `RIVET_NETMOD=tcp`, and `RIVET_NETMOD=ofi` on the `tcp;ofi_rxm` and
+//! `shm` providers. Under Hydra the call is refused before Hydra sees it.
+//! Every job must end by itself and leave no process and no shared-memory
+//! segment behind.
 
 use std::process::Command;
 use std::time::Duration;
@@ -14,9 +16,25 @@ use rivet_tests::{bin, rivetrun, run_job_checking_shm, serial, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-const CASES: [(&str, &[(&str, &str)]); 2] = [
+const CASES: [(&str, &[(&str, &str)]); 4] = [
     ("shm", &[("RIVET_YIELD", "always")]),
     ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
+    (
+        "ofi tcp;ofi_rxm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
+        ],
+    ),
+    (
+        "ofi shm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "shm"),
+        ],
+    ),
 ];
 
 fn group_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
