@@ -1,8 +1,9 @@
 //! `rivet-bench compare`: Rivet and its peers (MPICH, Open MPI; over TCP
-//! also raw TCP) side by side on this machine, interleaved run by run, with
-//! median [min-max] per stack and the ratio Rivet / best peer. The transport
-//! is shared memory (`--transport shm`, the default) or TCP over loopback
-//! (`--transport tcp`).
+//! also raw TCP; over libfabric fi_pingpong) side by side on this machine,
+//! interleaved run by run, with median [min-max] per stack and the ratio
+//! Rivet / best peer. The transport is shared memory (`--transport shm`, the
+//! default), TCP over loopback (`--transport tcp`) or libfabric
+//! (`--transport ofi`, one or more providers).
 //!
 //! Point-to-point (latency, bw, mr; bibw is Rivet only, the peers' program
 //! has none): each run is one whole job on 2 ranks, one per core. Over shm:
@@ -36,11 +37,38 @@
 //! stream of back-to-back sends (no window, one ack at the end) at 64 KiB,
 //! 256 KiB, 1 MiB and 4 MiB. Sizes it does not measure show as "-".
 //!
+//! Over ofi (`--transport ofi`), for each provider P of `--provider`
+//! (default `tcp;ofi_rxm` and `shm`):
+//! - rivet-ofi(P):   `RIVET_NETMOD=ofi RIVET_OFI_PROVIDER=P rivetrun -n 2 --bind-to core
+//!   rivet-bench <bench> --json --max M` (no `RIVET_OFI_DOMAIN`: the
+//!   provider's first domain, as fi_pingpong's)
+//! - fi_pingpong(P): libfabric's own ping-pong (package libfabric-bin), the
+//!   raw reference, latency and bw only, one server/client pair per size
+//!   (`fi_pingpong` has only one size per run), run through `rivet-bench
+//!   fi-pingpong` (module `fi_pingpong`): `taskset -c 1 fi_pingpong -p P -e
+//!   rdm -B PORT -S SIZE -I ITERS` and `taskset -c 0 fi_pingpong -p P -e rdm
+//!   -P PORT -S SIZE -I ITERS 127.0.0.1` (the anchors' run_all.sh, and its
+//!   ITERS: 50000 up to 1 KiB, 5000 up to 64 KiB, 500 above), a free port
+//!   per pair, at exactly the sizes asked for. Its latency is
+//!   usec/xfer (half a round trip); its bw is ping-pong bandwidth, size /
+//!   half round trip with one message in flight (fi_pingpong's MB/sec
+//!   column). That is not the same kind of figure as Rivet's bw, a window
+//!   of 64 messages in flight: the bw ratio compares a streaming rate with a
+//!   ping-pong one.
+//!
+//! mr, bibw and startup over ofi are rivet-ofi only (fi_pingpong has none),
+//! shown without a ratio.
+//!
 //! Ratios are Rivet's median over the other stack's. Over shm: rivet / best
 //! peer. Over tcp, per size: each Rivet stack / best peer (the better of
 //! MPICH and Open MPI), each Rivet stack / raw-tcp, and rivet-uring /
 //! rivet-poll; the targets are 8-byte latency <= 1.1 x raw-tcp and 1 MiB bw
 //! >= 0.9 x raw-tcp, and those two ratios say whether they are met.
+//!
+//! Over ofi, per size: rivet-ofi(P) / fi_pingpong(P), the same provider's;
+//! the targets, at every size, are latency at most 1.1 x fi_pingpong's and
+//! bw at least 1.0 x fi_pingpong's ping-pong MB/s, and the ratios say
+//! whether they are met.
 //!
 //! startup: wall time of a whole N-rank job, launcher start to exit:
 //! `rivetrun -n N rivet-bench startup` against `mpiexec.hydra -n N hello.mpich`
@@ -48,7 +76,8 @@
 //! `hello_mpi.c`: MPI_Init, MPI_Barrier, MPI_Finalize), default binding, one
 //! untimed warm-up run of each first. Over tcp each stack gets its TCP
 //! settings (the RIVET_* environment, UCX_TLS=tcp,self, --mca pml ob1 --mca
-//! btl self,tcp); raw-tcp has no startup.
+//! btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
+//! startup (with its RIVET_* settings).
 //!
 //! Order: for each rep, every bench, every stack (the stack order rotates by
 //! one each rep). A stack whose launcher or compiler is missing is skipped
@@ -58,6 +87,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::fi_pingpong;
 use crate::harness::{self, beside_me, find_program, Cell, CmdSpec, JobOutput, Order};
 use crate::json;
 use crate::peers::{self, Mpi, Transport};
@@ -71,14 +101,20 @@ pub struct Args {
     /// stacks and their command lines (listed in `compare --help`).
     #[arg(long, value_enum, default_value_t = Transport::Shm)]
     transport: Transport,
+    /// libfabric providers for --transport ofi, comma-separated, as fi_info
+    /// names them; each gets its rivet-ofi and fi_pingpong stacks.
+    /// [default: tcp;ofi_rxm,shm]
+    #[arg(long, value_delimiter = ',')]
+    provider: Option<Vec<String>>,
     /// Benchmarks to compare: latency, bw, bibw (Rivet only), mr (no
-    /// raw-tcp), startup (no raw-tcp).
+    /// raw-tcp, no fi_pingpong), startup (no raw-tcp, no fi_pingpong).
     #[arg(long, value_delimiter = ',', default_value = "latency,bw,mr")]
     benches: Vec<String>,
     /// Message sizes to report (latency, bw, bibw), comma-separated, with
     /// suffixes as --max; or `all` for every size up to 4 MiB. mr is always 8 B.
     /// raw-tcp measures only latency at 1,8,64,512,1K,4K,16K,64K and bw at
-    /// 64K,256K,1M,4M; it shows "-" at other sizes.
+    /// 64K,256K,1M,4M; it shows "-" at other sizes. fi_pingpong runs one
+    /// server/client pair per size listed (every ladder size for `all`).
     #[arg(long, default_value = "8,1024,65536,1048576,4194304")]
     sizes: String,
     /// Rank counts for startup.
@@ -88,7 +124,8 @@ pub struct Args {
     #[arg(long, default_value_t = 5)]
     reps: u32,
     /// Stacks to run. shm: rivet, mpich, openmpi. tcp: rivet-uring,
-    /// rivet-poll, raw-tcp, mpich, openmpi (rivet = both Rivet stacks)
+    /// rivet-poll, raw-tcp, mpich, openmpi (rivet = both Rivet stacks).
+    /// ofi: rivet-ofi (or rivet), fi_pingpong, each for every --provider
     /// [default: all of the transport's stacks]
     #[arg(long, value_delimiter = ',')]
     stacks: Option<Vec<String>>,
@@ -118,6 +155,9 @@ pub struct Args {
     /// C compiler for raw_tcp_pingpong.c (raw-tcp).
     #[arg(long, default_value = "cc")]
     cc: String,
+    /// libfabric's fi_pingpong (fi_pingpong stacks, --transport ofi).
+    #[arg(long, default_value = fi_pingpong::DEFAULT_PROGRAM)]
+    fi_pingpong: String,
     /// Directory with mpi_pingpong.c, hello_mpi.c and raw_tcp_pingpong.c.
     #[arg(long, default_value = peers::DEFAULT_ANCHORS)]
     anchors: PathBuf,
@@ -163,58 +203,105 @@ fn parse_sizes(text: &str) -> Result<SizeSel, String> {
 /// The stacks of each transport, in the order of the tables.
 const SHM_STACKS: [&str; 3] = ["rivet", "mpich", "openmpi"];
 const TCP_STACKS: [&str; 5] = ["rivet-uring", "rivet-poll", "raw-tcp", "mpich", "openmpi"];
+/// Over ofi, each of these for every provider: `rivet-ofi(shm)`.
+const OFI_STACKS: [&str; 2] = ["rivet-ofi", "fi_pingpong"];
+/// The providers of `--transport ofi` unless `--provider` says otherwise.
+const DEFAULT_PROVIDERS: [&str; 2] = ["tcp;ofi_rxm", "shm"];
+
+/// A stack's name and, over ofi, its provider: `rivet-ofi(shm)` is
+/// (`rivet-ofi`, `shm`).
+fn split_provider(name: &str) -> (&str, Option<&str>) {
+    match name.strip_suffix(')').and_then(|n| n.split_once('(')) {
+        Some((base, provider)) => (base, Some(provider)),
+        None => (name, None),
+    }
+}
+
+/// The providers to compare over (`--provider`), checked.
+fn select_providers(transport: Transport, asked: Option<&[String]>) -> Result<Vec<String>, String> {
+    let Some(asked) = asked else {
+        return Ok(DEFAULT_PROVIDERS.map(String::from).to_vec());
+    };
+    if transport != Transport::Ofi {
+        return Err("--provider applies to --transport ofi only".into());
+    }
+    let mut providers: Vec<String> = Vec::new();
+    for p in asked.iter().map(|p| p.trim()) {
+        if p.is_empty() || p.contains(['(', ')']) {
+            return Err(format!(
+                "--provider: {p:?} is not a libfabric provider name"
+            ));
+        }
+        if !providers.iter().any(|q| q == p) {
+            providers.push(p.to_string());
+        }
+    }
+    Ok(providers)
+}
 
 /// The stacks `--stacks` asks for (all of the transport's if not given), in
-/// table order; over tcp, `rivet` stands for both Rivet stacks.
+/// table order; over tcp, `rivet` stands for both Rivet stacks; over ofi,
+/// each stack runs for every provider (`rivet` = `rivet-ofi`).
 fn select_stacks(
     transport: Transport,
     asked: Option<&[String]>,
-) -> Result<Vec<&'static str>, String> {
+    providers: &[String],
+) -> Result<Vec<String>, String> {
     let known: &[&'static str] = match transport {
         Transport::Shm => &SHM_STACKS,
         Transport::Tcp => &TCP_STACKS,
+        Transport::Ofi => &OFI_STACKS,
     };
-    let Some(asked) = asked else {
-        return Ok(known.to_vec());
-    };
-    let mut chosen = Vec::new();
-    for name in asked.iter().map(|s| s.trim()) {
-        let matched: Vec<&'static str> = if transport == Transport::Tcp && name == "rivet" {
-            vec!["rivet-uring", "rivet-poll"]
-        } else {
-            known.iter().copied().filter(|&k| k == name).collect()
-        };
-        if matched.is_empty() {
-            return Err(format!(
-                "unknown stack {name:?} for --transport {}: {}",
-                transport.name(),
-                known.join(", ")
-            ));
+    let chosen: Vec<&'static str> = match asked {
+        None => known.to_vec(),
+        Some(asked) => {
+            let mut chosen = Vec::new();
+            for name in asked.iter().map(|s| s.trim()) {
+                let matched: Vec<&'static str> = match (transport, name) {
+                    (Transport::Tcp, "rivet") => vec!["rivet-uring", "rivet-poll"],
+                    (Transport::Ofi, "rivet") => vec!["rivet-ofi"],
+                    _ => known.iter().copied().filter(|&k| k == name).collect(),
+                };
+                if matched.is_empty() {
+                    return Err(format!(
+                        "unknown stack {name:?} for --transport {}: {}",
+                        transport.name(),
+                        known.join(", ")
+                    ));
+                }
+                chosen.extend(matched);
+            }
+            known
+                .iter()
+                .copied()
+                .filter(|k| chosen.contains(k))
+                .collect()
         }
-        chosen.extend(matched);
-    }
-    Ok(known
-        .iter()
-        .copied()
-        .filter(|k| chosen.contains(k))
-        .collect())
+    };
+    Ok(match transport {
+        Transport::Ofi => providers
+            .iter()
+            .flat_map(|p| chosen.iter().map(move |s| format!("{s}({p})")))
+            .collect(),
+        _ => chosen.into_iter().map(String::from).collect(),
+    })
 }
 
 /// What a stack is to the ratios, from its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Role {
-    /// rivet, rivet-uring, rivet-poll: the numerator of every ratio.
+    /// rivet, rivet-uring, rivet-poll, rivet-ofi(P): the numerator of every ratio.
     Rivet,
     /// mpich, openmpi: the best of them is "best peer".
     Peer,
-    /// raw-tcp: the limit, a ratio of its own.
+    /// raw-tcp, fi_pingpong(P): the limit, a ratio of its own.
     Raw,
 }
 
 fn role(name: &str) -> Role {
     if name.starts_with("rivet") {
         Role::Rivet
-    } else if name.starts_with("raw") {
+    } else if name.starts_with("raw") || name.starts_with("fi_pingpong") {
         Role::Raw
     } else {
         Role::Peer
@@ -223,7 +310,7 @@ fn role(name: &str) -> Role {
 
 /// One stack of the comparison: a name and how to run it, or why not.
 struct StackEntry {
-    name: &'static str,
+    name: String,
     /// How its runs look, or why it is skipped.
     status: Result<StackRun, String>,
 }
@@ -233,16 +320,27 @@ enum StackRun {
         rivetrun: PathBuf,
         bench: PathBuf,
         /// Set for rivetrun (which passes it on to the ranks).
-        env: Vec<(&'static str, &'static str)>,
+        env: Vec<(&'static str, String)>,
     },
     Mpi(peers::Stack, Transport),
     /// raw_tcp_pingpong.
     RawTcp(PathBuf),
+    /// fi_pingpong pairs, run by `wrapper fi-pingpong` (this executable).
+    FiPingpong {
+        wrapper: PathBuf,
+        program: PathBuf,
+        provider: String,
+        /// `fi-pingpong --timeout`: a little under compare's, so that it
+        /// stops its pairs itself before its job is killed.
+        timeout: u64,
+    },
 }
 
 impl StackRun {
-    /// The job for one p2p benchmark, or None if the stack has no such bench.
-    fn p2p(&self, kind: Kind, max_size: usize) -> Option<CmdSpec> {
+    /// The job for one p2p benchmark, or None if the stack has no such
+    /// bench. `sizes` are those to report: Rivet's and the MPI stacks'
+    /// runs go up the ladder to `max_size`, fi_pingpong runs those only.
+    fn p2p(&self, kind: Kind, max_size: usize, sizes: &[u64]) -> Option<CmdSpec> {
         match self {
             StackRun::Rivet {
                 rivetrun,
@@ -271,6 +369,41 @@ impl StackRun {
                 let (b, _) = peers::raw_tcp_bench(kind.name())?;
                 Some(CmdSpec::new(program).arg(b))
             }
+            StackRun::FiPingpong {
+                wrapper,
+                program,
+                provider,
+                timeout,
+            } => {
+                if !matches!(kind, Kind::Latency | Kind::Bw) || sizes.is_empty() {
+                    return None;
+                }
+                let sizes: Vec<String> = sizes.iter().map(u64::to_string).collect();
+                Some(
+                    CmdSpec::new(wrapper)
+                        .args(["fi-pingpong", "--provider", provider])
+                        .args(["--sizes", &sizes.join(",")])
+                        .arg("--program")
+                        .arg(program)
+                        .args(["--timeout", &timeout.to_string()]),
+                )
+            }
+        }
+    }
+
+    /// fi_pingpong's server and client command lines, one pair per size
+    /// (port shown as PORT: each pair gets a free one when it runs).
+    fn fi_pairs(&self, sizes: &[u64]) -> Vec<(CmdSpec, CmdSpec)> {
+        match self {
+            StackRun::FiPingpong {
+                program, provider, ..
+            } => sizes
+                .iter()
+                .map(|&s| {
+                    fi_pingpong::pair(program, provider, "PORT", s, fi_pingpong::iterations(s))
+                })
+                .collect(),
+            _ => Vec::new(),
         }
     }
 
@@ -291,7 +424,7 @@ impl StackRun {
                     .startup(&s.launcher, n, *transport)
                     .arg(s.hello.as_ref()?),
             ),
-            StackRun::RawTcp(_) => None,
+            StackRun::RawTcp(_) | StackRun::FiPingpong { .. } => None,
         }
     }
 
@@ -349,6 +482,20 @@ impl Table {
         self.keys.as_ref().is_none_or(|k| k.contains(&key))
     }
 
+    /// The sizes a p2p bench reports (fi_pingpong runs exactly these): the
+    /// keys, or with `--sizes all` the bench's ladder up to `max_size`.
+    fn run_sizes(&self, max_size: usize) -> Vec<u64> {
+        match (&self.keys, self.bench) {
+            (Some(k), _) => k.clone(),
+            (None, Bench::P2p(kind)) => sizes::sizes_for(kind, None, Some(max_size))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|s| s as u64)
+                .collect(),
+            (None, Bench::Startup) => Vec::new(),
+        }
+    }
+
     /// Whether `stack` measures `key` at all (a missing value is a failure).
     fn measures(&self, stack: usize, key: u64) -> bool {
         self.only.get(&stack).is_none_or(|k| k.contains(&key))
@@ -404,7 +551,8 @@ pub fn run(args: Args) -> Result<(), String> {
         .any(|b| matches!(b, Bench::P2p(Kind::Latency | Kind::Bw)));
 
     let transport = args.transport;
-    let names = select_stacks(transport, args.stacks.as_deref())?;
+    let providers = select_providers(transport, args.provider.as_deref())?;
+    let names = select_stacks(transport, args.stacks.as_deref(), &providers)?;
     // The stacks, in a fixed order: Rivet first.
     let build_dir = args
         .build_dir
@@ -412,21 +560,29 @@ pub fn run(args: Args) -> Result<(), String> {
         .unwrap_or_else(peers::default_build_dir);
     let mut stacks = Vec::new();
     for name in names {
-        let status = match name {
-            "rivet" => rivet_stack(&args, Vec::new()),
-            "rivet-uring" => rivet_stack(
-                &args,
-                vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "uring")],
-            ),
-            "rivet-poll" => rivet_stack(
-                &args,
-                vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "poll")],
-            ),
-            "raw-tcp" if !want_raw => Err("it has only latency and bw".into()),
-            "raw-tcp" => {
+        let tcp = |backend: &str| {
+            vec![
+                ("RIVET_NETMOD", "tcp".to_string()),
+                ("RIVET_TCP_BACKEND", backend.to_string()),
+            ]
+        };
+        let status = match split_provider(&name) {
+            ("rivet", None) => rivet_stack(&args, Vec::new()),
+            ("rivet-uring", None) => rivet_stack(&args, tcp("uring")),
+            ("rivet-poll", None) => rivet_stack(&args, tcp("poll")),
+            ("raw-tcp" | "fi_pingpong", _) if !want_raw => Err("it has only latency and bw".into()),
+            ("raw-tcp", None) => {
                 peers::prepare_raw_tcp(&args.cc, &args.anchors, &build_dir).map(StackRun::RawTcp)
             }
-            "mpich" => peers::prepare(
+            ("rivet-ofi", Some(provider)) => rivet_stack(
+                &args,
+                vec![
+                    ("RIVET_NETMOD", "ofi".to_string()),
+                    ("RIVET_OFI_PROVIDER", provider.to_string()),
+                ],
+            ),
+            ("fi_pingpong", Some(provider)) => fi_pingpong_stack(&args, provider),
+            ("mpich", None) => peers::prepare(
                 Mpi::Mpich,
                 &args.hydra,
                 &args.mpicc_mpich,
@@ -436,7 +592,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 want_hello,
             )
             .map(|s| StackRun::Mpi(s, transport)),
-            _ => peers::prepare(
+            ("openmpi", None) => peers::prepare(
                 Mpi::OpenMpi,
                 &args.ompi_mpirun,
                 &args.mpicc_openmpi,
@@ -446,6 +602,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 want_hello,
             )
             .map(|s| StackRun::Mpi(s, transport)),
+            _ => Err(format!("unknown stack {name}")),
         };
         if let Err(why) = &status {
             eprintln!("rivet-bench: skipping {name}: {why}");
@@ -487,9 +644,10 @@ pub fn run(args: Args) -> Result<(), String> {
                 };
                 let mut cells = Vec::new();
                 let mut tgts = Vec::new();
+                let run_sizes = table.run_sizes(max_size);
                 for (i, s) in stacks.iter().enumerate() {
                     let Ok(run) = &s.status else { continue };
-                    let Some(spec) = run.p2p(kind, max_size) else {
+                    let Some(spec) = run.p2p(kind, max_size, &run_sizes) else {
                         continue;
                     };
                     if let Some(fixed) = run.fixed_sizes(kind) {
@@ -555,9 +713,16 @@ pub fn run(args: Args) -> Result<(), String> {
     }
 
     if args.dry_run {
-        for g in &groups {
-            for c in g {
-                println!("{}: {}", c.label, c.spec);
+        for (g, cells) in groups.iter().enumerate() {
+            for (c, cell) in cells.iter().enumerate() {
+                println!("{}: {}", cell.label, cell.spec);
+                let target = targets[g][c];
+                if let Ok(run) = &stacks[target.stack].status {
+                    let sizes = tables[target.table].run_sizes(max_size);
+                    for (server, client) in run.fi_pairs(&sizes) {
+                        println!("  server: {server}\n  client: {client}");
+                    }
+                }
             }
         }
         return Ok(());
@@ -575,10 +740,15 @@ pub fn run(args: Args) -> Result<(), String> {
         |g, c, out| record(&mut tables, &stacks, targets[g][c], out),
     );
 
-    let names: Vec<&str> = stacks.iter().map(|s| s.name).collect();
+    let names: Vec<&str> = stacks.iter().map(|s| s.name.as_str()).collect();
     let skipped: Vec<(&str, &str)> = stacks
         .iter()
-        .filter_map(|s| s.status.as_ref().err().map(|w| (s.name, w.as_str())))
+        .filter_map(|s| {
+            s.status
+                .as_ref()
+                .err()
+                .map(|w| (s.name.as_str(), w.as_str()))
+        })
         .collect();
     if args.json {
         println!(
@@ -595,12 +765,29 @@ pub fn run(args: Args) -> Result<(), String> {
 }
 
 /// `rivetrun` with the stack's `RIVET_*` settings.
-fn rivet_cmd(rivetrun: &std::path::Path, env: &[(&'static str, &'static str)]) -> CmdSpec {
+fn rivet_cmd(rivetrun: &std::path::Path, env: &[(&'static str, String)]) -> CmdSpec {
     env.iter()
         .fold(CmdSpec::new(rivetrun), |spec, (k, v)| spec.env(k, v))
 }
 
-fn rivet_stack(args: &Args, env: Vec<(&'static str, &'static str)>) -> Result<StackRun, String> {
+/// fi_pingpong over `provider`, run through this executable's `fi-pingpong`.
+fn fi_pingpong_stack(args: &Args, provider: &str) -> Result<StackRun, String> {
+    let program = find_program(&args.fi_pingpong)
+        .ok_or_else(|| format!("{} not found (package libfabric-bin)", args.fi_pingpong))?;
+    if find_program("taskset").is_none() {
+        return Err("taskset not found (package util-linux)".into());
+    }
+    let wrapper =
+        std::env::current_exe().map_err(|e| format!("cannot find this executable: {e}"))?;
+    Ok(StackRun::FiPingpong {
+        wrapper,
+        program,
+        provider: provider.to_string(),
+        timeout: args.timeout.saturating_sub(10).max(1),
+    })
+}
+
+fn rivet_stack(args: &Args, env: Vec<(&'static str, String)>) -> Result<StackRun, String> {
     let rivetrun = args
         .rivetrun
         .clone()
@@ -640,6 +827,7 @@ fn record(
     let rows = match &stacks[target.stack].status {
         Ok(StackRun::Rivet { .. }) => report::parse_json_output(&out.stdout, table.name())?,
         Ok(StackRun::RawTcp(_)) => peers::parse_raw_tcp(&out.stdout, table.name())?,
+        Ok(StackRun::FiPingpong { .. }) => fi_pingpong::parse_table(&out.stdout, table.name())?,
         _ => peers::parse_table(&out.stdout),
     };
     let wanted: Vec<(u64, f64)> = rows.into_iter().filter(|(k, _)| table.wants(*k)).collect();
@@ -706,11 +894,12 @@ struct RivetRatios {
     stack: usize,
     /// Over the best peer's (MPICH or Open MPI), and that peer.
     vs_best: Option<(f64, usize)>,
-    /// Over raw-tcp's.
+    /// Over its raw reference's: raw-tcp's, or over ofi the same
+    /// provider's fi_pingpong.
     vs_raw: Option<f64>,
 }
 
-/// What a Rivet stack's ratio to raw-tcp should be at a size.
+/// What a Rivet stack's ratio to its raw reference should be at a size.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Target {
     AtMost(f64),
@@ -733,12 +922,16 @@ impl Target {
     }
 }
 
-/// The targets against raw-tcp: 8-byte latency at most 1.1 x raw busy-poll,
-/// 1 MiB bandwidth at least 0.9 x raw streaming.
-fn raw_target(bench: Bench, key: u64) -> Option<Target> {
-    match (bench, key) {
-        (Bench::P2p(Kind::Latency), 8) => Some(Target::AtMost(1.1)),
-        (Bench::P2p(Kind::Bw), 1048576) => Some(Target::AtLeast(0.9)),
+/// The targets against the raw reference. Over tcp: 8-byte latency at
+/// most 1.1 x raw-tcp busy-poll, 1 MiB bandwidth at least 0.9 x raw-tcp
+/// streaming. Over ofi, at every size: latency at most 1.1 x fi_pingpong,
+/// bandwidth at least 1.0 x fi_pingpong's ping-pong MB/s.
+fn raw_target(transport: Transport, bench: Bench, key: u64) -> Option<Target> {
+    match (transport, bench, key) {
+        (Transport::Tcp, Bench::P2p(Kind::Latency), 8) => Some(Target::AtMost(1.1)),
+        (Transport::Tcp, Bench::P2p(Kind::Bw), 1048576) => Some(Target::AtLeast(0.9)),
+        (Transport::Ofi, Bench::P2p(Kind::Latency), _) => Some(Target::AtMost(1.1)),
+        (Transport::Ofi, Bench::P2p(Kind::Bw), _) => Some(Target::AtLeast(1.0)),
         _ => None,
     }
 }
@@ -754,7 +947,16 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
     };
     let rivets = with_role(Role::Rivet);
     let peers = with_role(Role::Peer);
-    let raw = with_role(Role::Raw).first().copied();
+    let raws = with_role(Role::Raw);
+    // A Rivet stack's raw reference: the one of its provider (over ofi),
+    // else the only one (raw-tcp).
+    let reference = |r: usize| match split_provider(stacks[r]).1 {
+        Some(p) => raws
+            .iter()
+            .copied()
+            .find(|&i| split_provider(stacks[i]).1 == Some(p)),
+        None => raws.first().copied(),
+    };
     let named = |n: &str| table.stacks.iter().copied().find(|&i| stacks[i] == n);
     let (uring, poll) = (named("rivet-uring"), named("rivet-poll"));
     let keys: Vec<u64> = match &table.keys {
@@ -802,7 +1004,9 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
                         vs_best: m
                             .zip(best_peer)
                             .and_then(|(m, (peer, p))| over(m, p).map(|x| (x, peer))),
-                        vs_raw: m.zip(raw.and_then(median)).and_then(|(m, p)| over(m, p)),
+                        vs_raw: m
+                            .zip(reference(r).and_then(median))
+                            .and_then(|(m, p)| over(m, p)),
                     }
                 })
                 .collect();
@@ -821,8 +1025,34 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
         .collect()
 }
 
-fn bench_title(table: &Table, stacks: &[&str]) -> String {
+fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
     let raw = table.stacks.iter().any(|&i| role(stacks[i]) == Role::Raw);
+    if transport == Transport::Ofi {
+        return match table.bench {
+            Bench::P2p(Kind::Latency) => {
+                "latency: half round trip, us (lower is better); fi_pingpong: usec/xfer".into()
+            }
+            Bench::P2p(Kind::Bw) => {
+                "bw: MB/s with 1 MB = 1e6 B (higher is better); rivet-ofi: window of 64; \
+                fi_pingpong: ping-pong, size / half round trip (not a streaming figure)"
+                    .into()
+            }
+            Bench::P2p(Kind::Bibw) => {
+                "bibw: both directions, window of 64, MB/s (higher is better); Rivet only, no ratio"
+                    .into()
+            }
+            Bench::P2p(Kind::Mr) => {
+                "mr: 8-byte messages, window of 64, messages/s (higher is better); \
+                Rivet only, no ratio (fi_pingpong has no mr)"
+                    .into()
+            }
+            Bench::Startup => {
+                "startup: whole N-rank job (init, barrier, finalize), launcher start to exit, \
+                s (lower is better); Rivet only"
+                    .into()
+            }
+        };
+    }
     match table.bench {
         Bench::P2p(Kind::Latency) if raw => {
             "latency: half round trip, us (lower is better); raw-tcp: busy-poll recv".into()
@@ -863,6 +1093,16 @@ fn text_report(
             Target::AtMost(1.1).describe(),
             Target::AtLeast(0.9).describe()
         ),
+        Transport::Ofi => format!(
+            "# Rivet over libfabric vs fi_pingpong: median [min-max] over {reps} interleaved runs per stack\n\
+             # rivet-ofi(P): RIVET_NETMOD=ofi RIVET_OFI_PROVIDER=P rivetrun -n 2 --bind-to core; \
+             fi_pingpong(P): fi_pingpong -p P -e rdm, server CPU 1, client CPU 0\n\
+             # ratios = rivet-ofi(P) / fi_pingpong(P); targets at every size: latency {}, bw {}\n\
+             # fi_pingpong's MB/s is ping-pong bandwidth (size / half round trip, one message in flight), \
+             Rivet's bw a window of 64: not the same kind of figure\n",
+            Target::AtMost(1.1).describe(),
+            Target::AtLeast(1.0).describe()
+        ),
     };
     for (name, why) in skipped {
         out += &format!("# skipped {name}: {why}\n");
@@ -877,7 +1117,7 @@ fn text_report(
         );
     }
     for table in tables {
-        out += &format!("\n# {}\n", bench_title(table, stacks));
+        out += &format!("\n# {}\n", bench_title(transport, table, stacks));
         let rows = summarize_table(table, stacks);
         let mut grid: Vec<Vec<String>> = Vec::new();
         let key_header = if table.key_name() == "size" {
@@ -912,18 +1152,31 @@ fn text_report(
             grid.push(line);
         }
         out += &align(&grid);
-        if transport == Transport::Tcp {
-            out += &ratio_grid(table, stacks, &rows, key_header);
+        if transport != Transport::Shm {
+            out += &ratio_grid(transport, table, stacks, &rows, key_header);
         }
     }
     out
 }
 
-/// Over tcp, the ratios of a table, below its values: per Rivet stack /best
-/// and /raw-tcp (with the target where there is one), and uring/poll.
-fn ratio_grid(table: &Table, stacks: &[&str], rows: &[RowSummary], key_header: String) -> String {
+/// Over tcp and ofi, the ratios of a table, below its values: per Rivet
+/// stack /best and /raw-tcp or /fi_pingpong (with the target where there
+/// is one), and uring/poll.
+fn ratio_grid(
+    transport: Transport,
+    table: &Table,
+    stacks: &[&str],
+    rows: &[RowSummary],
+    key_header: String,
+) -> String {
     let has = |r: Role| table.stacks.iter().any(|&i| role(stacks[i]) == r);
     let (has_peer, has_raw) = (has(Role::Peer), has(Role::Raw));
+    // raw-tcp, fi_pingpong
+    let raw_name = table
+        .stacks
+        .iter()
+        .find(|&&i| role(stacks[i]) == Role::Raw)
+        .map_or("raw", |&i| split_provider(stacks[i]).0);
     let rivets: Vec<usize> = rows
         .first()
         .map(|r| r.rivets.iter().map(|x| x.stack).collect())
@@ -937,7 +1190,7 @@ fn ratio_grid(table: &Table, stacks: &[&str], rows: &[RowSummary], key_header: S
             header.push(format!("{}/best", stacks[i]));
         }
         if has_raw {
-            header.push(format!("{}/raw-tcp", stacks[i]));
+            header.push(format!("{}/{raw_name}", stacks[i]));
         }
     }
     if uring_poll {
@@ -957,15 +1210,17 @@ fn ratio_grid(table: &Table, stacks: &[&str], rows: &[RowSummary], key_header: S
                 });
             }
             if has_raw {
-                line.push(match (x.vs_raw, raw_target(table.bench, r.key)) {
-                    (Some(v), Some(t)) => format!(
-                        "{v:.2} {} ({})",
-                        if t.met(v) { "met" } else { "MISSED" },
-                        t.describe()
-                    ),
-                    (Some(v), None) => format!("{v:.2}"),
-                    (None, _) => "-".into(),
-                });
+                line.push(
+                    match (x.vs_raw, raw_target(transport, table.bench, r.key)) {
+                        (Some(v), Some(t)) => format!(
+                            "{v:.2} {} ({})",
+                            if t.met(v) { "met" } else { "MISSED" },
+                            t.describe()
+                        ),
+                        (Some(v), None) => format!("{v:.2}"),
+                        (None, _) => "-".into(),
+                    },
+                );
             }
         }
         if uring_poll {
@@ -1005,6 +1260,15 @@ fn align(grid: &[Vec<String>]) -> String {
     out
 }
 
+/// A target in JSON: `{"at_most":1.1}`, `{"at_least":0.9}` or `null`.
+fn json_target(target: Option<Target>) -> String {
+    match target {
+        Some(Target::AtMost(x)) => format!("{{\"at_most\":{}}}", json::num(x)),
+        Some(Target::AtLeast(x)) => format!("{{\"at_least\":{}}}", json::num(x)),
+        None => "null".into(),
+    }
+}
+
 /// The JSON report:
 /// `{"benchmark":"compare","reps":R,"stacks":["rivet",...],"skipped":[{"stack":..,"why":..}],
 ///   "other_load_pct":{"median":..,"max":..}|null,"failed_runs":F,
@@ -1020,6 +1284,13 @@ fn align(grid: &[Vec<String>]) -> String {
 ///  "uring_over_poll":..|null,"raw_tcp_target":{"at_most":1.1}|{"at_least":0.9}|null`;
 /// a stack that does not measure a size at all (raw-tcp) is left out of
 /// that row's "stacks" (a failed one is null).
+///
+/// Over ofi, `"transport":"ofi"`, stacks are named `rivet-ofi(P)` and
+/// `fi_pingpong(P)` per provider P, and each row has instead
+/// `"ratios":{"rivet-ofi(P)":{"vs_fi_pingpong":..|null,"target_met":true|false|null},..},
+///  "fi_pingpong_target":{"at_most":1.1}|{"at_least":1}|null`
+/// (rivet-ofi(P) over the same provider's fi_pingpong; mr, bibw and
+/// startup rows have no ratio and a null target).
 fn json_doc(
     transport: Transport,
     tables: &[Table],
@@ -1053,6 +1324,29 @@ fn json_doc(
                         })
                         .collect();
                     let ratios = match transport {
+                        Transport::Ofi => {
+                            let target = raw_target(transport, table.bench, r.key);
+                            let each: Vec<String> = r
+                                .rivets
+                                .iter()
+                                .map(|x| {
+                                    let met = match (x.vs_raw, target) {
+                                        (Some(v), Some(t)) => t.met(v).to_string(),
+                                        _ => "null".into(),
+                                    };
+                                    format!(
+                                        "{}:{{\"vs_fi_pingpong\":{},\"target_met\":{met}}}",
+                                        json::string(stacks[x.stack]),
+                                        opt(x.vs_raw)
+                                    )
+                                })
+                                .collect();
+                            format!(
+                                "\"ratios\":{{{}}},\"fi_pingpong_target\":{}",
+                                each.join(","),
+                                json_target(target)
+                            )
+                        }
                         Transport::Shm => {
                             let (peer, ratio) = match r.ratio {
                                 Some((x, p)) => (json::string(stacks[p]), json::num(x)),
@@ -1061,7 +1355,7 @@ fn json_doc(
                             format!("\"best_peer\":{peer},\"ratio\":{ratio}")
                         }
                         Transport::Tcp => {
-                            let target = raw_target(table.bench, r.key);
+                            let target = raw_target(transport, table.bench, r.key);
                             let each: Vec<String> = r
                                 .rivets
                                 .iter()
@@ -1081,15 +1375,11 @@ fn json_doc(
                                     )
                                 })
                                 .collect();
-                            let target = match target {
-                                Some(Target::AtMost(x)) => format!("{{\"at_most\":{}}}", json::num(x)),
-                                Some(Target::AtLeast(x)) => format!("{{\"at_least\":{}}}", json::num(x)),
-                                None => "null".into(),
-                            };
                             format!(
-                                "\"ratios\":{{{}}},\"uring_over_poll\":{},\"raw_tcp_target\":{target}",
+                                "\"ratios\":{{{}}},\"uring_over_poll\":{},\"raw_tcp_target\":{}",
                                 each.join(","),
-                                opt(r.uring_over_poll)
+                                opt(r.uring_over_poll),
+                                json_target(target)
                             )
                         }
                     };
@@ -1135,7 +1425,7 @@ fn json_doc(
     let names: Vec<String> = stacks.iter().map(|s| json::string(s)).collect();
     let transport = match transport {
         Transport::Shm => String::new(),
-        Transport::Tcp => ",\"transport\":\"tcp\"".into(),
+        t => format!(",\"transport\":{}", json::string(t.name())),
     };
     format!(
         "{{\"benchmark\":\"compare\"{transport},\"reps\":{reps},\"stacks\":[{}],\"skipped\":[{}],\"other_load_pct\":{load},\"failed_runs\":{},\"results\":[{}]}}",
@@ -1265,29 +1555,36 @@ mod tests {
     #[test]
     fn stacks_per_transport() {
         let given = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(select_stacks(Transport::Shm, None).unwrap(), SHM_STACKS);
-        assert_eq!(select_stacks(Transport::Tcp, None).unwrap(), TCP_STACKS);
+        assert_eq!(
+            select_stacks(Transport::Shm, None, &[]).unwrap(),
+            SHM_STACKS
+        );
+        assert_eq!(
+            select_stacks(Transport::Tcp, None, &[]).unwrap(),
+            TCP_STACKS
+        );
         // Table order whatever the order asked; `rivet` = both Rivet stacks over tcp.
         assert_eq!(
             select_stacks(
                 Transport::Tcp,
-                Some(&given(&["openmpi", "raw-tcp", "rivet"]))
+                Some(&given(&["openmpi", "raw-tcp", "rivet"])),
+                &[]
             )
             .unwrap(),
             ["rivet-uring", "rivet-poll", "raw-tcp", "openmpi"]
         );
         assert_eq!(
-            select_stacks(Transport::Tcp, Some(&given(&["rivet-poll", " mpich"]))).unwrap(),
+            select_stacks(Transport::Tcp, Some(&given(&["rivet-poll", " mpich"])), &[]).unwrap(),
             ["rivet-poll", "mpich"]
         );
         assert_eq!(
-            select_stacks(Transport::Shm, Some(&given(&["mpich", "rivet"]))).unwrap(),
+            select_stacks(Transport::Shm, Some(&given(&["mpich", "rivet"])), &[]).unwrap(),
             ["rivet", "mpich"]
         );
-        let err = select_stacks(Transport::Shm, Some(&given(&["rivet-uring"]))).unwrap_err();
+        let err = select_stacks(Transport::Shm, Some(&given(&["rivet-uring"])), &[]).unwrap_err();
         assert!(err.contains("--transport shm"), "{err}");
-        assert!(select_stacks(Transport::Shm, Some(&given(&["raw-tcp"]))).is_err());
-        assert!(select_stacks(Transport::Tcp, Some(&given(&["ucx"]))).is_err());
+        assert!(select_stacks(Transport::Shm, Some(&given(&["raw-tcp"])), &[]).is_err());
+        assert!(select_stacks(Transport::Tcp, Some(&given(&["ucx"])), &[]).is_err());
         assert_eq!(role("rivet"), Role::Rivet);
         assert_eq!(role("rivet-poll"), Role::Rivet);
         assert_eq!(role("raw-tcp"), Role::Raw);
@@ -1296,21 +1593,24 @@ mod tests {
 
     #[test]
     fn tcp_command_lines() {
-        let rivet = |backend| StackRun::Rivet {
+        let rivet = |backend: &str| StackRun::Rivet {
             rivetrun: "rivetrun".into(),
             bench: "rivet-bench".into(),
-            env: vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", backend)],
+            env: vec![
+                ("RIVET_NETMOD", "tcp".to_string()),
+                ("RIVET_TCP_BACKEND", backend.to_string()),
+            ],
         };
         assert_eq!(
             rivet("uring")
-                .p2p(Kind::Latency, 65536)
+                .p2p(Kind::Latency, 65536, &[])
                 .unwrap()
                 .to_string(),
             "RIVET_NETMOD=tcp RIVET_TCP_BACKEND=uring rivetrun -n 2 --bind-to core \
              rivet-bench latency --json --max 65536"
         );
         assert_eq!(
-            rivet("poll").p2p(Kind::Mr, 65536).unwrap().to_string(),
+            rivet("poll").p2p(Kind::Mr, 65536, &[]).unwrap().to_string(),
             "RIVET_NETMOD=tcp RIVET_TCP_BACKEND=poll rivetrun -n 2 --bind-to core rivet-bench mr --json"
         );
         assert_eq!(
@@ -1323,21 +1623,21 @@ mod tests {
             env: Vec::new(),
         };
         assert_eq!(
-            shm.p2p(Kind::Bw, 8).unwrap().to_string(),
+            shm.p2p(Kind::Bw, 8, &[]).unwrap().to_string(),
             "rivetrun -n 2 --bind-to core rivet-bench bw --json --max 8"
         );
         assert_eq!(shm.fixed_sizes(Kind::Latency), None);
         let raw = StackRun::RawTcp("target/peers/raw_tcp_pingpong".into());
         assert_eq!(
-            raw.p2p(Kind::Latency, 8).unwrap().to_string(),
+            raw.p2p(Kind::Latency, 8, &[]).unwrap().to_string(),
             "target/peers/raw_tcp_pingpong lat"
         );
         assert_eq!(
-            raw.p2p(Kind::Bw, 1 << 22).unwrap().to_string(),
+            raw.p2p(Kind::Bw, 1 << 22, &[]).unwrap().to_string(),
             "target/peers/raw_tcp_pingpong bw"
         );
-        assert!(raw.p2p(Kind::Mr, 8).is_none());
-        assert!(raw.p2p(Kind::Bibw, 8).is_none());
+        assert!(raw.p2p(Kind::Mr, 8, &[]).is_none());
+        assert!(raw.p2p(Kind::Bibw, 8, &[]).is_none());
         assert!(raw.startup(2).is_none());
         assert_eq!(
             raw.fixed_sizes(Kind::Bw),
@@ -1351,11 +1651,11 @@ mod tests {
     fn raw_tcp_rows_land_on_their_sizes() {
         let stacks = [
             StackEntry {
-                name: "rivet-uring",
+                name: "rivet-uring".into(),
                 status: Err("not built".into()),
             },
             StackEntry {
-                name: "raw-tcp",
+                name: "raw-tcp".into(),
                 status: Ok(StackRun::RawTcp("raw_tcp_pingpong".into())),
             },
         ];
@@ -1456,15 +1756,15 @@ mod tests {
         let rows = summarize_table(&tables[1], &TCP_STACKS);
         assert_eq!(rows[1].rivets[0].vs_best.map(|b| b.1), Some(4));
         assert_eq!(
-            raw_target(Bench::P2p(Kind::Latency), 8),
+            raw_target(Transport::Tcp, Bench::P2p(Kind::Latency), 8),
             Some(Target::AtMost(1.1))
         );
         assert_eq!(
-            raw_target(Bench::P2p(Kind::Bw), 1 << 20),
+            raw_target(Transport::Tcp, Bench::P2p(Kind::Bw), 1 << 20),
             Some(Target::AtLeast(0.9))
         );
-        assert_eq!(raw_target(Bench::P2p(Kind::Bw), 8), None);
-        assert_eq!(raw_target(Bench::P2p(Kind::Mr), 8), None);
+        assert_eq!(raw_target(Transport::Tcp, Bench::P2p(Kind::Bw), 8), None);
+        assert_eq!(raw_target(Transport::Tcp, Bench::P2p(Kind::Mr), 8), None);
         assert!(Target::AtMost(1.1).met(1.1) && !Target::AtMost(1.1).met(1.11));
         assert!(Target::AtLeast(0.9).met(0.9) && !Target::AtLeast(0.9).met(0.89));
     }
@@ -1539,6 +1839,251 @@ mod tests {
         assert_eq!(stacks_at(&lat_rows[1], "openmpi"), Some(json::Value::Null));
         assert!(stacks_at(&lat_rows[1], "raw-tcp").is_some());
         assert!(r8.get("ratio").is_none() && r8.get("best_peer").is_none());
+    }
+
+    #[test]
+    fn ofi_stacks_and_providers() {
+        let given = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let both = select_providers(Transport::Ofi, None).unwrap();
+        assert_eq!(both, DEFAULT_PROVIDERS);
+        assert_eq!(
+            select_stacks(Transport::Ofi, None, &both).unwrap(),
+            OFI_NAMES
+        );
+        let shm = select_providers(Transport::Ofi, Some(&given(&["shm", " shm"]))).unwrap();
+        assert_eq!(shm, ["shm"]);
+        // Table order whatever the order asked; `rivet` = rivet-ofi.
+        assert_eq!(
+            select_stacks(
+                Transport::Ofi,
+                Some(&given(&["fi_pingpong", "rivet"])),
+                &shm
+            )
+            .unwrap(),
+            ["rivet-ofi(shm)", "fi_pingpong(shm)"]
+        );
+        assert!(select_stacks(Transport::Ofi, Some(&given(&["mpich"])), &shm).is_err());
+        assert!(select_stacks(Transport::Tcp, Some(&given(&["rivet-ofi"])), &shm).is_err());
+        // --provider is for ofi only, and takes provider names.
+        let err = select_providers(Transport::Tcp, Some(&given(&["shm"]))).unwrap_err();
+        assert!(err.contains("--transport ofi"), "{err}");
+        assert!(select_providers(Transport::Ofi, Some(&given(&[" "]))).is_err());
+        assert!(select_providers(Transport::Ofi, Some(&given(&["a(b)"]))).is_err());
+        assert_eq!(
+            split_provider("rivet-ofi(tcp;ofi_rxm)"),
+            ("rivet-ofi", Some("tcp;ofi_rxm"))
+        );
+        assert_eq!(split_provider("raw-tcp"), ("raw-tcp", None));
+        assert_eq!(role("fi_pingpong(shm)"), Role::Raw);
+        assert_eq!(role("rivet-ofi(shm)"), Role::Rivet);
+    }
+
+    #[test]
+    fn ofi_command_lines() {
+        let rivet = StackRun::Rivet {
+            rivetrun: "rivetrun".into(),
+            bench: "rivet-bench".into(),
+            env: vec![
+                ("RIVET_NETMOD", "ofi".to_string()),
+                ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm".to_string()),
+            ],
+        };
+        assert_eq!(
+            rivet
+                .p2p(Kind::Latency, 65536, &[8, 65536])
+                .unwrap()
+                .to_string(),
+            "RIVET_NETMOD=ofi RIVET_OFI_PROVIDER='tcp;ofi_rxm' rivetrun -n 2 --bind-to core \
+             rivet-bench latency --json --max 65536"
+        );
+        let fi = StackRun::FiPingpong {
+            wrapper: "rivet-bench".into(),
+            program: "/usr/bin/fi_pingpong".into(),
+            provider: "tcp;ofi_rxm".into(),
+            timeout: 290,
+        };
+        assert_eq!(
+            fi.p2p(Kind::Bw, 65536, &[8, 1024, 65536])
+                .unwrap()
+                .to_string(),
+            "rivet-bench fi-pingpong --provider 'tcp;ofi_rxm' --sizes 8,1024,65536 \
+             --program /usr/bin/fi_pingpong --timeout 290"
+        );
+        assert!(fi.p2p(Kind::Mr, 8, &[8]).is_none());
+        assert!(fi.p2p(Kind::Bibw, 8, &[8]).is_none());
+        assert!(fi.p2p(Kind::Latency, 8, &[]).is_none());
+        assert!(fi.startup(2).is_none());
+        assert_eq!(fi.fixed_sizes(Kind::Latency), None);
+        let pairs = fi.fi_pairs(&[8, 1 << 20]);
+        assert_eq!(pairs.len(), 2);
+        assert_eq!(
+            pairs[1].0.to_string(),
+            "taskset -c 1 /usr/bin/fi_pingpong -p 'tcp;ofi_rxm' -e rdm -B PORT -S 1048576 -I 500"
+        );
+        assert_eq!(
+            pairs[1].1.to_string(),
+            "taskset -c 0 /usr/bin/fi_pingpong -p 'tcp;ofi_rxm' -e rdm -P PORT -S 1048576 -I 500 \
+             127.0.0.1"
+        );
+        assert!(rivet.fi_pairs(&[8]).is_empty());
+        // fi_pingpong runs exactly the sizes reported; `all`: the ladder.
+        let lat = table(Bench::P2p(Kind::Latency), None, vec![0]);
+        assert_eq!(lat.run_sizes(4), [0, 1, 2, 4]);
+        let bw = table(Bench::P2p(Kind::Bw), None, vec![0]);
+        assert_eq!(bw.run_sizes(4), [1, 2, 4]);
+        let listed = table(Bench::P2p(Kind::Bw), Some(vec![8, 1024]), vec![0]);
+        assert_eq!(listed.run_sizes(1 << 20), [8, 1024]);
+    }
+
+    const OFI_NAMES: [&str; 4] = [
+        "rivet-ofi(tcp;ofi_rxm)",
+        "fi_pingpong(tcp;ofi_rxm)",
+        "rivet-ofi(shm)",
+        "fi_pingpong(shm)",
+    ];
+
+    /// latency, bw and mr tables of an ofi comparison over two providers,
+    /// one fi_pingpong run failed.
+    fn ofi_tables() -> Vec<Table> {
+        let mut lat = table(
+            Bench::P2p(Kind::Latency),
+            Some(vec![8, 65536]),
+            vec![0, 1, 2, 3],
+        );
+        let mut bw = table(Bench::P2p(Kind::Bw), Some(vec![8, 65536]), vec![0, 1, 2, 3]);
+        for (key, lats, bws) in [
+            (8, [14.5, 13.8, 1.9, 1.71], [2.0, 0.58, 6.0, 4.678]),
+            (
+                65536,
+                [120.0, 60.0, 55.0, -1.0],
+                [900.0, 1092.0, 5200.0, 5168.0],
+            ),
+        ] {
+            for (stack, (l, b)) in lats.into_iter().zip(bws).enumerate() {
+                if l > 0.0 {
+                    lat.add(key, stack, l);
+                }
+                bw.add(key, stack, b);
+            }
+        }
+        let mut mr = table(Bench::P2p(Kind::Mr), Some(vec![8]), vec![0, 2]);
+        mr.add(8, 0, 6.0e5);
+        mr.add(8, 2, 2.0e6);
+        vec![lat, bw, mr]
+    }
+
+    #[test]
+    fn ofi_ratios_pair_each_provider() {
+        let tables = ofi_tables();
+        let rows = summarize_table(&tables[0], &OFI_NAMES);
+        let r8 = &rows[0];
+        assert_eq!(r8.rivets.len(), 2);
+        // Each rivet-ofi over its own provider's fi_pingpong.
+        assert!((r8.rivets[0].vs_raw.unwrap() - 14.5 / 13.8).abs() < 1e-12);
+        assert!((r8.rivets[1].vs_raw.unwrap() - 1.9 / 1.71).abs() < 1e-12);
+        assert_eq!(r8.rivets[0].vs_best, None);
+        // fi_pingpong(shm) failed at 64 KiB: no ratio there for shm only.
+        assert!(rows[1].rivets[0].vs_raw.is_some());
+        assert_eq!(rows[1].rivets[1].vs_raw, None);
+        for key in [8, 65536, 1 << 20] {
+            assert_eq!(
+                raw_target(Transport::Ofi, Bench::P2p(Kind::Latency), key),
+                Some(Target::AtMost(1.1))
+            );
+            assert_eq!(
+                raw_target(Transport::Ofi, Bench::P2p(Kind::Bw), key),
+                Some(Target::AtLeast(1.0))
+            );
+        }
+        assert_eq!(raw_target(Transport::Ofi, Bench::P2p(Kind::Mr), 8), None);
+        assert_eq!(
+            raw_target(Transport::Shm, Bench::P2p(Kind::Latency), 8),
+            None
+        );
+    }
+
+    #[test]
+    fn ofi_text_report() {
+        let skipped = [("fi_pingpong(verbs;ofi_rxm)", "no such provider")];
+        let text = text_report(
+            Transport::Ofi,
+            &ofi_tables(),
+            &OFI_NAMES,
+            &skipped,
+            1,
+            &harness::Loads::default(),
+        );
+        // Each rivet-ofi(P) over fi_pingpong(P); "-" where fi_pingpong(shm) failed; mr without ratio.
+        let expected = "\
+# Rivet over libfabric vs fi_pingpong: median [min-max] over 1 interleaved runs per stack
+# rivet-ofi(P): RIVET_NETMOD=ofi RIVET_OFI_PROVIDER=P rivetrun -n 2 --bind-to core; fi_pingpong(P): fi_pingpong -p P -e rdm, server CPU 1, client CPU 0
+# ratios = rivet-ofi(P) / fi_pingpong(P); targets at every size: latency <= 1.1, bw >= 1
+# fi_pingpong's MB/s is ping-pong bandwidth (size / half round trip, one message in flight), Rivet's bw a window of 64: not the same kind of figure
+# skipped fi_pingpong(verbs;ofi_rxm): no such provider
+
+# latency: half round trip, us (lower is better); fi_pingpong: usec/xfer
+#  Size  rivet-ofi(tcp;ofi_rxm)  fi_pingpong(tcp;ofi_rxm)       rivet-ofi(shm)     fi_pingpong(shm)
+      8     14.50 [14.50-14.50]       13.80 [13.80-13.80]  1.900 [1.900-1.900]  1.710 [1.710-1.710]
+  65536     120.0 [120.0-120.0]       60.00 [60.00-60.00]  55.00 [55.00-55.00]               failed
+#  Size  rivet-ofi(tcp;ofi_rxm)/fi_pingpong  rivet-ofi(shm)/fi_pingpong
+      8                   1.05 met (<= 1.1)        1.11 MISSED (<= 1.1)
+  65536                2.00 MISSED (<= 1.1)                           -
+
+# bw: MB/s with 1 MB = 1e6 B (higher is better); rivet-ofi: window of 64; fi_pingpong: ping-pong, size / half round trip (not a streaming figure)
+#  Size  rivet-ofi(tcp;ofi_rxm)  fi_pingpong(tcp;ofi_rxm)    rivet-ofi(shm)  fi_pingpong(shm)
+      8        2.00 [2.00-2.00]          0.58 [0.58-0.58]  6.00 [6.00-6.00]  4.68 [4.68-4.68]
+  65536           900 [900-900]          1092 [1092-1092]  5200 [5200-5200]  5168 [5168-5168]
+#  Size  rivet-ofi(tcp;ofi_rxm)/fi_pingpong  rivet-ofi(shm)/fi_pingpong
+      8                     3.45 met (>= 1)             1.28 met (>= 1)
+  65536                  0.82 MISSED (>= 1)             1.01 met (>= 1)
+
+# mr: 8-byte messages, window of 64, messages/s (higher is better); Rivet only, no ratio (fi_pingpong has no mr)
+# Size  rivet-ofi(tcp;ofi_rxm)       rivet-ofi(shm)
+     8  600.0k [600.0k-600.0k]  2.00M [2.00M-2.00M]
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn ofi_json_report() {
+        let doc = json_doc(
+            Transport::Ofi,
+            &ofi_tables(),
+            &OFI_NAMES,
+            &[],
+            1,
+            &harness::Loads::default(),
+        );
+        let v = json::parse(&doc).unwrap();
+        assert_eq!(v.get("transport").and_then(|t| t.as_str()), Some("ofi"));
+        let results = v.get("results").and_then(|r| r.as_array()).unwrap();
+        let lat_rows = results[0].get("rows").and_then(|r| r.as_array()).unwrap();
+        let ratio =
+            |row: &json::Value, stack: &str| row.get("ratios").and_then(|r| r.get(stack)).cloned();
+        let tcp = ratio(&lat_rows[0], "rivet-ofi(tcp;ofi_rxm)").unwrap();
+        assert!(
+            (tcp.get("vs_fi_pingpong").and_then(|x| x.as_f64()).unwrap() - 14.5 / 13.8).abs()
+                < 1e-9
+        );
+        assert_eq!(tcp.get("target_met"), Some(&json::Value::Bool(true)));
+        let shm = ratio(&lat_rows[1], "rivet-ofi(shm)").unwrap();
+        assert_eq!(shm.get("vs_fi_pingpong"), Some(&json::Value::Null));
+        assert_eq!(shm.get("target_met"), Some(&json::Value::Null));
+        let target = lat_rows[0]
+            .get("fi_pingpong_target")
+            .and_then(|t| t.get("at_most"));
+        assert_eq!(target.and_then(|t| t.as_f64()), Some(1.1));
+        let bw_rows = results[1].get("rows").and_then(|r| r.as_array()).unwrap();
+        let met =
+            ratio(&bw_rows[1], "rivet-ofi(tcp;ofi_rxm)").and_then(|r| r.get("target_met").cloned());
+        assert_eq!(met, Some(json::Value::Bool(false)));
+        // mr: Rivet only, no reference, no target.
+        let mr_rows = results[2].get("rows").and_then(|r| r.as_array()).unwrap();
+        assert_eq!(
+            mr_rows[0].get("fi_pingpong_target"),
+            Some(&json::Value::Null)
+        );
+        assert!(lat_rows[0].get("raw_tcp_target").is_none());
     }
 
     #[test]

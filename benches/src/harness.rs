@@ -53,14 +53,29 @@ impl CmdSpec {
     }
 }
 
+/// `text` as a shell word: as it is if it has only characters the shell
+/// takes literally, else in single quotes (e.g. `'tcp;ofi_rxm'`).
+fn shell_word(text: &str) -> String {
+    let plain = !text.is_empty()
+        && text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-+./,:=@%".contains(c));
+    if plain {
+        text.to_string()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
+}
+
 impl std::fmt::Display for CmdSpec {
+    /// A shell line that would run it: `K=V ... program args`, words quoted where needed.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         for (k, v) in &self.env {
-            write!(f, "{k}={v} ")?;
+            write!(f, "{k}={} ", shell_word(v))?;
         }
-        write!(f, "{}", self.program.display())?;
+        write!(f, "{}", shell_word(&self.program.to_string_lossy()))?;
         for a in &self.args {
-            write!(f, " {}", a.to_string_lossy())?;
+            write!(f, " {}", shell_word(&a.to_string_lossy()))?;
         }
         Ok(())
     }
@@ -207,7 +222,7 @@ pub fn run_job_lenient(
 }
 
 /// Read a pipe to its end on a thread of its own; the text arrives on the channel.
-fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+pub(crate) fn drain(mut pipe: impl Read + Send + 'static) -> mpsc::Receiver<String> {
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
         let mut s = Vec::new();
@@ -422,6 +437,14 @@ mod tests {
             .arg("prog")
             .env("MAXSIZE", "8");
         assert_eq!(s.to_string(), "MAXSIZE=8 mpiexec.hydra -n 2 prog");
+        let s = CmdSpec::new("/usr/bin/fi_pingpong")
+            .args(["-p", "tcp;ofi_rxm", "it's", ""])
+            .env("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")
+            .env("UCX_TLS", "tcp,self");
+        assert_eq!(
+            s.to_string(),
+            "RIVET_OFI_PROVIDER='tcp;ofi_rxm' UCX_TLS=tcp,self /usr/bin/fi_pingpong -p 'tcp;ofi_rxm' 'it'\\''s' ''"
+        );
     }
 
     #[test]

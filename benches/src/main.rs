@@ -7,13 +7,15 @@
 //! ones `spawn`, `accept` and `connect` (`dynamic`, rivetrun only).
 //! Harnesses start launchers themselves and compare Rivet with its peers in
 //! the same run, interleaved, because this machine's speed drifts between
-//! runs: `compare` (`compare`, `peers`), `launch-time` and `dynamic`; all
-//! run jobs through `harness`. `stats`
+//! runs: `compare` (`compare`, `peers`; over libfabric also `fi_pingpong`,
+//! whose hidden `fi-pingpong` subcommand runs libfabric's fi_pingpong pairs
+//! for it), `launch-time` and `dynamic`; all run jobs through `harness`. `stats`
 //! holds the median/min/max summaries every harness reports; `sizes` the
 //! size parsing, size ladder and iteration counts; `json` a little JSON.
 
 mod compare;
 mod dynamic;
+mod fi_pingpong;
 mod harness;
 mod json;
 mod launch_time;
@@ -37,6 +39,7 @@ ranks 0 and 1 measure, ranks 2 and above only join the barriers.
   rivetrun -n 2 rivet-bench mr --threads 2
   rivet-bench compare --benches latency,bw,mr --reps 5
   rivet-bench compare --transport tcp --sizes 8,1K,64K,1M --reps 5
+  rivet-bench compare --transport ofi --provider 'tcp;ofi_rxm' --benches latency,bw --reps 3
   rivet-bench compare --benches startup --ranks 8,32
   rivet-bench dynamic --reps 5
   rivetrun -n 1 rivet-bench spawn --children 1,4,16 --reps 5
@@ -97,7 +100,7 @@ enum Bench {
         #[arg(long)]
         json: bool,
     },
-    /// Compare Rivet with MPICH and Open MPI (over TCP also raw TCP), interleaved: median [min-max] and ratios to the best peer.
+    /// Compare Rivet with MPICH and Open MPI (over TCP also raw TCP; over libfabric with fi_pingpong), interleaved: median [min-max] and ratios.
     ///
     /// Point-to-point runs use the anchors' mpi_pingpong.c for the peers
     /// (built with mpicc.mpich / mpicc.openmpi into target/peers); startup
@@ -118,6 +121,20 @@ enum Bench {
     /// best peer (mpich or openmpi) and / raw-tcp, and rivet-uring /
     /// rivet-poll; the targets 8 B latency <= 1.1 x raw-tcp and 1 MiB bw >=
     /// 0.9 x raw-tcp are marked met or MISSED.
+    ///
+    /// --transport ofi, per libfabric provider P of --provider (default
+    /// tcp;ofi_rxm and shm): rivet-ofi(P) (rivetrun with RIVET_NETMOD=ofi
+    /// and RIVET_OFI_PROVIDER=P) and fi_pingpong(P), libfabric's own
+    /// ping-pong (package libfabric-bin; latency and bw only): per size one
+    /// server/client pair, `taskset -c 1 fi_pingpong -p P -e rdm -B PORT -S
+    /// SIZE -I ITERS` and `taskset -c 0 fi_pingpong ... -P PORT ...
+    /// 127.0.0.1`, a free port each, ITERS 50000 up to 1 KiB, 5000 up to 64
+    /// KiB, 500 above (the anchors' run_all.sh). Its latency is usec/xfer
+    /// (half round trip); its bw is ping-pong bandwidth, size / half round
+    /// trip, not a streaming window like Rivet's bw. Below each table, per size:
+    /// rivet-ofi(P) / fi_pingpong(P), with the targets latency <= 1.1 and
+    /// bw >= 1.0 marked met or MISSED. mr, bibw and startup are rivet-ofi
+    /// only, without a ratio.
     Compare(Box<compare::Args>),
     /// Rank side of the launch benchmark: PMI init, one put, a barrier, N gets, finalize.
     PmiStartup,
@@ -138,6 +155,9 @@ enum Bench {
     /// What `spawn` starts: send the pid to the parent, disconnect, finalize.
     #[command(hide = true)]
     SpawnChild,
+    /// For `compare --transport ofi`: fi_pingpong server/client pairs, one per size; a table of usec/xfer and MB/s.
+    #[command(hide = true)]
+    FiPingpong(fi_pingpong::Args),
     /// Rank side: open a port, write it to --port-file, then accept --reps times (accept, barrier, disconnect).
     ///
     /// Rank 0 times open_port (the first dynamic call: it opens the netmod)
@@ -192,6 +212,7 @@ fn main() -> std::process::ExitCode {
         Some(Bench::LaunchTime(args)) => launch_time::run(args),
         Some(Bench::Spawn(args)) => dynamic::spawn(args),
         Some(Bench::SpawnChild) => dynamic::spawn_child(),
+        Some(Bench::FiPingpong(args)) => fi_pingpong::run(args),
         Some(Bench::Accept(args)) => dynamic::accept(args),
         Some(Bench::Connect(args)) => dynamic::connect(args),
         Some(Bench::Dynamic(args)) => dynamic::run(args),

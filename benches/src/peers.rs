@@ -3,7 +3,7 @@
 //! command lines over shared memory or TCP (those of the anchors'
 //! `run_all.sh`), and reading `mpi_pingpong`'s tables; and the raw TCP
 //! reference, the anchors' `raw_tcp_pingpong.c` built with `cc`, and its
-//! output.
+//! output. (libfabric's reference, `fi_pingpong`, is in `fi_pingpong`.)
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,6 +21,9 @@ pub enum Transport {
     /// TCP over loopback: rivet-uring, rivet-poll (Rivet's TCP netmod),
     /// raw-tcp, mpich (UCX tcp), openmpi (btl tcp).
     Tcp,
+    /// libfabric, per provider (--provider): rivet-ofi (Rivet's ofi
+    /// netmod) and fi_pingpong; no MPI stack.
+    Ofi,
 }
 
 impl Transport {
@@ -28,6 +31,7 @@ impl Transport {
         match self {
             Transport::Shm => "shm",
             Transport::Tcp => "tcp",
+            Transport::Ofi => "ofi",
         }
     }
 }
@@ -80,6 +84,7 @@ impl Mpi {
     }
 
     /// The environment that selects `transport` (before MAXSIZE, as run_all.sh).
+    /// (No MPI stack is compared over ofi: nothing is set for it.)
     fn transport_env(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         match (self, transport) {
             (Mpi::Mpich, Transport::Tcp) => spec.env("UCX_TLS", "tcp,self"),
@@ -88,9 +93,10 @@ impl Mpi {
     }
 
     /// The launcher options that select `transport`: the anchors' columns.
+    /// (No MPI stack is compared over ofi: nothing is added for it.)
     fn transport_args(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         let btl = match (self, transport) {
-            (Mpi::Mpich, _) => return spec,
+            (Mpi::Mpich, _) | (Mpi::OpenMpi, Transport::Ofi) => return spec,
             (Mpi::OpenMpi, Transport::Shm) => "self,vader",
             (Mpi::OpenMpi, Transport::Tcp) => "self,tcp",
         };
@@ -124,7 +130,7 @@ impl Mpi {
     pub fn startup(self, launcher: &Path, n: u32, transport: Transport) -> CmdSpec {
         let spec = self.launch(launcher, n, false);
         match transport {
-            Transport::Shm => spec,
+            Transport::Shm | Transport::Ofi => spec,
             Transport::Tcp => self.transport_args(self.transport_env(spec, transport), transport),
         }
     }
