@@ -18,8 +18,9 @@ pub struct OfiConfig {
     /// the provider's first.
     pub domain: Option<String>,
     /// `Limits::eager_max`; also the largest payload sent inline, in one
-    /// message (larger ones go as a header and a payload message).
-    pub eager_max: usize,
+    /// message (larger ones go as a header and a payload message). `None`:
+    /// the provider's default (`default_eager_max`).
+    pub eager_max: Option<usize>,
     /// `Limits::max_payload`: the largest payload of one message.
     pub piece: usize,
     /// `RIVET_OFI_TIMEOUT`: how long a peer may leave us without progress
@@ -45,12 +46,27 @@ impl Default for OfiConfig {
         OfiConfig {
             provider: None,
             domain: None,
-            eager_max: 64 * 1024,
+            eager_max: None,
             piece: 1 << 20,
             timeout: Duration::from_secs(60),
             rma: true,
             force_mr_local: false,
         }
+    }
+}
+
+/// The eager limit where nothing better is known: a 64 KiB copy costs
+/// less than a rendezvous round trip over a network.
+pub(crate) const LARGE_EAGER_MAX: usize = 64 * 1024;
+
+/// The eager limit for `provider` when none is set. libfabric's shm
+/// provider reads rendezvous data with one copy (CMA), while an eager
+/// message is copied twice (into the send copy, out of a receive buffer):
+/// from 16 KiB up rendezvous is faster there (BENCHMARKS.md, ofi).
+pub fn default_eager_max(provider: &str) -> usize {
+    match provider {
+        "shm" | "sm2" => 8 * 1024,
+        _ => LARGE_EAGER_MAX,
     }
 }
 
@@ -98,16 +114,11 @@ impl OfiConfig {
         let eager = set("RIVET_OFI_EAGER_MAX")
             .map(|v| ("RIVET_OFI_EAGER_MAX", v))
             .or_else(|| set("RIVET_EAGER_MAX").map(|v| ("RIVET_EAGER_MAX", v)));
-        for (field, setting) in [
-            (&mut c.eager_max, eager),
-            (
-                &mut c.piece,
-                set("RIVET_OFI_PIECE").map(|v| ("RIVET_OFI_PIECE", v)),
-            ),
-        ] {
-            if let Some((name, v)) = setting {
-                *field = parse_size(&v).map_err(|why| invalid(name, why))?;
-            }
+        if let Some((name, v)) = eager {
+            c.eager_max = Some(parse_size(&v).map_err(|why| invalid(name, why))?);
+        }
+        if let Some(v) = set("RIVET_OFI_PIECE") {
+            c.piece = parse_size(&v).map_err(|why| invalid("RIVET_OFI_PIECE", why))?;
         }
         if let Some(v) = set("RIVET_OFI_TIMEOUT") {
             c.timeout = parse_duration(&v).map_err(|why| invalid("RIVET_OFI_TIMEOUT", why))?;
@@ -136,12 +147,13 @@ impl OfiConfig {
                 format!("{} is out of range 1..=1GiB", self.piece),
             ));
         }
-        if self.eager_max > self.piece || self.eager_max > 16 << 20 {
+        let eager_max = self.eager_max.unwrap_or(LARGE_EAGER_MAX);
+        if eager_max > self.piece || eager_max > 16 << 20 {
             return Err(invalid(
                 "RIVET_OFI_EAGER_MAX",
                 format!(
                     "{} exceeds RIVET_OFI_PIECE ({}) or 16MiB",
-                    self.eager_max, self.piece
+                    eager_max, self.piece
                 ),
             ));
         }
@@ -182,7 +194,7 @@ mod tests {
         .unwrap();
         assert_eq!(c.provider.as_deref(), Some("tcp;ofi_rxm"));
         assert_eq!(c.domain.as_deref(), Some("lo"));
-        assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
+        assert_eq!((c.eager_max, c.piece), (Some(8192), 2 << 20));
         assert_eq!(c.timeout, Duration::from_millis(1500));
         assert!(!c.rma);
         assert_eq!(c.keepalive_interval(), Duration::from_millis(375));
@@ -197,9 +209,12 @@ mod tests {
         assert_eq!(short.keepalive_interval(), Duration::from_millis(100));
         let general = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_OFI_TIMEOUT", "3s")]);
         let c = OfiConfig::from_vars(general).unwrap();
-        assert_eq!((c.eager_max, c.timeout), (1024, Duration::from_secs(3)));
+        assert_eq!(
+            (c.eager_max, c.timeout),
+            (Some(1024), Duration::from_secs(3))
+        );
         let both = vars(&[("RIVET_EAGER_MAX", "1K"), ("RIVET_OFI_EAGER_MAX", "2K")]);
-        assert_eq!(OfiConfig::from_vars(both).unwrap().eager_max, 2048);
+        assert_eq!(OfiConfig::from_vars(both).unwrap().eager_max, Some(2048));
         for bad in [
             &[("RIVET_OFI_PIECE", "lots")][..],
             &[("RIVET_OFI_PIECE", "2G")],

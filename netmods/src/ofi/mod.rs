@@ -173,7 +173,11 @@ impl OfiNetmod {
         if name.len() > wire::MAX_NAME {
             return Err(invalid("endpoint name longer than 256 bytes"));
         }
-        let slot = (wire::MAX_HEADER + config.eager_max).max(wire::HELLO_MAX);
+        let mut config = config;
+        let eager_max = *config
+            .eager_max
+            .get_or_insert_with(|| config::default_eager_max(&chosen.provider));
+        let slot = (wire::MAX_HEADER + eager_max).max(wire::HELLO_MAX);
         let mut n = OfiNetmod {
             ep,
             ops: Ops::default(),
@@ -185,7 +189,7 @@ impl OfiNetmod {
                 fabric,
                 info,
             },
-            st: State::new(me, job.as_bytes(), config.eager_max as u32),
+            st: State::new(me, job.as_bytes(), eager_max as u32),
             card: card::format(&chosen.provider, &name),
             cfg: config,
             chosen,
@@ -208,6 +212,11 @@ impl OfiNetmod {
             n.add_generic_recv().map_err(err)?;
         }
         Ok(n)
+    }
+
+    /// The eager limit in use (set, or the provider's default).
+    pub(crate) fn eager_max(&self) -> usize {
+        self.cfg.eager_max.unwrap_or(config::LARGE_EAGER_MAX)
     }
 
     /// The provider in use (`tcp;ofi_rxm`, `shm`, ...).
@@ -344,7 +353,7 @@ impl Netmod for OfiNetmod {
     fn limits(&self) -> Limits {
         Limits {
             max_payload: self.cfg.piece,
-            eager_max: self.cfg.eager_max,
+            eager_max: self.eager_max(),
         }
     }
 
@@ -386,7 +395,7 @@ impl Netmod for OfiNetmod {
             ("ofi.mr_mode".into(), mr_mode_str(c.mr_mode)),
             ("ofi.rma".into(), rma),
             ("ofi.card".into(), self.card.clone()),
-            ("ofi.eager_max".into(), self.cfg.eager_max.to_string()),
+            ("ofi.eager_max".into(), self.eager_max().to_string()),
             ("ofi.piece".into(), self.cfg.piece.to_string()),
             ("ofi.timeout".into(), format!("{:?}", self.cfg.timeout)),
             (

@@ -13,6 +13,7 @@
 //! progress for some protocols); if that takes longer than the timeout it
 //! is counted in `describe` ("placements not stopped in time").
 
+use std::mem::MaybeUninit;
 use std::ptr;
 use std::time::{Duration, Instant};
 
@@ -78,17 +79,6 @@ enum Step {
     /// Nothing (more) was posted: `Tx::Payload` if its LARGE went out.
     Again(Tx),
     Failed(String),
-}
-
-fn empty_entry() -> fi_cq_tagged_entry {
-    fi_cq_tagged_entry {
-        op_context: ptr::null_mut(),
-        flags: 0,
-        len: 0,
-        buf: ptr::null_mut(),
-        data: 0,
-        tag: 0,
-    }
 }
 
 fn again(r: isize) -> bool {
@@ -544,7 +534,7 @@ impl OfiNetmod {
                 ident,
                 who,
                 conn: id,
-                inline: self.cfg.eager_max as u32,
+                inline: self.eager_max() as u32,
                 job: &self.st.job,
                 name: &self.name,
             },
@@ -801,12 +791,17 @@ impl OfiNetmod {
 
     /// Reads up to `max` completions into `out`.
     fn read_cq(&mut self, out: &mut Vec<Completion>, max: usize) {
-        let mut entries = [empty_entry(); BATCH];
+        // Not zeroed: this runs on every poll, and the provider writes the
+        // entries it returns.
+        let mut entries = [const { MaybeUninit::<fi_cq_tagged_entry>::uninit() }; BATCH];
         while out.len() < max {
             // SAFETY: `entries` has room for BATCH tagged-format entries.
             let r = unsafe { fi_cq_read(self.base.cq.raw(), entries.as_mut_ptr().cast(), BATCH) };
             if r > 0 {
-                out.extend(entries[..r as usize].iter().map(|e| Completion::Done(*e)));
+                out.extend(entries[..r as usize].iter().map(|e| {
+                    // SAFETY: fi_cq_read wrote the first `r` entries.
+                    Completion::Done(unsafe { e.assume_init() })
+                }));
                 if (r as usize) < BATCH {
                     return;
                 }
