@@ -1383,3 +1383,21 @@ both_providers!(
     unpolled_live_peer_not_failed,
     rma_read
 );
+
+/// What `auto` looks at: the providers that fit, and which beat tcp.
+#[test]
+fn providers_here_and_the_fast_one() {
+    let all = rivet_netmods::ofi::providers().unwrap();
+    for p in [TCP, SHM] {
+        assert!(all.iter().any(|a| a == p), "{p} missing from {all:?}");
+    }
+    let fast = rivet_netmods::ofi_fast_provider().unwrap();
+    // Whatever this machine has, the answer is consistent with the list.
+    assert_eq!(
+        fast,
+        all.iter().find(|p| rivet_netmods::ofi::is_fast(p)).cloned(),
+        "{all:?}"
+    );
+    assert!(!rivet_netmods::ofi::is_fast(TCP) && !rivet_netmods::ofi::is_fast(SHM));
+    eprintln!("providers here: {all:?}; faster than tcp: {fast:?}");
+}

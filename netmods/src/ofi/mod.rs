@@ -395,7 +395,13 @@ impl Netmod for OfiNetmod {
             ("ofi.mr_mode".into(), mr_mode_str(c.mr_mode)),
             ("ofi.rma".into(), rma),
             ("ofi.card".into(), self.card.clone()),
-            ("ofi.eager_max".into(), self.eager_max().to_string()),
+            (
+                "ofi.eager_max".into(),
+                format!(
+                    "{} B (RIVET_OFI_EAGER_MAX, RIVET_EAGER_MAX, else the provider's default)",
+                    self.eager_max()
+                ),
+            ),
             ("ofi.piece".into(), self.cfg.piece.to_string()),
             ("ofi.timeout".into(), format!("{:?}", self.cfg.timeout)),
             (
