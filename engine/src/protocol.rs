@@ -649,6 +649,7 @@ impl State {
         for req in dropped.into_iter().chain(waiting) {
             self.fail_request(req, id);
         }
+        self.rma.forget(id);
     }
 
     fn on_cancel_ack(&mut self, h: &WireHeader) {

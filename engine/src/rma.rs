@@ -47,6 +47,13 @@ pub struct RmaState {
 }
 
 impl RmaState {
+    /// Peer `vc` failed: its reads are not waited for (a read from a dead
+    /// process never ends on some providers); a late end is ignored.
+    pub fn forget(&mut self, vc: VcId) {
+        self.wanted.retain(|w| w.from != vc);
+        self.in_flight.retain(|_, w| w.from != vc);
+    }
+
     /// Something for `Core::rma_progress` to do.
     #[inline]
     pub fn busy(&self) -> bool {
