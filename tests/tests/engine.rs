@@ -635,6 +635,31 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
     }
 }
 
+/// Rank 1 dies while rank 0 pulls its 48 MiB rendezvous message (read
+/// over ofi, streamed over tcp): rank 0's receive ends, with the message or
+/// with an error naming rank 1, and rank 0 exits 0; rivetrun reports the
+/// kill. Nothing is left behind.
+#[test]
+fn a_sender_killed_mid_rendezvous_ends_the_receive() {
+    let _serial = serial();
+    for env in cases(&[], &[&[("RIVET_OFI_TIMEOUT", "3s")]]) {
+        let mut cmd = rivetrun(&["-n", "2", "--disable-auto-cleanup"]);
+        cmd.arg(bin("engine_check")).arg("readkill");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        has(&o, "engine_check readkill: rank 1 raises SIGKILL");
+        has(&o, "engine_check readkill: rank 0's receive ended: ");
+        has(&o, "engine_check readkill OK rank 0 of 2\n");
+        assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
+        let line = o
+            .stdout
+            .lines()
+            .find(|l| l.contains("receive ended"))
+            .unwrap_or_default();
+        eprintln!("{env:?}: {line}");
+    }
+}
+
 /// A rank that finalizes and exits early says goodbye first: the other
 /// ranks' `ANY_SOURCE` receives do not fail when its connection closes.
 #[test]

@@ -31,6 +31,8 @@
 //!   kills itself while rank 0 streams messages to it and has a receive
 //!   posted for it; rank 0 must see errors on both, then finish an exchange
 //!   with rank 2 and exit cleanly.
+//! - `readkill` (2, a netmod, under `rivetrun --disable-auto-cleanup`):
+//!   rank 1 dies while rank 0 pulls its 48 MiB rendezvous message.
 //! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
 //!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
 //!   fills only afterwards: a peer that finished must not fail it.
@@ -131,6 +133,10 @@ fn main() {
         "early_exit" => {
             need(3);
             early_exit(&world)
+        }
+        "readkill" => {
+            need(2);
+            readkill(&world)
         }
         "dup" => dup(&world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1820,6 +1826,58 @@ fn netkill(world: &Comm) {
                     .send(&message(2, 0, q, 4, 16), 0, 4)
                     .or_die("send to rank 0");
             }
+        }
+    }
+}
+
+/// `readkill`: rank 1 starts a 48 MiB rendezvous send to rank 0 and kills
+/// itself once rank 0 has answered (so the two know each other), while
+/// rank 0 pulls the data (read or streamed, as the netmod does it). Rank
+/// 0's receive must end: with the whole message (if the pull was quick) or
+/// with an error naming rank 1; never a hang.
+fn readkill(world: &Comm) {
+    const LEN: usize = 48 << 20;
+    match world.rank() {
+        1 => {
+            let data = sized_pattern(LEN, 7);
+            world.scope(|s| {
+                let _pending = s.isend(&data, 0, 5).or_die("isend");
+                let mut go = [0u8; 1];
+                world.recv(&mut go, 0, 6).or_die("recv go");
+                println!("engine_check readkill: rank 1 raises SIGKILL");
+                let _ = std::io::stdout().flush();
+                // SAFETY: raise(3) takes no pointers.
+                unsafe {
+                    libc::raise(libc::SIGKILL);
+                }
+            });
+            die("still alive after SIGKILL");
+        }
+        _ => {
+            let mut buf = vec![0u8; LEN];
+            let ended = world.scope(|s| {
+                let big = s.irecv(&mut buf, 1, 5).or_die("irecv");
+                world.send(&[1], 1, 6).or_die("send go");
+                big.wait()
+            });
+            let outcome = match ended {
+                Ok(st) => match st.error {
+                    None => {
+                        same_bytes("readkill", &buf, &sized_pattern(LEN, 7));
+                        "the whole message (the pull beat the kill)".to_string()
+                    }
+                    Some(MsgError::PeerFailed { rank: 1 }) => "PeerFailed { rank: 1 }".into(),
+                    other => die(format!("the receive from rank 1 ended with {other:?}")),
+                },
+                Err(e) => {
+                    ensure!(
+                        e.to_string().contains("rank 1"),
+                        "error without rank 1: {e}"
+                    );
+                    e.to_string()
+                }
+            };
+            println!("engine_check readkill: rank 0's receive ended: {outcome}");
         }
     }
 }
