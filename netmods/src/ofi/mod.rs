@@ -38,8 +38,13 @@
 //! poll for a long time is not flooded (nor failed: the provider takes
 //! the few PINGs). PING and PONG never reach the engine, take no credits
 //! and no place in the sequence, and do not count for `idle` (neither
-//! queued nor in flight). The clock is read every `KEEPALIVE_POLLS`
-//! polls, not on every one.
+//! queued nor in flight; nor do CREDITs: losing any of them costs no
+//! data, and a peer that has exited must not hold our finalize for the
+//! timeout). The clock is read every `KEEPALIVE_POLLS` polls, not on
+//! every one. Same-node providers deliver into a dead process's queue
+//! without complaint (`shm`), so where an endpoint name gives the owner's
+//! process id (`fi_shm://PID:...`), the keepalive round also fails a peer
+//! whose process is gone.
 //!
 //! | file | holds |
 //! | --- | --- |
