@@ -6,10 +6,10 @@
 //! that opens one publishes its card before the init barrier; peers read it
 //! on their first message to that rank (lazy connection, seed 000).
 //!
-//! `auto` (peers on other nodes) prefers the libfabric netmod when
-//! libfabric offers a provider faster than tcp (verbs, efa, cxi, psm3, ...),
-//! and takes the tcp netmod otherwise, or when that provider cannot be
-//! opened. Every rank decides alike on a homogeneous cluster; a rank that
+//! `auto` (peers on other nodes) takes the libfabric netmod when
+//! `RIVET_OFI_PROVIDER` names a provider (which must then open), or when
+//! libfabric offers a provider faster than tcp (verbs, efa, cxi, psm3,
+//! ...); otherwise, or when that provider cannot be opened, the tcp netmod. Every rank decides alike on a homogeneous cluster; a rank that
 //! decides otherwise cannot read its peers' cards and says so.
 
 use rivet_netmods::tcp::{TcpConfig, TcpNetmod};
@@ -29,6 +29,13 @@ pub struct Opened {
     pub why: String,
 }
 
+/// `RIVET_OFI_PROVIDER`, if set: naming a provider asks for ofi.
+fn named_provider() -> Option<String> {
+    std::env::var("RIVET_OFI_PROVIDER")
+        .ok()
+        .filter(|p| !p.trim().is_empty())
+}
+
 /// Open the netmod `choice` names for process group `job`, as `rank`.
 pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
     let tcp = |why: String| -> Result<Opened> {
@@ -41,6 +48,13 @@ pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
         NetmodChoice::Ofi => Ok(Opened {
             netmod: rivet_netmods::open_ofi(job, rank.into(), None)?,
             why: "RIVET_NETMOD=ofi".into(),
+        }),
+        NetmodChoice::Auto if named_provider().is_some() => Ok(Opened {
+            netmod: rivet_netmods::open_ofi(job, rank.into(), None)?,
+            why: format!(
+                "auto: RIVET_OFI_PROVIDER={}",
+                named_provider().unwrap_or_default()
+            ),
         }),
         NetmodChoice::Auto => match rivet_netmods::ofi_fast_provider() {
             Ok(Some(provider)) => {

@@ -20,8 +20,8 @@ pub fn print(topo: &Topology) {
         format!("CMA:          {}", describe(probe_cma())),
         format!("libfabric:    {}", describe(probe_libfabric())),
         "transports:   shm on the node; tcp (io_uring or poll) to other nodes; ofi \
-         (libfabric) with RIVET_NETMOD=ofi, or by default where libfabric has a provider \
-         faster than tcp (`rivet-bench info` shows what a job uses)"
+         (libfabric) with RIVET_NETMOD=ofi, or by default where RIVET_OFI_PROVIDER names \
+         a provider or libfabric has one faster than tcp (`rivet-bench info` shows what a job uses)"
             .to_string(),
     ];
     let mut out = std::io::stdout().lock();

@@ -553,9 +553,9 @@ fn simultaneous_connects_lose_and_duplicate_nothing() {
 
 /// Netmod selection: with two (simulated) nodes of two ranks, rank 0
 /// reaches its node mate over shared memory and the other node over tcp
-/// (the VCs it opened say so); with `RIVET_NETMOD=tcp` every peer is tcp,
-/// and without it a single node is all shared memory. Every message is
-/// checked.
+/// (the VCs it opened say so), or over ofi when `RIVET_OFI_PROVIDER` names
+/// a provider; with `RIVET_NETMOD=tcp` every peer is tcp, and without it a
+/// single node is all shared memory. Every message is checked.
 #[test]
 fn shm_on_the_node_and_tcp_across_nodes() {
     let _serial = serial();
@@ -567,9 +567,12 @@ fn shm_on_the_node_and_tcp_across_nodes() {
         "--topology",
         "pack:1 core:2 pu:1",
     ];
-    let runs: [(&[&str], Env, &str); 4] = [
+    let named = vec![("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")];
+    let runs: [(&[&str], Env, &str); 5] = [
         (&two_nodes, vec![], "1 shm, 2 netmod"),
         (&two_nodes, TCP[0].to_vec(), "0 shm, 3 netmod"),
+        // auto with a provider named: shm on the node, ofi across.
+        (&two_nodes, named, "1 shm, 2 netmod"),
         (&[], vec![], "3 shm, 0 netmod"),
         (&[], TCP[1].to_vec(), "0 shm, 3 netmod"),
     ];
@@ -586,6 +589,13 @@ fn shm_on_the_node_and_tcp_across_nodes() {
             );
         }
         has(&o, &format!("engine_check info: vcs: {vcs}\n"));
+        if env.contains(&("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")) {
+            has(
+                &o,
+                "engine_check info: transport.netmod: ofi for peers on other nodes (auto: \
+                 RIVET_OFI_PROVIDER=tcp;ofi_rxm)",
+            );
+        }
     }
     let mut cmd = rivetrun(&["-n", "4"]);
     cmd.args(two_nodes)
