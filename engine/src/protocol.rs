@@ -5,8 +5,10 @@
 //! - `Eager`: match or store as unexpected; `FLAG_SYNC` asks for an `Ack`
 //!   once matched.
 //! - `Rts`: match or store. Once matched the receiver reads the sender's
-//!   buffer with `process_vm_readv` and answers `Ack`, or, where single copy
-//!   is off or refused, answers `Cts` and the sender streams `Data` pieces.
+//!   buffer (shared memory: `process_vm_readv`; a netmod with one-sided
+//!   reads: the key the `Rts` carries, `rma.rs`) and answers `Ack`, or,
+//!   where single copy is off or refused, answers `Cts` and the sender
+//!   streams `Data` pieces.
 //! - `CancelReq`: withdraw the message if it is still unexpected; answer
 //!   `CancelAck` either way.
 //!
@@ -23,7 +25,8 @@
 //! for it or for `ANY_SOURCE`, and rendezvous receives streaming from it.
 //! Messages that already arrived from it stay receivable. A peer that
 //! finalized says `Bye` first; its connection closing afterwards fails
-//! only what names it (not `ANY_SOURCE` receives).
+//! only what names it (not `ANY_SOURCE` receives). A `Bye` is answered
+//! with ours at once, and nothing else goes to that peer afterwards.
 //!
 //! Peers name requests by the handles they were sent (`sreq`, `aux`); a
 //! handle that no longer names a live request of the right kind is ignored,
