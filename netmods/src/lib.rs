@@ -23,6 +23,7 @@
 use std::ptr::NonNull;
 
 mod fxhash;
+mod jobs;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 mod size;

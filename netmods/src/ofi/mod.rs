@@ -73,7 +73,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::time::Instant;
 
-use crate::{split_peer, Limits, Netmod, NetmodError, PeerId, Rma, Sink, TEMP_GROUP};
+use crate::{Limits, Netmod, NetmodError, PeerId, Rma, Sink};
 
 pub use config::OfiConfig;
 pub use provider::{is_fast, providers};
@@ -273,30 +273,18 @@ impl Netmod for OfiNetmod {
         if self.knows(peer) {
             return Ok(());
         }
-        let err = |what: String| NetmodError::Peer { peer, what };
-        match split_peer(peer).0 {
-            TEMP_GROUP => return Err(err("temporary peers come from connect_port".into())),
-            g if !self.st.has_group(g) => {
-                return Err(err(format!("process group {g} was not added")))
-            }
-            _ => {}
-        }
+        self.st.jobs.check_connect(peer)?;
         let addr = self.card_addr(card)?;
         self.st.add_conn(Some(peer), addr);
         Ok(())
     }
 
     fn add_group(&mut self, group: u32, job: &str) -> Result<(), NetmodError> {
-        self.st
-            .add_group(group, job.as_bytes())
-            .map_err(|why| NetmodError::Io {
-                what: format!("add_group({group}, {job:?})"),
-                source: io::Error::new(io::ErrorKind::InvalidInput, why),
-            })
+        self.st.jobs.add_group(group, job)
     }
 
     fn remove_group(&mut self, group: u32) {
-        self.st.remove_group(group);
+        self.st.jobs.remove(group);
     }
 
     fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError> {

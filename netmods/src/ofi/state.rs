@@ -23,10 +23,11 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
+use crate::jobs::Jobs;
 use crate::{peer_id, FxBuildHasher, PeerId, TEMP_GROUP};
 
 use super::sys::fi_addr_t;
-use super::wire::{self, Hello, Verdict, IDENT_PORT, IDENT_RANK, MAX_JOB, VERDICT_LEN};
+use super::wire::{self, Hello, Verdict, IDENT_PORT, IDENT_RANK, VERDICT_LEN};
 
 /// A message waiting to be posted, in send order.
 pub(crate) enum Tx {
@@ -211,9 +212,7 @@ pub(crate) struct State {
     pub me: u32,
     /// Our inline limit, told to peers in VERDICTs.
     pub inline: u32,
-    pub job: Vec<u8>,
-    /// Other jobs whose processes are peers: (group slot, job id).
-    groups: Vec<(u32, Box<[u8]>)>,
+    pub jobs: Jobs,
     next_temp: u32,
     next_id: u32,
     pub peers: HashMap<PeerId, u32, FxBuildHasher>,
@@ -241,8 +240,7 @@ impl State {
         State {
             me,
             inline,
-            job: job.to_vec(),
-            groups: Vec::new(),
+            jobs: Jobs::new(job),
             next_temp: 0,
             next_id: 1,
             peers: HashMap::default(),
@@ -255,47 +253,6 @@ impl State {
             dropped: 0,
             last_drop: None,
         }
-    }
-
-    /// Processes of `job` are peers in `group` from now on.
-    pub(crate) fn add_group(&mut self, group: u32, job: &[u8]) -> Result<(), String> {
-        if group == 0 || group == TEMP_GROUP {
-            return Err(format!("group {group} is reserved"));
-        }
-        if job.len() > MAX_JOB {
-            return Err(format!("job id longer than {MAX_JOB} bytes"));
-        }
-        if job == self.job.as_slice() {
-            return Err("that is this process's own job".into());
-        }
-        for (g, j) in &self.groups {
-            if *g == group {
-                return Err(format!("group {group} was added already"));
-            }
-            if **j == *job {
-                return Err(format!("that job was added already, as group {g}"));
-            }
-        }
-        self.groups.push((group, job.into()));
-        Ok(())
-    }
-
-    pub(crate) fn remove_group(&mut self, group: u32) {
-        self.groups.retain(|(g, _)| *g != group);
-    }
-
-    pub(crate) fn has_group(&self, group: u32) -> bool {
-        group == 0 || self.groups.iter().any(|(g, _)| *g == group)
-    }
-
-    fn group_of(&self, job: &[u8]) -> Option<u32> {
-        if job == self.job.as_slice() {
-            return Some(0);
-        }
-        self.groups
-            .iter()
-            .find(|(_, j)| **j == *job)
-            .map(|(g, _)| *g)
     }
 
     /// A temporary peer id not in use.
@@ -400,7 +357,7 @@ impl State {
                     port: Some((peer, h.who)),
                 };
             }
-            IDENT_RANK => match (self.group_of(h.job), u32::try_from(h.who)) {
+            IDENT_RANK => match (self.jobs.group_of(h.job), u32::try_from(h.who)) {
                 (None, _) => return HelloOutcome::Refuse(Verdict::OtherJob),
                 (Some(0), Ok(r)) if r == self.me => {
                     return HelloOutcome::Refuse(Verdict::Unsupported)
@@ -544,7 +501,7 @@ mod tests {
     #[test]
     fn identities_and_refusals() {
         let mut st = State::new(1, b"job", 100);
-        st.add_group(4, b"other").unwrap();
+        st.jobs.add(4, b"other").unwrap();
         // Our own rank, unknown jobs, wide ranks and unknown kinds are refused.
         for (h, v) in [
             (hello(IDENT_RANK, 1, b"job", 5), Verdict::Unsupported),
@@ -593,7 +550,7 @@ mod tests {
             st.hello(&hello(IDENT_RANK, 0, b"job", 14), 7),
             HelloOutcome::Refuse(Verdict::Unsupported)
         );
-        st.remove_group(4);
+        st.jobs.remove(4);
         assert_eq!(
             st.hello(&hello(IDENT_RANK, 2, b"other", 15), 7),
             HelloOutcome::Refuse(Verdict::OtherJob)

@@ -111,8 +111,7 @@ pub(crate) const IDENT_PORT: u8 = 2;
 pub(crate) const MAX_HEADER: usize = 256;
 /// Far above any piece size: a longer payload is garbage, not a big message.
 pub(crate) const MAX_PAYLOAD: usize = 1 << 30;
-/// Longest job id we send or accept.
-pub(crate) const MAX_JOB: usize = 256;
+pub(crate) use crate::jobs::MAX_JOB;
 /// Longest endpoint name: the largest provider addresses are far shorter.
 pub(crate) const MAX_NAME: usize = 256;
 

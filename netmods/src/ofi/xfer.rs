@@ -535,7 +535,7 @@ impl OfiNetmod {
                 who,
                 conn: id,
                 inline: self.eager_max() as u32,
-                job: &self.st.job,
+                job: &self.st.jobs.own,
                 name: &self.name,
             },
         );

@@ -40,7 +40,7 @@ mod wire;
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use crate::{split_peer, Limits, Netmod, NetmodError, PeerId, Sink, TEMP_GROUP};
+use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
 
 pub use config::{Backend, TcpConfig};
 
@@ -176,14 +176,7 @@ impl Netmod for TcpNetmod {
         if self.knows(peer) {
             return Ok(());
         }
-        let err = |what: String| NetmodError::Peer { peer, what };
-        match split_peer(peer).0 {
-            TEMP_GROUP => return Err(err("temporary peers come from connect_port".into())),
-            g if !self.st.has_group(g) => {
-                return Err(err(format!("process group {g} was not added")))
-            }
-            _ => {}
-        }
+        self.st.jobs.check_connect(peer)?;
         let addrs = card::parse(card)?;
         self.st.peers.insert(
             peer,
@@ -196,16 +189,11 @@ impl Netmod for TcpNetmod {
     }
 
     fn add_group(&mut self, group: u32, job: &str) -> Result<(), NetmodError> {
-        self.st
-            .add_group(group, job.as_bytes())
-            .map_err(|why| NetmodError::Io {
-                what: format!("add_group({group}, {job:?})"),
-                source: io::Error::new(io::ErrorKind::InvalidInput, why),
-            })
+        self.st.jobs.add_group(group, job)
     }
 
     fn remove_group(&mut self, group: u32) {
-        self.st.remove_group(group);
+        self.st.jobs.remove(group);
     }
 
     fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError> {

@@ -42,11 +42,12 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
+use crate::jobs::Jobs;
 use crate::{peer_id, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
 
 use super::conn::{Outq, Rx};
 use super::sys::{self, SockAddr};
-use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_PORT, KIND_RANK, MAX_JOB, VERDICT_LEN};
+use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_PORT, KIND_RANK, VERDICT_LEN};
 
 pub(crate) type PeerMap = HashMap<PeerId, Peer, FxBuildHasher>;
 
@@ -182,9 +183,7 @@ struct Slot {
 pub(crate) struct State {
     /// Our rank in our own job.
     pub me: PeerId,
-    pub job: Vec<u8>,
-    /// Other jobs whose processes are peers: (group slot, job id).
-    groups: Vec<(u32, Box<[u8]>)>,
+    pub jobs: Jobs,
     /// Next temporary peer number (`peer_id(TEMP_GROUP, n)`).
     next_temp: u32,
     pub peers: PeerMap,
@@ -217,8 +216,7 @@ impl State {
     pub(crate) fn new(me: PeerId, job: &[u8]) -> State {
         State {
             me,
-            job: job.to_vec(),
-            groups: Vec::new(),
+            jobs: Jobs::new(job),
             next_temp: 0,
             peers: PeerMap::default(),
             failed_peers: 0,
@@ -234,48 +232,6 @@ impl State {
             made: 0,
             events: 0,
         }
-    }
-
-    /// Processes of `job` are peers in `group` from now on.
-    pub(crate) fn add_group(&mut self, group: u32, job: &[u8]) -> Result<(), String> {
-        if group == 0 || group == TEMP_GROUP {
-            return Err(format!("group {group} is reserved"));
-        }
-        if job.len() > MAX_JOB {
-            return Err(format!("job id longer than {MAX_JOB} bytes"));
-        }
-        if job == self.job.as_slice() {
-            return Err("that is this process's own job".into());
-        }
-        for (g, j) in &self.groups {
-            if *g == group {
-                return Err(format!("group {group} was added already"));
-            }
-            if **j == *job {
-                return Err(format!("that job was added already, as group {g}"));
-            }
-        }
-        self.groups.push((group, job.into()));
-        Ok(())
-    }
-
-    pub(crate) fn remove_group(&mut self, group: u32) {
-        self.groups.retain(|(g, _)| *g != group);
-    }
-
-    pub(crate) fn has_group(&self, group: u32) -> bool {
-        group == 0 || self.groups.iter().any(|(g, _)| *g == group)
-    }
-
-    /// The group slot of a connector's job, if it is ours or an added one.
-    fn group_of(&self, job: &[u8]) -> Option<u32> {
-        if job == self.job.as_slice() {
-            return Some(0);
-        }
-        self.groups
-            .iter()
-            .find(|(_, j)| **j == *job)
-            .map(|(g, _)| *g)
     }
 
     /// A temporary peer id not in use.
@@ -485,7 +441,7 @@ impl State {
     /// The connect of `slot` succeeded: send the HELLO (our rank, or the
     /// port's tag).
     pub(crate) fn connected(&mut self, slot: u32) {
-        let (me, job) = (self.me, std::mem::take(&mut self.job));
+        let (me, job) = (self.me, std::mem::take(&mut self.jobs.own));
         if let Some(s) = self.sock(slot) {
             if let Phase::Connecting { addr } = s.phase {
                 let (kind, id) = match s.port {
@@ -497,7 +453,7 @@ impl State {
                 s.hs.out_pos = 0;
             }
         }
-        self.job = job;
+        self.jobs.own = job;
         self.mark_dirty(slot);
     }
 
@@ -646,14 +602,14 @@ impl State {
             }
             Hello::Done { kind, .. } if kind != KIND_RANK => (None, Verdict::Unsupported),
             Hello::Done { id: rank, job, .. } => {
-                match (self.group_of(job), u32::try_from(rank)) {
+                match (self.jobs.group_of(job), u32::try_from(rank)) {
                     (None, _) => (None, Verdict::OtherJob),
                     (Some(_), Err(_)) => (None, Verdict::Unsupported),
                     (Some(0), Ok(_)) if rank == me => (None, Verdict::Unsupported),
                     (Some(group), Ok(r)) => {
                         let peer = peer_id(group, r);
                         // The connection started by the lower identity wins.
-                        let theirs_wins = (job, rank) < (self.job.as_slice(), me);
+                        let theirs_wins = (job, rank) < (self.jobs.own.as_slice(), me);
                         let p = self.peers.entry(peer).or_default();
                         let v = if p.failed.is_some()
                             || p.conn.is_some()
@@ -980,10 +936,10 @@ mod tests {
         // Rank 0 of "jobA" and rank 0 of "jobB" connect to each other:
         // "jobA" < "jobB", so A's connection wins on both sides.
         let mut a = State::new(0, b"jobA");
-        a.add_group(1, b"jobB").unwrap();
+        a.jobs.add(1, b"jobB").unwrap();
         connecting(&mut a, peer_id(1, 0));
         let mut b = State::new(0, b"jobB");
-        b.add_group(1, b"jobA").unwrap();
+        b.jobs.add(1, b"jobA").unwrap();
         connecting(&mut b, peer_id(1, 0));
         assert_eq!(hello_from(&mut a, 0, b"jobB").1, Verdict::Duplicate);
         let (slot, v) = hello_from(&mut b, 0, b"jobA");
@@ -992,8 +948,8 @@ mod tests {
         // The job decides before the rank: rank 5 of "jobA" still beats
         // rank 0 of "jobB"; rank 0 of "jobC" loses to rank 3 of "jobB".
         let mut b = State::new(0, b"jobB");
-        b.add_group(1, b"jobA").unwrap();
-        b.add_group(2, b"jobC").unwrap();
+        b.jobs.add(1, b"jobA").unwrap();
+        b.jobs.add(2, b"jobC").unwrap();
         connecting(&mut b, peer_id(1, 5));
         connecting(&mut b, peer_id(2, 0));
         assert_eq!(hello_from(&mut b, 5, b"jobA").1, Verdict::Accept);
@@ -1005,25 +961,9 @@ mod tests {
         assert_eq!(hello_from(&mut b, 1 << 32, b"jobC").1, Verdict::Unsupported);
         // Unknown and removed jobs are another job.
         assert_eq!(hello_from(&mut b, 0, b"jobD").1, Verdict::OtherJob);
-        b.remove_group(2);
+        b.jobs.remove(2);
         assert_eq!(hello_from(&mut b, 9, b"jobC").1, Verdict::OtherJob);
         assert!(b.failures.is_empty());
-    }
-
-    #[test]
-    fn add_group_errors() {
-        let mut st = State::new(0, b"me");
-        assert!(st.add_group(0, b"x").is_err());
-        assert!(st.add_group(TEMP_GROUP, b"x").is_err());
-        assert!(st.add_group(1, b"me").is_err());
-        assert!(st.add_group(1, &[b'j'; MAX_JOB + 1]).is_err());
-        st.add_group(1, &[b'j'; MAX_JOB]).unwrap();
-        assert!(st.add_group(1, b"y").is_err(), "group taken");
-        assert!(st.add_group(2, &[b'j'; MAX_JOB]).is_err(), "job taken");
-        assert!(st.has_group(0) && st.has_group(1) && !st.has_group(2));
-        st.remove_group(1);
-        st.add_group(2, b"y").unwrap();
-        assert!(!st.has_group(1) && st.has_group(2));
     }
 
     #[derive(Default)]

@@ -35,9 +35,7 @@ pub(crate) const KIND_PORT: u8 = 2;
 
 /// HELLO up to the job id: magic, kind, id, job length.
 pub(crate) const HELLO_FIXED: usize = 8 + 1 + 8 + 2;
-/// Longest job id we send or accept: PMI KVS names are far shorter, and a
-/// bound keeps the handshake buffer fixed-size.
-pub(crate) const MAX_JOB: usize = 256;
+pub(crate) use crate::jobs::MAX_JOB;
 pub(crate) const HELLO_MAX: usize = HELLO_FIXED + MAX_JOB;
 pub(crate) const VERDICT_LEN: usize = 9;
 
