@@ -5,15 +5,13 @@
 
 #![cfg(feature = "ofi")]
 
-use std::collections::HashMap;
-use std::ptr::NonNull;
+mod common;
+
 use std::time::{Duration, Instant};
 
-use rivet_netmods::{
-    peer_id, split_peer, Netmod, NetmodError, OfiConfig, OfiNetmod, PeerId, Sink, TEMP_GROUP,
-};
+use common::*;
+use rivet_netmods::{peer_id, split_peer, Netmod, NetmodError, OfiConfig, OfiNetmod, TEMP_GROUP};
 
-const DEADLINE: Duration = Duration::from_secs(20);
 const TCP: &str = "tcp;ofi_rxm";
 const SHM: &str = "shm";
 
@@ -51,166 +49,6 @@ fn open_jobs(prov: &str, procs: &[(&str, u64)]) -> Option<Vec<OfiNetmod>> {
 fn open_n(prov: &str, job: &str, n: u64) -> Option<Vec<OfiNetmod>> {
     let procs: Vec<(&str, u64)> = (0..n).map(|r| (job, r)).collect();
     open_jobs(prov, &procs)
-}
-
-fn card(nets: &[OfiNetmod], i: usize) -> String {
-    nets[i].business_card().to_string()
-}
-
-fn connect_all(nets: &mut [OfiNetmod]) {
-    let cards: Vec<String> = nets.iter().map(|n| n.business_card().to_string()).collect();
-    for (i, n) in nets.iter_mut().enumerate() {
-        for (j, c) in cards.iter().enumerate() {
-            if i != j {
-                n.connect(j as u64, c).unwrap();
-            }
-        }
-    }
-}
-
-fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
-        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-/// Payload `seq` from `from`: a pattern that differs per message.
-fn payload(from: u64, seq: u32, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64 * 7 + seq as u64 * 13 + from * 101) as u8)
-        .collect()
-}
-
-fn header(seq: u32, len: usize) -> Vec<u8> {
-    let mut h = seq.to_le_bytes().to_vec();
-    h.extend_from_slice(&(len as u64).to_le_bytes());
-    h
-}
-
-#[derive(Default)]
-struct Rec {
-    /// (from, seq, payload length, payload hash)
-    msgs: Vec<(PeerId, u32, usize, u64)>,
-    failed: Vec<(PeerId, String)>,
-    place: bool,
-    /// Buffers handed out by `place` and not yet delivered into.
-    outstanding: HashMap<usize, Box<[u8]>>,
-    delivered_placed: usize,
-    /// `port_connection`s: (peer, tag, messages from it delivered before).
-    ports: Vec<(PeerId, u64, usize)>,
-}
-
-impl Rec {
-    fn placing() -> Rec {
-        Rec {
-            place: true,
-            ..Rec::default()
-        }
-    }
-
-    fn from(&self, peer: PeerId) -> Vec<(u32, usize, u64)> {
-        self.msgs
-            .iter()
-            .filter(|m| m.0 == peer)
-            .map(|m| (m.1, m.2, m.3))
-            .collect()
-    }
-}
-
-impl Sink for Rec {
-    fn deliver(&mut self, peer: PeerId, h: &[u8], p: &[u8]) {
-        assert_eq!(h.len(), 12, "header intact");
-        let seq = u32::from_le_bytes(h[..4].try_into().unwrap());
-        let len = u64::from_le_bytes(h[4..].try_into().unwrap()) as usize;
-        assert_eq!(p.len(), len, "payload length");
-        let placed = self.outstanding.remove(&(p.as_ptr() as usize));
-        self.delivered_placed += placed.is_some() as usize;
-        self.msgs.push((peer, seq, p.len(), fnv(p)));
-        drop(placed);
-    }
-
-    fn place(&mut self, _: PeerId, h: &[u8], len: usize) -> Option<NonNull<u8>> {
-        assert_eq!(h.len(), 12);
-        if !self.place {
-            return None;
-        }
-        let mut b = vec![0u8; len].into_boxed_slice();
-        let p = b.as_mut_ptr();
-        self.outstanding.insert(p as usize, b);
-        NonNull::new(p)
-    }
-
-    fn peer_failed(&mut self, peer: PeerId, why: &str) {
-        self.failed.push((peer, why.to_string()));
-    }
-
-    fn port_connection(&mut self, peer: PeerId, tag: u64) {
-        let before = self.msgs.iter().filter(|m| m.0 == peer).count();
-        self.ports.push((peer, tag, before));
-    }
-}
-
-/// Polls every netmod until `done` holds; panics at the deadline.
-fn pump(nets: &mut [OfiNetmod], sinks: &mut [Rec], done: impl Fn(&[OfiNetmod], &[Rec]) -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !done(nets, sinks) {
-        if Instant::now() >= end {
-            dump(nets, sinks);
-            panic!("timed out");
-        }
-        spin(nets, sinks, 1);
-    }
-}
-
-/// What each side has, for a test that timed out.
-fn dump(nets: &[OfiNetmod], sinks: &[Rec]) {
-    for (n, s) in nets.iter().zip(sinks) {
-        eprintln!(
-            "{} msgs (last {:?}), failed {:?}, idle {}: {:?}",
-            s.msgs.len(),
-            s.msgs.last(),
-            s.failed,
-            n.idle(),
-            n.describe()
-        );
-    }
-}
-
-/// Polls `rounds` times.
-fn spin(nets: &mut [OfiNetmod], sinks: &mut [Rec], rounds: usize) {
-    for _ in 0..rounds {
-        for (n, s) in nets.iter_mut().zip(sinks.iter_mut()) {
-            n.poll(s).unwrap();
-        }
-        std::thread::yield_now();
-    }
-}
-
-/// Sends message `seq` of `len` bytes from `from` to `to`, polling
-/// everyone while the transport is full.
-fn send(nets: &mut [OfiNetmod], sinks: &mut [Rec], from: usize, to: u64, seq: u32, len: usize) {
-    let (h, p) = (header(seq, len), payload(from as u64, seq, len));
-    let end = Instant::now() + DEADLINE;
-    while !nets[from].try_send(to, &h, &p).unwrap() {
-        assert!(Instant::now() < end, "send timed out");
-        spin(nets, sinks, 1);
-    }
-}
-
-fn expect(from: u64, sizes: &[usize]) -> Vec<(u32, usize, u64)> {
-    sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| (i as u32, l, fnv(&payload(from, i as u32, l))))
-        .collect()
-}
-
-fn describe(n: &OfiNetmod, key: &str) -> String {
-    n.describe()
-        .into_iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v)
-        .unwrap_or_default()
 }
 
 fn lazy_connect_and_sizes_with(cfg: &OfiConfig) {

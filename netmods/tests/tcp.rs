@@ -2,16 +2,15 @@
 //! both backends (io_uring skipped with a note where no ring can be made).
 //! Every wait is bounded: a stuck test fails after its deadline.
 
-use std::collections::HashMap;
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::ptr::NonNull;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
+use common::*;
 use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
-use rivet_netmods::{peer_id, split_peer, Netmod, NetmodError, PeerId, Sink, TEMP_GROUP};
-
-const DEADLINE: Duration = Duration::from_secs(10);
+use rivet_netmods::{peer_id, split_peer, Netmod, NetmodError, TEMP_GROUP};
 
 fn config(backend: Backend) -> TcpConfig {
     TcpConfig {
@@ -25,9 +24,16 @@ fn config(backend: Backend) -> TcpConfig {
 /// `n` netmods of ranks 0..n in job `job`, or `None` (with a note) if the
 /// io_uring backend cannot run here.
 fn open_n(backend: Backend, job: &str, n: u64) -> Option<Vec<TcpNetmod>> {
+    let procs: Vec<(&str, u64)> = (0..n).map(|r| (job, r)).collect();
+    open_jobs(backend, &procs)
+}
+
+/// One netmod per `(job, rank)`, or `None` (with a note) if the io_uring
+/// backend cannot run here.
+fn open_jobs(backend: Backend, procs: &[(&str, u64)]) -> Option<Vec<TcpNetmod>> {
     let mut v = Vec::new();
-    for r in 0..n {
-        match TcpNetmod::new(config(backend), job, r) {
+    for &(job, rank) in procs {
+        match TcpNetmod::new(config(backend), job, rank) {
             Ok(m) => {
                 assert_eq!(m.backend(), backend);
                 v.push(m);
@@ -40,134 +46,6 @@ fn open_n(backend: Backend, job: &str, n: u64) -> Option<Vec<TcpNetmod>> {
         }
     }
     Some(v)
-}
-
-fn connect_all(nets: &mut [TcpNetmod]) {
-    let cards: Vec<String> = nets.iter().map(|n| n.business_card().to_string()).collect();
-    for (i, n) in nets.iter_mut().enumerate() {
-        for (j, c) in cards.iter().enumerate() {
-            if i != j {
-                n.connect(j as u64, c).unwrap();
-            }
-        }
-    }
-}
-
-fn fnv(b: &[u8]) -> u64 {
-    b.iter().fold(0xcbf2_9ce4_8422_2325, |h, &x| {
-        (h ^ x as u64).wrapping_mul(0x100_0000_01b3)
-    })
-}
-
-/// Payload `seq` from `from`: a pattern that differs per message.
-fn payload(from: u64, seq: u32, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64 * 7 + seq as u64 * 13 + from * 101) as u8)
-        .collect()
-}
-
-fn header(seq: u32, len: usize) -> Vec<u8> {
-    let mut h = seq.to_le_bytes().to_vec();
-    h.extend_from_slice(&(len as u64).to_le_bytes());
-    h
-}
-
-#[derive(Default)]
-struct Rec {
-    /// (from, seq, payload length, payload hash)
-    msgs: Vec<(PeerId, u32, usize, u64)>,
-    failed: Vec<(PeerId, String)>,
-    place: bool,
-    /// Buffers handed out by `place` and not yet delivered into.
-    outstanding: HashMap<usize, Box<[u8]>>,
-    delivered_placed: usize,
-    /// `port_connection`s: (peer, tag, messages from it delivered before).
-    ports: Vec<(PeerId, u64, usize)>,
-}
-
-impl Rec {
-    fn from(&self, peer: PeerId) -> Vec<(u32, usize, u64)> {
-        self.msgs
-            .iter()
-            .filter(|m| m.0 == peer)
-            .map(|m| (m.1, m.2, m.3))
-            .collect()
-    }
-}
-
-impl Sink for Rec {
-    fn deliver(&mut self, peer: PeerId, h: &[u8], p: &[u8]) {
-        assert_eq!(h.len(), 12, "header intact");
-        let seq = u32::from_le_bytes(h[..4].try_into().unwrap());
-        let len = u64::from_le_bytes(h[4..].try_into().unwrap()) as usize;
-        assert_eq!(p.len(), len, "payload length");
-        // Keep a placed buffer alive until its bytes are hashed.
-        let placed = self.outstanding.remove(&(p.as_ptr() as usize));
-        self.delivered_placed += placed.is_some() as usize;
-        self.msgs.push((peer, seq, p.len(), fnv(p)));
-        drop(placed);
-    }
-
-    fn place(&mut self, _: PeerId, h: &[u8], len: usize) -> Option<NonNull<u8>> {
-        assert_eq!(h.len(), 12);
-        if !self.place {
-            return None;
-        }
-        let mut b = vec![0u8; len].into_boxed_slice();
-        let p = b.as_mut_ptr();
-        self.outstanding.insert(p as usize, b);
-        NonNull::new(p)
-    }
-
-    fn peer_failed(&mut self, peer: PeerId, why: &str) {
-        self.failed.push((peer, why.to_string()));
-    }
-
-    fn port_connection(&mut self, peer: PeerId, tag: u64) {
-        let before = self.msgs.iter().filter(|m| m.0 == peer).count();
-        self.ports.push((peer, tag, before));
-    }
-}
-
-/// Polls every netmod until `done` holds; panics at the deadline.
-fn pump(nets: &mut [TcpNetmod], sinks: &mut [Rec], done: impl Fn(&[TcpNetmod], &[Rec]) -> bool) {
-    let end = Instant::now() + DEADLINE;
-    while !done(nets, sinks) {
-        assert!(Instant::now() < end, "timed out");
-        for (n, s) in nets.iter_mut().zip(sinks.iter_mut()) {
-            n.poll(s).unwrap();
-        }
-        std::thread::yield_now();
-    }
-}
-
-/// Polls `rounds` times.
-fn spin(nets: &mut [TcpNetmod], sinks: &mut [Rec], rounds: usize) {
-    for _ in 0..rounds {
-        for (n, s) in nets.iter_mut().zip(sinks.iter_mut()) {
-            n.poll(s).unwrap();
-        }
-        std::thread::yield_now();
-    }
-}
-
-/// Sends message `seq` of `len` bytes from `from` to `to`, polling
-/// everyone while the transport is full.
-fn send(nets: &mut [TcpNetmod], sinks: &mut [Rec], from: usize, to: u64, seq: u32, len: usize) {
-    let (h, p) = (header(seq, len), payload(from as u64, seq, len));
-    let end = Instant::now() + DEADLINE;
-    while !nets[from].try_send(to, &h, &p).unwrap() {
-        assert!(Instant::now() < end, "send timed out");
-        spin(nets, sinks, 1);
-    }
-}
-
-fn expect(from: u64, sizes: &[usize]) -> Vec<(u32, usize, u64)> {
-    sizes
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| (i as u32, l, fnv(&payload(from, i as u32, l))))
-        .collect()
 }
 
 fn lazy_connect_and_sizes(b: Backend) {
@@ -526,29 +404,6 @@ fn many_peers(b: Backend) {
     }
     assert_eq!(nets[0].connected_peers(), PEERS as usize - 1);
     assert!(sinks.iter().all(|s| s.failed.is_empty()));
-}
-
-/// One netmod per `(job, rank)`, or `None` as `open_n`.
-fn open_jobs(backend: Backend, procs: &[(&str, u64)]) -> Option<Vec<TcpNetmod>> {
-    let mut v = Vec::new();
-    for &(job, rank) in procs {
-        match TcpNetmod::new(config(backend), job, rank) {
-            Ok(m) => {
-                assert_eq!(m.backend(), backend);
-                v.push(m);
-            }
-            Err(e) if backend == Backend::Uring => {
-                eprintln!("note: skipping the io_uring variant: {e}");
-                return None;
-            }
-            Err(e) => panic!("{e}"),
-        }
-    }
-    Some(v)
-}
-
-fn card(nets: &[TcpNetmod], i: usize) -> String {
-    nets[i].business_card().to_string()
 }
 
 /// Jobs "xA" (ranks 0, 1) and "xB" (rank 0), each knowing the other as
