@@ -266,6 +266,54 @@ pub fn rivetrun(args: &[&str]) -> Command {
     cmd
 }
 
+/// (name, environment) of each transport a multi-process suite runs over:
+/// shared memory inside a job (tcp between jobs), tcp forced everywhere,
+/// and ofi forced everywhere on the `tcp;ofi_rxm` and `shm` providers.
+/// Five or more processes share two cores here, so ranks yield when idle.
+pub const TRANSPORTS: [(&str, &[(&str, &str)]); 4] = [
+    ("shm", &[("RIVET_YIELD", "always")]),
+    ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
+    (
+        "ofi tcp;ofi_rxm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
+        ],
+    ),
+    (
+        "ofi shm",
+        &[
+            ("RIVET_YIELD", "always"),
+            ("RIVET_NETMOD", "ofi"),
+            ("RIVET_OFI_PROVIDER", "shm"),
+        ],
+    ),
+];
+
+/// `rivetrun EXTRA... -n N PROGRAM ARGS...` with `env` (a `TRANSPORTS`
+/// entry); what would choose another transport or name server is cleared
+/// from the caller's environment first.
+pub fn job_over(
+    program: &str,
+    n: u32,
+    args: &[&str],
+    env: &[(&str, &str)],
+    extra: &[&str],
+) -> Command {
+    let n = n.to_string();
+    let exe = bin(program);
+    let mut all: Vec<&str> = extra.to_vec();
+    all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
+    all.extend(args);
+    let mut cmd = rivetrun(&all);
+    for var in ["RIVET_NETMOD", "RIVET_OFI_PROVIDER", "RIVET_NAMESERVER"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    cmd
+}
+
 /// Path of a `rivet-tests` binary built with the release profile, for jobs
 /// whose ranks do too much work for a debug build; built once per test
 /// process (only this crate's binaries: the launcher stays the debug one).

@@ -11,46 +11,14 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use rivet_tests::{bin, rivetrun, run_job, run_job_checking_shm, serial, Outcome, ShmWatch};
+use rivet_tests::{
+    bin, job_over, rivetrun, run_job, run_job_checking_shm, serial, Outcome, ShmWatch, TRANSPORTS,
+};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-/// (name, environment) of each transport case. Five or more processes
-/// share two cores here, so ranks yield when idle.
-const CASES: [(&str, &[(&str, &str)]); 4] = [
-    ("shm", &[("RIVET_YIELD", "always")]),
-    ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
-    (
-        "ofi tcp;ofi_rxm",
-        &[
-            ("RIVET_YIELD", "always"),
-            ("RIVET_NETMOD", "ofi"),
-            ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
-        ],
-    ),
-    (
-        "ofi shm",
-        &[
-            ("RIVET_YIELD", "always"),
-            ("RIVET_NETMOD", "ofi"),
-            ("RIVET_OFI_PROVIDER", "shm"),
-        ],
-    ),
-];
-
 fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
-    let n = n.to_string();
-    let exe = bin("dyn_check");
-    let mut all: Vec<&str> = extra.to_vec();
-    all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
-    all.extend(args);
-    let mut cmd = rivetrun(&all);
-    cmd.env_remove("RIVET_NETMOD")
-        .env_remove("RIVET_NAMESERVER");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd
+    job_over("dyn_check", n, args, env, extra)
 }
 
 fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
@@ -71,7 +39,7 @@ fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
 #[test]
 fn reference_counts_return_to_their_baseline() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let o = run_job_checking_shm(dyn_job(2, &["refcounts"], env, &[]), DEADLINE);
         expect_ok(&o, name, "refcounts", 2);
     }
@@ -118,7 +86,7 @@ impl Drop for NameServer {
 #[test]
 fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let ns = NameServer::start();
         let service = format!("dyn-test-{name}-{}", std::process::id());
         let server = dyn_job(2, &["server", &service], env, &["--nameserver", &ns.addr]);
@@ -142,7 +110,7 @@ fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
 #[test]
 fn a_job_spawns_children_and_survives_a_missing_program() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let o = run_job_checking_shm(dyn_job(2, &["spawn", "3"], env, &[]), DEADLINE);
         expect_ok(&o, name, "spawn", 2);
         let children = o
@@ -174,7 +142,7 @@ fn names_are_published_looked_up_and_refused_twice() {
 #[test]
 fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let o = run_job_checking_shm(dyn_job(2, &["badports"], env, &[]), DEADLINE);
         expect_ok(&o, name, "badports", 2);
         assert!(

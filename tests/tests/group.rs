@@ -12,44 +12,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, rivetrun, run_job_checking_shm, serial, Outcome};
+use rivet_tests::{bin, job_over, run_job_checking_shm, serial, Outcome, TRANSPORTS};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
-const CASES: [(&str, &[(&str, &str)]); 4] = [
-    ("shm", &[("RIVET_YIELD", "always")]),
-    ("tcp", &[("RIVET_YIELD", "always"), ("RIVET_NETMOD", "tcp")]),
-    (
-        "ofi tcp;ofi_rxm",
-        &[
-            ("RIVET_YIELD", "always"),
-            ("RIVET_NETMOD", "ofi"),
-            ("RIVET_OFI_PROVIDER", "tcp;ofi_rxm"),
-        ],
-    ),
-    (
-        "ofi shm",
-        &[
-            ("RIVET_YIELD", "always"),
-            ("RIVET_NETMOD", "ofi"),
-            ("RIVET_OFI_PROVIDER", "shm"),
-        ],
-    ),
-];
-
 fn group_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Command {
-    let n = n.to_string();
-    let exe = bin("group_check");
-    let mut all: Vec<&str> = extra.to_vec();
-    all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
-    all.extend(args);
-    let mut cmd = rivetrun(&all);
-    cmd.env_remove("RIVET_NETMOD")
-        .env_remove("RIVET_NAMESERVER");
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd
+    job_over("group_check", n, args, env, extra)
 }
 
 fn oks(o: &Outcome, mode: &str) -> usize {
@@ -62,7 +30,7 @@ fn oks(o: &Outcome, mode: &str) -> usize {
 #[test]
 fn a_group_across_a_job_and_its_children() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let o = run_job_checking_shm(group_job(2, &["parents", "2"], env, &[]), DEADLINE);
         assert_eq!(o.code(), Some(0), "{name}: {}", o.show());
         assert_eq!(
@@ -77,7 +45,7 @@ fn a_group_across_a_job_and_its_children() {
 #[test]
 fn optional_goes_on_without_a_dead_participant() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let job = group_job(3, &["optional"], env, &["--disable-auto-cleanup"]);
         let o = run_job_checking_shm(job, DEADLINE);
         // Rank 2 aborted: rivetrun reports it, the others finished.
@@ -95,7 +63,7 @@ fn optional_goes_on_without_a_dead_participant() {
 #[test]
 fn a_member_that_ends_without_disconnecting() {
     let _g = serial();
-    for (name, env) in CASES {
+    for (name, env) in TRANSPORTS {
         let o = run_job_checking_shm(group_job(3, &["term", "early"], env, &[]), DEADLINE);
         assert_eq!(o.code(), Some(0), "{name}, early_term: {}", o.show());
         assert_eq!(oks(&o, "term"), 3, "{name}, early_term: {}", o.show());
