@@ -176,6 +176,12 @@ impl OfiNetmod {
                 ctx,
             )
         };
+        self.posted(r, ctx, "fi_trecv")
+    }
+
+    /// The outcome of posting `ctx`: done, kept in `unposted` for the next
+    /// poll on "again", or dropped with the error.
+    fn posted(&mut self, r: isize, ctx: *mut c_void, what: &'static str) -> Result<(), FiError> {
         if r == 0 {
             return Ok(());
         }
@@ -186,7 +192,7 @@ impl OfiNetmod {
         self.ops.take(ctx);
         Err(FiError {
             code: (-r) as i32,
-            what: "fi_trecv",
+            what,
         })
     }
 
@@ -221,18 +227,7 @@ impl OfiNetmod {
                 ctx,
             )
         };
-        if r == 0 {
-            return Ok(());
-        }
-        if again(r) {
-            self.unposted.push(ctx as usize);
-            return Ok(());
-        }
-        self.ops.take(ctx);
-        Err(FiError {
-            code: (-r) as i32,
-            what: "fi_read",
-        })
+        self.posted(r, ctx, "fi_read")
     }
 
     /// Sends `body[off..]` to `addr` with `tag`: injected if small, else
