@@ -43,31 +43,23 @@ pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
         let netmod = Box::new(TcpNetmod::new(config, job, rank.into())?);
         Ok(Opened { netmod, why })
     };
+    let ofi = |provider: Option<&str>, why: String| -> Result<Opened> {
+        let netmod = rivet_netmods::open_ofi(job, rank.into(), provider)?;
+        Ok(Opened { netmod, why })
+    };
     match choice {
         NetmodChoice::Tcp => tcp("RIVET_NETMOD=tcp".into()),
-        NetmodChoice::Ofi => Ok(Opened {
-            netmod: rivet_netmods::open_ofi(job, rank.into(), None)?,
-            why: "RIVET_NETMOD=ofi".into(),
-        }),
-        NetmodChoice::Auto if named_provider().is_some() => Ok(Opened {
-            netmod: rivet_netmods::open_ofi(job, rank.into(), None)?,
-            why: format!(
-                "auto: RIVET_OFI_PROVIDER={}",
-                named_provider().unwrap_or_default()
-            ),
-        }),
-        NetmodChoice::Auto => match rivet_netmods::ofi_fast_provider() {
-            Ok(Some(provider)) => {
-                match rivet_netmods::open_ofi(job, rank.into(), Some(&provider)) {
-                    Ok(netmod) => Ok(Opened {
-                        netmod,
-                        why: format!("auto: libfabric offers {provider}"),
-                    }),
-                    Err(e) => tcp(format!("auto: libfabric's {provider} did not open: {e}")),
-                }
+        NetmodChoice::Ofi => ofi(None, "RIVET_NETMOD=ofi".into()),
+        NetmodChoice::Auto => {
+            if let Some(named) = named_provider() {
+                return ofi(None, format!("auto: RIVET_OFI_PROVIDER={named}"));
             }
-            Ok(None) => tcp("auto: no libfabric provider faster than tcp here".into()),
-            Err(why) => tcp(format!("auto: no libfabric ({why})")),
-        },
+            match rivet_netmods::ofi_fast_provider() {
+                Ok(Some(fast)) => ofi(Some(&fast), format!("auto: libfabric offers {fast}"))
+                    .or_else(|e| tcp(format!("auto: libfabric's {fast} did not open: {e}"))),
+                Ok(None) => tcp("auto: no libfabric provider faster than tcp here".into()),
+                Err(why) => tcp(format!("auto: no libfabric ({why})")),
+            }
+        }
     }
 }
