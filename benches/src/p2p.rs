@@ -17,7 +17,7 @@ use std::alloc::{alloc, dealloc, Layout};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Instant;
 
-use rivet::{Comm, Engine, Request};
+use rivet::{Comm, Engine, Local, Request, Shared, ThreadLevel, Threading};
 
 use crate::report::{self, Row};
 use crate::sizes::{self, Kind, WINDOW};
@@ -56,6 +56,15 @@ pub struct P2pArgs {
     /// Print the engine's configuration (rank 0) and exit.
     #[arg(long)]
     pub info: bool,
+    /// The thread level asked for (single, funneled, serialized, multiple),
+    /// as `MPI_Init_thread`. Below multiple the engine takes no lock;
+    /// `RIVET_THREAD_LEVEL` may raise it.
+    #[arg(long, default_value = "single", value_parser = parse_level, value_name = "LEVEL")]
+    pub thread_level: ThreadLevel,
+}
+
+fn parse_level(s: &str) -> Result<ThreadLevel, String> {
+    s.parse().map_err(|e: rivet::Error| e.to_string())
 }
 
 /// Options of `mr`.
@@ -67,10 +76,15 @@ pub struct MrArgs {
     /// the rate reported is that of all threads together.
     #[arg(long, default_value_t = 1, value_name = "N")]
     pub threads: u32,
+    /// Pairs of ranks measuring at once, as osu_mbw_mr: rank i sends to
+    /// rank i + N (the job needs 2N ranks or more); the rate reported is
+    /// that of all pairs, timed on rank 0 between two barriers.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    pub pairs: u32,
 }
 
-fn init() -> Result<Engine, String> {
-    let engine = Engine::init().map_err(|e| format!("engine init: {e}"))?;
+fn init<T: Threading>(level: ThreadLevel) -> Result<Engine<T>, String> {
+    let engine = Engine::init_thread(level).map_err(|e| format!("engine init: {e}"))?;
     RANK.store(engine.rank(), Ordering::Relaxed);
     Ok(engine)
 }
@@ -90,12 +104,12 @@ fn check<T>(what: &str, r: rivet::Result<T>) -> T {
 
 /// `rivet-bench info` and `--info`: rank 0 prints the engine's configuration.
 pub fn info() -> Result<(), String> {
-    let engine = init()?;
+    let engine = init::<Local>(ThreadLevel::Single)?;
     print_info(&engine);
     engine.finalize().map_err(|e| format!("finalize: {e}"))
 }
 
-fn print_info(engine: &Engine) {
+fn print_info<T: Threading>(engine: &Engine<T>) {
     if engine.rank() == 0 {
         let info = engine.info();
         println!(
@@ -161,12 +175,19 @@ fn plan(kind: Kind, size: usize, args: &P2pArgs) -> (u32, u32) {
 
 /// latency, bw and bibw (mr goes through [`mr`]).
 pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
+    match args.thread_level {
+        ThreadLevel::Multiple => run_with::<Shared>(kind, args),
+        _ => run_with::<Local>(kind, args),
+    }
+}
+
+fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
     assert!(kind != Kind::Mr, "mr has its own entry point");
     let sizes = sizes::sizes_for(kind, args.min, args.max)?;
     if args.iters == Some(0) {
         return Err("--iters must be at least 1".into());
     }
-    let Some((engine, world)) = start(kind, args.info)? else {
+    let Some((engine, world)) = start::<T>(kind, args.info, args.thread_level)? else {
         return Ok(());
     };
     let rank = world.rank();
@@ -179,8 +200,15 @@ pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
     } else {
         (AlignedBuf::new(0, 0), AlignedBuf::new(0, 0))
     };
-    let mut out = Output::new(kind, world.size(), 1, args.json && rank == 0, rank == 0);
-    let mut reqs: Vec<Request<'_>> = Vec::with_capacity(2 * WINDOW);
+    let mut out = Output::new(
+        kind,
+        world.size(),
+        1,
+        level_note(args.thread_level, engine.thread_level(), 1),
+        args.json && rank == 0,
+        rank == 0,
+    );
+    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(2 * WINDOW);
     for &size in &sizes {
         let (warm, iters) = plan(kind, size, &args);
         check("barrier", world.barrier());
@@ -232,11 +260,18 @@ pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
     engine.finalize().map_err(|e| format!("finalize: {e}"))
 }
 
+/// An engine and its world communicator.
+type Started<T> = (Engine<T>, Comm<T>);
+
 /// The start every benchmark shares: init; with `--info`, print it and
 /// finish (`None`); else the world, which must have two ranks or more.
-fn start(kind: Kind, info: bool) -> Result<Option<(Engine, Comm)>, String> {
-    let engine = init()?;
-    let finalize = |engine: Engine| engine.finalize().map_err(|e| format!("finalize: {e}"));
+fn start<T: Threading>(
+    kind: Kind,
+    info: bool,
+    level: ThreadLevel,
+) -> Result<Option<Started<T>>, String> {
+    let engine = init::<T>(level)?;
+    let finalize = |engine: Engine<T>| engine.finalize().map_err(|e| format!("finalize: {e}"));
     if info {
         print_info(&engine);
         return finalize(engine).map(|()| None);
@@ -265,7 +300,13 @@ fn bandwidth(size: usize, iters: u32, directions: u32, secs: f64) -> f64 {
 }
 
 /// Blocking ping-pong between ranks 0 and 1; seconds of the timed part.
-fn ping_pong(comm: &Comm, sbuf: &[u8], rbuf: &mut [u8], warm: u32, iters: u32) -> f64 {
+fn ping_pong<T: Threading>(
+    comm: &Comm<T>,
+    sbuf: &[u8],
+    rbuf: &mut [u8],
+    warm: u32,
+    iters: u32,
+) -> f64 {
     let rank = comm.rank();
     let peer = 1 - rank;
     let size = sbuf.len();
@@ -300,12 +341,12 @@ fn die_count(expected: usize, got: usize) -> ! {
 /// One osu_bw iteration between ranks 0 and 1: rank 0 sends a window of
 /// 64 messages of `size` bytes, rank 1 receives them and answers with a
 /// 4-byte ack.
-fn bw_window<'c>(
-    comm: &'c Comm,
+fn bw_window<'c, T: Threading>(
+    comm: &'c Comm<T>,
     sbuf: &AlignedBuf,
     rbuf: &mut AlignedBuf,
     size: usize,
-    reqs: &mut Vec<Request<'c>>,
+    reqs: &mut Vec<Request<'c, T>>,
 ) {
     if comm.rank() == 0 {
         send_window(comm, &sbuf.as_slice()[..size], 1, TAG_DATA, reqs);
@@ -321,7 +362,13 @@ fn bw_window<'c>(
 }
 
 /// Post 64 sends of `buf` to `dest` and wait for all of them.
-fn send_window<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+fn send_window<'c, T: Threading>(
+    comm: &'c Comm<T>,
+    buf: &[u8],
+    dest: u32,
+    tag: i32,
+    reqs: &mut Vec<Request<'c, T>>,
+) {
     reqs.clear();
     post_sends(comm, buf, dest, tag, reqs);
     check("wait_all (sends)", Request::wait_all(reqs));
@@ -330,13 +377,13 @@ fn send_window<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut V
 
 /// Post 64 receives of `size` bytes from `src`, all into the start of
 /// `rbuf` as osu_bw does, and wait for all of them.
-fn recv_window<'c>(
-    comm: &'c Comm,
+fn recv_window<'c, T: Threading>(
+    comm: &'c Comm<T>,
     rbuf: &mut AlignedBuf,
     size: usize,
     src: u32,
     tag: i32,
-    reqs: &mut Vec<Request<'c>>,
+    reqs: &mut Vec<Request<'c, T>>,
 ) {
     reqs.clear();
     post_recvs(comm, &mut rbuf.as_mut_slice()[..size], src, tag, reqs);
@@ -346,14 +393,14 @@ fn recv_window<'c>(
 
 /// osu_bibw's iteration: 64 receives from `peer` (into one buffer), then 64
 /// sends to it, then wait for all 128.
-fn exchange_window<'c>(
-    comm: &'c Comm,
+fn exchange_window<'c, T: Threading>(
+    comm: &'c Comm<T>,
     sbuf: &[u8],
     rbuf: &mut AlignedBuf,
     size: usize,
     peer: u32,
     tag: i32,
-    reqs: &mut Vec<Request<'c>>,
+    reqs: &mut Vec<Request<'c, T>>,
 ) {
     reqs.clear();
     post_recvs(comm, &mut rbuf.as_mut_slice()[..size], peer, tag, reqs);
@@ -364,7 +411,13 @@ fn exchange_window<'c>(
 
 /// Append 64 sends of `buf` to `reqs`. The caller waits for all of `reqs`
 /// before `buf`'s borrow ends.
-fn post_sends<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+fn post_sends<'c, T: Threading>(
+    comm: &'c Comm<T>,
+    buf: &[u8],
+    dest: u32,
+    tag: i32,
+    reqs: &mut Vec<Request<'c, T>>,
+) {
     for _ in 0..WINDOW {
         // SAFETY: every caller waits for all of `reqs` while `buf` is still
         // borrowed unchanged; on any error `check` ends the process without
@@ -377,7 +430,13 @@ fn post_sends<'c>(comm: &'c Comm, buf: &[u8], dest: u32, tag: i32, reqs: &mut Ve
 
 /// Append 64 receives into the same `buf` (as osu_bw: its contents are never
 /// read). The caller waits for all of `reqs` before `buf`'s borrow ends.
-fn post_recvs<'c>(comm: &'c Comm, buf: &mut [u8], src: u32, tag: i32, reqs: &mut Vec<Request<'c>>) {
+fn post_recvs<'c, T: Threading>(
+    comm: &'c Comm<T>,
+    buf: &mut [u8],
+    src: u32,
+    tag: i32,
+    reqs: &mut Vec<Request<'c, T>>,
+) {
     for _ in 0..WINDOW {
         // SAFETY: `buf` is mutably borrowed by the caller until it has waited
         // for all of `reqs`, so nothing else touches it meanwhile; errors end
@@ -389,23 +448,104 @@ fn post_recvs<'c>(comm: &'c Comm, buf: &mut [u8], src: u32, tag: i32, reqs: &mut
 }
 
 /// Message rate: `--threads` threads per rank, each on its own duplicate
-/// of the world communicator, windows of 64 sends 0 → 1 and a 4-byte ack.
+/// of the world communicator, windows of 64 sends and a 4-byte ack, between
+/// `--pairs` pairs of ranks (i → i + pairs).
 pub fn mr(args: MrArgs) -> Result<(), String> {
+    if args.threads == 0 || args.pairs == 0 {
+        return Err("--threads and --pairs must be at least 1".into());
+    }
+    match args.common.thread_level {
+        ThreadLevel::Multiple => mr_with::<Shared>(args),
+        _ if args.threads > 1 => Err(format!(
+            "--threads {} needs --thread-level multiple (threads call the engine at once)",
+            args.threads
+        )),
+        _ => mr_with::<Local>(args),
+    }
+}
+
+/// How the threads of one rank run their share: concurrently where the
+/// handles may cross threads, else there is only the one.
+trait MrThreads: Threading {
+    fn spans(
+        comms: &[Comm<Self>],
+        bufs: &mut [(AlignedBuf, AlignedBuf)],
+        job: MrJob,
+    ) -> Vec<(Instant, Instant)>;
+}
+
+#[derive(Clone, Copy)]
+struct MrJob {
+    peer: u32,
+    size: usize,
+    warm: u32,
+    iters: u32,
+}
+
+impl MrThreads for Shared {
+    fn spans(
+        comms: &[Comm<Shared>],
+        bufs: &mut [(AlignedBuf, AlignedBuf)],
+        job: MrJob,
+    ) -> Vec<(Instant, Instant)> {
+        let start_line = std::sync::Barrier::new(comms.len());
+        std::thread::scope(|ts| {
+            let handles: Vec<_> = comms
+                .iter()
+                .zip(bufs.iter_mut())
+                .map(|(comm, (s, r))| {
+                    let start_line = &start_line;
+                    let s = &*s;
+                    ts.spawn(move || mr_thread(comm, s, r, job, start_line))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("mr thread panicked"))
+                .collect()
+        })
+    }
+}
+
+impl MrThreads for Local {
+    fn spans(
+        comms: &[Comm<Local>],
+        bufs: &mut [(AlignedBuf, AlignedBuf)],
+        job: MrJob,
+    ) -> Vec<(Instant, Instant)> {
+        let start_line = std::sync::Barrier::new(1);
+        let (s, r) = &mut bufs[0];
+        vec![mr_thread(&comms[0], s, r, job, &start_line)]
+    }
+}
+
+fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
     let kind = Kind::Mr;
     let common = &args.common;
     let sizes = sizes::sizes_for(kind, common.min, common.max)?;
     if common.iters == Some(0) {
         return Err("--iters must be at least 1".into());
     }
-    if args.threads == 0 {
-        return Err("--threads must be at least 1".into());
-    }
-    let Some((engine, world)) = start(kind, common.info)? else {
+    let Some((engine, world)) = start::<T>(kind, common.info, common.thread_level)? else {
         return Ok(());
     };
     let rank = world.rank();
+    let pairs = args.pairs;
+    if u64::from(world.size()) < 2 * u64::from(pairs) {
+        return Err(format!(
+            "--pairs {pairs} needs {} ranks or more; this job has {}",
+            2 * u64::from(pairs),
+            world.size()
+        ));
+    }
+    let measures = rank < 2 * pairs;
+    let peer = if rank < pairs {
+        rank + pairs
+    } else {
+        rank.wrapping_sub(pairs)
+    };
     // dup is collective: every rank, main thread, same order.
-    let comms: Vec<Comm> = if args.threads == 1 {
+    let comms: Vec<Comm<T>> = if args.threads == 1 {
         vec![world.clone()]
     } else {
         (0..args.threads)
@@ -417,10 +557,11 @@ pub fn mr(args: MrArgs) -> Result<(), String> {
         kind,
         world.size(),
         args.threads,
+        level_note(common.thread_level, engine.thread_level(), pairs),
         common.json && rank == 0,
         rank == 0,
     );
-    let mut bufs: Vec<(AlignedBuf, AlignedBuf)> = if rank < 2 {
+    let mut bufs: Vec<(AlignedBuf, AlignedBuf)> = if measures {
         comms
             .iter()
             .map(|_| {
@@ -436,36 +577,30 @@ pub fn mr(args: MrArgs) -> Result<(), String> {
     for &size in &sizes {
         let (warm, iters) = plan(kind, size, common);
         check("barrier", world.barrier());
-        if rank >= 2 {
-            continue;
-        }
-        let start_line = std::sync::Barrier::new(comms.len());
-        let spans: Vec<(Instant, Instant)> = if comms.len() == 1 {
-            let (s, r) = &mut bufs[0];
-            let s = &*s;
-            vec![mr_thread(&comms[0], s, r, size, warm, iters, &start_line)]
-        } else {
-            std::thread::scope(|ts| {
-                let handles: Vec<_> = comms
-                    .iter()
-                    .zip(bufs.iter_mut())
-                    .map(|(comm, (s, r))| {
-                        let start_line = &start_line;
-                        let s = &*s;
-                        ts.spawn(move || mr_thread(comm, s, r, size, warm, iters, start_line))
-                    })
-                    .collect();
-                handles
-                    .into_iter()
-                    .map(|h| h.join().expect("mr thread panicked"))
-                    .collect()
-            })
+        let job = MrJob {
+            peer,
+            size,
+            warm,
+            iters,
         };
+        let spans = if measures {
+            T::spans(&comms, &mut bufs, job)
+        } else {
+            Vec::new()
+        };
+        if pairs > 1 {
+            // Every pair's windows end before the second barrier.
+            check("barrier", world.barrier());
+        }
         if rank == 0 {
             let t0 = spans.iter().map(|s| s.0).min().expect("one thread");
-            let t1 = spans.iter().map(|s| s.1).max().expect("one thread");
+            let t1 = if pairs > 1 {
+                Instant::now()
+            } else {
+                spans.iter().map(|s| s.1).max().expect("one thread")
+            };
             let secs = (t1 - t0).as_secs_f64();
-            let msgs = comms.len() as f64 * WINDOW as f64 * f64::from(iters);
+            let msgs = f64::from(pairs) * comms.len() as f64 * WINDOW as f64 * f64::from(iters);
             out.row(Row {
                 size,
                 value: msgs / secs,
@@ -480,36 +615,65 @@ pub fn mr(args: MrArgs) -> Result<(), String> {
 }
 
 /// One thread of `mr`: warm up, line up with the peer thread and with this
-/// rank's other threads, then time
-/// `iters` windows. Returns when the timed part started and ended.
-fn mr_thread(
-    comm: &Comm,
+/// rank's other threads, then time `iters` windows. Returns when the timed
+/// part started and ended. The lower rank of a pair sends.
+fn mr_thread<T: Threading>(
+    comm: &Comm<T>,
     sbuf: &AlignedBuf,
     rbuf: &mut AlignedBuf,
-    size: usize,
-    warm: u32,
-    iters: u32,
+    job: MrJob,
     start_line: &std::sync::Barrier,
 ) -> (Instant, Instant) {
-    let mut reqs: Vec<Request<'_>> = Vec::with_capacity(WINDOW);
-    for _ in 0..warm {
-        bw_window(comm, sbuf, rbuf, size, &mut reqs);
+    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(WINDOW);
+    let sender = comm.rank() < job.peer;
+    for _ in 0..job.warm {
+        pair_window(comm, sbuf, rbuf, job, sender, &mut reqs);
     }
     // Line up with the peer thread: a zero-byte round trip (not a barrier,
-    // which would need ranks 2 and above, who do not take part).
-    if comm.rank() == 0 {
-        check("sync send", comm.send(&[], 1, TAG_SYNC));
-        let _ = check("sync recv", comm.recv(&mut [], 1, TAG_SYNC));
+    // which would need the ranks that do not take part).
+    if sender {
+        check("sync send", comm.send(&[], job.peer, TAG_SYNC));
+        let _ = check("sync recv", comm.recv(&mut [], job.peer as i32, TAG_SYNC));
     } else {
-        let _ = check("sync recv", comm.recv(&mut [], 0, TAG_SYNC));
-        check("sync send", comm.send(&[], 0, TAG_SYNC));
+        let _ = check("sync recv", comm.recv(&mut [], job.peer as i32, TAG_SYNC));
+        check("sync send", comm.send(&[], job.peer, TAG_SYNC));
     }
     start_line.wait();
     let t0 = Instant::now();
-    for _ in 0..iters {
-        bw_window(comm, sbuf, rbuf, size, &mut reqs);
+    for _ in 0..job.iters {
+        pair_window(comm, sbuf, rbuf, job, sender, &mut reqs);
     }
     (t0, Instant::now())
+}
+
+/// `bw_window` between any pair: the sender posts 64 sends, the receiver
+/// 64 receives and answers with the ack.
+fn pair_window<'c, T: Threading>(
+    comm: &'c Comm<T>,
+    sbuf: &AlignedBuf,
+    rbuf: &mut AlignedBuf,
+    job: MrJob,
+    sender: bool,
+    reqs: &mut Vec<Request<'c, T>>,
+) {
+    let size = job.size;
+    if sender {
+        send_window(comm, &sbuf.as_slice()[..size], job.peer, TAG_DATA, reqs);
+        let ack = &mut rbuf.as_mut_slice()[..ACK_LEN];
+        let _ = check("ack recv", comm.recv(ack, job.peer as i32, TAG_ACK));
+    } else {
+        recv_window(comm, rbuf, size, job.peer, TAG_DATA, reqs);
+        check(
+            "ack send",
+            comm.send(&sbuf.as_slice()[..ACK_LEN], job.peer, TAG_ACK),
+        );
+    }
+}
+
+/// The comment line under a table's title: the thread level asked for and
+/// provided, and the pairs of ranks measuring.
+fn level_note(asked: ThreadLevel, provided: ThreadLevel, pairs: u32) -> String {
+    format!("# thread level {asked} (provided {provided}), {pairs} pair(s) measuring")
 }
 
 /// Where rows go: the table as they come (rank 0), or the JSON at the end.
@@ -523,9 +687,11 @@ struct Output {
 }
 
 impl Output {
-    fn new(kind: Kind, ranks: u32, threads: u32, json: bool, print: bool) -> Output {
+    /// `note`: a comment line printed between the title and the header.
+    fn new(kind: Kind, ranks: u32, threads: u32, note: String, json: bool, print: bool) -> Output {
         if print && !json {
             println!("{}", report::title(kind, ranks, threads));
+            println!("{note}");
             println!("{}", report::column_header(kind));
         }
         Output {
@@ -561,7 +727,7 @@ impl Output {
 /// finalize, and the three phases.
 pub fn startup(main_start: Instant, json: bool) -> Result<(), String> {
     let t_main = main_start;
-    let engine = init()?;
+    let engine = init::<Local>(ThreadLevel::Single)?;
     let t_init = Instant::now();
     let world = engine.world();
     let (rank, size) = (world.rank(), world.size());

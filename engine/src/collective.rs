@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::thread::Threading;
 
 const COLLECTIVE_OFFSET: u32 = 1;
 /// Context ids from here up are never handed out by agreement.
@@ -22,13 +23,13 @@ const TAG_BCAST: i32 = 3;
 const TAG_GATHER: i32 = 4;
 const TAG_SWAP: i32 = 5;
 
-impl Comm {
-    fn collective(&self) -> Comm {
+impl<T: Threading> Comm<T> {
+    fn collective(&self) -> Comm<T> {
         self.with_context(self.context + COLLECTIVE_OFFSET)
     }
 
     /// An intercommunicator's local group as an intracommunicator.
-    pub(crate) fn local_comm(&self) -> Comm {
+    pub(crate) fn local_comm(&self) -> Comm<T> {
         match &self.remote {
             None => self.clone(),
             Some(_) => Comm {
@@ -66,7 +67,7 @@ impl Comm {
     }
 
     /// Rounds k = 1, 2, 4, .. < size: talk to rank+k, hear from rank-k.
-    fn dissemination(&self, mut round: impl FnMut(&Comm, u32, u32) -> Result<()>) -> Result<()> {
+    fn dissemination(&self, mut round: impl FnMut(&Comm<T>, u32, u32) -> Result<()>) -> Result<()> {
         debug_assert!(!self.is_inter());
         let collective = self.collective();
         let mut k = 1u32;

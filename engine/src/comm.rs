@@ -4,6 +4,7 @@
 //! (barrier, dup, and the steps of connect/accept) in `collective.rs`,
 //! intercommunicator `merge` in `intercomm.rs`.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 
 use crate::engine::Inner;
@@ -14,15 +15,16 @@ use crate::protocol::SendArgs;
 use crate::request::Request;
 use crate::scope::Scope;
 use crate::status::{MsgError, Status};
+use crate::thread::{Shared, Threading};
 
 /// A communicator: a context id and one VC table (intracommunicator) or
 /// two (intercommunicator: a local and a remote group). Cheap to clone
-/// (a clone is the same communicator, not a dup); `Send + Sync`.
+/// (a clone is the same communicator, not a dup); `Send + Sync` unless it
+/// came from an `Engine<Local>`.
 ///
 /// Dropping the last clone frees it (seed 000: `free` keeps connections to
 /// other process groups); [`disconnect`](Comm::disconnect) ends them.
-#[derive(Clone)]
-pub struct Comm {
+pub struct Comm<T: Threading = Shared> {
     pub(crate) inner: Arc<Inner>,
     pub(crate) context: u32,
     /// Rank in the local group.
@@ -36,9 +38,50 @@ pub struct Comm {
     /// Intercommunicators: `merge` puts this side first when both sides
     /// pass the same `high` (true on the accepting / parent side).
     pub(crate) first: bool,
+    pub(crate) _threads: PhantomData<T>,
 }
 
-impl Comm {
+impl<T: Threading> Clone for Comm<T> {
+    fn clone(&self) -> Self {
+        Comm {
+            inner: self.inner.clone(),
+            context: self.context,
+            rank: self.rank,
+            size: self.size,
+            local: self.local.clone(),
+            remote: self.remote.clone(),
+            first: self.first,
+            _threads: PhantomData,
+        }
+    }
+}
+
+impl<T: Threading> Comm<T> {
+    /// The same communicator with other handle rules: the engine's own
+    /// bookkeeping keeps `Comm<Shared>` values that never leave it.
+    pub(crate) fn retype<U: Threading>(self) -> Comm<U> {
+        let Comm {
+            inner,
+            context,
+            rank,
+            size,
+            local,
+            remote,
+            first,
+            _threads,
+        } = self;
+        Comm {
+            inner,
+            context,
+            rank,
+            size,
+            local,
+            remote,
+            first,
+            _threads: PhantomData,
+        }
+    }
+
     /// This process's rank (in the local group of an intercommunicator).
     pub fn rank(&self) -> u32 {
         self.rank
@@ -72,7 +115,7 @@ impl Comm {
     }
 
     /// Same groups, another context.
-    pub(crate) fn with_context(&self, context: u32) -> Comm {
+    pub(crate) fn with_context(&self, context: u32) -> Comm<T> {
         Comm {
             context,
             ..self.clone()
@@ -82,7 +125,7 @@ impl Comm {
     /// A new communicator with the same groups and a new context id (the
     /// VC tables are shared, seed 000). Collective: every rank of `self`
     /// (both groups of an intercommunicator) must call it, in the same order.
-    pub fn dup(&self) -> Result<Comm> {
+    pub fn dup(&self) -> Result<Comm<T>> {
         let context = self.agree_context()?;
         Ok(self.with_context(context))
     }
@@ -100,14 +143,14 @@ impl Comm {
     /// failed before the message was out.
     pub fn send(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, false)?;
-        self.fail_on_peer(self.inner.start_send(&args)?.wait()?)
+        self.fail_on_peer(self.inner.start_send::<T>(&args)?.wait()?)
             .map(|_| ())
     }
 
     /// Returns once the receiver has matched the message.
     pub fn ssend(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, true)?;
-        self.fail_on_peer(self.inner.start_send(&args)?.wait()?)
+        self.fail_on_peer(self.inner.start_send::<T>(&args)?.wait()?)
             .map(|_| ())
     }
 
@@ -139,9 +182,9 @@ impl Comm {
 
     /// Run `f` with a [`Scope`] for nonblocking operations on borrowed
     /// buffers; every request started in it is finished before this returns.
-    pub fn scope<'env, F, T>(&'env self, f: F) -> T
+    pub fn scope<'env, F, R>(&'env self, f: F) -> R
     where
-        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env, T>) -> R,
     {
         crate::scope::run(self, f)
     }
@@ -155,7 +198,7 @@ impl Comm {
         len: usize,
         dest: u32,
         tag: i32,
-    ) -> Result<Request<'_>> {
+    ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, false)?;
         self.inner.start_send(&args)
     }
@@ -168,7 +211,7 @@ impl Comm {
         len: usize,
         dest: u32,
         tag: i32,
-    ) -> Result<Request<'_>> {
+    ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, true)?;
         self.inner.start_send(&args)
     }
@@ -182,7 +225,7 @@ impl Comm {
         len: usize,
         source: i32,
         tag: i32,
-    ) -> Result<Request<'_>> {
+    ) -> Result<Request<'_, T>> {
         self.check_pattern(source, tag)?;
         let id =
             self.inner

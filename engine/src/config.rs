@@ -45,6 +45,9 @@ pub struct Config {
     /// it must wait for credit (or use rendezvous): bounds what a receiver
     /// buffers for messages it has not yet asked for.
     pub eager_window: usize,
+    /// `RIVET_THREAD_LEVEL`: the least thread level the engine provides
+    /// (it may raise what the program asks for, never lower it).
+    pub thread_level: Option<crate::ThreadLevel>,
 }
 
 /// Measured on the development machine (BENCHMARKS.md): below this the copy
@@ -89,12 +92,17 @@ impl Config {
                 "must be at least 4K",
             ));
         }
+        let thread_level = match var("RIVET_THREAD_LEVEL") {
+            Some(v) if !v.trim().is_empty() => Some(v.trim().parse()?),
+            _ => None,
+        };
         Ok(Config {
             shm_eager_max: shm.or(general).unwrap_or(DEFAULT_SHM_EAGER_MAX),
             lmt,
             yield_mode,
             netmod,
             eager_window,
+            thread_level,
         })
     }
 }
@@ -185,6 +193,7 @@ mod tests {
             ("RIVET_SHM_LMT", "fast"),
             ("RIVET_YIELD", "sometimes"),
             ("RIVET_EAGER_MAX", "lots"),
+            ("RIVET_THREAD_LEVEL", "many"),
         ] {
             let err = with(&[(k, v)]).unwrap_err().to_string();
             assert!(err.contains(k) && err.contains(v), "{err}");

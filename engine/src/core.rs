@@ -95,6 +95,9 @@ pub struct State {
     pub ports: Ports,
     /// Rendezvous reads over the netmod (`rma.rs`).
     pub rma: RmaState,
+    /// Requests completed so far: `wait_any` rescans its requests only
+    /// when this moved.
+    pub completions: u64,
 }
 
 pub struct Core {

@@ -6,8 +6,9 @@
 //! with the `Backoff` policy between empty polls, retaking the lock each
 //! turn so other threads get their share.
 
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use rivet_pmi::Client;
 
@@ -27,23 +28,40 @@ use crate::rma::RmaState;
 use crate::shm::{cma, ShmConfig, ShmNode};
 use crate::status::Status;
 use crate::table::{Op, RequestTable};
+use crate::thread::{EngineGuard, EngineLock, Shared, ThreadLevel, Threading};
 
 /// COMM_WORLD uses context ids 0 and 1, COMM_SELF 2 and 3.
 const SELF_CONTEXT: u32 = 2;
 const FIRST_FREE_CONTEXT: u32 = 4;
 
-/// One per process. Cheap to clone; `Send + Sync`.
-#[derive(Clone)]
-pub struct Engine {
+/// One per process. Cheap to clone. `Engine` (`Engine<Shared>`) and its
+/// handles are `Send + Sync` and the engine locks on every call (thread
+/// level MULTIPLE); `Engine<Local>` and its handles stay on one thread and
+/// run without a lock below MULTIPLE (`thread.rs`).
+pub struct Engine<T: Threading = Shared> {
     pub(crate) inner: Arc<Inner>,
     /// Spawned processes: the intercommunicator to the parents, until it
     /// is disconnected (`Inner::parent` reaches it for that).
     parent: Arc<Mutex<Option<Comm>>>,
+    _threads: PhantomData<T>,
+}
+
+impl<T: Threading> Clone for Engine<T> {
+    fn clone(&self) -> Self {
+        Engine {
+            inner: self.inner.clone(),
+            parent: self.parent.clone(),
+            _threads: PhantomData,
+        }
+    }
 }
 
 pub struct Inner {
-    /// The engine lock (see `core.rs` for why there is exactly one).
-    core: Mutex<Core>,
+    /// The engine's state: locked at MULTIPLE, unlocked below (`core.rs`
+    /// says why one lock, `thread.rs` how it is dropped).
+    core: EngineLock<Core>,
+    /// The level provided.
+    pub(crate) level: ThreadLevel,
     pub(crate) rank: u32,
     size: u32,
     pub(crate) yields: bool,
@@ -124,9 +142,22 @@ fn segment_name(pmi: &Client, leader: u32) -> String {
 
 impl Engine {
     /// Bootstrap through the process manager (rivetrun, mpiexec.hydra, or
-    /// none: a singleton).
+    /// none: a singleton), at thread level MULTIPLE.
     pub fn init() -> Result<Engine> {
+        Engine::init_thread(ThreadLevel::Multiple)
+    }
+}
+
+impl<T: Threading> Engine<T> {
+    /// Bootstrap at thread level `level` (`MPI_Init_thread`). The level
+    /// provided is the highest of `level`, `RIVET_THREAD_LEVEL` and what
+    /// the handles allow: `Engine<Shared>` can cross threads, so it is
+    /// always MULTIPLE; `Engine<Local>` gets `level`, and below MULTIPLE
+    /// its calls take no lock. [`thread_level`](Self::thread_level) says
+    /// which it got.
+    pub fn init_thread(level: ThreadLevel) -> Result<Engine<T>> {
         let config = Config::from_env()?;
+        let level = ThreadLevel::provided(level.max(T::FLOOR), config.thread_level);
         let mut pmi = Client::init()?;
         let (rank, size) = (pmi.rank(), pmi.size());
         let node_map =
@@ -169,7 +200,7 @@ impl Engine {
             Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
         };
-        let info = describe(
+        let mut info = describe(
             &config,
             shm.as_ref(),
             netmod.as_ref(),
@@ -177,6 +208,17 @@ impl Engine {
             yields,
             shm_eager_max,
         );
+        info.push((
+            "thread_level".into(),
+            format!(
+                "{level} ({}; RIVET_THREAD_LEVEL raises it)",
+                if level.locks() {
+                    "one lock around the engine's state"
+                } else {
+                    "no lock: handles stay on one thread"
+                }
+            ),
+        ));
         let netmod = netmod.map(|o| o.netmod);
         let limits = netmod.as_ref().map(|n| n.limits());
         let st = State {
@@ -199,18 +241,23 @@ impl Engine {
             failed_peers: Vec::new(),
             ports: Ports::default(),
             rma: RmaState::default(),
+            completions: 0,
         };
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));
         let parent = Arc::new(Mutex::new(None));
         let engine = Engine {
             inner: Arc::new(Inner {
-                core: Mutex::new(Core {
-                    shm,
-                    netmod,
-                    pmi: pmi.clone(),
-                    st,
-                }),
+                core: EngineLock::new(
+                    Core {
+                        shm,
+                        netmod,
+                        pmi: pmi.clone(),
+                        st,
+                    },
+                    level,
+                ),
+                level,
                 rank,
                 size,
                 yields,
@@ -227,6 +274,7 @@ impl Engine {
                 groups: Mutex::default(),
             }),
             parent,
+            _threads: PhantomData,
         };
         if spawned {
             let comm = engine.connect_to_parent()?;
@@ -238,18 +286,25 @@ impl Engine {
     /// Started by `spawn`: connect to the parents through the port they
     /// pre-put in our KVS (seed 001, spawnees' column).
     fn connect_to_parent(&self) -> Result<Comm> {
+        let world: Comm = self.world().retype();
         let port = self.inner.with_pmi(|pmi| pmi.get(PARENT_PORT_KEY))?;
-        self.world().connect(&port, 0)
+        world.connect(&port, 0)
+    }
+
+    /// The thread level this engine provides.
+    pub fn thread_level(&self) -> ThreadLevel {
+        self.inner.level
     }
 
     /// The intercommunicator to the processes that spawned this one, if
     /// it was spawned (MPI_Comm_get_parent); `None` again once it has been
     /// disconnected.
-    pub fn parent(&self) -> Option<Comm> {
+    pub fn parent(&self) -> Option<Comm<T>> {
         self.parent
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
+            .map(Comm::retype)
     }
 
     /// Live objects of the PG/VC layer: process groups, VCs, VC tables,
@@ -273,7 +328,7 @@ impl Engine {
     }
 
     /// The communicator of every rank of the job (context id 0).
-    pub fn world(&self) -> Comm {
+    pub fn world(&self) -> Comm<T> {
         Comm {
             inner: self.inner.clone(),
             context: 0,
@@ -282,11 +337,12 @@ impl Engine {
             local: self.inner.world_vcrt.clone(),
             remote: None,
             first: false,
+            _threads: PhantomData,
         }
     }
 
     /// The communicator of this process alone (MPI_COMM_SELF).
-    pub fn self_comm(&self) -> Comm {
+    pub fn self_comm(&self) -> Comm<T> {
         Comm {
             inner: self.inner.clone(),
             context: SELF_CONTEXT,
@@ -295,6 +351,7 @@ impl Engine {
             local: self.inner.self_vcrt.clone(),
             remote: None,
             first: false,
+            _threads: PhantomData,
         }
     }
 
@@ -302,9 +359,8 @@ impl Engine {
     /// thread already progressing counts as done.
     pub fn progress(&self) -> usize {
         match self.inner.core.try_lock() {
-            Ok(mut core) => core.progress(),
-            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().progress(),
-            Err(std::sync::TryLockError::WouldBlock) => 0,
+            Some(mut core) => core.progress(),
+            None => 0,
         }
     }
 
@@ -481,7 +537,7 @@ fn describe(
 
 impl Inner {
     #[inline]
-    pub(crate) fn lock(&self) -> Result<MutexGuard<'_, Core>> {
+    pub(crate) fn lock(&self) -> Result<EngineGuard<'_, Core>> {
         if self.finalized.load(Ordering::Relaxed) {
             return Err(Error::Finalized);
         }
@@ -510,7 +566,7 @@ impl Inner {
 
     /// Start a send. A standard eager send that the transport takes at
     /// once needs no request at all: it comes back finished.
-    pub(crate) fn start_send(&self, a: &SendArgs) -> Result<Request<'_>> {
+    pub(crate) fn start_send<T: Threading>(&self, a: &SendArgs) -> Result<Request<'_, T>> {
         let mut core = self.lock()?;
         Self::check(&core)?;
         if core.try_send_now(a)? {
@@ -537,7 +593,7 @@ impl Inner {
     /// The status if `id` is complete (freeing it); a freed handle counts
     /// as complete with an empty status.
     #[inline]
-    fn take_if_complete(core: &mut Core, id: u64) -> Option<Status> {
+    pub(crate) fn take_if_complete(core: &mut Core, id: u64) -> Option<Status> {
         match core.st.requests.get(id) {
             Some(req) if req.complete => {
                 let status = req.status;
@@ -577,68 +633,6 @@ impl Inner {
                     }
                 }
                 Self::check(&core)?;
-            }
-            backoff.idle();
-        }
-    }
-
-    /// Wait for all of `ids` (0 = already done), one lock per poll for
-    /// all of them; `done(i, status)` as each completes.
-    pub(crate) fn wait_all(
-        &self,
-        ids: &mut [u64],
-        mut done: impl FnMut(usize, Status),
-    ) -> Result<()> {
-        let mut backoff = Backoff::new(self.yields);
-        let mut left = ids.iter().filter(|&&id| id != 0).count();
-        while left > 0 {
-            {
-                let mut core = self.lock()?;
-                let events = core.progress();
-                for (i, id) in ids.iter_mut().enumerate() {
-                    if *id != 0 {
-                        if let Some(s) = Self::take_if_complete(&mut core, *id) {
-                            *id = 0;
-                            left -= 1;
-                            done(i, s);
-                        }
-                    }
-                }
-                Self::check(&core)?;
-                if events > 0 {
-                    backoff.busy();
-                    continue;
-                }
-            }
-            if left > 0 {
-                backoff.idle();
-            }
-        }
-        Ok(())
-    }
-
-    /// Wait until any of `ids` (0 = skip) completes: its index and status.
-    pub(crate) fn wait_any(&self, ids: &[u64]) -> Result<Option<(usize, Status)>> {
-        if ids.iter().all(|&id| id == 0) {
-            return Ok(None);
-        }
-        let mut backoff = Backoff::new(self.yields);
-        loop {
-            {
-                let mut core = self.lock()?;
-                let n = core.progress();
-                for (i, &id) in ids.iter().enumerate() {
-                    if id != 0 {
-                        if let Some(s) = Self::take_if_complete(&mut core, id) {
-                            return Ok(Some((i, s)));
-                        }
-                    }
-                }
-                Self::check(&core)?;
-                if n > 0 {
-                    backoff.busy();
-                    continue;
-                }
             }
             backoff.idle();
         }
@@ -756,8 +750,8 @@ impl Inner {
         }
     }
 
-    pub(crate) fn lock_even_finalized(&self) -> MutexGuard<'_, Core> {
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn lock_even_finalized(&self) -> EngineGuard<'_, Core> {
+        self.core.lock()
     }
 }
 

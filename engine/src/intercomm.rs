@@ -6,12 +6,13 @@ use std::sync::Arc;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::thread::Threading;
 
-impl Comm {
+impl<T: Threading> Comm<T> {
     /// An intracommunicator of both groups. The group that passes
     /// `high = false` comes first; if both pass the same value, the
     /// accepting (parent) side comes first. Collective over both groups.
-    pub fn merge(&self, high: bool) -> Result<Comm> {
+    pub fn merge(&self, high: bool) -> Result<Comm<T>> {
         let Some(remote) = self.remote.clone() else {
             return Err(Error::InvalidArgument(
                 "merge needs an intercommunicator".into(),
@@ -59,6 +60,7 @@ impl Comm {
             local: vcrt,
             remote: None,
             first: false,
+            _threads: std::marker::PhantomData,
         })
     }
 

@@ -44,6 +44,7 @@ mod scope;
 pub mod shm;
 mod status;
 mod table;
+mod thread;
 pub mod wire;
 
 pub use comm::Comm;
@@ -61,3 +62,4 @@ pub use rivet_pmi as pmi;
 pub use rivet_pmi::group::ProcName;
 pub use scope::Scope;
 pub use status::{MsgError, Status};
+pub use thread::{Local, Shared, ThreadLevel, Threading};

@@ -122,6 +122,7 @@ impl State {
     pub fn complete(&mut self, id: u64) {
         if let Some(req) = self.requests.get_mut(id) {
             req.complete = true;
+            self.completions = self.completions.wrapping_add(1);
             if let Op::Send(SendOp {
                 rma_key: key @ Some(_),
                 ..

@@ -4,36 +4,43 @@
 //! and borrows the scope or communicator whose buffers the operation uses,
 //! so it cannot outlive them.
 
+use std::marker::PhantomData;
+
+use crate::backoff::Backoff;
 use crate::engine::Inner;
 use crate::error::Result;
 use crate::status::Status;
+use crate::thread::{Shared, Threading};
 
 /// An operation in flight. Dropping it without waiting detaches it: the
 /// engine finishes the operation and frees its slot itself (inside a
 /// [`Scope`](crate::Scope), the scope still waits for it before returning).
 #[must_use = "a request must be waited for (or dropped to detach it)"]
-pub struct Request<'a> {
+pub struct Request<'a, T: Threading = Shared> {
     inner: &'a Inner,
     /// 0 once completed and freed.
     id: u64,
     status: Option<Status>,
+    _threads: PhantomData<T>,
 }
 
-impl<'a> Request<'a> {
-    pub(crate) fn new(inner: &'a Inner, id: u64) -> Request<'a> {
+impl<'a, T: Threading> Request<'a, T> {
+    pub(crate) fn new(inner: &'a Inner, id: u64) -> Request<'a, T> {
         Request {
             inner,
             id,
             status: None,
+            _threads: PhantomData,
         }
     }
 
     /// An operation that completed as it started.
-    pub(crate) fn finished(inner: &'a Inner, status: Status) -> Request<'a> {
+    pub(crate) fn finished(inner: &'a Inner, status: Status) -> Request<'a, T> {
         Request {
             inner,
             id: 0,
             status: Some(status),
+            _threads: PhantomData,
         }
     }
 
@@ -86,34 +93,86 @@ impl<'a> Request<'a> {
     }
 
     /// Wait for every request; each one's status is then in `status()`.
-    pub fn wait_all(reqs: &mut [Request<'a>]) -> Result<()> {
+    ///
+    /// One pass: a cursor moves over the requests in order and only the
+    /// one under it is checked after each progress call (the others
+    /// complete meanwhile and are then passed in one step each), so the
+    /// cost is O(requests + polls), with no allocation.
+    pub fn wait_all(reqs: &mut [Request<'a, T>]) -> Result<()> {
         let Some(first) = reqs.iter().find(|r| r.id != 0) else {
             return Ok(());
         };
         let inner = first.inner;
-        let mut ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
-        inner.wait_all(&mut ids, |i, status| {
-            reqs[i].done(status);
-        })
+        let mut backoff = Backoff::new(inner.yields);
+        let mut next = 0;
+        loop {
+            {
+                let mut core = inner.lock()?;
+                loop {
+                    while let Some(r) = reqs.get_mut(next) {
+                        if r.id != 0 {
+                            match Inner::take_if_complete(&mut core, r.id) {
+                                Some(status) => _ = r.done(status),
+                                None => break,
+                            }
+                        }
+                        next += 1;
+                    }
+                    if next == reqs.len() {
+                        return Ok(());
+                    }
+                    if core.progress() == 0 {
+                        break;
+                    }
+                    backoff.busy();
+                }
+                Inner::check(&core)?;
+            }
+            backoff.idle();
+        }
     }
 
     /// Wait until one not-yet-done request completes: its index and status.
     /// `None` if every request was already done.
-    pub fn wait_any(reqs: &mut [Request<'a>]) -> Result<Option<(usize, Status)>> {
+    ///
+    /// The requests are scanned once, then again only after a progress
+    /// call completed something (the engine counts completions), and
+    /// nothing is allocated.
+    pub fn wait_any(reqs: &mut [Request<'a, T>]) -> Result<Option<(usize, Status)>> {
         let Some(first) = reqs.iter().find(|r| r.id != 0) else {
             return Ok(None);
         };
         let inner = first.inner;
-        let ids: Vec<u64> = reqs.iter().map(|r| r.id).collect();
-        let found = inner.wait_any(&ids)?;
-        if let Some((i, status)) = found {
-            reqs[i].done(status);
+        let mut backoff = Backoff::new(inner.yields);
+        let mut seen = None;
+        loop {
+            {
+                let mut core = inner.lock()?;
+                loop {
+                    let now = core.st.completions;
+                    if seen != Some(now) {
+                        seen = Some(now);
+                        for (i, r) in reqs.iter_mut().enumerate() {
+                            if r.id != 0 {
+                                if let Some(status) = Inner::take_if_complete(&mut core, r.id) {
+                                    return Ok(Some((i, r.done(status))));
+                                }
+                            }
+                        }
+                    }
+                    if core.progress() == 0 {
+                        break;
+                    }
+                    backoff.busy();
+                }
+                Inner::check(&core)?;
+            }
+            backoff.idle();
         }
-        Ok(found)
     }
 }
 
-impl Drop for Request<'_> {
+impl<T: Threading> Drop for Request<'_, T> {
     fn drop(&mut self) {
         if self.id != 0 {
             self.inner.detach(self.id);

@@ -14,17 +14,18 @@ use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 use crate::comm::Comm;
 use crate::error::Result;
 use crate::request::Request;
+use crate::thread::{Shared, Threading};
 
-pub struct Scope<'scope, 'env: 'scope> {
-    comm: &'env Comm,
+pub struct Scope<'scope, 'env: 'scope, T: Threading = Shared> {
+    comm: &'env Comm<T>,
     started: RefCell<Vec<u64>>,
     /// Invariant in 'scope, as std's scope, so requests cannot escape it.
     _scope: PhantomData<&'scope mut &'scope ()>,
 }
 
-pub(crate) fn run<'env, F, T>(comm: &'env Comm, f: F) -> T
+pub(crate) fn run<'env, F, R, T: Threading>(comm: &'env Comm<T>, f: F) -> R
 where
-    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env>) -> T,
+    F: for<'scope> FnOnce(&'scope Scope<'scope, 'env, T>) -> R,
 {
     let scope = Scope {
         comm,
@@ -52,19 +53,19 @@ where
     }
 }
 
-impl<'scope, 'env> Scope<'scope, 'env> {
-    pub fn comm(&self) -> &'env Comm {
+impl<'scope, 'env, T: Threading> Scope<'scope, 'env, T> {
+    pub fn comm(&self) -> &'env Comm<T> {
         self.comm
     }
 
-    fn track(&'scope self, req: Request<'env>) -> Request<'scope> {
+    fn track(&'scope self, req: Request<'env, T>) -> Request<'scope, T> {
         if req.id() != 0 {
             self.started.borrow_mut().push(req.id());
         }
         req
     }
 
-    pub fn isend(&'scope self, buf: &'env [u8], dest: u32, tag: i32) -> Result<Request<'scope>> {
+    pub fn isend(&'scope self, buf: &'env [u8], dest: u32, tag: i32) -> Result<Request<'scope, T>> {
         // SAFETY: `buf` is borrowed for 'env, which outlives the scope, and
         // the scope finishes (or abandons) the request before returning.
         let req = unsafe { self.comm.isend_raw(buf.as_ptr(), buf.len(), dest, tag)? };
@@ -72,7 +73,12 @@ impl<'scope, 'env> Scope<'scope, 'env> {
     }
 
     /// Synchronous send: completes once the receiver has matched it.
-    pub fn issend(&'scope self, buf: &'env [u8], dest: u32, tag: i32) -> Result<Request<'scope>> {
+    pub fn issend(
+        &'scope self,
+        buf: &'env [u8],
+        dest: u32,
+        tag: i32,
+    ) -> Result<Request<'scope, T>> {
         // SAFETY: as in `isend`.
         let req = unsafe { self.comm.issend_raw(buf.as_ptr(), buf.len(), dest, tag)? };
         Ok(self.track(req))
@@ -84,7 +90,7 @@ impl<'scope, 'env> Scope<'scope, 'env> {
         buf: &'env mut [u8],
         source: i32,
         tag: i32,
-    ) -> Result<Request<'scope>> {
+    ) -> Result<Request<'scope, T>> {
         // SAFETY: `buf` is borrowed mutably for 'env (no one else touches
         // it), and the scope finishes or withdraws the receive before
         // returning.

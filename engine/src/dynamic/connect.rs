@@ -19,6 +19,7 @@ use crate::comm::Comm;
 use crate::dynamic::PortName;
 use crate::error::{Error, Result};
 use crate::pg::{GroupDesc, MemberDesc, VcId};
+use crate::thread::Threading;
 
 const READY: &[u8] = b"ready";
 
@@ -28,22 +29,22 @@ enum Side {
     Connect,
 }
 
-impl Comm {
+impl<T: Threading> Comm<T> {
     /// Wait for a `connect` to `port` and return the intercommunicator to
     /// the connecting group. Collective over this (intra)communicator;
     /// `port` matters at `root` only. Errors at the root (a bad or closed
     /// port) reach every member: none is left waiting.
-    pub fn accept(&self, port: &str, root: u32) -> Result<Comm> {
+    pub fn accept(&self, port: &str, root: u32) -> Result<Comm<T>> {
         self.connect_or_accept(port, root, Side::Accept)
     }
 
     /// Connect to a group waiting in `accept` on `port` (which matters at
     /// `root` only). Collective over this (intra)communicator.
-    pub fn connect(&self, port: &str, root: u32) -> Result<Comm> {
+    pub fn connect(&self, port: &str, root: u32) -> Result<Comm<T>> {
         self.connect_or_accept(port, root, Side::Connect)
     }
 
-    fn connect_or_accept(&self, port: &str, root: u32, side: Side) -> Result<Comm> {
+    fn connect_or_accept(&self, port: &str, root: u32, side: Side) -> Result<Comm<T>> {
         self.check_rooted("accept/connect", root)?;
         // Step 1.
         let me = self.inner.my_member()?;
@@ -95,6 +96,7 @@ impl Comm {
             local: self.local.clone(),
             remote: Some(remote_vcrt),
             first: side == Side::Accept,
+            _threads: std::marker::PhantomData,
         };
 
         // Step 5.

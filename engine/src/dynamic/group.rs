@@ -35,6 +35,7 @@ use crate::comm::Comm;
 use crate::engine::{Engine, Inner};
 use crate::error::{Error, Result};
 use crate::pg::{GroupDesc, MemberDesc, VcId};
+use crate::thread::{Shared, Threading};
 
 /// The job attribute with the process manager's cluster id (rivetrun's
 /// `--cluster-id`).
@@ -59,21 +60,21 @@ pub struct ConnectAttrs {
 }
 
 /// What a group connect made.
-pub enum Connected {
-    Group(Group),
+pub enum Connected<T: Threading = Shared> {
+    Group(Group<T>),
     /// `xchg_only`: the participants, whose process groups are now known.
     Exchanged(Vec<ProcName>),
 }
 
 /// A connected group: its id, this process's rank in it, and a
 /// communicator over its members in rank order.
-pub struct Group {
+pub struct Group<T: Threading = Shared> {
     id: String,
     members: Vec<ProcName>,
-    comm: Comm,
+    comm: Comm<T>,
 }
 
-impl Group {
+impl<T: Threading> Group<T> {
     /// The id the process manager gave the group (a namespace string).
     pub fn id(&self) -> &str {
         &self.id
@@ -93,7 +94,7 @@ impl Group {
     }
 
     /// An intracommunicator over the members.
-    pub fn comm(&self) -> &Comm {
+    pub fn comm(&self) -> &Comm<T> {
         &self.comm
     }
 }
@@ -133,7 +134,7 @@ impl Inner {
     }
 }
 
-impl Engine {
+impl<T: Threading> Engine<T> {
     /// This process's namespace: its process group's id.
     pub fn nspace(&self) -> String {
         self.inner.lock_even_finalized().st.pgs.world.id.clone()
@@ -160,7 +161,7 @@ impl Engine {
     /// Connect with `procs` (RFC0003 `PMIx_Connect`): blocks until every
     /// listed process has called it with the same processes and `id` (or,
     /// with `optional`, has ended). This process must be among `procs`.
-    pub fn group_connect(&self, procs: &[ProcName], attrs: &ConnectAttrs) -> Result<Connected> {
+    pub fn group_connect(&self, procs: &[ProcName], attrs: &ConnectAttrs) -> Result<Connected<T>> {
         if procs.is_empty() {
             return Err(Error::InvalidArgument(
                 "group connect needs at least one process".into(),
@@ -240,7 +241,7 @@ impl Engine {
         reply: GroupConnectReply,
         vcs: Vec<VcId>,
         notify_each: bool,
-    ) -> Result<Connected> {
+    ) -> Result<Connected<T>> {
         let members: Vec<ProcName> = reply.members.into_iter().map(|m| m.proc).collect();
         let (Some(id), Some(rank)) = (reply.group, reply.rank) else {
             return Ok(Connected::Exchanged(members));
@@ -262,6 +263,7 @@ impl Engine {
             local: self.inner.new_vcrt(vcs.clone())?,
             remote: None,
             first: false,
+            _threads: std::marker::PhantomData,
         };
         let mut table = self.inner.group_table();
         if notify_each {
@@ -286,7 +288,7 @@ impl Engine {
     /// connections to other process groups close once no other
     /// communicator uses them; traffic still in flight to or from this
     /// process on the group is lost.
-    pub fn group_disconnect(&self, group: Group) -> Result<()> {
+    pub fn group_disconnect(&self, group: Group<T>) -> Result<()> {
         let Group { id, comm, .. } = group;
         let left = self.inner.with_pmi(|pmi| pmi.group_disconnect(&id));
         self.inner.group_table().live.remove(&id);

@@ -4,8 +4,9 @@
 
 use crate::engine::Engine;
 use crate::error::Result;
+use crate::thread::Threading;
 
-impl Engine {
+impl<T: Threading> Engine<T> {
     /// Publish `port` under `service`. Publishing a name already taken is
     /// an error, not an overwrite.
     pub fn publish_name(&self, service: &str, port: &str) -> Result<()> {

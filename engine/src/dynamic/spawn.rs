@@ -8,6 +8,7 @@ use crate::comm::Comm;
 use crate::dynamic::PARENT_PORT_KEY;
 use crate::error::{Error, Result};
 use crate::pmi::wire::{SpawnCommand as PmiCommand, SpawnRequest};
+use crate::thread::Threading;
 
 /// One command of a spawn: a program, its arguments, how many copies, and
 /// MPI_Info-style keys for the process manager (`wdir`, `path`, `host`).
@@ -35,10 +36,10 @@ impl SpawnCommand {
     }
 }
 
-impl Comm {
+impl<T: Threading> Comm<T> {
     /// Start `maxprocs` copies of `program` and return the intercommunicator
     /// to them. Collective; the arguments matter at `root` only.
-    pub fn spawn(&self, program: &str, args: &[&str], maxprocs: u32, root: u32) -> Result<Comm> {
+    pub fn spawn(&self, program: &str, args: &[&str], maxprocs: u32, root: u32) -> Result<Comm<T>> {
         self.spawn_multiple(&[SpawnCommand::new(program, args, maxprocs)], root)
     }
 
@@ -46,7 +47,7 @@ impl Comm {
     /// COMM_WORLD, ranks in command order) and return the intercommunicator
     /// to it. All or nothing: if any process cannot start, none runs and
     /// every caller gets `Error::Spawn` with one code per process.
-    pub fn spawn_multiple(&self, commands: &[SpawnCommand], root: u32) -> Result<Comm> {
+    pub fn spawn_multiple(&self, commands: &[SpawnCommand], root: u32) -> Result<Comm<T>> {
         self.check_rooted("spawn", root)?;
         let mut port = None;
         let outcome = (self.rank == root).then(|| -> Result<Vec<u8>> {

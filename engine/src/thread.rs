@@ -1,0 +1,268 @@
+//! Thread levels and the engine lock that depends on them.
+//!
+//! MPI's four levels say how many threads may call into the library at
+//! once. Below MULTIPLE only one thread calls at a time, so the engine's
+//! state needs no lock at all: `EngineLock` then hands out its contents
+//! behind a plain (non-atomic) busy flag, and the isend → progress →
+//! complete path has no atomic read-modify-write. At MULTIPLE it is a
+//! mutex (two atomic instructions per call, uncontended).
+//!
+//! Rust code cannot be trusted to keep a promise about threads, so the
+//! promise is a type: handles are `Engine<Local>`, `Comm<Local>`, ...
+//! (`!Send`, `!Sync`: they stay on the thread that made them) or
+//! `Engine<Shared>` (`Send + Sync`; the engine then always locks). Only
+//! `Local` handles may run unlocked; C callers declare a level instead.
+
+use std::cell::{Cell, UnsafeCell};
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+use std::sync::{Mutex, MutexGuard};
+
+use crate::error::{Error, Result};
+
+/// MPI's thread levels, lowest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ThreadLevel {
+    /// One thread in the whole process (`MPI_THREAD_SINGLE`).
+    Single,
+    /// Only the thread that initialised calls Rivet (`MPI_THREAD_FUNNELED`).
+    Funneled,
+    /// Any thread, one at a time (`MPI_THREAD_SERIALIZED`).
+    Serialized,
+    /// Any thread, concurrently (`MPI_THREAD_MULTIPLE`).
+    Multiple,
+}
+
+impl ThreadLevel {
+    pub const ALL: [ThreadLevel; 4] = [
+        ThreadLevel::Single,
+        ThreadLevel::Funneled,
+        ThreadLevel::Serialized,
+        ThreadLevel::Multiple,
+    ];
+
+    /// The lower-case name `RIVET_THREAD_LEVEL` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            ThreadLevel::Single => "single",
+            ThreadLevel::Funneled => "funneled",
+            ThreadLevel::Serialized => "serialized",
+            ThreadLevel::Multiple => "multiple",
+        }
+    }
+
+    /// Whether the engine must lock its state at this level.
+    pub fn locks(self) -> bool {
+        self == ThreadLevel::Multiple
+    }
+
+    /// The level a program asks for, raised to `setting`
+    /// (`RIVET_THREAD_LEVEL`) when that is higher. A level can always be
+    /// raised safely, never lowered: the program's threads are what they are.
+    pub fn provided(required: ThreadLevel, setting: Option<ThreadLevel>) -> ThreadLevel {
+        setting.map_or(required, |s| s.max(required))
+    }
+}
+
+impl std::fmt::Display for ThreadLevel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for ThreadLevel {
+    type Err = Error;
+
+    fn from_str(s: &str) -> Result<ThreadLevel> {
+        ThreadLevel::ALL
+            .into_iter()
+            .find(|l| l.name().eq_ignore_ascii_case(s))
+            .ok_or_else(|| Error::Config {
+                name: "RIVET_THREAD_LEVEL",
+                value: s.into(),
+                why: "use single, funneled, serialized or multiple".into(),
+            })
+    }
+}
+
+mod sealed {
+    pub trait Sealed {}
+    impl Sealed for super::Shared {}
+    impl Sealed for super::Local {}
+}
+
+/// Whether handles may cross threads: [`Shared`] or [`Local`].
+pub trait Threading: sealed::Sealed + Sized + 'static {
+    /// The level an engine with these handles provides at least.
+    const FLOOR: ThreadLevel;
+}
+
+/// Handles that are `Send + Sync`: any thread may call at any time, so the
+/// engine locks (MULTIPLE). The default.
+#[derive(Debug, Clone, Copy)]
+pub struct Shared;
+
+/// Handles that stay on the thread that made them (`!Send`, `!Sync`): the
+/// engine runs without a lock unless `RIVET_THREAD_LEVEL=multiple`.
+#[derive(Debug, Clone, Copy)]
+pub struct Local(PhantomData<*const ()>);
+
+impl Threading for Shared {
+    const FLOOR: ThreadLevel = ThreadLevel::Multiple;
+}
+
+impl Threading for Local {
+    const FLOOR: ThreadLevel = ThreadLevel::Single;
+}
+
+/// The engine's state: behind a mutex at MULTIPLE, behind a busy flag
+/// below it.
+pub(crate) struct EngineLock<T> {
+    mutex: Option<Mutex<()>>,
+    /// Below MULTIPLE: a guard is alive. Entering twice would alias the
+    /// state, so it is refused (an engine bug, never a user's doing).
+    busy: Cell<bool>,
+    data: UnsafeCell<T>,
+}
+
+// SAFETY: with a mutex every access holds it. Without one (below MULTIPLE)
+// the lock is reachable only through `Local` handles, which are neither
+// `Send` nor `Sync`, so all access comes from one thread; or through the C
+// ABI, whose caller declared a level that promises the same. `T: Send`
+// because the state may be dropped on another thread than it was made on.
+unsafe impl<T: Send> Sync for EngineLock<T> {}
+// SAFETY: as above; the contents move with the lock.
+unsafe impl<T: Send> Send for EngineLock<T> {}
+
+impl<T> EngineLock<T> {
+    pub fn new(data: T, level: ThreadLevel) -> EngineLock<T> {
+        EngineLock {
+            mutex: level.locks().then(|| Mutex::new(())),
+            busy: Cell::new(false),
+            data: UnsafeCell::new(data),
+        }
+    }
+
+    /// Exclusive access; waits for another thread at MULTIPLE.
+    #[inline]
+    pub fn lock(&self) -> EngineGuard<'_, T> {
+        let held = match &self.mutex {
+            Some(m) => Some(m.lock().unwrap_or_else(|p| p.into_inner())),
+            None => {
+                if self.busy.replace(true) {
+                    reentered();
+                }
+                None
+            }
+        };
+        EngineGuard { lock: self, held }
+    }
+
+    /// Exclusive access if nobody else has it now.
+    #[inline]
+    pub fn try_lock(&self) -> Option<EngineGuard<'_, T>> {
+        let held = match &self.mutex {
+            Some(m) => Some(match m.try_lock() {
+                Ok(g) => g,
+                Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                Err(std::sync::TryLockError::WouldBlock) => return None,
+            }),
+            None => {
+                if self.busy.replace(true) {
+                    return None;
+                }
+                None
+            }
+        };
+        Some(EngineGuard { lock: self, held })
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn reentered() -> ! {
+    // Unreachable by design (no engine path calls back into the engine
+    // while holding its state); aborting beats aliasing it.
+    eprintln!("rivet: internal error: the engine's state was entered twice");
+    std::process::abort()
+}
+
+pub(crate) struct EngineGuard<'a, T> {
+    lock: &'a EngineLock<T>,
+    held: Option<MutexGuard<'a, ()>>,
+}
+
+impl<T> Deref for EngineGuard<'_, T> {
+    type Target = T;
+
+    #[inline]
+    fn deref(&self) -> &T {
+        // SAFETY: a guard is exclusive (mutex held, or busy flag set on the
+        // only thread that can reach the lock), so no `&mut` aliases this.
+        unsafe { &*self.lock.data.get() }
+    }
+}
+
+impl<T> DerefMut for EngineGuard<'_, T> {
+    #[inline]
+    fn deref_mut(&mut self) -> &mut T {
+        // SAFETY: as in `deref`; `&mut self` makes this borrow unique.
+        unsafe { &mut *self.lock.data.get() }
+    }
+}
+
+impl<T> Drop for EngineGuard<'_, T> {
+    #[inline]
+    fn drop(&mut self) {
+        if self.held.is_none() {
+            self.lock.busy.set(false);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn levels_parse_order_and_raise() {
+        assert_eq!(
+            "Multiple".parse::<ThreadLevel>().unwrap(),
+            ThreadLevel::Multiple
+        );
+        assert_eq!(
+            "funneled".parse::<ThreadLevel>().unwrap(),
+            ThreadLevel::Funneled
+        );
+        assert!("many".parse::<ThreadLevel>().is_err());
+        assert!(ThreadLevel::Single < ThreadLevel::Serialized);
+        assert!(ThreadLevel::Multiple.locks());
+        assert!(!ThreadLevel::Serialized.locks());
+    }
+
+    #[test]
+    fn unlocked_mode_refuses_a_second_guard_and_frees_on_drop() {
+        let lock = EngineLock::new(5u32, ThreadLevel::Single);
+        {
+            let mut g = lock.lock();
+            *g += 1;
+            assert!(lock.try_lock().is_none(), "busy while a guard lives");
+        }
+        assert_eq!(*lock.try_lock().expect("free again"), 6);
+    }
+
+    #[test]
+    fn locked_mode_serialises_threads() {
+        let lock = EngineLock::new(0u64, ThreadLevel::Multiple);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    for _ in 0..10_000 {
+                        *lock.lock() += 1;
+                    }
+                });
+            }
+        });
+        assert_eq!(*lock.lock(), 40_000);
+    }
+}
