@@ -291,6 +291,10 @@ pub struct Matcher<R, M> {
     /// Wildcard receives posted, all contexts.
     wild_len: usize,
     next_seq: u64,
+    /// The bucket of the key used last (`NIL`: none): a program that
+    /// posts and receives on one key, as most loops do, skips the hash.
+    last_key: Key,
+    last_bucket: u32,
 }
 
 impl<R: Copy + Eq, M> Default for Matcher<R, M> {
@@ -323,7 +327,25 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             idle_len: 0,
             wild_len: 0,
             next_seq: 0,
+            last_key: Key {
+                context: 0,
+                source: 0,
+                tag: 0,
+            },
+            last_bucket: NIL,
         }
+    }
+
+    /// The bucket of `key` if it has one (the map only on a cache miss).
+    #[inline]
+    fn find_bucket(&mut self, key: Key) -> Option<u32> {
+        if self.last_bucket != NIL && self.last_key == key {
+            return Some(self.last_bucket);
+        }
+        let b = *self.bucket_map.get(&key)?;
+        self.last_key = key;
+        self.last_bucket = b;
+        Some(b)
     }
 
     /// Post a receive for (`context`, `source` or ANY_SOURCE, `tag` or
@@ -403,8 +425,8 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         if self.posted.len == 0 {
             return None;
         }
-        let (exact, ctx) = match self.bucket_map.get(&Key::of(env)) {
-            Some(&b) => {
+        let (exact, ctx) = match self.find_bucket(Key::of(env)) {
+            Some(b) => {
                 let bucket = self.buckets.get(b);
                 (bucket.posted.head, bucket.ctx)
             }
@@ -574,6 +596,14 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
     /// it was there.
     #[inline]
     fn acquire_bucket(&mut self, key: Key) -> u32 {
+        if let Some(b) = self.find_bucket(key) {
+            let bucket = self.buckets.get(b);
+            if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+                unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+                self.idle_len -= 1;
+            }
+            return b;
+        }
         match self.bucket_map.entry(key) {
             Entry::Occupied(o) => {
                 let b = *o.get();
@@ -626,6 +656,9 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             self.idle_len -= 1;
             let key = self.buckets.remove(old).key;
             self.bucket_map.remove(&key);
+            if self.last_bucket == old {
+                self.last_bucket = NIL;
+            }
         }
     }
 
