@@ -13,6 +13,8 @@
 //! holds the median/min/max summaries every harness reports; `sizes` the
 //! size parsing, size ladder and iteration counts; `json` a little JSON.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod compare;
 mod dynamic;
 mod fi_pingpong;

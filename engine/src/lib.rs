@@ -23,6 +23,8 @@
 //! buffers live in a [`Scope`] that finishes them before returning; the
 //! `*_raw` calls are `unsafe` and leave that duty to the caller (C ABI).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod backoff;
 mod collective;
 mod comm;

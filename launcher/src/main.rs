@@ -8,6 +8,8 @@
 //! probes, `error` the launch errors, `nameserver` the `--name-server` mode
 //! and the client side of `--nameserver`.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 mod cli;
 mod error;
 mod info;

@@ -20,6 +20,8 @@
 //! connections ([`Netmod::connect_port`], [`Sink::port_connection`]),
 //! closing connections it is done with ([`Netmod::disconnect`]).
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 use std::ptr::NonNull;
 
 mod fxhash;

@@ -24,6 +24,8 @@
 //!
 //! All fallible operations return the crate's single [`Error`].
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod client;
 mod error;
 pub mod group;

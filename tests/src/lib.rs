@@ -7,6 +7,8 @@
 //! still carrying that tag. Jobs run one at a time (`serial`): two ranks
 //! busy-polling fill this machine's two cores.
 
+#![deny(clippy::undocumented_unsafe_blocks)]
+
 pub mod rank_check;
 
 use std::io::Read;

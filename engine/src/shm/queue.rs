@@ -298,6 +298,7 @@ mod tests {
     // arena and is only accessed atomically through `CellRegion::next` or
     // through `AtomicU64` references.
     unsafe impl Send for Arena {}
+    // SAFETY: as for `Send`: shared access is atomic only.
     unsafe impl Sync for Arena {}
 
     impl Arena {

@@ -161,11 +161,11 @@ pub(crate) fn listen(addr: SocketAddr, nonblocking: bool) -> io::Result<(OwnedFd
     // SAFETY: the kernel wrote a valid address of our socket's family.
     let ip = unsafe { to_ip(&st as *const _ as *const libc::sockaddr) };
     let port = match st.ss_family as libc::c_int {
-        // SAFETY: the family says which layout it is.
         libc::AF_INET => {
+            // SAFETY: the family says which layout it is.
             u16::from_be(unsafe { (*(&st as *const _ as *const libc::sockaddr_in)).sin_port })
         }
-        // SAFETY: as above.
+        // SAFETY: the family says which layout it is.
         _ => u16::from_be(unsafe { (*(&st as *const _ as *const libc::sockaddr_in6)).sin6_port }),
     };
     let ip = ip.ok_or_else(|| io::Error::other("getsockname: unknown family"))?;

@@ -115,7 +115,7 @@ fn open() -> Result<Api, String> {
             Ok(p)
         }
     };
-    // SAFETY (every transmute below): each symbol is the libfabric function
+    // SAFETY: (every transmute below) each symbol is the libfabric function
     // of that name, whose C prototype the field's type spells out.
     let api = unsafe {
         Api {
@@ -154,6 +154,7 @@ impl Signals {
             // SAFETY: sigaction with a null new action only reads the
             // current one into `old`, a plain C struct.
             let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: as above.
             if unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) } == 0 {
                 v.push((sig, old));
             }
@@ -166,9 +167,11 @@ impl Signals {
             // SAFETY: reads the current action, then reinstalls `old`, an
             // action this process had before the load.
             let mut now: libc::sigaction = unsafe { std::mem::zeroed() };
+            // SAFETY: as above: a null new action only reads.
             if unsafe { libc::sigaction(*sig, std::ptr::null(), &mut now) } == 0
                 && now.sa_sigaction != old.sa_sigaction
             {
+                // SAFETY: `old` is an action this process had installed.
                 unsafe { libc::sigaction(*sig, old, std::ptr::null_mut()) };
             }
         }
