@@ -242,6 +242,7 @@ impl<T: Threading> Engine<T> {
             ports: Ports::default(),
             rma: RmaState::default(),
             completions: 0,
+            spare: Default::default(),
         };
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));

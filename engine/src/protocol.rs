@@ -185,6 +185,7 @@ impl State {
                 let found = removed.is_some();
                 if let Some((_, Unexpected::Eager { data, .. })) = removed {
                     self.consumed(from, data.len());
+                    self.spare.give_back(data);
                 }
                 let mut answer = control(MsgKind::CancelAck, h.context, h.sreq);
                 if found {
@@ -237,7 +238,7 @@ impl State {
             None => self.matcher.push_unexpected(
                 env,
                 Unexpected::Eager {
-                    data: payload.to_vec(),
+                    data: self.spare.copy_of(payload),
                     sreq: h.sreq,
                     sync,
                     vc: from,
@@ -856,6 +857,7 @@ impl Core {
                 } => {
                     self.st.finish_eager_recv(id, env, &data);
                     self.st.consumed(vc, data.len());
+                    self.st.spare.give_back(data);
                     if sync {
                         self.st.reply(vc, control(MsgKind::Ack, env.context, sreq));
                     }
