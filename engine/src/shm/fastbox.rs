@@ -25,6 +25,12 @@
 //! Flow control: the receiver publishes how many slots it consumed (a counter
 //! on its own cache line, written lazily every quarter ring); the sender keeps
 //! a cached copy and reloads it only when the ring looks full.
+//!
+//! Merge with cells: [`Inbound`] holds a sender's ring and the sequence
+//! number expected next from it, and makes the receiver's decisions: a ring
+//! record is delivered only if it carries that number; a cell with a later
+//! number is preceded by the ring records before it (see `shm`'s
+//! "Ordering").
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
