@@ -1,6 +1,7 @@
 //! Model check of the shared-memory MPSC queue (`rivet::shm::queue`) with
 //! loom: the very code the engine runs, instantiated with loom's atomics.
-//! (`loom_common` holds what the loom models share.)
+//! (The fastbox ring and its merge with cell traffic are checked in
+//! `loom_ring.rs`; `loom_common` holds what both share.)
 //!
 //! Run (separate target dir so the normal build is not invalidated):
 //!

@@ -31,6 +31,14 @@
 //! record is delivered only if it carries that number; a cell with a later
 //! number is preceded by the ring records before it (see `shm`'s
 //! "Ordering").
+//!
+//! Model checking: the ring code is generic over its memory ([`RingMemory`];
+//! the engine uses [`Shared`], monomorphised, so the segment path is plain
+//! `AtomicU64` accesses and copies). `tests/loom_ring.rs` runs the very same
+//! [`TxRing`], [`RxRing`] and [`Inbound`] with loom's atomics and race-checked
+//! record bytes: one sender and one receiver over laps of mixed sizes with a
+//! wrap record, next-marker zeroing, a full ring and lazily published
+//! consumption; and ring plus cell traffic merged by sequence number.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -70,9 +78,9 @@ pub fn record_slots(len: usize) -> u64 {
 /// The memory of one ring as the ring code touches it: the first word of
 /// each slot (a marker, or payload bytes on a continuation slot) and the
 /// consumption counter, accessed atomically; record headers and payloads,
-/// copied plainly. [`Shared`] is the node segment; a model checker can plug
-/// in its own atomics and checked cells to run the very same [`TxRing`] /
-/// [`RxRing`] code.
+/// copied plainly. [`Shared`] is the node segment; `tests/loom_ring.rs`
+/// plugs in loom's atomics and checked cells to model-check the very same
+/// [`TxRing`] / [`RxRing`] code.
 pub trait RingMemory {
     type Word: Word;
 
@@ -434,8 +442,8 @@ impl<M: RingMemory> RxRing<M> {
 
 /// One sender's traffic as its receiver merges it: the sender's ring and the
 /// sequence number of the next message to deliver from it, whichever path
-/// (ring or cell) that message took. `ShmNode` makes its delivery decisions
-/// through these methods.
+/// (ring or cell) that message took. `ShmNode` and `tests/loom_ring.rs` both
+/// make their delivery decisions through these methods.
 #[derive(Debug)]
 pub struct Inbound<M = Shared> {
     pub ring: RxRing<M>,
