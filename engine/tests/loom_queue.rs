@@ -1,5 +1,7 @@
 //! Model check of the shared-memory MPSC queue (`rivet::shm::queue`) with
 //! loom: the very code the engine runs, instantiated with loom's atomics.
+//! (The fastbox ring and its merge with cell traffic are checked in
+//! `loom_ring.rs`; `loom_common` holds what both share.)
 //!
 //! Run (separate target dir so the normal build is not invalidated):
 //!
@@ -19,42 +21,15 @@
 //! `UnsafeCell` flags a data race otherwise), and that the queue ends empty.
 #![cfg(loom)]
 
+mod loom_common;
+
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{AtomicU64, AtomicUsize};
+use loom::sync::atomic::AtomicUsize;
 use loom::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use loom_common::{builder, LWord};
 use rivet::shm::queue::{enqueue, Consumer, Dequeued, Ends, Links, Word};
-
-/// loom's atomic as the queue's word.
-struct LWord(AtomicU64);
-
-impl LWord {
-    fn new() -> LWord {
-        LWord(AtomicU64::new(0))
-    }
-}
-
-impl Word for LWord {
-    fn load(&self, order: Ordering) -> u64 {
-        self.0.load(order)
-    }
-    fn store(&self, value: u64, order: Ordering) {
-        self.0.store(value, order)
-    }
-    fn swap(&self, value: u64, order: Ordering) -> u64 {
-        self.0.swap(value, order)
-    }
-    fn compare_exchange(
-        &self,
-        current: u64,
-        new: u64,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<u64, u64> {
-        self.0.compare_exchange(current, new, success, failure)
-    }
-}
 
 const STRIDE: u64 = 64;
 
@@ -121,16 +96,6 @@ impl Queue {
     }
 }
 
-fn builder() -> loom::model::Builder {
-    let mut b = loom::model::Builder::new();
-    if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(3);
-    }
-    // Waiting threads yield in loops; each turn is a branch.
-    b.max_branches = 100_000;
-    b
-}
-
 /// Take one element, yielding while the queue is empty or busy.
 fn take(c: &mut Consumer, arena: &Arena, q: &Queue) -> u64 {
     loop {
@@ -144,7 +109,7 @@ fn take(c: &mut Consumer, arena: &Arena, q: &Queue) -> u64 {
 /// `producers` threads each enqueue `per` distinct elements (payload =
 /// producer << 8 | sequence); the main thread consumes them all.
 fn producers_and_consumer(producers: usize, per: usize) {
-    builder().check(move || {
+    builder(3).check(move || {
         let arena = Arc::new(Arena::new(producers * per));
         let q = Arc::new(Queue::new());
         let threads: Vec<_> = (0..producers)
@@ -208,7 +173,7 @@ fn three_producers_one_element_each() {
 /// finished enqueue is never invisible to the consumer.
 #[test]
 fn cell_recycled_through_free_queue() {
-    builder().check(|| {
+    builder(3).check(|| {
         let arena = Arc::new(Arena::new(2));
         let recv = Arc::new(Queue::new());
         let free_a = Arc::new(Queue::new());

@@ -25,9 +25,24 @@
 //! Flow control: the receiver publishes how many slots it consumed (a counter
 //! on its own cache line, written lazily every quarter ring); the sender keeps
 //! a cached copy and reloads it only when the ring looks full.
+//!
+//! Merge with cells: [`Inbound`] holds a sender's ring and the sequence
+//! number expected next from it, and makes the receiver's decisions: a ring
+//! record is delivered only if it carries that number; a cell with a later
+//! number is preceded by the ring records before it (see `shm`'s
+//! "Ordering").
+//!
+//! Model checking: the ring code is generic over its memory ([`RingMemory`];
+//! the engine uses [`Shared`], monomorphised, so the segment path is plain
+//! `AtomicU64` accesses and copies). `tests/loom_ring.rs` runs the very same
+//! [`TxRing`], [`RxRing`] and [`Inbound`] with loom's atomics and race-checked
+//! record bytes: one sender and one receiver over laps of mixed sizes with a
+//! wrap record, next-marker zeroing, a full ring and lazily published
+//! consumption; and ring plus cell traffic merged by sequence number.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use super::queue::Word;
 use crate::wire::{WireHeader, HEADER_SIZE};
 
 /// Bytes per slot (one cache line).
@@ -82,22 +97,107 @@ fn prefetch_for_write(p: *const u8) {
     let _ = p;
 }
 
-/// The marker word of slot `slot`.
-///
-/// # Safety
-/// `data` points to a live ring of more than `slot` slots, 8-byte aligned,
-/// whose slot-start words are accessed atomically while shared.
-#[inline(always)]
-unsafe fn marker<'a>(data: *mut u8, slot: u64) -> &'a AtomicU64 {
-    // SAFETY: per the function contract.
-    unsafe { AtomicU64::from_ptr(data.add(slot as usize * SLOT).cast::<u64>()) }
+/// The memory of one ring as the ring code touches it: the first word of
+/// each slot (a marker, or payload bytes on a continuation slot) and the
+/// consumption counter, accessed atomically; record headers and payloads,
+/// copied plainly. [`Shared`] is the node segment; `tests/loom_ring.rs`
+/// plugs in loom's atomics and checked cells to model-check the very same
+/// [`TxRing`] / [`RxRing`] code.
+pub trait RingMemory {
+    type Word: Word;
+
+    /// The first word of slot `slot`.
+    ///
+    /// # Safety
+    /// `slot` is less than the ring's slot count and the memory is live.
+    unsafe fn marker(&self, slot: u64) -> &Self::Word;
+
+    /// The receiver's consumption counter.
+    ///
+    /// # Safety
+    /// The memory is live (not a [`TxRing::none`] / [`RxRing::none`] ring).
+    unsafe fn consumed(&self) -> &Self::Word;
+
+    /// Copy `header` and `payload` into the record starting at slot `slot`
+    /// (after its marker word; the payload runs on through the following
+    /// slots, first words included).
+    ///
+    /// # Safety
+    /// The record's `record_slots(payload.len())` slots are inside the ring
+    /// and owned by the sender.
+    unsafe fn write_record(&self, slot: u64, header: &WireHeader, payload: &[u8]);
+
+    /// The header of the record of `slots` slots starting at slot `slot`, and
+    /// where its payload starts (valid until the record is consumed).
+    ///
+    /// # Safety
+    /// The record is inside the ring and published (its marker was read with
+    /// acquire) and not yet consumed.
+    unsafe fn read_record(&self, slot: u64, slots: u64) -> (WireHeader, *const u8);
+
+    /// Ask for slot `slot`'s line in advance, for writing (a hint).
+    #[inline(always)]
+    fn prefetch_slot(&self, _slot: u64) {}
+}
+
+/// A ring in the node segment: plain pointers, `AtomicU64` words.
+#[derive(Debug, Clone, Copy)]
+pub struct Shared {
+    data: *mut u8,
+    consumed: *const AtomicU64,
+}
+
+impl RingMemory for Shared {
+    type Word = AtomicU64;
+
+    #[inline(always)]
+    unsafe fn marker(&self, slot: u64) -> &AtomicU64 {
+        // SAFETY: `data` points to a live ring of more than `slot` slots
+        // (caller), 8-byte aligned, whose slot-start words are accessed
+        // atomically while shared (`TxRing::new` / `RxRing::new`).
+        unsafe { AtomicU64::from_ptr(self.data.add(slot as usize * SLOT).cast::<u64>()) }
+    }
+
+    #[inline(always)]
+    unsafe fn consumed(&self) -> &AtomicU64 {
+        // SAFETY: `consumed` points into the mapped ring header (`new`), live
+        // per the caller.
+        unsafe { &*self.consumed }
+    }
+
+    #[inline(always)]
+    unsafe fn write_record(&self, slot: u64, header: &WireHeader, payload: &[u8]) {
+        // SAFETY: the record's slots are inside the ring and the sender's
+        // (caller); the header is 8-aligned after the marker word.
+        unsafe {
+            let rec = self.data.add(slot as usize * SLOT);
+            rec.add(8).cast::<WireHeader>().write(*header);
+            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), payload.len());
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_slot(&self, slot: u64) {
+        prefetch_for_write(self.data.wrapping_add(slot as usize * SLOT));
+    }
+
+    #[inline(always)]
+    unsafe fn read_record(&self, slot: u64, _slots: u64) -> (WireHeader, *const u8) {
+        // SAFETY: the record is inside the ring and fully written (caller).
+        unsafe {
+            let rec = self.data.add(slot as usize * SLOT);
+            (
+                rec.add(8).cast::<WireHeader>().read(),
+                rec.add(RECORD_HEADER),
+            )
+        }
+    }
 }
 
 /// Sending end (process-private state) of one ring.
 #[derive(Debug)]
-pub struct TxRing {
-    data: *mut u8,
-    consumed: *const AtomicU64,
+pub struct TxRing<M = Shared> {
+    mem: M,
     /// Slots: a power of two.
     slots: u64,
     /// Slots written since the start (monotonic).
@@ -116,26 +216,38 @@ impl TxRing {
     /// consumption counter; this is the ring's only sender; `slots` is a power
     /// of two.
     pub unsafe fn new(data: *mut u8, consumed: *const AtomicU64, slots: u64) -> TxRing {
-        debug_assert!(slots.is_power_of_two());
-        TxRing {
-            data,
-            consumed,
-            slots,
-            head: 0,
-            cached: 0,
-            payload_slots: vec![0; (slots as usize).div_ceil(64)],
-        }
+        // SAFETY: per this function's contract.
+        unsafe { TxRing::with_memory(Shared { data, consumed }, slots) }
     }
 
     /// An unusable ring (for oneself, or when rings are off).
     pub fn none() -> TxRing {
         TxRing {
-            data: std::ptr::null_mut(),
-            consumed: std::ptr::null(),
+            mem: Shared {
+                data: std::ptr::null_mut(),
+                consumed: std::ptr::null(),
+            },
             slots: 0,
             head: 0,
             cached: 0,
             payload_slots: Vec::new(),
+        }
+    }
+}
+
+impl<M: RingMemory> TxRing<M> {
+    /// # Safety
+    /// `mem` is a ring of `slots` slots (a power of two) that starts zeroed
+    /// and stays live while this value lives, and its methods behave as
+    /// [`RingMemory`] documents; this is its only sender.
+    pub unsafe fn with_memory(mem: M, slots: u64) -> TxRing<M> {
+        debug_assert!(slots.is_power_of_two());
+        TxRing {
+            mem,
+            slots,
+            head: 0,
+            cached: 0,
+            payload_slots: vec![0; (slots as usize).div_ceil(64)],
         }
     }
 
@@ -174,8 +286,8 @@ impl TxRing {
         if skip != 0 {
             // SAFETY: slots 0 and `pos` are ours (space check) and inside the ring.
             unsafe {
-                marker(self.data, 0).store(0, Ordering::Relaxed);
-                marker(self.data, pos).store(WRAP | seq48, Ordering::Release);
+                self.mem.marker(0).store(0, Ordering::Relaxed);
+                self.mem.marker(pos).store(WRAP | seq48, Ordering::Release);
             }
             self.mark(0, false);
             self.mark(pos, false);
@@ -197,19 +309,17 @@ impl TxRing {
         // end, `pos + rs <= n`); the receiver reads them only after the
         // release store of the marker below.
         unsafe {
-            let rec = self.data.add(pos as usize * SLOT);
-            rec.add(8).cast::<WireHeader>().write(*header);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), len);
+            self.mem.write_record(pos, header, payload);
             if zero_next {
-                marker(self.data, next).store(0, Ordering::Relaxed);
+                self.mem.marker(next).store(0, Ordering::Relaxed);
             }
-            marker(self.data, pos).store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
+            self.mem
+                .marker(pos)
+                .store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
         }
         self.head += rs;
-        prefetch_for_write(
-            self.data
-                .wrapping_add(((self.head + PREFETCH_AHEAD) & (n - 1)) as usize * SLOT),
-        );
+        self.mem
+            .prefetch_slot((self.head + PREFETCH_AHEAD) & (n - 1));
         true
     }
 
@@ -217,8 +327,8 @@ impl TxRing {
     #[cold]
     #[inline(never)]
     fn refresh(&mut self, need: u64) -> bool {
-        // SAFETY: `consumed` points into the mapped ring header (`new`).
-        let c = unsafe { &*self.consumed }.load(Ordering::Acquire);
+        // SAFETY: the memory is live (`new` / `with_memory`).
+        let c = unsafe { self.mem.consumed() }.load(Ordering::Acquire);
         // A counter that runs ahead of what was written is garbage; treat the
         // ring as full rather than overwrite unread records.
         if c > self.head {
@@ -230,7 +340,7 @@ impl TxRing {
 
     /// Whether this end is usable.
     pub fn is_some(&self) -> bool {
-        !self.data.is_null()
+        self.slots != 0
     }
 }
 
@@ -244,9 +354,8 @@ pub struct Record {
 
 /// Receiving end (process-private state) of one ring.
 #[derive(Debug)]
-pub struct RxRing {
-    data: *mut u8,
-    consumed: *const AtomicU64,
+pub struct RxRing<M = Shared> {
+    mem: M,
     slots: u64,
     /// Slots consumed since the start (monotonic).
     read: u64,
@@ -266,9 +375,31 @@ impl RxRing {
         slots: u64,
         max_len: usize,
     ) -> RxRing {
+        // SAFETY: per this function's contract.
+        unsafe { RxRing::with_memory(Shared { data, consumed }, slots, max_len) }
+    }
+
+    pub fn none() -> RxRing {
         RxRing {
-            data,
-            consumed,
+            mem: Shared {
+                data: std::ptr::null_mut(),
+                consumed: std::ptr::null(),
+            },
+            slots: 0,
+            read: 0,
+            published: 0,
+            max_len: 0,
+        }
+    }
+}
+
+impl<M: RingMemory> RxRing<M> {
+    /// # Safety
+    /// As for [`TxRing::with_memory`], for the ring's only receiver;
+    /// `max_len` is the configured fastbox maximum.
+    pub unsafe fn with_memory(mem: M, slots: u64, max_len: usize) -> RxRing<M> {
+        RxRing {
+            mem,
             slots,
             read: 0,
             published: 0,
@@ -276,19 +407,8 @@ impl RxRing {
         }
     }
 
-    pub fn none() -> RxRing {
-        RxRing {
-            data: std::ptr::null_mut(),
-            consumed: std::ptr::null(),
-            slots: 0,
-            read: 0,
-            published: 0,
-            max_len: 0,
-        }
-    }
-
     pub fn is_some(&self) -> bool {
-        !self.data.is_null()
+        self.slots != 0
     }
 
     /// The record at the read position if it carries sequence number `seq`
@@ -299,7 +419,7 @@ impl RxRing {
         let seq48 = seq & SEQ_MASK;
         let mut pos = self.read & (n - 1);
         // SAFETY: `pos < n`; the ring is live (`new`).
-        let mut m = unsafe { marker(self.data, pos) }.load(Ordering::Acquire);
+        let mut m = unsafe { self.mem.marker(pos) }.load(Ordering::Acquire);
         if m & SEQ_MASK != seq48 {
             return Ok(None);
         }
@@ -310,7 +430,7 @@ impl RxRing {
             self.read += n - pos;
             pos = 0;
             // SAFETY: as above, slot 0.
-            m = unsafe { marker(self.data, 0) }.load(Ordering::Acquire);
+            m = unsafe { self.mem.marker(0) }.load(Ordering::Acquire);
             if m & SEQ_MASK != seq48 {
                 return Ok(None);
             }
@@ -326,15 +446,13 @@ impl RxRing {
         // SAFETY: the record lies inside the ring (checked above) and was
         // fully written before its marker's release store, which we acquired;
         // the sender does not touch it until we publish its consumption.
-        unsafe {
-            let rec = self.data.add(pos as usize * SLOT);
-            Ok(Some(Record {
-                header: rec.add(8).cast::<WireHeader>().read(),
-                payload: rec.add(RECORD_HEADER),
-                len: len as usize,
-                slots: rs,
-            }))
-        }
+        let (header, payload) = unsafe { self.mem.read_record(pos, rs) };
+        Ok(Some(Record {
+            header,
+            payload,
+            len: len as usize,
+            slots: rs,
+        }))
     }
 
     /// Mark the record returned by `peek` consumed (after its payload is no
@@ -350,8 +468,92 @@ impl RxRing {
     #[inline(never)]
     fn publish(&mut self) {
         self.published = self.read;
-        // SAFETY: `consumed` points into the mapped ring header (`new`).
-        unsafe { &*self.consumed }.store(self.read, Ordering::Release);
+        // SAFETY: the memory is live (`new` / `with_memory`).
+        unsafe { self.mem.consumed() }.store(self.read, Ordering::Release);
+    }
+}
+
+/// One sender's traffic as its receiver merges it: the sender's ring and the
+/// sequence number of the next message to deliver from it, whichever path
+/// (ring or cell) that message took. `ShmNode` and `tests/loom_ring.rs` both
+/// make their delivery decisions through these methods.
+#[derive(Debug)]
+pub struct Inbound<M = Shared> {
+    pub ring: RxRing<M>,
+    /// Sequence number of the next message to deliver from this sender.
+    pub expected: u64,
+}
+
+/// What must be delivered before a cell (see [`Inbound::before_cell`]).
+pub enum BeforeCell {
+    /// This ring record: deliver it, call [`Inbound::record_done`] and ask
+    /// again.
+    Record(Record),
+    /// Nothing: deliver the cell, then call [`Inbound::cell_done`].
+    Cell,
+}
+
+/// A cell that does not fit its sender's order: the segment is corrupt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MergeError {
+    /// The ring is corrupt.
+    Ring(&'static str),
+    /// Message `expected` precedes the cell but is not in the ring (it was
+    /// neither published there nor queued before the cell).
+    Missing { expected: u64 },
+    /// The cell's number was delivered already (`expected` is past it).
+    Late { expected: u64 },
+}
+
+impl<M: RingMemory> Inbound<M> {
+    pub fn new(ring: RxRing<M>) -> Inbound<M> {
+        Inbound { ring, expected: 1 }
+    }
+
+    /// The next message, if it is in the ring. A record with a later number
+    /// is not returned: it waits until the cells before it are delivered.
+    #[inline(always)]
+    pub fn next_record(&mut self) -> Result<Option<Record>, &'static str> {
+        self.ring.peek(self.expected)
+    }
+
+    /// The record just returned by [`Inbound::next_record`] or
+    /// [`Inbound::before_cell`] was delivered: free its slots.
+    #[inline(always)]
+    pub fn record_done(&mut self, rec: &Record) {
+        self.ring.consume(rec);
+        self.expected = next_seq(self.expected);
+    }
+
+    /// A cell with sequence number `seq` was dequeued from the receive
+    /// queue: what comes before it. Ring records with lower numbers are
+    /// visible by now: the sender published them before it enqueued the cell
+    /// (release), and the dequeue acquired the cell.
+    #[inline]
+    pub fn before_cell(&mut self, seq: u64) -> Result<BeforeCell, MergeError> {
+        if self.expected < seq {
+            let rec = if self.ring.is_some() {
+                self.ring.peek(self.expected).map_err(MergeError::Ring)?
+            } else {
+                None
+            };
+            return rec.map(BeforeCell::Record).ok_or(MergeError::Missing {
+                expected: self.expected,
+            });
+        }
+        if seq != self.expected {
+            return Err(MergeError::Late {
+                expected: self.expected,
+            });
+        }
+        Ok(BeforeCell::Cell)
+    }
+
+    /// The cell [`Inbound::before_cell`] answered [`BeforeCell::Cell`] for
+    /// was delivered.
+    #[inline(always)]
+    pub fn cell_done(&mut self) {
+        self.expected = next_seq(self.expected);
     }
 }
 
@@ -362,14 +564,14 @@ mod tests {
     const N: u64 = 16;
 
     /// A 16-slot ring and its counter in ordinary memory.
-    struct RingMemory {
+    struct HeapRing {
         words: Vec<AtomicU64>,
         ctl: AtomicU64,
     }
 
-    impl RingMemory {
-        fn new() -> RingMemory {
-            RingMemory {
+    impl HeapRing {
+        fn new() -> HeapRing {
+            HeapRing {
                 words: (0..(N as usize * SLOT / 8 + 8))
                     .map(|_| AtomicU64::new(0))
                     .collect(),
@@ -379,7 +581,7 @@ mod tests {
 
         fn ends(&self, max_len: usize) -> (TxRing, RxRing) {
             let data = self.words.as_ptr() as *mut u8;
-            // SAFETY: each test keeps the `RingMemory` alive longer than the
+            // SAFETY: each test keeps the `HeapRing` alive longer than the
             // ends; the words are 8-aligned (the ring's atomics need 8, 64
             // only matters for speed).
             unsafe {
@@ -405,7 +607,7 @@ mod tests {
     /// Single thread: many laps with varied sizes, wraps and a full ring.
     #[test]
     fn laps_and_wraps() {
-        let mem = RingMemory::new();
+        let mem = HeapRing::new();
         let (mut tx, mut rx) = mem.ends(100);
         let mut sseq = 1;
         let mut rseq = 1;
@@ -441,7 +643,7 @@ mod tests {
     /// caught up, must see nothing until the sender publishes.
     #[test]
     fn stale_payload_forging_markers_is_never_read() {
-        let mem = RingMemory::new();
+        let mem = HeapRing::new();
         let (mut tx, mut rx) = mem.ends(200);
         let mut seq = 1;
         for i in 0..4000usize {

@@ -19,7 +19,9 @@
 //! next: a ring record with a later number waits in place; a cell with a later
 //! number means the records before it are already visible in the ring (the
 //! sender published them before enqueueing the cell: release/acquire through
-//! the queue), so they are delivered first.
+//! the queue), so they are delivered first. These decisions are
+//! [`fastbox::Inbound`]'s; `tests/loom_ring.rs` model-checks them with the
+//! real ring and queue code (and `tests/loom_queue.rs` the queue alone).
 //!
 //! # Fan-in
 //! A receiver polls only the rings of senders that announced themselves (a
@@ -50,7 +52,7 @@ use crossbeam_utils::CachePadded;
 use memmap2::MmapMut;
 
 use crate::wire::WireHeader;
-use fastbox::{next_seq, RxRing, TxRing};
+use fastbox::{next_seq, BeforeCell, Inbound, MergeError, RxRing, TxRing};
 use layout::*;
 use queue::{enqueue, BadLink, CellRegion, Consumer, Dequeued, Ends};
 
@@ -349,18 +351,12 @@ struct TxPeer {
     announced: bool,
 }
 
-/// Receiving side of one peer (process-private).
-struct RxPeer {
-    ring: RxRing,
-    /// Sequence number of the next message to deliver from this peer.
-    expected: u64,
-}
-
 /// This process's view of the node segment: the sending and receiving ends
 /// of every local channel.
 pub struct ShmNode {
     tx: Box<[CachePadded<TxPeer>]>,
-    rx: Box<[CachePadded<RxPeer>]>,
+    /// Receiving side of each peer (process-private).
+    rx: Box<[CachePadded<Inbound>]>,
     recv: CachePadded<Consumer>,
     free: CachePadded<Consumer>,
     seg: Seg,
@@ -631,10 +627,7 @@ impl ShmNode {
                 next_seq: 1,
                 announced: false,
             }));
-            rx.push(CachePadded::new(RxPeer {
-                ring: r,
-                expected: 1,
-            }));
+            rx.push(CachePadded::new(Inbound::new(r)));
         }
         let max_payload = config.cell_bytes - CELL_PAYLOAD;
         let fb_cut = if rings {
@@ -886,14 +879,13 @@ impl ShmNode {
         let rx = &mut *self.rx[s];
         let mut k = 0;
         while k < max {
-            match rx.ring.peek(rx.expected) {
+            match rx.next_record() {
                 Ok(Some(rec)) => {
                     // SAFETY: `peek` checked the record lies inside the ring;
                     // the sender leaves it alone until `consume` publishes it.
                     let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
                     deliver(s, &rec.header, payload);
-                    rx.ring.consume(&rec);
-                    rx.expected = next_seq(rx.expected);
+                    rx.record_done(&rec);
                     k += 1;
                 }
                 Ok(None) => break,
@@ -976,39 +968,21 @@ impl ShmNode {
         }
         let mut k = 0;
         let rx = &mut *self.rx[owner];
-        while rx.expected < seq {
+        loop {
             if k >= max {
                 self.pending = off;
                 return Ok(k);
             }
-            let rec = if rx.ring.is_some() {
-                rx.ring.peek(rx.expected).map_err(|w| corrupt(w.into()))?
-            } else {
-                None
-            };
-            let Some(rec) = rec else {
-                return Err(corrupt(format!(
-                    "cell with sequence number {seq} arrived but message {} is neither in the \
-                     ring nor queued before it",
-                    rx.expected
-                )));
+            let rec = match rx.before_cell(seq) {
+                Ok(BeforeCell::Record(rec)) => rec,
+                Ok(BeforeCell::Cell) => break,
+                Err(e) => return Err(merge_error(owner, seq, e)),
             };
             // SAFETY: as in `poll_ring`.
             let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
             deliver(owner, &rec.header, payload);
-            rx.ring.consume(&rec);
-            rx.expected = next_seq(rx.expected);
+            rx.record_done(&rec);
             k += 1;
-        }
-        if k >= max {
-            self.pending = off;
-            return Ok(k);
-        }
-        if seq != rx.expected {
-            return Err(corrupt(format!(
-                "cell with sequence number {seq} arrived after {} was delivered",
-                rx.expected
-            )));
         }
         // SAFETY: see above; `len <= max_payload` keeps the payload inside
         // the cell.
@@ -1019,7 +993,7 @@ impl ShmNode {
             )
         };
         deliver(owner, &header, payload);
-        rx.expected = next_seq(rx.expected);
+        rx.cell_done();
         enqueue(&self.cells, self.seg.free_ends(&self.layout, owner), off).map_err(
             |BadLink(x)| {
                 corrupt(format!(
@@ -1059,6 +1033,23 @@ impl ShmNode {
     pub fn config(&self) -> &ShmConfig {
         &self.config
     }
+}
+
+/// A cell from `peer` with sequence number `seq` that does not fit its order.
+#[cold]
+#[inline(never)]
+fn merge_error(peer: usize, seq: u64, e: MergeError) -> ShmError {
+    let what = match e {
+        MergeError::Ring(w) => w.into(),
+        MergeError::Missing { expected } => format!(
+            "cell with sequence number {seq} arrived but message {expected} is neither in the \
+             ring nor queued before it"
+        ),
+        MergeError::Late { expected } => {
+            format!("cell with sequence number {seq} arrived after {expected} was delivered")
+        }
+    };
+    ShmError::Corrupt { peer, what }
 }
 
 fn cell_region(seg: Seg, l: &Layout) -> CellRegion {
