@@ -318,7 +318,7 @@ impl Core {
                     let vc = self.st.pgs.vc(id)?;
                     if end >= total {
                         vc.pending.pop_front();
-                        self.st.transmitted(sreq);
+                        self.st.streamed(sreq);
                     } else if let Some(Outgoing::Stream { offset, .. }) = vc.pending.front_mut() {
                         *offset = end;
                     }
@@ -357,7 +357,7 @@ impl Sink for NetSink<'_> {
             Some(h) => self.st.deliver(id, &h, payload),
             None => self
                 .st
-                .peer_failed(id, &format!("sent a {}-byte header", header.len())),
+                .misbehaved(id, &format!("a {}-byte header", header.len())),
         }
     }
 

@@ -78,7 +78,8 @@ pub struct Ports {
     next_tag: u64,
     /// Open ports: tag → temporary VCs connected to it, not yet accepted.
     open: HashMap<u64, VecDeque<VcId>, FxBuildHasher>,
-    /// Connections to tags not open: the netmod closes them after its poll.
+    /// Connections the netmod closes after its poll: to tags not open, and
+    /// from peers that broke the protocol (`State::misbehaved`).
     pub refused: Vec<PeerId>,
     inbox: HashMap<VcId, Inbox, FxBuildHasher>,
 }
