@@ -49,7 +49,9 @@
 //! `CancelAck` must name a live send *to the VC it came from* and fit its
 //! phase (one `Cts`, after an `Rts`; an `Ack` only where one is awaited; a
 //! `CancelAck` only for a pending cancel, and "withdrawn" only for a
-//! message sent and not matched). A message that breaks these rules is dropped and its sender treated as failed (`misbehaved`: its
+//! message sent and not matched). Temporary VCs carry `Port` messages and
+//! nothing else, and only they carry them. A message that breaks these
+//! rules is dropped and its sender treated as failed (`misbehaved`: its
 //! requests fail with "protocol violation: ...", its netmod connection is
 //! closed); the send it named is untouched. A handle that names no live
 //! request (the request was freed meanwhile) is simply ignored.
@@ -250,6 +252,15 @@ impl State {
 
     /// One arrival from rank `from` (its VC), in that peer's send order.
     pub fn deliver(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
+        // Temporary VCs (port connections) carry `Port` messages only, and
+        // only they do.
+        if from.is_temp() != (h.kind == MsgKind::Port as u8) {
+            let why = match from.is_temp() {
+                true => "a message other than Port on a port connection",
+                false => "a Port message outside a port connection",
+            };
+            return self.misbehaved(from, why);
+        }
         match h.kind() {
             Some(MsgKind::Eager) => self.on_eager(from, h, payload),
             Some(MsgKind::Rts) => self.on_rts(from, h, payload),
