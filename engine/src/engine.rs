@@ -193,6 +193,7 @@ impl Engine {
             shm_eager_max,
             shm_piece,
             cma_allowed: cma_probe.is_ok(),
+            shm_pids: Vec::new(),
             net_eager_max: limits.map_or(0, |l| l.eager_max),
             net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             fatal: None,

@@ -5,7 +5,9 @@
 //! - `Eager`: match or store as unexpected; `FLAG_SYNC` asks for an `Ack`
 //!   once matched.
 //! - `Rts`: match or store. Once matched the receiver reads the sender's
-//!   buffer (shared memory: `process_vm_readv`; a netmod with one-sided
+//!   buffer (shared memory: `process_vm_readv` from the process the node
+//!   segment has at the sender's slot, never a pid the message names; a
+//!   netmod with one-sided
 //!   reads: the key the `Rts` carries, `rma.rs`) and answers `Ack`, or,
 //!   where single copy is off or refused, answers `Cts` and the sender
 //!   streams `Data` pieces.
@@ -82,8 +84,11 @@ pub(crate) fn control(kind: MsgKind, context: u32, sreq: u64) -> WireHeader {
     }
 }
 
-/// The rendezvous request carries the sender's pid (for the single-copy
-/// read); it lives in a static so a queued request can point at it.
+/// The rendezvous request carries the sender's pid (the wire format has
+/// it); it lives in a static so a queued request can point at it. The
+/// receiver does not use it: a single-copy read takes the pid the sender's
+/// slot in the node segment has (`State::shm_pids`), which a peer cannot
+/// forge to make us read a third process's memory.
 fn pid_bytes() -> &'static [u8; 4] {
     static PID: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
     PID.get_or_init(|| std::process::id().to_le_bytes())
@@ -362,14 +367,12 @@ impl State {
     }
 
     fn on_rts(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
-        let Some(pid) = payload
-            .get(..4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        // The sender's pid (unused, see `pid_bytes`), then maybe a key.
+        if payload.len() < 4 {
             return self.fail(format!(
                 "rank {from} sent a rendezvous request without its pid"
             ));
-        };
+        }
         let key = if h.flags & FLAG_RMA_KEY != 0 {
             match payload.get(4..12) {
                 Some(k) => Some(u64::from_le_bytes(k.try_into().expect("8 bytes"))),
@@ -390,7 +393,6 @@ impl State {
         let rts = Unexpected::Rts {
             len: h.len,
             addr: h.aux,
-            pid,
             key,
             sreq: h.sreq,
             vc: from,
@@ -406,7 +408,6 @@ impl State {
         let Unexpected::Rts {
             len,
             addr,
-            pid,
             key,
             sreq,
             vc: from,
@@ -434,7 +435,13 @@ impl State {
         }
         if self.cma_allowed && want > 0 {
             if let Ok(vc) = self.pgs.vc(from) {
-                if vc.cma != CmaState::Refused && matches!(vc.route, Route::Shm(_)) {
+                // The pid of the process at that shm slot, never one the
+                // peer names (0 until the slot is seen attached).
+                let pid = match vc.route {
+                    Route::Shm(peer) => self.shm_pids.get(peer).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                if vc.cma != CmaState::Refused && pid != 0 {
                     // SAFETY: the receive owns `buf..buf+cap`, want <= cap.
                     let dst = unsafe { std::slice::from_raw_parts_mut(buf, want) };
                     match cma::read(pid, addr, dst) {

@@ -2,12 +2,15 @@
 //! control messages must be refused, and the send state machine must run
 //! its legal sequences.
 
+use std::sync::{Arc, Mutex};
+
 use super::*;
 use crate::dynamic::Ports;
 use crate::matching::Matcher;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
 use crate::rma::RmaState;
+use crate::shm::{ShmConfig, ShmNode};
 use crate::table::{RequestTable, SendPhase};
 
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
@@ -26,6 +29,7 @@ pub(crate) fn state(size: u32, one_node: bool) -> State {
         shm_eager_max: 1024,
         shm_piece: 1024,
         cma_allowed: false,
+        shm_pids: Vec::new(),
         net_eager_max: 1024,
         net_piece: 1024,
         fatal: None,
@@ -276,4 +280,57 @@ fn cancel_phases() {
     s.taken();
     assert_eq!(s.phase(), SendPhase::AwaitingAck);
     assert_eq!(s.on_cancel_ack(true), Ok(()));
+}
+
+/// The single-copy read takes the pid from the node segment: an `Rts`
+/// naming another process (here one that does not exist) is read from the
+/// process at the sender's slot all the same.
+#[test]
+fn single_copy_reads_use_the_segment_pid() {
+    let name = format!("rivet-test-{}-cma-pid", std::process::id());
+    let cfg = ShmConfig {
+        fastbox_bytes: 2048,
+        fastbox_max: 128,
+        cells_per_rank: 8,
+        cell_bytes: 1024,
+    };
+    let me = ShmNode::create(&name, 2, 0, &cfg).unwrap();
+    let mut peer = ShmNode::attach(&name, 2, 1).unwrap();
+    let mut st = state(2, true);
+    st.cma_allowed = true;
+    let mut core = Core {
+        shm: Some(me),
+        netmod: None,
+        pmi: Arc::new(Mutex::new(None)),
+        st,
+    };
+    core.progress();
+    assert_eq!(core.st.shm_pids, [std::process::id(); 2]);
+
+    let source: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
+    let mut dst = vec![0u8; source.len()];
+    let rreq = core.start_recv(CONTEXT, dst.as_mut_ptr(), dst.len(), 1, None, 5);
+    let rts = WireHeader {
+        kind: MsgKind::Rts as u8,
+        context: CONTEXT,
+        tag: 5,
+        src: 1,
+        len: source.len() as u64,
+        sreq: 42,
+        aux: source.as_ptr() as u64,
+        ..WireHeader::default()
+    };
+    let forged_pid = (i32::MAX as u32 - 7).to_le_bytes();
+    assert!(peer.try_send(0, &rts, &forged_pid).unwrap());
+    while !core.st.requests.get(rreq).is_some_and(|r| r.complete) {
+        assert!(
+            core.progress() > 0,
+            "the receive is waiting for a Cts answer"
+        );
+    }
+    assert_eq!(dst, source);
+    // And the sender is told it was read (Ack), not asked to stream.
+    let mut kinds = Vec::new();
+    peer.poll(8, |_, h, _| kinds.push(h.kind())).unwrap();
+    assert_eq!(kinds, [Some(MsgKind::Ack)]);
 }
