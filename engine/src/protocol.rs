@@ -645,6 +645,21 @@ impl State {
         NonNull::new(unsafe { r.buf.add(h.len as usize) })
     }
 
+    /// The netmod peer that may be writing into receive `id`'s buffer now:
+    /// it streams to it (and may have been given the buffer, `placement`)
+    /// or we read from it into it (`rma.rs`).
+    pub fn netmod_writer(&mut self, id: u64) -> Option<VcId> {
+        let from = match self.requests.get(id)?.op {
+            Op::Recv(RecvOp {
+                phase: RecvPhase::Streaming { from, .. } | RecvPhase::Reading { from },
+                ..
+            }) => from,
+            _ => return None,
+        };
+        let vc = self.pgs.vc(from).ok()?;
+        matches!(vc.route, Route::Netmod(_)).then_some(from)
+    }
+
     /// Eager bytes from `from` reached their receive: owe the sender that
     /// much credit, and return it once a quarter window has piled up.
     #[inline]

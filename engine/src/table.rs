@@ -314,18 +314,6 @@ impl RequestTable {
         }
     }
 
-    /// `id` is a receive whose rendezvous data is arriving (streamed or
-    /// read): a netmod may be writing into its buffer.
-    pub fn is_streaming(&self, id: u64) -> bool {
-        matches!(
-            self.get(id).map(|r| &r.op),
-            Some(Op::Recv(RecvOp {
-                phase: RecvPhase::Streaming { .. } | RecvPhase::Reading { .. },
-                ..
-            }))
-        )
-    }
-
     /// Requests in flight (for diagnostics).
     pub fn live(&self) -> usize {
         self.live
