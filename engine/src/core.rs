@@ -48,7 +48,6 @@ pub enum Unexpected {
     Rts {
         len: u64,
         addr: u64,
-        pid: u32,
         /// Region key for a netmod read (`FLAG_RMA_KEY`).
         key: Option<u64>,
         sreq: u64,
@@ -84,6 +83,9 @@ pub struct State {
     pub shm_piece: usize,
     /// Single-copy reads may be tried (mode and init probe allow it).
     pub cma_allowed: bool,
+    /// The pid of each local rank as its slot in the node segment says,
+    /// for single-copy reads; empty until every local rank has attached.
+    pub shm_pids: Vec<u32>,
     /// Largest eager message and rendezvous piece over the netmod.
     pub net_eager_max: usize,
     pub net_piece: usize,
@@ -157,6 +159,12 @@ impl Core {
     pub fn progress(&mut self) -> usize {
         let mut events = 0;
         if let Some(shm) = self.shm.as_mut() {
+            if self.st.shm_pids.is_empty() {
+                let pids: Vec<u32> = (0..shm.local_size()).map(|p| shm.peer_pid(p)).collect();
+                if !pids.contains(&0) {
+                    self.st.shm_pids = pids;
+                }
+            }
             let st = &mut self.st;
             let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
                 match st.pgs.world.node_map.local_ranks().get(peer).copied() {
@@ -357,7 +365,7 @@ impl Core {
                     let vc = self.st.pgs.vc(id)?;
                     if end >= total {
                         vc.pending.pop_front();
-                        self.st.transmitted(sreq);
+                        self.st.streamed(sreq);
                     } else if let Some(Outgoing::Stream { offset, .. }) = vc.pending.front_mut() {
                         *offset = end;
                     }
@@ -396,7 +404,7 @@ impl Sink for NetSink<'_> {
             Some(h) => self.st.deliver(id, &h, payload),
             None => self
                 .st
-                .peer_failed(id, &format!("sent a {}-byte header", header.len())),
+                .misbehaved(id, &format!("a {}-byte header", header.len())),
         }
     }
 

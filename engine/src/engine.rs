@@ -235,6 +235,7 @@ impl<T: Threading> Engine<T> {
             shm_eager_max,
             shm_piece,
             cma_allowed: cma_probe.is_ok(),
+            shm_pids: Vec::new(),
             net_eager_max: limits.map_or(0, |l| l.eager_max),
             net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             fatal: None,
@@ -655,18 +656,33 @@ impl Inner {
         }
     }
 
-    /// Withdraw `ids` (a scope unwinding). A receive already streaming
-    /// from a netmod peer may have the netmod writing into its buffer, so
-    /// it is finished (or failed with its peer) first.
-    pub(crate) fn abandon(&self, ids: &[u64]) {
+    /// Withdraw `ids`, whose buffers are about to be released: a scope
+    /// ending on an error or unwinding from a panic (`unwinding`), or a
+    /// blocking call that failed or is unwinding.
+    ///
+    /// The rule: no buffer is released while a netmod or a netmod read may
+    /// still write into it, i.e. a receive streaming from a netmod peer
+    /// (the netmod may have been handed the buffer, `State::placement`) or
+    /// reading from one (`rma.rs`). Such a receive is finished first (or
+    /// failed with its peer) if the engine can still do that; during a
+    /// panic, or once the engine has failed, the process aborts instead:
+    /// an unwind must not free memory the netmod is writing, and waiting
+    /// inside it for a peer could hang forever. Everything else is
+    /// withdrawn at once: shared-memory copies and single-copy reads are
+    /// done under the engine lock, and a transport copies what it takes of
+    /// a send.
+    pub(crate) fn abandon(&self, ids: &[u64], unwinding: bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
             {
                 let mut core = self.lock_even_finalized();
-                let streaming = ids.iter().any(|&id| core.st.requests.is_streaming(id));
-                if !streaming || core.netmod.is_none() || core.st.fatal.is_some() {
+                let writer = ids.iter().find_map(|&id| core.st.netmod_writer(id));
+                let Some(from) = writer else {
                     core.abandon(ids);
                     return;
+                };
+                if unwinding || core.st.fatal.is_some() {
+                    abort_for_live_buffer(from, unwinding);
                 }
                 core.progress();
             }
@@ -754,6 +770,22 @@ impl Inner {
     pub(crate) fn lock_even_finalized(&self) -> EngineGuard<'_, Core> {
         self.core.lock()
     }
+}
+
+/// A buffer about to be released may still be written into by `from`'s
+/// netmod, and the engine can neither finish nor wait for that: end the
+/// process rather than let the write land in freed memory.
+#[cold]
+fn abort_for_live_buffer(from: VcId, unwinding: bool) -> ! {
+    let why = match unwinding {
+        true => "a panic is unwinding",
+        false => "the engine failed",
+    };
+    eprintln!(
+        "rivet: {why} while {from} may still be writing into a receive buffer through the \
+         netmod; aborting rather than releasing the buffer"
+    );
+    std::process::abort()
 }
 
 impl Drop for Inner {

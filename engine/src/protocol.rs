@@ -5,7 +5,9 @@
 //! - `Eager`: match or store as unexpected; `FLAG_SYNC` asks for an `Ack`
 //!   once matched.
 //! - `Rts`: match or store. Once matched the receiver reads the sender's
-//!   buffer (shared memory: `process_vm_readv`; a netmod with one-sided
+//!   buffer (shared memory: `process_vm_readv` from the process the node
+//!   segment has at the sender's slot, never a pid the message names; a
+//!   netmod with one-sided
 //!   reads: the key the `Rts` carries, `rma.rs`) and answers `Ack`, or,
 //!   where single copy is off or refused, answers `Cts` and the sender
 //!   streams `Data` pieces.
@@ -28,9 +30,38 @@
 //! only what names it (not `ANY_SOURCE` receives). A `Bye` is answered
 //! with ours at once, and nothing else goes to that peer afterwards.
 //!
+//! Send side: every send with a request runs one state machine
+//! (`table::SendPhase`, moved only by `SendOp`'s methods):
+//!
+//! ```text
+//! Queued{sync} --taken--> Sent (standard: finished)
+//!              \-taken--> AwaitingAck --Ack--> Done
+//! RtsSent --Ack (receiver read it)--> Done
+//!         \-Cts--> Streaming --last piece taken--> Done
+//! Sent | AwaitingAck | RtsSent --CancelAck(cancelled)--> Cancelled
+//! any --peer failed--> Failed
+//! ```
+//!
+//! A cancel is a flag on top (a `CancelReq` is out; completion waits for
+//! its `CancelAck`). A send completes once its phase is `Sent`, `Done`,
+//! `Cancelled` or `Failed` and no cancel is pending; in `Queued` and
+//! `Streaming` a VC queue still reads its buffer.
+//!
+//! Control messages are checked before they act: an `Ack`, `Cts` or
+//! `CancelAck` must name a live send *to the VC it came from* and fit its
+//! phase (one `Cts`, after an `Rts`; an `Ack` only where one is awaited; a
+//! `CancelAck` only for a pending cancel, and "withdrawn" only for a
+//! message sent and not matched). Temporary VCs carry `Port` messages and
+//! nothing else, and only they carry them. A message that breaks these
+//! rules is dropped and its sender treated as failed (`misbehaved`: its
+//! requests fail with "protocol violation: ...", its netmod connection is
+//! closed); the send it named is untouched. A handle that names no live
+//! request (the request was freed meanwhile) is simply ignored.
+//!
 //! Peers name requests by the handles they were sent (`sreq`, `aux`); a
 //! handle that no longer names a live request of the right kind is ignored,
-//! and a malformed message fails the engine with a message, never a panic.
+//! and a malformed message fails the engine (or the peer) with a message,
+//! never a panic.
 
 use std::ptr::NonNull;
 
@@ -53,8 +84,11 @@ pub(crate) fn control(kind: MsgKind, context: u32, sreq: u64) -> WireHeader {
     }
 }
 
-/// The rendezvous request carries the sender's pid (for the single-copy
-/// read); it lives in a static so a queued request can point at it.
+/// The rendezvous request carries the sender's pid (the wire format has
+/// it); it lives in a static so a queued request can point at it. The
+/// receiver does not use it: a single-copy read takes the pid the sender's
+/// slot in the node segment has (`State::shm_pids`), which a peer cannot
+/// forge to make us read a third process's memory.
 fn pid_bytes() -> &'static [u8; 4] {
     static PID: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
     PID.get_or_init(|| std::process::id().to_le_bytes())
@@ -137,13 +171,24 @@ impl State {
         }
     }
 
-    /// A send's bytes have all left (taken by a transport or read).
+    /// A transport took send `id`'s eager message.
     pub fn transmitted(&mut self, id: u64) {
         if let Some(Req {
             op: Op::Send(s), ..
         }) = self.requests.get_mut(id)
         {
-            s.transmitted = true;
+            s.taken();
+            self.maybe_complete_send(id);
+        }
+    }
+
+    /// A transport took the last `Data` piece of send `id`.
+    pub fn streamed(&mut self, id: u64) {
+        if let Some(Req {
+            op: Op::Send(s), ..
+        }) = self.requests.get_mut(id)
+        {
+            s.streamed();
             self.maybe_complete_send(id);
         }
     }
@@ -155,29 +200,79 @@ impl State {
             ..
         }) = self.requests.get(id)
         {
-            if !s.cancel_pending && s.transmitted && (!s.needs_ack || s.acked) {
+            if s.finished() {
                 self.complete(id);
+            }
+        }
+    }
+
+    /// Whether a control message (`what`) from `from` may act on send
+    /// `sreq`: it must name a live send to `from`. A stale handle (the send
+    /// was freed) is ignored; a handle naming another peer's send, or a
+    /// receive, is a protocol violation (`misbehaved`).
+    fn names_send_to(&mut self, from: VcId, sreq: u64, what: &str) -> bool {
+        let why = match self.requests.get(sreq) {
+            None => return false,
+            Some(Req {
+                op: Op::Send(s), ..
+            }) if s.vc == from => return true,
+            Some(Req {
+                op: Op::Send(s), ..
+            }) => format!("{what} for a message to {}", s.vc),
+            Some(_) => format!("{what} naming a receive"),
+        };
+        self.misbehaved(from, &why);
+        false
+    }
+
+    /// `from` sent something the protocol does not allow (a control
+    /// message for another peer's send or in the wrong phase): the message
+    /// was dropped; the peer is treated as failed (its requests fail with
+    /// the reason) and its netmod connection is closed after this poll,
+    /// so nothing more from it is acted on.
+    #[cold]
+    pub fn misbehaved(&mut self, from: VcId, why: &str) {
+        let route = self.pgs.vc(from).map(|vc| vc.route);
+        self.peer_failed(from, &format!("protocol violation: sent {why}"));
+        if let Ok(Route::Netmod(peer)) = route {
+            self.ports.refused.push(peer);
+        }
+    }
+
+    /// `Ack`: the receiver matched our synchronous send, or read our
+    /// rendezvous message.
+    fn on_ack(&mut self, from: VcId, h: &WireHeader) {
+        if !self.names_send_to(from, h.sreq, "an Ack") {
+            return;
+        }
+        if let Some(Req {
+            op: Op::Send(s), ..
+        }) = self.requests.get_mut(h.sreq)
+        {
+            match s.on_ack() {
+                Ok(()) => self.maybe_complete_send(h.sreq),
+                Err(why) => self.misbehaved(from, why),
             }
         }
     }
 
     /// One arrival from rank `from` (its VC), in that peer's send order.
     pub fn deliver(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
+        // Temporary VCs (port connections) carry `Port` messages only, and
+        // only they do.
+        if from.is_temp() != (h.kind == MsgKind::Port as u8) {
+            let why = match from.is_temp() {
+                true => "a message other than Port on a port connection",
+                false => "a Port message outside a port connection",
+            };
+            return self.misbehaved(from, why);
+        }
         match h.kind() {
             Some(MsgKind::Eager) => self.on_eager(from, h, payload),
             Some(MsgKind::Rts) => self.on_rts(from, h, payload),
             Some(MsgKind::Cts) => self.on_cts(from, h),
             Some(MsgKind::Data) => self.on_data(from, h, payload),
-            Some(MsgKind::Ack) => {
-                if let Some(Req {
-                    op: Op::Send(s), ..
-                }) = self.requests.get_mut(h.sreq)
-                {
-                    s.acked = true;
-                    s.transmitted = true;
-                    self.maybe_complete_send(h.sreq);
-                }
-            }
+            Some(MsgKind::Ack) => self.on_ack(from, h),
             Some(MsgKind::CancelReq) => {
                 let removed = self
                     .matcher
@@ -193,7 +288,7 @@ impl State {
                 }
                 self.reply(from, answer);
             }
-            Some(MsgKind::CancelAck) => self.on_cancel_ack(h),
+            Some(MsgKind::CancelAck) => self.on_cancel_ack(from, h),
             Some(MsgKind::Port) => self.on_port_chunk(from, h, payload),
             Some(MsgKind::Bye) => {
                 if let Ok(vc) = self.pgs.vc(from) {
@@ -274,14 +369,12 @@ impl State {
     }
 
     fn on_rts(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
-        let Some(pid) = payload
-            .get(..4)
-            .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        else {
+        // The sender's pid (unused, see `pid_bytes`), then maybe a key.
+        if payload.len() < 4 {
             return self.fail(format!(
                 "rank {from} sent a rendezvous request without its pid"
             ));
-        };
+        }
         let key = if h.flags & FLAG_RMA_KEY != 0 {
             match payload.get(4..12) {
                 Some(k) => Some(u64::from_le_bytes(k.try_into().expect("8 bytes"))),
@@ -302,7 +395,6 @@ impl State {
         let rts = Unexpected::Rts {
             len: h.len,
             addr: h.aux,
-            pid,
             key,
             sreq: h.sreq,
             vc: from,
@@ -318,7 +410,6 @@ impl State {
         let Unexpected::Rts {
             len,
             addr,
-            pid,
             key,
             sreq,
             vc: from,
@@ -346,7 +437,13 @@ impl State {
         }
         if self.cma_allowed && want > 0 {
             if let Ok(vc) = self.pgs.vc(from) {
-                if vc.cma != CmaState::Refused && matches!(vc.route, Route::Shm(_)) {
+                // The pid of the process at that shm slot, never one the
+                // peer names (0 until the slot is seen attached).
+                let pid = match vc.route {
+                    Route::Shm(peer) => self.shm_pids.get(peer).copied().unwrap_or(0),
+                    _ => 0,
+                };
+                if vc.cma != CmaState::Refused && pid != 0 {
                     // SAFETY: the receive owns `buf..buf+cap`, want <= cap.
                     let dst = unsafe { std::slice::from_raw_parts_mut(buf, want) };
                     match cma::read(pid, addr, dst) {
@@ -431,16 +528,21 @@ impl State {
             Ok(Route::Netmod(_)) => self.net_piece,
             _ => self.shm_piece,
         };
+        if !self.names_send_to(from, h.sreq, "a Cts") {
+            return;
+        }
         let Some(Req {
             op: Op::Send(s), ..
         }) = self.requests.get_mut(h.sreq)
         else {
             return;
         };
-        s.acked = true;
+        if let Err(why) = s.on_cts() {
+            return self.misbehaved(from, why);
+        }
         let want = (h.len as usize).min(s.len);
         if want == 0 {
-            return self.transmitted(h.sreq);
+            return self.streamed(h.sreq);
         }
         let header = WireHeader {
             kind: MsgKind::Data as u8,
@@ -545,6 +647,21 @@ impl State {
         NonNull::new(unsafe { r.buf.add(h.len as usize) })
     }
 
+    /// The netmod peer that may be writing into receive `id`'s buffer now:
+    /// it streams to it (and may have been given the buffer, `placement`)
+    /// or we read from it into it (`rma.rs`).
+    pub fn netmod_writer(&mut self, id: u64) -> Option<VcId> {
+        let from = match self.requests.get(id)?.op {
+            Op::Recv(RecvOp {
+                phase: RecvPhase::Streaming { from, .. } | RecvPhase::Reading { from },
+                ..
+            }) => from,
+            _ => return None,
+        };
+        let vc = self.pgs.vc(from).ok()?;
+        matches!(vc.route, Route::Netmod(_)).then_some(from)
+    }
+
     /// Eager bytes from `from` reached their receive: owe the sender that
     /// much credit, and return it once a quarter window has piled up.
     #[inline]
@@ -607,11 +724,14 @@ impl State {
         let Some(req) = self.requests.get_mut(id) else {
             return;
         };
-        if let Op::Recv(r) = &mut req.op {
-            if r.phase == RecvPhase::Posted {
-                self.matcher.cancel_posted(id);
+        match &mut req.op {
+            Op::Recv(r) => {
+                if r.phase == RecvPhase::Posted {
+                    self.matcher.cancel_posted(id);
+                }
+                r.phase = RecvPhase::Done;
             }
-            r.phase = RecvPhase::Done;
+            Op::Send(s) => s.fail(),
         }
         req.status.error = Some(MsgError::PeerFailed { rank: vc.rank() });
         self.complete(id);
@@ -657,20 +777,24 @@ impl State {
         self.rma.forget(id);
     }
 
-    fn on_cancel_ack(&mut self, h: &WireHeader) {
+    fn on_cancel_ack(&mut self, from: VcId, h: &WireHeader) {
+        if !self.names_send_to(from, h.sreq, "a CancelAck") {
+            return;
+        }
         let Some(req) = self.requests.get_mut(h.sreq) else {
             return;
         };
         let Op::Send(s) = &mut req.op else {
             return;
         };
-        s.cancel_pending = false;
-        if h.flags & FLAG_CANCELLED != 0 {
-            req.status.cancelled = true;
-            self.complete(h.sreq);
-        } else {
-            self.maybe_complete_send(h.sreq);
+        let cancelled = h.flags & FLAG_CANCELLED != 0;
+        if let Err(why) = s.on_cancel_ack(cancelled) {
+            return self.misbehaved(from, why);
         }
+        if cancelled {
+            req.status.cancelled = true;
+        }
+        self.maybe_complete_send(h.sreq);
     }
 }
 
@@ -749,18 +873,9 @@ impl Core {
             self.spend_credit(route, a.dest, a.len);
         }
         let id = self.st.requests.insert(Req {
-            op: Op::Send(SendOp {
-                vc: a.dest,
-                buf: a.buf,
-                len: a.len,
-                context: a.context,
-                tag: a.tag,
-                needs_ack: a.sync || !eager,
-                transmitted: false,
-                acked: false,
-                cancel_pending: false,
-                rma_key: None,
-            }),
+            op: Op::Send(SendOp::new(
+                a.dest, a.buf, a.len, a.context, a.tag, eager, a.sync,
+            )),
             status: Status::default(),
             complete: false,
             detached: false,
@@ -890,10 +1005,9 @@ impl Core {
                 }
             }
             Op::Send(s) => {
-                if s.acked || s.cancel_pending || req.status.cancelled {
+                if !s.start_cancel() {
                     return Ok(());
                 }
-                s.cancel_pending = true;
                 req.complete = false;
                 let (vc, context) = (s.vc, s.context);
                 let item = Outgoing::Msg {
@@ -934,3 +1048,7 @@ impl Core {
         }
     }
 }
+
+#[cfg(test)]
+#[path = "protocol_tests.rs"]
+pub(crate) mod tests;

@@ -5,7 +5,9 @@
 //! use the engine makes of them, even if a request handle is leaked with
 //! `mem::forget`. If the closure panics, unmatched receives are withdrawn and
 //! queued sends dropped (the engine stops touching their buffers) before the
-//! panic continues.
+//! panic continues; if a netmod may still be writing into one of its receive
+//! buffers (a rendezvous receive under way over the netmod), the process
+//! aborts instead (`Inner::abandon`).
 
 use std::cell::RefCell;
 use std::marker::PhantomData;
@@ -40,14 +42,14 @@ where
             for &id in &ids {
                 // A failed engine cannot finish them: stop touching buffers.
                 if inner.wait(id).is_err() {
-                    inner.abandon(&ids);
+                    inner.abandon(&ids, false);
                     break;
                 }
             }
             value
         }
         Err(panic) => {
-            inner.abandon(&ids);
+            inner.abandon(&ids, true);
             resume_unwind(panic)
         }
     }

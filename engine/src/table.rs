@@ -9,23 +9,184 @@
 use crate::pg::VcId;
 use crate::status::Status;
 
-/// The sending side of an operation.
+/// The sending side of an operation. Its phase moves only through the
+/// methods below, each of which says whether the step was allowed.
 pub struct SendOp {
     pub vc: VcId,
     pub buf: *const u8,
     pub len: usize,
     pub context: u32,
     pub tag: i32,
-    /// Complete only once the receiver has matched (ssend, rendezvous).
-    pub needs_ack: bool,
-    /// Every byte has been handed to a transport (or read by the peer).
-    pub transmitted: bool,
-    pub acked: bool,
-    /// A cancel request is out; completion waits for its answer.
-    pub cancel_pending: bool,
     /// The buffer is registered with the netmod for the receiver to read
     /// (`rma.rs`); released when the send completes.
     pub rma_key: Option<u64>,
+    phase: SendPhase,
+    /// A cancel request is out; completion waits for its answer.
+    cancel_pending: bool,
+}
+
+/// Where a send stands (the send state machine; `protocol.rs` has the
+/// messages that move it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SendPhase {
+    /// An eager message waiting in its VC's queue, which points at the
+    /// buffer. Next: `Sent` (standard) or `AwaitingAck` (synchronous) once
+    /// the transport takes it.
+    Queued { sync: bool },
+    /// An eager standard send the transport took: finished, though a cancel
+    /// may still withdraw it at the receiver.
+    Sent,
+    /// A synchronous eager send the transport took: waits for `Ack`.
+    AwaitingAck,
+    /// The rendezvous request is out (or queued): waits for `Ack` (the
+    /// receiver read the buffer) or `Cts` (stream it).
+    RtsSent,
+    /// The receiver asked for the data: `Data` pieces are queued or going
+    /// out from the buffer.
+    Streaming,
+    /// Matched, and every byte out or read.
+    Done,
+    /// Withdrawn at the receiver by a cancel.
+    Cancelled,
+    /// Given up (its peer failed, or the send was abandoned).
+    Failed,
+}
+
+impl SendOp {
+    /// A send that starts as an eager message (`eager`) or a rendezvous
+    /// request.
+    pub fn new(
+        vc: VcId,
+        buf: *const u8,
+        len: usize,
+        context: u32,
+        tag: i32,
+        eager: bool,
+        sync: bool,
+    ) -> SendOp {
+        SendOp {
+            vc,
+            buf,
+            len,
+            context,
+            tag,
+            rma_key: None,
+            phase: if eager {
+                SendPhase::Queued { sync }
+            } else {
+                SendPhase::RtsSent
+            },
+            cancel_pending: false,
+        }
+    }
+
+    #[cfg(test)]
+    pub fn phase(&self) -> SendPhase {
+        self.phase
+    }
+
+    /// The request may complete: nothing reads the buffer any more and no
+    /// answer is awaited.
+    pub fn finished(&self) -> bool {
+        !self.cancel_pending
+            && matches!(
+                self.phase,
+                SendPhase::Sent | SendPhase::Done | SendPhase::Cancelled | SendPhase::Failed
+            )
+    }
+
+    /// The transport took the eager message.
+    pub fn taken(&mut self) {
+        if let SendPhase::Queued { sync } = self.phase {
+            self.phase = if sync {
+                SendPhase::AwaitingAck
+            } else {
+                SendPhase::Sent
+            };
+        }
+    }
+
+    /// The transport took the last `Data` piece.
+    pub fn streamed(&mut self) {
+        if self.phase == SendPhase::Streaming {
+            self.phase = SendPhase::Done;
+        }
+    }
+
+    /// The receiver matched a synchronous send, or read a rendezvous
+    /// message: only then may an `Ack` finish the send.
+    pub fn on_ack(&mut self) -> Result<(), &'static str> {
+        match self.phase {
+            SendPhase::AwaitingAck | SendPhase::RtsSent => {
+                self.phase = SendPhase::Done;
+                Ok(())
+            }
+            SendPhase::Queued { .. } => Err("an Ack for a message not sent yet"),
+            SendPhase::Sent => Err("an Ack for a send that asked for none"),
+            SendPhase::Streaming => Err("an Ack for a message it asked to have streamed"),
+            SendPhase::Done | SendPhase::Cancelled | SendPhase::Failed => {
+                Err("an Ack for a finished send")
+            }
+        }
+    }
+
+    /// The receiver asks for the rendezvous data: once, and only after a
+    /// rendezvous request.
+    pub fn on_cts(&mut self) -> Result<(), &'static str> {
+        match self.phase {
+            SendPhase::RtsSent => {
+                self.phase = SendPhase::Streaming;
+                Ok(())
+            }
+            SendPhase::Streaming => Err("a second Cts for one message"),
+            _ => Err("a Cts for a send that sent no rendezvous request or was answered"),
+        }
+    }
+
+    /// Ask to cancel: `false` if there is nothing to cancel (matched,
+    /// streaming, finished, or a cancel already out).
+    pub fn start_cancel(&mut self) -> bool {
+        let open = matches!(
+            self.phase,
+            SendPhase::Queued { .. }
+                | SendPhase::Sent
+                | SendPhase::AwaitingAck
+                | SendPhase::RtsSent
+        );
+        if !open || self.cancel_pending {
+            return false;
+        }
+        self.cancel_pending = true;
+        true
+    }
+
+    /// The answer to our cancel request (`cancelled`: the receiver
+    /// withdrew the message). A withdrawn message was never matched, so
+    /// never streamed or acknowledged, and it was sent before the cancel.
+    pub fn on_cancel_ack(&mut self, cancelled: bool) -> Result<(), &'static str> {
+        if !self.cancel_pending {
+            return Err("a CancelAck for a send not being cancelled");
+        }
+        if cancelled {
+            match self.phase {
+                SendPhase::Sent | SendPhase::AwaitingAck | SendPhase::RtsSent => {
+                    self.phase = SendPhase::Cancelled
+                }
+                SendPhase::Queued { .. } => {
+                    return Err("a CancelAck withdrawing a message not sent yet")
+                }
+                _ => return Err("a CancelAck withdrawing a message it had matched"),
+            }
+        }
+        self.cancel_pending = false;
+        Ok(())
+    }
+
+    /// Give up: the peer failed or the send was abandoned.
+    pub fn fail(&mut self) {
+        self.phase = SendPhase::Failed;
+        self.cancel_pending = false;
+    }
 }
 
 /// Where a receive stands.
@@ -151,18 +312,6 @@ impl RequestTable {
             Slot::Live(req) => Some(req),
             Slot::Free { .. } => None,
         }
-    }
-
-    /// `id` is a receive whose rendezvous data is arriving (streamed or
-    /// read): a netmod may be writing into its buffer.
-    pub fn is_streaming(&self, id: u64) -> bool {
-        matches!(
-            self.get(id).map(|r| &r.op),
-            Some(Op::Recv(RecvOp {
-                phase: RecvPhase::Streaming { .. } | RecvPhase::Reading { .. },
-                ..
-            }))
-        )
     }
 
     /// Requests in flight (for diagnostics).

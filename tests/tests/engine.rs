@@ -670,6 +670,36 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
     }
 }
 
+/// A panic inside a scope whose receive is being filled through the
+/// netmod (rendezvous streamed over tcp) aborts the process: the unwind
+/// would free the buffer the netmod writes into. rivetrun reports rank 0
+/// killed by SIGABRT, with the engine's reason on stderr.
+#[test]
+fn a_panic_over_a_live_receive_buffer_aborts() {
+    let _serial = serial();
+    for env in TCP {
+        let mut cmd = rivetrun(&["-n", "2"]);
+        cmd.arg(bin("engine_check")).arg("panic");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        has(
+            &o,
+            "engine_check panic: rank 0 panics with its receive under way",
+        );
+        assert_eq!(o.code(), Some(128 + 6), "{env:?}: {}", o.show());
+        assert!(
+            o.stderr.contains("rank 0 was killed by signal 6 (SIGABRT)"),
+            "{env:?}: {}",
+            o.show()
+        );
+        assert!(
+            o.stderr
+                .contains("rivet: a panic is unwinding while rank 1 may still be writing"),
+            "{env:?}: {}",
+            o.show()
+        );
+    }
+}
+
 /// A rank that finalizes and exits early says goodbye first: the other
 /// ranks' `ANY_SOURCE` receives do not fail when its connection closes.
 #[test]

@@ -78,7 +78,8 @@ pub struct Ports {
     next_tag: u64,
     /// Open ports: tag → temporary VCs connected to it, not yet accepted.
     open: HashMap<u64, VecDeque<VcId>, FxBuildHasher>,
-    /// Connections to tags not open: the netmod closes them after its poll.
+    /// Connections the netmod closes after its poll: to tags not open, and
+    /// from peers that broke the protocol (`State::misbehaved`).
     pub refused: Vec<PeerId>,
     inbox: HashMap<VcId, Inbox, FxBuildHasher>,
 }
@@ -289,6 +290,51 @@ impl crate::core::Core {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::tests::state;
+    use rivet_netmods::{peer_id, TEMP_GROUP};
+
+    fn header(kind: MsgKind, len: u64) -> WireHeader {
+        WireHeader {
+            kind: kind as u8,
+            len,
+            ..WireHeader::default()
+        }
+    }
+
+    /// A port connection carries `Port` messages only: anything else is
+    /// refused (not matched) and the connection is dropped as bad; and a
+    /// `Port` message on a rank's VC is refused too.
+    #[test]
+    fn temporary_vcs_carry_only_port_messages() {
+        let mut st = state(2, false);
+        st.ports.open.insert(5, VecDeque::new());
+        let (good, bad) = (peer_id(TEMP_GROUP, 1), peer_id(TEMP_GROUP, 2));
+        st.port_connection(good, 5);
+        st.port_connection(bad, 5);
+        let (good, bad) = (VcId::from_peer(good), VcId::from_peer(bad));
+        st.deliver(good, &header(MsgKind::Port, 2), b"hi");
+        assert_eq!(
+            st.ports.inbox[&good].done.front().map(Vec::as_slice),
+            Some(&b"hi"[..])
+        );
+
+        st.deliver(bad, &header(MsgKind::Eager, 2), b"hi");
+        assert!(
+            st.matcher
+                .probe(0, crate::ANY_SOURCE, crate::ANY_TAG)
+                .is_none(),
+            "a port connection's message reached matching"
+        );
+        assert!(st.pgs.vc(bad).is_ok_and(|vc| vc.failed));
+        assert_eq!(st.ports.refused, [bad.0], "its connection is closed");
+        assert!(!st.pgs.vc(good).unwrap().failed);
+
+        let rank = VcId::world(1);
+        st.ports.inbox.insert(rank, Inbox::default());
+        st.deliver(rank, &header(MsgKind::Port, 2), b"hi");
+        assert!(st.ports.inbox[&rank].done.is_empty());
+        assert!(st.pgs.vc(rank).unwrap().failed);
+    }
 
     #[test]
     fn port_names_round_trip_and_bad_ones_are_refused() {

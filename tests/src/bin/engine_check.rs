@@ -33,6 +33,9 @@
 //!   with rank 2 and exit cleanly.
 //! - `readkill` (2, a netmod, under `rivetrun --disable-auto-cleanup`):
 //!   rank 1 dies while rank 0 pulls its 48 MiB rendezvous message.
+//! - `panic` (2, a netmod): rank 0 panics inside a scope while its
+//!   receive of rank 1's rendezvous message is under way; the process must
+//!   abort (SIGABRT) rather than unwind past the buffer the netmod writes.
 //! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
 //!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
 //!   fills only afterwards: a peer that finished must not fail it.
@@ -137,6 +140,10 @@ fn main() {
         "readkill" => {
             need(2);
             readkill(&world)
+        }
+        "panic" => {
+            need(2);
+            panic_mid_rendezvous(&world)
         }
         "dup" => dup(&world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1878,6 +1885,33 @@ fn readkill(world: &Comm) {
                 }
             };
             println!("engine_check readkill: rank 0's receive ended: {outcome}");
+        }
+    }
+}
+
+/// `panic`: rank 0 waits until rank 1's 16 MiB rendezvous request has
+/// arrived, posts the receive in a scope (it matches at once and the data
+/// starts flowing into the buffer through the netmod) and panics. The
+/// unwind would free the buffer under the netmod: the engine must abort.
+fn panic_mid_rendezvous(world: &Comm) {
+    const LEN: usize = 16 << 20;
+    match world.rank() {
+        1 => {
+            let data = sized_pattern(LEN, 3);
+            // Rank 0 dies meanwhile: this fails, or the job ends first.
+            let _ = world.send(&data, 0, 5);
+            println!("engine_check panic: rank 1's send ended");
+        }
+        _ => {
+            let mut buf = vec![0u8; LEN];
+            world.probe(1, 5).or_die("probe");
+            world.scope(|s| {
+                let _big = s.irecv(&mut buf, 1, 5).or_die("irecv");
+                println!("engine_check panic: rank 0 panics with its receive under way");
+                let _ = std::io::stdout().flush();
+                panic!("engine_check panic: a deliberate panic inside the scope");
+            });
+            die("the scope returned after a panic");
         }
     }
 }
