@@ -36,6 +36,8 @@ pub(crate) fn state(size: u32, one_node: bool) -> State {
         failed_peers: Vec::new(),
         ports: Ports::default(),
         rma: RmaState::default(),
+        completions: 0,
+        spare: Default::default(),
     }
 }
 
