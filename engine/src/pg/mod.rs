@@ -16,65 +16,23 @@
 
 mod desc;
 mod foreign;
+pub(crate) mod id;
 mod vc;
 mod vcrt;
 mod world;
 
 use std::collections::HashMap;
 
-use rivet_netmods::{peer_id, split_peer, FxBuildHasher, PeerId, TEMP_GROUP};
+use rivet_netmods::{FxBuildHasher, PeerId, TEMP_GROUP};
 
 pub use desc::{GroupDesc, MemberDesc};
 pub use foreign::ForeignPg;
+pub use id::VcId;
 pub use vc::{CmaState, Outgoing, Route, Vc};
 pub use vcrt::Vcrt;
 pub use world::ProcessGroup;
 
 use crate::error::{Error, Result};
-
-/// A VC's name: (process-group slot, rank in that group). The same number is
-/// the netmod's peer id for it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct VcId(pub u64);
-
-impl VcId {
-    #[inline]
-    pub const fn world(rank: u32) -> VcId {
-        VcId(rank as u64)
-    }
-
-    pub fn new(group: u32, rank: u32) -> VcId {
-        VcId(peer_id(group, rank))
-    }
-
-    pub fn from_peer(peer: PeerId) -> VcId {
-        VcId(peer)
-    }
-
-    #[inline]
-    pub fn group(self) -> u32 {
-        split_peer(self.0).0
-    }
-
-    #[inline]
-    pub fn rank(self) -> u32 {
-        split_peer(self.0).1
-    }
-
-    pub fn is_temp(self) -> bool {
-        self.group() == TEMP_GROUP
-    }
-}
-
-impl std::fmt::Display for VcId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self.group() {
-            0 => write!(f, "rank {}", self.rank()),
-            TEMP_GROUP => write!(f, "port connection {}", self.rank()),
-            g => write!(f, "rank {} of process group #{g}", self.rank()),
-        }
-    }
-}
 
 /// Live objects of the PG/VC layer, for tests and `--info`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -120,7 +120,7 @@ impl ShmConfig {
         ];
         for (name, field) in fields {
             if let Some(v) = get(name) {
-                *field = crate::config::parse_size(&v).map_err(|why| ShmError::Config {
+                *field = rivet_netmods::parse_size(&v).map_err(|why| ShmError::Config {
                     name,
                     value: v.clone(),
                     why,
