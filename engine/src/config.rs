@@ -38,6 +38,9 @@ pub enum NetmodChoice {
 pub struct Config {
     /// Largest message sent eagerly over shared memory.
     pub shm_eager_max: usize,
+    /// Rendezvous messages over shared memory from this size on are copied
+    /// by both sides at once (`copy.rs`); 0: never.
+    pub shm_split_min: usize,
     pub lmt: LmtMode,
     pub yield_mode: YieldMode,
     pub netmod: NetmodChoice,
@@ -53,6 +56,10 @@ pub struct Config {
 /// Measured on the development machine (BENCHMARKS.md): below this the copy
 /// through a cell beats the rendezvous round trip.
 pub const DEFAULT_SHM_EAGER_MAX: usize = 16 * 1024;
+
+/// From here on a shared-memory rendezvous copy is split between the two
+/// ranks (BENCHMARKS.md, "bandwidth above one copy").
+pub const DEFAULT_SHM_SPLIT_MIN: usize = 64 * 1024;
 
 /// Per peer: 64 full-size eager messages of the tcp default.
 pub const DEFAULT_EAGER_WINDOW: usize = 4 << 20;
@@ -98,6 +105,7 @@ impl Config {
         };
         Ok(Config {
             shm_eager_max: shm.or(general).unwrap_or(DEFAULT_SHM_EAGER_MAX),
+            shm_split_min: size_var(&var, "RIVET_SHM_SPLIT_MIN")?.unwrap_or(DEFAULT_SHM_SPLIT_MIN),
             lmt,
             yield_mode,
             netmod,

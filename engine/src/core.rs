@@ -83,6 +83,10 @@ pub struct State {
     pub shm_piece: usize,
     /// Single-copy reads may be tried (mode and init probe allow it).
     pub cma_allowed: bool,
+    /// Single-copy messages from this size on are copied by both sides
+    /// (0: never); the copies under way (`copy.rs`).
+    pub split_min: usize,
+    pub copies: crate::copy::Copies,
     /// The pid of each local rank as its slot in the node segment says,
     /// for single-copy reads; empty until every local rank has attached.
     pub shm_pids: Vec<u32>,
@@ -192,6 +196,12 @@ impl Core {
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
+        }
+        if self.st.copies.busy() {
+            events += self.copy_progress();
+            if !self.st.pending_vcs.is_empty() {
+                events += self.flush();
+            }
         }
         events
     }

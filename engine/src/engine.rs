@@ -235,6 +235,8 @@ impl<T: Threading> Engine<T> {
             shm_eager_max,
             shm_piece,
             cma_allowed: cma_probe.is_ok(),
+            split_min: config.shm_split_min,
+            copies: Default::default(),
             shm_pids: Vec::new(),
             net_eager_max: limits.map_or(0, |l| l.eager_max),
             net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
@@ -397,6 +399,13 @@ impl<T: Threading> Engine<T> {
                     core.st.ports.open_count()
                 ),
             ));
+            if core.shm.is_some() {
+                let c = &core.st.copies;
+                items.push((
+                    "shm.single_copy_reads".into(),
+                    format!("{} whole, {} shared with the sender", c.whole, c.shared),
+                ));
+            }
             if core.netmod.is_some() {
                 let r = &core.st.rma;
                 items.push((
@@ -486,7 +495,14 @@ fn describe(
     );
     let lmt = match (config.lmt, cma) {
         (LmtMode::Copy, _) => "copy (pipelined through cells)".to_string(),
-        (_, Ok(())) => "cma (process_vm_readv single copy; copy if a peer refuses)".to_string(),
+        (_, Ok(())) => format!(
+            "cma (process_vm_readv single copy; from {} on the sender writes half with \
+             process_vm_writev meanwhile, RIVET_SHM_SPLIT_MIN; copy if a peer refuses)",
+            match config.shm_split_min {
+                0 => "never".to_string(),
+                n => format!("{n} B"),
+            }
+        ),
         (_, Err(why)) => format!("copy ({why})"),
     };
     add("shm.large_messages", lmt);
@@ -660,23 +676,24 @@ impl Inner {
     /// ending on an error or unwinding from a panic (`unwinding`), or a
     /// blocking call that failed or is unwinding.
     ///
-    /// The rule: no buffer is released while a netmod or a netmod read may
-    /// still write into it, i.e. a receive streaming from a netmod peer
-    /// (the netmod may have been handed the buffer, `State::placement`) or
-    /// reading from one (`rma.rs`). Such a receive is finished first (or
+    /// The rule: no buffer is released while a netmod, a netmod read or a
+    /// peer's single-copy write may still write into it, i.e. a receive
+    /// streaming from a netmod peer (the netmod may have been handed the
+    /// buffer, `State::placement`), reading from one (`rma.rs`), or sharing
+    /// its copy with a shared-memory sender (`copy.rs`). Such a receive is finished first (or
     /// failed with its peer) if the engine can still do that; during a
     /// panic, or once the engine has failed, the process aborts instead:
     /// an unwind must not free memory the netmod is writing, and waiting
     /// inside it for a peer could hang forever. Everything else is
-    /// withdrawn at once: shared-memory copies and single-copy reads are
-    /// done under the engine lock, and a transport copies what it takes of
-    /// a send.
+    /// withdrawn at once: shared-memory copies and our own single-copy
+    /// reads are done under the engine lock, and a transport copies what
+    /// it takes of a send.
     pub(crate) fn abandon(&self, ids: &[u64], unwinding: bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
             {
                 let mut core = self.lock_even_finalized();
-                let writer = ids.iter().find_map(|&id| core.st.netmod_writer(id));
+                let writer = ids.iter().find_map(|&id| core.st.remote_writer(id));
                 let Some(from) = writer else {
                     core.abandon(ids);
                     return;

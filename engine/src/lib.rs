@@ -29,6 +29,7 @@ mod backoff;
 mod collective;
 mod comm;
 mod config;
+mod copy;
 mod core;
 mod dynamic;
 mod engine;

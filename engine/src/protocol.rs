@@ -210,7 +210,7 @@ impl State {
     /// `sreq`: it must name a live send to `from`. A stale handle (the send
     /// was freed) is ignored; a handle naming another peer's send, or a
     /// receive, is a protocol violation (`misbehaved`).
-    fn names_send_to(&mut self, from: VcId, sreq: u64, what: &str) -> bool {
+    pub(crate) fn names_send_to(&mut self, from: VcId, sreq: u64, what: &str) -> bool {
         let why = match self.requests.get(sreq) {
             None => return false,
             Some(Req {
@@ -290,6 +290,8 @@ impl State {
             }
             Some(MsgKind::CancelAck) => self.on_cancel_ack(from, h),
             Some(MsgKind::Port) => self.on_port_chunk(from, h, payload),
+            Some(MsgKind::Write) => self.on_write(from, h, payload),
+            Some(MsgKind::Written) => self.on_written(from, h),
             Some(MsgKind::Bye) => {
                 if let Ok(vc) = self.pgs.vc(from) {
                     vc.finalized = true;
@@ -443,12 +445,25 @@ impl State {
                     Route::Shm(peer) => self.shm_pids.get(peer).copied().unwrap_or(0),
                     _ => 0,
                 };
+                if vc.cma == CmaState::Works && self.split_min != 0 && want >= self.split_min {
+                    return self.start_split_copy(
+                        rreq,
+                        from,
+                        pid,
+                        addr,
+                        buf,
+                        want,
+                        env.context,
+                        sreq,
+                    );
+                }
                 if vc.cma != CmaState::Refused && pid != 0 {
                     // SAFETY: the receive owns `buf..buf+cap`, want <= cap.
                     let dst = unsafe { std::slice::from_raw_parts_mut(buf, want) };
                     match cma::read(pid, addr, dst) {
                         Ok(()) => {
                             vc.cma = CmaState::Works;
+                            self.copies.whole += 1;
                             self.set_recv_phase(rreq, RecvPhase::Done);
                             self.complete(rreq);
                             self.reply(from, control(MsgKind::Ack, env.context, sreq));
@@ -647,11 +662,17 @@ impl State {
         NonNull::new(unsafe { r.buf.add(h.len as usize) })
     }
 
-    /// The netmod peer that may be writing into receive `id`'s buffer now:
-    /// it streams to it (and may have been given the buffer, `placement`)
-    /// or we read from it into it (`rma.rs`).
-    pub fn netmod_writer(&mut self, id: u64) -> Option<VcId> {
+    /// The peer that may be writing into receive `id`'s buffer now from
+    /// outside the engine lock: a netmod peer that streams to it (and may
+    /// have been given the buffer, `placement`) or that we read from into
+    /// it (`rma.rs`), or a shared-memory peer writing its part of a shared
+    /// copy (`copy.rs`).
+    pub fn remote_writer(&mut self, id: u64) -> Option<VcId> {
         let from = match self.requests.get(id)?.op {
+            Op::Recv(RecvOp {
+                phase: RecvPhase::Copying { from, .. },
+                ..
+            }) => return Some(from),
             Op::Recv(RecvOp {
                 phase: RecvPhase::Streaming { from, .. } | RecvPhase::Reading { from },
                 ..
@@ -726,14 +747,20 @@ impl State {
         };
         match &mut req.op {
             Op::Recv(r) => {
+                let copying = matches!(r.phase, RecvPhase::Copying { .. });
                 if r.phase == RecvPhase::Posted {
                     self.matcher.cancel_posted(id);
                 }
                 r.phase = RecvPhase::Done;
+                if copying {
+                    self.forget_copy(id);
+                }
             }
             Op::Send(s) => s.fail(),
         }
-        req.status.error = Some(MsgError::PeerFailed { rank: vc.rank() });
+        if let Some(req) = self.requests.get_mut(id) {
+            req.status.error = Some(MsgError::PeerFailed { rank: vc.rank() });
+        }
         self.complete(id);
     }
 
@@ -764,9 +791,9 @@ impl State {
                             r.source_vc == Some(id)
                                 || (any_source_too && r.source == crate::ANY_SOURCE)
                         }
-                        RecvPhase::Streaming { from, .. } | RecvPhase::Reading { from } => {
-                            from == id
-                        }
+                        RecvPhase::Streaming { from, .. }
+                        | RecvPhase::Reading { from }
+                        | RecvPhase::Copying { from, .. } => from == id,
                         RecvPhase::Done => false,
                     },
                 }

@@ -16,19 +16,26 @@ use crate::table::{RequestTable, SendPhase};
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
 /// node (every peer through the netmod).
 pub(crate) fn state(size: u32, one_node: bool) -> State {
+    state_of(size, one_node, 0)
+}
+
+/// As [`state`], for rank `rank`.
+pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
     let mapping = match one_node {
         true => format!("(vector,(0,1,{size}))"),
         false => format!("(vector,(0,{size},1))"),
     };
-    let map = NodeMap::from_mapping(&mapping, size, 0);
+    let map = NodeMap::from_mapping(&mapping, size, rank);
     State {
-        pgs: Pgs::new(ProcessGroup::new("test".into(), size, 0, map, 1 << 20)),
+        pgs: Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
         requests: RequestTable::new(),
         matcher: Matcher::new(),
         pending_vcs: Vec::new(),
         shm_eager_max: 1024,
         shm_piece: 1024,
         cma_allowed: false,
+        split_min: 0,
+        copies: Default::default(),
         shm_pids: Vec::new(),
         net_eager_max: 1024,
         net_piece: 1024,

@@ -44,6 +44,9 @@ pub enum SendPhase {
     /// The receiver asked for the data: `Data` pieces are queued or going
     /// out from the buffer.
     Streaming,
+    /// The receiver asked us to write part of the data into its buffer
+    /// (`Write`, shared memory): the write is queued. Next: `AwaitingAck`.
+    Writing,
     /// Matched, and every byte out or read.
     Done,
     /// Withdrawn at the receiver by a cancel.
@@ -124,6 +127,7 @@ impl SendOp {
             SendPhase::Queued { .. } => Err("an Ack for a message not sent yet"),
             SendPhase::Sent => Err("an Ack for a send that asked for none"),
             SendPhase::Streaming => Err("an Ack for a message it asked to have streamed"),
+            SendPhase::Writing => Err("an Ack before our part of the copy was written"),
             SendPhase::Done | SendPhase::Cancelled | SendPhase::Failed => {
                 Err("an Ack for a finished send")
             }
@@ -140,6 +144,26 @@ impl SendOp {
             }
             SendPhase::Streaming => Err("a second Cts for one message"),
             _ => Err("a Cts for a send that sent no rendezvous request or was answered"),
+        }
+    }
+
+    /// The receiver asks us to write part of a rendezvous message: once,
+    /// only after a rendezvous request.
+    pub fn on_write(&mut self) -> Result<(), &'static str> {
+        match self.phase {
+            SendPhase::RtsSent => {
+                self.phase = SendPhase::Writing;
+                Ok(())
+            }
+            SendPhase::Writing => Err("a second Write for one message"),
+            _ => Err("a Write for a send that sent no rendezvous request or was answered"),
+        }
+    }
+
+    /// Our part is written (or refused): the receiver's `Ack` ends it.
+    pub fn written(&mut self) {
+        if self.phase == SendPhase::Writing {
+            self.phase = SendPhase::AwaitingAck;
         }
     }
 
@@ -205,6 +229,13 @@ pub enum RecvPhase {
     /// netmod one-sided read (`rma.rs`).
     Reading {
         from: VcId,
+    },
+    /// Matched a large message over shared memory whose copy it shares
+    /// with the sender (`Write`): `parts` copies are outstanding (ours,
+    /// the sender's); the sender may be writing into the buffer.
+    Copying {
+        from: VcId,
+        parts: u8,
     },
     Done,
 }

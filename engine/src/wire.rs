@@ -35,6 +35,15 @@ pub enum MsgKind {
     /// A chunk of a message on a temporary port connection (connect /
     /// accept): `len` is the whole message's size, `aux` this chunk's offset.
     Port = 10,
+    /// Shared memory, a large rendezvous message the receiver copies with
+    /// the sender's help: "write your bytes from offset `len` on into my
+    /// buffer at `aux`" (payload: the byte count, then the receive's
+    /// handle, little-endian u64s); `sreq` names the send. The receiver
+    /// reads the part before `len` meanwhile.
+    Write = 11,
+    /// Answer to `Write`: done (or, with `FLAG_FAILED`, refused: the
+    /// receiver copies that part itself); `aux` names the receive.
+    Written = 12,
 }
 
 impl MsgKind {
@@ -50,6 +59,8 @@ impl MsgKind {
             8 => MsgKind::Credit,
             9 => MsgKind::Bye,
             10 => MsgKind::Port,
+            11 => MsgKind::Write,
+            12 => MsgKind::Written,
             _ => return None,
         })
     }
@@ -62,6 +73,8 @@ pub const FLAG_CANCELLED: u8 = 2;
 /// In an `Rts`: the payload is the sender's pid and then the key of its
 /// buffer, registered for one-sided reads over the netmod (`rma.rs`).
 pub const FLAG_RMA_KEY: u8 = 4;
+/// In a `Written`: the sender could not write its part.
+pub const FLAG_FAILED: u8 = 8;
 
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,6 +143,7 @@ mod tests {
         assert_eq!(MsgKind::from_u8(8), Some(MsgKind::Credit));
         assert_eq!(MsgKind::from_u8(9), Some(MsgKind::Bye));
         assert_eq!(MsgKind::from_u8(10), Some(MsgKind::Port));
-        assert_eq!(MsgKind::from_u8(11), None);
+        assert_eq!(MsgKind::from_u8(12), Some(MsgKind::Written));
+        assert_eq!(MsgKind::from_u8(13), None);
     }
 }

@@ -20,7 +20,8 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The settings the tests vary; cleared first so the caller's environment
 /// cannot leak into a case.
-const KNOBS: [&str; 21] = [
+const KNOBS: [&str; 22] = [
+    "RIVET_SHM_SPLIT_MIN",
     "RIVET_TCP_BACKEND",
     "RIVET_TCP_EAGER_MAX",
     "RIVET_TCP_PIECE",
@@ -297,6 +298,14 @@ fn every_size_arrives_intact_on_every_path() {
             &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_EAGER_MAX", "256")],
             &[("RIVET_SHM_LMT", "copy"), ("RIVET_EAGER_MAX", "1000")],
             &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "0")],
+            // Single copy, never shared with the sender.
+            &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_SPLIT_MIN", "0")],
+            // Shared from just above the eager limit: parts not page-sized.
+            &[
+                ("RIVET_SHM_LMT", "cma"),
+                ("RIVET_SHM_EAGER_MAX", "256"),
+                ("RIVET_SHM_SPLIT_MIN", "300"),
+            ],
         ],
         &[
             &[],
@@ -319,6 +328,31 @@ fn every_size_arrives_intact_on_every_path() {
             has(&o, &line);
         }
         has(&o, "from 0 to 4194305 bytes");
+        // Over shared memory with single copy, receives share the copy
+        // with the sender from RIVET_SHM_SPLIT_MIN on (default 64 KiB),
+        // once a first whole read has shown single copy works.
+        // (Where the kernel refuses single copy, everything is copied.)
+        let cma = rivet::shm::cma::probe().is_ok();
+        if cma
+            && !env
+                .iter()
+                .any(|(k, v)| *k == "RIVET_NETMOD" || *v == "copy")
+        {
+            let split = !env.contains(&("RIVET_SHM_SPLIT_MIN", "0"));
+            for rank in 0..2 {
+                let prefix = format!("engine_check sizes: rank {rank} single-copy reads: ");
+                let Some(l) = o.stdout.lines().find_map(|l| l.strip_prefix(&prefix)) else {
+                    panic!("{env:?}: no {prefix:?} line\n{}", o.show());
+                };
+                let count = |what: &str| -> u64 {
+                    let at = l.find(what).expect("count");
+                    let num = l[..at].trim_end().rsplit([' ', ',']).next().unwrap();
+                    num.parse().unwrap()
+                };
+                assert!(count(" whole") > 0, "{env:?}: rank {rank}: {l}");
+                assert_eq!(count(" shared") > 0, split, "{env:?}: rank {rank}: {l}");
+            }
+        }
         // Over ofi, rendezvous data is read by the receiver unless RMA is
         // off (both providers here offer FI_RMA); elsewhere nothing is read.
         let ofi = env.contains(&("RIVET_NETMOD", "ofi"));

@@ -29,13 +29,56 @@ const PROBE_MAGIC: u64 = 0x5249_5645_5443_4d41; // "RIVETCMA"
 /// Read `dst.len()` bytes at `remote_addr` in process `pid` into `dst`.
 /// Retries on `EINTR`, continues after short reads, splits huge reads.
 pub fn read(pid: u32, remote_addr: u64, dst: &mut [u8]) -> io::Result<()> {
-    if remote_addr.checked_add(dst.len() as u64).is_none() {
+    // SAFETY: `dst` is a live buffer we borrow mutably for the call.
+    unsafe {
+        transfer(
+            pid,
+            remote_addr,
+            dst.as_mut_ptr(),
+            dst.len(),
+            Direction::Read,
+        )
+    }
+}
+
+/// Write `src` to `remote_addr` in process `pid` (`process_vm_writev`),
+/// as [`read`] the other way: the other half of a copy both sides share.
+pub fn write(pid: u32, remote_addr: u64, src: &[u8]) -> io::Result<()> {
+    // SAFETY: `src` is a live buffer we borrow for the call; the kernel
+    // only reads it for a write.
+    unsafe {
+        transfer(
+            pid,
+            remote_addr,
+            src.as_ptr().cast_mut(),
+            src.len(),
+            Direction::Write,
+        )
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    Read,
+    Write,
+}
+
+/// # Safety
+/// `local..local+len` is valid for writes (`Read`) or reads (`Write`) for
+/// the call.
+unsafe fn transfer(
+    pid: u32,
+    remote_addr: u64,
+    local_base: *mut u8,
+    total: usize,
+    dir: Direction,
+) -> io::Result<()> {
+    if remote_addr.checked_add(total as u64).is_none() {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "remote address range overflows",
         ));
     }
-    let total = dst.len();
     let mut done = 0;
     while done < total {
         let empty = libc::iovec {
@@ -49,8 +92,7 @@ pub fn read(pid: u32, remote_addr: u64, dst: &mut [u8]) -> io::Result<()> {
         while cnt < IOVS && off < total {
             let len = CHUNK.min(total - off);
             local[cnt] = libc::iovec {
-                // SAFETY: `off < total`: in bounds of `dst`.
-                iov_base: unsafe { dst.as_mut_ptr().add(off) }.cast(),
+                iov_base: local_base.wrapping_add(off).cast(),
                 iov_len: len,
             };
             remote[cnt] = libc::iovec {
@@ -60,10 +102,15 @@ pub fn read(pid: u32, remote_addr: u64, dst: &mut [u8]) -> io::Result<()> {
             off += len;
             cnt += 1;
         }
-        // SAFETY: the local iovecs cover disjoint parts of `dst`, which we
-        // borrow mutably; the kernel validates the remote ones.
+        let call = match dir {
+            Direction::Read => libc::process_vm_readv,
+            Direction::Write => libc::process_vm_writev,
+        };
+        // SAFETY: the local iovecs cover disjoint parts of the caller's
+        // buffer, valid for this direction (function contract); the kernel
+        // validates the remote ones.
         let r = unsafe {
-            libc::process_vm_readv(
+            call(
                 pid as libc::pid_t,
                 local.as_ptr(),
                 cnt as libc::c_ulong,
@@ -82,7 +129,7 @@ pub fn read(pid: u32, remote_addr: u64, dst: &mut [u8]) -> io::Result<()> {
         if r == 0 {
             return Err(io::Error::new(
                 io::ErrorKind::UnexpectedEof,
-                "process_vm_readv read nothing: the remote range is not mapped",
+                "process_vm_readv/writev moved nothing: the remote range is not mapped",
             ));
         }
         done += r as usize;
@@ -172,5 +219,17 @@ mod tests {
         let mut b = [0u8; 16];
         assert!(read(std::process::id(), 8, &mut b).is_err());
         assert!(read(std::process::id(), u64::MAX - 4, &mut b).is_err());
+    }
+
+    #[test]
+    fn write_own_memory() {
+        if probe().is_err() {
+            return;
+        }
+        let src: Vec<u8> = (0..100_000).map(|i| (i % 253) as u8).collect();
+        let mut dst = vec![0u8; src.len()];
+        write(std::process::id(), dst.as_mut_ptr() as u64, &src).unwrap();
+        assert_eq!(src, dst);
+        assert!(write(std::process::id(), 8, &src[..16]).is_err());
     }
 }

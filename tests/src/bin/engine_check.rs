@@ -1299,6 +1299,14 @@ fn sizes(engine: &Engine, world: &Comm) {
     {
         println!("engine_check sizes: rank {me} rendezvous reads: {reads}");
     }
+    if let Some((_, reads)) = engine
+        .info()
+        .items
+        .iter()
+        .find(|(k, _)| k == "shm.single_copy_reads")
+    {
+        println!("engine_check sizes: rank {me} single-copy reads: {reads}");
+    }
 }
 
 // ---------------------------------------------------------------------------
