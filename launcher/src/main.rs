@@ -15,6 +15,7 @@ mod error;
 mod info;
 mod launch;
 mod nameserver;
+mod nonblocking;
 mod output;
 mod spawn;
 mod supervisor;

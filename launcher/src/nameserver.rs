@@ -23,7 +23,7 @@ use signal_hook::consts::{SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
 use crate::error::LaunchError;
-use crate::supervisor::{interest, write_unsent};
+use crate::nonblocking::{interest, write_unsent};
 
 /// How long [`ask`] waits for the TCP connection.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);

@@ -37,6 +37,7 @@ use signal_hook_mio::v1_0::Signals;
 use crate::error::LaunchError;
 use crate::launch::{self, JobSpec, PmiChannel, Priority, RankPlace, Started};
 use crate::nameserver;
+use crate::nonblocking::{interest, write_unsent};
 use crate::output::LineBuffer;
 use crate::spawn::{self, Plan, SpawnBase};
 
@@ -1186,31 +1187,6 @@ impl Write for Sink {
             Stream::Stdout => io::stdout().flush(),
             Stream::Stderr => io::stderr().flush(),
         }
-    }
-}
-
-/// Write as much of `unsent` as the nonblocking `stream` takes now; `Err`
-/// if the connection is broken.
-pub(crate) fn write_unsent(stream: &mut impl Write, unsent: &mut Vec<u8>) -> io::Result<()> {
-    while !unsent.is_empty() {
-        match stream.write(unsent) {
-            Ok(n) => {
-                unsent.drain(..n);
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// What a connection is polled for: writability only while it has unsent bytes.
-pub(crate) fn interest(wants_write: bool) -> Interest {
-    if wants_write {
-        Interest::READABLE | Interest::WRITABLE
-    } else {
-        Interest::READABLE
     }
 }
 
