@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::matching::{ANY_SOURCE, ANY_TAG};
 use crate::pg::{VcId, Vcrt};
 use crate::protocol::SendArgs;
-use crate::request::Request;
+use crate::request::{Lent, Request};
 use crate::scope::Scope;
 use crate::status::{MsgError, Status};
 use crate::thread::{Shared, Threading};
@@ -143,15 +143,22 @@ impl<T: Threading> Comm<T> {
     /// failed before the message was out.
     pub fn send(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, false)?;
-        self.fail_on_peer(self.inner.start_send::<T>(&args)?.wait()?)
-            .map(|_| ())
+        self.send_blocking(&args)
     }
 
     /// Returns once the receiver has matched the message.
     pub fn ssend(&self, buf: &[u8], dest: u32, tag: i32) -> Result<()> {
         let args = self.send_args(buf.as_ptr(), buf.len(), dest, tag, true)?;
-        self.fail_on_peer(self.inner.start_send::<T>(&args)?.wait()?)
-            .map(|_| ())
+        self.send_blocking(&args)
+    }
+
+    /// A send on a borrowed buffer, withdrawn if waiting fails (`Lent`).
+    fn send_blocking(&self, args: &SendArgs) -> Result<()> {
+        let req = self.inner.start_send::<T>(args)?;
+        let lent = Lent::new(&self.inner, req.id());
+        let status = req.wait()?;
+        lent.finished();
+        self.fail_on_peer(status).map(|_| ())
     }
 
     /// A truncated message is reported in the status; a failed sender
@@ -166,7 +173,10 @@ impl<T: Threading> Comm<T> {
             self.source_vc(source),
             tag,
         )?;
-        self.fail_on_peer(self.inner.wait(id)?)
+        let lent = Lent::new(&self.inner, id);
+        let status = self.inner.wait(id)?;
+        lent.finished();
+        self.fail_on_peer(status)
     }
 
     /// Block until a matching message is waiting; it stays waiting.

@@ -1065,7 +1065,17 @@ impl Core {
                 }
                 Op::Send(s) => {
                     let vc = s.vc;
-                    self.st.rma.release.extend(s.rma_key.take());
+                    // Now, not at the next progress: the buffer is released
+                    // next, and the netmod's poll may serve a peer's read
+                    // of it before `rma_progress` would deregister it.
+                    if let Some(key) = s.rma_key.take() {
+                        match self.netmod.as_mut().and_then(|n| n.rma()) {
+                            Some(rma) => {
+                                let _ = rma.deregister(key);
+                            }
+                            None => self.st.rma.release.push(key),
+                        }
+                    }
                     if let Ok(vc) = self.st.pgs.vc(vc) {
                         vc.pending.retain(|item| item.request() != id);
                     }

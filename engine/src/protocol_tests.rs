@@ -12,6 +12,7 @@ use crate::pg::{Pgs, ProcessGroup};
 use crate::rma::RmaState;
 use crate::shm::{ShmConfig, ShmNode};
 use crate::table::{RequestTable, SendPhase};
+use rivet_netmods::NetmodError;
 
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
 /// node (every peer through the netmod).
@@ -342,4 +343,118 @@ fn single_copy_reads_use_the_segment_pid() {
     let mut kinds = Vec::new();
     peer.poll(8, |_, h, _| kinds.push(h.kind())).unwrap();
     assert_eq!(kinds, [Some(MsgKind::Ack)]);
+}
+
+/// A netmod that takes every message and offers one-sided reads, keeping
+/// the keys registered now.
+struct FakeNet {
+    registered: Arc<Mutex<Vec<u64>>>,
+}
+
+impl rivet_netmods::Netmod for FakeNet {
+    fn name(&self) -> &'static str {
+        "fake"
+    }
+    fn business_card(&self) -> &str {
+        "fake"
+    }
+    fn knows(&self, _: rivet_netmods::PeerId) -> bool {
+        true
+    }
+    fn connect(&mut self, _: rivet_netmods::PeerId, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn remove_group(&mut self, _: u32) {}
+    fn connect_port(&mut self, _: &str, _: u64) -> Result<rivet_netmods::PeerId, NetmodError> {
+        Err(NetmodError::Unavailable("fake".into()))
+    }
+    fn disconnect(&mut self, _: rivet_netmods::PeerId) {}
+    fn peer_count(&self) -> usize {
+        0
+    }
+    fn try_send(
+        &mut self,
+        _: rivet_netmods::PeerId,
+        _: &[u8],
+        _: &[u8],
+    ) -> Result<bool, NetmodError> {
+        Ok(true)
+    }
+    fn poll(&mut self, _: &mut dyn rivet_netmods::Sink) -> Result<usize, NetmodError> {
+        Ok(0)
+    }
+    fn idle(&self) -> bool {
+        true
+    }
+    fn limits(&self) -> rivet_netmods::Limits {
+        rivet_netmods::Limits {
+            max_payload: 1 << 20,
+            eager_max: 1024,
+        }
+    }
+    fn rma(&mut self) -> Option<&mut dyn rivet_netmods::Rma> {
+        Some(self)
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+impl rivet_netmods::Rma for FakeNet {
+    fn register(&mut self, addr: usize, _: usize) -> Result<u64, NetmodError> {
+        self.registered.lock().unwrap().push(addr as u64);
+        Ok(addr as u64)
+    }
+    fn deregister(&mut self, key: u64) -> Result<(), NetmodError> {
+        self.registered.lock().unwrap().retain(|&k| k != key);
+        Ok(())
+    }
+    unsafe fn read(
+        &mut self,
+        _: rivet_netmods::PeerId,
+        _: *mut u8,
+        _: usize,
+        _: u64,
+        _: u64,
+    ) -> Result<u64, NetmodError> {
+        Err(NetmodError::Unavailable("fake".into()))
+    }
+    fn poll_reads(&mut self, _: &mut dyn FnMut(u64, Result<(), String>)) {}
+}
+
+/// An abandoned rendezvous send (a scope unwinding, a blocking send that
+/// failed) gives back its buffer's registration at once: the buffer is
+/// released next, and a remote read the netmod serves during the next
+/// poll must not find it still registered.
+#[test]
+fn abandoned_sends_deregister_their_buffer_at_once() {
+    let registered = Arc::new(Mutex::new(Vec::new()));
+    let mut core = Core {
+        shm: None,
+        netmod: Some(Box::new(FakeNet {
+            registered: registered.clone(),
+        })),
+        pmi: Arc::new(Mutex::new(None)),
+        st: state(2, false),
+    };
+    let id = core
+        .start_send(&SendArgs {
+            context: CONTEXT,
+            src: 0,
+            buf: BUF.as_ptr(),
+            len: BUF.len(),
+            dest: VcId::world(1),
+            tag: 3,
+            sync: false,
+        })
+        .unwrap();
+    assert_eq!(*registered.lock().unwrap(), [BUF.as_ptr() as u64]);
+    core.abandon(&[id]);
+    assert!(
+        registered.lock().unwrap().is_empty(),
+        "the abandoned buffer is still readable by the peer"
+    );
 }

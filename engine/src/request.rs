@@ -172,10 +172,68 @@ impl<'a, T: Threading> Request<'a, T> {
     }
 }
 
+/// A blocking call's request on the caller's buffer: withdrawn
+/// (`Inner::abandon`) if the call returns or unwinds before it finished,
+/// since the buffer is released then.
+pub(crate) struct Lent<'a> {
+    inner: &'a Inner,
+    id: u64,
+}
+
+impl<'a> Lent<'a> {
+    pub(crate) fn new(inner: &'a Inner, id: u64) -> Lent<'a> {
+        Lent { inner, id }
+    }
+
+    /// It finished: nothing to withdraw.
+    pub(crate) fn finished(mut self) {
+        self.id = 0;
+    }
+}
+
+impl Drop for Lent<'_> {
+    fn drop(&mut self) {
+        if self.id != 0 {
+            self.inner.abandon(&[self.id], std::thread::panicking());
+        }
+    }
+}
+
 impl<T: Threading> Drop for Request<'_, T> {
     fn drop(&mut self) {
         if self.id != 0 {
             self.inner.detach(self.id);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::Engine;
+
+    /// A blocking receive or synchronous send whose wait fails (here: the
+    /// engine fails while it waits) returns with nothing left pointing at
+    /// the caller's buffer: no posted receive a later message could fill,
+    /// no send a queue could still read.
+    #[test]
+    fn failed_blocking_calls_leave_no_request_on_the_buffer() {
+        let engine = Engine::init().expect("a singleton engine");
+        let world = engine.world();
+        let inner = &*engine.inner;
+        let live = || inner.lock_even_finalized().st.requests.live();
+        std::thread::scope(|t| {
+            let recv = t.spawn(|| world.recv(&mut [0u8; 64], 0, 9));
+            let ssend = t.spawn(|| world.ssend(&[1u8; 64], 0, 10));
+            while live() < 2 {
+                std::thread::yield_now();
+            }
+            inner
+                .lock_even_finalized()
+                .st
+                .fail("the test fails the engine".into());
+            assert!(recv.join().unwrap().is_err());
+            assert!(ssend.join().unwrap().is_err());
+        });
+        assert_eq!(live(), 0, "a failed call left its request on the buffer");
     }
 }
