@@ -7,13 +7,12 @@
 use std::marker::PhantomData;
 use std::sync::Arc;
 
-use crate::engine::Inner;
 use crate::error::{Error, Result};
+use crate::inner::{Inner, ParentLink};
 use crate::matching::{ANY_SOURCE, ANY_TAG};
 use crate::pg::{VcId, Vcrt};
 use crate::protocol::SendArgs;
 use crate::request::{Lent, Request};
-use crate::scope::Scope;
 use crate::status::{MsgError, Status};
 use crate::thread::{Shared, Threading};
 
@@ -57,27 +56,29 @@ impl<T: Threading> Clone for Comm<T> {
 }
 
 impl<T: Threading> Comm<T> {
-    /// The same communicator with other handle rules: the engine's own
-    /// bookkeeping keeps `Comm<Shared>` values that never leave it.
-    pub(crate) fn retype<U: Threading>(self) -> Comm<U> {
-        let Comm {
-            inner,
-            context,
-            rank,
-            size,
-            local,
-            remote,
-            first,
-            _threads,
-        } = self;
+    /// The parts the engine keeps of a parent intercommunicator (`None`
+    /// for an intracommunicator).
+    pub(crate) fn into_link(self) -> Option<ParentLink> {
+        Some(ParentLink {
+            context: self.context,
+            rank: self.rank,
+            size: self.size,
+            local: self.local.clone(),
+            remote: self.remote.clone()?,
+            first: self.first,
+        })
+    }
+
+    /// A handle on the parent intercommunicator the engine keeps.
+    pub(crate) fn from_link(inner: &Arc<Inner>, l: &ParentLink) -> Comm<T> {
         Comm {
-            inner,
-            context,
-            rank,
-            size,
-            local,
-            remote,
-            first,
+            inner: inner.clone(),
+            context: l.context,
+            rank: l.rank,
+            size: l.size,
+            local: l.local.clone(),
+            remote: Some(l.remote.clone()),
+            first: l.first,
             _threads: PhantomData,
         }
     }
@@ -154,7 +155,7 @@ impl<T: Threading> Comm<T> {
 
     /// A send on a borrowed buffer, withdrawn if waiting fails (`Lent`).
     fn send_blocking(&self, args: &SendArgs) -> Result<()> {
-        let req = self.inner.start_send::<T>(args)?;
+        let req = Request::<T>::started(&self.inner, self.inner.start_send(args)?);
         let lent = Lent::new(&self.inner, req.id());
         let status = req.wait()?;
         lent.finished();
@@ -190,15 +191,6 @@ impl<T: Threading> Comm<T> {
         self.inner.iprobe(self.context, source, tag)
     }
 
-    /// Run `f` with a [`Scope`] for nonblocking operations on borrowed
-    /// buffers; every request started in it is finished before this returns.
-    pub fn scope<'env, F, R>(&'env self, f: F) -> R
-    where
-        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env, T>) -> R,
-    {
-        crate::scope::run(self, f)
-    }
-
     /// # Safety
     /// `buf..buf+len` must stay valid and unchanged until the request
     /// completes (wait/test saw it done, or it was detached and finished).
@@ -210,7 +202,7 @@ impl<T: Threading> Comm<T> {
         tag: i32,
     ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, false)?;
-        self.inner.start_send(&args)
+        Ok(Request::started(&self.inner, self.inner.start_send(&args)?))
     }
 
     /// # Safety
@@ -223,7 +215,7 @@ impl<T: Threading> Comm<T> {
         tag: i32,
     ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, true)?;
-        self.inner.start_send(&args)
+        Ok(Request::started(&self.inner, self.inner.start_send(&args)?))
     }
 
     /// # Safety

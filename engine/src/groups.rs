@@ -9,8 +9,8 @@ use std::sync::Arc;
 use rivet_pmi::Client;
 
 use crate::core::Core;
-use crate::engine::Inner;
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::netmod;
 use crate::pg::{ForeignPg, GroupDesc, MemberDesc, Route, VcId, Vcrt};
 use crate::wire::{MsgKind, WireHeader};

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use crate::comm::Comm;
 use crate::error::{Error, Result};
+use crate::inner::ParentLink;
 use crate::thread::Threading;
 
 impl<T: Threading> Comm<T> {
@@ -72,11 +73,12 @@ impl<T: Threading> Comm<T> {
         self.barrier()?;
         // The engine's own handle on the parent goes too (MPI_Comm_get_parent
         // answers MPI_COMM_NULL after this).
-        if let Some(slot) = self.inner.parent.upgrade() {
-            let mut parent = slot.lock().unwrap_or_else(|p| p.into_inner());
-            let same = |p: &Comm| match (&p.remote, &self.remote) {
-                (Some(a), Some(b)) => Arc::ptr_eq(a, b),
-                _ => false,
+        {
+            let mut parent = self.inner.parent.lock().unwrap_or_else(|p| p.into_inner());
+            let same = |p: &ParentLink| {
+                self.remote
+                    .as_ref()
+                    .is_some_and(|r| Arc::ptr_eq(&p.remote, r))
             };
             if parent.as_ref().is_some_and(same) {
                 parent.take();

@@ -35,6 +35,7 @@ mod dynamic;
 mod engine;
 mod error;
 mod groups;
+mod inner;
 mod intercomm;
 pub mod matching;
 mod netmod;

@@ -7,8 +7,8 @@
 use std::marker::PhantomData;
 
 use crate::backoff::Backoff;
-use crate::engine::Inner;
 use crate::error::Result;
+use crate::inner::Inner;
 use crate::status::Status;
 use crate::thread::{Shared, Threading};
 
@@ -41,6 +41,15 @@ impl<'a, T: Threading> Request<'a, T> {
             id: 0,
             status: Some(status),
             _threads: PhantomData,
+        }
+    }
+
+    /// A request for handle `id` from `Inner::start_send` (0: it finished
+    /// as it started).
+    pub(crate) fn started(inner: &'a Inner, id: u64) -> Request<'a, T> {
+        match id {
+            0 => Request::finished(inner, Status::default()),
+            id => Request::new(inner, id),
         }
     }
 

@@ -25,7 +25,18 @@ pub struct Scope<'scope, 'env: 'scope, T: Threading = Shared> {
     _scope: PhantomData<&'scope mut &'scope ()>,
 }
 
-pub(crate) fn run<'env, F, R, T: Threading>(comm: &'env Comm<T>, f: F) -> R
+impl<T: Threading> Comm<T> {
+    /// Run `f` with a [`Scope`] for nonblocking operations on borrowed
+    /// buffers; every request started in it is finished before this returns.
+    pub fn scope<'env, F, R>(&'env self, f: F) -> R
+    where
+        F: for<'scope> FnOnce(&'scope Scope<'scope, 'env, T>) -> R,
+    {
+        run(self, f)
+    }
+}
+
+fn run<'env, F, R, T: Threading>(comm: &'env Comm<T>, f: F) -> R
 where
     F: for<'scope> FnOnce(&'scope Scope<'scope, 'env, T>) -> R,
 {

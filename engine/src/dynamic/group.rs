@@ -32,8 +32,9 @@ use rivet_pmi::group::ProcName;
 use rivet_pmi::GroupEventKind as PmiEventKind;
 
 use crate::comm::Comm;
-use crate::engine::{Engine, Inner};
+use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::pg::{GroupDesc, MemberDesc, VcId};
 use crate::thread::{Shared, Threading};
 

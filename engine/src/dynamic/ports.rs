@@ -18,8 +18,8 @@ use rivet_netmods::{FxBuildHasher, PeerId};
 
 use crate::backoff::Backoff;
 use crate::core::State;
-use crate::engine::Inner;
 use crate::error::{Error, Result};
+use crate::inner::Inner;
 use crate::pg::{Outgoing, VcId};
 use crate::wire::{MsgKind, WireHeader};
 

@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
 use super::VcId;
-use crate::engine::Inner;
+use crate::inner::Inner;
 
 pub enum Members {
     /// Rank r is world rank r.
