@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 use crate::inner::{Inner, ParentLink};
 use crate::matching::{ANY_SOURCE, ANY_TAG};
 use crate::pg::{VcId, Vcrt};
-use crate::protocol::SendArgs;
+use crate::post::SendArgs;
 use crate::request::{Lent, Request};
 use crate::status::{MsgError, Status};
 use crate::thread::{Shared, Threading};

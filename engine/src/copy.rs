@@ -25,69 +25,12 @@
 //! polled and replies flushed, so the `Write` is on its way before the
 //! receiver starts its own part.
 
-use crate::core::{bytes, Core, State};
 use crate::pg::{Outgoing, Route, VcId};
-use crate::protocol::control;
 use crate::shm::cma;
+use crate::state::{bytes, Job, Split, State};
 use crate::table::{Op, RecvPhase, Req};
+use crate::wire::control;
 use crate::wire::{MsgKind, WireHeader, FLAG_FAILED};
-
-/// The copies under way: parts to copy now, and receives waiting for the
-/// sender's part.
-#[derive(Default)]
-pub struct Copies {
-    jobs: Vec<Job>,
-    splits: Vec<Split>,
-    /// Single-copy receives so far: read whole by the receiver, and shared
-    /// with the sender (for `info`).
-    pub whole: u64,
-    pub shared: u64,
-}
-
-impl Copies {
-    pub fn busy(&self) -> bool {
-        !self.jobs.is_empty()
-    }
-}
-
-/// One part to copy with a single syscall.
-enum Job {
-    /// Receiver: read `len` bytes at `src` in `pid` into `dst`.
-    Read {
-        rreq: u64,
-        from: VcId,
-        pid: u32,
-        src: u64,
-        dst: *mut u8,
-        len: usize,
-    },
-    /// Sender: write `len` bytes of `src` to `dst` in `pid`, then answer
-    /// `Written` for the peer's receive `rreq`.
-    Write {
-        sreq: u64,
-        to: VcId,
-        pid: u32,
-        src: *const u8,
-        dst: u64,
-        len: usize,
-        rreq: u64,
-        context: u32,
-    },
-}
-
-/// A receive whose second part the sender writes.
-struct Split {
-    rreq: u64,
-    from: VcId,
-    pid: u32,
-    /// The sender's part: its address there, ours here, its length.
-    src_rest: u64,
-    dst_rest: *mut u8,
-    rest: usize,
-    /// For the final `Ack`.
-    context: u32,
-    sreq: u64,
-}
 
 impl State {
     /// Receiver, just matched `want` bytes at `addr` in `pid`: take the
@@ -249,11 +192,11 @@ impl State {
     }
 }
 
-impl Core {
+impl State {
     /// Run the copies asked for since the last call; the parts done.
     #[cold]
-    pub(crate) fn copy_progress(&mut self) -> usize {
-        let jobs = std::mem::take(&mut self.st.copies.jobs);
+    pub(crate) fn run_copies(&mut self) -> usize {
+        let jobs = std::mem::take(&mut self.copies.jobs);
         let done = jobs.len();
         for job in jobs {
             match job {
@@ -265,7 +208,7 @@ impl Core {
                     dst,
                     len,
                 } => {
-                    if !self.st.copying_from(rreq, from) {
+                    if !self.copying_from(rreq, from) {
                         continue;
                     }
                     // SAFETY: a `Copying` receive owns its buffer until it
@@ -274,10 +217,10 @@ impl Core {
                     // other part.
                     let dst = unsafe { std::slice::from_raw_parts_mut(dst, len) };
                     match cma::read(pid, src, dst) {
-                        Ok(()) => self.st.part_done(rreq),
+                        Ok(()) => self.part_done(rreq),
                         // The sender may still write its part: nothing can
                         // end this receive safely but the end of the job.
-                        Err(e) => self.st.fail(format!(
+                        Err(e) => self.fail(format!(
                             "single-copy read from {from} failed in the middle of a message: {e}"
                         )),
                     }
@@ -294,7 +237,7 @@ impl Core {
                 } => {
                     let Some(Req {
                         op: Op::Send(s), ..
-                    }) = self.st.requests.get_mut(sreq)
+                    }) = self.requests.get_mut(sreq)
                     else {
                         continue;
                     };
@@ -312,7 +255,7 @@ impl Core {
                     if !ok {
                         answer.flags = FLAG_FAILED;
                     }
-                    self.st.reply(to, answer);
+                    self.reply(to, answer);
                 }
             }
         }
@@ -329,9 +272,10 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::core::Core;
     use crate::pg::CmaState;
+    use crate::post::SendArgs;
     use crate::protocol::tests::{state, state_of};
-    use crate::protocol::SendArgs;
     use crate::shm::{ShmConfig, ShmNode};
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;

@@ -23,124 +23,14 @@ use std::sync::{Arc, Mutex};
 use rivet_netmods::{Netmod, PeerId, Sink};
 use rivet_pmi::Client;
 
-use crate::dynamic::Ports;
 use crate::error::{Error, Result};
-use crate::matching::Matcher;
-use crate::pg::{Outgoing, Pgs, Route, VcId};
-use crate::rma::RmaState;
+use crate::pg::{Outgoing, Route, VcId};
 use crate::shm::ShmNode;
-use crate::table::RequestTable;
+use crate::state::{bytes, State};
 use crate::wire::WireHeader;
 
 /// Messages handed to `deliver` per transport per progress call.
 const POLL_BUDGET: usize = 32;
-
-/// An unexpected message: arrived before its receive was posted.
-pub enum Unexpected {
-    /// Eager data, copied out of the transport.
-    Eager {
-        data: Vec<u8>,
-        sreq: u64,
-        sync: bool,
-        vc: VcId,
-    },
-    /// A rendezvous request; the data stays with the sender until matched.
-    Rts {
-        len: u64,
-        addr: u64,
-        /// Region key for a netmod read (`FLAG_RMA_KEY`).
-        key: Option<u64>,
-        sreq: u64,
-        vc: VcId,
-    },
-}
-
-impl Unexpected {
-    pub fn len(&self) -> usize {
-        match self {
-            Unexpected::Eager { data, .. } => data.len(),
-            Unexpected::Rts { len, .. } => *len as usize,
-        }
-    }
-
-    pub fn origin(&self) -> (VcId, u64) {
-        match self {
-            Unexpected::Eager { vc, sreq, .. } | Unexpected::Rts { vc, sreq, .. } => (*vc, *sreq),
-        }
-    }
-}
-
-/// Protocol state: what `deliver` and the API calls work on.
-pub struct State {
-    pub pgs: Pgs,
-    pub requests: RequestTable,
-    pub matcher: Matcher<u64, Unexpected>,
-    /// Ranks whose VC has pending messages.
-    pub pending_vcs: Vec<VcId>,
-    /// Largest eager message over shared memory.
-    pub shm_eager_max: usize,
-    /// Bytes per rendezvous piece on the copy path.
-    pub shm_piece: usize,
-    /// Single-copy reads may be tried (mode and init probe allow it).
-    pub cma_allowed: bool,
-    /// Single-copy messages from this size on are copied by both sides
-    /// (0: never); the copies under way (`copy.rs`).
-    pub split_min: usize,
-    pub copies: crate::copy::Copies,
-    /// The pid of each local rank as its slot in the node segment says,
-    /// for single-copy reads; empty until every local rank has attached.
-    pub shm_pids: Vec<u32>,
-    /// Largest eager message and rendezvous piece over the netmod.
-    pub net_eager_max: usize,
-    pub net_piece: usize,
-    /// A transport or peer failed; every wait reports it.
-    pub fatal: Option<String>,
-    /// Peers whose connection failed, and why (see `peer_failed`).
-    pub failed_peers: Vec<(VcId, String)>,
-    /// Open ports and the connections waiting on them (dynamic processes).
-    pub ports: Ports,
-    /// Rendezvous reads over the netmod (`rma.rs`).
-    pub rma: RmaState,
-    /// Requests completed so far: `wait_any` rescans its requests only
-    /// when this moved.
-    pub completions: u64,
-    /// Buffers of unexpected eager messages already received, kept for
-    /// the next ones so that steady state allocates nothing.
-    pub spare: SpareBuffers,
-}
-
-/// A small stock of byte buffers for unexpected eager data.
-#[derive(Default)]
-pub struct SpareBuffers(Vec<Vec<u8>>);
-
-impl SpareBuffers {
-    /// Buffers kept at most; beyond, returned ones are freed.
-    const KEEP: usize = 256;
-    /// Larger buffers are not kept (a burst of big messages would pin
-    /// their memory).
-    const KEEP_BYTES: usize = 64 * 1024;
-
-    /// A copy of `data` in a kept buffer, or a new one.
-    #[inline]
-    pub fn copy_of(&mut self, data: &[u8]) -> Vec<u8> {
-        match self.0.pop() {
-            Some(mut v) => {
-                v.clear();
-                v.extend_from_slice(data);
-                v
-            }
-            None => data.to_vec(),
-        }
-    }
-
-    /// `v`'s contents are no longer needed.
-    #[inline]
-    pub fn give_back(&mut self, v: Vec<u8>) {
-        if self.0.len() < Self::KEEP && v.capacity() <= Self::KEEP_BYTES {
-            self.0.push(v);
-        }
-    }
-}
 
 pub struct Core {
     pub shm: Option<ShmNode>,
@@ -192,13 +82,13 @@ impl Core {
             }
         }
         if self.st.rma.busy() {
-            events += self.rma_progress();
+            events += self.st.rma_progress(self.netmod.as_mut());
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
         }
         if self.st.copies.busy() {
-            events += self.copy_progress();
+            events += self.st.run_copies();
             if !self.st.pending_vcs.is_empty() {
                 events += self.flush();
             }
@@ -431,20 +321,5 @@ impl Sink for NetSink<'_> {
 
     fn port_connection(&mut self, peer: PeerId, tag: u64) {
         self.st.port_connection(peer, tag);
-    }
-}
-
-/// A byte slice from a raw pointer that may be null when empty.
-///
-/// # Safety
-/// Unless `len` is 0, `ptr..ptr+len` must be valid for reads for the
-/// returned lifetime.
-#[inline]
-pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
-    if len == 0 {
-        &[]
-    } else {
-        // SAFETY: guaranteed by the caller.
-        unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 }

@@ -15,7 +15,7 @@ use rivet_pmi::Client;
 use crate::backoff::should_yield;
 use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
-use crate::core::{Core, State};
+use crate::core::Core;
 use crate::dynamic::{Ports, PARENT_PORT_KEY};
 use crate::error::Result;
 use crate::inner::Inner;
@@ -23,8 +23,8 @@ use crate::matching::Matcher;
 use crate::netmod;
 use crate::node_map::NodeMap;
 use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
-use crate::rma::RmaState;
 use crate::shm::{cma, ShmConfig, ShmNode};
+use crate::state::{RmaState, State};
 use crate::table::RequestTable;
 use crate::thread::{EngineLock, Shared, ThreadLevel, Threading};
 

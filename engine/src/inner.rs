@@ -16,7 +16,7 @@ use crate::core::Core;
 use crate::dynamic::GroupTable;
 use crate::error::{Error, Result};
 use crate::pg::{VcId, Vcrt};
-use crate::protocol::SendArgs;
+use crate::post::SendArgs;
 use crate::status::Status;
 use crate::table::Op;
 use crate::thread::{EngineGuard, EngineLock, ThreadLevel};

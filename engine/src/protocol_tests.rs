@@ -5,11 +5,13 @@
 use std::sync::{Arc, Mutex};
 
 use super::*;
+use crate::core::Core;
 use crate::dynamic::Ports;
 use crate::matching::Matcher;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
-use crate::rma::RmaState;
+use crate::post::SendArgs;
+use crate::state::RmaState;
 use crate::shm::{ShmConfig, ShmNode};
 use crate::table::{RequestTable, SendPhase};
 use rivet_netmods::NetmodError;

@@ -11,96 +11,58 @@
 //! here; `Core::progress` then posts the reads, collects their ends and
 //! releases the senders' registrations.
 
-use std::collections::HashMap;
+use rivet_netmods::Netmod;
 
-use rivet_netmods::FxBuildHasher;
-
-use crate::core::Core;
-use crate::pg::{Route, VcId};
+use crate::pg::Route;
+use crate::state::{ReadWant, State};
 use crate::table::{Op, RecvPhase, Req};
 use crate::wire::MsgKind;
 
-/// A matched receive that is to read its data from the sender.
-pub struct ReadWant {
-    pub rreq: u64,
-    pub from: VcId,
-    /// The sender's buffer (its address in the `Rts`) and region key.
-    pub addr: u64,
-    pub key: u64,
-    pub len: usize,
-    pub context: u32,
-    /// The sender's request, named in the `Ack` (or `Cts`).
-    pub sreq: u64,
+/// Register a rendezvous send's buffer with the netmod for remote reads,
+/// if the route is a netmod that offers them; `None`: stream.
+pub(crate) fn register(
+    netmod: Option<&mut Box<dyn Netmod>>,
+    route: Route,
+    buf: *const u8,
+    len: usize,
+) -> Option<u64> {
+    if !matches!(route, Route::Netmod(_)) || len == 0 {
+        return None;
+    }
+    let rma = netmod?.rma()?;
+    rma.register(buf as usize, len).ok()
 }
 
-/// Reads wanted, reads in flight, and registrations to release.
-#[derive(Default)]
-pub struct RmaState {
-    pub wanted: Vec<ReadWant>,
-    /// Netmod read token → the read.
-    in_flight: HashMap<u64, ReadWant, FxBuildHasher>,
-    /// Keys of sends that no longer need their region.
-    pub release: Vec<u64>,
-    /// Counters for `info`: reads done, and fallbacks to streaming.
-    pub reads: u64,
-    pub fallbacks: u64,
-}
-
-impl RmaState {
-    /// Peer `vc` failed: its reads are not waited for (a read from a dead
-    /// process never ends on some providers); a late end is ignored.
-    pub fn forget(&mut self, vc: VcId) {
-        self.wanted.retain(|w| w.from != vc);
-        self.in_flight.retain(|_, w| w.from != vc);
-    }
-
-    /// Something for `Core::rma_progress` to do.
-    #[inline]
-    pub fn busy(&self) -> bool {
-        !self.wanted.is_empty() || !self.in_flight.is_empty() || !self.release.is_empty()
-    }
-}
-
-impl Core {
-    /// Register a rendezvous send's buffer with the netmod for remote
-    /// reads, if the route is a netmod that offers them; `None`: stream.
-    pub(crate) fn rma_register(&mut self, route: Route, buf: *const u8, len: usize) -> Option<u64> {
-        if !matches!(route, Route::Netmod(_)) || len == 0 {
-            return None;
-        }
-        let rma = self.netmod.as_mut()?.rma()?;
-        rma.register(buf as usize, len).ok()
-    }
-
+impl State {
     /// Post wanted reads, report ended ones, release registrations.
-    pub(crate) fn rma_progress(&mut self) -> usize {
-        if !self.st.rma.busy() {
+    pub(crate) fn rma_progress(&mut self, netmod: Option<&mut Box<dyn Netmod>>) -> usize {
+        if !self.rma.busy() {
             return 0;
         }
-        let Some(rma) = self.netmod.as_mut().and_then(|n| n.rma()) else {
+        let Some(rma) = netmod.and_then(|n| n.rma()) else {
             // No netmod (or no RMA) any more: stream everything wanted.
-            let wanted = std::mem::take(&mut self.st.rma.wanted);
+            let wanted = std::mem::take(&mut self.rma.wanted);
             for w in wanted {
-                self.st.read_refused(w);
+                self.read_refused(w);
             }
-            self.st.rma.release.clear();
+            self.rma.release.clear();
             return 0;
         };
         let mut events = 0;
-        for key in self.st.rma.release.drain(..) {
+        for key in self.rma.release.drain(..) {
             // A region the netmod lost with its peer is gone already.
             let _ = rma.deregister(key);
         }
         let mut refused = Vec::new();
-        for w in std::mem::take(&mut self.st.rma.wanted) {
-            let buf = match self.st.requests.get(w.rreq) {
+        for w in std::mem::take(&mut self.rma.wanted) {
+            let buf = match self.requests.get(w.rreq) {
                 Some(Req {
                     op: Op::Recv(r), ..
                 }) if r.phase == (RecvPhase::Reading { from: w.from }) => r.buf,
                 // Failed with its peer meanwhile: nothing to read.
                 _ => continue,
             };
-            let Route::Netmod(peer) = self.st.pgs.vc(w.from).map_or(Route::Loopback, |v| v.route)
+            let Route::Netmod(peer) = self.pgs.vc(w.from).map_or(Route::Loopback, |v| v.route)
             else {
                 refused.push(w);
                 continue;
@@ -110,33 +72,33 @@ impl Core {
             // else writes there) until the read ends below.
             match unsafe { rma.read(peer, buf, w.len, w.addr, w.key) } {
                 Ok(token) => {
-                    self.st.rma.in_flight.insert(token, w);
+                    self.rma.in_flight.insert(token, w);
                 }
                 Err(_) => refused.push(w),
             }
         }
         let mut ended = Vec::new();
-        if !self.st.rma.in_flight.is_empty() {
+        if !self.rma.in_flight.is_empty() {
             rma.poll_reads(&mut |token, result| ended.push((token, result)));
         }
         for w in refused {
-            self.st.read_refused(w);
+            self.read_refused(w);
         }
         for (token, result) in ended {
-            let Some(w) = self.st.rma.in_flight.remove(&token) else {
+            let Some(w) = self.rma.in_flight.remove(&token) else {
                 continue;
             };
             events += 1;
             match result {
-                Ok(()) => self.st.read_done(w),
-                Err(_) => self.st.read_refused(w),
+                Ok(()) => self.read_done(w),
+                Err(_) => self.read_refused(w),
             }
         }
         events
     }
 }
 
-impl crate::core::State {
+impl State {
     /// A read ended with every byte in place.
     fn read_done(&mut self, w: ReadWant) {
         if !self.reading(&w) {
@@ -147,7 +109,7 @@ impl crate::core::State {
         self.complete(w.rreq);
         self.reply(
             w.from,
-            crate::protocol::control(MsgKind::Ack, w.context, w.sreq),
+            crate::wire::control(MsgKind::Ack, w.context, w.sreq),
         );
     }
 

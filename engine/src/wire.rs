@@ -95,6 +95,16 @@ pub struct WireHeader {
     pub aux: u64,
 }
 
+/// A control message's header: no payload, no tag.
+pub fn control(kind: MsgKind, context: u32, sreq: u64) -> WireHeader {
+    WireHeader {
+        kind: kind as u8,
+        context,
+        sreq,
+        ..WireHeader::default()
+    }
+}
+
 pub const HEADER_SIZE: usize = std::mem::size_of::<WireHeader>();
 const _: () = assert!(HEADER_SIZE == 40);
 

@@ -17,10 +17,10 @@ use std::collections::{HashMap, VecDeque};
 use rivet_netmods::{FxBuildHasher, PeerId};
 
 use crate::backoff::Backoff;
-use crate::core::State;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::pg::{Outgoing, VcId};
+use crate::state::State;
 use crate::wire::{MsgKind, WireHeader};
 
 /// Longest message a temporary VC accepts (group descriptions of ~10^6

@@ -1,0 +1,60 @@
+//! What the shared single copies stand at (`copy.rs` does them).
+
+use crate::pg::VcId;
+
+/// The copies under way: parts to copy now, and receives waiting for the
+/// sender's part.
+#[derive(Default)]
+pub struct Copies {
+    pub(crate) jobs: Vec<Job>,
+    pub(crate) splits: Vec<Split>,
+    /// Single-copy receives so far: read whole by the receiver, and shared
+    /// with the sender (for `info`).
+    pub whole: u64,
+    pub shared: u64,
+}
+
+impl Copies {
+    pub fn busy(&self) -> bool {
+        !self.jobs.is_empty()
+    }
+}
+
+/// One part to copy with a single syscall.
+pub(crate) enum Job {
+    /// Receiver: read `len` bytes at `src` in `pid` into `dst`.
+    Read {
+        rreq: u64,
+        from: VcId,
+        pid: u32,
+        src: u64,
+        dst: *mut u8,
+        len: usize,
+    },
+    /// Sender: write `len` bytes of `src` to `dst` in `pid`, then answer
+    /// `Written` for the peer's receive `rreq`.
+    Write {
+        sreq: u64,
+        to: VcId,
+        pid: u32,
+        src: *const u8,
+        dst: u64,
+        len: usize,
+        rreq: u64,
+        context: u32,
+    },
+}
+
+/// A receive whose second part the sender writes.
+pub(crate) struct Split {
+    pub(crate) rreq: u64,
+    pub(crate) from: VcId,
+    pub(crate) pid: u32,
+    /// The sender's part: its address there, ours here, its length.
+    pub(crate) src_rest: u64,
+    pub(crate) dst_rest: *mut u8,
+    pub(crate) rest: usize,
+    /// For the final `Ack`.
+    pub(crate) context: u32,
+    pub(crate) sreq: u64,
+}

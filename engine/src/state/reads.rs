@@ -1,0 +1,49 @@
+//! What the netmod one-sided reads of rendezvous data stand at
+//! (`rma.rs` does them).
+
+use std::collections::HashMap;
+
+use rivet_netmods::FxBuildHasher;
+
+use crate::pg::VcId;
+
+/// A matched receive that is to read its data from the sender.
+pub struct ReadWant {
+    pub rreq: u64,
+    pub from: VcId,
+    /// The sender's buffer (its address in the `Rts`) and region key.
+    pub addr: u64,
+    pub key: u64,
+    pub len: usize,
+    pub context: u32,
+    /// The sender's request, named in the `Ack` (or `Cts`).
+    pub sreq: u64,
+}
+
+/// Reads wanted, reads in flight, and registrations to release.
+#[derive(Default)]
+pub struct RmaState {
+    pub wanted: Vec<ReadWant>,
+    /// Netmod read token → the read.
+    pub(crate) in_flight: HashMap<u64, ReadWant, FxBuildHasher>,
+    /// Keys of sends that no longer need their region.
+    pub release: Vec<u64>,
+    /// Counters for `info`: reads done, and fallbacks to streaming.
+    pub reads: u64,
+    pub fallbacks: u64,
+}
+
+impl RmaState {
+    /// Peer `vc` failed: its reads are not waited for (a read from a dead
+    /// process never ends on some providers); a late end is ignored.
+    pub fn forget(&mut self, vc: VcId) {
+        self.wanted.retain(|w| w.from != vc);
+        self.in_flight.retain(|_, w| w.from != vc);
+    }
+
+    /// Something for `Core::rma_progress` to do.
+    #[inline]
+    pub fn busy(&self) -> bool {
+        !self.wanted.is_empty() || !self.in_flight.is_empty() || !self.release.is_empty()
+    }
+}
