@@ -34,6 +34,7 @@ mod core;
 mod dynamic;
 mod engine;
 mod error;
+mod failure;
 mod groups;
 mod inner;
 mod intercomm;

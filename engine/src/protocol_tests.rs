@@ -11,8 +11,8 @@ use crate::matching::Matcher;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
 use crate::post::SendArgs;
-use crate::state::RmaState;
 use crate::shm::{ShmConfig, ShmNode};
+use crate::state::RmaState;
 use crate::table::{RequestTable, SendPhase};
 use rivet_netmods::NetmodError;
 
