@@ -22,7 +22,7 @@ pub const LINE: usize = 64;
 /// "RIVETSHM" in little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RIVETSHM");
 /// Bump on any change of this layout, the cell header or the record format.
-pub const VERSION: u64 = 1;
+pub const VERSION: u64 = 2;
 
 pub const H_MAGIC: usize = 0;
 pub const H_VERSION: usize = 8;
@@ -42,13 +42,15 @@ pub const S_PID: usize = 0;
 pub const S_CMA_ADDR: usize = 8;
 pub const S_CMA_VALUE: usize = 16;
 
-/// Offsets inside a rank control block.
+/// Offsets inside a rank control block. Each queue's head (the
+/// consumer's) and tail (swapped by every producer) have a line each, so
+/// producers enqueueing do not take the line the consumer dequeues from.
 pub const C_RECV_HEAD: usize = 0;
-pub const C_RECV_TAIL: usize = 8;
-pub const C_FREE_HEAD: usize = 64;
-pub const C_FREE_TAIL: usize = 72;
-pub const C_GEN: usize = 128;
-pub const C_BITMAP: usize = 192;
+pub const C_RECV_TAIL: usize = 64;
+pub const C_FREE_HEAD: usize = 128;
+pub const C_FREE_TAIL: usize = 192;
+pub const C_GEN: usize = 256;
+pub const C_BITMAP: usize = 320;
 
 /// Cell header: `next | seq | src u32, len u32 | WireHeader`, payload at 64.
 pub const CELL_NEXT: usize = 0;
