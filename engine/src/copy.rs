@@ -296,12 +296,7 @@ mod tests {
         };
         let a = ShmNode::create(&name, 2, 0, &cfg).unwrap();
         let b = ShmNode::attach(&name, 2, 1).unwrap();
-        let core = |shm, st: State| Core {
-            shm: Some(shm),
-            netmod: None,
-            pmi: Arc::new(Mutex::new(None)),
-            st,
-        };
+        let core = |shm, st: State| Core::new(Some(shm), None, Arc::new(Mutex::new(None)), st);
         let (mut r, mut s) = (core(a, state(2, true)), core(b, state_of(2, true, 1)));
         for c in [&mut r, &mut s] {
             c.st.cma_allowed = true;

@@ -40,7 +40,15 @@ pub struct Core {
     /// with `Inner` (lock order: the engine lock, then this one).
     pub pmi: Arc<Mutex<Option<Client>>>,
     pub st: State,
+    /// Progress calls since the netmod was last polled (`NETMOD_EVERY`).
+    net_turn: u32,
 }
+
+/// In a job with shared memory too, the netmod is polled on every call
+/// that found no shared-memory traffic, and otherwise on every this-many-th
+/// call: a poll can cost a system call (the poll backend), which the
+/// shared-memory path should not pay per message.
+const NETMOD_EVERY: u32 = 16;
 
 // SAFETY: the raw buffer pointers in requests and pending messages are only
 // dereferenced under the engine lock, and the API contract (scopes, blocking
@@ -49,6 +57,21 @@ pub struct Core {
 unsafe impl Send for Core {}
 
 impl Core {
+    pub fn new(
+        shm: Option<ShmNode>,
+        netmod: Option<Box<dyn Netmod>>,
+        pmi: Arc<Mutex<Option<Client>>>,
+        st: State,
+    ) -> Core {
+        Core {
+            shm,
+            netmod,
+            pmi,
+            st,
+            net_turn: 0,
+        }
+    }
+
     /// Poll every transport once, then send what was waiting for room.
     pub fn progress(&mut self) -> usize {
         let mut events = 0;
@@ -71,7 +94,10 @@ impl Core {
                 Err(e) => self.st.fail(format!("shared memory: {e}")),
             }
         }
-        if let Some(net) = self.netmod.as_mut() {
+        self.net_turn += 1;
+        let net_due = events == 0 || self.shm.is_none() || self.net_turn >= NETMOD_EVERY;
+        if let Some(net) = self.netmod.as_mut().filter(|_| net_due) {
+            self.net_turn = 0;
             let mut sink = NetSink { st: &mut self.st };
             match net.poll(&mut sink) {
                 Ok(n) => events += n,

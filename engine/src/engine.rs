@@ -212,15 +212,7 @@ impl<T: Threading> Engine<T> {
         let pmi = Arc::new(Mutex::new(Some(pmi)));
         let engine = Engine {
             inner: Arc::new(Inner {
-                core: EngineLock::new(
-                    Core {
-                        shm,
-                        netmod,
-                        pmi: pmi.clone(),
-                        st,
-                    },
-                    level,
-                ),
+                core: EngineLock::new(Core::new(shm, netmod, pmi.clone(), st), level),
                 level,
                 rank,
                 size,

@@ -310,12 +310,7 @@ fn single_copy_reads_use_the_segment_pid() {
     let mut peer = ShmNode::attach(&name, 2, 1).unwrap();
     let mut st = state(2, true);
     st.cma_allowed = true;
-    let mut core = Core {
-        shm: Some(me),
-        netmod: None,
-        pmi: Arc::new(Mutex::new(None)),
-        st,
-    };
+    let mut core = Core::new(Some(me), None, Arc::new(Mutex::new(None)), st);
     core.progress();
     assert_eq!(core.st.shm_pids, [std::process::id(); 2]);
 
@@ -434,14 +429,14 @@ impl rivet_netmods::Rma for FakeNet {
 #[test]
 fn abandoned_sends_deregister_their_buffer_at_once() {
     let registered = Arc::new(Mutex::new(Vec::new()));
-    let mut core = Core {
-        shm: None,
-        netmod: Some(Box::new(FakeNet {
+    let mut core = Core::new(
+        None,
+        Some(Box::new(FakeNet {
             registered: registered.clone(),
         })),
-        pmi: Arc::new(Mutex::new(None)),
-        st: state(2, false),
-    };
+        Arc::new(Mutex::new(None)),
+        state(2, false),
+    );
     let id = core
         .start_send(&SendArgs {
             context: CONTEXT,
