@@ -15,6 +15,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use rivet::ThreadLevel;
+
 /// Hold this for the whole of a test that starts processes.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -290,6 +292,18 @@ pub const TRANSPORTS: [(&str, &[(&str, &str)]); 4] = [
         ],
     ),
 ];
+
+/// The thread levels a multi-process suite runs every case at: first
+/// without `RIVET_THREAD_LEVEL`, where the rank programs' `Engine<Local>`
+/// runs at SINGLE, without a lock; then with `RIVET_THREAD_LEVEL=multiple`,
+/// which raises it to MULTIPLE, so the engine locks.
+pub const LEVELS: [ThreadLevel; 2] = [ThreadLevel::Single, ThreadLevel::Multiple];
+
+/// What asks the rank programs for `level`: nothing for SINGLE (their
+/// default), `RIVET_THREAD_LEVEL=NAME` otherwise.
+pub fn level_env(level: ThreadLevel) -> Option<(&'static str, &'static str)> {
+    (level != ThreadLevel::Single).then(|| ("RIVET_THREAD_LEVEL", level.name()))
+}
 
 /// `rivetrun EXTRA... -n N PROGRAM ARGS...` with `env` (a `TRANSPORTS`
 /// entry); what would choose another transport or name server is cleared
