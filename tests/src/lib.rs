@@ -17,6 +17,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
+use rivet::ThreadLevel;
+
 /// Hold this for the whole of a test that starts processes.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
@@ -293,9 +295,63 @@ pub const TRANSPORTS: [(&str, &[(&str, &str)]); 4] = [
     ),
 ];
 
-/// `rivetrun EXTRA... -n N PROGRAM ARGS...` with `env` (a `TRANSPORTS`
-/// entry); what would choose another transport or name server is cleared
-/// from the caller's environment first.
+/// The thread levels a multi-process suite runs every case at: first
+/// without `RIVET_THREAD_LEVEL`, where the rank programs' `Engine<Local>`
+/// runs at SINGLE, without a lock; then with `RIVET_THREAD_LEVEL=multiple`,
+/// which raises it to MULTIPLE, so the engine locks.
+pub const LEVELS: [ThreadLevel; 2] = [ThreadLevel::Single, ThreadLevel::Multiple];
+
+/// What asks the rank programs for `level`: nothing for SINGLE (their
+/// default), `RIVET_THREAD_LEVEL=NAME` otherwise.
+pub fn level_env(level: ThreadLevel) -> Option<(&'static str, &'static str)> {
+    (level != ThreadLevel::Single).then(|| ("RIVET_THREAD_LEVEL", level.name()))
+}
+
+/// A transport of `TRANSPORTS` at a thread level of `LEVELS`: the
+/// environment of one case of a multi-process suite.
+#[derive(Debug, Clone)]
+pub struct Over {
+    pub transport: &'static str,
+    pub level: ThreadLevel,
+    /// The transport's settings, and the level's (`level_env`).
+    pub env: Vec<(&'static str, &'static str)>,
+}
+
+impl std::fmt::Display for Over {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at thread level {}", self.transport, self.level)
+    }
+}
+
+/// Every transport at every level (each transport at SINGLE, then at
+/// MULTIPLE): one suite, parametrised rather than copied.
+pub fn every_transport_and_level() -> Vec<Over> {
+    TRANSPORTS
+        .iter()
+        .flat_map(|&(transport, env)| {
+            LEVELS.iter().map(move |&level| Over {
+                transport,
+                level,
+                env: env.iter().copied().chain(level_env(level)).collect(),
+            })
+        })
+        .collect()
+}
+
+/// Lines of `stdout` saying `PROGRAM MODE OK ...` at thread level `level`
+/// (the rank programs end their OK line with `at thread level NAME`).
+pub fn oks_at(stdout: &str, program: &str, mode: &str, level: ThreadLevel) -> usize {
+    let start = format!("{program} {mode} OK ");
+    let end = format!(" at thread level {level}");
+    stdout
+        .lines()
+        .filter(|l| l.starts_with(&start) && l.ends_with(&end))
+        .count()
+}
+
+/// `rivetrun EXTRA... -n N PROGRAM ARGS...` with `env` (an `Over`'s, or a
+/// `TRANSPORTS` entry's); what would choose another transport, name server
+/// or thread level is cleared from the caller's environment first.
 pub fn job_over(
     program: &str,
     n: u32,
@@ -309,7 +365,12 @@ pub fn job_over(
     all.extend(["-n", &n, exe.to_str().expect("utf-8 path")]);
     all.extend(args);
     let mut cmd = rivetrun(&all);
-    for var in ["RIVET_NETMOD", "RIVET_OFI_PROVIDER", "RIVET_NAMESERVER"] {
+    for var in [
+        "RIVET_NETMOD",
+        "RIVET_OFI_PROVIDER",
+        "RIVET_NAMESERVER",
+        "RIVET_THREAD_LEVEL",
+    ] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());

@@ -3,7 +3,11 @@
 //! jobs found through a name server, spawn, and the name service. Each
 //! runs with shared memory inside a job (the default; tcp between jobs),
 //! and with a netmod forced everywhere: `RIVET_NETMOD=tcp`, and
-//! `RIVET_NETMOD=ofi` on the `tcp;ofi_rxm` and `shm` providers.
+//! `RIVET_NETMOD=ofi` on the `tcp;ofi_rxm` and `shm` providers; each of
+//! those at thread level SINGLE (no `RIVET_THREAD_LEVEL`: the ranks'
+//! `Engine<Local>` runs without a lock) and at MULTIPLE
+//! (`RIVET_THREAD_LEVEL=multiple`: it locks), the ranks checking that they
+//! run at the level asked for (`rivet_tests::every_transport_and_level`).
 //! Every job must end by itself and leave no process and no shared-memory
 //! segment behind.
 
@@ -11,8 +15,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use rivet::ThreadLevel;
 use rivet_tests::{
-    bin, job_over, rivetrun, run_job, run_job_checking_shm, serial, Outcome, ShmWatch, TRANSPORTS,
+    bin, every_transport_and_level, job_over, level_env, oks_at, rivetrun, run_job,
+    run_job_checking_shm, serial, Outcome, ShmWatch, LEVELS,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -21,17 +27,13 @@ fn dyn_job(n: u32, args: &[&str], env: &[(&str, &str)], extra: &[&str]) -> Comma
     job_over("dyn_check", n, args, env, extra)
 }
 
-fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
+/// Every one of `ranks` ranks passed `mode`, at thread level `level`.
+fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32, level: ThreadLevel) {
     assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
-    let oks = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with(&format!("dyn_check {mode} OK")))
-        .count();
     assert_eq!(
-        oks,
+        oks_at(&o.stdout, "dyn_check", mode, level),
         ranks as usize,
-        "{what}: every rank must pass\n{}",
+        "{what}: every rank must pass at thread level {level}\n{}",
         o.show()
     );
 }
@@ -39,9 +41,9 @@ fn expect_ok(o: &Outcome, what: &str, mode: &str, ranks: u32) {
 #[test]
 fn reference_counts_return_to_their_baseline() {
     let _g = serial();
-    for (name, env) in TRANSPORTS {
-        let o = run_job_checking_shm(dyn_job(2, &["refcounts"], env, &[]), DEADLINE);
-        expect_ok(&o, name, "refcounts", 2);
+    for over in every_transport_and_level() {
+        let o = run_job_checking_shm(dyn_job(2, &["refcounts"], &over.env, &[]), DEADLINE);
+        expect_ok(&o, &over.to_string(), "refcounts", 2, over.level);
     }
 }
 
@@ -86,9 +88,10 @@ impl Drop for NameServer {
 #[test]
 fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
     let _g = serial();
-    for (name, env) in TRANSPORTS {
+    for over in every_transport_and_level() {
+        let (name, env, level) = (over.to_string(), &over.env, over.level);
         let ns = NameServer::start();
-        let service = format!("dyn-test-{name}-{}", std::process::id());
+        let service = format!("dyn-test-{}-{level}-{}", over.transport, std::process::id());
         let server = dyn_job(2, &["server", &service], env, &["--nameserver", &ns.addr]);
         let client = dyn_job(3, &["client", &service], env, &["--nameserver", &ns.addr]);
         let shm = ShmWatch::new();
@@ -100,8 +103,20 @@ fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
             leaked.is_empty(),
             "{name}: segments left in /dev/shm: {leaked:?}"
         );
-        expect_ok(&s, &format!("{name}: server job (-n 2)"), "server", 2);
-        expect_ok(&c, &format!("{name}: client job (-n 3)"), "client", 3);
+        expect_ok(
+            &s,
+            &format!("{name}: server job (-n 2)"),
+            "server",
+            2,
+            level,
+        );
+        expect_ok(
+            &c,
+            &format!("{name}: client job (-n 3)"),
+            "client",
+            3,
+            level,
+        );
         let status = ns.stop();
         assert!(status.success(), "name server ended with {status:?}");
     }
@@ -110,18 +125,14 @@ fn two_jobs_connect_through_a_published_name_merge_and_disconnect() {
 #[test]
 fn a_job_spawns_children_and_survives_a_missing_program() {
     let _g = serial();
-    for (name, env) in TRANSPORTS {
-        let o = run_job_checking_shm(dyn_job(2, &["spawn", "3"], env, &[]), DEADLINE);
-        expect_ok(&o, name, "spawn", 2);
-        let children = o
-            .stdout
-            .lines()
-            .filter(|l| l.starts_with("dyn_check child OK"))
-            .count();
+    for over in every_transport_and_level() {
+        let name = over.to_string();
+        let o = run_job_checking_shm(dyn_job(2, &["spawn", "3"], &over.env, &[]), DEADLINE);
+        expect_ok(&o, &name, "spawn", 2, over.level);
         assert_eq!(
-            children,
+            oks_at(&o.stdout, "dyn_check", "child", over.level),
             3,
-            "{name}: three children must pass\n{}",
+            "{name}: three children must pass, at the parents' thread level\n{}",
             o.show()
         );
         assert!(
@@ -135,16 +146,26 @@ fn a_job_spawns_children_and_survives_a_missing_program() {
 #[test]
 fn names_are_published_looked_up_and_refused_twice() {
     let _g = serial();
-    let o = run_job_checking_shm(dyn_job(2, &["names"], &[], &[]), DEADLINE);
-    expect_ok(&o, "names", "names", 2);
+    for level in LEVELS {
+        let env: Vec<_> = level_env(level).into_iter().collect();
+        let o = run_job_checking_shm(dyn_job(2, &["names"], &env, &[]), DEADLINE);
+        expect_ok(
+            &o,
+            &format!("names at thread level {level}"),
+            "names",
+            2,
+            level,
+        );
+    }
 }
 
 #[test]
 fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
     let _g = serial();
-    for (name, env) in TRANSPORTS {
-        let o = run_job_checking_shm(dyn_job(2, &["badports"], env, &[]), DEADLINE);
-        expect_ok(&o, name, "badports", 2);
+    for over in every_transport_and_level() {
+        let name = over.to_string();
+        let o = run_job_checking_shm(dyn_job(2, &["badports"], &over.env, &[]), DEADLINE);
+        expect_ok(&o, &name, "badports", 2, over.level);
         assert!(
             o.stdout.contains("closed port refused"),
             "{name}: {}",
@@ -158,18 +179,23 @@ fn bad_and_closed_ports_fail_every_rank_without_a_hang() {
 #[test]
 fn spawn_works_under_mpich_hydra() {
     let _g = serial();
-    let mut cmd = Command::new("mpiexec.hydra");
-    cmd.args(["-n", "2"])
-        .arg(bin("dyn_check"))
-        .args(["spawn", "3", "nomissing"])
-        .env("RIVET_YIELD", "always")
-        .env_remove("RIVET_NETMOD");
-    let o = run_job_checking_shm(cmd, DEADLINE);
-    expect_ok(&o, "hydra", "spawn", 2);
-    let children = o
-        .stdout
-        .lines()
-        .filter(|l| l.starts_with("dyn_check child OK"))
-        .count();
-    assert_eq!(children, 3, "three children must pass\n{}", o.show());
+    for level in LEVELS {
+        let mut cmd = Command::new("mpiexec.hydra");
+        cmd.args(["-n", "2"])
+            .arg(bin("dyn_check"))
+            .args(["spawn", "3", "nomissing"])
+            .env("RIVET_YIELD", "always")
+            .env_remove("RIVET_NETMOD")
+            .env_remove("RIVET_THREAD_LEVEL")
+            .envs(level_env(level));
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        let what = format!("hydra at thread level {level}");
+        expect_ok(&o, &what, "spawn", 2, level);
+        assert_eq!(
+            oks_at(&o.stdout, "dyn_check", "child", level),
+            3,
+            "{what}: three children must pass, at the parents' thread level\n{}",
+            o.show()
+        );
+    }
 }

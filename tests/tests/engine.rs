@@ -9,19 +9,31 @@
 //! (`RIVET_NETMOD=tcp`) on the io_uring and the poll backend; `cases`
 //! builds the list. The tcp-only tests (simultaneous connects, a peer
 //! killed mid-stream, io_uring unavailable) are at the end.
+//!
+//! Every case runs at two thread levels (`rivet_tests::LEVELS`): without
+//! `RIVET_THREAD_LEVEL`, where `engine_check`'s `Engine<Local>` runs at
+//! SINGLE without a lock, and with `RIVET_THREAD_LEVEL=multiple`, where it
+//! locks. The ranks check they run at the level asked for and say it in
+//! their OK line, which the tests match. `threads` is MULTIPLE by nature
+//! (`Engine<Shared>`) and runs once.
 
+use std::ops::Deref;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, release_bin, rivetrun, run_job_checking_shm, serial, Outcome};
+use rivet::ThreadLevel;
+use rivet_tests::{
+    bin, level_env, release_bin, rivetrun, run_job_checking_shm, serial, Outcome, LEVELS,
+};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The settings the tests vary; cleared first so the caller's environment
 /// cannot leak into a case.
-const KNOBS: [&str; 22] = [
+const KNOBS: [&str; 23] = [
     "RIVET_SHM_SPLIT_MIN",
+    "RIVET_THREAD_LEVEL",
     "RIVET_TCP_BACKEND",
     "RIVET_TCP_EAGER_MAX",
     "RIVET_TCP_PIECE",
@@ -46,6 +58,55 @@ const KNOBS: [&str; 22] = [
 ];
 
 type Env = Vec<(&'static str, &'static str)>;
+
+/// One case of a test: its settings, and the thread level the ranks must
+/// run at (and name in their OK line).
+#[derive(Clone, PartialEq)]
+struct Case {
+    /// The settings, with the level's `RIVET_THREAD_LEVEL` if it needs one.
+    env: Env,
+    level: ThreadLevel,
+}
+
+impl Case {
+    /// `settings` at `level` (a `LEVELS` one), for a mode on engine_check's
+    /// `Engine<Local>`.
+    fn at(settings: Env, level: ThreadLevel) -> Case {
+        let env = settings.into_iter().chain(level_env(level)).collect();
+        Case { env, level }
+    }
+
+    /// `settings` for a mode on an `Engine<Shared>` (`threads`): MULTIPLE
+    /// with or without `RIVET_THREAD_LEVEL`, so one level is all there is.
+    fn shared(settings: Env) -> Case {
+        Case {
+            env: settings,
+            level: ThreadLevel::Multiple,
+        }
+    }
+}
+
+impl Deref for Case {
+    type Target = [(&'static str, &'static str)];
+
+    fn deref(&self) -> &Self::Target {
+        &self.env
+    }
+}
+
+impl std::fmt::Debug for Case {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} at thread level {}", self.env, self.level)
+    }
+}
+
+/// Each of `settings` at each of `LEVELS` (SINGLE, then MULTIPLE).
+fn at_levels(settings: Vec<Env>) -> Vec<Case> {
+    settings
+        .into_iter()
+        .flat_map(|env| LEVELS.map(|level| Case::at(env.clone(), level)))
+        .collect()
+}
 
 /// tcp forced on-node, on each backend.
 const TCP: [[(&str, &str); 2]; 2] = [
@@ -77,8 +138,16 @@ fn ofi_knob(tcp_knob: &'static str) -> &'static str {
 /// `net` setting over tcp on both backends and over ofi on both providers
 /// (`RIVET_TCP_EAGER_MAX` and `RIVET_TCP_PIECE` become their `RIVET_OFI_`
 /// twins there; `RIVET_OFI_*` settings are left out for tcp), without
-/// duplicates.
+/// duplicates; each at every thread level.
 fn cases(
+    shm: &[&[(&'static str, &'static str)]],
+    net: &[&[(&'static str, &'static str)]],
+) -> Vec<Case> {
+    at_levels(settings(shm, net))
+}
+
+/// The settings of `cases`, at no particular thread level.
+fn settings(
     shm: &[&[(&'static str, &'static str)]],
     net: &[&[(&'static str, &'static str)]],
 ) -> Vec<Env> {
@@ -120,18 +189,18 @@ fn job(n: u32, program: &Path, mode: &[&str], env: &[(&str, &str)]) -> Command {
     with_env(cmd, env)
 }
 
-/// Run `engine_check MODE` on `n` ranks with `env`; it must pass on every
-/// rank. The outcome, for mode-specific checks.
-fn pass(n: u32, mode: &[&str], env: &[(&str, &str)]) -> Outcome {
-    pass_with(&bin("engine_check"), n, mode, env)
+/// Run `engine_check MODE` on `n` ranks in `case`; it must pass on every
+/// rank, at the case's thread level. The outcome, for mode-specific checks.
+fn pass(n: u32, mode: &[&str], case: &Case) -> Outcome {
+    pass_with(&bin("engine_check"), n, mode, case)
 }
 
-fn pass_with(program: &Path, n: u32, mode: &[&str], env: &[(&str, &str)]) -> Outcome {
+fn pass_with(program: &Path, n: u32, mode: &[&str], env: &Case) -> Outcome {
     let o = run_job_checking_shm(job(n, program, mode, env), DEADLINE);
     let case = format!("{mode:?} on {n} ranks with {env:?}");
     assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
     for rank in 0..n {
-        let line = format!("engine_check {} OK rank {rank} of {n}\n", mode[0]);
+        let line = ok_line(mode[0], rank, n, env.level);
         assert!(
             o.stdout.contains(&line),
             "{case}: no {line:?}\n{}",
@@ -146,9 +215,14 @@ fn pass_with(program: &Path, n: u32, mode: &[&str], env: &[(&str, &str)]) -> Out
     o
 }
 
+/// What a rank that passed `mode` at `level` prints last.
+fn ok_line(mode: &str, rank: u32, n: u32, level: ThreadLevel) -> String {
+    format!("engine_check {mode} OK rank {rank} of {n} at thread level {level}\n")
+}
+
 /// The engine's info (rank 0 prints it) shows the settings of `env`: the
-/// case really ran the path it means to.
-fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
+/// case really ran the path it means to, at its thread level.
+fn knobs_took_effect(o: &Outcome, env: &Case) {
     let info = |key: &str| -> String {
         let prefix = format!("engine_check info: {key}: ");
         o.stdout
@@ -205,12 +279,18 @@ fn knobs_took_effect(o: &Outcome, env: &[(&str, &str)]) {
             "{env:?}: yield: {line}"
         );
     }
+    let line = info("thread_level");
+    assert!(
+        line.starts_with(env.level.name()),
+        "{env:?}: thread level: {line}"
+    );
 }
 
-fn has(o: &Outcome, what: &str) {
+/// `case` (which names its thread level) printed `what`.
+fn has(o: &Outcome, case: &dyn std::fmt::Debug, what: &str) {
     assert!(
         o.stdout.contains(what),
-        "expected {what:?} in\n{}",
+        "{case:?}: expected {what:?} in\n{}",
         o.show()
     );
 }
@@ -225,6 +305,7 @@ fn wildcard_receives_keep_each_senders_order() {
         let o = pass(4, &["order"], &env);
         has(
             &o,
+            &env,
             "engine_check order: rank 0 got all 900 messages of 3 senders in order",
         );
     }
@@ -237,6 +318,7 @@ fn probe_reports_the_message_the_next_receive_gets() {
         let o = pass(3, &["probe"], &env);
         has(
             &o,
+            &env,
             "engine_check probe: rank 0 probed and received 88 messages",
         );
     }
@@ -256,6 +338,7 @@ fn cancel_withdraws_unmatched_operations_only() {
         let o = pass(2, &["cancel"], &env);
         has(
             &o,
+            &env,
             "engine_check cancel: 5 receives and 4 sends cancelled, 4 late cancels refused",
         );
     }
@@ -278,6 +361,7 @@ fn ssend_completes_only_after_the_match() {
         let o = pass(2, &["ssend"], &env);
         has(
             &o,
+            &env,
             "engine_check ssend: 7 issends stayed pending for 2000 tests each until matched",
         );
     }
@@ -325,9 +409,9 @@ fn every_size_arrives_intact_on_every_path() {
         knobs_took_effect(&o, env);
         for rank in 0..2 {
             let line = format!("engine_check sizes: rank {rank} verified ");
-            has(&o, &line);
+            has(&o, &env, &line);
         }
-        has(&o, "from 0 to 4194305 bytes");
+        has(&o, &env, "from 0 to 4194305 bytes");
         // Over shared memory with single copy, receives share the copy
         // with the sender from RIVET_SHM_SPLIT_MIN on (default 64 KiB),
         // once a first whole read has shown single copy works.
@@ -392,7 +476,7 @@ fn truncated_receives_report_and_the_job_goes_on() {
     );
     for env in all {
         let o = pass(2, &["trunc"], &env);
-        has(&o, "engine_check trunc: ");
+        has(&o, &env, "engine_check trunc: ");
     }
 }
 
@@ -435,11 +519,15 @@ fn stress_random_traffic_between_three_oversubscribed_ranks() {
 #[test]
 fn threads_share_the_engine() {
     let _serial = serial();
-    for env in cases(&[&[], &[("RIVET_SHM_LMT", "copy")]], &[&[]]) {
+    // One thread level only: `threads` runs on an `Engine<Shared>`, which
+    // is MULTIPLE whether or not RIVET_THREAD_LEVEL asks for it.
+    let all = settings(&[&[], &[("RIVET_SHM_LMT", "copy")]], &[&[]]);
+    for env in all.into_iter().map(Case::shared) {
         let o = pass(2, &["threads"], &env);
         for rank in 0..2 {
             has(
                 &o,
+                &env,
                 &format!("engine_check threads: rank {rank}: 4 threads x 400 exchanges verified"),
             );
         }
@@ -459,16 +547,20 @@ fn a_killed_rank_ends_the_job_and_leaves_nothing() {
         (&["kill"][..], &TCP[0][..]),
         (&["kill"][..], &TCP[1][..]),
     ];
-    for (mode, env) in runs {
-        let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, env), DEADLINE);
-        assert_eq!(o.code(), Some(128 + 9), "{mode:?}: {}", o.show());
-        assert!(
-            o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
-            "{mode:?}: {}",
-            o.show()
-        );
-        has(&o, "engine_check kill: rank 2 raises SIGKILL");
-        assert!(!o.stderr.contains("FAILED"), "{mode:?}: {}", o.show());
+    for (mode, settings) in runs {
+        for env in at_levels(vec![settings.to_vec()]) {
+            let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, &env), DEADLINE);
+            let case = format!("{mode:?} {env:?}");
+            assert_eq!(o.code(), Some(128 + 9), "{case}: {}", o.show());
+            assert!(
+                o.stderr.contains("rank 2 was killed by signal 9 (SIGKILL)"),
+                "{case}: {}",
+                o.show()
+            );
+            has(&o, &case, "engine_check kill: rank 2 raises SIGKILL");
+            // Ranks 0 and 1 checked their thread level before waiting.
+            assert!(!o.stderr.contains("FAILED"), "{case}: {}", o.show());
+        }
     }
 }
 
@@ -486,10 +578,11 @@ fn pingpong_under_mpich_hydra() {
         assert_eq!(o.code(), Some(0), "{env:?}: {}", o.show());
         knobs_took_effect(&o, &env);
         for rank in 0..2 {
-            has(&o, &format!("engine_check pingpong OK rank {rank} of 2\n"));
+            has(&o, &env, &ok_line("pingpong", rank, 2, env.level));
         }
         has(
             &o,
+            &env,
             "engine_check pingpong: sizes [0, 1, 100, 4096, 65536, 300000, 4194304]",
         );
     }
@@ -501,9 +594,11 @@ fn pingpong_under_rivetrun_with_every_yield_mode() {
     let _serial = serial();
     for y in ["auto", "always", "never"] {
         for net in [&[][..], &TCP[0][..], &TCP[1][..]] {
-            let env: Env = net.iter().copied().chain([("RIVET_YIELD", y)]).collect();
-            let o = pass(2, &["pingpong"], &env);
-            knobs_took_effect(&o, &env);
+            let settings: Env = net.iter().copied().chain([("RIVET_YIELD", y)]).collect();
+            for env in at_levels(vec![settings]) {
+                let o = pass(2, &["pingpong"], &env);
+                knobs_took_effect(&o, &env);
+            }
         }
     }
 }
@@ -523,10 +618,11 @@ fn dup_isolates_traffic_and_barriers_hold_on_1_to_4_ranks() {
         for rank in 0..n {
             has(
                 &o,
+                &env,
                 &format!("engine_check dup: rank {rank} of {n}: context ids ["),
             );
         }
-        has(&o, "isolation and 45 barriers checked");
+        has(&o, &env, "isolation and 45 barriers checked");
     }
 }
 
@@ -534,18 +630,21 @@ fn dup_isolates_traffic_and_barriers_hold_on_1_to_4_ranks() {
 #[test]
 fn a_singleton_sends_to_itself() {
     let _serial = serial();
-    let mut cmd = Command::new(bin("engine_check"));
-    cmd.arg("singleton");
-    for var in ["PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE"] {
-        cmd.env_remove(var);
+    for env in at_levels(vec![vec![]]) {
+        let mut cmd = Command::new(bin("engine_check"));
+        cmd.arg("singleton");
+        for var in ["PMI_FD", "PMI_PORT", "PMI_ID", "PMI_RANK", "PMI_SIZE"] {
+            cmd.env_remove(var);
+        }
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{env:?}: {}", o.show());
+        has(
+            &o,
+            &env,
+            "engine_check singleton: rank 0 of 1, messages to self verified",
+        );
+        has(&o, &env, &ok_line("singleton", 0, 1, env.level));
     }
-    let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    has(
-        &o,
-        "engine_check singleton: rank 0 of 1, messages to self verified",
-    );
-    has(&o, "engine_check singleton OK rank 0 of 1\n");
 }
 
 /// The harness itself: a job that leaves a Rivet segment in /dev/shm fails.
@@ -575,6 +674,7 @@ fn simultaneous_connects_lose_and_duplicate_nothing() {
             for rank in 0..n {
                 has(
                     &o,
+                    &env,
                     &format!(
                         "engine_check connect_all: rank {rank} exchanged 100 messages with each of {} peers",
                         n - 1
@@ -610,39 +710,46 @@ fn shm_on_the_node_and_tcp_across_nodes() {
         (&[], vec![], "3 shm, 0 netmod"),
         (&[], TCP[1].to_vec(), "0 shm, 3 netmod"),
     ];
-    for (launch, env, vcs) in runs {
-        let mut cmd = rivetrun(&["-n", "4"]);
-        cmd.args(launch).arg(bin("engine_check")).arg("connect_all");
-        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
-        let case = format!("{launch:?} {env:?}");
-        assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
-        for rank in 0..4 {
-            has(
-                &o,
-                &format!("engine_check connect_all OK rank {rank} of 4\n"),
-            );
-        }
-        has(&o, &format!("engine_check info: vcs: {vcs}\n"));
-        if env.contains(&("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")) {
-            has(
-                &o,
-                "engine_check info: transport.netmod: ofi for peers on other nodes (auto: \
-                 RIVET_OFI_PROVIDER=tcp;ofi_rxm)",
-            );
+    for (launch, settings, vcs) in runs {
+        for env in at_levels(vec![settings]) {
+            let mut cmd = rivetrun(&["-n", "4"]);
+            cmd.args(launch).arg(bin("engine_check")).arg("connect_all");
+            let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+            let case = format!("{launch:?} {env:?}");
+            assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
+            for rank in 0..4 {
+                has(&o, &case, &ok_line("connect_all", rank, 4, env.level));
+            }
+            has(&o, &case, &format!("engine_check info: vcs: {vcs}\n"));
+            if env.contains(&("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")) {
+                has(
+                    &o,
+                    &case,
+                    "engine_check info: transport.netmod: ofi for peers on other nodes (auto: \
+                     RIVET_OFI_PROVIDER=tcp;ofi_rxm)",
+                );
+            }
         }
     }
-    let mut cmd = rivetrun(&["-n", "4"]);
-    cmd.args(two_nodes)
-        .arg(release_bin("engine_check"))
-        .args(["stress", "30000", "2"]);
-    let o = run_job_checking_shm(with_env(cmd, &[]), DEADLINE);
-    assert_eq!(o.code(), Some(0), "stress over two nodes: {}", o.show());
-    // No libfabric provider here is faster than tcp, so auto keeps tcp.
-    has(
-        &o,
-        "engine_check info: transport.netmod: tcp for peers on other nodes (auto: no libfabric \
-         provider faster than tcp here)",
-    );
+    for env in at_levels(vec![vec![]]) {
+        let mut cmd = rivetrun(&["-n", "4"]);
+        cmd.args(two_nodes)
+            .arg(release_bin("engine_check"))
+            .args(["stress", "30000", "2"]);
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        let case = format!("stress over two nodes, {env:?}");
+        assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
+        for rank in 0..4 {
+            has(&o, &case, &ok_line("stress", rank, 4, env.level));
+        }
+        // No libfabric provider here is faster than tcp, so auto keeps tcp.
+        has(
+            &o,
+            &case,
+            "engine_check info: transport.netmod: tcp for peers on other nodes (auto: no \
+             libfabric provider faster than tcp here)",
+        );
+    }
 }
 
 /// Rank 1 SIGKILLs itself while rank 0 streams messages to it: rank 0's
@@ -666,14 +773,15 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
             "{env:?}: {}",
             o.show()
         );
-        has(&o, "engine_check netkill: rank 1 raises SIGKILL");
-        has(&o, "then the send failed: ");
+        has(&o, &env, "engine_check netkill: rank 1 raises SIGKILL");
+        has(&o, &env, "then the send failed: ");
         has(
             &o,
+            &env,
             "engine_check netkill: rank 0 and rank 2 exchanged 10 messages after the failure",
         );
         for rank in [0, 2] {
-            has(&o, &format!("engine_check netkill OK rank {rank} of 3\n"));
+            has(&o, &env, &ok_line("netkill", rank, 3, env.level));
         }
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
     }
@@ -691,9 +799,9 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
         cmd.arg(bin("engine_check")).arg("readkill");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
-        has(&o, "engine_check readkill: rank 1 raises SIGKILL");
-        has(&o, "engine_check readkill: rank 0's receive ended: ");
-        has(&o, "engine_check readkill OK rank 0 of 2\n");
+        has(&o, &env, "engine_check readkill: rank 1 raises SIGKILL");
+        has(&o, &env, "engine_check readkill: rank 0's receive ended: ");
+        has(&o, &env, &ok_line("readkill", 0, 2, env.level));
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
         let line = o
             .stdout
@@ -717,6 +825,7 @@ fn a_panic_over_a_live_receive_buffer_aborts() {
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         has(
             &o,
+            &env,
             "engine_check panic: rank 0 panics with its receive under way",
         );
         assert_eq!(o.code(), Some(128 + 6), "{env:?}: {}", o.show());
@@ -743,6 +852,7 @@ fn a_peer_that_finished_early_fails_nothing() {
         let o = pass(3, &["early_exit"], &env);
         has(
             &o,
+            &env,
             "engine_check early_exit: rank 0 received from rank 1 after rank 2 finished",
         );
     }
@@ -765,7 +875,8 @@ fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
             .arg("sizes");
         with_env(cmd, env)
     };
-    let fallback = |o: &Outcome, how: &str| {
+    let fallback = |o: &Outcome, how: &str, level: ThreadLevel| {
+        let how = format!("{how} at thread level {level}");
         assert_eq!(o.code(), Some(0), "{how}: {}", o.show());
         let line = o
             .stdout
@@ -777,33 +888,44 @@ fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
             "{how}: backend {line:?}"
         );
         for rank in 0..2 {
-            has(o, &format!("engine_check sizes OK rank {rank} of 2\n"));
+            has(o, &how, &ok_line("sizes", rank, 2, level));
         }
     };
 
-    let auto = [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "auto")];
-    let o = run_job_checking_shm(under_seccomp(&auto), DEADLINE);
-    fallback(&o, "seccomp");
+    for level in LEVELS {
+        let auto = Case::at(
+            vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "auto")],
+            level,
+        );
+        let o = run_job_checking_shm(under_seccomp(&auto), DEADLINE);
+        fallback(&o, "seccomp", level);
 
-    let env = [
-        ("RIVET_NETMOD", "tcp"),
-        ("RIVET_TCP_BACKEND", "auto"),
-        ("RIVET_TCP_URING_INJECT_FAILURE", "1"),
-    ];
-    let o = run_job_checking_shm(job(2, &engine_check, &["sizes"], &env), DEADLINE);
-    fallback(&o, "injected");
+        let env = Case::at(
+            vec![
+                ("RIVET_NETMOD", "tcp"),
+                ("RIVET_TCP_BACKEND", "auto"),
+                ("RIVET_TCP_URING_INJECT_FAILURE", "1"),
+            ],
+            level,
+        );
+        let o = run_job_checking_shm(job(2, &engine_check, &["sizes"], &env), DEADLINE);
+        fallback(&o, "injected", level);
 
-    let forced = [("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "uring")];
-    let o = run_job_checking_shm(under_seccomp(&forced), DEADLINE);
-    assert_ne!(
-        o.code(),
-        Some(0),
-        "forced uring under seccomp: {}",
-        o.show()
-    );
-    assert!(
-        o.stderr.contains("Engine::init") && o.stderr.contains("io_uring"),
-        "forced uring under seccomp: {}",
-        o.show()
-    );
+        let forced = Case::at(
+            vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "uring")],
+            level,
+        );
+        let o = run_job_checking_shm(under_seccomp(&forced), DEADLINE);
+        assert_ne!(
+            o.code(),
+            Some(0),
+            "forced uring under seccomp, {forced:?}: {}",
+            o.show()
+        );
+        assert!(
+            o.stderr.contains("Engine::init") && o.stderr.contains("io_uring"),
+            "forced uring under seccomp, {forced:?}: {}",
+            o.show()
+        );
+    }
 }

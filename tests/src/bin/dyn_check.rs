@@ -1,7 +1,11 @@
 //! A test rank for dynamic processes, run by `tests/dynamic.rs` under
 //! `rivetrun`. `dyn_check MODE [ARGS]`; every mode checks what it gets and
 //! exits 1 with a `dyn_check rank R: FAILED: ...` line at the first
-//! mismatch; a rank that passes prints `dyn_check MODE OK ...` last.
+//! mismatch; a rank that passes prints `dyn_check MODE OK rank R of N at
+//! thread level L` last. Every mode runs on one thread, on an
+//! `Engine<Local>` initialised at SINGLE: the level provided must be the
+//! one `RIVET_THREAD_LEVEL` asks for (unset: SINGLE), spawned children
+//! included.
 //!
 //! - `refcounts` (2): seed 000's reference-count table step by step: dup,
 //!   free, disconnect, and accept/connect between the two ranks of one job
@@ -29,7 +33,7 @@
 
 use std::time::{Duration, Instant};
 
-use rivet::{Comm, Counts, Engine, SpawnCommand};
+use rivet::{Comm, Counts, Engine, Local, SpawnCommand, ThreadLevel, Threading};
 use rivet_tests::ensure;
 use rivet_tests::rank_check::{self, die, OrDie};
 
@@ -38,9 +42,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().cloned().unwrap_or_default();
     let arg = args.get(1).cloned().unwrap_or_default();
-    let engine = Engine::init().or_die("Engine::init");
+    // One thread per process in every mode: an `Engine<Local>` at SINGLE
+    // (no lock unless RIVET_THREAD_LEVEL=multiple raises it; `init` checks
+    // the level is the one asked for).
+    let engine = rank_check::init::<Local>(ThreadLevel::Single);
     let world = engine.world();
-    rank_check::set_rank(world.rank());
     match mode.as_str() {
         "refcounts" => refcounts(&engine),
         "server" => server(&engine, &arg),
@@ -56,13 +62,14 @@ fn main() {
         other => die(format!("unknown mode {other:?}")),
     }
     let (rank, size) = (world.rank(), world.size());
+    let level = engine.thread_level();
     drop(world);
     engine.finalize().or_die("finalize");
-    println!("dyn_check {mode} OK rank {rank} of {size}");
+    println!("dyn_check {mode} OK rank {rank} of {size} at thread level {level}");
 }
 
 /// The counts that must come back after every dynamic operation.
-fn expect_baseline(engine: &Engine, base: &Counts, after: &str) {
+fn expect_baseline<T: Threading>(engine: &Engine<T>, base: &Counts, after: &str) {
     let now = engine.counts();
     ensure!(
         now.pg == base.pg && now.vcrts == base.vcrts && now.ports == base.ports,
@@ -70,7 +77,7 @@ fn expect_baseline(engine: &Engine, base: &Counts, after: &str) {
     );
 }
 
-fn refcounts(engine: &Engine) {
+fn refcounts<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     ensure!(world.size() == 2, "refcounts needs 2 ranks");
     world.barrier().or_die("barrier");
@@ -140,7 +147,7 @@ fn refcounts(engine: &Engine) {
 
 /// Every rank sends to every remote rank and receives from every one;
 /// payloads name sender and receiver.
-fn exchange_across(inter: &Comm, my_world_rank: u32) {
+fn exchange_across<T: Threading>(inter: &Comm<T>, my_world_rank: u32) {
     let remote = inter
         .remote_size()
         .unwrap_or_else(|| die("not an intercomm"));
@@ -205,7 +212,7 @@ fn rendezvous(arg: &str) -> Rendezvous {
     }
 }
 
-fn server(engine: &Engine, arg: &str) {
+fn server<T: Threading>(engine: &Engine<T>, arg: &str) {
     let world = engine.world();
     world.barrier().or_die("barrier");
     let base = engine.counts();
@@ -234,7 +241,7 @@ fn server(engine: &Engine, arg: &str) {
     across_jobs(engine, &world, inter, false, &base);
 }
 
-fn client(engine: &Engine, arg: &str) {
+fn client<T: Threading>(engine: &Engine<T>, arg: &str) {
     let world = engine.world();
     world.barrier().or_die("barrier");
     let base = engine.counts();
@@ -262,7 +269,13 @@ fn client(engine: &Engine, arg: &str) {
     across_jobs(engine, &world, inter, true, &base);
 }
 
-fn across_jobs(engine: &Engine, world: &Comm, inter: Comm, is_client: bool, base: &Counts) {
+fn across_jobs<T: Threading>(
+    engine: &Engine<T>,
+    world: &Comm<T>,
+    inter: Comm<T>,
+    is_client: bool,
+    base: &Counts,
+) {
     let remote = inter
         .remote_size()
         .unwrap_or_else(|| die("not an intercomm"));
@@ -328,7 +341,7 @@ fn across_jobs(engine: &Engine, world: &Comm, inter: Comm, is_client: bool, base
     world.barrier().or_die("final barrier");
 }
 
-fn spawn(engine: &Engine, n: u32, variant: Option<&str>) {
+fn spawn<T: Threading>(engine: &Engine<T>, n: u32, variant: Option<&str>) {
     let world = engine.world();
     world.barrier().or_die("barrier");
     let base = engine.counts();
@@ -368,7 +381,7 @@ fn spawn(engine: &Engine, n: u32, variant: Option<&str>) {
     world.barrier().or_die("barrier after the failed spawn");
 }
 
-fn child(engine: &Engine) {
+fn child<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     let parent = engine
         .parent()
@@ -382,7 +395,7 @@ fn child(engine: &Engine) {
     world.barrier().or_die("children's barrier");
 }
 
-fn names(engine: &Engine) {
+fn names<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     if world.rank() == 0 {
         let port = engine.open_port().or_die("open_port");
@@ -409,7 +422,7 @@ fn names(engine: &Engine) {
     world.barrier().or_die("barrier");
 }
 
-fn badports(engine: &Engine) {
+fn badports<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     ensure!(world.size() == 2, "badports needs 2 ranks");
     let base = engine.counts();

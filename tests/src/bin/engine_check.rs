@@ -4,7 +4,16 @@
 //! `engine_check MODE [ARGS]`; every mode verifies what it receives and
 //! exits 1 with an `engine_check rank R: FAILED: ...` line on stderr at the
 //! first mismatch. A rank that passes prints `engine_check MODE OK rank R of
-//! N` last. Modes (the ranks they need):
+//! N at thread level L` last.
+//!
+//! Thread levels: `threads` runs on an `Engine<Shared>` (MULTIPLE: its
+//! threads share the handles); every other mode on an `Engine<Local>`
+//! initialised at SINGLE, so the engine runs without a lock unless
+//! `RIVET_THREAD_LEVEL=multiple` raises the level. The level provided must
+//! be the one `RIVET_THREAD_LEVEL` asks for (unset: SINGLE, or MULTIPLE for
+//! `threads`), or the rank fails at once.
+//!
+//! Modes (the ranks they need):
 //! - `pingpong` (2): both directions, a few sizes up to 4 MiB, blocking,
 //!   scoped and raw calls.
 //! - `order` (>= 2, meant for 4): ranks 1.. send K messages each to rank 0,
@@ -51,7 +60,10 @@
 use std::io::Write;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use rivet::{Comm, Engine, MsgError, Request, Status, ANY_SOURCE, ANY_TAG};
+use rivet::{
+    Comm, Engine, Local, MsgError, Request, Shared, Status, ThreadLevel, Threading, ANY_SOURCE,
+    ANY_TAG,
+};
 use rivet_tests::ensure;
 use rivet_tests::rank_check::{self, die, OrDie};
 
@@ -65,10 +77,33 @@ fn main() {
         kill_before_init();
     }
 
-    let engine = Engine::init().or_die("Engine::init");
+    // `threads` calls the engine from several threads at once: its handles
+    // must be `Send + Sync` (`Engine<Shared>`, always MULTIPLE). Every other
+    // mode runs on one thread, on an `Engine<Local>` at SINGLE: no lock,
+    // unless RIVET_THREAD_LEVEL=multiple raises the level.
+    if mode == "threads" {
+        run(
+            rank_check::init::<Shared>(ThreadLevel::Multiple),
+            &mode,
+            |engine, world| {
+                need(&mode, world, 2);
+                threads(engine, world)
+            },
+        );
+    } else {
+        run(
+            rank_check::init::<Local>(ThreadLevel::Single),
+            &mode,
+            |engine, world| one_thread(engine, world, &mode, rest),
+        );
+    }
+}
+
+/// Run `body` on the world, finalize, and say `OK` with the thread level
+/// the engine ran at.
+fn run<T: Threading>(engine: Engine<T>, mode: &str, body: impl FnOnce(&Engine<T>, &Comm<T>)) {
     let world = engine.world();
     let (rank, size) = (world.rank(), world.size());
-    rank_check::set_rank(rank);
     ensure!(
         engine.rank() == rank && engine.size() == size,
         "engine says rank {} of {}, the world communicator {rank} of {size}",
@@ -76,86 +111,96 @@ fn main() {
         engine.size()
     );
     ensure!(rank < size, "rank {rank} >= size {size}");
+    body(&engine, &world);
+    let level = engine.thread_level();
+    drop(world);
+    engine.finalize().or_die("finalize");
+    println!("engine_check {mode} OK rank {rank} of {size} at thread level {level}");
+}
 
-    let need = |n: u32| ensure!(size == n, "mode {mode} needs {n} ranks, not {size}");
-    let at_least = |n: u32| ensure!(size >= n, "mode {mode} needs {n} ranks or more, not {size}");
-    match mode.as_str() {
+fn need<T: Threading>(mode: &str, world: &Comm<T>, n: u32) {
+    let size = world.size();
+    ensure!(size == n, "mode {mode} needs {n} ranks, not {size}");
+}
+
+fn at_least<T: Threading>(mode: &str, world: &Comm<T>, n: u32) {
+    let size = world.size();
+    ensure!(size >= n, "mode {mode} needs {n} ranks or more, not {size}");
+}
+
+/// Every mode but `threads`.
+fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, rest: &[String]) {
+    let need = |n: u32| need(mode, world, n);
+    let at_least = |n: u32| at_least(mode, world, n);
+    match mode {
         "pingpong" => {
             need(2);
-            print_info(&engine);
-            pingpong(&world)
+            print_info(engine);
+            pingpong(world)
         }
         "order" => {
             at_least(2);
-            order(&world)
+            order(world)
         }
         "probe" => {
             at_least(2);
-            probe(&world)
+            probe(world)
         }
         "cancel" => {
             need(2);
-            cancel(&world)
+            cancel(world)
         }
         "ssend" => {
             need(2);
-            ssend(&world)
+            ssend(world)
         }
         "sizes" => {
             need(2);
-            sizes(&engine, &world)
+            sizes(engine, world)
         }
         "trunc" => {
             need(2);
-            trunc(&world)
+            trunc(world)
         }
         "stress" => {
             at_least(2);
             let total = rest.first().map_or(100_000, |s| s.parse().or_die("TOTAL"));
             let seed = rest.get(1).map_or(1, |s| s.parse().or_die("SEED"));
-            print_info(&engine);
-            stress(&world, total, seed)
-        }
-        "threads" => {
-            need(2);
-            threads(&engine, &world)
+            print_info(engine);
+            stress(world, total, seed)
         }
         "kill" => {
             need(3);
-            kill(&world)
+            kill(world)
         }
         "connect_all" => {
-            connect_all(&world);
+            connect_all(world);
             // After the traffic: the info names the VCs each path carried.
-            print_info(&engine)
+            print_info(engine)
         }
         "netkill" => {
             need(3);
-            netkill(&world)
+            netkill(world)
         }
         "early_exit" => {
             need(3);
-            early_exit(&world)
+            early_exit(world)
         }
         "readkill" => {
             need(2);
-            readkill(&world)
+            readkill(world)
         }
         "panic" => {
             need(2);
-            panic_mid_rendezvous(&world)
+            panic_mid_rendezvous(world)
         }
-        "dup" => dup(&world, rest.first().map(String::as_str)),
+        "dup" => dup(world, rest.first().map(String::as_str)),
         "singleton" => {
             need(1);
-            singleton(&world)
+            singleton(world)
         }
         other => die(format!("unknown mode {other}")),
     }
-
-    drop(world);
-    engine.finalize().or_die("finalize");
-    println!("engine_check {mode} OK rank {rank} of {size}");
 }
 
 // ---------------------------------------------------------------------------
@@ -327,7 +372,7 @@ fn ok_status(what: &str, st: &Status) {
     ensure!(st.error.is_none(), "{what}: reported an error: {st:?}");
 }
 
-fn statuses(what: &str, reqs: &[Request]) -> Vec<Status> {
+fn statuses<T: Threading>(what: &str, reqs: &[Request<'_, T>]) -> Vec<Status> {
     reqs.iter()
         .enumerate()
         .map(|(i, r)| {
@@ -338,7 +383,7 @@ fn statuses(what: &str, reqs: &[Request]) -> Vec<Status> {
         .collect()
 }
 
-fn wait_all_ok(what: &str, reqs: &mut [Request]) -> Vec<Status> {
+fn wait_all_ok<T: Threading>(what: &str, reqs: &mut [Request<'_, T>]) -> Vec<Status> {
     Request::wait_all(reqs).or_die(what);
     let sts = statuses(what, reqs);
     for (i, st) in sts.iter().enumerate() {
@@ -503,7 +548,7 @@ fn verify_full(me: u32) -> impl Fn(u32, u32, i32, usize, &[u8]) {
 // ---------------------------------------------------------------------------
 // pingpong
 
-fn pingpong(world: &Comm) {
+fn pingpong<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     let peer = 1 - me;
     let sizes = [0usize, 1, 100, 4096, 65_536, 300_000, 4 << 20];
@@ -628,7 +673,7 @@ fn order_plan(s: u32) -> Vec<(i32, usize)> {
         .collect()
 }
 
-fn order(world: &Comm) {
+fn order<T: Threading>(world: &Comm<T>) {
     let (me, n) = (world.rank(), world.size());
     if me != 0 {
         let msgs: Vec<Vec<u8>> = (0..ORDER_K)
@@ -636,7 +681,7 @@ fn order(world: &Comm) {
             .collect();
         // Everything at once: small messages queue behind the large ones.
         world.scope(|s| {
-            let mut reqs: Vec<Request> = msgs
+            let mut reqs: Vec<Request<'_, T>> = msgs
                 .iter()
                 .enumerate()
                 .map(|(q, m)| s.isend(m, 0, order_tag(me, q as u32)).or_die("isend"))
@@ -695,9 +740,13 @@ fn order(world: &Comm) {
 }
 
 /// Post one receive per pattern, in order, then wait for all of them.
-fn recv_batch(world: &Comm, pats: &[(i32, i32)], bufs: &mut [Vec<u8>]) -> Vec<Status> {
+fn recv_batch<T: Threading>(
+    world: &Comm<T>,
+    pats: &[(i32, i32)],
+    bufs: &mut [Vec<u8>],
+) -> Vec<Status> {
     world.scope(|s| {
-        let mut reqs: Vec<Request> = bufs
+        let mut reqs: Vec<Request<'_, T>> = bufs
             .iter_mut()
             .zip(pats)
             .map(|(b, &(sp, tp))| s.irecv(b, sp, tp).or_die("irecv"))
@@ -710,7 +759,7 @@ fn recv_batch(world: &Comm, pats: &[(i32, i32)], bufs: &mut [Vec<u8>]) -> Vec<St
 // ---------------------------------------------------------------------------
 // probe
 
-fn probe(world: &Comm) {
+fn probe<T: Threading>(world: &Comm<T>) {
     let (me, n) = (world.rank(), world.size());
     let fixed: [(i32, usize); 4] = [(7, 100), (9, 0), (11, 200_000), (13, 5000)];
     // Phase 1: rank 1 sends four messages; rank 0 probes each before
@@ -788,7 +837,7 @@ fn probe(world: &Comm) {
             .map(|q| message(me, 0, 4 + q, tag_of(me, q), size_of(q)))
             .collect();
         world.scope(|s| {
-            let mut reqs: Vec<Request> = msgs
+            let mut reqs: Vec<Request<'_, T>> = msgs
                 .iter()
                 .enumerate()
                 .map(|(q, m)| s.isend(m, 0, tag_of(me, q as u32)).or_die("isend"))
@@ -881,7 +930,7 @@ fn probe(world: &Comm) {
 // ---------------------------------------------------------------------------
 // cancel
 
-fn cancel(world: &Comm) {
+fn cancel<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     let big = 4 << 20;
     // Sends rank 0 cancels: (synchronous?, size).
@@ -1070,7 +1119,7 @@ fn cancel(world: &Comm) {
 // ---------------------------------------------------------------------------
 // ssend
 
-fn ssend(world: &Comm) {
+fn ssend<T: Threading>(world: &Comm<T>) {
     const TESTS: usize = 2000;
     let me = world.rank();
     let sizes = [0usize, 1, 100, 4000, 65_536, 1 << 20, 4 << 20];
@@ -1139,7 +1188,7 @@ fn ssend(world: &Comm) {
 
 /// Sizes to try: fixed ones, plus one around every number the engine's info
 /// or the environment gives as a threshold.
-fn interesting_sizes(engine: &Engine) -> Vec<usize> {
+fn interesting_sizes<T: Threading>(engine: &Engine<T>) -> Vec<usize> {
     let mut sizes: Vec<usize> = vec![
         0,
         1,
@@ -1220,7 +1269,7 @@ fn numbers(s: &str) -> Vec<usize> {
 
 /// Rank 0 prints what the engine runs with, one `engine_check info:` line
 /// per item.
-fn print_info(engine: &Engine) {
+fn print_info<T: Threading>(engine: &Engine<T>) {
     if engine.rank() == 0 {
         for (k, v) in &engine.info().items {
             println!("engine_check info: {k}: {v}");
@@ -1228,7 +1277,7 @@ fn print_info(engine: &Engine) {
     }
 }
 
-fn sizes(engine: &Engine, world: &Comm) {
+fn sizes<T: Threading>(engine: &Engine<T>, world: &Comm<T>) {
     let me = world.rank();
     let peer = 1 - me;
     let sizes = interesting_sizes(engine);
@@ -1272,7 +1321,7 @@ fn sizes(engine: &Engine, world: &Comm) {
         .collect();
     let mut ins: Vec<Vec<u8>> = sizes.iter().map(|&s| vec![0u8; s]).collect();
     world.scope(|s| {
-        let mut reqs: Vec<Request> = Vec::new();
+        let mut reqs: Vec<Request<'_, T>> = Vec::new();
         for (i, b) in ins.iter_mut().enumerate().rev() {
             reqs.push(s.irecv(b, peer as i32, i as i32).or_die("irecv"));
         }
@@ -1312,7 +1361,7 @@ fn sizes(engine: &Engine, world: &Comm) {
 // ---------------------------------------------------------------------------
 // trunc
 
-fn trunc(world: &Comm) {
+fn trunc<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     let mut cases: Vec<(usize, usize)> = vec![
         (10, 5),
@@ -1443,7 +1492,7 @@ fn stress_plan(sender: u32, n: u32, total: usize, seed: u64) -> Vec<Planned> {
         .collect()
 }
 
-fn stress(world: &Comm, total: usize, seed: u64) {
+fn stress<T: Threading>(world: &Comm<T>, total: usize, seed: u64) {
     let (me, n) = (world.rank(), world.size());
     let plans: Vec<Vec<Planned>> = (0..n).map(|s| stress_plan(s, n, total, seed)).collect();
     let rounds = plans
@@ -1504,7 +1553,7 @@ fn stress(world: &Comm, total: usize, seed: u64) {
             .map(|s| upto[s][round] - if round == 0 { 0 } else { upto[s][round - 1] })
             .sum();
         world.scope(|sc| {
-            let mut reqs: Vec<Request> = part
+            let mut reqs: Vec<Request<'_, T>> = part
                 .iter()
                 .zip(&msgs)
                 .map(|(p, m)| {
@@ -1637,7 +1686,7 @@ fn threads(engine: &Engine, world: &Comm) {
 // ---------------------------------------------------------------------------
 // kill
 
-fn kill(world: &Comm) {
+fn kill<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     world.barrier().or_die("barrier");
     if me == 2 {
@@ -1670,7 +1719,7 @@ fn kill(world: &Comm) {
 const CONNECT_ALL_ROUNDS: u32 = 5;
 const CONNECT_ALL_BURST: u32 = 20;
 
-fn connect_all(world: &Comm) {
+fn connect_all<T: Threading>(world: &Comm<T>) {
     let (me, n) = (world.rank(), world.size());
     let peers: Vec<u32> = (0..n).filter(|&p| p != me).collect();
     for round in 0..CONNECT_ALL_ROUNDS {
@@ -1690,7 +1739,7 @@ fn connect_all(world: &Comm) {
         let sts = world.scope(|s| {
             // Receives first, then every send at once: no rank waits for
             // another before its first message leaves.
-            let mut recvs: Vec<Request> = bufs
+            let mut recvs: Vec<Request<'_, T>> = bufs
                 .iter_mut()
                 .enumerate()
                 .map(|(i, b)| {
@@ -1698,7 +1747,7 @@ fn connect_all(world: &Comm) {
                     s.irecv(b, p as i32, 7).or_die("irecv")
                 })
                 .collect();
-            let mut sends: Vec<Request> = out
+            let mut sends: Vec<Request<'_, T>> = out
                 .iter()
                 .map(|(p, m)| s.isend(m, *p, 7).or_die("isend"))
                 .collect();
@@ -1733,7 +1782,7 @@ fn connect_all(world: &Comm) {
     );
 }
 
-fn early_exit(world: &Comm) {
+fn early_exit<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     let mut b = [0u8; 16];
     match me {
@@ -1759,7 +1808,7 @@ fn early_exit(world: &Comm) {
     }
 }
 
-fn netkill(world: &Comm) {
+fn netkill<T: Threading>(world: &Comm<T>) {
     let me = world.rank();
     match me {
         1 => {
@@ -1850,7 +1899,7 @@ fn netkill(world: &Comm) {
 /// rank 0 pulls the data (read or streamed, as the netmod does it). Rank
 /// 0's receive must end: with the whole message (if the pull was quick) or
 /// with an error naming rank 1; never a hang.
-fn readkill(world: &Comm) {
+fn readkill<T: Threading>(world: &Comm<T>) {
     const LEN: usize = 48 << 20;
     match world.rank() {
         1 => {
@@ -1901,7 +1950,7 @@ fn readkill(world: &Comm) {
 /// arrived, posts the receive in a scope (it matches at once and the data
 /// starts flowing into the buffer through the netmod) and panics. The
 /// unwind would free the buffer under the netmod: the engine must abort.
-fn panic_mid_rendezvous(world: &Comm) {
+fn panic_mid_rendezvous<T: Threading>(world: &Comm<T>) {
     const LEN: usize = 16 << 20;
     match world.rank() {
         1 => {
@@ -1976,7 +2025,7 @@ fn kill_before_init() {
 // ---------------------------------------------------------------------------
 // dup
 
-fn dup(world: &Comm, dir: Option<&str>) {
+fn dup<T: Threading>(world: &Comm<T>, dir: Option<&str>) {
     let (me, n) = (world.rank(), world.size());
     let d1 = world.dup().or_die("dup");
     let d2 = world.dup().or_die("second dup");
@@ -2099,7 +2148,7 @@ fn dup(world: &Comm, dir: Option<&str>) {
 // ---------------------------------------------------------------------------
 // singleton
 
-fn singleton(world: &Comm) {
+fn singleton<T: Threading>(world: &Comm<T>) {
     ensure!(world.rank() == 0, "singleton rank {}", world.rank());
     let small = message(0, 0, 0, 4, 100);
     world.send(&small, 0, 4).or_die("send to self");

@@ -1,7 +1,10 @@
 //! A test rank for group connect (seed 004), run by `tests/group.rs` under
 //! `rivetrun`. `group_check MODE`; every mode checks what it gets and exits
 //! 1 with a `group_check rank R: FAILED: ...` line at the first mismatch; a
-//! rank that passes prints `group_check MODE OK ...` last.
+//! rank that passes prints `group_check MODE OK rank R of N at thread
+//! level L` last. Every mode runs on one thread, on an `Engine<Local>`
+//! initialised at SINGLE: the level provided must be the one
+//! `RIVET_THREAD_LEVEL` asks for (unset: SINGLE), spawned children included.
 //!
 //! - `parents N` (any size P): rank 0 spawns N copies in `child` mode, so
 //!   the processes span two process groups. The groups swap namespace
@@ -32,7 +35,10 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rivet::{Comm, ConnectAttrs, Connected, Engine, Group, GroupEvent, GroupEventKind, ProcName};
+use rivet::{
+    Comm, ConnectAttrs, Connected, Engine, Group, GroupEvent, GroupEventKind, Local, ProcName,
+    ThreadLevel, Threading,
+};
 use rivet_tests::ensure;
 use rivet_tests::rank_check::{self, die, OrDie};
 
@@ -43,9 +49,11 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let mode = args.first().cloned().unwrap_or_default();
     let arg = args.get(1).cloned().unwrap_or_default();
-    let engine = Engine::init().or_die("Engine::init");
+    // One thread per process in every mode (event handlers run on the
+    // thread that polls): an `Engine<Local>` at SINGLE, no lock unless
+    // RIVET_THREAD_LEVEL=multiple raises it; `init` checks the level.
+    let engine = rank_check::init::<Local>(ThreadLevel::Single);
     let world = engine.world();
-    rank_check::set_rank(world.rank());
     match mode.as_str() {
         "parents" => parents(&engine, arg.parse().unwrap_or(2)),
         "child" => child(&engine),
@@ -55,9 +63,10 @@ fn main() {
         other => die(format!("unknown mode {other:?}")),
     }
     let (rank, size) = (world.rank(), world.size());
+    let level = engine.thread_level();
     drop(world);
     engine.finalize().or_die("finalize");
-    println!("group_check {mode} OK rank {rank} of {size}");
+    println!("group_check {mode} OK rank {rank} of {size} at thread level {level}");
 }
 
 fn whole(nspace: &str) -> ProcName {
@@ -82,7 +91,7 @@ fn attrs(id: &str) -> ConnectAttrs {
     }
 }
 
-fn connect(engine: &Engine, procs: &[ProcName], attrs: &ConnectAttrs) -> Group {
+fn connect<T: Threading>(engine: &Engine<T>, procs: &[ProcName], attrs: &ConnectAttrs) -> Group<T> {
     match engine.group_connect(procs, attrs).or_die("group_connect") {
         Connected::Group(g) => g,
         Connected::Exchanged(_) => die("group_connect without xchg_only made no group"),
@@ -90,7 +99,7 @@ fn connect(engine: &Engine, procs: &[ProcName], attrs: &ConnectAttrs) -> Group {
 }
 
 /// Events seen by this process's handler.
-fn record_events(engine: &Engine) -> Arc<Mutex<Vec<GroupEvent>>> {
+fn record_events<T: Threading>(engine: &Engine<T>) -> Arc<Mutex<Vec<GroupEvent>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let sink = seen.clone();
     engine.on_group_event(move |e| sink.lock().unwrap().push(e.clone()));
@@ -98,7 +107,7 @@ fn record_events(engine: &Engine) -> Arc<Mutex<Vec<GroupEvent>>> {
 }
 
 /// Poll events until `want` has been seen (bounded).
-fn await_event(engine: &Engine, seen: &Mutex<Vec<GroupEvent>>, want: &GroupEvent) {
+fn await_event<T: Threading>(engine: &Engine<T>, seen: &Mutex<Vec<GroupEvent>>, want: &GroupEvent) {
     let start = Instant::now();
     loop {
         engine.poll_group_events().or_die("poll_group_events");
@@ -115,7 +124,7 @@ fn await_event(engine: &Engine, seen: &Mutex<Vec<GroupEvent>>, want: &GroupEvent
 }
 
 /// Everyone sends its group rank to the next and checks what the previous sent.
-fn ring(comm: &Comm, tag: i32) {
+fn ring<T: Threading>(comm: &Comm<T>, tag: i32) {
     let (rank, size) = (comm.rank(), comm.size());
     let next = (rank + 1) % size;
     let prev = (rank + size - 1) % size;
@@ -140,7 +149,7 @@ fn ring(comm: &Comm, tag: i32) {
 
 /// The other side's namespace, swapped over the spawn intercommunicator:
 /// every process sends its own to every remote rank.
-fn swap_nspace(engine: &Engine, inter: &Comm) -> String {
+fn swap_nspace<T: Threading>(engine: &Engine<T>, inter: &Comm<T>) -> String {
     let mine = engine.nspace();
     let remote = inter.remote_size().unwrap_or(0);
     let mut theirs = String::new();
@@ -161,7 +170,7 @@ fn swap_nspace(engine: &Engine, inter: &Comm) -> String {
     theirs
 }
 
-fn parents(engine: &Engine, n: u32) {
+fn parents<T: Threading>(engine: &Engine<T>, n: u32) {
     let world = engine.world();
     world.barrier().or_die("barrier");
     let base = engine.counts();
@@ -188,7 +197,7 @@ fn parents(engine: &Engine, n: u32) {
     );
 }
 
-fn child(engine: &Engine) {
+fn child<T: Threading>(engine: &Engine<T>) {
     let parent = engine
         .parent()
         .unwrap_or_else(|| die("a spawned process has no parent"));
@@ -210,7 +219,7 @@ fn child(engine: &Engine) {
 
 /// Step 1 on a child: the `xchg_only` exchange with the parents' namespace
 /// `ns`, which also tells how many parents there are (a child does not know).
-fn exchange_with_parents(ns: &ProcName, engine: &Engine) -> u32 {
+fn exchange_with_parents<T: Threading>(ns: &ProcName, engine: &Engine<T>) -> u32 {
     let procs = [whole(&engine.nspace()), ns.clone()];
     let attrs = ConnectAttrs {
         xchg_only: true,
@@ -232,8 +241,8 @@ fn exchange_with_parents(ns: &ProcName, engine: &Engine) -> u32 {
 
 /// Steps 1-5 of `parents`, on both sides. `parents_ns` was created first,
 /// so its processes come first in every group.
-fn together(
-    engine: &Engine,
+fn together<T: Threading>(
+    engine: &Engine<T>,
     procs: &[ProcName],
     parents_ns: &str,
     children_ns: &str,
@@ -360,7 +369,7 @@ fn together(
     engine.group_disconnect(g1).or_die("disconnect g1");
 }
 
-fn optional(engine: &Engine) {
+fn optional<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     ensure!(world.size() == 3, "optional needs 3 ranks");
     if world.rank() == 2 {
@@ -411,7 +420,7 @@ fn optional(engine: &Engine) {
     engine.group_disconnect(g).or_die("disconnect");
 }
 
-fn term(engine: &Engine, early: bool) {
+fn term<T: Threading>(engine: &Engine<T>, early: bool) {
     let world = engine.world();
     ensure!(world.size() == 3, "term needs 3 ranks");
     let seen = record_events(engine);
@@ -449,7 +458,7 @@ fn term(engine: &Engine, early: bool) {
     engine.group_disconnect(g).or_die("disconnect");
 }
 
-fn unserved(engine: &Engine) {
+fn unserved<T: Threading>(engine: &Engine<T>) {
     match engine.group_connect(&[whole(&engine.nspace())], &attrs("h")) {
         Ok(_) => die("group connect succeeded under a process manager that cannot serve it"),
         Err(rivet::Error::Unsupported(why)) => {
