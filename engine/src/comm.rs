@@ -269,7 +269,7 @@ impl<T: Threading> Comm<T> {
         (source != ANY_SOURCE).then(|| self.peers().vc(source as u32))
     }
 
-    fn check_pattern(&self, source: i32, tag: i32) -> Result<()> {
+    pub(crate) fn check_pattern(&self, source: i32, tag: i32) -> Result<()> {
         let size = self.peers().size();
         if source != ANY_SOURCE && (source < 0 || source as u32 >= size) {
             return Err(Error::RankOutOfRange {

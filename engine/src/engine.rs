@@ -207,6 +207,8 @@ impl<T: Threading> Engine<T> {
             rma: RmaState::default(),
             completions: 0,
             spare: Default::default(),
+            held: Default::default(),
+            next_held: 1,
         };
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));

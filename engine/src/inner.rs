@@ -240,6 +240,38 @@ impl Inner {
         Ok(found(&core))
     }
 
+    /// A matched probe: the taken message's handle and status, if one
+    /// matches now (after one progress call).
+    pub(crate) fn improbe(
+        &self,
+        context: u32,
+        source: i32,
+        tag: i32,
+    ) -> Result<Option<(u64, Status)>> {
+        let mut core = self.lock()?;
+        if let Some(found) = core.take_matching(context, source, tag) {
+            return Ok(Some(found));
+        }
+        core.progress();
+        Self::check(&core)?;
+        Ok(core.take_matching(context, source, tag))
+    }
+
+    pub(crate) fn mprobe(&self, context: u32, source: i32, tag: i32) -> Result<(u64, Status)> {
+        let mut backoff = Backoff::new(self.yields);
+        loop {
+            if let Some(found) = self.improbe(context, source, tag)? {
+                return Ok(found);
+            }
+            backoff.idle();
+        }
+    }
+
+    /// Start receiving held message `key` into `buf..buf+cap`.
+    pub(crate) fn receive_held(&self, key: u64, buf: *mut u8, cap: usize) -> Result<u64> {
+        Ok(self.lock_even_finalized().receive_held(key, buf, cap))
+    }
+
     pub(crate) fn probe(&self, context: u32, source: i32, tag: i32) -> Result<Status> {
         let mut backoff = Backoff::new(self.yields);
         loop {

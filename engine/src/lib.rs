@@ -39,6 +39,7 @@ mod groups;
 mod inner;
 mod intercomm;
 pub mod matching;
+mod message;
 mod netmod;
 pub mod node_map;
 mod pg;
@@ -63,6 +64,7 @@ pub use dynamic::{
 pub use engine::{Counts, Engine, Info};
 pub use error::{Error, Result};
 pub use matching::{ANY_SOURCE, ANY_TAG};
+pub use message::Message;
 pub use pg::PgCounts;
 pub use request::Request;
 pub use rivet_pmi as pmi;

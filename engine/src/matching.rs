@@ -517,6 +517,33 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         Some((u.env, &u.msg))
     }
 
+    /// Remove and return the earliest unexpected message matching the
+    /// pattern (a matched probe: nothing else can take it afterwards).
+    pub fn take(&mut self, context: u32, source: i32, tag: i32) -> Option<(Envelope, M)> {
+        if self.unexp.len == 0 {
+            return None;
+        }
+        let i = if source != ANY_SOURCE && tag != ANY_TAG {
+            let key = Key {
+                context,
+                source: source as u32,
+                tag,
+            };
+            self.find_bucket(key)
+                .map_or(NIL, |b| self.buckets.get(b).unexp.head)
+        } else {
+            match self.ctx_map.get(&context) {
+                Some(&c) => self.find_unexp(c, source, tag),
+                None => NIL,
+            }
+        };
+        if i == NIL {
+            return None;
+        }
+        let u = self.remove_unexp(i);
+        Some((u.env, u.msg))
+    }
+
     /// Withdraw a posted receive; false if it is no longer posted.
     pub fn cancel_posted(&mut self, recv: R) -> bool {
         // Cold path: scan the slab. Should `recv` be posted twice, the
@@ -787,6 +814,24 @@ mod tests {
     type M = Matcher<u32, &'static str>;
 
     // -- table tests -------------------------------------------------------
+
+    #[test]
+    fn take_removes_the_earliest_match() {
+        let mut m = M::new();
+        m.push_unexpected(env(0, 1, 5), "a");
+        m.push_unexpected(env(0, 2, 5), "b");
+        m.push_unexpected(env(0, 1, 5), "c");
+        m.push_unexpected(env(1, 1, 5), "other context");
+        assert_eq!(m.take(0, 1, 5), Some((env(0, 1, 5), "a")));
+        assert_eq!(m.take(0, ANY_SOURCE, 5), Some((env(0, 2, 5), "b")));
+        assert_eq!(m.take(0, 1, 6), None);
+        assert_eq!(m.take(0, ANY_SOURCE, ANY_TAG), Some((env(0, 1, 5), "c")));
+        assert_eq!(m.take(0, ANY_SOURCE, ANY_TAG), None);
+        // Taken messages are gone: a receive posted now waits.
+        assert_eq!(m.post(0, 1, 5, 7), None);
+        assert_eq!(m.unexpected_len(), 1);
+        m.check_invariants();
+    }
 
     #[test]
     fn empty_matcher() {

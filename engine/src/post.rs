@@ -8,7 +8,7 @@ use crate::error::Result;
 use crate::pg::{Outgoing, Route, VcId};
 use crate::protocol::CREDIT_PER_MESSAGE;
 use crate::rma;
-use crate::state::{bytes, Unexpected};
+use crate::state::bytes;
 use crate::status::Status;
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
 use crate::wire::{control, MsgKind, WireHeader, FLAG_RMA_KEY, FLAG_SYNC};
@@ -188,22 +188,7 @@ impl Core {
             detached: false,
         });
         if let Some((env, msg)) = self.st.matcher.post(context, source, tag, id) {
-            match msg {
-                Unexpected::Eager {
-                    data,
-                    sreq,
-                    sync,
-                    vc,
-                } => {
-                    self.st.finish_eager_recv(id, env, &data);
-                    self.st.consumed(vc, data.len());
-                    self.st.spare.give_back(data);
-                    if sync {
-                        self.st.reply(vc, control(MsgKind::Ack, env.context, sreq));
-                    }
-                }
-                rts @ Unexpected::Rts { .. } => self.st.start_rendezvous_recv(id, env, rts),
-            }
+            self.st.receive_matched(id, env, msg);
         }
         // Nothing more comes from a failed peer: fail now rather than wait.
         if let Some(vc) = source_vc {
@@ -211,6 +196,54 @@ impl Core {
                 && self.st.requests.get(id).is_some_and(|r| !r.complete)
             {
                 self.st.fail_request(id, vc);
+            }
+        }
+        id
+    }
+
+    /// Take the earliest message matching the pattern out of matching
+    /// (a matched probe): its handle and envelope, with its length.
+    pub fn take_matching(&mut self, context: u32, source: i32, tag: i32) -> Option<(u64, Status)> {
+        let (env, msg) = self.st.matcher.take(context, source, tag)?;
+        let status = Status {
+            source: env.source as i32,
+            tag: env.tag,
+            count: msg.len(),
+            cancelled: false,
+            error: None,
+        };
+        let key = self.st.next_held;
+        self.st.next_held += 1;
+        self.st.held.insert(key, (env, msg));
+        Some((key, status))
+    }
+
+    /// Receive the message a matched probe took (`key`) into `buf`: the
+    /// receive's handle. An unknown key gives a receive that completes at
+    /// once with nothing.
+    pub fn receive_held(&mut self, key: u64, buf: *mut u8, cap: usize) -> u64 {
+        let held = self.st.held.remove(&key);
+        let (source, vc) = match &held {
+            Some((env, msg)) => (env.source as i32, Some(msg.origin().0)),
+            None => (crate::ANY_SOURCE, None),
+        };
+        let id = self.st.requests.insert(Req {
+            op: Op::Recv(RecvOp {
+                buf,
+                cap,
+                source,
+                source_vc: vc,
+                phase: RecvPhase::Posted,
+            }),
+            status: Status::default(),
+            complete: false,
+            detached: false,
+        });
+        match held {
+            Some((env, msg)) => self.st.receive_matched(id, env, msg),
+            None => {
+                self.st.set_recv_phase(id, RecvPhase::Done);
+                self.st.complete(id);
             }
         }
         id

@@ -362,6 +362,28 @@ impl State {
     }
 
     /// A receive matched a rendezvous request: pull the data.
+    /// Receive `id` matched `msg`, which had arrived before it: finish an
+    /// eager one (acknowledging a synchronous send), start pulling a
+    /// rendezvous one.
+    pub(crate) fn receive_matched(&mut self, id: u64, env: Envelope, msg: Unexpected) {
+        match msg {
+            Unexpected::Eager {
+                data,
+                sreq,
+                sync,
+                vc,
+            } => {
+                self.finish_eager_recv(id, env, &data);
+                self.consumed(vc, data.len());
+                self.spare.give_back(data);
+                if sync {
+                    self.reply(vc, control(MsgKind::Ack, env.context, sreq));
+                }
+            }
+            rts @ Unexpected::Rts { .. } => self.start_rendezvous_recv(id, env, rts),
+        }
+    }
+
     pub(crate) fn start_rendezvous_recv(&mut self, rreq: u64, env: Envelope, rts: Unexpected) {
         let Unexpected::Rts {
             len,

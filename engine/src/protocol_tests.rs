@@ -48,6 +48,8 @@ pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
         rma: RmaState::default(),
         completions: 0,
         spare: Default::default(),
+        held: Default::default(),
+        next_held: 1,
     }
 }
 

@@ -324,6 +324,22 @@ fn probe_reports_the_message_the_next_receive_gets() {
     }
 }
 
+/// Matched probes take messages of every size out of matching; a dropped
+/// one (2 MiB, rendezvous) still lets its synchronous sender finish.
+#[test]
+fn matched_probes_take_messages_out_of_matching() {
+    let _serial = serial();
+    for env in cases(&[&[]], &[&[]]) {
+        let o = pass(2, &["mprobe"], &env);
+        has(
+            &o,
+            &env,
+            "engine_check mprobe: rank 0 took and received 6 messages, dropped 1",
+        );
+        has(&o, &env, "engine_check mprobe: rank 1 sends all finished");
+    }
+}
+
 /// Unmatched receives and sends are withdrawn (the receiver's ANY_TAG
 /// receive then gets the message after the cancelled one); cancels after a
 /// match are refused; on both large-message paths.

@@ -90,6 +90,10 @@ pub struct State {
     /// Buffers of unexpected eager messages already received, kept for
     /// the next ones so that steady state allocates nothing.
     pub spare: SpareBuffers,
+    /// Messages taken by a matched probe (`mprobe`), by handle, until
+    /// they are received; and the next handle.
+    pub held: std::collections::HashMap<u64, (crate::matching::Envelope, Unexpected)>,
+    pub next_held: u64,
 }
 
 /// A byte slice from a raw pointer that may be null when empty.

@@ -20,6 +20,9 @@
 //!   which receives with exact and wildcard patterns and checks that every
 //!   receive got the earliest matching message of its sender (non-overtaking).
 //! - `probe` (>= 2): probe/iprobe report what the next receive gets.
+//! - `mprobe` (2): matched probes take messages of every size out of
+//!   matching (no other receive gets them), then receive them; a dropped
+//!   matched message lets its sender finish.
 //! - `cancel` (2): cancelled receives and sends, and cancels that come too
 //!   late.
 //! - `ssend` (2): a synchronous send stays pending until the receiver
@@ -145,6 +148,10 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "probe" => {
             at_least(2);
             probe(world)
+        }
+        "mprobe" => {
+            need(2);
+            mprobe(world)
         }
         "cancel" => {
             need(2);
@@ -758,6 +765,94 @@ fn recv_batch<T: Threading>(
 
 // ---------------------------------------------------------------------------
 // probe
+
+// ---------------------------------------------------------------------------
+// mprobe
+
+fn mprobe<T: Threading>(world: &Comm<T>) {
+    let me = world.rank();
+    // (tag, size): eager (ring, cell), rendezvous (single copy, shared
+    // copy from 64 KiB), and one dropped unreceived (tag 66).
+    let msgs: [(i32, usize); 7] = [
+        (5, 0),
+        (6, 8),
+        (7, 3000),
+        (8, 40_000),
+        (9, 300_000),
+        (66, 2 << 20),
+        (10, 1 << 20),
+    ];
+    if me == 1 {
+        let data: Vec<Vec<u8>> = msgs
+            .iter()
+            .enumerate()
+            .map(|(q, &(tag, size))| message(1, 0, q as u32, tag, size))
+            .collect();
+        world.scope(|s| {
+            let mut reqs: Vec<Request<'_, T>> = data
+                .iter()
+                .zip(&msgs)
+                // Synchronous: each completes only once rank 0 took it,
+                // the dropped one included.
+                .map(|(m, &(tag, _))| s.issend(m, 0, tag).or_die("issend"))
+                .collect();
+            wait_all_ok("synchronous sends", &mut reqs);
+        });
+        world.send(&[], 0, 1).or_die("done");
+        println!("engine_check mprobe: rank 1 sends all finished");
+    } else {
+        let mut got = 0;
+        // Wildcards take the earliest; an exact probe its own message.
+        let m = world.mprobe(ANY_SOURCE, ANY_TAG).or_die("mprobe(ANY, ANY)");
+        ensure!(
+            m.status().tag == 5 && m.status().count == 0 && m.status().source == 1,
+            "mprobe(ANY, ANY): {:?}",
+            m.status()
+        );
+        // Taken: another probe sees the next message, not this one.
+        let next = world.probe(1, ANY_TAG).or_die("probe after mprobe");
+        ensure!(
+            next.tag == 6,
+            "probe after mprobe saw tag {}, not 6",
+            next.tag
+        );
+        let st = m.recv(&mut []).or_die("mrecv of 0 bytes");
+        ensure!(st.count == 0 && st.tag == 5, "mrecv of 0 bytes: {st:?}");
+        got += 1;
+        for (q, &(tag, size)) in msgs.iter().enumerate().skip(1) {
+            let m = loop {
+                match world.improbe(1, tag).or_die("improbe") {
+                    Some(m) => break m,
+                    None => std::hint::spin_loop(),
+                }
+            };
+            ensure!(
+                m.status().count == size && m.status().tag == tag,
+                "improbe(1, {tag}): {:?}, expected {size} bytes",
+                m.status()
+            );
+            ensure!(
+                world.iprobe(1, tag).or_die("iprobe").is_none(),
+                "tag {tag}: iprobe still sees a message a matched probe took"
+            );
+            if tag == 66 {
+                drop(m);
+                continue;
+            }
+            let mut b = vec![0u8; size];
+            let st = m.recv(&mut b).or_die("mrecv");
+            ok_status("mrecv", &st);
+            same_bytes(
+                &format!("matched message tag {tag}"),
+                &b,
+                &message(1, 0, q as u32, tag, size),
+            );
+            got += 1;
+        }
+        world.recv(&mut [], 1, 1).or_die("done");
+        println!("engine_check mprobe: rank 0 took and received {got} messages, dropped 1");
+    }
+}
 
 fn probe<T: Threading>(world: &Comm<T>) {
     let (me, n) = (world.rank(), world.size());
