@@ -47,11 +47,20 @@ pub struct RmaState {
 }
 
 impl RmaState {
-    /// Peer `vc` failed: its reads are not waited for (a read from a dead
-    /// process never ends on some providers); a late end is ignored.
+    /// Peer `vc` failed: its reads not posted yet are dropped. Reads in
+    /// flight are kept: the netmod may write into their receive buffers
+    /// until it reports their end (`Rma::read`'s contract), so their
+    /// receives stay in the Reading phase and fail only then
+    /// (`read_refused`), or complete if the read got every byte.
     pub fn forget(&mut self, vc: VcId) {
         self.wanted.retain(|w| w.from != vc);
-        self.in_flight.retain(|_, w| w.from != vc);
+    }
+
+    /// Receive `rreq` has a read from `vc` in flight.
+    pub fn in_flight_from(&self, vc: VcId, rreq: u64) -> bool {
+        self.in_flight
+            .values()
+            .any(|w| w.from == vc && w.rreq == rreq)
     }
 
     /// Something for `Core::rma_progress` to do.
