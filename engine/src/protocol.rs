@@ -24,9 +24,7 @@
 //!
 //! Peer failure (`State::peer_failed`): every request that needs the dead
 //! peer completes with `MsgError::PeerFailed`: sends to it, receives posted
-//! for it or for `ANY_SOURCE`, and rendezvous receives streaming from it
-//! (one reading from it with a read in flight fails when the netmod
-//! reports the read's end, since the netmod writes its buffer until then).
+//! for it or for `ANY_SOURCE`, and rendezvous receives streaming from it.
 //! Messages that already arrived from it stay receivable. A peer that
 //! finalized says `Bye` first; its connection closing afterwards fails
 //! only what names it (not `ANY_SOURCE` receives). A `Bye` is answered
@@ -771,10 +769,6 @@ impl State {
                     },
                 }
         });
-        // A read in flight may still write into its receive's buffer: that
-        // receive fails when the netmod reports the read's end (`rma.rs`).
-        let mut waiting = waiting;
-        waiting.retain(|&r| !self.rma.in_flight_from(id, r));
         for req in dropped.into_iter().chain(waiting) {
             self.fail_request(req, id);
         }

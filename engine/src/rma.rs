@@ -47,20 +47,16 @@ pub struct RmaState {
 }
 
 impl RmaState {
-    /// Peer `vc` failed: its reads not posted yet are dropped. Reads in
-    /// flight are kept: the netmod may write into their receive buffers
-    /// until it reports their end (`Rma::read`'s contract), so their
-    /// receives stay in the Reading phase and fail only then
-    /// (`read_refused`), or complete if the read got every byte.
+    /// Peer `vc` failed: its reads are not waited for (a read from a dead
+    /// process never ends on some providers, e.g. ofi's `shm`); a late end
+    /// is ignored. Known gap: `Rma::read` lets the netmod write into the
+    /// receive buffer until it reports the read's end, yet the receive
+    /// fails (and its buffer may be freed) now. Closing it needs the netmod
+    /// to stop a peer's reads when the peer fails, as it stops placed
+    /// receives.
     pub fn forget(&mut self, vc: VcId) {
         self.wanted.retain(|w| w.from != vc);
-    }
-
-    /// Receive `rreq` has a read from `vc` in flight.
-    pub fn in_flight_from(&self, vc: VcId, rreq: u64) -> bool {
-        self.in_flight
-            .values()
-            .any(|w| w.from == vc && w.rreq == rreq)
+        self.in_flight.retain(|_, w| w.from != vc);
     }
 
     /// Something for `Core::rma_progress` to do.
