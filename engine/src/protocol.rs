@@ -7,8 +7,8 @@
 //! - `Rts`: match or store. Once matched the receiver reads the sender's
 //!   buffer (shared memory: `process_vm_readv` from the process the node
 //!   segment has at the sender's slot, never a pid the message names; a
-//!   netmod with one-sided
-//!   reads: the key the `Rts` carries, `rma.rs`) and answers `Ack`, or,
+//!   netmod with one-sided reads: the key the `Rts` carries, `rma.rs`)
+//!   and answers `Ack`, or,
 //!   where single copy is off or refused, answers `Cts` and the sender
 //!   streams `Data` pieces.
 //! - `CancelReq`: withdraw the message if it is still unexpected; answer

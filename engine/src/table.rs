@@ -51,7 +51,7 @@ pub enum SendPhase {
     Done,
     /// Withdrawn at the receiver by a cancel.
     Cancelled,
-    /// Given up (its peer failed, or the send was abandoned).
+    /// Its peer failed (an abandoned send is simply freed).
     Failed,
 }
 
@@ -206,7 +206,7 @@ impl SendOp {
         Ok(())
     }
 
-    /// Give up: the peer failed or the send was abandoned.
+    /// Give up: the peer failed.
     pub fn fail(&mut self) {
         self.phase = SendPhase::Failed;
         self.cancel_pending = false;

@@ -35,7 +35,12 @@ pub struct RmaState {
 
 impl RmaState {
     /// Peer `vc` failed: its reads are not waited for (a read from a dead
-    /// process never ends on some providers); a late end is ignored.
+    /// process never ends on some providers, e.g. ofi's `shm`); a late end
+    /// is ignored. Known gap: `Rma::read` lets the netmod write into the
+    /// receive buffer until it reports the read's end, yet the receive
+    /// fails (and its buffer may be freed) now. Closing it needs the netmod
+    /// to stop a peer's reads when the peer fails, as it stops placed
+    /// receives.
     pub fn forget(&mut self, vc: VcId) {
         self.wanted.retain(|w| w.from != vc);
         self.in_flight.retain(|_, w| w.from != vc);
