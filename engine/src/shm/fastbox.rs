@@ -75,28 +75,6 @@ pub fn record_slots(len: usize) -> u64 {
     (RECORD_HEADER + len).div_ceil(SLOT) as u64
 }
 
-/// Slots ahead of the write position whose line the sender asks for in
-/// advance: the receiver last read that line a lap ago, so writing it
-/// costs a transfer between cores; asked for early, the transfer overlaps
-/// the messages in between instead of stalling the store that needs it.
-/// The receiver does not read a slot before the sender has written it, so
-/// the early request takes nothing from under it.
-const PREFETCH_AHEAD: u64 = 4;
-
-/// Ask for the cache line at `p` in a state that allows writing. A hint:
-/// it never faults, whatever `p` is.
-#[inline(always)]
-fn prefetch_for_write(p: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: `prefetchw` only hints the cache; it reads nothing, never
-    // faults, and CPUs without it (before Broadwell) run it as a no-op.
-    unsafe {
-        std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = p;
-}
-
 /// The memory of one ring as the ring code touches it: the first word of
 /// each slot (a marker, or payload bytes on a continuation slot) and the
 /// consumption counter, accessed atomically; record headers and payloads,
@@ -135,9 +113,9 @@ pub trait RingMemory {
     /// acquire) and not yet consumed.
     unsafe fn read_record(&self, slot: u64, slots: u64) -> (WireHeader, *const u8);
 
-    /// Ask for slot `slot`'s line in advance, for writing (a hint).
+    /// Ask for slot `slot`'s line in advance (a hint).
     #[inline(always)]
-    fn prefetch_slot(&self, _slot: u64) {}
+    fn prefetch_read(&self, _slot: u64) {}
 }
 
 /// A ring in the node segment: plain pointers, `AtomicU64` words.
@@ -177,8 +155,13 @@ impl RingMemory for Shared {
     }
 
     #[inline(always)]
-    fn prefetch_slot(&self, slot: u64) {
-        prefetch_for_write(self.data.wrapping_add(slot as usize * SLOT));
+    fn prefetch_read(&self, slot: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: a prefetch only hints the cache; it never faults.
+        unsafe {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            _mm_prefetch::<_MM_HINT_T0>(self.data.wrapping_add(slot as usize * SLOT).cast());
+        }
     }
 
     #[inline(always)]
@@ -318,8 +301,6 @@ impl<M: RingMemory> TxRing<M> {
                 .store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
         }
         self.head += rs;
-        self.mem
-            .prefetch_slot((self.head + PREFETCH_AHEAD) & (n - 1));
         true
     }
 
@@ -447,6 +428,9 @@ impl<M: RingMemory> RxRing<M> {
         // fully written before its marker's release store, which we acquired;
         // the sender does not touch it until we publish its consumption.
         let (header, payload) = unsafe { self.mem.read_record(pos, rs) };
+        for slot in pos + 1..pos + rs {
+            self.mem.prefetch_read(slot);
+        }
         Ok(Some(Record {
             header,
             payload,
