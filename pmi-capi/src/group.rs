@@ -133,16 +133,18 @@ pub extern "C" fn PMI_Barrier() -> c_int {
 /// `error_msg` is null or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn PMI_Abort(exit_code: c_int, error_msg: *const c_char) -> c_int {
-    // SAFETY: null or a NUL-terminated string, as the caller guarantees;
-    // not UTF-8 is replaced below.
-    let msg = unsafe { arg(error_msg, 0) }.unwrap_or("");
-    let asked = with_up(|up| {
-        if up.client.is_singleton() {
-            eprintln!("PMI_Abort({exit_code}): {msg}");
-        }
-        // The process exits anyway; the process manager notices that.
-        let _ = up.client.abort(exit_code, msg);
-        PMI_SUCCESS
+    let asked = boundary(|| {
+        // SAFETY: null or a NUL-terminated string, as the caller
+        // guarantees; null or not UTF-8 aborts without a message.
+        let msg = unsafe { arg(error_msg, 0) }.unwrap_or("");
+        with_up(|up| {
+            if up.client.is_singleton() {
+                eprintln!("PMI_Abort({exit_code}): {msg}");
+            }
+            // The process exits anyway; the process manager notices that.
+            let _ = up.client.abort(exit_code, msg);
+            PMI_SUCCESS
+        })
     });
     if asked != PMI_SUCCESS {
         return asked;

@@ -142,3 +142,49 @@ unsafe fn put_out<T>(out: *mut T, value: T) -> c_int {
 fn to_int<T: TryInto<c_int>>(n: T) -> c_int {
     n.try_into().unwrap_or(c_int::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_pmi_fail() {
+        assert_eq!(boundary(|| panic!("inside an export")), PMI_FAIL);
+        assert_eq!(boundary(|| PMI_SUCCESS), PMI_SUCCESS);
+    }
+
+    /// Every export's body runs inside `boundary` (directly or through
+    /// `with_up`), so no panic can unwind into C.
+    #[test]
+    fn every_export_is_behind_the_panic_boundary() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut exports = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                if !line.contains("extern \"C\" fn PMI_") {
+                    continue;
+                }
+                exports += 1;
+                // The first code line after the signature's opening brace.
+                let open = (i..lines.len())
+                    .find(|&j| lines[j].trim_end().ends_with('{'))
+                    .unwrap();
+                let first = lines[open + 1..]
+                    .iter()
+                    .find(|l| !l.trim_start().starts_with("//"))
+                    .unwrap();
+                assert!(
+                    first.contains("boundary(") || first.contains("with_up("),
+                    "{}:{}: {} starts with {first:?}",
+                    path.display(),
+                    i + 1,
+                    line.trim()
+                );
+            }
+        }
+        assert!(exports >= 30, "found only {exports} exports");
+    }
+}
