@@ -1,13 +1,16 @@
 //! librivet-pmi, the PMI-1 C API: the built library against its header, and
 //! a C program using only pmi.h (tests/c/pmi_c_check.c, compiled with `cc`
-//! and pkg-config) under rivetrun, MPICH's mpiexec.hydra and alone.
+//! and pkg-config) under rivetrun, MPICH's mpiexec.hydra, Slurm's
+//! `srun --mpi=pmi2` (a one-node Slurm started by `.ci/local-slurm`) and alone.
 
 use std::collections::BTreeSet;
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use rivet_tests::{
-    cc_pmi, pkg_config, pmi_capi_dir, rivetrun, run_job, run_job_checking_shm, serial, Outcome,
+    bin_dir, cc_pmi, pkg_config, pmi_capi_dir, rivetrun, run_job, run_job_checking_shm, serial,
+    workspace_root, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(60);
@@ -44,7 +47,7 @@ fn the_layout_after_cargo_build_is_usable() {
     // The header laid out is the source's.
     assert_eq!(
         std::fs::read(dir.join("include/pmi.h")).unwrap(),
-        std::fs::read(rivet_tests::workspace_root().join("pmi-capi/include/pmi.h")).unwrap()
+        std::fs::read(workspace_root().join("pmi-capi/include/pmi.h")).unwrap()
     );
     for link in ["librivet-pmi.so", "librivet-pmi.so.0", "librivet-pmi.a"] {
         assert!(dir.join(link).exists(), "{link} missing or dangling");
@@ -317,4 +320,54 @@ fn the_static_library_links_and_runs() {
     );
     let o = run_job_checking_shm(rivetrun(&["-n", "2", exe.to_str().unwrap()]), DEADLINE);
     passed(&o, 2);
+}
+
+/// A one-node Slurm on this machine: `.ci/local-slurm` starts one (munged,
+/// slurmctld, slurmd; they keep running) unless `sinfo` already answers.
+/// Bounded by `timeout 90`; a Slurm that does not come up fails the test.
+fn slurm_up() {
+    static UP: OnceLock<()> = OnceLock::new();
+    UP.get_or_init(|| {
+        // Not a pipe: the daemons would hold it open.
+        let log = bin_dir().join("local-slurm.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let status = Command::new("timeout")
+            .args(["90", "bash"])
+            .arg(workspace_root().join(".ci/local-slurm"))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .status()
+            .expect("running .ci/local-slurm");
+        assert!(
+            status.success(),
+            "no one-node Slurm ({status}); .ci/install installs slurm-wlm and munge:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    });
+}
+
+#[test]
+fn c_program_runs_under_slurm_srun_pmi2() {
+    let _serial = serial();
+    slurm_up();
+    let mut cmd = Command::new("srun");
+    cmd.args(["--mpi=pmi2", "-n", "2", "--time=1"])
+        .arg(c_check());
+    let o = run_job(cmd, DEADLINE);
+    passed(&o, 2);
+    for r in 0..2 {
+        assert!(
+            o.stdout.contains(&format!("pmi_c_check rank {r} of 2 ")),
+            "{}",
+            o.show()
+        );
+        // Slurm's PMI_process_mapping: both on one node.
+        assert_eq!(
+            lines(&o, &format!("clique rank {r} ")),
+            ["size 2 ranks 0,1"]
+        );
+        // Slurm publishes no Rivet topology.
+        assert_eq!(topo(&o, r), "type 0 cluster unsupported mesh unsupported");
+    }
 }
