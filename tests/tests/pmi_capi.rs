@@ -68,7 +68,10 @@ fn the_layout_after_cargo_build_is_usable() {
         flags.trim(),
         format!("-I{d}/include -L{d} -Wl,-rpath,{d} -lrivet-pmi")
     );
-    assert_eq!(pkg_config(&["--modversion", "rivet-pmi"]).trim(), "0.1.0");
+    assert_eq!(
+        pkg_config(&["--modversion", "rivet-pmi"]).trim(),
+        env!("CARGO_PKG_VERSION")
+    );
 }
 
 /// The library exports exactly the functions the header declares, and a C
