@@ -355,7 +355,8 @@ fn c_program_runs_under_slurm_srun_pmi2() {
     let _serial = serial();
     slurm_up();
     let mut cmd = Command::new("srun");
-    cmd.args(["--mpi=pmi2", "-n", "2", "--time=1"])
+    // --immediate: fail, rather than queue, when the node cannot take the job.
+    cmd.args(["--mpi=pmi2", "-n", "2", "--time=1", "--immediate=20"])
         .arg(c_check());
     let o = run_job(cmd, DEADLINE);
     passed(&o, 2);
