@@ -63,6 +63,9 @@ pub unsafe extern "C" fn PMI_KVS_Put(
             (Ok(n), Ok(k), Ok(v)) => (n, k, v),
             (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return e,
         };
+        if key.is_empty() {
+            return PMI_ERR_INVALID_KEY;
+        }
         if kvs != up.client.kvs_name() {
             return PMI_ERR_INVALID_KVS;
         }
@@ -107,6 +110,9 @@ pub unsafe extern "C" fn PMI_KVS_Get(
             (Ok(n), Ok(k)) => (n, k),
             (Err(e), _) | (_, Err(e)) => return e,
         };
+        if key.is_empty() {
+            return PMI_ERR_INVALID_KEY;
+        }
         if value.is_null() {
             return PMI_ERR_INVALID_VAL;
         }

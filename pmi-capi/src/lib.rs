@@ -111,8 +111,6 @@ fn code(e: &Error) -> c_int {
         } => PMI_ERR_INVALID_KVS,
         Error::ReservedKey { .. } | Error::Unencodable { field: "key", .. } => PMI_ERR_INVALID_KEY,
         Error::Unencodable { field: "value", .. } => PMI_ERR_INVALID_VAL,
-        // The client's only Malformed before sending is the empty key.
-        Error::Malformed { .. } => PMI_ERR_INVALID_KEY,
         _ => PMI_FAIL,
     }
 }

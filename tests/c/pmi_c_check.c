@@ -105,6 +105,7 @@ static void kvs(int rank, int size, const char *kvsname, int keymax, int valmax)
     EXPECT(PMI_KVS_Get(kvsname, key, value, 0), PMI_ERR_INVALID_LENGTH);
     EXPECT(PMI_KVS_Get(kvsname, key, NULL, valmax), PMI_ERR_INVALID_VAL);
     EXPECT(PMI_KVS_Get(kvsname, NULL, value, valmax), PMI_ERR_INVALID_KEY);
+    EXPECT(PMI_KVS_Get(kvsname, "", value, valmax), PMI_ERR_INVALID_KEY);
     EXPECT(PMI_KVS_Get(NULL, key, value, valmax), PMI_ERR_INVALID_KVS);
     EXPECT(PMI_KVS_Get(kvsname, "capi-never-put", value, valmax), PMI_FAIL);
     EXPECT(PMI_KVS_Get(kvsname, long_key, value, valmax), PMI_ERR_INVALID_KEY_LENGTH);
