@@ -53,9 +53,14 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// `cargo build --quiet --bins ARGS` in the workspace; panics on failure.
 fn cargo_build(args: &[&str]) {
+    cargo_build_targets("--bins", args)
+}
+
+/// `cargo build --quiet TARGETS ARGS` in the workspace; panics on failure.
+fn cargo_build_targets(targets: &str, args: &[&str]) {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let status = Command::new(cargo)
-        .args(["build", "--quiet", "--bins"])
+        .args(["build", "--quiet", targets])
         .args(args)
         .current_dir(workspace_root())
         .status()
@@ -76,6 +81,8 @@ pub fn workspace_root() -> PathBuf {
 }
 
 /// Compile an MPI C program from `tests/c/` with MPICH's `mpicc`, once.
+/// `mpicc.mpich` by name: where Open MPI is installed too, plain `mpicc`
+/// may be Open MPI's, whose programs do not speak PMI-1.
 pub fn mpicc(source: &str) -> PathBuf {
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
@@ -89,16 +96,87 @@ pub fn mpicc(source: &str) -> PathBuf {
         _ => false,
     };
     if !fresh {
-        let status = Command::new("mpicc")
+        let status = Command::new("mpicc.mpich")
             .args(["-O2", "-o"])
             .arg(&out)
             .arg(&src)
             .status()
             .unwrap_or_else(|e| {
-                panic!("cannot run mpicc ({e}); install MPICH: apt-get install mpich libmpich-dev")
+                panic!("cannot run mpicc.mpich ({e}); install MPICH: apt-get install mpich libmpich-dev")
             });
         assert!(status.success(), "mpicc failed on {}", src.display());
     }
+    out
+}
+
+/// The directory (this profile's, e.g. target/debug) holding librivet-pmi
+/// as `cargo build -p rivet-pmi-capi` lays it out: the libraries,
+/// `include/pmi.h` and `pkgconfig/rivet-pmi{,-static}.pc`. Built once per
+/// test process.
+pub fn pmi_capi_dir() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = bin_dir();
+    BUILT.get_or_init(|| {
+        let mut args = vec!["-p", "rivet-pmi-capi"];
+        if dir.file_name().is_some_and(|n| n == "release") {
+            args.push("--release");
+        }
+        cargo_build_targets("--lib", &args)
+    });
+    dir
+}
+
+/// What `pkg-config ARGS` prints for librivet-pmi's uninstalled .pc files.
+pub fn pkg_config(args: &[&str]) -> String {
+    let out = Command::new("pkg-config")
+        .args(args)
+        .env("PKG_CONFIG_PATH", pmi_capi_dir().join("pkgconfig"))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run pkg-config ({e}); apt-get install pkg-config"));
+    assert!(
+        out.status.success(),
+        "pkg-config {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("pkg-config prints text")
+}
+
+/// Compile a C program from `tests/c/` with `cc` (C99, all warnings as
+/// errors) against librivet-pmi, with the flags `pkg-config --cflags --libs
+/// PACKAGE` gives (`rivet-pmi`: shared; `rivet-pmi-static`: the archive).
+/// The executable is `target/<profile>/<source stem><suffix>`; compiled once
+/// per test process.
+pub fn cc_pmi(source: &str, package: &str, suffix: &str) -> PathBuf {
+    static DONE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    let src = workspace_root().join("tests/c").join(source);
+    let out = bin_dir().join(format!("{}{suffix}", source.trim_end_matches(".c")));
+    if done.contains(&out) {
+        return out;
+    }
+    let flags = pkg_config(&["--cflags", "--libs", package]);
+    let result = Command::new("cc")
+        .args([
+            "-std=c99",
+            "-Wall",
+            "-Wextra",
+            "-Werror",
+            "-pedantic",
+            "-O2",
+            "-o",
+        ])
+        .arg(&out)
+        .arg(&src)
+        .args(flags.split_whitespace())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
+    assert!(
+        result.status.success(),
+        "cc {} {flags} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    done.push(out.clone());
     out
 }
 
