@@ -116,6 +116,10 @@ pub trait RingMemory {
     /// Ask for slot `slot`'s line in advance (a hint).
     #[inline(always)]
     fn prefetch_read(&self, _slot: u64) {}
+
+    /// Ask for slot `slot`'s line in advance, to write it (a hint).
+    #[inline(always)]
+    fn prefetch_write(&self, _slot: u64) {}
 }
 
 /// A ring in the node segment: plain pointers, `AtomicU64` words.
@@ -151,6 +155,17 @@ impl RingMemory for Shared {
             let rec = self.data.add(slot as usize * SLOT);
             rec.add(8).cast::<WireHeader>().write(*header);
             std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), payload.len());
+        }
+    }
+
+    #[inline(always)]
+    fn prefetch_write(&self, slot: u64) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `prefetchw` only hints the cache: it reads nothing and
+        // never faults (CPUs before Broadwell run it as a no-op).
+        unsafe {
+            let p = self.data.wrapping_add(slot as usize * SLOT);
+            std::arch::asm!("prefetchw [{0}]", in(reg) p, options(nostack, readonly, preserves_flags));
         }
     }
 
@@ -285,6 +300,12 @@ impl<M: RingMemory> TxRing<M> {
         }
         if zero_next {
             self.mark(next, false);
+        }
+        // Ask for every further line of the record before writing it: the
+        // receiver last read them a lap ago, and fetched together their
+        // transfers between cores overlap instead of queueing one by one.
+        for slot in pos + 1..pos + rs {
+            self.mem.prefetch_write(slot);
         }
         // SAFETY: slots `pos .. pos + rs` and the next record's first slot
         // are owned by the sender (space check against the receiver's
