@@ -75,6 +75,13 @@ pub fn record_slots(len: usize) -> u64 {
     (RECORD_HEADER + len).div_ceil(SLOT) as u64
 }
 
+/// Slots past a record the receiver asks for as it reads it: in a burst
+/// the sender has written them already, so the next markers' transfers
+/// overlap the work on this one instead of each waiting in turn. (Early
+/// for a slot not yet written costs the sender one more transfer; 2-8
+/// measured alike, BENCHMARKS.md.)
+const AHEAD_READ: u64 = 4;
+
 /// The memory of one ring as the ring code touches it: the first word of
 /// each slot (a marker, or payload bytes on a continuation slot) and the
 /// consumption counter, accessed atomically; record headers and payloads,
@@ -449,8 +456,11 @@ impl<M: RingMemory> RxRing<M> {
         // fully written before its marker's release store, which we acquired;
         // the sender does not touch it until we publish its consumption.
         let (header, payload) = unsafe { self.mem.read_record(pos, rs) };
-        for slot in pos + 1..pos + rs {
-            self.mem.prefetch_read(slot);
+        // Ask for the record's further lines and the next few slots at
+        // once: the copy and the next markers then wait for their
+        // transfers between cores side by side, not one after another.
+        for slot in pos + 1..pos + rs + AHEAD_READ {
+            self.mem.prefetch_read(slot & (n - 1));
         }
         Ok(Some(Record {
             header,
