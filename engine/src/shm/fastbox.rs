@@ -75,6 +75,11 @@ pub fn record_slots(len: usize) -> u64 {
     (RECORD_HEADER + len).div_ceil(SLOT) as u64
 }
 
+/// Slots past the write position the sender asks for (`prefetchw`) after
+/// each record: with the receiver's read-ahead, lines then move between
+/// the cores ahead of need in both directions (4-16 measured alike).
+const WRITE_AHEAD: u64 = 8;
+
 /// Slots past a record the receiver asks for as it reads it: in a burst
 /// the sender has written them already, so the next markers' transfers
 /// overlap the work on this one instead of each waiting in turn. (Early
@@ -329,6 +334,13 @@ impl<M: RingMemory> TxRing<M> {
                 .store(seq48 | ((len as u64) << LEN_SHIFT), Ordering::Release);
         }
         self.head += rs;
+        // Ask for the line a few slots on, for the messages to come: the
+        // receiver read it a lap ago (or just now, reading ahead). Only
+        // within the space the receiver is known to have left: a slot of
+        // a full ring may still be being read.
+        if self.head + WRITE_AHEAD < self.cached + n {
+            self.mem.prefetch_write((self.head + WRITE_AHEAD) & (n - 1));
+        }
         true
     }
 
