@@ -49,7 +49,20 @@ impl Hub {
     }
 
     pub fn dispatch(&self, outputs: Vec<Output>) {
-        for o in outputs {
+        // Record what the server reports before answering anyone: a
+        // client that got its answer (finalize_ack) may return, and the
+        // test look at the events, before a later output is handled.
+        let (io, reports): (Vec<Output>, Vec<Output>) = outputs.into_iter().partition(|o| {
+            matches!(
+                o,
+                Output::Send { .. }
+                    | Output::SendAll { .. }
+                    | Output::Close { .. }
+                    | Output::Spawn { .. }
+            )
+        });
+        self.events.lock().unwrap().extend(reports);
+        for o in io {
             match o {
                 Output::Send { conn, bytes } => {
                     if let Some(w) = self.writers.lock().unwrap().get_mut(&conn) {
