@@ -195,7 +195,13 @@ impl<T> EngineLock<T> {
         } else {
             self.busy.replace(true)
         };
-        (!taken).then_some(EngineGuard { lock: self })
+        // Not `then_some`: it would build (and drop, releasing the lock
+        // of whoever holds it) a guard even when the lock was taken.
+        if taken {
+            None
+        } else {
+            Some(EngineGuard { lock: self })
+        }
     }
 }
 
@@ -271,6 +277,21 @@ mod tests {
             assert!(lock.try_lock().is_none(), "busy while a guard lives");
         }
         assert_eq!(*lock.try_lock().expect("free again"), 6);
+    }
+
+    #[test]
+    fn a_refused_try_lock_leaves_the_holder_its_lock() {
+        for level in [ThreadLevel::Single, ThreadLevel::Multiple] {
+            let lock = EngineLock::new(0u32, level);
+            let held = lock.try_lock().expect("free");
+            assert!(lock.try_lock().is_none(), "{level}: taken");
+            assert!(
+                lock.try_lock().is_none(),
+                "{level}: still taken after a refusal"
+            );
+            drop(held);
+            assert!(lock.try_lock().is_some(), "{level}: free again");
+        }
     }
 
     #[test]
