@@ -218,7 +218,12 @@ pub struct Cli {
 impl Cli {
     /// Parse the process's arguments, mpiexec spellings included.
     pub fn from_args() -> Cli {
-        Cli::parse_from(normalize(std::env::args_os()))
+        let args = normalize(std::env::args_os());
+        if let Some(why) = unsupported(&args) {
+            eprintln!("rivetrun: {why}");
+            std::process::exit(2);
+        }
+        Cli::parse_from(args)
     }
 
     /// Variables set with -env and -genv, in command-line order (a later one wins).
@@ -229,6 +234,40 @@ impl Cli {
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect()
     }
+}
+
+/// mpiexec options for starting ranks on other hosts, which rivetrun does
+/// not offer yet (it starts every rank on this host).
+const OTHER_HOSTS: &[&str] = &[
+    "hosts",
+    "host",
+    "hostfile",
+    "machinefile",
+    "launcher",
+    "launcher-exec",
+    "bootstrap",
+    "bootstrap-exec",
+    "iface",
+];
+
+/// Why rivetrun refuses these (normalized) arguments before clap sees
+/// them, if it does: options that would start ranks on other hosts.
+pub fn unsupported(args: &[OsString]) -> Option<String> {
+    for arg in args.iter().skip(1) {
+        let text = arg.to_string_lossy();
+        if text == "--" {
+            break;
+        }
+        let name = text.trim_start_matches('-');
+        let name = name.split('=').next().unwrap_or_default();
+        if text.starts_with("--") && OTHER_HOSTS.contains(&name) {
+            return Some(format!(
+                "-{name}: starting ranks on other hosts is not supported yet; rivetrun \
+                 runs the whole job on this host (--topology plans for another machine)"
+            ));
+        }
+    }
+    None
 }
 
 /// Rewrite mpiexec's single-dash long options (`-np`, `-genv`, ...) as `--np`,
@@ -266,6 +305,12 @@ pub fn normalize<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
             Some(rest) if !rest.starts_with('-') && SINGLE_DASH_LONG.contains(&rest) => {
                 format!("-{text}")
             }
+            // Any other single-dash word is a long option too (mpiexec's
+            // style), not a cluster of short flags: `-hosts` must not be
+            // read as `-h -o -s ...` (help, exit 0). `-n4` stays `-n 4`.
+            Some(rest) if rest.len() > 1 && !rest.starts_with('-') && !short_with_value(rest) => {
+                format!("-{text}")
+            }
             _ => text.clone(),
         };
         let flag = rewritten.split('=').next().unwrap_or_default();
@@ -289,9 +334,45 @@ pub fn normalize<I: IntoIterator<Item = OsString>>(args: I) -> Vec<OsString> {
     out
 }
 
+/// `n4`: the short option `-n` with its value attached.
+fn short_with_value(rest: &str) -> bool {
+    rest.strip_prefix('n')
+        .is_some_and(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unknown_single_dash_words_are_long_options_and_other_hosts_are_refused() {
+        assert_eq!(
+            norm(&["rivetrun", "-hosts", "a,b", "-n", "2", "prog"])[1],
+            "--hosts"
+        );
+        assert_eq!(norm(&["rivetrun", "-n4", "prog"])[1], "-n4");
+        for opt in ["-hosts", "-host", "-hostfile", "-machinefile", "-launcher"] {
+            let args = normalize(
+                ["rivetrun", opt, "x", "-n", "2", "prog"]
+                    .iter()
+                    .map(OsString::from),
+            );
+            let why = unsupported(&args).expect(opt);
+            assert!(why.contains("other hosts"), "{why}");
+        }
+        let ok = normalize(
+            ["rivetrun", "-n", "2", "prog", "-hosts"]
+                .iter()
+                .map(OsString::from),
+        );
+        assert_eq!(
+            unsupported(&ok),
+            None,
+            "a program's own arguments are its own"
+        );
+        // An unknown mpiexec word is an error, not help.
+        assert!(parse(&["rivetrun", "-bogus", "-n", "2", "prog"]).is_err());
+    }
 
     fn norm(args: &[&str]) -> Vec<String> {
         normalize(args.iter().map(OsString::from))
