@@ -16,16 +16,14 @@ use crate::backoff::should_yield;
 use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
 use crate::core::Core;
-use crate::dynamic::{Ports, PARENT_PORT_KEY};
+use crate::dynamic::PARENT_PORT_KEY;
 use crate::error::Result;
 use crate::inner::Inner;
-use crate::matching::Matcher;
 use crate::netmod;
 use crate::node_map::NodeMap;
 use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
 use crate::shm::{cma, ShmConfig, ShmNode};
-use crate::state::{RmaState, State};
-use crate::table::RequestTable;
+use crate::state::{Limits, State};
 use crate::thread::{EngineLock, Shared, ThreadLevel, Threading};
 
 /// COMM_WORLD uses context ids 0 and 1, COMM_SELF 2 and 3.
@@ -182,34 +180,23 @@ impl<T: Threading> Engine<T> {
         ));
         let netmod = netmod.map(|o| o.netmod);
         let limits = netmod.as_ref().map(|n| n.limits());
-        let st = State {
-            pgs: Pgs::new(ProcessGroup::new(
+        let st = State::new(
+            Pgs::new(ProcessGroup::new(
                 pmi.kvs_name().to_string(),
                 size,
                 rank,
                 node_map,
                 config.eager_window,
             )),
-            requests: RequestTable::new(),
-            matcher: Matcher::new(),
-            pending_vcs: Vec::new(),
-            shm_eager_max,
-            shm_piece,
-            cma_allowed: cma_probe.is_ok(),
-            split_min: config.shm_split_min,
-            copies: Default::default(),
-            shm_pids: Vec::new(),
-            net_eager_max: limits.map_or(0, |l| l.eager_max),
-            net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
-            fatal: None,
-            failed_peers: Vec::new(),
-            ports: Ports::default(),
-            rma: RmaState::default(),
-            completions: 0,
-            spare: Default::default(),
-            held: Default::default(),
-            next_held: 1,
-        };
+            Limits {
+                shm_eager_max,
+                shm_piece,
+                cma_allowed: cma_probe.is_ok(),
+                split_min: config.shm_split_min,
+                net_eager_max: limits.map_or(0, |l| l.eager_max),
+                net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
+            },
+        );
         let spawned = pmi.spawned();
         let pmi = Arc::new(Mutex::new(Some(pmi)));
         let engine = Engine {

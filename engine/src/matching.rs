@@ -491,10 +491,31 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
 
     /// The earliest unexpected message matching the pattern, left in place.
     pub fn probe(&self, context: u32, source: i32, tag: i32) -> Option<(Envelope, &M)> {
-        if self.unexp.len == 0 {
+        let i = self.find_unexpected(context, source, tag);
+        if i == NIL {
             return None;
         }
-        let i = if source != ANY_SOURCE && tag != ANY_TAG {
+        let u = self.unexp.get(i);
+        Some((u.env, &u.msg))
+    }
+
+    /// Remove and return the earliest unexpected message matching the
+    /// pattern (a matched probe: nothing else can take it afterwards).
+    pub fn take(&mut self, context: u32, source: i32, tag: i32) -> Option<(Envelope, M)> {
+        let i = self.find_unexpected(context, source, tag);
+        if i == NIL {
+            return None;
+        }
+        let u = self.remove_unexp(i);
+        Some((u.env, u.msg))
+    }
+
+    /// The earliest unexpected message matching the pattern (`NIL`: none).
+    fn find_unexpected(&self, context: u32, source: i32, tag: i32) -> u32 {
+        if self.unexp.len == 0 {
+            return NIL;
+        }
+        if source != ANY_SOURCE && tag != ANY_TAG {
             let key = Key {
                 context,
                 source: source as u32,
@@ -509,39 +530,7 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
                 Some(&c) => self.find_unexp(c, source, tag),
                 None => NIL,
             }
-        };
-        if i == NIL {
-            return None;
         }
-        let u = self.unexp.get(i);
-        Some((u.env, &u.msg))
-    }
-
-    /// Remove and return the earliest unexpected message matching the
-    /// pattern (a matched probe: nothing else can take it afterwards).
-    pub fn take(&mut self, context: u32, source: i32, tag: i32) -> Option<(Envelope, M)> {
-        if self.unexp.len == 0 {
-            return None;
-        }
-        let i = if source != ANY_SOURCE && tag != ANY_TAG {
-            let key = Key {
-                context,
-                source: source as u32,
-                tag,
-            };
-            self.find_bucket(key)
-                .map_or(NIL, |b| self.buckets.get(b).unexp.head)
-        } else {
-            match self.ctx_map.get(&context) {
-                Some(&c) => self.find_unexp(c, source, tag),
-                None => NIL,
-            }
-        };
-        if i == NIL {
-            return None;
-        }
-        let u = self.remove_unexp(i);
-        Some((u.env, u.msg))
     }
 
     /// Withdraw a posted receive; false if it is no longer posted.

@@ -6,14 +6,12 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::core::Core;
-use crate::dynamic::Ports;
-use crate::matching::Matcher;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
 use crate::post::SendArgs;
 use crate::shm::{ShmConfig, ShmNode};
-use crate::state::RmaState;
-use crate::table::{RequestTable, SendPhase};
+use crate::state::Limits;
+use crate::table::SendPhase;
 use rivet_netmods::NetmodError;
 
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
@@ -29,28 +27,17 @@ pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
         false => format!("(vector,(0,{size},1))"),
     };
     let map = NodeMap::from_mapping(&mapping, size, rank);
-    State {
-        pgs: Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
-        requests: RequestTable::new(),
-        matcher: Matcher::new(),
-        pending_vcs: Vec::new(),
-        shm_eager_max: 1024,
-        shm_piece: 1024,
-        cma_allowed: false,
-        split_min: 0,
-        copies: Default::default(),
-        shm_pids: Vec::new(),
-        net_eager_max: 1024,
-        net_piece: 1024,
-        fatal: None,
-        failed_peers: Vec::new(),
-        ports: Ports::default(),
-        rma: RmaState::default(),
-        completions: 0,
-        spare: Default::default(),
-        held: Default::default(),
-        next_held: 1,
-    }
+    State::new(
+        Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
+        Limits {
+            shm_eager_max: 1024,
+            shm_piece: 1024,
+            cma_allowed: false,
+            split_min: 0,
+            net_eager_max: 1024,
+            net_piece: 1024,
+        },
+    )
 }
 
 const CONTEXT: u32 = 7;

@@ -110,3 +110,41 @@ pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
         unsafe { std::slice::from_raw_parts(ptr, len) }
     }
 }
+
+/// The limits the transports give the protocols, fixed at init.
+pub struct Limits {
+    pub shm_eager_max: usize,
+    pub shm_piece: usize,
+    pub cma_allowed: bool,
+    pub split_min: usize,
+    pub net_eager_max: usize,
+    pub net_piece: usize,
+}
+
+impl State {
+    /// A state with nothing in flight.
+    pub fn new(pgs: Pgs, l: Limits) -> State {
+        State {
+            pgs,
+            requests: RequestTable::new(),
+            matcher: Matcher::new(),
+            pending_vcs: Vec::new(),
+            shm_eager_max: l.shm_eager_max,
+            shm_piece: l.shm_piece,
+            cma_allowed: l.cma_allowed,
+            split_min: l.split_min,
+            copies: Copies::default(),
+            shm_pids: Vec::new(),
+            net_eager_max: l.net_eager_max,
+            net_piece: l.net_piece,
+            fatal: None,
+            failed_peers: Vec::new(),
+            ports: Ports::default(),
+            rma: RmaState::default(),
+            completions: 0,
+            spare: SpareBuffers::default(),
+            held: Default::default(),
+            next_held: 1,
+        }
+    }
+}
