@@ -269,14 +269,12 @@ fn le_u64(b: &[u8], at: usize) -> Option<u64> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{Arc, Mutex};
 
     use super::*;
     use crate::core::Core;
     use crate::pg::CmaState;
     use crate::post::SendArgs;
-    use crate::protocol::tests::{state, state_of};
-    use crate::shm::{ShmConfig, ShmNode};
+    use crate::protocol::tests::{shm_core, shm_pair, state, state_of};
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;
 
@@ -287,19 +285,12 @@ mod tests {
     /// ourselves works wherever single copy works at all).
     fn pair(tag: &str) -> Option<(Core, Core)> {
         cma::probe().ok()?;
-        let name = format!("rivet-test-{}-{tag}", std::process::id());
-        let cfg = ShmConfig {
-            fastbox_bytes: 4096,
-            fastbox_max: 128,
-            cells_per_rank: 8,
-            cell_bytes: 1024,
-        };
-        let a = ShmNode::create(&name, 2, 0, &cfg).unwrap();
-        let b = ShmNode::attach(&name, 2, 1).unwrap();
-        let core = |shm, st: State| Core::new(Some(shm), None, Arc::new(Mutex::new(None)), st);
-        let (mut r, mut s) = (core(a, state(2, true)), core(b, state_of(2, true, 1)));
+        let (a, b) = shm_pair(tag);
+        let (mut r, mut s) = (
+            shm_core(a, state(2, true)),
+            shm_core(b, state_of(2, true, 1)),
+        );
         for c in [&mut r, &mut s] {
-            c.st.cma_allowed = true;
             c.st.split_min = 4096;
             c.progress();
         }

@@ -283,23 +283,33 @@ fn cancel_phases() {
     assert_eq!(s.on_cancel_ack(true), Ok(()));
 }
 
+/// Local ranks 0 and 1 of a small node segment, both in this process.
+pub(crate) fn shm_pair(tag: &str) -> (ShmNode, ShmNode) {
+    let name = format!("rivet-test-{}-{tag}", std::process::id());
+    let cfg = ShmConfig {
+        fastbox_bytes: 4096,
+        fastbox_max: 128,
+        cells_per_rank: 8,
+        cell_bytes: 1024,
+    };
+    let a = ShmNode::create(&name, 2, 0, &cfg).unwrap();
+    let b = ShmNode::attach(&name, 2, 1).unwrap();
+    (a, b)
+}
+
+/// A `Core` on `shm` (no netmod, no PMI) with single copy allowed.
+pub(crate) fn shm_core(shm: ShmNode, mut st: State) -> Core {
+    st.cma_allowed = true;
+    Core::new(Some(shm), None, Arc::new(Mutex::new(None)), st)
+}
+
 /// The single-copy read takes the pid from the node segment: an `Rts`
 /// naming another process (here one that does not exist) is read from the
 /// process at the sender's slot all the same.
 #[test]
 fn single_copy_reads_use_the_segment_pid() {
-    let name = format!("rivet-test-{}-cma-pid", std::process::id());
-    let cfg = ShmConfig {
-        fastbox_bytes: 2048,
-        fastbox_max: 128,
-        cells_per_rank: 8,
-        cell_bytes: 1024,
-    };
-    let me = ShmNode::create(&name, 2, 0, &cfg).unwrap();
-    let mut peer = ShmNode::attach(&name, 2, 1).unwrap();
-    let mut st = state(2, true);
-    st.cma_allowed = true;
-    let mut core = Core::new(Some(me), None, Arc::new(Mutex::new(None)), st);
+    let (me, mut peer) = shm_pair("cma-pid");
+    let mut core = shm_core(me, state(2, true));
     core.progress();
     assert_eq!(core.st.shm_pids, [std::process::id(); 2]);
 
