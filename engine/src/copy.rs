@@ -274,7 +274,7 @@ mod tests {
     use crate::core::Core;
     use crate::pg::CmaState;
     use crate::post::SendArgs;
-    use crate::protocol::tests::{shm_core, shm_pair, state, state_of};
+    use crate::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;
 
@@ -411,21 +411,6 @@ mod tests {
         (h, p)
     }
 
-    fn violated(st: &State, rank: u32) -> bool {
-        st.failed_peers
-            .iter()
-            .any(|(vc, why)| *vc == VcId::world(rank) && why.starts_with("protocol violation"))
-    }
-
-    fn phase(st: &State, id: u64) -> Option<SendPhase> {
-        match st.requests.get(id) {
-            Some(Req {
-                op: Op::Send(s), ..
-            }) => Some(s.phase()),
-            _ => None,
-        }
-    }
-
     #[test]
     fn a_write_is_taken_once_within_the_message() {
         let (mut st, id) = sender();
@@ -435,7 +420,7 @@ mod tests {
         assert!(st.copies.busy());
         // A second one is refused, and so is an Ack before our part.
         st.deliver(VcId::world(1), &h, &p);
-        assert!(violated(&st, 1));
+        assert!(violation(&st, 1));
     }
 
     #[test]
@@ -444,24 +429,24 @@ mod tests {
         let (mut st, id) = sender();
         let (h, p) = write_msg(id, 4096, 4097);
         st.deliver(VcId::world(1), &h, &p);
-        assert!(violated(&st, 1) && !st.copies.busy());
+        assert!(violation(&st, 1) && !st.copies.busy());
         // From a peer the send is not for.
         let (mut st, id) = sender();
         let (h, p) = write_msg(id, 0, 10);
         st.deliver(VcId::world(2), &h, &p);
-        assert!(violated(&st, 2) && !st.copies.busy());
+        assert!(violation(&st, 2) && !st.copies.busy());
         assert_eq!(phase(&st, id), Some(SendPhase::RtsSent));
         // Without its count and receive.
         let (mut st, id) = sender();
         let (h, _) = write_msg(id, 0, 10);
         st.deliver(VcId::world(1), &h, &[1, 2, 3]);
-        assert!(violated(&st, 1) && !st.copies.busy());
+        assert!(violation(&st, 1) && !st.copies.busy());
         // An Ack while our part is being written.
         let (mut st, id) = sender();
         let (h, p) = write_msg(id, 0, 10);
         st.deliver(VcId::world(1), &h, &p);
         st.deliver(VcId::world(1), &control(MsgKind::Ack, CONTEXT, id), &[]);
-        assert!(violated(&st, 1));
+        assert!(violation(&st, 1));
     }
 
     #[test]
@@ -483,7 +468,7 @@ mod tests {
         let mut h = control(MsgKind::Written, CONTEXT, 1);
         h.aux = rreq;
         st.deliver(VcId::world(1), &h, &[]);
-        assert!(violated(&st, 1));
+        assert!(violation(&st, 1));
         assert!(
             st.requests.get(rreq).is_some_and(|r| r.complete),
             "failed with its peer"

@@ -71,7 +71,7 @@ fn msg(kind: MsgKind, sreq: u64) -> WireHeader {
     h
 }
 
-fn phase(st: &State, id: u64) -> Option<SendPhase> {
+pub(crate) fn phase(st: &State, id: u64) -> Option<SendPhase> {
     match st.requests.get(id) {
         Some(Req {
             op: Op::Send(s), ..
@@ -98,7 +98,7 @@ fn failed(st: &mut State, rank: u32) -> bool {
     st.pgs.vc(VcId::world(rank)).is_ok_and(|vc| vc.failed)
 }
 
-fn violation(st: &State, rank: u32) -> bool {
+pub(crate) fn violation(st: &State, rank: u32) -> bool {
     st.failed_peers
         .iter()
         .any(|(vc, why)| *vc == VcId::world(rank) && why.starts_with("protocol violation"))
