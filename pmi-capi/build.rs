@@ -21,12 +21,17 @@
 use std::path::{Path, PathBuf};
 use std::{env, fs, io};
 
+#[path = "build/layout.rs"]
+mod layout;
+use layout::{replace_file, symlink};
+
 /// Soname major version: bump when the C ABI changes incompatibly.
 const SO_MAJOR: u32 = 0;
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
     println!("cargo:rerun-if-changed=include/pmi.h");
+    println!("cargo:rerun-if-changed=build/layout.rs");
     if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
         println!("cargo:rustc-cdylib-link-arg=-Wl,-soname,librivet-pmi.so.{SO_MAJOR}");
     }
@@ -95,26 +100,4 @@ fn lay_out(manifest: &Path, profile: &Path) -> io::Result<()> {
         )
         .as_bytes(),
     )
-}
-
-/// Write `path` through a temporary file and a rename, so a concurrent
-/// reader never sees half a file.
-fn replace_file(path: &Path, contents: &[u8]) -> io::Result<()> {
-    if fs::read(path).is_ok_and(|old| old == contents) {
-        return Ok(());
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    fs::write(&tmp, contents)?;
-    fs::rename(&tmp, path)
-}
-
-/// Make `link` a symbolic link to `target` (relative to the link's directory).
-fn symlink(target: &str, link: &Path) -> io::Result<()> {
-    if fs::read_link(link).is_ok_and(|t| t == Path::new(target)) {
-        return Ok(());
-    }
-    let tmp = link.with_extension(format!("tmp{}", std::process::id()));
-    let _ = fs::remove_file(&tmp);
-    std::os::unix::fs::symlink(target, &tmp)?;
-    fs::rename(&tmp, link)
 }

@@ -18,8 +18,8 @@ use crate::thread::{Shared, Threading};
 pub struct Message<'a, T: Threading = Shared> {
     inner: &'a Inner,
     /// 0 once received.
-    key: u64,
-    status: Status,
+    pub(crate) key: u64,
+    pub(crate) status: Status,
     _threads: PhantomData<T>,
 }
 
