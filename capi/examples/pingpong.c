@@ -2,6 +2,7 @@
  * Build: cc pingpong.c $(pkg-config --cflags --libs rivet)
  * Run:   rivetrun -n 2 ./a.out [ITERS]
  * Prints one line per size: bytes, round trips, one-way latency in us. */
+#define _POSIX_C_SOURCE 200112L /* clock_gettime under -std=c99 */
 #include <rivet.h>
 #include <stdio.h>
 #include <stdlib.h>

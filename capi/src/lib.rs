@@ -120,3 +120,44 @@ mod tests {
         assert_eq!(super::RIVET_CONTEXT_ID_MAX, rivet::USER_CONTEXT_MAX);
     }
 }
+
+/// Every export runs its body inside `errors::boundary` (so no panic
+/// unwinds into C), except the two that cannot panic and `rivet_mrecv`,
+/// which calls `rivet_imrecv` first and then its own boundary.
+#[cfg(test)]
+mod boundary_tests {
+    #[test]
+    fn every_export_runs_inside_the_panic_boundary() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut exports = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap();
+            for (i, part) in text
+                .split(concat!("#[no_mangle]", "\npub "))
+                .enumerate()
+                .skip(1)
+            {
+                let name = part
+                    .split("fn ")
+                    .nth(1)
+                    .and_then(|s| s.split('(').next())
+                    .unwrap_or_else(|| panic!("{}: export {i} has no fn", path.display()));
+                exports += 1;
+                let body = part.split_once(" {\n").map_or("", |(_, b)| b);
+                let first = body.trim_start();
+                let guarded = first.starts_with(&format!("boundary(\"{name}\""));
+                let exempt = matches!(
+                    name,
+                    "rivet_strerror" | "rivet_last_error" | "rivet_mrecv" | "rivet_abort"
+                );
+                assert!(
+                    guarded || exempt,
+                    "{name} in {} does not start with boundary(\"{name}\", ...)",
+                    path.display()
+                );
+            }
+        }
+        assert!(exports >= 50, "found only {exports} exports");
+    }
+}

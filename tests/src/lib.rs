@@ -147,10 +147,39 @@ pub fn pkg_config(args: &[&str]) -> String {
 /// The executable is `target/<profile>/<source stem><suffix>`; compiled once
 /// per test process.
 pub fn cc_pmi(source: &str, package: &str, suffix: &str) -> PathBuf {
+    cc_c(
+        &workspace_root().join("tests/c").join(source),
+        package,
+        suffix,
+    )
+}
+
+/// The directory holding librivet (as [`pmi_capi_dir`] for librivet-pmi):
+/// the libraries, `include/rivet.h`, `pkgconfig/rivet{,-static}.pc`.
+pub fn capi_dir() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = bin_dir();
+    BUILT.get_or_init(|| {
+        let mut args = vec!["-p", "rivet-capi"];
+        if dir.file_name().is_some_and(|n| n == "release") {
+            args.push("--release");
+        }
+        cargo_build_targets("--lib", &args)
+    });
+    dir
+}
+
+/// As [`cc_pmi`], for the C program at `src` and any package whose `.pc`
+/// file lies in this profile's `pkgconfig/` (`rivet`, `rivet-static`,
+/// `rivet-pmi`, ...; build its library first).
+pub fn cc_c(src: &Path, package: &str, suffix: &str) -> PathBuf {
     static DONE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
     let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
-    let src = workspace_root().join("tests/c").join(source);
-    let out = bin_dir().join(format!("{}{suffix}", source.trim_end_matches(".c")));
+    let stem = src
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("a C file name");
+    let out = bin_dir().join(format!("{stem}{suffix}"));
     if done.contains(&out) {
         return out;
     }
@@ -166,7 +195,7 @@ pub fn cc_pmi(source: &str, package: &str, suffix: &str) -> PathBuf {
             "-o",
         ])
         .arg(&out)
-        .arg(&src)
+        .arg(src)
         .args(flags.split_whitespace())
         .output()
         .unwrap_or_else(|e| panic!("cannot run cc: {e}"));
