@@ -181,6 +181,12 @@
 #define RIVET_ERR_IN_STATUS 19
 
 /*
+ A half-started engine from `rivet_init_external`, consumed by
+ `rivet_bootstrap_add_peers` or `rivet_bootstrap_free`.
+ */
+typedef struct rivet_bootstrap_t rivet_bootstrap_t;
+
+/*
  A communicator, freed by `rivet_comm_free` (or `rivet_comm_disconnect`).
  */
 typedef struct rivet_comm_t rivet_comm_t;
@@ -233,6 +239,59 @@ typedef uint64_t rivet_message_t;
 #ifdef __cplusplus
 extern "C" {
 #endif // __cplusplus
+
+/*
+ Start without a process manager as rank `rank` of `size` in the job
+ named `job` (the same string on every rank, unique to the job; no
+ `;`). `*provided` (may be null) gets the thread level granted. Then
+ exchange `rivet_bootstrap_address` blobs and call
+ `rivet_bootstrap_add_peers`. Spawn, publish/lookup and group connect
+ need a process manager: they return `RIVET_ERR_UNSUPPORTED`.
+
+ # Safety
+ `job` is a C string; `out` valid for a write; `provided` null or valid.
+ */
+int rivet_init_external(uint32_t api_version,
+                        int required,
+                        const char *job,
+                        int rank,
+                        int size,
+                        rivet_bootstrap_t **out,
+                        int *provided);
+
+/*
+ This rank's address: `*len` bytes at `*address`, owned by the
+ bootstrap (valid until it is consumed). Opaque; carry it unchanged.
+
+ # Safety
+ `b` is a live bootstrap; `address` and `len` valid for writes.
+ */
+int rivet_bootstrap_address(const rivet_bootstrap_t *b, const void **address, size_t *len);
+
+/*
+ Finish start-up with every rank's address (`addresses[i]`, `lens[i]`
+ bytes, for rank i; `n` = the job's size, this rank's own included):
+ `*engine` as from `rivet_init`. Ranks on one node wait for their
+ node's lowest rank to get here. `b` is consumed, also on failure.
+
+ # Safety
+ `b` came from `rivet_init_external` and is not used again; the arrays
+ hold `n` entries, each address `lens[i]` readable bytes; `engine`
+ valid for a write.
+ */
+int rivet_bootstrap_add_peers(rivet_bootstrap_t *b,
+                              const void *const *addresses,
+                              const size_t *lens,
+                              size_t n,
+                              rivet_engine_t **engine);
+
+/*
+ Give up a bootstrap that will not be completed.
+
+ # Safety
+ `b` came from `rivet_init_external` and is not used again.
+ */
+int rivet_bootstrap_free(rivet_bootstrap_t *b);
 
 /*
  This process's rank (in the local group of an intercommunicator).

@@ -9,14 +9,14 @@ use crate::errors::{boundary, invalid, Fail};
 use crate::handles::{self, give, new_comm, on, out_ptr, rivet_comm_t, rivet_engine_t, Either};
 use crate::{strings, RIVET_API_VERSION};
 
-fn level_from(level: c_int) -> Result<ThreadLevel, Fail> {
+pub(crate) fn level_from(level: c_int) -> Result<ThreadLevel, Fail> {
     usize::try_from(level)
         .ok()
         .and_then(|i| ThreadLevel::ALL.get(i).copied())
         .ok_or_else(|| invalid(format!("thread level {level} is not one of RIVET_THREAD_*")))
 }
 
-fn level_to(level: ThreadLevel) -> c_int {
+pub(crate) fn level_to(level: ThreadLevel) -> c_int {
     ThreadLevel::ALL
         .iter()
         .position(|&l| l == level)

@@ -11,7 +11,8 @@
 //!   handle holds one or the other and every call dispatches on it once;
 //! * [`errors`]: error codes, `rivet_strerror`, and the per-thread
 //!   message of the last failure (`rivet_last_error`);
-//! * [`init`] (start-up, finalize, abort, info), [`comm`]
+//! * [`init`] (start-up through PMI, finalize, abort, info), [`bootstrap`]
+//!   (start-up without one: address blobs and "add these peers"), [`comm`]
 //!   (communicators, caller context ids), [`p2p`] (sends, receives,
 //!   probes), [`request`] (test/wait/cancel on `u64` handles),
 //!   [`dynamic`] (ports, accept/connect, spawn, names, group connect);
@@ -27,6 +28,7 @@
 // Exported types keep C's spelling (`rivet_status_t`).
 #![allow(non_camel_case_types)]
 
+pub mod bootstrap;
 pub mod comm;
 pub mod dynamic;
 pub mod errors;

@@ -174,12 +174,10 @@ impl Core {
                     return Err(Error::NoRoute(id));
                 };
                 if !net.knows(peer) {
-                    let card = match id.group() {
-                        0 => business_card(&self.pmi, id.rank())?,
-                        _ => match self.st.pgs.card(id) {
-                            Some(card) => card.to_string(),
-                            None => return Err(Error::NoRoute(id)),
-                        },
+                    let card = match self.st.pgs.card(id) {
+                        Some(card) => card.to_string(),
+                        None if id.group() == 0 => business_card(&self.pmi, id.rank())?,
+                        None => return Err(Error::NoRoute(id)),
                     };
                     net.connect(peer, &card)?;
                 }

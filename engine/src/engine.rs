@@ -91,12 +91,17 @@ fn segment_name(pmi: &Client, leader: u32) -> String {
         .ok()
         .filter(|j| !j.is_empty())
         .unwrap_or_else(|| pmi.kvs_name().to_string());
+    node_segment_name(&job, leader, std::process::id())
+}
+
+/// `rivet-<job>-<leader rank>-<leader pid>`, the job made safe for a file name.
+pub(crate) fn node_segment_name(job: &str, leader: u32, pid: u32) -> String {
     let job: String = job
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .take(64)
         .collect();
-    format!("rivet-{job}-{leader}-{}", std::process::id())
+    format!("rivet-{job}-{leader}-{pid}")
 }
 
 impl Engine {
@@ -148,19 +153,50 @@ impl<T: Threading> Engine<T> {
             let name = pmi.get(&shm_key(local[0]))?;
             shm = Some(ShmNode::attach(&name, local.len(), my_local)?);
         }
+        let spawned = pmi.spawned();
+        let world = ProcessGroup::new(
+            pmi.kvs_name().to_string(),
+            size,
+            rank,
+            node_map,
+            config.eager_window,
+        );
+        let engine = Engine::assemble(&config, level, world, shm, netmod, Some(pmi))?;
+        if spawned {
+            let link = engine.connect_to_parent()?.into_link();
+            *engine
+                .inner
+                .parent
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = link;
+        }
+        Ok(engine)
+    }
 
+    /// The engine from its opened transports, however they were set up
+    /// (through PMI here, or `external.rs`).
+    pub(crate) fn assemble(
+        config: &Config,
+        level: ThreadLevel,
+        world: ProcessGroup,
+        shm: Option<ShmNode>,
+        netmod: Option<netmod::Opened>,
+        pmi: Option<Client>,
+    ) -> Result<Engine<T>> {
+        let (rank, size) = (world.my_rank, world.size);
+        let local_size = world.node_map.local_ranks().len();
         let cma_probe = if config.lmt == LmtMode::Copy {
             Err("off (RIVET_SHM_LMT=copy)".to_string())
         } else {
             cma::probe()
         };
-        let yields = should_yield(config.yield_mode, local.len());
+        let yields = should_yield(config.yield_mode, local_size);
         let (shm_eager_max, shm_piece) = match &shm {
             Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
         };
         let mut info = describe(
-            &config,
+            config,
             shm.as_ref(),
             netmod.as_ref(),
             &cma_probe,
@@ -178,16 +214,17 @@ impl<T: Threading> Engine<T> {
                 }
             ),
         ));
+        info.push((
+            "bootstrap".into(),
+            match &pmi {
+                Some(_) => "process manager (PMI)".into(),
+                None => "external (addresses exchanged by the caller)".into(),
+            },
+        ));
         let netmod = netmod.map(|o| o.netmod);
         let limits = netmod.as_ref().map(|n| n.limits());
         let st = State::new(
-            Pgs::new(ProcessGroup::new(
-                pmi.kvs_name().to_string(),
-                size,
-                rank,
-                node_map,
-                config.eager_window,
-            )),
+            Pgs::new(world),
             Limits {
                 shm_eager_max,
                 shm_piece,
@@ -197,9 +234,8 @@ impl<T: Threading> Engine<T> {
                 net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             },
         );
-        let spawned = pmi.spawned();
-        let pmi = Arc::new(Mutex::new(Some(pmi)));
-        let engine = Engine {
+        let pmi = Arc::new(Mutex::new(pmi));
+        Ok(Engine {
             inner: Arc::new(Inner {
                 core: EngineLock::new(Core::new(shm, netmod, pmi.clone(), st), level),
                 level,
@@ -210,7 +246,7 @@ impl<T: Threading> Engine<T> {
                 pmi,
                 finalized: AtomicBool::new(false),
                 info,
-                local_size: local.len() as u32,
+                local_size: local_size as u32,
                 netmod_choice: config.netmod,
                 world_vcrt: Arc::new(Vcrt::world(size)),
                 self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(rank)], Weak::new())),
@@ -219,16 +255,7 @@ impl<T: Threading> Engine<T> {
                 groups: Mutex::default(),
             }),
             _threads: PhantomData,
-        };
-        if spawned {
-            let link = engine.connect_to_parent()?.into_link();
-            *engine
-                .inner
-                .parent
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = link;
-        }
-        Ok(engine)
+        })
     }
 
     /// Started by `spawn`: connect to the parents through the port they

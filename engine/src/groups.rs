@@ -23,7 +23,17 @@ impl Inner {
         f: impl FnOnce(&mut Client) -> rivet_pmi::Result<T>,
     ) -> Result<T> {
         let mut pmi = self.pmi.lock().unwrap_or_else(|p| p.into_inner());
-        let client = pmi.as_mut().ok_or(Error::Finalized)?;
+        let Some(client) = pmi.as_mut() else {
+            return Err(if self.finalized.load(Ordering::Relaxed) {
+                Error::Finalized
+            } else {
+                Error::Unsupported(
+                    "this needs a process manager, and the engine was bootstrapped externally \
+                     (Engine::bootstrap_external) without one"
+                        .into(),
+                )
+            });
+        };
         Ok(f(client)?)
     }
 

@@ -34,6 +34,7 @@ mod core;
 mod dynamic;
 mod engine;
 mod error;
+mod external;
 mod failure;
 mod groups;
 mod inner;
@@ -64,6 +65,7 @@ pub use dynamic::{
 };
 pub use engine::{Counts, Engine, Info};
 pub use error::{Error, Result};
+pub use external::{Bootstrap, ATTACH_WAIT};
 pub use matching::{ANY_SOURCE, ANY_TAG};
 pub use message::Message;
 pub use pg::PgCounts;

@@ -72,6 +72,21 @@ impl NodeMap {
         }
     }
 
+    /// From the ranks known to share this node (`my_rank` among them).
+    pub fn from_local(my_rank: u32, mut local: Vec<u32>) -> NodeMap {
+        if !local.contains(&my_rank) {
+            local.push(my_rank);
+        }
+        local.sort_unstable();
+        local.dedup();
+        NodeMap {
+            my_rank,
+            local,
+            known: true,
+            force_netmod: false,
+        }
+    }
+
     /// Send on-node traffic through the network module too (the engine
     /// sets this from `RIVET_NETMOD`).
     pub fn with_force_netmod(mut self, force: bool) -> NodeMap {

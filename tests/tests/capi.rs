@@ -206,3 +206,49 @@ fn examples_run_under_mpich_hydra() {
     ok_lines(&o, |r| format!("spawn parent {r} of 2 OK\n"), 2);
     ok_lines(&o, |r| format!("spawn child {r} of 2 OK\n"), 2);
 }
+
+/// A runtime that owns PMI (here through librivet-pmi) bootstraps the
+/// engine externally: address blobs through its KVS, then add_peers.
+#[test]
+fn external_bootstrap_under_rivetrun_and_hydra() {
+    let _serial = serial();
+    capi_dir();
+    let exe = cc_c(
+        &workspace_root().join("tests/c/capi_external.c"),
+        "rivet rivet-pmi",
+        "",
+    );
+    let exe = exe.to_str().unwrap();
+    let passed = |o: &Outcome, n: u32, shm: bool| {
+        ok_lines(o, |r| format!("capi_external OK rank {r} of {n}\n"), n);
+        for r in 0..n {
+            assert!(
+                o.stdout.contains(&format!(
+                    "info rank {r}: bootstrap: external (addresses exchanged by the caller)\n"
+                )),
+                "{}",
+                o.show()
+            );
+            assert_eq!(
+                o.stdout.contains(&format!(
+                    "info rank {r}: transport.shm: on (node segment)\n"
+                )),
+                shm,
+                "{}",
+                o.show()
+            );
+        }
+    };
+    for n in [1u32, 2, 4] {
+        let o = run_job_checking_shm(rivetrun(&["-n", &n.to_string(), exe]), DEADLINE);
+        passed(&o, n, n > 1);
+    }
+    let o = run_job_checking_shm(
+        rivetrun(&["-n", "2", "-genv", "RIVET_NETMOD", "tcp", exe]),
+        DEADLINE,
+    );
+    passed(&o, 2, false);
+    let mut cmd = Command::new("mpiexec.hydra");
+    cmd.args(["-n", "3", exe]);
+    passed(&run_job(cmd, DEADLINE), 3, true);
+}

@@ -124,8 +124,18 @@ impl Pgs {
         self.foreign.get_mut(&slot)
     }
 
-    /// The cached business card of a foreign VC.
+    /// The cached business card of a VC: a world rank's from the addresses
+    /// an external bootstrap was given, a foreign one's from its group
+    /// description. `None` for a world rank whose card is in the KVS.
     pub fn card(&self, id: VcId) -> Option<&str> {
+        if id.group() == 0 {
+            return self
+                .world
+                .cards
+                .get(id.rank() as usize)
+                .map(String::as_str)
+                .filter(|c| !c.is_empty());
+        }
         self.foreign.get(&id.group())?.card(id.rank())
     }
 

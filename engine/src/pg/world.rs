@@ -4,7 +4,8 @@
 //! talks to three peers of a million-rank job holds three VCs (seed 000's
 //! scalability note). VCs of node-local peers sit in a table indexed by
 //! local rank (O(ranks on this node)); the rest in a map. Connection info
-//! comes from the KVS. The world's VCs are never freed (seed 000, rule 4).
+//! comes from the KVS, or, for an engine bootstrapped externally, from the
+//! addresses the caller gave (`cards`). The world's VCs are never freed (seed 000, rule 4).
 
 use std::collections::HashMap;
 
@@ -23,6 +24,9 @@ pub struct ProcessGroup {
     pub node_map: NodeMap,
     /// Eager flow-control window per netmod peer.
     pub window: usize,
+    /// Netmod business cards by rank when they came with the ranks'
+    /// addresses (external bootstrap); empty: ask the KVS.
+    pub cards: Vec<String>,
     me: Vc,
     local: Vec<Option<Box<Vc>>>,
     remote: HashMap<u32, Box<Vc>, FxBuildHasher>,
@@ -43,6 +47,7 @@ impl ProcessGroup {
             my_rank,
             node_map,
             window,
+            cards: Vec::new(),
             me: Vc::new(Route::Loopback, window),
             local: (0..local_count).map(|_| None).collect(),
             remote: HashMap::default(),
