@@ -390,6 +390,18 @@ unsafe impl Send for ShmNode {}
 // private state needs `&mut self`.
 unsafe impl Sync for ShmNode {}
 
+/// A segment some local rank never attached to keeps its name in
+/// /dev/shm (the last to attach unlinks it): the first rank to leave takes
+/// it away, so a job whose peer died before attaching, or an externally
+/// bootstrapped job that no launcher sweeps up, leaves nothing behind.
+impl Drop for ShmNode {
+    fn drop(&mut self) {
+        if self.seg.word(H_ATTACHED).load(Ordering::Acquire) < self.local_size as u64 {
+            let _ = segment::unlink(&self.name);
+        }
+    }
+}
+
 impl std::fmt::Debug for ShmNode {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ShmNode")

@@ -284,6 +284,17 @@ fn budget_is_respected_across_merge() {
 }
 
 #[test]
+fn a_rank_leaving_before_all_attached_takes_the_name_away() {
+    let name = Name::new("leave");
+    let a = ShmNode::create(&name.0, 3, 0, &small()).unwrap();
+    let b = ShmNode::attach(&name.0, 3, 1).unwrap();
+    assert!(name.exists());
+    drop(b);
+    assert!(!name.exists(), "rank 2 never came: the name must not outlive the job");
+    drop(a);
+}
+
+#[test]
 fn name_is_unlinked_once_all_attached() {
     let name = Name::new("unlink");
     let a = ShmNode::create(&name.0, 3, 0, &small()).unwrap();
