@@ -252,3 +252,100 @@ fn external_bootstrap_under_rivetrun_and_hydra() {
     cmd.args(["-n", "3", exe]);
     passed(&run_job(cmd, DEADLINE), 3, true);
 }
+
+/// `cargo xtask install` lays out bin/, lib/, include/, lib/pkgconfig/; a
+/// program built against the installed rivet.pc links the installed
+/// library and runs under the installed rivetrun.
+#[test]
+fn xtask_install_lays_out_a_usable_prefix() {
+    let _serial = serial();
+    let dir = capi_dir();
+    rivet_tests::bin("rivetrun");
+    let prefix = std::env::temp_dir().join(format!("rivet-prefix-{}", std::process::id()));
+    let profile = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let install = Command::new(cargo)
+        .args([
+            "run",
+            "-q",
+            "-p",
+            "xtask",
+            "--",
+            "install",
+            "--no-build",
+            "--profile",
+        ])
+        .arg(&profile)
+        .arg("--prefix")
+        .arg(&prefix)
+        .env("CARGO_TARGET_DIR", dir.parent().unwrap())
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    let cleanup = || {
+        let _ = std::fs::remove_dir_all(&prefix);
+    };
+    if !install.status.success() {
+        cleanup();
+        panic!(
+            "xtask install: {}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+    }
+    for f in [
+        "bin/rivetrun",
+        "lib/librivet.so.0",
+        "lib/librivet.so",
+        "lib/librivet.a",
+        "include/rivet.h",
+        "include/pmi.h",
+        "lib/pkgconfig/rivet.pc",
+        "lib/pkgconfig/rivet-pmi.pc",
+    ] {
+        assert!(prefix.join(f).exists(), "{f} not installed");
+    }
+    let flags = Command::new("pkg-config")
+        .args(["--cflags", "--libs", "rivet"])
+        .env("PKG_CONFIG_PATH", prefix.join("lib/pkgconfig"))
+        .output()
+        .unwrap();
+    let flags = String::from_utf8_lossy(&flags.stdout).to_string();
+    let p = prefix.display();
+    assert_eq!(
+        flags.trim(),
+        format!("-I{p}/include -L{p}/lib -Wl,-rpath,{p}/lib -lrivet")
+    );
+    let exe = prefix.join("pingpong");
+    let cc = Command::new("cc")
+        .args(["-std=c99", "-O2", "-o"])
+        .arg(&exe)
+        .arg(workspace_root().join("capi/examples/pingpong.c"))
+        .args(flags.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    // cargo test points LD_LIBRARY_PATH at target/: the installed program
+    // must find its library by its own rpath.
+    let ldd = Command::new("ldd")
+        .arg(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&ldd.stdout).contains(&format!("{p}/lib/librivet.so.0")),
+        "{}",
+        String::from_utf8_lossy(&ldd.stdout)
+    );
+    let mut job = Command::new(prefix.join("bin/rivetrun"));
+    job.args(["-n", "2"])
+        .arg(&exe)
+        .arg("5")
+        .env_remove("LD_LIBRARY_PATH");
+    let o = run_job_checking_shm(job, DEADLINE);
+    cleanup();
+    pingpong_passed(&o);
+}
