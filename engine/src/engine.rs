@@ -217,7 +217,9 @@ impl<T: Threading> Engine<T> {
         info.push((
             "bootstrap".into(),
             match &pmi {
-                Some(_) => "process manager (PMI)".into(),
+                Some(c) if c.kind() == "pmix" => "process manager (PMIx, OpenPMIx client)".into(),
+                Some(c) if c.kind() == "singleton" => "none (singleton)".into(),
+                Some(_) => "process manager (PMI-1)".into(),
                 None => "external (addresses exchanged by the caller)".into(),
             },
         ));

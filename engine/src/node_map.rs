@@ -1,7 +1,8 @@
 //! Which peers share this process's node, and so which path reaches them.
 //!
 //! The process manager publishes the job's rank-to-node map as
-//! `PMI_process_mapping` (rivetrun and Hydra alike). It is parsed once; only
+//! `PMI_process_mapping` (rivetrun and Hydra alike); a PMIx server names
+//! the local peers directly. It is parsed once; only
 //! this node's ranks are kept, so the map costs O(local ranks), not O(job).
 //! Without a usable map every peer is taken as remote: the network path works
 //! everywhere, shared memory only where it is known to be shared.
@@ -39,6 +40,9 @@ impl NodeMap {
                 known: true,
                 force_netmod: false,
             };
+        }
+        if let Ok(Some(local)) = pmi.local_ranks() {
+            return NodeMap::from_local(pmi.rank(), local);
         }
         let mapping = pmi
             .job_attribute(PROCESS_MAPPING_KEY)

@@ -138,6 +138,21 @@ pub enum Error {
     )]
     PmixLauncher { var: &'static str },
 
+    /// The PMIx library could not be loaded or lacks a function.
+    #[error("PMIx bootstrap unavailable: {why}")]
+    PmixUnavailable { why: String },
+
+    /// A PMIx call failed.
+    #[error("{op} failed: {why}")]
+    PmixFailed { op: &'static str, why: String },
+
+    /// What Rivet's PMIx client does not map yet.
+    #[error(
+        "{op} is not available when bootstrapped through PMIx (Rivet's PMIx client maps \
+         put/get/fence, local peers, abort and finalize); start the job with rivetrun for it"
+    )]
+    PmixUnsupported { op: &'static str },
+
     /// The server speaks a PMI version this client does not.
     #[error("process manager speaks PMI-{version}.{subversion}; this client speaks PMI-1.1/1.2")]
     VersionMismatch { version: i32, subversion: i32 },

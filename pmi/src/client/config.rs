@@ -3,9 +3,11 @@
 //!
 //! Order (MPICH's `PMIU_get_pmi_fd`): `PMI_FD` wins; else `PMI_PORT`
 //! (`host:port`, with `PMI_ID` for the initack handshake); else the process
-//! is a singleton — unless a PMIx launcher started it, which is an error
-//! rather than a silent size-1 job. Tests build a [`ClientConfig`] directly
-//! instead of touching the process environment.
+//! is a singleton — unless a PMIx launcher started it (`PMIX_NAMESPACE` and
+//! `PMIX_RANK`): then the PMIx client (`pmix.rs`). `RIVET_PMI=pmi1` refuses
+//! PMIx (a PMIx-only launch is then an error rather than a silent size-1
+//! job); `RIVET_PMI=pmix` requires it. Tests build a [`ClientConfig`]
+//! directly instead of touching the process environment.
 
 use std::os::fd::RawFd;
 use std::os::unix::net::UnixStream;
@@ -34,6 +36,8 @@ pub enum Transport {
         rank: u32,
         size: u32,
     },
+    /// A PMIx server (`PMIX_NAMESPACE`, `PMIX_RANK`), through OpenPMIx.
+    Pmix,
     /// No process manager: size 1, rank 0, local KVS.
     Singleton,
 }
@@ -101,6 +105,33 @@ impl ClientConfig {
             }
             Ok((rank, size))
         };
+        let choice = var("RIVET_PMI").unwrap_or_default();
+        let pmix_env = var("PMIX_NAMESPACE").is_some() && var("PMIX_RANK").is_some();
+        match choice.as_str() {
+            "" | "auto" | "pmi1" => {}
+            "pmix" if pmix_env => {
+                return Ok(ClientConfig {
+                    transport: Transport::Pmix,
+                    spawned,
+                })
+            }
+            "pmix" => {
+                return Err(Error::Env {
+                    var: "RIVET_PMI",
+                    value: choice,
+                    reason: "pmix asked for, but PMIX_NAMESPACE and PMIX_RANK are not set: \
+                             start the job with a PMIx launcher (mpirun, prterun, srun --mpi=pmix)"
+                        .to_string(),
+                })
+            }
+            _ => {
+                return Err(Error::Env {
+                    var: "RIVET_PMI",
+                    value: choice,
+                    reason: "expected auto, pmi1 or pmix".to_string(),
+                })
+            }
+        }
         let transport = if let Some(v) = var("PMI_FD") {
             let fd: RawFd = parse_var("PMI_FD", &v, "a file descriptor number")?;
             if fd < 0 {
@@ -138,6 +169,8 @@ impl ClientConfig {
                 rank,
                 size,
             }
+        } else if pmix_env && choice != "pmi1" {
+            Transport::Pmix
         } else if let Some(v) = PMIX_VARS.into_iter().find(|v| var(v).is_some()) {
             return Err(Error::PmixLauncher { var: v });
         } else {
@@ -231,5 +264,37 @@ mod tests {
         }
         // PMI variables win over PMIx ones.
         assert!(cfg(&[("PMIX_RANK", "0"), ("PMI_FD", "3")]).is_ok());
+        for vars in [
+            vec![("RIVET_PMI", "pmix")],
+            vec![("RIVET_PMI", "pmi3")],
+            vec![("RIVET_PMI", "pmix"), ("PMIX_RANK", "0")],
+        ] {
+            assert!(matches!(cfg(&vars), Err(Error::Env { .. })), "{vars:?}");
+        }
+        let pmi1 = [
+            ("RIVET_PMI", "pmi1"),
+            ("PMIX_NAMESPACE", "x"),
+            ("PMIX_RANK", "0"),
+        ];
+        assert!(matches!(cfg(&pmi1), Err(Error::PmixLauncher { .. })));
+    }
+
+    #[test]
+    fn a_pmix_launch_is_served_by_the_pmix_client() {
+        let pmix = [("PMIX_NAMESPACE", "ns"), ("PMIX_RANK", "1")];
+        assert!(matches!(cfg(&pmix).unwrap().transport, Transport::Pmix));
+        let forced = [
+            ("RIVET_PMI", "pmix"),
+            ("PMIX_NAMESPACE", "ns"),
+            ("PMIX_RANK", "1"),
+            ("PMI_FD", "3"),
+        ];
+        assert!(matches!(cfg(&forced).unwrap().transport, Transport::Pmix));
+        let auto = [
+            ("RIVET_PMI", "auto"),
+            ("PMIX_NAMESPACE", "ns"),
+            ("PMIX_RANK", "1"),
+        ];
+        assert!(matches!(cfg(&auto).unwrap().transport, Transport::Pmix));
     }
 }

@@ -213,6 +213,11 @@ impl Client {
         let kvs = self.kvs_name.clone();
         let conn = match &mut self.mode {
             Mode::Singleton(local) => return local.groups.connect(&kvs, req),
+            Mode::Pmix(_) => {
+                return Err(Error::PmixUnsupported {
+                    op: "group connect",
+                })
+            }
             Mode::Remote(conn) => conn,
         };
         let Message::GroupConnectResult {
@@ -266,6 +271,9 @@ impl Client {
     pub fn group_ready(&mut self, op: u64) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.groups.ready(op),
+            Mode::Pmix(_) => Err(Error::PmixUnsupported {
+                op: "group connect",
+            }),
             Mode::Remote(conn) => {
                 group_request(conn, &Message::GroupReady { op }, "group_ready_result").map(|_| ())
             }
@@ -278,6 +286,9 @@ impl Client {
     pub fn group_disconnect(&mut self, group: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.groups.disconnect(group),
+            Mode::Pmix(_) => Err(Error::PmixUnsupported {
+                op: "group disconnect",
+            }),
             Mode::Remote(conn) => {
                 let msg = Message::GroupDisconnect {
                     group: group.to_string(),
@@ -291,7 +302,7 @@ impl Client {
     /// calls, then any readable now. Never blocks; empty for a singleton.
     pub fn poll_events(&mut self) -> Result<Vec<GroupEvent>> {
         match &mut self.mode {
-            Mode::Singleton(_) => Ok(Vec::new()),
+            Mode::Singleton(_) | Mode::Pmix(_) => Ok(Vec::new()),
             Mode::Remote(conn) => conn.poll_events(),
         }
     }

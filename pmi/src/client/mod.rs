@@ -14,6 +14,7 @@ mod config;
 mod conn;
 mod groups;
 mod local;
+mod pmix;
 
 use std::fs::File;
 use std::net::TcpStream;
@@ -29,12 +30,15 @@ pub use config::{ClientConfig, Transport};
 use conn::{check, Conn};
 pub use groups::{GroupConnectReply, GroupConnectRequest, GroupMember};
 use local::Local;
+use pmix::Pmix;
 
 /// How this client reaches its process manager.
 #[derive(Debug)]
 enum Mode {
     Remote(Conn),
     Singleton(Local),
+    /// Started by a PMIx server (`pmix.rs`).
+    Pmix(Box<Pmix>),
 }
 
 /// A PMI-1 client (one per process). `Send`, not `Sync`: calls take
@@ -91,6 +95,7 @@ impl Client {
         let (stream, rank, size, pmiid): (Box<dyn conn::Duplex>, u32, u32, Option<i32>) =
             match config.transport {
                 Transport::Singleton => return Ok(Client::singleton(spawned)),
+                Transport::Pmix => return Client::pmix(spawned),
                 Transport::Fd { fd, rank, size } => (Box::new(file_from_fd(fd)?), rank, size, None),
                 Transport::Stream { stream, rank, size } => (Box::new(stream), rank, size, None),
                 Transport::Port {
@@ -146,10 +151,43 @@ impl Client {
         }
     }
 
+    fn pmix(spawned: bool) -> Result<Client> {
+        let started = Pmix::init()?;
+        Ok(Client {
+            kvs_name: started.pmix.nspace.clone(),
+            mode: Mode::Pmix(Box::new(started.pmix)),
+            rank: started.rank,
+            size: started.size,
+            appnum: started.appnum,
+            universe_size: started.universe,
+            spawned,
+            limits: Limits::DEFAULT,
+            server_version: None,
+        })
+    }
+
     fn conn(&mut self) -> Option<&mut Conn> {
         match &mut self.mode {
             Mode::Remote(c) => Some(c),
-            Mode::Singleton(_) => None,
+            Mode::Singleton(_) | Mode::Pmix(_) => None,
+        }
+    }
+
+    /// Which bootstrap serves this client: `pmi1`, `pmix` or `singleton`.
+    pub fn kind(&self) -> &'static str {
+        match self.mode {
+            Mode::Remote(_) => "pmi1",
+            Mode::Singleton(_) => "singleton",
+            Mode::Pmix(_) => "pmix",
+        }
+    }
+
+    /// The ranks sharing this node, where the process manager says so
+    /// directly (PMIx's local peers); `None`: read `PMI_process_mapping`.
+    pub fn local_ranks(&mut self) -> Result<Option<Vec<u32>>> {
+        match &self.mode {
+            Mode::Pmix(p) => p.local_ranks(),
+            _ => Ok(None),
         }
     }
 
@@ -348,6 +386,10 @@ impl Client {
                 Ok(())
             }
             Mode::Remote(conn) => check(conn.request(&msg, "put_result")?, "put").map(|_| ()),
+            Mode::Pmix(p) => {
+                p.put(key, value);
+                Ok(())
+            }
         }
     }
 
@@ -377,9 +419,15 @@ impl Client {
             key: key.to_string(),
         };
         let own = kvsname == self.kvs_name;
+        let size = self.size;
         match &mut self.mode {
             Mode::Singleton(local) if own => local.get(key),
             Mode::Singleton(_) => Err(not_found()),
+            // Job attributes (PMI_ keys) have no PMIx twin here.
+            Mode::Pmix(p) if own && !key.starts_with(RESERVED_PREFIX) => {
+                p.get(key, size)?.ok_or_else(not_found)
+            }
+            Mode::Pmix(_) => Err(not_found()),
             Mode::Remote(conn) => {
                 let msg = Message::Get {
                     kvsname: Some(kvsname.to_string()),
@@ -436,6 +484,7 @@ impl Client {
                 let reply = conn.request(&Message::BarrierIn { group: None }, "barrier_out")?;
                 check(reply, "barrier_in").map(|_| ())
             }
+            Mode::Pmix(p) => p.barrier(),
         }
     }
 
@@ -447,6 +496,10 @@ impl Client {
     /// if it does not fit one line it is left out, as MPICH 4.0.2 always
     /// does.
     pub fn abort(&mut self, exit_code: i32, message: &str) -> Result<()> {
+        if let Mode::Pmix(p) = &self.mode {
+            p.abort(exit_code, message);
+            return Ok(());
+        }
         let Some(conn) = self.conn() else {
             return Ok(());
         };
@@ -468,6 +521,9 @@ impl Client {
     /// Tell the process manager this rank is done with PMI and wait for the
     /// acknowledgement. Consumes the client.
     pub fn finalize(mut self) -> Result<()> {
+        if let Mode::Pmix(p) = self.mode {
+            return (*p).finalize();
+        }
         match self.conn() {
             None => Ok(()),
             Some(conn) => check(
@@ -484,6 +540,7 @@ impl Client {
     pub fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.publish(service, port),
+            Mode::Pmix(_) => Err(Error::PmixUnsupported { op: "publish_name" }),
             Mode::Remote(conn) => {
                 let msg = Message::PublishName {
                     service: service.to_string(),
@@ -498,6 +555,7 @@ impl Client {
     pub fn lookup_name(&mut self, service: &str) -> Result<String> {
         match &mut self.mode {
             Mode::Singleton(local) => local.lookup(service),
+            Mode::Pmix(_) => Err(Error::PmixUnsupported { op: "lookup_name" }),
             Mode::Remote(conn) => {
                 let msg = Message::LookupName {
                     service: service.to_string(),
@@ -517,6 +575,9 @@ impl Client {
     pub fn unpublish_name(&mut self, service: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.unpublish(service),
+            Mode::Pmix(_) => Err(Error::PmixUnsupported {
+                op: "unpublish_name",
+            }),
             Mode::Remote(conn) => {
                 let msg = Message::UnpublishName {
                     service: service.to_string(),
@@ -535,6 +596,9 @@ impl Client {
     /// [`Error::SpawnFailed`], with one code per process and the server's
     /// message.
     pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
+        if let Mode::Pmix(_) = self.mode {
+            return Err(Error::PmixUnsupported { op: "spawn" });
+        }
         let Some(conn) = self.conn() else {
             return Err(Error::NoProcessManager { op: "spawn" });
         };

@@ -1,0 +1,476 @@
+//! The PMIx bootstrap: a client of the field's own PMIx library
+//! (OpenPMIx's `libpmix.so.2`, opened at run time, so a machine without
+//! it builds and runs), for ranks started by a PMIx server: Open MPI's
+//! `mpirun`, PRRTE, Slurm's `srun --mpi=pmix`.
+//!
+//! What the engine needs of PMI maps onto PMIx as follows:
+//! * rank, size, appnum, universe: `PMIx_Init`'s proc and the job's
+//!   `pmix.job.size`, `pmix.appnum`, `pmix.univ.size`;
+//! * which ranks share the node: `pmix.lpeers`;
+//! * the KVS: PMI-1's one job-wide space has no twin in PMIx, where each
+//!   value belongs to the process that put it. Puts made since the last
+//!   barrier are gathered into one value (`rivet.kvs`, `key=value` lines)
+//!   that the barrier puts, commits and fences with data collection; a get
+//!   reads a rank's whole set once and caches it. A key ending in `-N`
+//!   (Rivet's own, such as `rivet-card-3`) is looked for at rank N first;
+//!   any other in every rank's set;
+//! * barrier: commit + `PMIx_Fence` with `pmix.collect`;
+//! * abort and finalize: `PMIx_Abort`, `PMIx_Finalize`.
+//!
+//! Spawn, names and group connect are not mapped yet: they fail with
+//! [`Error::PmixUnsupported`].
+
+use std::collections::HashMap;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+use crate::error::{Error, Result};
+
+const LIBRARY: &CStr = c"libpmix.so.2";
+
+const PMIX_SUCCESS: c_int = 0;
+const PMIX_ERR_NOT_FOUND: c_int = -46;
+const PMIX_BOOL: u16 = 1;
+const PMIX_STRING: u16 = 3;
+const PMIX_UINT32: u16 = 14;
+/// `PMIX_GLOBAL`: visible to processes on every node.
+const PMIX_GLOBAL: u8 = 3;
+const PMIX_RANK_WILDCARD: u32 = 4294967294;
+const KVS_KEY: &CStr = c"rivet.kvs";
+
+/// `pmix_proc_t` (OpenPMIx 4.x: 256-byte namespace, then the rank).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct PmixProc {
+    nspace: [c_char; 256],
+    rank: u32,
+}
+
+/// `pmix_value_t`: a type tag and a 24-byte union at offset 8.
+#[repr(C)]
+struct PmixValue {
+    ty: u16,
+    _pad: [u8; 6],
+    data: [u64; 3],
+}
+
+/// `pmix_info_t`: a 512-byte key, flags, a value.
+#[repr(C)]
+struct PmixInfo {
+    key: [c_char; 512],
+    flags: u32,
+    _pad: u32,
+    value: PmixValue,
+}
+
+type InitFn = unsafe extern "C" fn(*mut PmixProc, *mut PmixInfo, usize) -> c_int;
+type FinalizeFn = unsafe extern "C" fn(*const PmixInfo, usize) -> c_int;
+type AbortFn = unsafe extern "C" fn(c_int, *const c_char, *mut PmixProc, usize) -> c_int;
+type PutFn = unsafe extern "C" fn(u8, *const c_char, *mut PmixValue) -> c_int;
+type CommitFn = unsafe extern "C" fn() -> c_int;
+type FenceFn = unsafe extern "C" fn(*const PmixProc, usize, *const PmixInfo, usize) -> c_int;
+type GetFn = unsafe extern "C" fn(
+    *const PmixProc,
+    *const c_char,
+    *const PmixInfo,
+    usize,
+    *mut *mut PmixValue,
+) -> c_int;
+type DestructFn = unsafe extern "C" fn(*mut PmixValue);
+type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
+
+/// The library's entry points, resolved once.
+struct Api {
+    init: InitFn,
+    finalize: FinalizeFn,
+    abort: AbortFn,
+    put: PutFn,
+    commit: CommitFn,
+    fence: FenceFn,
+    get: GetFn,
+    destruct: DestructFn,
+    error_string: ErrorStringFn,
+}
+
+impl Api {
+    fn open() -> Result<Api> {
+        let unavailable = |why: String| Error::PmixUnavailable { why };
+        // SAFETY: dlopen with a constant NUL-terminated name; the handle is
+        // kept for the life of the process (never dlclosed).
+        let lib = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if lib.is_null() {
+            return Err(unavailable(format!(
+                "cannot load {}: {} (install OpenPMIx: apt-get install libpmix2)",
+                LIBRARY.to_string_lossy(),
+                dl_error()
+            )));
+        }
+        let sym = |name: &CStr| -> Result<*mut c_void> {
+            // SAFETY: `lib` is a live handle and `name` NUL-terminated.
+            let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
+            if p.is_null() {
+                return Err(unavailable(format!(
+                    "{} lacks {}",
+                    LIBRARY.to_string_lossy(),
+                    name.to_string_lossy()
+                )));
+            }
+            Ok(p)
+        };
+        // SAFETY: each symbol is OpenPMIx's function of that name, whose C
+        // prototype (pmix.h, 4.x) the fn type it is transmuted to spells.
+        unsafe {
+            Ok(Api {
+                init: std::mem::transmute::<*mut c_void, InitFn>(sym(c"PMIx_Init")?),
+                finalize: std::mem::transmute::<*mut c_void, FinalizeFn>(sym(c"PMIx_Finalize")?),
+                abort: std::mem::transmute::<*mut c_void, AbortFn>(sym(c"PMIx_Abort")?),
+                put: std::mem::transmute::<*mut c_void, PutFn>(sym(c"PMIx_Put")?),
+                commit: std::mem::transmute::<*mut c_void, CommitFn>(sym(c"PMIx_Commit")?),
+                fence: std::mem::transmute::<*mut c_void, FenceFn>(sym(c"PMIx_Fence")?),
+                get: std::mem::transmute::<*mut c_void, GetFn>(sym(c"PMIx_Get")?),
+                destruct: std::mem::transmute::<*mut c_void, DestructFn>(sym(
+                    c"PMIx_Value_destruct",
+                )?),
+                error_string: std::mem::transmute::<*mut c_void, ErrorStringFn>(sym(
+                    c"PMIx_Error_string",
+                )?),
+            })
+        }
+    }
+
+    fn describe(&self, rc: c_int) -> String {
+        // SAFETY: PMIx_Error_string returns a static string for any code.
+        let s = unsafe { (self.error_string)(rc) };
+        if s.is_null() {
+            return format!("PMIx status {rc}");
+        }
+        // SAFETY: non-null, NUL-terminated, static.
+        format!("{} ({rc})", unsafe { CStr::from_ptr(s) }.to_string_lossy())
+    }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a thread-local NUL-terminated string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+/// A connected PMIx client.
+pub(crate) struct Pmix {
+    api: Api,
+    me: PmixProc,
+    pub nspace: String,
+    /// Puts since the last barrier.
+    pending: Vec<(String, String)>,
+    /// Everything this rank put (re-put whole at each barrier).
+    mine: Vec<(String, String)>,
+    /// Other ranks' sets, read on first use.
+    cache: HashMap<u32, HashMap<String, String>>,
+}
+
+impl std::fmt::Debug for Pmix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Pmix {{ nspace: {:?}, rank: {} }}",
+            self.nspace, self.me.rank
+        )
+    }
+}
+
+/// What start-up learned.
+pub(crate) struct Started {
+    pub pmix: Pmix,
+    pub rank: u32,
+    pub size: u32,
+    pub appnum: i32,
+    pub universe: i32,
+}
+
+fn c_key(key: &str) -> Result<CString> {
+    CString::new(key).map_err(|_| Error::Malformed {
+        reason: format!("key {key:?} holds a NUL byte"),
+    })
+}
+
+impl Pmix {
+    pub fn init() -> Result<Started> {
+        let api = Api::open()?;
+        let mut me = PmixProc {
+            nspace: [0; 256],
+            rank: 0,
+        };
+        // SAFETY: `me` is a valid pmix_proc_t to fill; no info.
+        let rc = unsafe { (api.init)(&mut me, std::ptr::null_mut(), 0) };
+        if rc != PMIX_SUCCESS {
+            return Err(Error::PmixFailed {
+                op: "PMIx_Init",
+                why: api.describe(rc),
+            });
+        }
+        // SAFETY: PMIx_Init wrote a NUL-terminated namespace (256 bytes, the
+        // last always NUL by the type's definition).
+        let nspace = unsafe { CStr::from_ptr(me.nspace.as_ptr()) }
+            .to_string_lossy()
+            .into_owned();
+        let pmix = Pmix {
+            api,
+            me,
+            nspace,
+            pending: Vec::new(),
+            mine: Vec::new(),
+            cache: HashMap::new(),
+        };
+        let size = pmix
+            .job_u32("pmix.job.size")?
+            .ok_or_else(|| Error::PmixFailed {
+                op: "PMIx_Get(pmix.job.size)",
+                why: "the server gave no job size".into(),
+            })?;
+        let appnum = pmix.own_u32("pmix.appnum")?.map_or(0, |a| a as i32);
+        let universe = pmix
+            .job_u32("pmix.univ.size")?
+            .map_or(size as i32, |u| u as i32);
+        Ok(Started {
+            rank: me.rank,
+            size,
+            appnum,
+            universe,
+            pmix,
+        })
+    }
+
+    fn proc_of(&self, rank: u32) -> PmixProc {
+        PmixProc { rank, ..self.me }
+    }
+
+    /// One value: `Ok(None)` if the server has none under `key`.
+    fn get_raw<R>(
+        &self,
+        rank: u32,
+        key: &str,
+        read: impl FnOnce(&PmixValue) -> Option<R>,
+    ) -> Result<Option<R>> {
+        let proc = self.proc_of(rank);
+        let k = c_key(key)?;
+        let mut out: *mut PmixValue = std::ptr::null_mut();
+        // SAFETY: valid proc and key; `out` receives a value the library
+        // allocated (freed below).
+        let rc = unsafe { (self.api.get)(&proc, k.as_ptr(), std::ptr::null(), 0, &mut out) };
+        if rc == PMIX_ERR_NOT_FOUND {
+            return Ok(None);
+        }
+        if rc != PMIX_SUCCESS || out.is_null() {
+            return Err(Error::PmixFailed {
+                op: "PMIx_Get",
+                why: format!("{key} of rank {rank}: {}", self.api.describe(rc)),
+            });
+        }
+        // SAFETY: PMIx_Get succeeded: `out` points to a valid pmix_value_t.
+        let value = read(unsafe { &*out });
+        // SAFETY: `out` was allocated by the library with malloc
+        // (PMIX_VALUE_RELEASE: destruct, then free).
+        unsafe {
+            (self.api.destruct)(out);
+            libc::free(out.cast());
+        }
+        Ok(value)
+    }
+
+    fn u32_of(v: &PmixValue) -> Option<u32> {
+        (v.ty == PMIX_UINT32).then_some(v.data[0] as u32)
+    }
+
+    fn string_of(v: &PmixValue) -> Option<String> {
+        if v.ty != PMIX_STRING || v.data[0] == 0 {
+            return None;
+        }
+        // SAFETY: a PMIX_STRING value holds a NUL-terminated char* at
+        // offset 8, alive until the value is destructed (after this copy).
+        Some(
+            unsafe { CStr::from_ptr(v.data[0] as *const c_char) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    }
+
+    fn job_u32(&self, key: &str) -> Result<Option<u32>> {
+        self.get_raw(PMIX_RANK_WILDCARD, key, Pmix::u32_of)
+    }
+
+    fn own_u32(&self, key: &str) -> Result<Option<u32>> {
+        self.get_raw(self.me.rank, key, Pmix::u32_of)
+    }
+
+    /// The ranks on this node (`pmix.lpeers`), sorted.
+    pub fn local_ranks(&self) -> Result<Option<Vec<u32>>> {
+        let Some(list) = self.get_raw(PMIX_RANK_WILDCARD, "pmix.lpeers", Pmix::string_of)? else {
+            return Ok(None);
+        };
+        let mut ranks: Vec<u32> = list
+            .split(',')
+            .filter_map(|r| r.trim().parse().ok())
+            .collect();
+        ranks.sort_unstable();
+        Ok(Some(ranks))
+    }
+
+    pub fn put(&mut self, key: &str, value: &str) {
+        self.pending.push((key.to_string(), value.to_string()));
+    }
+
+    /// Publish what was put, then wait for every rank (fence, collecting data).
+    pub fn barrier(&mut self) -> Result<()> {
+        if !self.pending.is_empty() {
+            self.mine.append(&mut self.pending);
+            let blob: String = self
+                .mine
+                .iter()
+                .map(|(k, v)| format!("{k}={}\n", escape(v)))
+                .collect();
+            let blob = CString::new(blob).map_err(|_| Error::Malformed {
+                reason: "a PMI value holds a NUL byte".into(),
+            })?;
+            let mut value = PmixValue {
+                ty: PMIX_STRING,
+                _pad: [0; 6],
+                data: [blob.as_ptr() as u64, 0, 0],
+            };
+            // SAFETY: a valid string value; PMIx_Put copies it.
+            let rc = unsafe { (self.api.put)(PMIX_GLOBAL, KVS_KEY.as_ptr(), &mut value) };
+            self.check("PMIx_Put", rc)?;
+            // SAFETY: no arguments.
+            let rc = unsafe { (self.api.commit)() };
+            self.check("PMIx_Commit", rc)?;
+        }
+        let mut collect = PmixInfo {
+            key: [0; 512],
+            flags: 0,
+            _pad: 0,
+            value: PmixValue {
+                ty: PMIX_BOOL,
+                _pad: [0; 6],
+                data: [1, 0, 0],
+            },
+        };
+        for (d, s) in collect.key.iter_mut().zip(c"pmix.collect".to_bytes()) {
+            *d = *s as c_char;
+        }
+        // SAFETY: no procs (= all of this namespace), one valid info.
+        let rc = unsafe { (self.api.fence)(std::ptr::null(), 0, &collect, 1) };
+        self.check("PMIx_Fence", rc)?;
+        // What others put may have grown: read again on demand.
+        self.cache.clear();
+        Ok(())
+    }
+
+    fn check(&self, op: &'static str, rc: c_int) -> Result<()> {
+        if rc == PMIX_SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::PmixFailed {
+                op,
+                why: self.api.describe(rc),
+            })
+        }
+    }
+
+    fn set_of(&mut self, rank: u32) -> Result<&HashMap<String, String>> {
+        if !self.cache.contains_key(&rank) {
+            let blob = self
+                .get_raw(rank, "rivet.kvs", Pmix::string_of)?
+                .unwrap_or_default();
+            let set = blob
+                .lines()
+                .filter_map(|l| l.split_once('='))
+                .map(|(k, v)| (k.to_string(), unescape(v)))
+                .collect();
+            self.cache.insert(rank, set);
+        }
+        Ok(&self.cache[&rank])
+    }
+
+    /// `key` as some rank put it before a barrier.
+    pub fn get(&mut self, key: &str, size: u32) -> Result<Option<String>> {
+        if let Some((_, v)) = self.mine.iter().rev().find(|(k, _)| k == key) {
+            return Ok(Some(v.clone()));
+        }
+        let hint = key
+            .rsplit_once('-')
+            .and_then(|(_, n)| n.parse::<u32>().ok())
+            .filter(|&r| r < size);
+        let order = hint
+            .into_iter()
+            .chain((0..size).filter(|&r| Some(r) != hint));
+        for rank in order {
+            if rank == self.me.rank {
+                continue;
+            }
+            if let Some(v) = self.set_of(rank)?.get(key) {
+                return Ok(Some(v.clone()));
+            }
+        }
+        Ok(None)
+    }
+
+    pub fn abort(&self, code: i32, message: &str) {
+        let msg = CString::new(message.replace('\0', " ")).unwrap_or_default();
+        // SAFETY: a valid message; no procs (= the whole job).
+        unsafe { (self.api.abort)(code, msg.as_ptr(), std::ptr::null_mut(), 0) };
+    }
+
+    pub fn finalize(self) -> Result<()> {
+        // SAFETY: no info.
+        let rc = unsafe { (self.api.finalize)(std::ptr::null(), 0) };
+        self.check("PMIx_Finalize", rc)
+    }
+}
+
+/// Values may hold newlines; the blob is one `key=value` per line.
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn unescape(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    let mut chars = v.chars();
+    while let Some(c) = chars.next() {
+        match (c, c == '\\') {
+            (_, true) => match chars.next() {
+                Some('n') => out.push('\n'),
+                Some(other) => out.push(other),
+                None => out.push('\\'),
+            },
+            (c, false) => out.push(c),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_with_newlines_and_backslashes_survive_the_blob() {
+        for v in ["plain", "a\nb", "back\\slash\\n", "", "x=y=z"] {
+            assert_eq!(unescape(&escape(v)), v);
+            assert!(!escape(v).contains('\n'));
+        }
+    }
+
+    #[test]
+    fn ffi_layouts_match_openpmix_4() {
+        assert_eq!(std::mem::size_of::<PmixProc>(), 260);
+        assert_eq!(std::mem::offset_of!(PmixProc, rank), 256);
+        assert_eq!(std::mem::size_of::<PmixValue>(), 32);
+        assert_eq!(std::mem::offset_of!(PmixValue, data), 8);
+        assert_eq!(std::mem::size_of::<PmixInfo>(), 552);
+        assert_eq!(std::mem::offset_of!(PmixInfo, flags), 512);
+        assert_eq!(std::mem::offset_of!(PmixInfo, value), 520);
+    }
+}

@@ -1,0 +1,105 @@
+//! The PMIx bootstrap: Rivet ranks started by a PMIx server (Open MPI's
+//! `mpirun`, on the system's OpenPMIx) bootstrap through the OpenPMIx
+//! client library, find their node's peers and exchange business cards
+//! through it, and run the engine suites on shared memory and tcp.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rivet_tests::{bin, run_job_checking_shm, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// `mpirun.openmpi -n N [-x VAR=VALUE...] PROGRAM ARGS` (as root, more
+/// ranks than cores allowed; the test tag forwarded for the leak check).
+fn mpirun(n: u32, env: &[&str], program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun.openmpi");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .args(["-x", "RIVET_TEST_TAG"]);
+    for e in env {
+        cmd.args(["-x", e]);
+    }
+    cmd.arg(bin(program)).args(args);
+    cmd
+}
+
+fn engine_check_passed(o: &Outcome, mode: &str, n: u32) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..n {
+        assert!(
+            o.stdout.contains(&format!(
+                "engine_check {mode} OK rank {r} of {n} at thread level single"
+            )),
+            "{mode} rank {r}: {}",
+            o.show()
+        );
+    }
+}
+
+#[test]
+fn info_says_the_job_bootstrapped_through_pmix_with_its_node_peers() {
+    let _serial = serial();
+    let o = run_job_checking_shm(mpirun(2, &[], "rivet-bench", &["info"]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("bootstrap: process manager (PMIx, OpenPMIx client)"),
+        "{}",
+        o.show()
+    );
+    // Both ranks are on this node (pmix.lpeers): shared memory, no netmod.
+    assert!(
+        o.stdout.contains("(rank 0 of 2, 2 on this node)"),
+        "{}",
+        o.show()
+    );
+    assert!(o.stdout.contains("transport.shm: on"), "{}", o.show());
+}
+
+#[test]
+fn engine_suites_run_under_a_pmix_server() {
+    let _serial = serial();
+    for (mode, n) in [
+        ("pingpong", 2),
+        ("mprobe", 2),
+        ("sizes", 2),
+        ("order", 4),
+        ("stress", 4),
+    ] {
+        let o = run_job_checking_shm(mpirun(n, &[], "engine_check", &[mode]), DEADLINE);
+        engine_check_passed(&o, mode, n);
+    }
+}
+
+/// Over tcp the business cards travel through PMIx (put, fence, get).
+#[test]
+fn business_cards_travel_through_pmix_over_tcp() {
+    let _serial = serial();
+    for (mode, n) in [("pingpong", 2), ("stress", 3)] {
+        let o = run_job_checking_shm(
+            mpirun(n, &["RIVET_NETMOD=tcp"], "engine_check", &[mode]),
+            DEADLINE,
+        );
+        engine_check_passed(&o, mode, n);
+    }
+}
+
+#[test]
+fn rivet_pmi_pmi1_refuses_a_pmix_launch_with_a_reason() {
+    let _serial = serial();
+    let o = run_job_checking_shm(
+        mpirun(1, &["RIVET_PMI=pmi1"], "engine_check", &["pingpong"]),
+        DEADLINE,
+    );
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr.contains("launched by a PMIx launcher"),
+        "{}",
+        o.show()
+    );
+}
