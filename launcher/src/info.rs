@@ -19,6 +19,10 @@ pub fn print(topo: &Topology) {
         format!("io_uring:     {}", describe(probe_io_uring())),
         format!("CMA:          {}", describe(probe_cma())),
         format!("libfabric:    {}", describe(probe_libfabric())),
+        format!(
+            "PMIx server:  {}",
+            describe(crate::pmix_host::probe().map_err(io::Error::other))
+        ),
         "transports:   shm on the node; tcp (io_uring or poll) to other nodes; ofi \
          (libfabric) with RIVET_NETMOD=ofi, or by default where RIVET_OFI_PROVIDER names \
          a provider or libfabric has one faster than tcp (`rivet-bench info` shows what a job uses)"

@@ -119,8 +119,13 @@ pub fn resolve_program(
     }
 }
 
-/// Start rank `rank` of the job.
-pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started, LaunchError> {
+/// Start rank `rank` of the job; `extra_env` is the rank's own (PMIx's).
+pub fn start_rank(
+    job: &JobSpec,
+    rank: u32,
+    place: &RankPlace,
+    extra_env: &[(String, String)],
+) -> Result<Started, LaunchError> {
     let mut cmd = Command::new(&job.program);
     cmd.arg0(&job.argv0).args(&job.args);
     if job.clear_env {
@@ -133,6 +138,7 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
         .env("MPI_LOCALNRANKS", place.local_size.to_string())
         // Rivet ranks name their shm segments after it (see `ShmSweep`).
         .env("RIVET_JOBID", std::process::id().to_string());
+    cmd.envs(extra_env.iter().map(|(k, v)| (k, v)));
     if job.spawned {
         // Hydra sets it too; MPICH then connects to its parent.
         cmd.env("PMI_SPAWNED", "1");

@@ -17,6 +17,7 @@ mod launch;
 mod nameserver;
 mod nonblocking;
 mod output;
+mod pmix_host;
 mod spawn;
 mod supervisor;
 mod topology;
@@ -47,6 +48,20 @@ fn main() -> ExitCode {
     }
 }
 
+/// Start rivetrun's PMIx server for the job, beside PMI-1, on a thread of
+/// its own (it loads its plugins while the topology is discovered), where
+/// OpenPMIx is installed: programs whose MPI speaks PMIx (Open MPI) find it
+/// through the variables it adds to each rank's environment; the others
+/// ignore them. Without the library: PMI-1 alone (`rivetrun --info` says why).
+fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
+    pmix_host::probe().ok()?;
+    Some(pmix_host::Starting::spawn(
+        job.kvsname.clone(),
+        job.size,
+        info::hostname(),
+    ))
+}
+
 fn run(cli: Cli) -> Result<i32, LaunchError> {
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
@@ -61,15 +76,20 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
             _ => None,
         },
     };
+    let job = if cli.info {
+        None
+    } else {
+        Some(job_spec(&cli)?)
+    };
+    let pmix = job.as_ref().and_then(|(job, _)| start_pmix_server(job));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
     };
-    if cli.info {
+    let Some((mut job, search_path)) = job else {
         info::print(&topo);
         return Ok(0);
-    }
-    let (mut job, search_path) = job_spec(&cli)?;
+    };
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
@@ -162,11 +182,28 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
     }
 
+    let pmix = pmix.and_then(|starting| match starting.finish() {
+        Ok(host) => Some(host),
+        Err(why) => {
+            eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
+            None
+        }
+    });
+    if let Some(host) = &pmix {
+        host.wake(supervisor.waker());
+    }
     let priority = launch::Priority::raise_own();
     let mut rank0_stdin = None;
     let mut start_failure = None;
     for (rank, place) in places.iter().enumerate() {
-        match launch::start_rank(&job, rank as u32, place) {
+        let pmix_env = match &pmix {
+            Some(host) => host.fork_env(rank as u32).unwrap_or_else(|why| {
+                eprintln!("rivetrun: warning: rank {rank} gets no PMIx: {why}");
+                Vec::new()
+            }),
+            None => Vec::new(),
+        };
+        match launch::start_rank(&job, rank as u32, place, &pmix_env) {
             Ok(started) => {
                 priority.reset_child(started.child.id());
                 let stdin = supervisor.add_rank(started).map_err(LaunchError::Io)?;
@@ -179,6 +216,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
                 break;
             }
         }
+    }
+    if let Some(host) = pmix {
+        supervisor.serve_pmix(host);
     }
     // rivetrun itself (and threads it starts) must not stay on rank 0's CPUs.
     if let Some(mask) = &job.default_affinity {

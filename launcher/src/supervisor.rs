@@ -39,6 +39,7 @@ use crate::launch::{self, JobSpec, PmiChannel, Priority, RankPlace, Started};
 use crate::nameserver;
 use crate::nonblocking::{interest, write_unsent};
 use crate::output::LineBuffer;
+use crate::pmix_host::{PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
 
 const SIGNALS: Token = Token(0);
@@ -113,6 +114,18 @@ impl Failure {
                 }
             }
             Failure::NoFinalize { .. } | Failure::GroupLeft { .. } | Failure::Internal(_) => 1,
+        }
+    }
+
+    /// The process that failed the job, if one did.
+    fn who(&self) -> Option<&Who> {
+        match self {
+            Failure::Exited { who, .. }
+            | Failure::Signaled { who, .. }
+            | Failure::Aborted { who, .. }
+            | Failure::NoFinalize { who }
+            | Failure::GroupLeft { who, .. } => Some(who),
+            Failure::Interrupted { .. } | Failure::Internal(_) => None,
         }
     }
 
@@ -265,6 +278,11 @@ enum Phase {
 
 pub struct Supervisor {
     poll: Poll,
+    /// Wakes the event loop for answers from other threads (name server,
+    /// the PMIx server's upcalls).
+    waker: Arc<Waker>,
+    /// rivetrun's PMIx server, when the job is served PMIx too.
+    pmix: Option<PmixHost>,
     signals: Signals,
     listener: Option<TcpListener>,
     sources: HashMap<Token, Source>,
@@ -299,8 +317,11 @@ impl Supervisor {
         let mut signals = Signals::new([SIGCHLD, SIGINT, SIGTERM, SIGHUP])?;
         poll.registry()
             .register(&mut signals, SIGNALS, Interest::READABLE)?;
+        let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
         Ok(Supervisor {
             poll,
+            waker,
+            pmix: None,
             signals,
             listener: None,
             sources: HashMap::new(),
@@ -419,7 +440,7 @@ impl Supervisor {
 
     /// Send the job's name requests to the name server at `addr` (HOST:PORT).
     pub fn use_name_server(&mut self, addr: String) -> io::Result<()> {
-        let waker = Arc::new(Waker::new(self.poll.registry(), WAKER)?);
+        let waker = Arc::clone(&self.waker);
         let (tx, rx) = mpsc::channel();
         self.names = Some(NameClient {
             addr,
@@ -429,6 +450,35 @@ impl Supervisor {
         });
         self.server.forward_names(true);
         Ok(())
+    }
+
+    /// What wakes the event loop from another thread.
+    pub fn waker(&self) -> Arc<Waker> {
+        Arc::clone(&self.waker)
+    }
+
+    /// Serve the job PMIx too (its upcalls arrive through the waker).
+    pub fn serve_pmix(&mut self, host: PmixHost) {
+        self.pmix = Some(host);
+    }
+
+    fn on_pmix_events(&mut self) {
+        let Some(host) = &self.pmix else {
+            return;
+        };
+        for event in host.take_events() {
+            match event {
+                PmixEvent::Aborted {
+                    rank,
+                    code,
+                    message,
+                } => self.job_failed(Failure::Aborted {
+                    who: Who::Rank(rank),
+                    code,
+                    message: (!message.is_empty()).then_some(message),
+                }),
+            }
+        }
     }
 
     fn add_conn(&mut self, mut stream: PmiStream, proc: Option<usize>) -> io::Result<ConnId> {
@@ -498,7 +548,10 @@ impl Supervisor {
             match event.token() {
                 SIGNALS => self.on_signals(),
                 LISTENER => self.on_accept(),
-                WAKER => self.on_name_answers(),
+                WAKER => {
+                    self.on_name_answers();
+                    self.on_pmix_events();
+                }
                 token => self.on_ready(
                     token,
                     event.is_readable() || event.is_read_closed(),
@@ -541,7 +594,7 @@ impl Supervisor {
                 if self.procs.iter().any(|p| p.status.is_none()) {
                     eprintln!(
                         "rivetrun: {} still running after {:?}; sending SIGKILL",
-                        self.alive_text(false),
+                        self.alive_text(false, None),
                         self.grace
                     );
                 }
@@ -850,7 +903,7 @@ impl Supervisor {
                     local_size: plan.total,
                     affinity: None,
                 };
-                match launch::start_rank(&job, index, &place) {
+                match launch::start_rank(&job, index, &place, &[]) {
                     Ok(s) => {
                         spawner.priority.reset_child(s.child.id());
                         started.push(s);
@@ -1102,7 +1155,7 @@ impl Supervisor {
             eprintln!(
                 "rivetrun: {}; {} keep running (--disable-auto-cleanup)",
                 failure.describe(),
-                self.alive_text(true)
+                self.alive_text(true, failure.who())
             );
             self.failure.get_or_insert(failure);
             return;
@@ -1111,12 +1164,17 @@ impl Supervisor {
     }
 
     /// "2 rank(s)", "1 rank(s) and 3 spawned process(es)", ... of the
-    /// processes still running (`other`: "2 other rank(s)").
-    fn alive_text(&self, other: bool) -> String {
+    /// processes still running (`other`: "2 other rank(s)"), not counting
+    /// `except` (the one that failed, which may still be running: an abort).
+    fn alive_text(&self, other: bool, except: Option<&Who>) -> String {
         let running = |spawned: bool| {
             self.procs
                 .iter()
-                .filter(|p| p.status.is_none() && matches!(p.who, Who::Spawned { .. }) == spawned)
+                .filter(|p| {
+                    p.status.is_none()
+                        && Some(&p.who) != except
+                        && matches!(p.who, Who::Spawned { .. }) == spawned
+                })
                 .count()
         };
         let (ranks, children) = (running(false), running(true));
@@ -1134,7 +1192,7 @@ impl Supervisor {
                 eprintln!(
                     "rivetrun: {}; terminating the other {}",
                     failure.describe(),
-                    self.alive_text(false)
+                    self.alive_text(false, failure.who())
                 );
             } else {
                 eprintln!("rivetrun: {}", failure.describe());

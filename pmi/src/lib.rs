@@ -29,6 +29,7 @@
 pub mod client;
 mod error;
 pub mod group;
+pub mod pmix_ffi;
 pub mod server;
 pub mod topology;
 pub mod wire;

@@ -84,10 +84,25 @@ pub fn workspace_root() -> PathBuf {
 /// `mpicc.mpich` by name: where Open MPI is installed too, plain `mpicc`
 /// may be Open MPI's, whose programs do not speak PMI-1.
 pub fn mpicc(source: &str) -> PathBuf {
+    mpicc_with("mpicc.mpich", source, "", "mpich libmpich-dev")
+}
+
+/// The same with Open MPI's `mpicc.openmpi` (its programs speak PMIx), into
+/// `NAME.openmpi`.
+pub fn mpicc_openmpi(source: &str) -> PathBuf {
+    mpicc_with(
+        "mpicc.openmpi",
+        source,
+        ".openmpi",
+        "openmpi-bin libopenmpi-dev",
+    )
+}
+
+fn mpicc_with(compiler: &str, source: &str, suffix: &str, packages: &str) -> PathBuf {
     static LOCK: Mutex<()> = Mutex::new(());
     let _guard = LOCK.lock().unwrap_or_else(|p| p.into_inner());
     let src = workspace_root().join("tests/c").join(source);
-    let out = bin_dir().join(source.trim_end_matches(".c"));
+    let out = bin_dir().join(format!("{}{suffix}", source.trim_end_matches(".c")));
     let fresh = match (
         out.metadata().and_then(|m| m.modified()),
         src.metadata().and_then(|m| m.modified()),
@@ -96,15 +111,15 @@ pub fn mpicc(source: &str) -> PathBuf {
         _ => false,
     };
     if !fresh {
-        let status = Command::new("mpicc.mpich")
+        let status = Command::new(compiler)
             .args(["-O2", "-o"])
             .arg(&out)
             .arg(&src)
             .status()
             .unwrap_or_else(|e| {
-                panic!("cannot run mpicc.mpich ({e}); install MPICH: apt-get install mpich libmpich-dev")
+                panic!("cannot run {compiler} ({e}); install it: apt-get install {packages}")
             });
-        assert!(status.success(), "mpicc failed on {}", src.display());
+        assert!(status.success(), "{compiler} failed on {}", src.display());
     }
     out
 }

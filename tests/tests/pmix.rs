@@ -1,12 +1,15 @@
-//! The PMIx bootstrap: Rivet ranks started by a PMIx server (Open MPI's
-//! `mpirun`, on the system's OpenPMIx) bootstrap through the OpenPMIx
-//! client library, find their node's peers and exchange business cards
-//! through it, and run the engine suites on shared memory and tcp.
+//! PMIx both ways, on the system's OpenPMIx:
+//! * Rivet ranks started by a PMIx server (Open MPI's `mpirun`) bootstrap
+//!   through the OpenPMIx client library, find their node's peers and
+//!   exchange business cards through it, and run the engine suites on
+//!   shared memory and tcp;
+//! * rivetrun serves PMIx, so Open MPI programs run under it unchanged,
+//!   and an `MPI_Abort` ends the job with its code.
 
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, run_job_checking_shm, serial, Outcome};
+use rivet_tests::{bin, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm, serial, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -99,6 +102,69 @@ fn rivet_pmi_pmi1_refuses_a_pmix_launch_with_a_reason() {
     assert_ne!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stderr.contains("launched by a PMIx launcher"),
+        "{}",
+        o.show()
+    );
+}
+
+/// rivetrun's PMIx server directories (`rivet-pmix-*` in the temp dir).
+fn pmix_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rivet-pmix-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_check.c");
+    let before = pmix_dirs();
+    for n in [1, 2, 4] {
+        let mut cmd = rivetrun(&["-n", &n.to_string()]);
+        cmd.arg(&prog);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
+        // mpi_check checks its ring, allreduce, 4 MiB message and node split.
+        assert!(
+            o.stdout.contains(&format!("mpi_check OK size={n}")),
+            "n={n}: {}",
+            o.show()
+        );
+        for rank in 0..n {
+            assert!(
+                o.stdout
+                    .contains(&format!("hello from rank {rank} of {n} pid "))
+                    && o.stdout.contains(&format!("node-local {rank} of {n}\n")),
+                "n={n} rank {rank}: {}",
+                o.show()
+            );
+        }
+    }
+    let left: Vec<String> = pmix_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "PMIx server directories left behind: {left:?}"
+    );
+}
+
+#[test]
+fn an_open_mpi_abort_under_rivetrun_ends_the_job_with_its_code() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_check.c");
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog).args(["abort", "1", "13"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(13), "{}", o.show());
+    assert!(
+        o.stderr.contains("rank 1 called abort (exit code 13)"),
         "{}",
         o.show()
     );

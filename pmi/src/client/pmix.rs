@@ -24,43 +24,12 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use crate::error::{Error, Result};
+use crate::pmix_ffi::{
+    Library, PmixInfo, PmixProc, PmixValue, PMIX_ERR_NOT_FOUND, PMIX_GLOBAL, PMIX_RANK_WILDCARD,
+    PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
+};
 
-const LIBRARY: &CStr = c"libpmix.so.2";
-
-const PMIX_SUCCESS: c_int = 0;
-const PMIX_ERR_NOT_FOUND: c_int = -46;
-const PMIX_BOOL: u16 = 1;
-const PMIX_STRING: u16 = 3;
-const PMIX_UINT32: u16 = 14;
-/// `PMIX_GLOBAL`: visible to processes on every node.
-const PMIX_GLOBAL: u8 = 3;
-const PMIX_RANK_WILDCARD: u32 = 4294967294;
 const KVS_KEY: &CStr = c"rivet.kvs";
-
-/// `pmix_proc_t` (OpenPMIx 4.x: 256-byte namespace, then the rank).
-#[repr(C)]
-#[derive(Clone, Copy)]
-pub(crate) struct PmixProc {
-    nspace: [c_char; 256],
-    rank: u32,
-}
-
-/// `pmix_value_t`: a type tag and a 24-byte union at offset 8.
-#[repr(C)]
-struct PmixValue {
-    ty: u16,
-    _pad: [u8; 6],
-    data: [u64; 3],
-}
-
-/// `pmix_info_t`: a 512-byte key, flags, a value.
-#[repr(C)]
-struct PmixInfo {
-    key: [c_char; 512],
-    flags: u32,
-    _pad: u32,
-    value: PmixValue,
-}
 
 type InitFn = unsafe extern "C" fn(*mut PmixProc, *mut PmixInfo, usize) -> c_int;
 type FinalizeFn = unsafe extern "C" fn(*const PmixInfo, usize) -> c_int;
@@ -76,10 +45,10 @@ type GetFn = unsafe extern "C" fn(
     *mut *mut PmixValue,
 ) -> c_int;
 type DestructFn = unsafe extern "C" fn(*mut PmixValue);
-type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
 
-/// The library's entry points, resolved once.
+/// The library's client entry points, resolved once.
 struct Api {
+    lib: Library,
     init: InitFn,
     finalize: FinalizeFn,
     abort: AbortFn,
@@ -88,74 +57,34 @@ struct Api {
     fence: FenceFn,
     get: GetFn,
     destruct: DestructFn,
-    error_string: ErrorStringFn,
 }
 
 impl Api {
     fn open() -> Result<Api> {
-        let unavailable = |why: String| Error::PmixUnavailable { why };
-        // SAFETY: dlopen with a constant NUL-terminated name; the handle is
-        // kept for the life of the process (never dlclosed).
-        let lib = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
-        if lib.is_null() {
-            return Err(unavailable(format!(
-                "cannot load {}: {} (install OpenPMIx: apt-get install libpmix2)",
-                LIBRARY.to_string_lossy(),
-                dl_error()
-            )));
-        }
-        let sym = |name: &CStr| -> Result<*mut c_void> {
-            // SAFETY: `lib` is a live handle and `name` NUL-terminated.
-            let p = unsafe { libc::dlsym(lib, name.as_ptr()) };
-            if p.is_null() {
-                return Err(unavailable(format!(
-                    "{} lacks {}",
-                    LIBRARY.to_string_lossy(),
-                    name.to_string_lossy()
-                )));
-            }
-            Ok(p)
-        };
+        let lib = Library::open()?;
         // SAFETY: each symbol is OpenPMIx's function of that name, whose C
         // prototype (pmix.h, 4.x) the fn type it is transmuted to spells.
         unsafe {
             Ok(Api {
-                init: std::mem::transmute::<*mut c_void, InitFn>(sym(c"PMIx_Init")?),
-                finalize: std::mem::transmute::<*mut c_void, FinalizeFn>(sym(c"PMIx_Finalize")?),
-                abort: std::mem::transmute::<*mut c_void, AbortFn>(sym(c"PMIx_Abort")?),
-                put: std::mem::transmute::<*mut c_void, PutFn>(sym(c"PMIx_Put")?),
-                commit: std::mem::transmute::<*mut c_void, CommitFn>(sym(c"PMIx_Commit")?),
-                fence: std::mem::transmute::<*mut c_void, FenceFn>(sym(c"PMIx_Fence")?),
-                get: std::mem::transmute::<*mut c_void, GetFn>(sym(c"PMIx_Get")?),
-                destruct: std::mem::transmute::<*mut c_void, DestructFn>(sym(
-                    c"PMIx_Value_destruct",
-                )?),
-                error_string: std::mem::transmute::<*mut c_void, ErrorStringFn>(sym(
-                    c"PMIx_Error_string",
-                )?),
+                init: std::mem::transmute::<*mut c_void, InitFn>(lib.symbol(c"PMIx_Init")?),
+                finalize: std::mem::transmute::<*mut c_void, FinalizeFn>(
+                    lib.symbol(c"PMIx_Finalize")?,
+                ),
+                abort: std::mem::transmute::<*mut c_void, AbortFn>(lib.symbol(c"PMIx_Abort")?),
+                put: std::mem::transmute::<*mut c_void, PutFn>(lib.symbol(c"PMIx_Put")?),
+                commit: std::mem::transmute::<*mut c_void, CommitFn>(lib.symbol(c"PMIx_Commit")?),
+                fence: std::mem::transmute::<*mut c_void, FenceFn>(lib.symbol(c"PMIx_Fence")?),
+                get: std::mem::transmute::<*mut c_void, GetFn>(lib.symbol(c"PMIx_Get")?),
+                destruct: std::mem::transmute::<*mut c_void, DestructFn>(
+                    lib.symbol(c"PMIx_Value_destruct")?,
+                ),
+                lib,
             })
         }
     }
 
     fn describe(&self, rc: c_int) -> String {
-        // SAFETY: PMIx_Error_string returns a static string for any code.
-        let s = unsafe { (self.error_string)(rc) };
-        if s.is_null() {
-            return format!("PMIx status {rc}");
-        }
-        // SAFETY: non-null, NUL-terminated, static.
-        format!("{} ({rc})", unsafe { CStr::from_ptr(s) }.to_string_lossy())
-    }
-}
-
-fn dl_error() -> String {
-    // SAFETY: dlerror returns null or a thread-local NUL-terminated string.
-    let e = unsafe { libc::dlerror() };
-    if e.is_null() {
-        "unknown error".into()
-    } else {
-        // SAFETY: non-null, NUL-terminated.
-        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+        self.lib.describe(rc)
     }
 }
 
@@ -347,19 +276,7 @@ impl Pmix {
             let rc = unsafe { (self.api.commit)() };
             self.check("PMIx_Commit", rc)?;
         }
-        let mut collect = PmixInfo {
-            key: [0; 512],
-            flags: 0,
-            _pad: 0,
-            value: PmixValue {
-                ty: PMIX_BOOL,
-                _pad: [0; 6],
-                data: [1, 0, 0],
-            },
-        };
-        for (d, s) in collect.key.iter_mut().zip(c"pmix.collect".to_bytes()) {
-            *d = *s as c_char;
-        }
+        let collect = PmixInfo::flag(c"pmix.collect", true);
         // SAFETY: no procs (= all of this namespace), one valid info.
         let rc = unsafe { (self.api.fence)(std::ptr::null(), 0, &collect, 1) };
         self.check("PMIx_Fence", rc)?;
@@ -369,14 +286,7 @@ impl Pmix {
     }
 
     fn check(&self, op: &'static str, rc: c_int) -> Result<()> {
-        if rc == PMIX_SUCCESS {
-            Ok(())
-        } else {
-            Err(Error::PmixFailed {
-                op,
-                why: self.api.describe(rc),
-            })
-        }
+        self.api.lib.check(op, rc)
     }
 
     fn set_of(&mut self, rank: u32) -> Result<&HashMap<String, String>> {
@@ -461,16 +371,5 @@ mod tests {
             assert_eq!(unescape(&escape(v)), v);
             assert!(!escape(v).contains('\n'));
         }
-    }
-
-    #[test]
-    fn ffi_layouts_match_openpmix_4() {
-        assert_eq!(std::mem::size_of::<PmixProc>(), 260);
-        assert_eq!(std::mem::offset_of!(PmixProc, rank), 256);
-        assert_eq!(std::mem::size_of::<PmixValue>(), 32);
-        assert_eq!(std::mem::offset_of!(PmixValue, data), 8);
-        assert_eq!(std::mem::size_of::<PmixInfo>(), 552);
-        assert_eq!(std::mem::offset_of!(PmixInfo, flags), 512);
-        assert_eq!(std::mem::offset_of!(PmixInfo, value), 520);
     }
 }

@@ -1,0 +1,645 @@
+//! rivetrun as a PMIx server, so programs whose MPI speaks PMIx (Open MPI,
+//! anything on PRRTE's or Slurm's `--mpi=pmix`) run under it unchanged.
+//!
+//! The server is OpenPMIx's own (`PMIx_server_*` in `libpmix.so.2`, opened
+//! at run time): rivetrun registers the job's namespace and each rank, and
+//! each rank's environment gets what `PMIx_server_setup_fork` adds. The
+//! library runs its own thread; its upcalls into rivetrun (the host module)
+//! are served there:
+//! * `fence_nb`: every rank is on this node, so the library has already
+//!   gathered everything; the data is handed back as the result;
+//! * `abort`: queued as an event for the supervisor, which tears the job
+//!   down with the rank's code, as for a PMI-1 abort;
+//! * `client_connected`, `client_finalized`: acknowledged.
+//!
+//! Everything else (spawn, publish, connect, groups) is left out of the
+//! module, which the library answers with "not supported".
+//!
+//! The server's rendezvous files live in a private directory that is removed
+//! when the host is dropped; the server listens on loopback only and admits
+//! only the clients rivetrun registered.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::path::PathBuf;
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
+use std::time::Duration;
+
+use mio::Waker;
+use rivet_pmi::pmix_ffi::{
+    Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
+    PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
+};
+
+/// What the library's thread tells the supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PmixEvent {
+    /// `PMIx_Abort` from this rank of the job.
+    Aborted {
+        rank: u32,
+        code: i32,
+        message: String,
+    },
+}
+
+type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
+type ModexCb = unsafe extern "C" fn(
+    c_int,
+    *const c_char,
+    usize,
+    *mut c_void,
+    Option<unsafe extern "C" fn(*mut c_void)>,
+    *mut c_void,
+);
+type ConnectedUp =
+    unsafe extern "C" fn(*const PmixProc, *mut c_void, Option<OpCb>, *mut c_void) -> c_int;
+type AbortUp = unsafe extern "C" fn(
+    *const PmixProc,
+    *mut c_void,
+    c_int,
+    *const c_char,
+    *mut PmixProc,
+    usize,
+    Option<OpCb>,
+    *mut c_void,
+) -> c_int;
+type FenceUp = unsafe extern "C" fn(
+    *const PmixProc,
+    usize,
+    *const PmixInfo,
+    usize,
+    *mut c_char,
+    usize,
+    Option<ModexCb>,
+    *mut c_void,
+) -> c_int;
+
+/// `pmix_server_module_t` (OpenPMIx 4.x): 29 function pointers; the unset
+/// ones are answered "not supported" by the library.
+#[repr(C)]
+struct Module {
+    client_connected: Option<ConnectedUp>,
+    client_finalized: Option<ConnectedUp>,
+    abort: Option<AbortUp>,
+    fence_nb: Option<FenceUp>,
+    rest: [*const c_void; 25],
+}
+
+type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
+type ServerFinalizeFn = unsafe extern "C" fn() -> c_int;
+type RegisterNspaceFn = unsafe extern "C" fn(
+    *const c_char,
+    c_int,
+    *mut PmixInfo,
+    usize,
+    Option<OpCb>,
+    *mut c_void,
+) -> c_int;
+type DeregisterNspaceFn = unsafe extern "C" fn(*const c_char, Option<OpCb>, *mut c_void);
+type RegisterClientFn = unsafe extern "C" fn(
+    *const PmixProc,
+    libc::uid_t,
+    libc::gid_t,
+    *mut c_void,
+    Option<OpCb>,
+    *mut c_void,
+) -> c_int;
+type SetupForkFn = unsafe extern "C" fn(*const PmixProc, *mut *mut *mut c_char) -> c_int;
+type InfoLoadFn = unsafe extern "C" fn(*mut PmixInfo, *const c_char, *const c_void, u16) -> c_int;
+type ValueDestructFn = unsafe extern "C" fn(*mut PmixValue);
+type GenerateFn = unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> c_int;
+
+struct Api {
+    lib: Library,
+    server_init: ServerInitFn,
+    server_finalize: ServerFinalizeFn,
+    register_nspace: RegisterNspaceFn,
+    deregister_nspace: DeregisterNspaceFn,
+    register_client: RegisterClientFn,
+    setup_fork: SetupForkFn,
+    info_load: InfoLoadFn,
+    value_destruct: ValueDestructFn,
+    generate_regex: GenerateFn,
+    generate_ppn: GenerateFn,
+}
+
+impl Api {
+    fn open() -> Result<Api, String> {
+        let lib = Library::open().map_err(|e| e.to_string())?;
+        let sym = |name: &CStr| lib.symbol(name).map_err(|e| e.to_string());
+        // SAFETY: each symbol is OpenPMIx's function of that name, whose C
+        // prototype (pmix_server.h / pmix.h, 4.x) the fn type spells.
+        unsafe {
+            Ok(Api {
+                server_init: std::mem::transmute::<*mut c_void, ServerInitFn>(sym(
+                    c"PMIx_server_init",
+                )?),
+                server_finalize: std::mem::transmute::<*mut c_void, ServerFinalizeFn>(sym(
+                    c"PMIx_server_finalize",
+                )?),
+                register_nspace: std::mem::transmute::<*mut c_void, RegisterNspaceFn>(sym(
+                    c"PMIx_server_register_nspace",
+                )?),
+                deregister_nspace: std::mem::transmute::<*mut c_void, DeregisterNspaceFn>(sym(
+                    c"PMIx_server_deregister_nspace",
+                )?),
+                register_client: std::mem::transmute::<*mut c_void, RegisterClientFn>(sym(
+                    c"PMIx_server_register_client",
+                )?),
+                setup_fork: std::mem::transmute::<*mut c_void, SetupForkFn>(sym(
+                    c"PMIx_server_setup_fork",
+                )?),
+                info_load: std::mem::transmute::<*mut c_void, InfoLoadFn>(sym(c"PMIx_Info_load")?),
+                value_destruct: std::mem::transmute::<*mut c_void, ValueDestructFn>(sym(
+                    c"PMIx_Value_destruct",
+                )?),
+                generate_regex: std::mem::transmute::<*mut c_void, GenerateFn>(sym(
+                    c"PMIx_generate_regex",
+                )?),
+                generate_ppn: std::mem::transmute::<*mut c_void, GenerateFn>(sym(
+                    c"PMIx_generate_ppn",
+                )?),
+                lib,
+            })
+        }
+    }
+
+    fn check(&self, op: &'static str, rc: c_int) -> Result<(), String> {
+        self.lib.check(op, rc).map_err(|e| e.to_string())
+    }
+}
+
+/// `rivetrun --info`: whether jobs are served PMIx, with the library's version.
+pub fn probe() -> Result<String, String> {
+    let api = Api::open()?;
+    let version = api
+        .lib
+        .symbol(c"PMIx_Get_version")
+        .map_err(|e| e.to_string())?;
+    // SAFETY: the symbol is PMIx_Get_version, `const char *(void)`.
+    let version = unsafe {
+        std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *const c_char>(version)
+    };
+    // SAFETY: it returns a static NUL-terminated string.
+    let v = unsafe { version() };
+    let v = if v.is_null() {
+        "version unknown".into()
+    } else {
+        // SAFETY: non-null, static, NUL-terminated.
+        unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned()
+    };
+    Ok(format!(
+        "{v}; rivetrun serves PMIx beside PMI-1, so Open MPI programs run under it"
+    ))
+}
+
+/// The supervisor's side of the upcalls: events and the waker that says so
+/// (set once the supervisor exists, before any rank starts).
+struct Upcalls {
+    waker: Mutex<Option<Arc<Waker>>>,
+    events: Mutex<Vec<PmixEvent>>,
+}
+
+/// Upcalls carry no pointer of ours, so their target is process-wide (one
+/// PMIx server per process is the library's own rule too).
+static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
+
+/// A list of `pmix_info_t` built with the library's own loader (which copies
+/// strings), released with it.
+struct InfoList<'a> {
+    api: &'a Api,
+    infos: Vec<PmixInfo>,
+}
+
+impl<'a> InfoList<'a> {
+    fn new(api: &'a Api) -> InfoList<'a> {
+        InfoList {
+            api,
+            infos: Vec::new(),
+        }
+    }
+
+    fn load(&mut self, key: &CStr, data: *const c_void, ty: u16) {
+        // SAFETY: an all-zero pmix_info_t is the library's own "constructed"
+        // state (PMIX_INFO_CONSTRUCT memsets it).
+        let mut info: PmixInfo = unsafe { std::mem::zeroed() };
+        // SAFETY: a valid info to fill, a NUL-terminated key, and `data`
+        // pointing at a value of type `ty` (a C string for PMIX_STRING),
+        // which the loader copies.
+        unsafe { (self.api.info_load)(&mut info, key.as_ptr(), data, ty) };
+        self.infos.push(info);
+    }
+
+    fn string(&mut self, key: &CStr, value: &str) {
+        let v = CString::new(value.replace('\0', "")).expect("NULs removed");
+        self.load(key, v.as_ptr().cast(), PMIX_STRING);
+    }
+
+    fn u32(&mut self, key: &CStr, value: u32) {
+        self.load(key, (&value as *const u32).cast(), PMIX_UINT32);
+    }
+
+    fn rank(&mut self, key: &CStr, value: u32) {
+        self.load(key, (&value as *const u32).cast(), PMIX_PROC_RANK);
+    }
+
+    fn flag(&mut self, key: &CStr, value: bool) {
+        self.load(key, (&value as *const bool).cast(), PMIX_BOOL);
+    }
+}
+
+impl Drop for InfoList<'_> {
+    fn drop(&mut self) {
+        for info in &mut self.infos {
+            // SAFETY: each value was loaded by PMIx_Info_load and is
+            // destructed once (frees the string copies).
+            unsafe { (self.api.value_destruct)(&mut info.value) };
+        }
+    }
+}
+
+/// Waits for one `pmix_op_cbfunc_t` completion.
+#[derive(Default)]
+struct Done {
+    status: Mutex<Option<c_int>>,
+    cond: Condvar,
+}
+
+unsafe extern "C" fn op_done(status: c_int, cbdata: *mut c_void) {
+    // SAFETY: `cbdata` is the `Done` that `Done::wait`'s caller keeps alive
+    // until this callback has run (or the wait gave up and leaked it).
+    let done = unsafe { &*(cbdata as *const Done) };
+    *done.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
+    done.cond.notify_all();
+}
+
+impl Done {
+    /// Run `call` with this completion as its callback; `rc` is the call's
+    /// immediate answer. Leaks the completion if the library never calls
+    /// back, so a late callback cannot touch freed memory.
+    fn run(
+        op: &'static str,
+        api: &Api,
+        call: impl FnOnce(Option<OpCb>, *mut c_void) -> c_int,
+    ) -> Result<(), String> {
+        let done = Box::into_raw(Box::<Done>::default());
+        let rc = call(Some(op_done), done.cast());
+        if rc == PMIX_OPERATION_SUCCEEDED {
+            // SAFETY: the library will not call back: the box is ours again.
+            drop(unsafe { Box::from_raw(done) });
+            return Ok(());
+        }
+        if rc != PMIX_SUCCESS {
+            // SAFETY: as above, a refused call does not call back.
+            drop(unsafe { Box::from_raw(done) });
+            return api.check(op, rc);
+        }
+        // SAFETY: alive (leaked below if the callback never comes).
+        let d = unsafe { &*done };
+        let guard = d.status.lock().unwrap_or_else(|e| e.into_inner());
+        let (guard, _) = d
+            .cond
+            .wait_timeout_while(guard, Duration::from_secs(30), |s| s.is_none())
+            .unwrap_or_else(|e| e.into_inner());
+        match *guard {
+            Some(status) => {
+                drop(guard);
+                // SAFETY: the callback has run and will not run again.
+                drop(unsafe { Box::from_raw(done) });
+                api.check(op, status)
+            }
+            None => Err(format!("{op}: the PMIx server did not answer in 30 s")),
+        }
+    }
+}
+
+unsafe extern "C" fn on_connected(
+    _proc: *const PmixProc,
+    _object: *mut c_void,
+    _cb: Option<OpCb>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    PMIX_OPERATION_SUCCEEDED
+}
+
+unsafe extern "C" fn on_abort(
+    proc: *const PmixProc,
+    _object: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    _procs: *mut PmixProc,
+    _nprocs: usize,
+    _cb: Option<OpCb>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    let Some(up) = UPCALLS.get() else {
+        return PMIX_OPERATION_SUCCEEDED;
+    };
+    // SAFETY: the library passes the caller's valid proc.
+    let rank = unsafe { (*proc).rank };
+    let message = if msg.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null, NUL-terminated (the client's message).
+        unsafe { CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    up.events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(PmixEvent::Aborted {
+            rank,
+            code: status,
+            message,
+        });
+    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let _ = waker.wake();
+    }
+    // The caller is released at once; the supervisor ends the job.
+    PMIX_OPERATION_SUCCEEDED
+}
+
+unsafe extern "C" fn on_fence(
+    _procs: *const PmixProc,
+    _nprocs: usize,
+    _info: *const PmixInfo,
+    _ninfo: usize,
+    data: *mut c_char,
+    ndata: usize,
+    cb: Option<ModexCb>,
+    cbdata: *mut c_void,
+) -> c_int {
+    // One node: the local contributions are the whole job's.
+    if let Some(cb) = cb {
+        // SAFETY: the library's own callback with its own data and cbdata;
+        // no release function (the data stays the library's).
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                data,
+                ndata,
+                cbdata,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    PMIX_SUCCESS
+}
+
+/// A server being started on a thread of its own. Dropped unfinished (an
+/// early error return), it still waits for the thread, so the server's
+/// directory is removed.
+pub struct Starting(Option<std::thread::JoinHandle<Result<PmixHost, String>>>);
+
+impl Starting {
+    /// Start `PmixHost::start(job, size, host)` on a new thread.
+    pub fn spawn(job: String, size: u32, host: String) -> Starting {
+        Starting(Some(std::thread::spawn(move || {
+            PmixHost::start(&job, size, &host)
+        })))
+    }
+
+    /// Wait for the server.
+    pub fn finish(mut self) -> Result<PmixHost, String> {
+        match self.0.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            _ => Err("the PMIx server's start-up thread failed".into()),
+        }
+    }
+}
+
+impl Drop for Starting {
+    fn drop(&mut self) {
+        if let Some(thread) = self.0.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// rivetrun's PMIx server for one job.
+pub struct PmixHost {
+    api: Api,
+    nspace: CString,
+    tmpdir: PathBuf,
+}
+
+impl PmixHost {
+    /// Start the server and register the job: `size` ranks, all on this
+    /// node (`host`).
+    pub fn start(job: &str, size: u32, host: &str) -> Result<PmixHost, String> {
+        let api = Api::open()?;
+        let nspace = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
+        let tmpdir = private_dir()?;
+        let host_obj = PmixHost {
+            api,
+            nspace,
+            tmpdir,
+        };
+        if UPCALLS
+            .set(Upcalls {
+                waker: Mutex::new(None),
+                events: Mutex::new(Vec::new()),
+            })
+            .is_err()
+        {
+            return Err("a PMIx server is already running in this process".into());
+        }
+        host_obj.init()?;
+        host_obj.register(size, host)?;
+        Ok(host_obj)
+    }
+
+    fn init(&self) -> Result<(), String> {
+        let mut module = Box::new(Module {
+            client_connected: Some(on_connected),
+            client_finalized: Some(on_connected),
+            abort: Some(on_abort),
+            fence_nb: Some(on_fence),
+            rest: [std::ptr::null(); 25],
+        });
+        let dir = self.tmpdir.to_string_lossy().into_owned();
+        let mut info = InfoList::new(&self.api);
+        info.string(c"pmix.srvr.tmpdir", &dir);
+        info.string(c"pmix.sys.tmpdir", &dir);
+        // SAFETY: the module lives for the process (leaked below, as the
+        // library keeps a pointer to it); a valid info array.
+        let rc = unsafe {
+            (self.api.server_init)(&mut *module, info.infos.as_mut_ptr(), info.infos.len())
+        };
+        Box::leak(module);
+        self.api.check("PMIx_server_init", rc)
+    }
+
+    fn register(&self, size: u32, host: &str) -> Result<(), String> {
+        let ranks: Vec<String> = (0..size).map(|r| r.to_string()).collect();
+        let peers = ranks.join(",");
+        let node_map = self.generate(self.api.generate_regex, host)?;
+        let proc_map = self.generate(self.api.generate_ppn, &peers)?;
+        let job = self.nspace.to_string_lossy().into_owned();
+        let mut info = InfoList::new(&self.api);
+        info.u32(c"pmix.univ.size", size);
+        info.u32(c"pmix.job.size", size);
+        info.u32(c"pmix.max.size", size);
+        info.u32(c"pmix.local.size", size);
+        info.u32(c"pmix.job.napps", 1);
+        info.u32(c"pmix.num.nodes", 1);
+        info.u32(c"pmix.appnum", 0);
+        info.rank(c"pmix.lldr", 0);
+        info.flag(c"pmix.spawned", false);
+        info.string(c"pmix.lpeers", &peers);
+        info.string(c"pmix.nmap", &node_map);
+        info.string(c"pmix.pmap", &proc_map);
+        info.string(c"pmix.jobid", &job);
+        info.string(c"pmix.hname", host);
+        // More ranks than CPUs: MPI libraries then yield when idle (Open
+        // MPI reads this), instead of spinning against each other.
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if size as usize > cpus {
+            info.flag(c"pmix.ndosub", true);
+        }
+        let (api, ns) = (&self.api, &self.nspace);
+        Done::run("PMIx_server_register_nspace", api, |cb, data| {
+            // SAFETY: a valid namespace and info array, alive until the
+            // completion (this function waits for it).
+            unsafe {
+                (api.register_nspace)(
+                    ns.as_ptr(),
+                    size as c_int,
+                    info.infos.as_mut_ptr(),
+                    info.infos.len(),
+                    cb,
+                    data,
+                )
+            }
+        })?;
+        // SAFETY: getuid/getgid cannot fail.
+        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+        for rank in 0..size {
+            let proc = PmixProc::new(&job, rank);
+            Done::run("PMIx_server_register_client", api, |cb, data| {
+                // SAFETY: a valid proc; no server object.
+                unsafe { (api.register_client)(&proc, uid, gid, std::ptr::null_mut(), cb, data) }
+            })?;
+        }
+        Ok(())
+    }
+
+    /// `PMIx_generate_regex` / `_ppn` of `input`, as an owned string.
+    fn generate(&self, f: GenerateFn, input: &str) -> Result<String, String> {
+        let input = CString::new(input).map_err(|_| "a NUL byte in a PMIx map".to_string())?;
+        let mut out: *mut c_char = std::ptr::null_mut();
+        // SAFETY: a NUL-terminated input; `out` receives a malloc'd string.
+        let rc = unsafe { f(input.as_ptr(), &mut out) };
+        self.api.check("PMIx_generate_regex/ppn", rc)?;
+        if out.is_null() {
+            return Err("PMIx_generate_regex/ppn gave nothing".into());
+        }
+        // SAFETY: non-null and NUL-terminated; freed right after the copy.
+        let s = unsafe { CStr::from_ptr(out) }
+            .to_string_lossy()
+            .into_owned();
+        // SAFETY: allocated by the library with malloc.
+        unsafe { libc::free(out.cast()) };
+        Ok(s)
+    }
+
+    /// The variables rank `rank` needs to reach this server
+    /// (`PMIx_server_setup_fork`).
+    pub fn fork_env(&self, rank: u32) -> Result<Vec<(String, String)>, String> {
+        let proc = PmixProc::new(&self.nspace.to_string_lossy(), rank);
+        let mut env: *mut *mut c_char = std::ptr::null_mut();
+        // SAFETY: a valid proc; `env` is an empty argv the library grows
+        // with malloc'd strings.
+        let rc = unsafe { (self.api.setup_fork)(&proc, &mut env) };
+        let strings = take_argv(env);
+        self.api.check("PMIx_server_setup_fork", rc)?;
+        let mut env: Vec<(String, String)> = strings
+            .iter()
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        // Open MPI 4.1 uses a PMIx server only when one of its launch
+        // environments claims the job (open-mpi/ompi#13180); otherwise it
+        // starts as a singleton with its own daemon. Its Flux one asks for
+        // no more than this variable, and leaves binding to the launcher.
+        env.push((
+            "FLUX_JOB_ID".into(),
+            self.nspace.to_string_lossy().into_owned(),
+        ));
+        Ok(env)
+    }
+
+    /// Upcalls wake `waker` from now on.
+    pub fn wake(&self, waker: Arc<Waker>) {
+        if let Some(up) = UPCALLS.get() {
+            *up.waker.lock().unwrap_or_else(|e| e.into_inner()) = Some(waker);
+        }
+    }
+
+    /// Events since the last call (after the waker fired).
+    pub fn take_events(&self) -> Vec<PmixEvent> {
+        UPCALLS.get().map_or_else(Vec::new, |up| {
+            std::mem::take(&mut *up.events.lock().unwrap_or_else(|e| e.into_inner()))
+        })
+    }
+}
+
+impl Drop for PmixHost {
+    fn drop(&mut self) {
+        let api = &self.api;
+        let ns = &self.nspace;
+        let _ = Done::run("PMIx_server_deregister_nspace", api, |cb, data| {
+            // SAFETY: a valid namespace; the callback signals completion.
+            unsafe { (api.deregister_nspace)(ns.as_ptr(), cb, data) };
+            PMIX_SUCCESS
+        });
+        // SAFETY: no arguments; no PMIx call follows.
+        unsafe { (self.api.server_finalize)() };
+        let _ = std::fs::remove_dir_all(&self.tmpdir);
+    }
+}
+
+/// A fresh 0700 directory of our own under the system's temp dir.
+fn private_dir() -> Result<PathBuf, String> {
+    let template = std::env::temp_dir().join("rivet-pmix-XXXXXX");
+    let mut bytes = template.into_os_string().into_encoded_bytes();
+    bytes.push(0);
+    // SAFETY: a writable NUL-terminated template ending in XXXXXX.
+    let p = unsafe { libc::mkdtemp(bytes.as_mut_ptr().cast()) };
+    if p.is_null() {
+        return Err(format!(
+            "cannot make a PMIx directory: {}",
+            std::io::Error::last_os_error()
+        ));
+    }
+    bytes.pop();
+    // SAFETY: mkdtemp only replaced the X's with path characters.
+    Ok(PathBuf::from(unsafe {
+        std::ffi::OsString::from_encoded_bytes_unchecked(bytes)
+    }))
+}
+
+/// Copy out and free a malloc'd, NULL-terminated `char **`.
+fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if argv.is_null() {
+        return out;
+    }
+    let mut i = 0;
+    loop {
+        // SAFETY: a NULL-terminated array; `i` stops at the terminator.
+        let s = unsafe { *argv.add(i) };
+        if s.is_null() {
+            break;
+        }
+        // SAFETY: a NUL-terminated malloc'd string, freed after the copy.
+        out.push(unsafe { CStr::from_ptr(s) }.to_string_lossy().into_owned());
+        // SAFETY: as above.
+        unsafe { libc::free(s.cast()) };
+        i += 1;
+    }
+    // SAFETY: the array itself was malloc'd by the library.
+    unsafe { libc::free(argv.cast()) };
+    out
+}

@@ -1,0 +1,235 @@
+//! The few OpenPMIx types and calls Rivet uses, declared once for the PMIx
+//! client (`client/pmix.rs`) and rivetrun's PMIx server. The library
+//! (`libpmix.so.2`, OpenPMIx 4.x) is opened at run time, so a machine
+//! without it builds and runs; the layouts are checked against the header
+//! by a test where `libpmix-dev` is installed.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+
+use crate::error::{Error, Result};
+
+pub const LIBRARY: &CStr = c"libpmix.so.2";
+
+pub const PMIX_SUCCESS: c_int = 0;
+pub const PMIX_ERR_NOT_FOUND: c_int = -46;
+pub const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
+/// An upcall finished at once: the library must not wait for its callback.
+pub const PMIX_OPERATION_SUCCEEDED: c_int = -157;
+pub const PMIX_BOOL: u16 = 1;
+pub const PMIX_STRING: u16 = 3;
+pub const PMIX_UINT16: u16 = 13;
+pub const PMIX_UINT32: u16 = 14;
+pub const PMIX_PROC_RANK: u16 = 40;
+/// `PMIX_GLOBAL`: visible to processes on every node.
+pub const PMIX_GLOBAL: u8 = 3;
+pub const PMIX_RANK_WILDCARD: u32 = u32::MAX - 1;
+
+/// `pmix_proc_t` (OpenPMIx 4.x: 256-byte namespace, then the rank).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct PmixProc {
+    pub nspace: [c_char; 256],
+    pub rank: u32,
+}
+
+impl PmixProc {
+    /// `nspace` cut to 255 bytes (the type's limit) and NUL-terminated.
+    pub fn new(nspace: &str, rank: u32) -> PmixProc {
+        let mut p = PmixProc {
+            nspace: [0; 256],
+            rank,
+        };
+        for (d, s) in p.nspace.iter_mut().zip(nspace.bytes().take(255)) {
+            *d = s as c_char;
+        }
+        p
+    }
+
+    pub fn nspace(&self) -> String {
+        let bytes: Vec<u8> = self
+            .nspace
+            .iter()
+            .take_while(|&&c| c != 0)
+            .map(|&c| c as u8)
+            .collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+}
+
+/// `pmix_value_t`: a type tag and a 24-byte union at offset 8.
+#[repr(C)]
+pub struct PmixValue {
+    pub ty: u16,
+    pub _pad: [u8; 6],
+    pub data: [u64; 3],
+}
+
+/// `pmix_info_t`: a 512-byte key, flags, a value.
+#[repr(C)]
+pub struct PmixInfo {
+    pub key: [c_char; 512],
+    pub flags: u32,
+    pub _pad: u32,
+    pub value: PmixValue,
+}
+
+impl PmixInfo {
+    /// A boolean entry (no pointers inside, so nothing to release).
+    pub fn flag(key: &CStr, on: bool) -> PmixInfo {
+        let mut info = PmixInfo {
+            key: [0; 512],
+            flags: 0,
+            _pad: 0,
+            value: PmixValue {
+                ty: PMIX_BOOL,
+                _pad: [0; 6],
+                data: [on as u64, 0, 0],
+            },
+        };
+        for (d, s) in info.key.iter_mut().zip(key.to_bytes().iter().take(511)) {
+            *d = *s as c_char;
+        }
+        info
+    }
+}
+
+/// The library, opened once per process and never closed (its symbols and
+/// threads live as long as the process).
+pub struct Library(*mut c_void);
+
+// SAFETY: a dlopen handle may be used from any thread (dlsym is thread-safe).
+unsafe impl Send for Library {}
+// SAFETY: as above; the handle is only read.
+unsafe impl Sync for Library {}
+
+type ErrorStringFn = unsafe extern "C" fn(c_int) -> *const c_char;
+
+impl Library {
+    pub fn open() -> Result<Library> {
+        // SAFETY: dlopen with a constant NUL-terminated name. RTLD_GLOBAL:
+        // the library's own plugins resolve against it.
+        let lib = unsafe { libc::dlopen(LIBRARY.as_ptr(), libc::RTLD_NOW | libc::RTLD_GLOBAL) };
+        if lib.is_null() {
+            return Err(unavailable(format!(
+                "cannot load {}: {} (install OpenPMIx: apt-get install libpmix2)",
+                LIBRARY.to_string_lossy(),
+                dl_error()
+            )));
+        }
+        Ok(Library(lib))
+    }
+
+    /// The address of `name`, or an error naming what is missing.
+    pub fn symbol(&self, name: &CStr) -> Result<*mut c_void> {
+        // SAFETY: a live handle and a NUL-terminated name.
+        let p = unsafe { libc::dlsym(self.0, name.as_ptr()) };
+        if p.is_null() {
+            return Err(unavailable(format!(
+                "{} lacks {}",
+                LIBRARY.to_string_lossy(),
+                name.to_string_lossy()
+            )));
+        }
+        Ok(p)
+    }
+
+    /// `PMIx_Error_string(rc)` with the code, for error messages.
+    pub fn describe(&self, rc: c_int) -> String {
+        let Ok(f) = self.symbol(c"PMIx_Error_string") else {
+            return format!("PMIx status {rc}");
+        };
+        // SAFETY: the symbol is PMIx_Error_string, `const char *(pmix_status_t)`.
+        let f = unsafe { std::mem::transmute::<*mut c_void, ErrorStringFn>(f) };
+        // SAFETY: it returns a static string (or null) for any code.
+        let s = unsafe { f(rc) };
+        if s.is_null() {
+            return format!("PMIx status {rc}");
+        }
+        // SAFETY: non-null, NUL-terminated, static.
+        format!("{} ({rc})", unsafe { CStr::from_ptr(s) }.to_string_lossy())
+    }
+
+    /// `Ok` for `PMIX_SUCCESS`, else [`Error::PmixFailed`] naming `op`.
+    pub fn check(&self, op: &'static str, rc: c_int) -> Result<()> {
+        if rc == PMIX_SUCCESS {
+            Ok(())
+        } else {
+            Err(Error::PmixFailed {
+                op,
+                why: self.describe(rc),
+            })
+        }
+    }
+}
+
+fn unavailable(why: String) -> Error {
+    Error::PmixUnavailable { why }
+}
+
+fn dl_error() -> String {
+    // SAFETY: dlerror returns null or a thread-local NUL-terminated string.
+    let e = unsafe { libc::dlerror() };
+    if e.is_null() {
+        "unknown error".into()
+    } else {
+        // SAFETY: non-null, NUL-terminated.
+        unsafe { CStr::from_ptr(e) }.to_string_lossy().into_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layouts_match_openpmix_4() {
+        assert_eq!(std::mem::size_of::<PmixProc>(), 260);
+        assert_eq!(std::mem::offset_of!(PmixProc, rank), 256);
+        assert_eq!(std::mem::size_of::<PmixValue>(), 32);
+        assert_eq!(std::mem::offset_of!(PmixValue, data), 8);
+        assert_eq!(std::mem::size_of::<PmixInfo>(), 552);
+        assert_eq!(std::mem::offset_of!(PmixInfo, flags), 512);
+        assert_eq!(std::mem::offset_of!(PmixInfo, value), 520);
+    }
+
+    /// Where the header is installed, its constants are the ones above.
+    #[test]
+    fn constants_match_the_installed_header() {
+        let header = "/usr/lib/x86_64-linux-gnu/pmix2/include/pmix_common.h";
+        let Ok(text) = std::fs::read_to_string(header) else {
+            eprintln!("{header} not installed: constants not compared");
+            return;
+        };
+        let value = |name: &str| -> i64 {
+            let line = text
+                .lines()
+                .find(|l| l.split_whitespace().take(2).eq(["#define", name]))
+                .unwrap_or_else(|| panic!("{name} not in {header}"));
+            line.split_whitespace().nth(2).unwrap().parse().unwrap()
+        };
+        assert_eq!(value("PMIX_SUCCESS"), PMIX_SUCCESS as i64);
+        assert_eq!(value("PMIX_ERR_NOT_FOUND"), PMIX_ERR_NOT_FOUND as i64);
+        assert_eq!(
+            value("PMIX_ERR_NOT_SUPPORTED"),
+            PMIX_ERR_NOT_SUPPORTED as i64
+        );
+        assert_eq!(
+            value("PMIX_OPERATION_SUCCEEDED"),
+            PMIX_OPERATION_SUCCEEDED as i64
+        );
+        assert_eq!(value("PMIX_BOOL"), PMIX_BOOL as i64);
+        assert_eq!(value("PMIX_STRING"), PMIX_STRING as i64);
+        assert_eq!(value("PMIX_UINT16"), PMIX_UINT16 as i64);
+        assert_eq!(value("PMIX_UINT32"), PMIX_UINT32 as i64);
+        assert_eq!(value("PMIX_PROC_RANK"), PMIX_PROC_RANK as i64);
+        assert_eq!(value("PMIX_GLOBAL"), PMIX_GLOBAL as i64);
+    }
+
+    #[test]
+    fn a_proc_name_round_trips_and_is_cut_to_the_type() {
+        let p = PmixProc::new("rivet-42", 3);
+        assert_eq!((p.nspace(), p.rank), ("rivet-42".to_string(), 3));
+        let long = "x".repeat(300);
+        assert_eq!(PmixProc::new(&long, 0).nspace().len(), 255);
+    }
+}
