@@ -13,6 +13,7 @@ pub const LIBRARY: &CStr = c"libpmix.so.2";
 pub const PMIX_SUCCESS: c_int = 0;
 pub const PMIX_ERR_NOT_FOUND: c_int = -46;
 pub const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
+pub const PMIX_ERR_DUPLICATE_KEY: c_int = -53;
 /// An upcall finished at once: the library must not wait for its callback.
 pub const PMIX_OPERATION_SUCCEEDED: c_int = -157;
 pub const PMIX_BOOL: u16 = 1;
@@ -73,6 +74,22 @@ pub struct PmixInfo {
     pub value: PmixValue,
 }
 
+/// `pmix_pdata_t`: what `PMIx_Lookup` fills in for one key.
+#[repr(C)]
+pub struct PmixPdata {
+    pub proc: PmixProc,
+    pub key: [c_char; 512],
+    pub value: PmixValue,
+}
+
+/// Copy `key` (cut to 511 bytes) into a NUL-terminated `pmix_key_t`.
+pub fn load_key(dst: &mut [c_char; 512], key: &[u8]) {
+    *dst = [0; 512];
+    for (d, s) in dst.iter_mut().zip(key.iter().take(511)) {
+        *d = *s as c_char;
+    }
+}
+
 impl PmixInfo {
     /// A boolean entry (no pointers inside, so nothing to release).
     pub fn flag(key: &CStr, on: bool) -> PmixInfo {
@@ -86,9 +103,7 @@ impl PmixInfo {
                 data: [on as u64, 0, 0],
             },
         };
-        for (d, s) in info.key.iter_mut().zip(key.to_bytes().iter().take(511)) {
-            *d = *s as c_char;
-        }
+        load_key(&mut info.key, key.to_bytes());
         info
     }
 }
@@ -190,6 +205,9 @@ mod tests {
         assert_eq!(std::mem::size_of::<PmixInfo>(), 552);
         assert_eq!(std::mem::offset_of!(PmixInfo, flags), 512);
         assert_eq!(std::mem::offset_of!(PmixInfo, value), 520);
+        assert_eq!(std::mem::offset_of!(PmixPdata, key), 260);
+        assert_eq!(std::mem::offset_of!(PmixPdata, value), 776);
+        assert_eq!(std::mem::size_of::<PmixPdata>(), 808);
     }
 
     /// Where the header is installed, its constants are the ones above.

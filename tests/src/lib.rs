@@ -637,3 +637,28 @@ pub fn run_job_checking_shm(cmd: Command, deadline: Duration) -> Outcome {
         }
     }
 }
+
+/// A one-node Slurm on this machine: `.ci/local-slurm` starts one (munged,
+/// slurmctld, slurmd; they keep running) unless `sinfo` already answers.
+/// Bounded by `timeout 90`; a Slurm that does not come up fails the test.
+pub fn slurm_up() {
+    static UP: OnceLock<()> = OnceLock::new();
+    UP.get_or_init(|| {
+        // Not a pipe: the daemons would hold it open.
+        let log = bin_dir().join("local-slurm.log");
+        let file = std::fs::File::create(&log).unwrap();
+        let status = Command::new("timeout")
+            .args(["90", "bash"])
+            .arg(workspace_root().join(".ci/local-slurm"))
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .status()
+            .expect("running .ci/local-slurm");
+        assert!(
+            status.success(),
+            "no one-node Slurm ({status}); .ci/install installs slurm-wlm and munge:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    });
+}

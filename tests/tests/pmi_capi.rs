@@ -4,12 +4,11 @@
 //! `srun --mpi=pmi2` (a one-node Slurm started by `.ci/local-slurm`) and alone.
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
-use std::sync::OnceLock;
+use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
-    bin_dir, cc_pmi, pkg_config, pmi_capi_dir, rivetrun, run_job, run_job_checking_shm, serial,
+    cc_pmi, pkg_config, pmi_capi_dir, rivetrun, run_job, run_job_checking_shm, serial,
     workspace_root, Outcome,
 };
 
@@ -325,35 +324,10 @@ fn the_static_library_links_and_runs() {
     passed(&o, 2);
 }
 
-/// A one-node Slurm on this machine: `.ci/local-slurm` starts one (munged,
-/// slurmctld, slurmd; they keep running) unless `sinfo` already answers.
-/// Bounded by `timeout 90`; a Slurm that does not come up fails the test.
-fn slurm_up() {
-    static UP: OnceLock<()> = OnceLock::new();
-    UP.get_or_init(|| {
-        // Not a pipe: the daemons would hold it open.
-        let log = bin_dir().join("local-slurm.log");
-        let file = std::fs::File::create(&log).unwrap();
-        let status = Command::new("timeout")
-            .args(["90", "bash"])
-            .arg(workspace_root().join(".ci/local-slurm"))
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().unwrap())
-            .stderr(file)
-            .status()
-            .expect("running .ci/local-slurm");
-        assert!(
-            status.success(),
-            "no one-node Slurm ({status}); .ci/install installs slurm-wlm and munge:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-    });
-}
-
 #[test]
 fn c_program_runs_under_slurm_srun_pmi2() {
     let _serial = serial();
-    slurm_up();
+    rivet_tests::slurm_up();
     let mut cmd = Command::new("srun");
     // --immediate: fail, rather than queue, when the node cannot take the job.
     cmd.args(["--mpi=pmi2", "-n", "2", "--time=1", "--immediate=20"])

@@ -45,6 +45,40 @@ fn engine_check_passed(o: &Outcome, mode: &str, n: u32) {
 }
 
 #[test]
+fn names_and_ports_work_through_pmix() {
+    let _serial = serial();
+    // publish/lookup/unpublish through PMIx_Publish/Lookup/Unpublish, and
+    // accept/connect between the ranks of the job.
+    for args in [&["names", "pmix"][..], &["refcounts"][..]] {
+        let o = run_job_checking_shm(mpirun(2, &[], "dyn_check", args), DEADLINE);
+        assert_eq!(o.code(), Some(0), "{args:?}: {}", o.show());
+        for r in 0..2 {
+            assert!(
+                o.stdout.contains(&format!(
+                    "dyn_check {} OK rank {r} of 2 at thread level single",
+                    args[0]
+                )),
+                "{args:?}: {}",
+                o.show()
+            );
+        }
+    }
+}
+
+#[test]
+fn rivet_ranks_run_under_slurm_srun_pmix() {
+    let _serial = serial();
+    rivet_tests::slurm_up();
+    let mut cmd = Command::new("srun");
+    // --immediate: fail, rather than queue, when the node cannot take the job.
+    cmd.args(["--mpi=pmix", "-n", "2", "--time=1", "--immediate=20"])
+        .arg(bin("engine_check"))
+        .arg("pingpong");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    engine_check_passed(&o, "pingpong", 2);
+}
+
+#[test]
 fn info_says_the_job_bootstrapped_through_pmix_with_its_node_peers() {
     let _serial = serial();
     let o = run_job_checking_shm(mpirun(2, &[], "rivet-bench", &["info"]), DEADLINE);
@@ -88,6 +122,28 @@ fn business_cards_travel_through_pmix_over_tcp() {
             mpirun(n, &["RIVET_NETMOD=tcp"], "engine_check", &[mode]),
             DEADLINE,
         );
+        engine_check_passed(&o, mode, n);
+    }
+}
+
+#[test]
+fn rivet_ranks_bootstrap_through_rivetruns_own_pmix_server() {
+    let _serial = serial();
+    // RIVET_PMI=pmix: the ranks take rivetrun's PMIx server over PMI_FD;
+    // over tcp their cards travel through the server's fence.
+    for (netmod, mode, n) in [("auto", "pingpong", 2), ("tcp", "stress", 3)] {
+        let mut cmd = rivetrun(&[
+            "-n",
+            &n.to_string(),
+            "-genv",
+            "RIVET_PMI",
+            "pmix",
+            "-genv",
+            "RIVET_NETMOD",
+            netmod,
+        ]);
+        cmd.arg(bin("engine_check")).arg(mode);
+        let o = run_job_checking_shm(cmd, DEADLINE);
         engine_check_passed(&o, mode, n);
     }
 }

@@ -540,7 +540,7 @@ impl Client {
     pub fn publish_name(&mut self, service: &str, port: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.publish(service, port),
-            Mode::Pmix(_) => Err(Error::PmixUnsupported { op: "publish_name" }),
+            Mode::Pmix(p) => p.publish(service, port),
             Mode::Remote(conn) => {
                 let msg = Message::PublishName {
                     service: service.to_string(),
@@ -555,7 +555,7 @@ impl Client {
     pub fn lookup_name(&mut self, service: &str) -> Result<String> {
         match &mut self.mode {
             Mode::Singleton(local) => local.lookup(service),
-            Mode::Pmix(_) => Err(Error::PmixUnsupported { op: "lookup_name" }),
+            Mode::Pmix(p) => p.lookup(service),
             Mode::Remote(conn) => {
                 let msg = Message::LookupName {
                     service: service.to_string(),
@@ -575,9 +575,7 @@ impl Client {
     pub fn unpublish_name(&mut self, service: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.unpublish(service),
-            Mode::Pmix(_) => Err(Error::PmixUnsupported {
-                op: "unpublish_name",
-            }),
+            Mode::Pmix(p) => p.unpublish(service),
             Mode::Remote(conn) => {
                 let msg = Message::UnpublishName {
                     service: service.to_string(),

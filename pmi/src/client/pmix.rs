@@ -15,9 +15,11 @@
 //!   (Rivet's own, such as `rivet-card-3`) is looked for at rank N first;
 //!   any other in every rank's set;
 //! * barrier: commit + `PMIx_Fence` with `pmix.collect`;
+//! * names: `PMIx_Publish`, `PMIx_Lookup` (no wait), `PMIx_Unpublish`,
+//!   with the name server's error codes;
 //! * abort and finalize: `PMIx_Abort`, `PMIx_Finalize`.
 //!
-//! Spawn, names and group connect are not mapped yet: they fail with
+//! Spawn and group connect are not mapped yet: they fail with
 //! [`Error::PmixUnsupported`].
 
 use std::collections::HashMap;
@@ -25,8 +27,8 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use crate::error::{Error, Result};
 use crate::pmix_ffi::{
-    Library, PmixInfo, PmixProc, PmixValue, PMIX_ERR_NOT_FOUND, PMIX_GLOBAL, PMIX_RANK_WILDCARD,
-    PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
+    load_key, Library, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_ERR_DUPLICATE_KEY,
+    PMIX_ERR_NOT_FOUND, PMIX_GLOBAL, PMIX_RANK_WILDCARD, PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
 };
 
 const KVS_KEY: &CStr = c"rivet.kvs";
@@ -45,6 +47,9 @@ type GetFn = unsafe extern "C" fn(
     *mut *mut PmixValue,
 ) -> c_int;
 type DestructFn = unsafe extern "C" fn(*mut PmixValue);
+type PublishFn = unsafe extern "C" fn(*const PmixInfo, usize) -> c_int;
+type LookupFn = unsafe extern "C" fn(*mut PmixPdata, usize, *const PmixInfo, usize) -> c_int;
+type UnpublishFn = unsafe extern "C" fn(*mut *mut c_char, *const PmixInfo, usize) -> c_int;
 
 /// The library's client entry points, resolved once.
 struct Api {
@@ -57,6 +62,9 @@ struct Api {
     fence: FenceFn,
     get: GetFn,
     destruct: DestructFn,
+    publish: PublishFn,
+    lookup: LookupFn,
+    unpublish: UnpublishFn,
 }
 
 impl Api {
@@ -77,6 +85,13 @@ impl Api {
                 get: std::mem::transmute::<*mut c_void, GetFn>(lib.symbol(c"PMIx_Get")?),
                 destruct: std::mem::transmute::<*mut c_void, DestructFn>(
                     lib.symbol(c"PMIx_Value_destruct")?,
+                ),
+                publish: std::mem::transmute::<*mut c_void, PublishFn>(
+                    lib.symbol(c"PMIx_Publish")?,
+                ),
+                lookup: std::mem::transmute::<*mut c_void, LookupFn>(lib.symbol(c"PMIx_Lookup")?),
+                unpublish: std::mem::transmute::<*mut c_void, UnpublishFn>(
+                    lib.symbol(c"PMIx_Unpublish")?,
                 ),
                 lib,
             })
@@ -327,6 +342,61 @@ impl Pmix {
         Ok(None)
     }
 
+    /// `PMIx_Publish` of `service` → `port` (the server's default range).
+    pub fn publish(&self, service: &str, port: &str) -> Result<()> {
+        let port = CString::new(port).map_err(|_| Error::Malformed {
+            reason: "a port name holds a NUL byte".into(),
+        })?;
+        let mut info = PmixInfo::flag(c"", false);
+        load_key(&mut info.key, service.as_bytes());
+        info.value = PmixValue {
+            ty: PMIX_STRING,
+            _pad: [0; 6],
+            data: [port.as_ptr() as u64, 0, 0],
+        };
+        // SAFETY: one valid info whose string outlives the call (which
+        // copies it).
+        let rc = unsafe { (self.api.publish)(&info, 1) };
+        names_result("publish_name", rc, &self.api)
+    }
+
+    /// `PMIx_Lookup` of `service`, without waiting for it to be published.
+    pub fn lookup(&self, service: &str) -> Result<String> {
+        let mut pdata = PmixPdata {
+            proc: PmixProc {
+                nspace: [0; 256],
+                rank: 0,
+            },
+            key: [0; 512],
+            value: PmixValue {
+                ty: 0,
+                _pad: [0; 6],
+                data: [0; 3],
+            },
+        };
+        load_key(&mut pdata.key, service.as_bytes());
+        // SAFETY: one valid pdata to fill; no info.
+        let rc = unsafe { (self.api.lookup)(&mut pdata, 1, std::ptr::null(), 0) };
+        names_result("lookup_name", rc, &self.api)?;
+        let port = Pmix::string_of(&pdata.value);
+        // SAFETY: the library loaded the value (a malloc'd string); freed once.
+        unsafe { (self.api.destruct)(&mut pdata.value) };
+        port.ok_or_else(|| Error::Server {
+            cmd: "lookup_name".into(),
+            rc: 1,
+            msg: Some("service_not_found".into()),
+        })
+    }
+
+    /// `PMIx_Unpublish` of `service`.
+    pub fn unpublish(&self, service: &str) -> Result<()> {
+        let key = c_key(service)?;
+        let mut keys = [key.as_ptr() as *mut c_char, std::ptr::null_mut()];
+        // SAFETY: a NULL-terminated array of one valid key, read only.
+        let rc = unsafe { (self.api.unpublish)(keys.as_mut_ptr(), std::ptr::null(), 0) };
+        names_result("unpublish_name", rc, &self.api)
+    }
+
     pub fn abort(&self, code: i32, message: &str) {
         let msg = CString::new(message.replace('\0', " ")).unwrap_or_default();
         // SAFETY: a valid message; no procs (= the whole job).
@@ -338,6 +408,22 @@ impl Pmix {
         let rc = unsafe { (self.api.finalize)(std::ptr::null(), 0) };
         self.check("PMIx_Finalize", rc)
     }
+}
+
+/// A name call's PMIx status as the PMI-1 client reports it (the name
+/// server's codes, so callers see one set of errors).
+fn names_result(cmd: &str, rc: c_int, api: &Api) -> Result<()> {
+    let code = match rc {
+        PMIX_SUCCESS => return Ok(()),
+        PMIX_ERR_NOT_FOUND => "service_not_found".to_string(),
+        PMIX_ERR_DUPLICATE_KEY => "key_already_present".to_string(),
+        other => api.describe(other),
+    };
+    Err(Error::Server {
+        cmd: cmd.into(),
+        rc: 1,
+        msg: Some(code),
+    })
 }
 
 /// Values may hold newlines; the blob is one `key=value` per line.
