@@ -44,6 +44,7 @@ mod message;
 mod netmod;
 pub mod node_map;
 mod pg;
+mod pmi_watch;
 mod post;
 mod protocol;
 mod raw;

@@ -164,9 +164,9 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
             cmd.env("PMI_PORT", addr).env("PMI_ID", rank.to_string());
         }
     }
+    die_with_launcher(&mut cmd);
     // A process starts with the CPU mask of the thread that created it, so
-    // binding needs no code between fork and exec, and std can use
-    // posix_spawn (vfork), which starts ranks faster than fork.
+    // binding needs no code between fork and exec.
     if let Some(mask) = place.affinity.as_ref().or(job.default_affinity.as_ref()) {
         set_thread_affinity(mask).map_err(|err| LaunchError::Bind { rank, err })?;
     }
@@ -183,6 +183,35 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
         child,
         pmi,
     })
+}
+
+/// The started process gets SIGKILL when rivetrun dies, however it dies
+/// (`kill -9` included): nothing of a job outlives its launcher.
+///
+/// The parent-death signal fires when the *thread* that forked exits, so
+/// ranks and spawned processes must be started by a thread that lives as
+/// long as rivetrun: the main thread, which runs the supervisor. The
+/// process (or a rank's engine, which also watches its PMI connection) may
+/// still fork children of its own; those are reached by the process-group
+/// kill of a teardown, or by the engine's watch, not by this.
+fn die_with_launcher(cmd: &mut Command) {
+    // SAFETY: getpid takes no pointers.
+    let launcher = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe system calls (prctl, getppid, _exit), touching no
+    // memory but its captured integer.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // rivetrun died before the signal was armed: go at once.
+            if libc::getppid() != launcher {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    };
 }
 
 /// rivetrun's scheduling priority relative to its ranks.

@@ -146,6 +146,17 @@ impl Client {
         }
     }
 
+    /// The process manager connection (`None` for a singleton), borrowed
+    /// for a watch on it hanging up; nothing may be read from it.
+    pub fn connection_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match &self.mode {
+            // SAFETY: the descriptor is open while `self.mode` owns the stream,
+            // which outlives the borrow.
+            Mode::Remote(c) => Some(unsafe { std::os::fd::BorrowedFd::borrow_raw(c.raw_fd()) }),
+            Mode::Singleton(_) => None,
+        }
+    }
+
     fn conn(&mut self) -> Option<&mut Conn> {
         match &mut self.mode {
             Mode::Remote(c) => Some(c),

@@ -51,6 +51,8 @@
 //! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
 //!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
 //!   fills only afterwards: a peer that finished must not fail it.
+//! - `hang DIR` (>= 2): after a ring exchange, marks `DIR/ready-RANK` and
+//!   waits forever in a receive nobody matches (the launcher-death tests).
 //! - `dup [DIR]` (any): context ids, isolation of dup'd communicators,
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
@@ -200,6 +202,13 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "panic" => {
             need(2);
             panic_mid_rendezvous(world)
+        }
+        "hang" => {
+            at_least(2);
+            let Some(dir) = rest.first() else {
+                die("hang needs a DIR")
+            };
+            hang(world, std::path::Path::new(dir))
         }
         "dup" => dup(world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1809,6 +1818,22 @@ fn kill<T: Threading>(world: &Comm<T>) {
             }
         }
     }
+}
+
+/// Exchange a message around the ring (so every path is up), mark
+/// `DIR/ready-RANK`, then wait forever in a receive nobody sends to: only
+/// the launcher's death, through the engine, may end this rank.
+fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path) {
+    let (me, n) = (world.rank(), world.size());
+    let mut b = [0u8; 8];
+    // Four bytes go eagerly: the send returns before the peer receives.
+    world.send(b"ring", (me + 1) % n, 1).or_die("send ring");
+    world
+        .recv(&mut b, ((me + n - 1) % n) as i32, 1)
+        .or_die("recv ring");
+    std::fs::write(dir.join(format!("ready-{me}")), b"").or_die("mark ready");
+    let got = world.recv(&mut b, ANY_SOURCE, 999);
+    die(format!("the receive nobody sends to returned {got:?}"));
 }
 
 const CONNECT_ALL_ROUNDS: u32 = 5;
