@@ -15,6 +15,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 
+use rivet_pmi::server::{PortAuth, PORT_SECRET_ENV};
+
 use crate::error::LaunchError;
 
 /// How a rank reaches rivetrun's PMI server.
@@ -22,8 +24,9 @@ use crate::error::LaunchError;
 pub enum PmiChannel {
     /// An inherited socket (`PMI_FD`), MPICH's default.
     Fd,
-    /// A TCP connection to `host:port` (`PMI_PORT` + `PMI_ID`).
-    Port(String),
+    /// A TCP connection to `host:port` (`PMI_PORT` + `PMI_ID`), with the
+    /// random ids and job secret that authenticate it.
+    Port(String, PortAuth),
 }
 
 /// What every rank of the job shares.
@@ -160,8 +163,11 @@ pub fn start_rank(job: &JobSpec, rank: u32, place: &RankPlace) -> Result<Started
             pmi = Some(parent);
             child_end = Some(child);
         }
-        PmiChannel::Port(addr) => {
-            cmd.env("PMI_PORT", addr).env("PMI_ID", rank.to_string());
+        PmiChannel::Port(addr, auth) => {
+            let id = auth.ids.get(rank as usize).copied().unwrap_or(-1);
+            cmd.env("PMI_PORT", addr)
+                .env("PMI_ID", id.to_string())
+                .env(PORT_SECRET_ENV, &auth.secret);
         }
     }
     die_with_launcher(&mut cmd);

@@ -164,14 +164,15 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         );
     }
 
-    let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, 3600.0));
+    let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, cli::MAX_KILL_GRACE));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
     supervisor.keep_going(cli.disable_auto_cleanup);
     if let Some(addr) = name_server {
         supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
     }
     if cli.pmi_port {
-        job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
+        let (addr, auth) = supervisor.listen_tcp(size).map_err(LaunchError::Io)?;
+        job.channel = PmiChannel::Port(addr, auth);
     }
 
     let priority = launch::Priority::raise_own();

@@ -78,6 +78,13 @@ fn file_from_fd(fd: RawFd) -> Result<File> {
     Ok(File::from(owned))
 }
 
+/// The job secret rivetrun gives `PMI_PORT` ranks, sent with `initack`.
+fn port_secret() -> Option<String> {
+    std::env::var(crate::server::PORT_SECRET_ENV)
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
 impl Client {
     /// Connect as the environment says (`PMI_FD`, `PMI_PORT`/`PMI_ID`, or
     /// singleton) and run the start-up sequence.
@@ -170,7 +177,13 @@ impl Client {
             return Ok(());
         };
         check(
-            conn.request(&Message::InitAck { pmiid }, "initack")?,
+            conn.request(
+                &Message::InitAck {
+                    pmiid,
+                    secret: port_secret(),
+                },
+                "initack",
+            )?,
             "initack",
         )?;
         let (mut rank, mut size) = (None, None);

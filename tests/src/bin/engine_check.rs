@@ -51,8 +51,9 @@
 //! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
 //!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
 //!   fills only afterwards: a peer that finished must not fail it.
-//! - `hang DIR` (>= 2): after a ring exchange, marks `DIR/ready-RANK` and
-//!   waits forever in a receive nobody matches (the launcher-death tests).
+//! - `hang DIR [release]` (>= 2): after a ring exchange, marks
+//!   `DIR/ready-RANK` and waits forever in a receive nobody matches (the
+//!   launcher-death tests); with `release`, until `DIR/go` exists.
 //! - `dup [DIR]` (any): context ids, isolation of dup'd communicators,
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
@@ -208,7 +209,8 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
             let Some(dir) = rest.first() else {
                 die("hang needs a DIR")
             };
-            hang(world, std::path::Path::new(dir))
+            let release = rest.get(1).map(String::as_str) == Some("release");
+            hang(world, std::path::Path::new(dir), release)
         }
         "dup" => dup(world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1822,8 +1824,9 @@ fn kill<T: Threading>(world: &Comm<T>) {
 
 /// Exchange a message around the ring (so every path is up), mark
 /// `DIR/ready-RANK`, then wait forever in a receive nobody sends to: only
-/// the launcher's death, through the engine, may end this rank.
-fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path) {
+/// the launcher's death, through the engine, may end this rank. With
+/// `release`, wait instead for `DIR/go` to appear, then end normally.
+fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path, release: bool) {
     let (me, n) = (world.rank(), world.size());
     let mut b = [0u8; 8];
     // Four bytes go eagerly: the send returns before the peer receives.
@@ -1832,6 +1835,13 @@ fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path) {
         .recv(&mut b, ((me + n - 1) % n) as i32, 1)
         .or_die("recv ring");
     std::fs::write(dir.join(format!("ready-{me}")), b"").or_die("mark ready");
+    if release {
+        while !dir.join("go").exists() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        world.barrier().or_die("barrier after go");
+        return;
+    }
     let got = world.recv(&mut b, ANY_SOURCE, 999);
     die(format!("the receive nobody sends to returned {got:?}"));
 }
