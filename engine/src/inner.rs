@@ -308,6 +308,10 @@ impl Inner {
         self.lock_even_finalized().st.say_bye();
         self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
+        // Local peers then take our process ending for a goodbye, not a failure.
+        if let Some(shm) = self.lock_even_finalized().shm.as_ref() {
+            shm.mark_finalized();
+        }
         // The process manager may close the connection once we finalized.
         let watch = self
             .pmi_watch

@@ -43,6 +43,7 @@ pub mod matching;
 mod message;
 mod netmod;
 pub mod node_map;
+mod peer_watch;
 mod pg;
 mod pmi_watch;
 mod post;

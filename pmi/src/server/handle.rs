@@ -253,7 +253,9 @@ impl Server {
         out: &mut Vec<Output>,
     ) {
         if !self.forward_names {
-            let reply = self.names.answer(&request);
+            // The caller, as the table records publishers.
+            let caller = rank.map(|r| format!("{ns_id}:{r}"));
+            let reply = self.names.answer_for(&request, caller.as_deref());
             return reply_to(out, conn, &reply);
         }
         let Some(c) = self.conns.get_mut(&conn) else {

@@ -205,8 +205,13 @@ fn scripted_session_three_ranks() {
         s.ask(3, "cmd=lookup_name service=svc\n"),
         "cmd=lookup_result rc=0 port=p#1\n"
     );
+    // Only the publisher may take it away.
     assert_eq!(
         s.ask(3, "cmd=unpublish_name service=svc\n"),
+        "cmd=unpublish_result rc=1 msg=not_the_publisher\n"
+    );
+    assert_eq!(
+        s.ask(1, "cmd=unpublish_name service=svc\n"),
         "cmd=unpublish_result rc=0\n"
     );
     assert_eq!(
