@@ -38,6 +38,9 @@ use crate::spawn::SpawnBase;
 use crate::supervisor::{Failure, Supervisor};
 use crate::topology::{PlacementRequest, Topology};
 
+/// What the netmods read the job secret from (`rivet_netmods::auth`).
+const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
+
 fn main() -> ExitCode {
     let cli = Cli::from_args();
     match run(cli) {
@@ -72,6 +75,14 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         return Ok(0);
     }
     let (mut job, search_path) = job_spec(&cli)?;
+    // The job's processes (spawned ones too) prove to each other that they
+    // belong to it (the tcp netmod's HELLO); set last, so -genv cannot.
+    let secret: String = rivet_pmi::server::random_bytes(16)
+        .map_err(LaunchError::Io)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    job.env.push((JOB_SECRET_ENV.into(), secret.into()));
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
