@@ -24,6 +24,7 @@ use rivet_netmods::{Netmod, PeerId, Sink};
 use rivet_pmi::Client;
 
 use crate::error::{Error, Result};
+use crate::peer_watch::LocalPeers;
 use crate::pg::{Outgoing, Route, VcId};
 use crate::shm::ShmNode;
 use crate::state::{bytes, State};
@@ -42,6 +43,8 @@ pub struct Core {
     pub st: State,
     /// Progress calls since the netmod was last polled (`NETMOD_EVERY`).
     net_turn: u32,
+    /// The local peers' processes, watched for their end once all attached.
+    local_peers: Option<LocalPeers>,
 }
 
 /// In a job with shared memory too, the netmod is polled on every call
@@ -69,6 +72,7 @@ impl Core {
             pmi,
             st,
             net_turn: 0,
+            local_peers: None,
         }
     }
 
@@ -79,6 +83,7 @@ impl Core {
             if self.st.shm_pids.is_empty() {
                 let pids: Vec<u32> = (0..shm.local_size()).map(|p| shm.peer_pid(p)).collect();
                 if !pids.contains(&0) {
+                    self.local_peers = Some(LocalPeers::new(&pids, shm.me()));
                     self.st.shm_pids = pids;
                 }
             }
@@ -119,7 +124,55 @@ impl Core {
                 events += self.flush();
             }
         }
+        if events == 0 && self.local_peers.as_mut().is_some_and(LocalPeers::due) {
+            events += self.local_deaths();
+        }
         events
+    }
+
+    /// Fail the local peers whose process ended (`peer_watch.rs`): what
+    /// they wrote before is delivered first, so a death counts only once
+    /// a poll after seeing it finds nothing. A peer that had finalized
+    /// fails only what names it, as after a netmod `Bye`.
+    #[cold]
+    fn local_deaths(&mut self) -> usize {
+        let (Some(watch), Some(shm)) = (self.local_peers.as_mut(), self.shm.as_mut()) else {
+            return 0;
+        };
+        let ended = watch.ended();
+        if ended.is_empty() {
+            return 0;
+        }
+        let st = &mut self.st;
+        let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
+            match st.pgs.world.node_map.local_ranks().get(peer).copied() {
+                Some(rank) => st.deliver(VcId::world(rank), header, payload),
+                None => st.fail(format!("shared memory names unknown local rank {peer}")),
+            }
+        });
+        match polled {
+            Ok(0) => {}
+            Ok(n) => return n, // the next look decides
+            Err(e) => {
+                self.st.fail(format!("shared memory: {e}"));
+                return 0;
+            }
+        }
+        for (peer, pid) in ended {
+            watch.report(peer);
+            let Some(rank) = self.st.pgs.world.node_map.local_ranks().get(peer).copied() else {
+                continue;
+            };
+            let id = VcId::world(rank);
+            if shm.peer_finalized(peer) {
+                if let Ok(vc) = self.st.pgs.vc(id) {
+                    vc.finalized = true;
+                }
+            }
+            self.st
+                .peer_failed(id, &format!("its process (pid {pid}) on this node ended"));
+        }
+        1
     }
 
     /// Send a message now if its VC has nothing queued and the transport has

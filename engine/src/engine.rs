@@ -17,11 +17,12 @@ use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice, YieldMode};
 use crate::core::Core;
 use crate::dynamic::PARENT_PORT_KEY;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::netmod;
 use crate::node_map::NodeMap;
 use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
+use crate::pmi_watch::PmiWatch;
 use crate::shm::{cma, ShmConfig, ShmNode};
 use crate::state::{Limits, State};
 use crate::thread::{EngineLock, Shared, ThreadLevel, Threading};
@@ -236,6 +237,14 @@ impl<T: Threading> Engine<T> {
                 net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
             },
         );
+        // The launcher's death ends this process (`pmi_watch.rs`).
+        let watch = match pmi.as_ref().and_then(Client::connection_fd) {
+            Some(fd) => Some(PmiWatch::start(fd, rank).map_err(|source| Error::Io {
+                what: "starting the PMI connection watch".into(),
+                source,
+            })?),
+            None => None,
+        };
         let pmi = Arc::new(Mutex::new(pmi));
         Ok(Engine {
             inner: Arc::new(Inner {
@@ -246,6 +255,7 @@ impl<T: Threading> Engine<T> {
                 yields,
                 next_context: AtomicU32::new(FIRST_FREE_CONTEXT),
                 pmi,
+                pmi_watch: Mutex::new(watch),
                 finalized: AtomicBool::new(false),
                 info,
                 local_size: local_size as u32,

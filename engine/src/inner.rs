@@ -16,6 +16,7 @@ use crate::core::Core;
 use crate::dynamic::GroupTable;
 use crate::error::{Error, Result};
 use crate::pg::{VcId, Vcrt};
+use crate::pmi_watch::PmiWatch;
 use crate::post::SendArgs;
 use crate::status::Status;
 use crate::table::Op;
@@ -35,6 +36,8 @@ pub struct Inner {
     /// Cold: business cards on first contact, abort and finalize. Lock
     /// order: the engine lock (`core`) before this one.
     pub(crate) pmi: Arc<Mutex<Option<Client>>>,
+    /// Ends the process if the PMI connection hangs up; stopped at finalize.
+    pub(crate) pmi_watch: Mutex<Option<PmiWatch>>,
     pub(crate) finalized: AtomicBool,
     pub(crate) info: Vec<(String, String)>,
     pub(crate) local_size: u32,
@@ -305,6 +308,17 @@ impl Inner {
         self.lock_even_finalized().st.say_bye();
         self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
+        // Local peers then take our process ending for a goodbye, not a failure.
+        if let Some(shm) = self.lock_even_finalized().shm.as_ref() {
+            shm.mark_finalized();
+        }
+        // The process manager may close the connection once we finalized.
+        let watch = self
+            .pmi_watch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+        drop(watch);
         let client = self.pmi.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(client) = client {
             client.finalize()?;

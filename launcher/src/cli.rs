@@ -22,6 +22,24 @@ fn parse_bind_to(s: &str) -> Result<BindTo, String> {
         .map_err(|e: crate::topology::TopologyError| e.to_string())
 }
 
+/// The longest `--kill-grace`, in seconds.
+pub const MAX_KILL_GRACE: f64 = 3600.0;
+
+/// `--kill-grace`: a number of seconds from 0 to an hour; nan, infinities
+/// and negative values are refused (they cannot be a wait).
+fn parse_kill_grace(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.0..=MAX_KILL_GRACE).contains(&secs) {
+        return Err(format!(
+            "{s} is not a number of seconds from 0 to {MAX_KILL_GRACE}"
+        ));
+    }
+    Ok(secs)
+}
+
 /// Options mpiexec spells with one dash that clap wants with two.
 const SINGLE_DASH_LONG: &[&str] = &[
     "np",
@@ -150,7 +168,7 @@ pub struct Cli {
     pub disable_auto_cleanup: bool,
 
     /// Seconds between SIGTERM and SIGKILL when the job is torn down.
-    #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0)]
+    #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0, value_parser = parse_kill_grace)]
     pub kill_grace: f64,
 
     /// Place ranks round-robin over objects of this kind: core, hwthread, l3cache, numa, socket, node.
@@ -495,6 +513,23 @@ mod tests {
         let cli = parse(&["rivetrun", "--kill-grace", "5", "prog"]).unwrap();
         assert_eq!(cli.kill_grace, 5.0);
         assert_eq!(cli.command, ["prog"]);
+    }
+
+    #[test]
+    fn kill_grace_is_a_finite_wait() {
+        for ok in ["0", "0.5", "3600"] {
+            let cli = parse(&["rivetrun", "--kill-grace", ok, "prog"]).unwrap();
+            assert_eq!(cli.kill_grace, ok.parse::<f64>().unwrap());
+        }
+        for bad in [
+            "nan", "NaN", "inf", "-inf", "-1", "3601", "1e300", "soon", "",
+        ] {
+            let arg = format!("--kill-grace={bad}");
+            let err = parse(&["rivetrun", &arg, "prog"])
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("--kill-grace"), "{bad}: {err}");
+        }
     }
 
     #[test]

@@ -15,6 +15,8 @@ use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
 
+use rivet_pmi::server::{PortAuth, PORT_SECRET_ENV};
+
 use crate::error::LaunchError;
 
 /// How a rank reaches rivetrun's PMI server.
@@ -22,8 +24,9 @@ use crate::error::LaunchError;
 pub enum PmiChannel {
     /// An inherited socket (`PMI_FD`), MPICH's default.
     Fd,
-    /// A TCP connection to `host:port` (`PMI_PORT` + `PMI_ID`).
-    Port(String),
+    /// A TCP connection to `host:port` (`PMI_PORT` + `PMI_ID`), with the
+    /// random ids and job secret that authenticate it.
+    Port(String, PortAuth),
 }
 
 /// What every rank of the job shares.
@@ -166,13 +169,16 @@ pub fn start_rank(
             pmi = Some(parent);
             child_end = Some(child);
         }
-        PmiChannel::Port(addr) => {
-            cmd.env("PMI_PORT", addr).env("PMI_ID", rank.to_string());
+        PmiChannel::Port(addr, auth) => {
+            let id = auth.ids.get(rank as usize).copied().unwrap_or(-1);
+            cmd.env("PMI_PORT", addr)
+                .env("PMI_ID", id.to_string())
+                .env(PORT_SECRET_ENV, &auth.secret);
         }
     }
+    die_with_launcher(&mut cmd);
     // A process starts with the CPU mask of the thread that created it, so
-    // binding needs no code between fork and exec, and std can use
-    // posix_spawn (vfork), which starts ranks faster than fork.
+    // binding needs no code between fork and exec.
     if let Some(mask) = place.affinity.as_ref().or(job.default_affinity.as_ref()) {
         set_thread_affinity(mask).map_err(|err| LaunchError::Bind { rank, err })?;
     }
@@ -189,6 +195,35 @@ pub fn start_rank(
         child,
         pmi,
     })
+}
+
+/// The started process gets SIGKILL when rivetrun dies, however it dies
+/// (`kill -9` included): nothing of a job outlives its launcher.
+///
+/// The parent-death signal fires when the *thread* that forked exits, so
+/// ranks and spawned processes must be started by a thread that lives as
+/// long as rivetrun: the main thread, which runs the supervisor. The
+/// process (or a rank's engine, which also watches its PMI connection) may
+/// still fork children of its own; those are reached by the process-group
+/// kill of a teardown, or by the engine's watch, not by this.
+fn die_with_launcher(cmd: &mut Command) {
+    // SAFETY: getpid takes no pointers.
+    let launcher = unsafe { libc::getpid() };
+    // SAFETY: the closure runs between fork and exec and calls only
+    // async-signal-safe system calls (prctl, getppid, _exit), touching no
+    // memory but its captured integer.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // rivetrun died before the signal was armed: go at once.
+            if libc::getppid() != launcher {
+                libc::_exit(1);
+            }
+            Ok(())
+        })
+    };
 }
 
 /// rivetrun's scheduling priority relative to its ranks.

@@ -6,7 +6,8 @@
 //! forwards output and signals, and decides the exit code. `output` holds the
 //! line buffering, `cli` the mpiexec-style options, `info` the `--info`
 //! probes, `error` the launch errors, `nameserver` the `--name-server` mode
-//! and the client side of `--nameserver`.
+//! and the client side of `--nameserver`, `leftovers` the job's temporary
+//! directory and the sweep of what dead jobs left.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -14,6 +15,7 @@ mod cli;
 mod error;
 mod info;
 mod launch;
+mod leftovers;
 mod nameserver;
 mod nonblocking;
 mod output;
@@ -24,7 +26,6 @@ mod topology;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::process::{ChildStdin, ExitCode};
 use std::time::Duration;
 
@@ -33,9 +34,13 @@ use rivet_pmi::server::{NamespaceSpec, Server};
 use crate::cli::Cli;
 use crate::error::LaunchError;
 use crate::launch::{JobSpec, PmiChannel, RankPlace};
+use crate::leftovers::{JobDir, ShmSweep};
 use crate::spawn::SpawnBase;
 use crate::supervisor::{Failure, Supervisor};
 use crate::topology::{PlacementRequest, Topology};
+
+/// What the netmods read the job secret from (`rivet_netmods::auth`).
+const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
     let cli = Cli::from_args();
@@ -90,6 +95,14 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         info::print(&topo);
         return Ok(0);
     };
+    // The job's processes (spawned ones too) prove to each other that they
+    // belong to it (the tcp netmod's HELLO); set last, so -genv cannot.
+    let secret: String = rivet_pmi::server::random_bytes(16)
+        .map_err(LaunchError::Io)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    job.env.push((JOB_SECRET_ENV.into(), secret.into()));
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
@@ -113,13 +126,23 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
             eprintln!("{}", topology::report_line(rank, &host));
         }
     }
+    // What jobs killed before they could clean up left behind.
+    let tmp = std::env::temp_dir();
+    let swept = leftovers::sweep_dead_jobs(&[std::path::Path::new("/dev/shm"), &tmp]);
+    if !swept.is_empty() {
+        let names: Vec<String> = swept.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "rivetrun: note: removed what dead jobs left: {}",
+            names.join(" ")
+        );
+    }
     // Ranks load the topology from this file instead of rediscovering it.
-    let xml =
-        TempFile(std::env::temp_dir().join(format!("rivet-{}-topology.xml", std::process::id())));
-    topo.export_xml(&xml.0)?;
+    let dir = JobDir::create(&tmp).map_err(LaunchError::Io)?;
+    let xml = dir.path().join("topology.xml");
+    topo.export_xml(&xml)?;
     let _segments = ShmSweep(std::process::id());
 
-    let mut attributes = placement.pmi_keys(Some(&xml.0))?;
+    let mut attributes = placement.pmi_keys(Some(&xml))?;
     // Spawned processes are unbound: of the placement keys only the machine's topology holds for them.
     let mut spawn_attributes: Vec<(String, String)> = attributes
         .iter()
@@ -172,14 +195,15 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         );
     }
 
-    let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, 3600.0));
+    let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, cli::MAX_KILL_GRACE));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
     supervisor.keep_going(cli.disable_auto_cleanup);
     if let Some(addr) = name_server {
         supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
     }
     if cli.pmi_port {
-        job.channel = PmiChannel::Port(supervisor.listen_tcp().map_err(LaunchError::Io)?);
+        let (addr, auth) = supervisor.listen_tcp(size).map_err(LaunchError::Io)?;
+        job.channel = PmiChannel::Port(addr, auth);
     }
 
     let pmix = pmix.and_then(|starting| match starting.finish() {
@@ -261,34 +285,6 @@ fn placement_request(cli: &Cli) -> PlacementRequest {
             .mesh_dims
             .as_ref()
             .map(|d| d.iter().map(|&x| x as usize).collect()),
-    }
-}
-
-/// A file removed when the job ends, on every path out of `run`.
-struct TempFile(PathBuf);
-
-impl Drop for TempFile {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.0);
-    }
-}
-
-/// Removes the job's shared-memory segments when the job ends. Rivet ranks
-/// unlink their node segment once every local rank attached; this catches a
-/// job that died before that (`/dev/shm/rivet-<RIVET_JOBID>-*`).
-struct ShmSweep(u32);
-
-impl Drop for ShmSweep {
-    fn drop(&mut self) {
-        let prefix = format!("rivet-{}-", self.0);
-        let Ok(dir) = std::fs::read_dir("/dev/shm") else {
-            return;
-        };
-        for entry in dir.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(entry.path());
-            }
-        }
     }
 }
 

@@ -600,9 +600,11 @@ impl Drop for PmixHost {
     }
 }
 
-/// A fresh 0700 directory of our own under the system's temp dir.
+/// A fresh 0700 directory of our own under the system's temp dir, named
+/// `rivet-<pid>-pmix-*` so that the next rivetrun sweeps it away if this one
+/// dies before removing it (`leftovers.rs`).
 fn private_dir() -> Result<PathBuf, String> {
-    let template = std::env::temp_dir().join("rivet-pmix-XXXXXX");
+    let template = std::env::temp_dir().join(format!("rivet-{}-pmix-XXXXXX", std::process::id()));
     let mut bytes = template.into_os_string().into_encoded_bytes();
     bytes.push(0);
     // SAFETY: a writable NUL-terminated template ending in XXXXXX.

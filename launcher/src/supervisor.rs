@@ -29,7 +29,9 @@ use std::time::{Duration, Instant};
 use mio::net::{TcpListener, TcpStream, UnixStream};
 use mio::unix::pipe::Receiver;
 use mio::{Events, Interest, Poll, Token, Waker};
-use rivet_pmi::server::{ConnId, NameRequest, NamespaceSpec, NsId, Output, Server, SpawnFailure};
+use rivet_pmi::server::{
+    ConnId, NameRequest, NamespaceSpec, NsId, Output, PortAuth, Server, SpawnFailure,
+};
 use rivet_pmi::wire::{Message, SpawnRequest};
 use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
@@ -60,6 +62,8 @@ pub enum Who {
         kvsname: String,
         index: u32,
     },
+    /// A `PMI_PORT` connection that never said which rank it is.
+    Unidentified,
 }
 
 impl fmt::Display for Who {
@@ -67,6 +71,7 @@ impl fmt::Display for Who {
         match self {
             Who::Rank(rank) => write!(f, "rank {rank}"),
             Who::Spawned { kvsname, index } => write!(f, "spawned process {index} of {kvsname}"),
+            Who::Unidentified => write!(f, "an unidentified PMI connection"),
         }
     }
 }
@@ -345,15 +350,19 @@ impl Supervisor {
         })
     }
 
-    /// Listen for PMI_PORT connections; returns the `host:port` to hand to the ranks.
-    pub fn listen_tcp(&mut self) -> io::Result<String> {
+    /// Listen for PMI_PORT connections of the job's `size` ranks; returns
+    /// the `host:port` and the ids and secret to hand to the ranks, without
+    /// which a connection is served nothing (`rivet_pmi::server::PortAuth`).
+    pub fn listen_tcp(&mut self, size: u32) -> io::Result<(String, PortAuth)> {
+        let auth = PortAuth::generate(size)?;
+        self.server.require_port_auth(self.ns, auth.clone());
         let mut listener = TcpListener::bind("127.0.0.1:0".parse().expect("literal address"))?;
         let addr = listener.local_addr()?;
         self.poll
             .registry()
             .register(&mut listener, LISTENER, Interest::READABLE)?;
         self.listener = Some(listener);
-        Ok(format!("127.0.0.1:{}", addr.port()))
+        Ok((format!("127.0.0.1:{}", addr.port()), auth))
     }
 
     fn token(&mut self) -> Token {
@@ -738,7 +747,10 @@ impl Supervisor {
                     exit_code,
                     message,
                 } => {
-                    let who = self.who(ns, rank);
+                    let who = match rank {
+                        Some(rank) => self.who(ns, rank),
+                        None => Who::Unidentified,
+                    };
                     self.begin_teardown(Failure::Aborted {
                         who,
                         code: exit_code,

@@ -24,6 +24,7 @@
 
 use std::ptr::NonNull;
 
+pub mod auth;
 mod fxhash;
 mod jobs;
 #[cfg(feature = "ofi")]

@@ -202,7 +202,7 @@ fn pmi_fd_from_the_environment_rules() {
     let events = hub.events.lock().unwrap();
     assert!(matches!(
         events.as_slice(),
-        [Output::Abort { rank: 0, exit_code: 5, message: Some(m), .. }] if m == "bye now"
+        [Output::Abort { rank: Some(0), exit_code: 5, message: Some(m), .. }] if m == "bye now"
     ));
 }
 

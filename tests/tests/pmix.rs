@@ -163,13 +163,13 @@ fn rivet_pmi_pmi1_refuses_a_pmix_launch_with_a_reason() {
     );
 }
 
-/// rivetrun's PMIx server directories (`rivet-pmix-*` in the temp dir).
+/// rivetrun's PMIx server directories (`rivet-<pid>-pmix-*` in the temp dir).
 fn pmix_dirs() -> Vec<String> {
     std::fs::read_dir(std::env::temp_dir())
         .map(|d| {
             d.filter_map(|e| e.ok())
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("rivet-pmix-"))
+                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
                 .collect()
         })
         .unwrap_or_default()

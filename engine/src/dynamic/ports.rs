@@ -75,7 +75,6 @@ struct Inbox {
 
 #[derive(Default)]
 pub struct Ports {
-    next_tag: u64,
     /// Open ports: tag → temporary VCs connected to it, not yet accepted.
     open: HashMap<u64, VecDeque<VcId>, FxBuildHasher>,
     /// Connections the netmod closes after its poll: to tags not open, and
@@ -129,14 +128,29 @@ impl State {
     }
 }
 
+/// A port tag nobody can guess (a stranger who could would reach the
+/// accept queue): 64 random bits, never 0.
+fn random_tag() -> Result<u64> {
+    let bytes = rivet_pmi::server::random_bytes(8).map_err(|source| Error::Io {
+        what: "drawing a random port tag".into(),
+        source,
+    })?;
+    let tag = u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+    Ok(tag.max(1))
+}
+
 impl Inner {
     /// Open a port: its name carries this process's business card.
     pub(crate) fn open_port(&self) -> Result<String> {
         let card = self.ensure_netmod()?;
         let mut core = self.lock()?;
         let ports = &mut core.st.ports;
-        ports.next_tag += 1;
-        let tag = ports.next_tag;
+        let tag = loop {
+            let tag = random_tag()?;
+            if !ports.open.contains_key(&tag) {
+                break tag;
+            }
+        };
         ports.open.insert(tag, VecDeque::new());
         Ok(PortName { tag, card }.to_string())
     }
@@ -304,6 +318,16 @@ mod tests {
     /// A port connection carries `Port` messages only: anything else is
     /// refused (not matched) and the connection is dropped as bad; and a
     /// `Port` message on a rank's VC is refused too.
+    #[test]
+    fn port_tags_are_random_64_bit_numbers() {
+        let tags: std::collections::HashSet<u64> =
+            (0..256).map(|_| random_tag().unwrap()).collect();
+        assert_eq!(tags.len(), 256);
+        assert!(!tags.contains(&0));
+        // Counting up from 1 would never leave the low 32 bits.
+        assert!(tags.iter().filter(|&&t| t > u64::from(u32::MAX)).count() > 200);
+    }
+
     #[test]
     fn temporary_vcs_carry_only_port_messages() {
         let mut st = state(2, false);

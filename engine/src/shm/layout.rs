@@ -41,6 +41,8 @@ pub const HEADER_MIN: usize = SLOTS_BASE;
 pub const S_PID: usize = 0;
 pub const S_CMA_ADDR: usize = 8;
 pub const S_CMA_VALUE: usize = 16;
+/// Nonzero once the rank finalized (so its process ending is no failure).
+pub const S_DONE: usize = 24;
 
 /// Offsets inside a rank control block. Each queue's head (the
 /// consumer's) and tail (swapped by every producer) have a line each, so

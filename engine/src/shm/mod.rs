@@ -1016,6 +1016,29 @@ impl ShmNode {
         Ok(k + 1)
     }
 
+    /// This process's local rank.
+    pub fn me(&self) -> usize {
+        self.me
+    }
+
+    /// Record in the segment that this rank finalized: a peer that later
+    /// sees its process gone knows it left on purpose.
+    pub fn mark_finalized(&self) {
+        self.seg
+            .word(self.layout.slot(self.me) + S_DONE)
+            .store(1, Ordering::Release);
+    }
+
+    /// Whether local rank `peer` finalized ([`Self::mark_finalized`]).
+    pub fn peer_finalized(&self, peer: usize) -> bool {
+        peer < self.local_size
+            && self
+                .seg
+                .word(self.layout.slot(peer) + S_DONE)
+                .load(Ordering::Acquire)
+                != 0
+    }
+
     /// Process id of local rank `peer` (for single-copy reads); 0 if `peer`
     /// has not attached yet or is out of range.
     pub fn peer_pid(&self, peer: usize) -> u32 {

@@ -4,6 +4,7 @@
 
 use std::io;
 
+use crate::auth::{JobKey, JOB_SECRET_ENV};
 use crate::{parse_size, NetmodError};
 
 use super::wire::MAX_PAYLOAD;
@@ -34,6 +35,8 @@ pub struct TcpConfig {
     pub piece: usize,
     /// Make the io_uring set-up fail, to test the fallback to poll.
     pub inject_uring_failure: bool,
+    /// The job secret (`RIVET_JOB_SECRET`): HELLOs within the job prove it.
+    pub job_key: Option<JobKey>,
 }
 
 impl Default for TcpConfig {
@@ -44,6 +47,7 @@ impl Default for TcpConfig {
             eager_max: 64 * 1024,
             piece: 1 << 20,
             inject_uring_failure: false,
+            job_key: None,
         }
     }
 }
@@ -99,6 +103,9 @@ impl TcpConfig {
             if let Some((name, v)) = setting {
                 *field = parse_size(&v).map_err(|why| invalid(name, why))?;
             }
+        }
+        if let Some(v) = set(JOB_SECRET_ENV) {
+            c.job_key = Some(JobKey::from_hex(&v).map_err(|why| invalid(JOB_SECRET_ENV, why))?);
         }
         if let Some(v) = set("RIVET_TCP_URING_INJECT_FAILURE") {
             c.inject_uring_failure = v.trim() == "1";

@@ -121,8 +121,10 @@ impl TcpNetmod {
             .iter()
             .map(|ip| SocketAddr::new(IpAddr::V4(*ip), local.port()))
             .collect();
+        let mut st = State::new(my_rank, job.as_bytes());
+        st.key = config.job_key;
         Ok(TcpNetmod {
-            st: State::new(my_rank, job.as_bytes()),
+            st,
             io,
             cfg: config,
             card: card::format(&addrs),

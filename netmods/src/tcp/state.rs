@@ -43,11 +43,12 @@ use std::net::SocketAddr;
 use std::os::fd::OwnedFd;
 
 use crate::jobs::Jobs;
-use crate::{peer_id, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
+use crate::{peer_id, split_peer, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
 
 use super::conn::{Outq, Rx};
 use super::sys::{self, SockAddr};
 use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_PORT, KIND_RANK, VERDICT_LEN};
+use crate::auth::{self, JobKey};
 
 pub(crate) type PeerMap = HashMap<PeerId, Peer, FxBuildHasher>;
 
@@ -210,6 +211,8 @@ pub(crate) struct State {
     /// Messages delivered and connections made since the backend last
     /// took this count.
     pub events: usize,
+    /// The job secret: rank HELLOs within our job carry and need its MAC.
+    pub key: Option<JobKey>,
 }
 
 impl State {
@@ -231,6 +234,7 @@ impl State {
             failures: Vec::new(),
             made: 0,
             events: 0,
+            key: None,
         }
     }
 
@@ -441,15 +445,21 @@ impl State {
     /// The connect of `slot` succeeded: send the HELLO (our rank, or the
     /// port's tag).
     pub(crate) fn connected(&mut self, slot: u32) {
-        let (me, job) = (self.me, std::mem::take(&mut self.jobs.own));
+        let (me, job, key) = (self.me, std::mem::take(&mut self.jobs.own), self.key);
         if let Some(s) = self.sock(slot) {
             if let Phase::Connecting { addr } = s.phase {
                 let (kind, id) = match s.port {
                     Some(tag) => (KIND_PORT, tag),
                     None => (KIND_RANK, me),
                 };
+                // Only a rank of our own job can check our MAC.
+                let target = match (s.port, s.peer.map(split_peer)) {
+                    (None, Some((0, rank))) => Some(u64::from(rank)),
+                    _ => None,
+                };
+                let auth = wire::hello_auth(key.as_ref(), kind, id, target, &job);
                 s.phase = Phase::Hello { addr };
-                s.hs.out_len = wire::encode_hello(&mut s.hs.out, kind, id, &job);
+                s.hs.out_len = wire::encode_hello(&mut s.hs.out, kind, id, &job, &auth);
                 s.hs.out_pos = 0;
             }
         }
@@ -601,11 +611,27 @@ impl State {
                 (Some(peer), Verdict::Accept)
             }
             Hello::Done { kind, .. } if kind != KIND_RANK => (None, Verdict::Unsupported),
-            Hello::Done { id: rank, job, .. } => {
+            Hello::Done {
+                id: rank,
+                job,
+                nonce,
+                mac,
+                ..
+            } => {
+                // A rank of our own job proves it with the job secret.
+                let proven = |key: &JobKey| {
+                    auth::same(
+                        &wire::hello_mac(key, KIND_RANK, rank, me, job, &nonce),
+                        &mac,
+                    )
+                };
                 match (self.jobs.group_of(job), u32::try_from(rank)) {
                     (None, _) => (None, Verdict::OtherJob),
                     (Some(_), Err(_)) => (None, Verdict::Unsupported),
                     (Some(0), Ok(_)) if rank == me => (None, Verdict::Unsupported),
+                    (Some(0), Ok(_)) if self.key.as_ref().is_some_and(|k| !proven(k)) => {
+                        (None, Verdict::Unsupported)
+                    }
                     (Some(group), Ok(r)) => {
                         let peer = peer_id(group, r);
                         // The connection started by the lower identity wins.
@@ -872,10 +898,20 @@ mod tests {
     }
 
     fn hello_kind(st: &mut State, kind: u8, id: u64, job: &[u8]) -> (u32, Verdict) {
+        hello_auth(st, kind, id, job, &[0; wire::HELLO_AUTH])
+    }
+
+    fn hello_auth(
+        st: &mut State,
+        kind: u8,
+        id: u64,
+        job: &[u8],
+        auth: &[u8; wire::HELLO_AUTH],
+    ) -> (u32, Verdict) {
         let (fd, _other) = sock_pair();
         let slot = st.add_acceptor(fd);
         let mut b = [0u8; HELLO_MAX];
-        let n = wire::encode_hello(&mut b, kind, id, job);
+        let n = wire::encode_hello(&mut b, kind, id, job, auth);
         let s = st.sock(slot).unwrap();
         s.hs.inb[..n].copy_from_slice(&b[..n]);
         st.hs_received(slot, n);
@@ -910,6 +946,47 @@ mod tests {
         // A stranger with no connection of ours is accepted.
         assert_eq!(hello_from(&mut st, 9, b"job").1, Verdict::Accept);
         assert!(st.failures.is_empty());
+    }
+
+    #[test]
+    fn with_a_job_secret_a_rank_hello_of_our_job_must_prove_it() {
+        let key = JobKey::new([7; 16]);
+        let mut st = State::new(1, b"job");
+        st.key = Some(key);
+        st.jobs.add(1, b"other").unwrap();
+        // A stranger naming our job: no MAC, a MAC for another target,
+        // another key, a MAC over another rank: all refused.
+        let wrong_key = JobKey::new([8; 16]);
+        let cases: [(Option<&JobKey>, u64, Option<u64>); 4] = [
+            (None, 0, None),
+            (Some(&key), 0, Some(2)),
+            (Some(&wrong_key), 0, Some(1)),
+            (Some(&key), 3, Some(1)),
+        ];
+        for (k, signer, target) in cases {
+            let mut auth = wire::hello_auth(k, KIND_RANK, signer, target, b"job");
+            if signer == 3 {
+                // Signed as rank 3, sent as rank 0.
+                auth = wire::hello_auth(k, KIND_RANK, 3, target, b"job");
+            }
+            assert_eq!(
+                hello_auth(&mut st, KIND_RANK, 0, b"job", &auth).1,
+                Verdict::Unsupported,
+                "signer {signer} target {target:?}"
+            );
+        }
+        assert!(st.peers.get(&0).is_none_or(|p| p.conn.is_none()));
+        // The real rank 0, proving it to us (rank 1): accepted.
+        let auth = wire::hello_auth(Some(&key), KIND_RANK, 0, Some(1), b"job");
+        assert_eq!(
+            hello_auth(&mut st, KIND_RANK, 0, b"job", &auth).1,
+            Verdict::Accept
+        );
+        // Another job has its own secret: nothing to check here.
+        assert_eq!(hello_from(&mut st, 4, b"other").1, Verdict::Accept);
+        // Without a secret, as before: a rank HELLO without a MAC is taken.
+        let mut plain = State::new(1, b"job");
+        assert_eq!(hello_from(&mut plain, 0, b"job").1, Verdict::Accept);
     }
 
     /// A pending connection of ours to `peer`.
@@ -1021,7 +1098,7 @@ mod tests {
         let slot = st.add_connector(me, 0, true, None).unwrap();
         st.connected(slot);
         match wire::parse_hello(st.sock(slot).unwrap().hs_pending()) {
-            Hello::Done { kind, id, job } => {
+            Hello::Done { kind, id, job, .. } => {
                 assert_eq!((kind, id, job), (KIND_PORT, 5, &b"job"[..]))
             }
             h => panic!("{h:?}"),

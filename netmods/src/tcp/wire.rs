@@ -3,7 +3,7 @@
 //! so both backends and the tests share one definition.
 //!
 //! ```text
-//! HELLO   (connector → acceptor): magic[8] kind:u8 id:u64 job_len:u16 job[job_len]
+//! HELLO   (connector → acceptor): magic[8] kind:u8 id:u64 job_len:u16 job[job_len] nonce[8] mac[8]
 //! VERDICT (acceptor → connector): magic[8] verdict:u8
 //! FRAME   (both ways, once accepted): header_len:u32 payload_len:u32 header payload
 //! ```
@@ -21,11 +21,16 @@
 //!   never a duplicate: each is a connection of its own, a temporary peer
 //!   in `TEMP_GROUP` on both sides, named by each side's own counter.
 //!
+//! `mac` proves a rank HELLO to a rank of the connector's own job: the
+//! job secret's MAC over (kind, id, the target's rank, job, nonce)
+//! ([`hello_mac`], `crate::auth`); zero where there is nothing to prove
+//! (no secret, another job, a port).
+//!
 //! Frames follow the accepting VERDICT on both kinds alike.
 
 /// Opens both handshake messages: a stray client or another protocol is
 /// recognised by its first eight bytes.
-pub(crate) const MAGIC: [u8; 8] = *b"RVTCP\x01\0\0";
+pub(crate) const MAGIC: [u8; 8] = *b"RVTCP\x02\0\0";
 
 /// Identity kind: a rank of a process group; the HELLO's id is the rank.
 pub(crate) const KIND_RANK: u8 = 1;
@@ -35,8 +40,11 @@ pub(crate) const KIND_PORT: u8 = 2;
 
 /// HELLO up to the job id: magic, kind, id, job length.
 pub(crate) const HELLO_FIXED: usize = 8 + 1 + 8 + 2;
+use crate::auth::JobKey;
 pub(crate) use crate::jobs::MAX_JOB;
-pub(crate) const HELLO_MAX: usize = HELLO_FIXED + MAX_JOB;
+/// HELLO after the job id: nonce and MAC.
+pub(crate) const HELLO_AUTH: usize = 16;
+pub(crate) const HELLO_MAX: usize = HELLO_FIXED + MAX_JOB + HELLO_AUTH;
 pub(crate) const VERDICT_LEN: usize = 9;
 
 /// Frame prefix: header length and payload length.
@@ -82,16 +90,61 @@ pub(crate) fn parse_verdict(b: &[u8]) -> Result<Verdict, &'static str> {
 }
 
 /// Writes a HELLO of `kind` with `id` (rank or port tag) from job `job`
-/// into `buf`; returns its length. `job` must be at most [`MAX_JOB`] bytes
-/// (checked at construction).
-pub(crate) fn encode_hello(buf: &mut [u8; HELLO_MAX], kind: u8, id: u64, job: &[u8]) -> usize {
+/// into `buf`, then `auth` (nonce and MAC); returns its length. `job` must
+/// be at most [`MAX_JOB`] bytes (checked at construction).
+pub(crate) fn encode_hello(
+    buf: &mut [u8; HELLO_MAX],
+    kind: u8,
+    id: u64,
+    job: &[u8],
+    auth: &[u8; HELLO_AUTH],
+) -> usize {
     let n = job.len().min(MAX_JOB);
     buf[..8].copy_from_slice(&MAGIC);
     buf[8] = kind;
     buf[9..17].copy_from_slice(&id.to_le_bytes());
     buf[17..19].copy_from_slice(&(n as u16).to_le_bytes());
     buf[HELLO_FIXED..HELLO_FIXED + n].copy_from_slice(&job[..n]);
-    HELLO_FIXED + n
+    buf[HELLO_FIXED + n..HELLO_FIXED + n + HELLO_AUTH].copy_from_slice(auth);
+    HELLO_FIXED + n + HELLO_AUTH
+}
+
+/// The MAC of a rank HELLO from rank `id` of `job` to rank `target` of
+/// the same job.
+pub(crate) fn hello_mac(
+    key: &JobKey,
+    kind: u8,
+    id: u64,
+    target: u64,
+    job: &[u8],
+    nonce: &[u8; 8],
+) -> [u8; 8] {
+    key.mac(&[
+        &[kind],
+        &id.to_le_bytes(),
+        &target.to_le_bytes(),
+        job,
+        nonce,
+    ])
+}
+
+/// A fresh nonce and, with a key and a target of our own job, the MAC.
+pub(crate) fn hello_auth(
+    key: Option<&JobKey>,
+    kind: u8,
+    id: u64,
+    target: Option<u64>,
+    job: &[u8],
+) -> [u8; HELLO_AUTH] {
+    let nonce = crate::auth::nonce();
+    let mac = match (key, target) {
+        (Some(k), Some(t)) => hello_mac(k, kind, id, t, job, &nonce),
+        _ => [0; 8],
+    };
+    let mut out = [0u8; HELLO_AUTH];
+    out[..8].copy_from_slice(&nonce);
+    out[8..].copy_from_slice(&mac);
+    out
 }
 
 /// A HELLO as far as it has arrived.
@@ -108,6 +161,8 @@ pub(crate) enum Hello<'a> {
         /// The rank ([`KIND_RANK`]) or port tag ([`KIND_PORT`]).
         id: u64,
         job: &'a [u8],
+        nonce: [u8; 8],
+        mac: [u8; 8],
     },
 }
 
@@ -125,13 +180,16 @@ pub(crate) fn parse_hello(b: &[u8]) -> Hello<'_> {
     if len > MAX_JOB {
         return Hello::LongJob;
     }
-    match b.len().cmp(&(HELLO_FIXED + len)) {
+    let end = HELLO_FIXED + len;
+    match b.len().cmp(&(end + HELLO_AUTH)) {
         std::cmp::Ordering::Less => Hello::Partial,
         std::cmp::Ordering::Greater => Hello::Bad("bytes after the handshake"),
         std::cmp::Ordering::Equal => Hello::Done {
             kind,
             id,
-            job: &b[HELLO_FIXED..],
+            job: &b[HELLO_FIXED..end],
+            nonce: b[end..end + 8].try_into().unwrap_or_default(),
+            mac: b[end + 8..].try_into().unwrap_or_default(),
         },
     }
 }
@@ -163,16 +221,19 @@ mod tests {
     #[test]
     fn hello_round_trip_and_partials() {
         let mut buf = [0u8; HELLO_MAX];
-        let n = encode_hello(&mut buf, KIND_PORT, u64::MAX - 1, b"kvs_9");
+        let auth: [u8; HELLO_AUTH] = std::array::from_fn(|i| i as u8 + 1);
+        let n = encode_hello(&mut buf, KIND_PORT, u64::MAX - 1, b"kvs_9", &auth);
         assert_eq!(
             parse_hello(&buf[..n]),
             Hello::Done {
                 kind: KIND_PORT,
                 id: u64::MAX - 1,
-                job: b"kvs_9"
+                job: b"kvs_9",
+                nonce: auth[..8].try_into().unwrap(),
+                mac: auth[8..].try_into().unwrap(),
             }
         );
-        let n = encode_hello(&mut buf, KIND_RANK, 7, b"kvs_42");
+        let n = encode_hello(&mut buf, KIND_RANK, 7, b"kvs_42", &[0; HELLO_AUTH]);
         for cut in 0..n {
             assert_eq!(parse_hello(&buf[..cut]), Hello::Partial, "cut {cut}");
         }
@@ -181,7 +242,9 @@ mod tests {
             Hello::Done {
                 kind: KIND_RANK,
                 id: 7,
-                job: b"kvs_42"
+                job: b"kvs_42",
+                nonce: [0; 8],
+                mac: [0; 8],
             }
         );
         assert!(matches!(parse_hello(&buf[..n + 1]), Hello::Bad(_)));

@@ -43,6 +43,11 @@ impl Conn {
         }
     }
 
+    /// The connection's descriptor (for a watch on it hanging up).
+    pub fn raw_fd(&self) -> std::os::fd::RawFd {
+        self.stream.as_raw_fd()
+    }
+
     pub fn send(&mut self, msg: &Message) -> Result<()> {
         let bytes = msg.encode()?;
         self.send_bytes(&bytes, msg.cmd())

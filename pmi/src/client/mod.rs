@@ -82,6 +82,13 @@ fn file_from_fd(fd: RawFd) -> Result<File> {
     Ok(File::from(owned))
 }
 
+/// The job secret rivetrun gives `PMI_PORT` ranks, sent with `initack`.
+fn port_secret() -> Option<String> {
+    std::env::var(crate::server::PORT_SECRET_ENV)
+        .ok()
+        .filter(|s| !s.is_empty())
+}
+
 impl Client {
     /// Connect as the environment says (`PMI_FD`, `PMI_PORT`/`PMI_ID`, or
     /// singleton) and run the start-up sequence.
@@ -166,6 +173,17 @@ impl Client {
         })
     }
 
+    /// The process manager connection (`None` for a singleton), borrowed
+    /// for a watch on it hanging up; nothing may be read from it.
+    pub fn connection_fd(&self) -> Option<std::os::fd::BorrowedFd<'_>> {
+        match &self.mode {
+            // SAFETY: the descriptor is open while `self.mode` owns the stream,
+            // which outlives the borrow.
+            Mode::Remote(c) => Some(unsafe { std::os::fd::BorrowedFd::borrow_raw(c.raw_fd()) }),
+            Mode::Singleton(_) | Mode::Pmix(_) => None,
+        }
+    }
+
     fn conn(&mut self) -> Option<&mut Conn> {
         match &mut self.mode {
             Mode::Remote(c) => Some(c),
@@ -197,7 +215,13 @@ impl Client {
             return Ok(());
         };
         check(
-            conn.request(&Message::InitAck { pmiid }, "initack")?,
+            conn.request(
+                &Message::InitAck {
+                    pmiid,
+                    secret: port_secret(),
+                },
+                "initack",
+            )?,
             "initack",
         )?;
         let (mut rank, mut size) = (None, None);

@@ -28,6 +28,7 @@ fn error_code(e: &Error) -> String {
         Error::MissingField { field, .. } => format!("missing_field_{field}"),
         Error::BadNumber { field, .. } => format!("bad_number_{field}"),
         Error::TooLong { what, .. } => format!("{}_too_long", what.replace(' ', "_")),
+        Error::LineTooLong { max, .. } => format!("line_too_long_max_{max}_bytes"),
         Error::Malformed { reason } => format!("malformed: {reason}"),
         other => format!("bad_request: {other}"),
     }
@@ -39,6 +40,22 @@ fn fail(out: &mut Vec<Output>, conn: ConnId, query: &str, rc: i32, msg: &str) {
 
 impl Server {
     pub(super) fn handle_frame(&mut self, conn: ConnId, frame: Frame, out: &mut Vec<Output>) {
+        if !self.conns.contains_key(&conn) {
+            return; // refused earlier in this same read
+        }
+        if self.unauthenticated(conn) && !matches!(frame, Frame::Message(Message::InitAck { .. })) {
+            let what = match &frame {
+                Frame::Message(m) => format!("cmd={}", m.cmd()),
+                Frame::Invalid { .. } => "an unreadable line".to_string(),
+            };
+            return self.refuse(
+                conn,
+                format!(
+                    "a PMI_PORT connection sent {what} before authenticating with initack; refused"
+                ),
+                out,
+            );
+        }
         match frame {
             Frame::Message(m) => self.handle(conn, m, out),
             Frame::Invalid { cmd, error } if cmd.as_deref() == Some("abort") => {
@@ -164,7 +181,7 @@ impl Server {
             }
             M::Abort { exitcode, message } => out.push(Output::Abort {
                 ns: ns_id,
-                rank: rank.unwrap_or(u32::MAX),
+                rank,
                 exit_code: exitcode,
                 message,
             }),
@@ -194,7 +211,9 @@ impl Server {
                     request,
                 });
             }
-            M::InitAck { pmiid } => self.initack(conn, ns_id, rank, pmiid, out),
+            M::InitAck { pmiid, secret } => {
+                self.initack(conn, ns_id, rank, pmiid, secret.as_deref(), out)
+            }
             M::GroupConnect {
                 procs,
                 id,
@@ -234,7 +253,9 @@ impl Server {
         out: &mut Vec<Output>,
     ) {
         if !self.forward_names {
-            let reply = self.names.answer(&request);
+            // The caller, as the table records publishers.
+            let caller = rank.map(|r| format!("{ns_id}:{r}"));
+            let reply = self.names.answer_for(&request, caller.as_deref());
             return reply_to(out, conn, &reply);
         }
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -342,9 +363,29 @@ impl Server {
         ns_id: NsId,
         rank: Option<u32>,
         pmiid: i32,
+        secret: Option<&str>,
         out: &mut Vec<Output>,
     ) {
-        let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
+        if let Some(gate) = self.port_gates.get_mut(&ns_id) {
+            let admitted = match rank {
+                Some(r) if gate.is_id_of(r, pmiid) => Ok(r),
+                Some(_) => Err("pmiid_does_not_match_this_connection"),
+                None => gate.admit(pmiid, secret),
+            };
+            match admitted {
+                Ok(r) => return self.identified(conn, ns_id, r, out),
+                Err(why) if rank.is_some() => return fail(out, conn, "initack", -1, why),
+                Err(why) => {
+                    fail(out, conn, "initack", -1, why);
+                    return self.refuse(
+                        conn,
+                        format!("a PMI_PORT connection failed to authenticate ({why}); refused"),
+                        out,
+                    );
+                }
+            }
+        }
+        let Some(ns) = self.namespaces.get(ns_id as usize) else {
             return;
         };
         let id = match (rank, u32::try_from(pmiid)) {
@@ -360,6 +401,14 @@ impl Server {
             }
             (None, Ok(p)) if p < ns.size => p,
             (None, _) => return fail(out, conn, "initack", -1, "pmiid_out_of_range"),
+        };
+        self.identified(conn, ns_id, id, out)
+    }
+
+    /// Connection `conn` is rank `id` of `ns_id`: say so, as Hydra does.
+    fn identified(&mut self, conn: ConnId, ns_id: NsId, id: u32, out: &mut Vec<Output>) {
+        let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
+            return;
         };
         let Some(slot) = ns.rank_conn.get_mut(id as usize) else {
             return fail(out, conn, "initack", -1, "pmiid_out_of_range");

@@ -226,21 +226,65 @@ fn expand(out: &mut Vec<u32>, (start, nodes, ppn): Triplet, n: usize) -> Result<
     Ok(())
 }
 
+/// Most ranks a mapping is expanded to (the result is 4 bytes a rank).
+pub const MAX_MAPPED_RANKS: usize = 1 << 24;
+
+/// Longest mapping string read (a KVS value is far shorter).
+const MAX_MAPPING_TEXT: usize = 64 * 1024;
+
+/// Whether an item places no rank at all (no nodes, no ranks per node,
+/// repeated zero times).
+fn is_empty(item: &Item) -> bool {
+    let empty = |(_, nodes, ppn): &Triplet| *nodes == 0 || *ppn == 0;
+    match item {
+        Item::Block(t) => empty(t),
+        Item::Repeat(blocks, times) => *times == 0 || blocks.iter().all(empty),
+    }
+}
+
 /// Parse a mapping string into the node id of each of `nranks` ranks.
 ///
-/// An empty string means "unknown" to MPICH and is an error here.
+/// An empty string means "unknown" to MPICH and is an error here. The
+/// work is bounded by the text's length plus `nranks`, whatever the
+/// numbers say: items that place no rank are dropped before expanding, so
+/// every step of the expansion places one; `nranks` over
+/// [`MAX_MAPPED_RANKS`] and text over 64 KiB are refused.
 pub fn parse_process_mapping(s: &str, nranks: usize) -> Result<Vec<u32>> {
     if s.trim().is_empty() {
         return Err(bad(
             "empty (the process manager could not express the mapping)",
         ));
     }
-    let items = parse_items(s)?;
+    if s.len() > MAX_MAPPING_TEXT {
+        return Err(bad(format!("longer than {MAX_MAPPING_TEXT} bytes")));
+    }
+    if nranks > MAX_MAPPED_RANKS {
+        return Err(bad(format!(
+            "{nranks} ranks are more than the {MAX_MAPPED_RANKS} a mapping is read for"
+        )));
+    }
+    let parsed = parse_items(s)?;
     // MPICH wraps around to the first repeat or the first block at node 0.
-    let wrap = items.iter().position(|it| match it {
+    let wrap_at = parsed.iter().position(|it| match it {
         Item::Repeat(..) => true,
         Item::Block((start, _, _)) => *start == 0,
     });
+    // The wrap point counted among the items kept.
+    let wrap = wrap_at.map(|w| parsed[..w].iter().filter(|it| !is_empty(it)).count());
+    let items: Vec<Item> = parsed
+        .into_iter()
+        .filter(|it| !is_empty(it))
+        .map(|it| match it {
+            Item::Repeat(blocks, times) => Item::Repeat(
+                blocks
+                    .into_iter()
+                    .filter(|&(_, n, p)| n > 0 && p > 0)
+                    .collect(),
+                times,
+            ),
+            block => block,
+        })
+        .collect();
     let mut out = Vec::with_capacity(nranks.min(1 << 20));
     let mut from = 0;
     while out.len() < nranks {
@@ -268,7 +312,7 @@ pub fn parse_process_mapping(s: &str, nranks: usize) -> Result<Vec<u32>> {
             break;
         }
         match wrap {
-            Some(w) if out.len() > before => from = w,
+            Some(w) if out.len() > before && w < items.len() => from = w,
             _ => return Err(bad(format!("covers only {} of {nranks} ranks", out.len()))),
         }
     }
@@ -381,6 +425,35 @@ mod tests {
         ] {
             assert!(parse_process_mapping(s, n).is_err(), "{s:?}");
         }
+    }
+
+    #[test]
+    fn work_is_bounded_whatever_the_numbers_say() {
+        // Four billion empty nodes, or repeats of nothing, place no rank
+        // and cost nothing.
+        let max = u32::MAX;
+        for (s, n, want) in [
+            (format!("(vector,(0,{max},0),(0,1,2))"), 2, vec![0, 0]),
+            (
+                format!("(vector,(5,{max},0),[(0,0,9)]x{max},(0,2,1))"),
+                4,
+                vec![0, 1, 0, 1],
+            ),
+            (
+                format!("(vector,[(0,1,0),(3,1,1)]x{max})"),
+                3,
+                vec![3, 3, 3],
+            ),
+            ("(vector,(0,0,0),(1,1,1))".to_string(), 2, vec![1, 1]),
+        ] {
+            assert_eq!(parse_process_mapping(&s, n).unwrap(), want, "{s}");
+        }
+        // Nothing placeable at all: an error, not a spin.
+        assert!(parse_process_mapping(&format!("(vector,({max},{max},0))"), 8).is_err());
+        // A huge rank count or text is refused before any work.
+        assert!(parse_process_mapping("(vector,(0,1,4))", MAX_MAPPED_RANKS + 1).is_err());
+        let long = format!("(vector{})", ",(0,1,1)".repeat(10_000));
+        assert!(parse_process_mapping(&long, 4).is_err());
     }
 
     #[test]

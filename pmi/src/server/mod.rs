@@ -16,6 +16,9 @@
 //! * Commands sent before `cmd=init` are answered anyway (tolerance; MPICH
 //!   always inits first). Commands that need the caller's rank (barrier,
 //!   spawn) fail on a `PMI_PORT` connection that has not sent `initack`.
+//!   With [`Server::require_port_auth`] (rivetrun always sets it) such a
+//!   connection is served nothing but `initack`, which must authenticate
+//!   (`auth.rs`); anything else closes it.
 //! * A connection has at most one request out with the launcher (a spawn or
 //!   a forwarded name request); another one meanwhile is refused, so
 //!   answers never overtake each other.
@@ -29,11 +32,12 @@
 //!   without `early_term` yields [`Output::GroupMemberLost`]. Process names
 //!   qualified with a cluster are accepted for [`Server::set_cluster`]'s only.
 //!
-//! Files: `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
+//! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
 //! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
 //! function per command).
 
+mod auth;
 mod barrier;
 mod groups;
 mod handle;
@@ -55,6 +59,7 @@ use crate::wire::{Framer, Message, SpawnRequest};
 pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
+pub use auth::{random_bytes, PortAuth, PORT_SECRET_ENV};
 pub use groups::{MAX_GROUP_STATE, MAX_PENDING_GROUP_OPS};
 use kvs::Namespace;
 pub use names::{NameRequest, NameServer, NameService};
@@ -104,10 +109,11 @@ pub enum Output {
         reason: String,
     },
     /// A rank called abort: the launcher tears the job down. `rank` is
-    /// `u32::MAX` if a `PMI_PORT` connection aborted before its `initack`.
+    /// `None` if a `PMI_PORT` connection aborted before its `initack`
+    /// (possible only without [`Server::require_port_auth`]).
     Abort {
         ns: NsId,
-        rank: u32,
+        rank: Option<u32>,
         exit_code: i32,
         message: Option<String>,
     },
@@ -174,6 +180,8 @@ struct Conn {
     ns: NsId,
     /// Known from `attach`, or learned from `initack`.
     rank: Option<u32>,
+    /// Attached by `attach_unidentified` (a `PMI_PORT` connection).
+    port: bool,
     framer: Framer,
     /// Processes requested by the spawn awaiting `spawn_done`.
     spawn_pending: Option<u64>,
@@ -194,6 +202,8 @@ pub struct Server {
     groups: groups::Groups,
     /// This process manager's cluster id (`set_cluster`).
     cluster: Option<String>,
+    /// Namespaces whose `PMI_PORT` connections must authenticate.
+    port_gates: HashMap<NsId, auth::PortGate>,
 }
 
 impl Server {
@@ -270,7 +280,29 @@ impl Server {
     /// PMI_PORT mode: the rank is learned from `cmd=initack pmiid=N` (the launcher's PMI_ID; use rank = pmiid within ns).
     pub fn attach_unidentified(&mut self, conn: ConnId, ns: NsId) {
         self.detach(conn);
-        self.conns.insert(conn, Conn::new(ns, None));
+        let mut c = Conn::new(ns, None);
+        c.port = true;
+        self.conns.insert(conn, c);
+    }
+
+    /// `PMI_PORT` connections to `ns` must authenticate (`auth.rs`):
+    /// before an `initack` with an id of `auth` (unused so far) and, if it
+    /// carries one, the right secret, any line closes the connection.
+    pub fn require_port_auth(&mut self, ns: NsId, auth: PortAuth) {
+        self.port_gates.insert(ns, auth::PortGate::new(auth));
+    }
+
+    /// A `PMI_PORT` connection that has yet to authenticate.
+    fn unauthenticated(&self, conn: ConnId) -> bool {
+        self.conns
+            .get(&conn)
+            .is_some_and(|c| c.port && c.rank.is_none() && self.port_gates.contains_key(&c.ns))
+    }
+
+    /// Refuse connection `conn`: forget it, and have the launcher close it.
+    fn refuse(&mut self, conn: ConnId, reason: String, out: &mut Vec<Output>) {
+        self.detach(conn);
+        out.push(Output::Close { conn, reason });
     }
 
     /// Bytes read from a connection; any split points.
@@ -287,7 +319,7 @@ impl Server {
         for frame in frames {
             self.handle_frame(conn, frame, out);
         }
-        if let Err(e) = fed {
+        if let (Err(e), true) = (fed, self.conns.contains_key(&conn)) {
             out.push(Output::Close {
                 conn,
                 reason: e.to_string(),
@@ -411,6 +443,7 @@ impl Conn {
         Conn {
             ns,
             rank,
+            port: false,
             framer: Framer::new(),
             spawn_pending: None,
             name_pending: None,

@@ -3,6 +3,9 @@
 //! One table per server, shared by all namespaces, so a spawned job can look
 //! up what its parent published. Like Hydra, publishing a taken name and
 //! unpublishing or looking up a missing one are errors, not overwrites.
+//! Unlike Hydra, a name published by a known process (the PMI server
+//! knows each rank's namespace and rank) can be unpublished only by that
+//! process: nobody else can take a service away.
 //!
 //! [`NameRequest`] is one of the three name queries; [`NameService::answer`]
 //! answers it from a table. [`NameServer`] is the sans-IO core of a
@@ -27,6 +30,8 @@ pub enum NameError {
     NotFound,
     /// The table is full.
     Full,
+    /// `unpublish_name` by a process other than the publisher.
+    NotPublisher,
 }
 
 impl NameError {
@@ -36,14 +41,16 @@ impl NameError {
             NameError::AlreadyPublished => "key_already_present",
             NameError::NotFound => "service_not_found",
             NameError::Full => "name_table_full",
+            NameError::NotPublisher => "not_the_publisher",
         }
     }
 }
 
-/// Service name → port name.
+/// Service name → port name, and who published it (`None`: someone the
+/// server cannot tell apart, as a standalone name server's clients).
 #[derive(Debug, Default)]
 pub struct NameService {
-    ports: HashMap<String, String>,
+    ports: HashMap<String, (String, Option<String>)>,
 }
 
 impl NameService {
@@ -54,43 +61,72 @@ impl NameService {
 
     /// Publish `service` at `port`; a taken name is refused.
     pub fn publish(&mut self, service: &str, port: &str) -> Result<(), NameError> {
+        self.publish_by(service, port, None)
+    }
+
+    /// Publish on behalf of `owner`, who alone may unpublish it.
+    pub fn publish_by(
+        &mut self,
+        service: &str,
+        port: &str,
+        owner: Option<&str>,
+    ) -> Result<(), NameError> {
         if self.ports.contains_key(service) {
             return Err(NameError::AlreadyPublished);
         }
         if self.ports.len() >= MAX_NAMES {
             return Err(NameError::Full);
         }
-        self.ports.insert(service.to_string(), port.to_string());
+        self.ports.insert(
+            service.to_string(),
+            (port.to_string(), owner.map(str::to_string)),
+        );
         Ok(())
     }
 
-    /// Remove `service`.
+    /// Remove `service` (published by nobody in particular).
     pub fn unpublish(&mut self, service: &str) -> Result<(), NameError> {
-        self.ports
-            .remove(service)
-            .map(|_| ())
-            .ok_or(NameError::NotFound)
+        self.unpublish_by(service, None)
+    }
+
+    /// Remove `service` on behalf of `caller`: refused unless the name was
+    /// published by nobody in particular or by `caller`.
+    pub fn unpublish_by(&mut self, service: &str, caller: Option<&str>) -> Result<(), NameError> {
+        let (_, owner) = self.ports.get(service).ok_or(NameError::NotFound)?;
+        if owner.is_some() && owner.as_deref() != caller {
+            return Err(NameError::NotPublisher);
+        }
+        self.ports.remove(service);
+        Ok(())
     }
 
     /// The port `service` was published at.
     pub fn lookup(&self, service: &str) -> Result<&str, NameError> {
         self.ports
             .get(service)
-            .map(String::as_str)
+            .map(|(port, _)| port.as_str())
             .ok_or(NameError::NotFound)
     }
 
     /// Carry out `request` and return the wire answer (`rc=1` with Hydra's
     /// `msg` token on a refusal).
     pub fn answer(&mut self, request: &NameRequest) -> Message {
+        self.answer_for(request, None)
+    }
+
+    /// [`Self::answer`] for a request from `caller` (who publishes, or may
+    /// unpublish only its own names).
+    pub fn answer_for(&mut self, request: &NameRequest, caller: Option<&str>) -> Message {
         let query = request.query();
         let refused = |e: NameError| Message::error_reply(Some(query), 1, e.code());
         match request {
-            NameRequest::Publish { service, port } => match self.publish(service, port) {
-                Ok(()) => Message::PublishResult { rc: 0, msg: None },
-                Err(e) => refused(e),
-            },
-            NameRequest::Unpublish { service } => match self.unpublish(service) {
+            NameRequest::Publish { service, port } => {
+                match self.publish_by(service, port, caller) {
+                    Ok(()) => Message::PublishResult { rc: 0, msg: None },
+                    Err(e) => refused(e),
+                }
+            }
+            NameRequest::Unpublish { service } => match self.unpublish_by(service, caller) {
                 Ok(()) => Message::UnpublishResult { rc: 0, msg: None },
                 Err(e) => refused(e),
             },
@@ -285,6 +321,25 @@ mod tests {
         assert_eq!(n.unpublish("a"), Err(NameError::NotFound));
         n.publish("a", "again").unwrap();
         assert_eq!(n.lookup("a"), Ok("again"));
+    }
+
+    #[test]
+    fn only_the_publisher_may_unpublish() {
+        let mut n = NameService::new();
+        n.publish_by("ocean", "port-1", Some("0:1")).unwrap();
+        for stranger in [None, Some("0:2"), Some("1:1")] {
+            assert_eq!(
+                n.unpublish_by("ocean", stranger),
+                Err(NameError::NotPublisher),
+                "{stranger:?}"
+            );
+        }
+        assert_eq!(n.lookup("ocean"), Ok("port-1"));
+        n.unpublish_by("ocean", Some("0:1")).unwrap();
+        assert_eq!(n.lookup("ocean"), Err(NameError::NotFound));
+        // A name nobody in particular published: anyone may remove it.
+        n.publish_by("sea", "port-2", None).unwrap();
+        n.unpublish_by("sea", Some("3:3")).unwrap();
     }
 
     fn sent(out: &[Output]) -> String {

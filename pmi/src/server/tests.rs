@@ -118,6 +118,19 @@ fn scripted_session_three_ranks() {
         s.ask(2, &long_key),
         "cmd=get_result rc=-1 msg=key_too_long\n"
     );
+    // An over-long line is answered like any bad request; the connection goes on.
+    let long_line = format!(
+        "cmd=put kvsname=rivet_1_0 key=big value={}\n",
+        "v".repeat(4000)
+    );
+    assert_eq!(
+        s.ask(2, &long_line),
+        "cmd=put_result rc=-1 msg=line_too_long_max_1024_bytes\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=get_maxes\n"),
+        "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+    );
     assert_eq!(
         s.ask(3, "cmd=put kvsname=rivet_1_0 key=card2 value=CD\n"),
         "cmd=put_result rc=0\n"
@@ -192,8 +205,13 @@ fn scripted_session_three_ranks() {
         s.ask(3, "cmd=lookup_name service=svc\n"),
         "cmd=lookup_result rc=0 port=p#1\n"
     );
+    // Only the publisher may take it away.
     assert_eq!(
         s.ask(3, "cmd=unpublish_name service=svc\n"),
+        "cmd=unpublish_result rc=1 msg=not_the_publisher\n"
+    );
+    assert_eq!(
+        s.ask(1, "cmd=unpublish_name service=svc\n"),
         "cmd=unpublish_result rc=0\n"
     );
     assert_eq!(
@@ -326,7 +344,7 @@ fn scripted_session_three_ranks() {
         s.io(3, "cmd=abort exitcode=4 message=bad\\ input\n"),
         vec![Output::Abort {
             ns,
-            rank: 2,
+            rank: Some(2),
             exit_code: 4,
             message: Some("bad input".into())
         }]
@@ -335,7 +353,7 @@ fn scripted_session_three_ranks() {
         s.io(3, "cmd=abort exitcode=x\n"),
         vec![Output::Abort {
             ns,
-            rank: 2,
+            rank: Some(2),
             exit_code: 1,
             message: Some(
                 "garbled abort request: PMI command abort: field exitcode=\"x\" is not a valid number"
@@ -568,7 +586,92 @@ fn port_mode_initack() {
         s.io(12, "cmd=abort exitcode=2\n"),
         vec![Output::Abort {
             ns,
-            rank: u32::MAX,
+            rank: None,
+            exit_code: 2,
+            message: None
+        }]
+    );
+}
+
+#[test]
+fn port_connections_are_served_nothing_before_they_authenticate() {
+    let mut server = Server::new();
+    let ns = server.create_namespace(spec("rivet_9_0", &[0, 0])).unwrap();
+    server.require_port_auth(
+        ns,
+        PortAuth {
+            secret: "f00d".into(),
+            ids: vec![1234567, 42],
+        },
+    );
+    for conn in 20..=26 {
+        server.attach_unidentified(conn, ns);
+    }
+    let mut s = Session { server };
+    let closed = |out: &[Output], conn: ConnId| {
+        out.iter()
+            .any(|o| matches!(o, Output::Close { conn: c, .. } if *c == conn))
+    };
+    // A stranger's abort, query or garbage: the connection is closed, no
+    // abort reaches the launcher, and nothing is answered.
+    for (conn, line) in [
+        (20, "cmd=abort exitcode=9\n"),
+        (21, "cmd=get_maxes\n"),
+        (22, "cmd=abort exitcode=x\n"),
+    ] {
+        let out = s.io(conn, line);
+        assert!(closed(&out, conn), "{line}: {out:?}");
+        assert!(sends(&out).is_empty(), "{line}: {out:?}");
+        assert!(
+            !out.iter().any(|o| matches!(o, Output::Abort { .. })),
+            "{line}: {out:?}"
+        );
+        assert_eq!(s.server.conn_rank(conn), None);
+        // Whatever it sends later only closes it again.
+        let later = s.io(conn, "cmd=abort exitcode=3\n");
+        assert!(
+            later.iter().all(|o| matches!(o, Output::Close { .. })),
+            "{later:?}"
+        );
+    }
+    // Ranks as ids (the old PMI_ID), a wrong secret, an unknown id: refused.
+    for (conn, line, why) in [
+        (23, "cmd=initack pmiid=0\n", "unknown_pmiid"),
+        (24, "cmd=initack pmiid=42 secret=beef\n", "wrong_secret"),
+    ] {
+        let out = s.io(conn, line);
+        assert_eq!(
+            sends(&out),
+            [(conn, format!("cmd=initack rc=-1 msg={why}\n"))],
+            "{line}"
+        );
+        assert!(closed(&out, conn), "{line}");
+    }
+    // The right id, with the secret (Rivet) or without it (MPICH), once.
+    assert_eq!(
+        s.ask(25, "cmd=initack pmiid=42 secret=f00d\n"),
+        "cmd=initack\ncmd=set size=2\ncmd=set rank=1\ncmd=set debug=0\n"
+    );
+    assert_eq!(
+        s.ask(25, "cmd=get_maxes\n"),
+        "cmd=maxes kvsname_max=256 keylen_max=64 vallen_max=1024\n"
+    );
+    let out = s.io(26, "cmd=initack pmiid=42\n");
+    assert_eq!(
+        sends(&out),
+        [(26, "cmd=initack rc=-1 msg=pmiid_already_used\n".to_string())]
+    );
+    s.server.attach_unidentified(27, ns);
+    assert_eq!(
+        s.ask(27, "cmd=initack pmiid=1234567\n"),
+        "cmd=initack\ncmd=set size=2\ncmd=set rank=0\ncmd=set debug=0\n"
+    );
+    // An identified rank's abort names it.
+    assert_eq!(
+        s.io(27, "cmd=abort exitcode=2\n"),
+        vec![Output::Abort {
+            ns,
+            rank: Some(0),
             exit_code: 2,
             message: None
         }]

@@ -85,7 +85,20 @@ fn exact_table() -> Vec<(Message, &'static str)> {
             M::LookupName { service: s("svc") },
             "cmd=lookup_name service=svc\n",
         ),
-        (M::InitAck { pmiid: 3 }, "cmd=initack pmiid=3\n"),
+        (
+            M::InitAck {
+                pmiid: 3,
+                secret: None,
+            },
+            "cmd=initack pmiid=3\n",
+        ),
+        (
+            M::InitAck {
+                pmiid: 7,
+                secret: Some("0af3".into()),
+            },
+            "cmd=initack pmiid=7 secret=0af3\n",
+        ),
         (
             M::InitResponse {
                 rc: 0,

@@ -6,10 +6,13 @@
 //! kept apart:
 //!
 //! * a well-framed line that does not parse (unknown `cmd`, bad number,
-//!   over-limit value) becomes [`Frame::Invalid`]: answer it and go on;
-//! * a stream that is not PMI text at all (overlong line, non-UTF-8, control
-//!   bytes, oversized block) makes [`Framer::feed`] return an error for which
-//!   [`Error::is_fatal_stream_error`] is true: close the connection.
+//!   over-limit value) becomes [`Frame::Invalid`]: answer it and go on. So
+//!   does a line longer than [`MAX_LINE`]: its bytes past the limit are
+//!   dropped as they arrive (only its first [`HEAD`] bytes are kept, to
+//!   name its command), and its newline ends it;
+//! * a stream that is not PMI text at all (non-UTF-8, control bytes,
+//!   oversized `mcmd` block) makes [`Framer::feed`] return an error for
+//!   which [`Error::is_fatal_stream_error`] is true: close the connection.
 
 use crate::error::{Error, Result};
 use crate::wire::limits::{MAX_LINE, MAX_MCMD_BLOCK};
@@ -34,12 +37,25 @@ struct Block {
     spawnssofar: i64,
 }
 
+/// How much of an over-long line is kept to name its command.
+pub const HEAD: usize = 64;
+
+/// An over-long line being dropped up to its newline.
+#[derive(Debug)]
+struct Skipping {
+    /// Its first bytes (at most [`HEAD`]).
+    head: Vec<u8>,
+    /// Its length so far.
+    len: usize,
+}
+
 /// Incremental framer for PMI-1 streams (both directions).
 #[derive(Debug, Default)]
 pub struct Framer {
     /// Bytes of the current, unfinished line.
     partial: Vec<u8>,
     block: Option<Block>,
+    skipping: Option<Skipping>,
     /// Set once the stream was rejected; every later feed fails the same way.
     broken: Option<Broken>,
 }
@@ -47,7 +63,6 @@ pub struct Framer {
 /// A copy of the fatal error, so it can be reported again.
 #[derive(Debug, Clone, Copy)]
 enum Broken {
-    Line(usize),
     Block(usize),
     Utf8,
     Control(u8),
@@ -56,7 +71,6 @@ enum Broken {
 impl Broken {
     fn error(self) -> Error {
         match self {
-            Broken::Line(len) => Error::LineTooLong { len, max: MAX_LINE },
             Broken::Block(len) => Error::BlockTooLong {
                 len,
                 max: MAX_MCMD_BLOCK,
@@ -76,7 +90,7 @@ impl Framer {
     /// True if bytes of an unfinished line or block are buffered (at EOF this
     /// means the peer stopped mid-message).
     pub fn has_partial(&self) -> bool {
-        !self.partial.is_empty() || self.block.is_some()
+        !self.partial.is_empty() || self.block.is_some() || self.skipping.is_some()
     }
 
     /// How long the line being collected may get, newline included.
@@ -90,17 +104,47 @@ impl Framer {
     fn fail(&mut self, broken: Broken) -> Error {
         self.partial.clear();
         self.block = None;
+        self.skipping = None;
         self.broken = Some(broken);
         broken.error()
     }
 
-    fn too_long(&mut self, len: usize) -> Error {
-        let broken = if self.block.is_some() {
-            Broken::Block(self.block.as_ref().map_or(0, |b| b.text.len()) + len)
-        } else {
-            Broken::Line(len)
+    /// An `mcmd` block grew past its limit with a line of `len` bytes.
+    fn block_too_long(&mut self, len: usize) -> Error {
+        let total = self.block.as_ref().map_or(0, |b| b.text.len()) + len;
+        self.fail(Broken::Block(total))
+    }
+
+    /// The answerable frame for an over-long line that began with `head`.
+    fn overlong(head: &[u8], len: usize) -> Frame {
+        let head = String::from_utf8_lossy(&head[..head.len().min(HEAD)]);
+        Frame::Invalid {
+            cmd: peek_cmd(&head),
+            error: Error::LineTooLong { len, max: MAX_LINE },
+        }
+    }
+
+    /// Drop bytes of an over-long line up to its newline; the rest of
+    /// `bytes` after it, if it came.
+    fn skip<'a>(&mut self, bytes: &'a [u8], out: &mut Vec<Frame>) -> Result<Option<&'a [u8]>> {
+        let Some(skip) = self.skipping.as_mut() else {
+            return Ok(Some(bytes));
         };
-        self.fail(broken)
+        let nl = bytes.iter().position(|&b| b == b'\n');
+        let piece = &bytes[..nl.unwrap_or(bytes.len())];
+        if let Some(&bad) = piece.iter().find(|&&b| is_junk(b) && b != b'\r') {
+            return Err(self.fail(Broken::Control(bad)));
+        }
+        skip.len = skip.len.saturating_add(piece.len());
+        let room = HEAD.saturating_sub(skip.head.len());
+        skip.head.extend_from_slice(&piece[..piece.len().min(room)]);
+        let Some(nl) = nl else {
+            return Ok(None);
+        };
+        let frame = Framer::overlong(&skip.head, skip.len + 1);
+        self.skipping = None;
+        out.push(frame);
+        Ok(Some(&bytes[nl + 1..]))
     }
 
     /// Take `bytes` as they arrived; push every completed frame to `out`.
@@ -111,13 +155,24 @@ impl Framer {
         if let Some(b) = self.broken {
             return Err(b.error());
         }
-        let mut rest = bytes;
+        let Some(mut rest) = self.skip(bytes, out)? else {
+            return Ok(());
+        };
         while let Some(nl) = rest.iter().position(|&b| b == b'\n') {
             let piece = &rest[..nl];
             rest = &rest[nl + 1..];
             let len = self.partial.len() + piece.len() + 1;
             if len > self.line_budget() {
-                return Err(self.too_long(len));
+                if self.block.is_some() {
+                    return Err(self.block_too_long(len));
+                }
+                if let Some(&bad) = piece.iter().find(|&&b| is_junk(b) && b != b'\r') {
+                    return Err(self.fail(Broken::Control(bad)));
+                }
+                let mut head = std::mem::take(&mut self.partial);
+                head.extend_from_slice(&piece[..piece.len().min(HEAD)]);
+                out.push(Framer::overlong(&head, len));
+                continue;
             }
             let line = if self.partial.is_empty() {
                 piece.to_vec()
@@ -136,7 +191,16 @@ impl Framer {
             }
             let len = self.partial.len() + rest.len() + 1;
             if len > self.line_budget() {
-                return Err(self.too_long(len));
+                if self.block.is_some() {
+                    return Err(self.block_too_long(len));
+                }
+                // Drop the line's bytes from here to its newline.
+                let mut head = std::mem::take(&mut self.partial);
+                head.truncate(HEAD);
+                let room = HEAD - head.len();
+                head.extend_from_slice(&rest[..rest.len().min(room)]);
+                self.skipping = Some(Skipping { head, len: len - 1 });
+                return Ok(());
             }
             self.partial.extend_from_slice(rest);
         }

@@ -88,11 +88,11 @@ fn framer_rejects_garbage_streams() {
     let (frames, res) = feed_all(&[&exact]);
     res.unwrap();
     assert_eq!(frames.len(), 1);
-    // ...a longer one is not, even without its newline yet.
+    // ...a longer one is answerable (see `framer_answers_overlong_lines`);
+    // binary junk is not.
     let cases: Vec<(Vec<u8>, Check)> = vec![
-        (overlong.clone(), |e| matches!(e, Error::LineTooLong { .. })),
-        (vec![b'x'; limits::MAX_LINE], |e| {
-            matches!(e, Error::LineTooLong { .. })
+        ([&overlong[..100], b"\x01"].concat(), |e| {
+            matches!(e, Error::ControlByte { byte: 1 })
         }),
         (b"cmd=get key=\xff\xfe\n".to_vec(), |e| {
             matches!(e, Error::NotUtf8)
@@ -124,6 +124,47 @@ fn framer_rejects_garbage_streams() {
     assert!(matches!(err, Some(Error::BlockTooLong { .. })));
     // Once broken, always broken.
     assert!(framer.feed(b"cmd=get_maxes\n", &mut frames).is_err());
+}
+
+#[test]
+fn framer_answers_overlong_lines_and_goes_on() {
+    // A put far over the limit, between two good lines, at every split
+    // point of its start and end: one `Invalid` naming `put`, and the
+    // lines around it intact.
+    let long = format!("cmd=put kvsname=k key=a value={}\n", "v".repeat(5000));
+    let stream = format!("cmd=get_maxes\n{long}cmd=barrier_in\n");
+    let bytes = stream.as_bytes();
+    for a in (0..bytes.len()).step_by(97) {
+        for b in [a, (a + 1500).min(bytes.len()), bytes.len()] {
+            let (frames, res) = feed_all(&[&bytes[..a], &bytes[a..b], &bytes[b..]]);
+            res.unwrap();
+            assert_eq!(frames.len(), 3, "split {a}/{b}");
+            assert!(matches!(&frames[0], Frame::Message(m) if m.cmd() == "get_maxes"));
+            match &frames[1] {
+                Frame::Invalid {
+                    cmd,
+                    error: Error::LineTooLong { len, max },
+                } => {
+                    assert_eq!(cmd.as_deref(), Some("put"), "split {a}/{b}");
+                    assert_eq!((*len, *max), (long.len(), limits::MAX_LINE));
+                }
+                other => panic!("split {a}/{b}: {other:?}"),
+            }
+            assert!(matches!(&frames[2], Frame::Message(m) if m.cmd() == "barrier_in"));
+        }
+    }
+    // Megabytes without a newline are dropped as they come.
+    let mut framer = Framer::new();
+    let mut frames = Vec::new();
+    framer.feed(b"cmd=get key=", &mut frames).unwrap();
+    for _ in 0..1024 {
+        framer.feed(&[b'k'; 4096], &mut frames).unwrap();
+    }
+    assert!(frames.is_empty() && framer.has_partial());
+    framer.feed(b"\ncmd=get_maxes\n", &mut frames).unwrap();
+    assert!(matches!(&frames[0], Frame::Invalid { cmd: Some(c), .. } if c == "get"));
+    assert!(matches!(&frames[1], Frame::Message(m) if m.cmd() == "get_maxes"));
+    assert!(!framer.has_partial());
 }
 
 #[test]

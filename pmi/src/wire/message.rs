@@ -82,8 +82,10 @@ pub enum Message {
     LookupName { service: String },
     /// The multi-line `mcmd=spawn ... endcmd` block.
     Spawn(SpawnRequest),
-    /// `cmd=initack pmiid=N` (PMI_PORT mode only, first line sent)
-    InitAck { pmiid: i32 },
+    /// `cmd=initack pmiid=N [secret=S]` (PMI_PORT mode only, first line
+    /// sent). `secret` is Rivet's: the job secret rivetrun put in the
+    /// rank's environment (`RIVET_PMI_SECRET`); MPICH sends none.
+    InitAck { pmiid: i32, secret: Option<String> },
     /// `cmd=group_connect procs=p1,p2,... [id=I] [flags=f1,f2] ctx=N card=C`
     /// (Rivet). `card` is `""` when the wire says `-` (no card).
     GroupConnect {

@@ -282,6 +282,7 @@ fn parse_line(line: &str) -> Result<Message> {
         },
         "initack" if f.get("pmiid").is_some() => M::InitAck {
             pmiid: f.require_number("pmiid")?,
+            secret: f.owned("secret"),
         },
         "group_connect" => {
             let id = f.owned("id");

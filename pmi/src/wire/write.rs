@@ -118,7 +118,9 @@ impl Message {
                 .text("port", port)?,
             M::UnpublishName { service } => Line::new("unpublish_name").text("service", service)?,
             M::LookupName { service } => Line::new("lookup_name").text("service", service)?,
-            M::InitAck { pmiid } => Line::new("initack").num("pmiid", pmiid),
+            M::InitAck { pmiid, secret } => Line::new("initack")
+                .num("pmiid", pmiid)
+                .opt_text("secret", secret.as_deref())?,
             M::GroupConnect {
                 procs,
                 id,

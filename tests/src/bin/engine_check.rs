@@ -51,6 +51,12 @@
 //! - `early_exit` (3): rank 2 exchanges a message with rank 0, finalizes
 //!   and exits while rank 0 waits in an `ANY_SOURCE` receive that rank 1
 //!   fills only afterwards: a peer that finished must not fail it.
+//! - `shmkill` (3, under `rivetrun --disable-auto-cleanup`): rank 2 kills
+//!   itself while rank 0 waits in a receive from it and rank 1 in an
+//!   `ANY_SOURCE` receive; both fail naming rank 2, then 0 and 1 go on.
+//! - `hang DIR [release]` (>= 2): after a ring exchange, marks
+//!   `DIR/ready-RANK` and waits forever in a receive nobody matches (the
+//!   launcher-death tests); with `release`, until `DIR/go` exists.
 //! - `dup [DIR]` (any): context ids, isolation of dup'd communicators,
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
@@ -200,6 +206,18 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "panic" => {
             need(2);
             panic_mid_rendezvous(world)
+        }
+        "shmkill" => {
+            need(3);
+            shmkill(world)
+        }
+        "hang" => {
+            at_least(2);
+            let Some(dir) = rest.first() else {
+                die("hang needs a DIR")
+            };
+            let release = rest.get(1).map(String::as_str) == Some("release");
+            hang(world, std::path::Path::new(dir), release)
         }
         "dup" => dup(world, rest.first().map(String::as_str)),
         "singleton" => {
@@ -1809,6 +1827,79 @@ fn kill<T: Threading>(world: &Comm<T>) {
             }
         }
     }
+}
+
+/// Rank 2 SIGKILLs itself once ranks 0 and 1 wait on it: rank 0 in a
+/// receive from rank 2, rank 1 in an `ANY_SOURCE` receive. Both must fail
+/// with `PeerFailed` naming rank 2 (over shared memory nothing breaks: the
+/// engine must see the process gone); then ranks 0 and 1 still exchange a
+/// message and finalize.
+fn shmkill<T: Threading>(world: &Comm<T>) {
+    let me = world.rank();
+    world.barrier().or_die("barrier");
+    let mut b = [0u8; 16];
+    if me == 2 {
+        for s in [0, 1] {
+            ok_status("ready", &world.recv(&mut b, s, 1).or_die("recv ready"));
+        }
+        println!("engine_check shmkill: rank 2 raises SIGKILL");
+        let _ = std::io::stdout().flush();
+        // SAFETY: raise(3) takes no pointers.
+        unsafe {
+            libc::raise(libc::SIGKILL);
+        }
+        die("still alive after SIGKILL");
+    }
+    let source = if me == 0 { 2 } else { ANY_SOURCE };
+    // The receive is posted before rank 2 may die: it waits for our ready.
+    let got = world.scope(|s| {
+        let r = s.irecv(&mut b, source, 2)?;
+        world.send(b"ready", 2, 1)?;
+        r.wait()
+    });
+    // The failure comes as the request's status (or as the wait's error).
+    let failed = match &got {
+        Ok(st) => st.error == Some(MsgError::PeerFailed { rank: 2 }),
+        Err(rivet::Error::PeerFailed { rank: 2, .. }) => true,
+        Err(_) => false,
+    };
+    ensure!(failed, "the receive from {source} ended with {got:?}");
+    println!("engine_check shmkill: rank {me}'s receive from {source} failed: rank 2 failed");
+    let other = 1 - me;
+    let mut c = [0u8; 8];
+    if me == 0 {
+        world.send(b"after", other, 7).or_die("send after");
+        world.recv(&mut c, other as i32, 8).or_die("recv after");
+    } else {
+        world.recv(&mut c, other as i32, 7).or_die("recv after");
+        world.send(b"after", other, 8).or_die("send after");
+    }
+    ensure!(&c[..5] == b"after", "got {c:?}");
+    println!("engine_check shmkill: rank {me} exchanged a message after the failure");
+}
+
+/// Exchange a message around the ring (so every path is up), mark
+/// `DIR/ready-RANK`, then wait forever in a receive nobody sends to: only
+/// the launcher's death, through the engine, may end this rank. With
+/// `release`, wait instead for `DIR/go` to appear, then end normally.
+fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path, release: bool) {
+    let (me, n) = (world.rank(), world.size());
+    let mut b = [0u8; 8];
+    // Four bytes go eagerly: the send returns before the peer receives.
+    world.send(b"ring", (me + 1) % n, 1).or_die("send ring");
+    world
+        .recv(&mut b, ((me + n - 1) % n) as i32, 1)
+        .or_die("recv ring");
+    std::fs::write(dir.join(format!("ready-{me}")), b"").or_die("mark ready");
+    if release {
+        while !dir.join("go").exists() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        world.barrier().or_die("barrier after go");
+        return;
+    }
+    let got = world.recv(&mut b, ANY_SOURCE, 999);
+    die(format!("the receive nobody sends to returned {got:?}"));
 }
 
 const CONNECT_ALL_ROUNDS: u32 = 5;

@@ -1,0 +1,138 @@
+//! A stranger on the machine connects to a `--pmi-port` job's PMI port:
+//! it tries abort, initack with guessed ids and a wrong secret, and
+//! garbage. Each of its connections is closed without effect, and the job
+//! completes with exit 0.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use rivet_tests::{bin, rivetrun, run_job_with, serial};
+
+const DEADLINE: Duration = Duration::from_secs(90);
+
+/// The `PMI_PORT` in the environment of a child of `parent`.
+fn pmi_port_of_child(parent: u32) -> Option<String> {
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let path = entry.path();
+        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
+        // The parent pid is the second field after the parenthesised name.
+        let ppid = stat
+            .rsplit(") ")
+            .next()
+            .and_then(|s| s.split_whitespace().nth(1))
+            .and_then(|s| s.parse::<u32>().ok());
+        if ppid != Some(parent) {
+            continue;
+        }
+        let environ = std::fs::read(path.join("environ")).unwrap_or_default();
+        for var in environ.split(|&b| b == 0) {
+            if let Some(v) = var.strip_prefix(b"PMI_PORT=") {
+                return Some(String::from_utf8_lossy(v).into_owned());
+            }
+        }
+    }
+    None
+}
+
+/// Send `bytes` on a fresh connection and return all the server says
+/// before it closes the connection.
+fn intrude(addr: &str, bytes: &[u8]) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect to the PMI port");
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(bytes).expect("send");
+    // Our end of the stream: a line left unfinished stays unfinished.
+    s.shutdown(std::net::Shutdown::Write).expect("shutdown");
+    let mut got = Vec::new();
+    match s.read_to_end(&mut got) {
+        Ok(_) => {}
+        Err(e) => panic!(
+            "the PMI port kept a stranger's connection open after {:?}: {e} (got {:?})",
+            String::from_utf8_lossy(bytes),
+            String::from_utf8_lossy(&got)
+        ),
+    }
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+/// Wait (bounded) for `cond`; false if it never held. No panic here: the
+/// caller runs inside `run_job_with`'s hook, which must return for the job
+/// to be reaped.
+fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while !cond() {
+        if start.elapsed() > DEADLINE / 2 {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    true
+}
+
+#[test]
+fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("rivet-test-auth-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let marked = |d: &Path| (0..2).all(|r| d.join(format!("ready-{r}")).exists());
+    let mut cmd = rivetrun(&["-n", "2", "--pmi-port"]);
+    cmd.arg(bin("engine_check"))
+        .args(["hang", dir.to_str().unwrap(), "release"])
+        .env("RIVET_YIELD", "always")
+        .stdin(std::process::Stdio::null());
+    let mut answers: Vec<(String, String)> = Vec::new();
+    let d: PathBuf = dir.clone();
+    let o = run_job_with(&mut cmd, DEADLINE, |launcher| {
+        let mut addr = None;
+        let up = wait_for(|| marked(&d))
+            && wait_for(|| {
+                addr = pmi_port_of_child(launcher);
+                addr.is_some()
+            });
+        let Some(addr) = addr.filter(|_| up) else {
+            // The job is left to its deadline, which fails the test.
+            return;
+        };
+        for attempt in [
+            &b"cmd=abort exitcode=9 message=stranger\n"[..],
+            b"cmd=initack pmiid=0\n",
+            b"cmd=initack pmiid=1\ncmd=abort exitcode=9\n",
+            b"cmd=initack pmiid=1 secret=00000000000000000000000000000000\n",
+            b"cmd=get_maxes\n",
+            b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03",
+            b"cmd=abort exitcode=9 message=",
+        ] {
+            let said = intrude(&addr, attempt);
+            answers.push((String::from_utf8_lossy(attempt).into_owned(), said));
+        }
+        std::fs::write(d.join("go"), b"").unwrap();
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(
+        o.code(),
+        Some(0),
+        "{}\nthe stranger heard: {answers:?}",
+        o.show()
+    );
+    assert_eq!(
+        o.stdout.matches("engine_check hang OK").count(),
+        2,
+        "{}",
+        o.show()
+    );
+    for (sent, said) in &answers {
+        // Only failed handshakes are answered, and never with a rank.
+        assert!(
+            said.is_empty() || said.starts_with("cmd=initack rc=-1"),
+            "{sent:?} got {said:?}"
+        );
+    }
+    assert!(
+        o.stderr
+            .contains("before authenticating with initack; refused"),
+        "{}",
+        o.show()
+    );
+}
