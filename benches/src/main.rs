@@ -49,7 +49,7 @@ ranks 0 and 1 measure, ranks 2 and above only join the barriers.
 Sizes: 0, 1, 2, 4, ... powers of two within [--min, --max] (bw and bibw
 start at 1 B; mr is 8 B only unless --min or --max is given). Suffixes
 K, M, G (= KiB, MiB, GiB) are binary; KB/MB/GB are refused as ambiguous.
-Bandwidth is in MB/s with 1 MB = 1e6 B, as the anchors.
+Bandwidth is in MB/s with 1 MB = 1e6 B, as the peer programs.
 
 Table output (rank 0): '# Rivet <bench> (<n> ranks)[, window 64[, T threads per rank]]',
 '# Size  <column>', then one row per size. --json prints, at the end, one line:
@@ -104,9 +104,9 @@ enum Bench {
     },
     /// Compare Rivet with MPICH and Open MPI (over TCP also raw TCP; over libfabric with fi_pingpong), interleaved: median [min-max] and ratios.
     ///
-    /// Point-to-point runs use the anchors' mpi_pingpong.c for the peers
+    /// Point-to-point runs use benches/peers/mpi_p2p.c for the peers
     /// (built with mpicc.mpich / mpicc.openmpi into target/peers); startup
-    /// runs hello_mpi.c. A stack whose tools are missing is skipped with a
+    /// runs mpi_hello.c. A stack whose tools are missing is skipped with a
     /// note. Progress goes to stderr, one line per run; the tables (or
     /// --json) to stdout.
     ///
@@ -115,7 +115,7 @@ enum Bench {
     ///
     /// --transport tcp, over loopback: rivet-uring and rivet-poll (rivetrun
     /// with RIVET_NETMOD=tcp and RIVET_TCP_BACKEND=uring or poll), raw-tcp
-    /// (the anchors' raw_tcp_pingpong.c built with cc -O2; latency from its
+    /// (benches/peers/tcp_pingpong.c built with cc -O2; latency from its
     /// busy-poll table at 1, 8, 64, 512 B, 1, 4, 16, 64 KiB, bw from its
     /// one-stream table at 64, 256 KiB, 1, 4 MiB, "-" at other sizes; no mr,
     /// no startup), mpich (UCX_TLS=tcp,self) and openmpi (--mca pml ob1
@@ -131,7 +131,7 @@ enum Bench {
     /// server/client pair, `taskset -c 1 fi_pingpong -p P -e rdm -B PORT -S
     /// SIZE -I ITERS` and `taskset -c 0 fi_pingpong ... -P PORT ...
     /// 127.0.0.1`, a free port each, ITERS 50000 up to 1 KiB, 5000 up to 64
-    /// KiB, 500 above (the anchors' run_all.sh). Its latency is usec/xfer
+    /// KiB, 500 above. Its latency is usec/xfer
     /// (half round trip); its bw is ping-pong bandwidth, size / half round
     /// trip, not a streaming window like Rivet's bw. Below each table, per size:
     /// rivet-ofi(P) / fi_pingpong(P), with the targets latency <= 1.1 and
@@ -225,5 +225,57 @@ fn main() -> std::process::ExitCode {
             eprintln!("rivet-bench: {message}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OSU's spellings (-m MIN:MAX, -i, -x, -W) beside the long ones.
+    #[test]
+    fn osu_option_spellings() {
+        let cli = Cli::try_parse_from([
+            "rivet-bench",
+            "bw",
+            "-m",
+            "1K:64K",
+            "-i",
+            "5",
+            "-x",
+            "1",
+            "-W",
+            "8",
+        ])
+        .expect("parses");
+        let Some(Bench::Bw(a)) = cli.bench else {
+            panic!("not bw")
+        };
+        assert_eq!(a.range, Some((Some(1024), Some(65536))));
+        assert_eq!((a.iters, a.warmup, a.window), (Some(5), Some(1), 8));
+        let cli = Cli::try_parse_from(["rivet-bench", "latency", "-m", "4K"]).expect("parses");
+        let Some(Bench::Latency(a)) = cli.bench else {
+            panic!("not latency")
+        };
+        assert_eq!(a.range, Some((None, Some(4096))));
+        assert_eq!(a.window, sizes::WINDOW);
+        // -m and --max together are refused, as are bad ranges.
+        assert!(Cli::try_parse_from(["rivet-bench", "bw", "-m", "1:8", "--max", "8"]).is_err());
+        assert!(Cli::try_parse_from(["rivet-bench", "bw", "-m", "1:8Q"]).is_err());
+        let cli = Cli::try_parse_from([
+            "rivet-bench",
+            "compare",
+            "-m",
+            "8:1K",
+            "-W",
+            "16",
+            "-i",
+            "3",
+        ])
+        .expect("parses");
+        assert!(matches!(cli.bench, Some(Bench::Compare(_))));
+        assert!(
+            Cli::try_parse_from(["rivet-bench", "compare", "-m", "8:1K", "--sizes", "8"]).is_err()
+        );
     }
 }
