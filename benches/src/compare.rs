@@ -148,8 +148,16 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     stacks: Option<Vec<String>>,
     /// Print one JSON object instead of the tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV instead of the tables: one line per benchmark, size (or
+    /// rank count) and stack: bench,unit,better,key,value,stack,median,min,
+    /// max,runs,vs_best_peer,vs_raw (empty where there is none).
+    #[arg(long)]
+    csv: bool,
+    /// Also draw the curves into FILE (.svg or .png; as `rivet-bench plot`).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Build what is needed, print every run's command line (stdout) and exit
     /// without running anything.
     #[arg(long)]
@@ -599,6 +607,9 @@ pub fn run(args: Args) -> Result<(), String> {
     if args.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
+    if let Some(path) = &args.plot {
+        crate::plot::format_of(path)?;
+    }
     if args.iters == Some(0) || args.window == Some(0) {
         return Err("--iters and --window must be at least 1".into());
     }
@@ -845,16 +856,27 @@ pub fn run(args: Args) -> Result<(), String> {
                 .map(|w| (s.name.as_str(), w.as_str()))
         })
         .collect();
+    let doc = json_doc(transport, &tables, &names, &skipped, args.reps, &loads);
+    if let Some(path) = &args.plot {
+        // A plot that cannot be drawn must not cost the tables.
+        if let Err(e) = crate::plot::plot_json(&doc, path) {
+            eprintln!("rivet-bench: no plot: {e}");
+        }
+    }
     if args.json {
-        println!(
-            "{}",
-            json_doc(transport, &tables, &names, &skipped, args.reps, &loads)
-        );
+        println!("{doc}");
+    } else if args.csv {
+        print!("{}", csv_doc(&tables, &names));
     } else {
-        print!(
-            "{}",
-            text_report(transport, &tables, &names, &skipped, args.reps, &loads)
-        );
+        let text = text_report(transport, &tables, &names, &skipped, args.reps, &loads);
+        match args.window {
+            // The titles name the default window.
+            Some(w) => print!(
+                "{}",
+                text.replace("window of 64", &format!("window of {w}"))
+            ),
+            None => print!("{text}"),
+        }
     }
     Ok(())
 }
@@ -1355,6 +1377,59 @@ fn align(grid: &[Vec<String>]) -> String {
     out
 }
 
+/// The CSV report (`--csv`): a header, then per table, key and stack that
+/// measures it, the summary; a Rivet stack's row adds its ratio to the best
+/// peer and to its raw reference.
+fn csv_doc(tables: &[Table], stacks: &[&str]) -> String {
+    let mut out =
+        String::from("bench,unit,better,key,value,stack,median,min,max,runs,vs_best_peer,vs_raw\n");
+    let opt = |v: Option<f64>| v.map_or_else(String::new, json::num);
+    for table in tables {
+        let better = if table.lower_is_better() {
+            "lower"
+        } else {
+            "higher"
+        };
+        for r in summarize_table(table, stacks) {
+            for (i, s) in &r.per_stack {
+                if s.is_none() && !table.measures(*i, r.key) {
+                    continue;
+                }
+                let (med, min, max, runs) = match s {
+                    Some((s, n)) => (
+                        json::num(s.median),
+                        json::num(s.min),
+                        json::num(s.max),
+                        n.to_string(),
+                    ),
+                    None => (String::new(), String::new(), String::new(), "0".into()),
+                };
+                let ratios = r.rivets.iter().find(|x| x.stack == *i);
+                out += &format!(
+                    "{},{},{better},{},{},{},{med},{min},{max},{runs},{},{}\n",
+                    table.name(),
+                    table.unit(),
+                    table.key_name(),
+                    r.key,
+                    csv_field(stacks[*i]),
+                    opt(ratios.and_then(|x| x.vs_best.map(|b| b.0))),
+                    opt(ratios.and_then(|x| x.vs_raw)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A CSV field, quoted if it holds a comma, quote or semicolon.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', ';']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// A target in JSON: `{"at_most":1.1}`, `{"at_least":0.9}` or `null`.
 fn json_target(target: Option<Target>) -> String {
     match target {
@@ -1589,6 +1664,40 @@ mod tests {
         bw.add(4096, 2, 1500.0);
         let rows = summarize_table(&bw, &names);
         assert_eq!(rows[0].ratio, Some((0.5, 1))); // mpich has the highest bandwidth
+    }
+
+    #[test]
+    fn csv_report() {
+        let names = [
+            "rivet-uring",
+            "raw-tcp",
+            "mpich",
+            "fi_pingpong(tcp;ofi_rxm)",
+        ];
+        let mut lat = table(
+            Bench::P2p(Kind::Latency),
+            Some(vec![8, 16]),
+            vec![0, 1, 2, 3],
+        );
+        lat.only.insert(1, &[8]);
+        lat.add(8, 0, 2.0);
+        lat.add(8, 0, 4.0);
+        lat.add(8, 1, 2.5);
+        lat.add(8, 2, 4.0);
+        lat.add(16, 0, 3.0);
+        let csv = csv_doc(&[lat], &names);
+        assert_eq!(
+            csv,
+            "bench,unit,better,key,value,stack,median,min,max,runs,vs_best_peer,vs_raw
+latency,us,lower,size,8,rivet-uring,3,2,4,2,0.75,1.2
+latency,us,lower,size,8,raw-tcp,2.5,2.5,2.5,1,,
+latency,us,lower,size,8,mpich,4,4,4,1,,
+latency,us,lower,size,8,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
+latency,us,lower,size,16,rivet-uring,3,3,3,1,,
+latency,us,lower,size,16,mpich,,,,0,,
+latency,us,lower,size,16,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
+"
+        );
     }
 
     #[test]

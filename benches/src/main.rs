@@ -23,7 +23,9 @@ mod json;
 mod launch_time;
 mod p2p;
 mod peers;
+mod plot;
 mod pmi_startup;
+mod progress;
 mod report;
 mod sizes;
 mod stats;
@@ -90,7 +92,12 @@ enum Bench {
     /// the last one's end. Sizes: 8 B only, unless --min or --max is given.
     Mr(p2p::MrArgs),
     /// Print the engine's configuration: transports, paths, thresholds, yield mode (rank 0).
-    Info,
+    Info {
+        /// Also list every RIVET_* setting: value in force, source (environment or
+        /// default), default and what it does; and RIVET_* variables that are not settings.
+        #[arg(long)]
+        all: bool,
+    },
     /// Hello world: init, barrier, finalize; rank 0 prints the time from main() to the end of finalize.
     ///
     /// The time starts when main() begins (so it leaves out exec and dynamic
@@ -138,6 +145,18 @@ enum Bench {
     /// bw >= 1.0 marked met or MISSED. mr, bibw and startup are rivet-ofi
     /// only, without a ratio.
     Compare(Box<compare::Args>),
+    /// Draw a `compare --json` document: latency and bandwidth curves per stack, ratio to the best peer.
+    ///
+    /// One column per benchmark measured at two sizes or more: the median
+    /// of every stack against message size on log-log axes, with its
+    /// min-max band, and below, each Rivet stack's median over the best
+    /// peer's (MPICH or Open MPI; where neither ran, raw-tcp, or over ofi
+    /// the same provider's fi_pingpong). SVG, or PNG when FILE ends in
+    /// .png. Text needs a TrueType font: RIVET_BENCH_FONT, else DejaVu Sans
+    /// (fonts-dejavu-core) or another usual system font.
+    ///
+    ///   rivet-bench compare --json > run.json && rivet-bench plot run.json -o run.png
+    Plot(plot::Args),
     /// Rank side of the launch benchmark: PMI init, one put, a barrier, N gets, finalize.
     PmiStartup,
     /// Time launch-to-exit of `pmi-startup` jobs under rivetrun and under mpiexec.hydra.
@@ -201,15 +220,16 @@ fn main() -> std::process::ExitCode {
     let main_start = std::time::Instant::now();
     let cli = Cli::parse();
     let result = match cli.bench {
-        None if cli.info => p2p::info(),
+        None if cli.info => p2p::info(false),
         None => Err("no benchmark given: see `rivet-bench --help`".into()),
         Some(Bench::Latency(args)) => p2p::run(Kind::Latency, args),
         Some(Bench::Bw(args)) => p2p::run(Kind::Bw, args),
         Some(Bench::Bibw(args)) => p2p::run(Kind::Bibw, args),
         Some(Bench::Mr(args)) => p2p::mr(args),
-        Some(Bench::Info) => p2p::info(),
+        Some(Bench::Info { all }) => p2p::info(all),
         Some(Bench::Startup { json }) => p2p::startup(main_start, json),
         Some(Bench::Compare(args)) => compare::run(*args),
+        Some(Bench::Plot(args)) => plot::run(args),
         Some(Bench::PmiStartup) => pmi_startup::run(),
         Some(Bench::LaunchTime(args)) => launch_time::run(args),
         Some(Bench::Spawn(args)) => dynamic::spawn(args),

@@ -58,8 +58,12 @@ pub struct P2pArgs {
     #[arg(short = 'x', long, value_name = "N")]
     pub warmup: Option<u32>,
     /// Print one JSON object at the end instead of the table (shape in `rivet-bench --help`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print CSV at the end instead of the table:
+    /// bench,ranks,threads,window,unit,size,value,iters, one line per size.
+    #[arg(long)]
+    pub csv: bool,
     /// Print the engine's configuration (rank 0) and exit.
     #[arg(long)]
     pub info: bool,
@@ -147,9 +151,19 @@ fn check<T>(what: &str, r: rivet::Result<T>) -> T {
 }
 
 /// `rivet-bench info` and `--info`: rank 0 prints the engine's configuration.
-pub fn info() -> Result<(), String> {
+/// `all`: also every `RIVET_*` setting in force on rank 0 and its source.
+pub fn info(all: bool) -> Result<(), String> {
     let engine = init::<Local>(ThreadLevel::Single)?;
     print_info(&engine);
+    if all && engine.rank() == 0 {
+        let names: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .collect();
+        print!(
+            "{}",
+            rivet_settings::listing(|k| std::env::var(k).ok(), &names)
+        );
+    }
     engine.finalize().map_err(|e| format!("finalize: {e}"))
 }
 
@@ -248,7 +262,7 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
         kind,
         (world.size(), 1, window),
         level_note(args.thread_level, engine.thread_level(), 1),
-        args.json && rank == 0,
+        (args.json, args.csv),
         rank == 0,
     );
     let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(2 * window);
@@ -624,7 +638,7 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
         kind,
         (world.size(), args.threads, common.window),
         level_note(common.thread_level, engine.thread_level(), pairs),
-        common.json && rank == 0,
+        (common.json, common.csv),
         rank == 0,
     );
     let mut bufs: Vec<(AlignedBuf, AlignedBuf)> = if measures {
@@ -754,6 +768,7 @@ fn level_note(asked: ThreadLevel, provided: ThreadLevel, pairs: u32) -> String {
 /// Where rows go: the table as they come (rank 0), or the JSON at the end.
 struct Output {
     kind: Kind,
+    csv: bool,
     ranks: u32,
     threads: u32,
     window: usize,
@@ -768,16 +783,17 @@ impl Output {
         kind: Kind,
         (ranks, threads, window): (u32, u32, usize),
         note: String,
-        json: bool,
+        (json, csv): (bool, bool),
         print: bool,
     ) -> Output {
-        if print && !json {
+        if print && !json && !csv {
             println!("{}", report::title(kind, ranks, threads, window));
             println!("{note}");
             println!("{}", report::column_header(kind));
         }
         Output {
             kind,
+            csv,
             ranks,
             threads,
             window,
@@ -788,13 +804,19 @@ impl Output {
     }
 
     fn row(&mut self, row: Row) {
-        if self.print && !self.json {
+        if self.print && !self.json && !self.csv {
             println!("{}", report::table_row(self.kind, row.size, row.value));
         }
         self.rows.push(row);
     }
 
     fn finish(self) {
+        if self.print && self.csv {
+            print!(
+                "{}",
+                report::csv_doc(self.kind, self.ranks, self.threads, self.window, &self.rows)
+            );
+        }
         if self.print && self.json {
             println!(
                 "{}",

@@ -84,6 +84,23 @@ pub fn json_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row
     )
 }
 
+/// `--csv`: a header and one line per size, each naming the run.
+pub fn csv_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row]) -> String {
+    let window = if kind == Kind::Latency { 1 } else { window };
+    let mut out = String::from("bench,ranks,threads,window,unit,size,value,iters\n");
+    for r in rows {
+        out += &format!(
+            "{},{ranks},{threads},{window},{},{},{},{}\n",
+            kind.name(),
+            kind.unit(),
+            r.size,
+            json::num(r.value),
+            r.iters
+        );
+    }
+    out
+}
+
 /// Find the `json_doc` of benchmark `bench` in a job's stdout (other lines,
 /// e.g. from the launcher, are skipped) and return its (size, value) rows.
 pub fn parse_json_output(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, String> {
@@ -180,6 +197,21 @@ mod tests {
             .unwrap_err()
             .contains("expected \"bw\""));
         assert!(parse_json_output("# table\n8 1.0\n", "bw").is_err());
+        let csv = csv_doc(
+            Kind::Bw,
+            2,
+            1,
+            16,
+            &[Row {
+                size: 8,
+                value: 12.5,
+                iters: 100,
+            }],
+        );
+        assert_eq!(
+            csv,
+            "bench,ranks,threads,window,unit,size,value,iters\nbw,2,1,16,MB/s,8,12.5,100\n"
+        );
         let mr = json_doc(
             Kind::Mr,
             2,

@@ -188,6 +188,11 @@ pub struct Cli {
     #[arg(long = "info")]
     pub info: bool,
 
+    /// With --info: also list every RIVET_* setting (value in force, where it came from,
+    /// default, what it does) and any RIVET_* variable that is not one.
+    #[arg(long = "all", requires = "info")]
+    pub all: bool,
+
     /// Send the job's publish/lookup/unpublish name requests to this name server (what
     /// `rivetrun --name-server` prints), so separately started jobs find each other's ports
     /// [default: $RIVET_NAMESERVER; unset: rivetrun serves names to its own job]

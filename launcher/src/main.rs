@@ -53,7 +53,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     }
     let name_server = match &cli.nameserver {
         Some(addr) => Some(addr.clone()),
-        None => match std::env::var("RIVET_NAMESERVER") {
+        None => match rivet_settings::var("RIVET_NAMESERVER").ok_or(()) {
             Ok(v) if !v.trim().is_empty() => Some(
                 nameserver::check_addr(&v)
                     .map_err(|e| LaunchError::Usage(format!("RIVET_NAMESERVER: {e}")))?,
@@ -66,7 +66,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         None => Topology::discover()?,
     };
     if cli.info {
-        info::print(&topo);
+        info::print(&topo, cli.all);
         return Ok(0);
     }
     let (mut job, search_path) = job_spec(&cli)?;
