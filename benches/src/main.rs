@@ -18,6 +18,8 @@
 mod compare;
 mod dynamic;
 mod fi_pingpong;
+#[path = "../../launcher/src/generate.rs"]
+mod generate;
 mod harness;
 mod json;
 mod launch_time;
@@ -29,8 +31,9 @@ mod progress;
 mod report;
 mod sizes;
 mod stats;
+mod version;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::sizes::Kind;
 
@@ -216,9 +219,25 @@ enum Bench {
     Dynamic(dynamic::Args),
 }
 
+/// The arguments; `--version` gets the long version, whose library probes
+/// run only when it is asked for.
+fn parse_args() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = Cli::command();
+    if args.iter().any(|a| a == "--version") {
+        // Printed once, then the process exits: leaking it is free.
+        command = command.long_version(&*Box::leak(version::long().into_boxed_str()));
+    }
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> std::process::ExitCode {
     let main_start = std::time::Instant::now();
-    let cli = Cli::parse();
+    if let Some(code) = generate::from_args(Cli::command) {
+        return code;
+    }
+    let cli = parse_args();
     let result = match cli.bench {
         None if cli.info => p2p::info(false),
         None => Err("no benchmark given: see `rivet-bench --help`".into()),

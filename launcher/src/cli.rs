@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use crate::topology::{BindTo, MapBy};
 
@@ -228,7 +228,14 @@ impl Cli {
             eprintln!("rivetrun: {why}");
             std::process::exit(2);
         }
-        Cli::parse_from(args)
+        // The long version probes libraries: only when it is asked for.
+        let mut command = Cli::command();
+        if args.iter().any(|a| a == "--version") {
+            // Printed once, then the process exits: leaking it is free.
+            command = command.long_version(&*Box::leak(crate::version::long().into_boxed_str()));
+        }
+        let matches = command.get_matches_from(args);
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
 
     /// Variables set with -env and -genv, in command-line order (a later one wins).

@@ -20,6 +20,7 @@ pub fn print(topo: &Topology, all: bool) {
         format!("io_uring:     {}", describe(probe_io_uring())),
         format!("CMA:          {}", describe(probe_cma())),
         format!("libfabric:    {}", describe(probe_libfabric())),
+        format!("ofi:          providers {}", ofi_providers()),
         "transports:   shm on the node; tcp (io_uring or poll) to other nodes; ofi \
          (libfabric) with RIVET_NETMOD=ofi, or by default where RIVET_OFI_PROVIDER names \
          a provider or libfabric has one faster than tcp (`rivet-bench info` shows what a job uses)"
@@ -45,6 +46,19 @@ fn settings_listing() -> String {
     rivet_settings::listing(|k| std::env::var(k).ok(), &names)
         .trim_end()
         .to_string()
+}
+
+/// The providers (with their domains) the ofi netmod could use here.
+fn ofi_providers() -> String {
+    match rivet_netmods::ofi::provider_domains() {
+        Ok(list) if list.is_empty() => "none usable (RDM endpoints with tagged messages)".into(),
+        Ok(list) => list
+            .iter()
+            .map(|(p, ds)| format!("{p} (domains: {})", ds.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(e) => format!("none ({e})"),
+    }
 }
 
 fn describe(result: io::Result<String>) -> String {

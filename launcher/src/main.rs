@@ -12,6 +12,7 @@
 
 mod cli;
 mod error;
+mod generate;
 mod info;
 mod launch;
 mod nameserver;
@@ -20,6 +21,7 @@ mod output;
 mod spawn;
 mod supervisor;
 mod topology;
+mod version;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -37,6 +39,9 @@ use crate::supervisor::{Failure, Supervisor};
 use crate::topology::{PlacementRequest, Topology};
 
 fn main() -> ExitCode {
+    if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
+        return code;
+    }
     let cli = Cli::from_args();
     match run(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
