@@ -774,7 +774,7 @@ pub fn run(args: Args) -> Result<(), String> {
                     }
                     table.stacks.push(i);
                     cells.push(Cell {
-                        label: format!("{}/{}", kind.name(), s.name),
+                        label: format!("{}/{} ({})", kind.name(), s.name, size_span(&run_sizes)),
                         spec,
                         warmup: false,
                     });
@@ -879,6 +879,20 @@ pub fn run(args: Args) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// "8 B-4 MiB" (or "8 B"): the sizes a run covers, for progress lines.
+fn size_span(sizes: &[u64]) -> String {
+    let fmt = |s: u64| match s {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
+        s => format!("{s} B"),
+    };
+    match (sizes.iter().min(), sizes.iter().max()) {
+        (Some(&a), Some(&b)) if a == b => fmt(a),
+        (Some(&a), Some(&b)) => format!("{}-{}", fmt(a), fmt(b)),
+        _ => "all sizes".into(),
+    }
 }
 
 /// `rivetrun` with the stack's `RIVET_*` settings.
