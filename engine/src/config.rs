@@ -155,6 +155,7 @@ mod tests {
         let shm = crate::shm::ShmConfig::from_lookup(listed).unwrap();
         let tcp = rivet_netmods::TcpConfig::from_vars(listed).unwrap();
         let ofi = rivet_netmods::OfiConfig::from_vars(listed).unwrap();
+        let word = |k: &str| rivet_settings::lookup(k).unwrap().default;
         let default = |k: &str| {
             let d = rivet_settings::lookup(k).expect("listed").default;
             parse_size(d).unwrap_or_else(|e| panic!("{k}'s default {d:?}: {e}"))
@@ -170,7 +171,7 @@ mod tests {
         assert_eq!(default("RIVET_OFI_PIECE"), ofi.piece);
         let t = rivet_settings::lookup("RIVET_OFI_TIMEOUT").unwrap().default;
         assert_eq!(format!("{}s", ofi.timeout.as_secs()), t);
-        let word = |k: &str| rivet_settings::lookup(k).unwrap().default;
+        assert_eq!(word("RIVET_OFI_RMA"), if ofi.rma { "1" } else { "0" });
         assert_eq!((word("RIVET_SHM_LMT"), engine.lmt), ("auto", LmtMode::Auto));
         assert_eq!(
             (word("RIVET_YIELD"), engine.yield_mode),
