@@ -8,27 +8,27 @@
 //! Point-to-point (latency, bw, mr; bibw is Rivet only, the peers' program
 //! has none): each run is one whole job on 2 ranks, one per core. Over shm:
 //! - rivet:   `rivetrun -n 2 --bind-to core rivet-bench <bench> --json --max M`
-//! - mpich:   `MAXSIZE=M mpiexec.hydra -n 2 -bind-to core mpi_pingpong.mpich <lat|bw|mr>`
+//! - mpich:   `MAXSIZE=M mpiexec.hydra -n 2 -bind-to core mpi_p2p.mpich <lat|bw|mr>`
 //! - openmpi: `mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to core
-//!   --mca pml ob1 --mca btl self,vader -x MAXSIZE mpi_pingpong.openmpi <lat|bw|mr>`
+//!   --mca pml ob1 --mca btl self,vader -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
 //!
 //! Over tcp (`--transport tcp`):
 //! - rivet-uring: `RIVET_NETMOD=tcp RIVET_TCP_BACKEND=uring rivetrun -n 2 --bind-to core
 //!   rivet-bench <bench> --json --max M`
 //! - rivet-poll:  `RIVET_NETMOD=tcp RIVET_TCP_BACKEND=poll rivetrun -n 2 --bind-to core
 //!   rivet-bench <bench> --json --max M`
-//! - raw-tcp:     `raw_tcp_pingpong <lat|bw>` (latency and bw only)
+//! - raw-tcp:     `tcp_pingpong <lat|bw>` (latency and bw only)
 //! - mpich:   `UCX_TLS=tcp,self MAXSIZE=M mpiexec.hydra -n 2 -bind-to core
-//!   mpi_pingpong.mpich <lat|bw|mr>`
+//!   mpi_p2p.mpich <lat|bw|mr>`
 //! - openmpi: `mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to core
-//!   --mca pml ob1 --mca btl self,tcp -x MAXSIZE mpi_pingpong.openmpi <lat|bw|mr>`
+//!   --mca pml ob1 --mca btl self,tcp -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
 //!
-//! where `mpi_pingpong.*` is the anchors' `mpi_pingpong.c` built with each
+//! where `mpi_p2p.*` is benches/peers/mpi_p2p.c built with each
 //! stack's `mpicc -O2` (into `target/peers/`), and M the largest size asked
 //! for, so every stack runs the same ladder of sizes up to M. mr is 8-byte
-//! messages only (mpi_pingpong's mr).
+//! messages only (mpi_p2p's mr).
 //!
-//! raw-tcp is the anchors' `raw_tcp_pingpong.c` built with `cc -O2` (into
+//! raw-tcp is `benches/peers/tcp_pingpong.c` built with `cc -O2` (into
 //! `target/peers/`): one loopback connection with TCP_NODELAY between two
 //! processes it forks and pins to CPUs 0 and 1 itself. It is the limit
 //! Rivet's TCP netmod is held to, not a peer: its latency is the busy-poll
@@ -47,7 +47,7 @@
 //!   (`fi_pingpong` has only one size per run), run through `rivet-bench
 //!   fi-pingpong` (module `fi_pingpong`): `taskset -c 1 fi_pingpong -p P -e
 //!   rdm -B PORT -S SIZE -I ITERS` and `taskset -c 0 fi_pingpong -p P -e rdm
-//!   -P PORT -S SIZE -I ITERS 127.0.0.1` (the anchors' run_all.sh, and its
+//!   -P PORT -S SIZE -I ITERS 127.0.0.1` (as the project's reference runs, and
 //!   ITERS: 50000 up to 1 KiB, 5000 up to 64 KiB, 500 above), a free port
 //!   per pair, at exactly the sizes asked for. Its latency is
 //!   usec/xfer (half a round trip); its bw is ping-pong bandwidth, size /
@@ -71,9 +71,9 @@
 //! whether they are met.
 //!
 //! startup: wall time of a whole N-rank job, launcher start to exit:
-//! `rivetrun -n N rivet-bench startup` against `mpiexec.hydra -n N hello.mpich`
-//! and `mpirun.openmpi --oversubscribe -n N hello.openmpi` (the anchors'
-//! `hello_mpi.c`: MPI_Init, MPI_Barrier, MPI_Finalize), default binding, one
+//! `rivetrun -n N rivet-bench startup` against `mpiexec.hydra -n N mpi_hello.mpich`
+//! and `mpirun.openmpi --oversubscribe -n N mpi_hello.openmpi` (benches/peers/
+//! `mpi_hello.c`: MPI_Init, MPI_Barrier, MPI_Finalize), default binding, one
 //! untimed warm-up run of each first. Over tcp each stack gets its TCP
 //! settings (the RIVET_* environment, UCX_TLS=tcp,self, --mca pml ob1 --mca
 //! btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
@@ -117,6 +117,24 @@ pub struct Args {
     /// server/client pair per size listed (every ladder size for `all`).
     #[arg(long, default_value = "8,1024,65536,1048576,4194304")]
     sizes: String,
+    /// Sizes as OSU's `-m MIN:MAX`: every ladder size in the range
+    /// (instead of --sizes).
+    #[arg(short = 'm', value_parser = crate::p2p::parse_range, value_name = "MIN:MAX",
+          conflicts_with = "sizes")]
+    range: Option<(Option<usize>, Option<usize>)>,
+    /// Timed iterations per size for every stack (OSU's -i): round trips
+    /// (latency) or windows (bw, mr); raw-tcp's bw sends ITERS x WINDOW
+    /// messages. [default: by size, as `rivet-bench latency --help` says;
+    /// fi_pingpong keeps its own]
+    #[arg(short = 'i', long, value_name = "N")]
+    iters: Option<u32>,
+    /// Untimed iterations per size for Rivet and the MPI stacks (OSU's -x).
+    #[arg(short = 'x', long, value_name = "N")]
+    warmup: Option<u32>,
+    /// Messages per window of bw and mr, for Rivet and the MPI stacks
+    /// (OSU's -W).
+    #[arg(short = 'W', long, value_name = "N")]
+    window: Option<usize>,
     /// Rank counts for startup.
     #[arg(long, value_delimiter = ',', default_value = "2,8,32")]
     ranks: Vec<u32>,
@@ -130,8 +148,16 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     stacks: Option<Vec<String>>,
     /// Print one JSON object instead of the tables.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     json: bool,
+    /// Print CSV instead of the tables: one line per benchmark, size (or
+    /// rank count) and stack: bench,unit,better,key,value,stack,median,min,
+    /// max,runs,vs_best_peer,vs_raw (empty where there is none).
+    #[arg(long)]
+    csv: bool,
+    /// Also draw the curves into FILE (.svg or .png; as `rivet-bench plot`).
+    #[arg(long, value_name = "FILE")]
+    plot: Option<PathBuf>,
     /// Build what is needed, print every run's command line (stdout) and exit
     /// without running anything.
     #[arg(long)]
@@ -152,15 +178,16 @@ pub struct Args {
     mpicc_mpich: String,
     #[arg(long, default_value = "mpicc.openmpi")]
     mpicc_openmpi: String,
-    /// C compiler for raw_tcp_pingpong.c (raw-tcp).
+    /// C compiler for tcp_pingpong.c (raw-tcp).
     #[arg(long, default_value = "cc")]
     cc: String,
     /// libfabric's fi_pingpong (fi_pingpong stacks, --transport ofi).
     #[arg(long, default_value = fi_pingpong::DEFAULT_PROGRAM)]
     fi_pingpong: String,
-    /// Directory with mpi_pingpong.c, hello_mpi.c and raw_tcp_pingpong.c.
-    #[arg(long, default_value = peers::DEFAULT_ANCHORS)]
-    anchors: PathBuf,
+    /// Directory with the peer programs' sources: mpi_p2p.c, mpi_hello.c
+    /// and tcp_pingpong.c [default: benches/peers of this source tree].
+    #[arg(long, value_name = "DIR")]
+    peers_dir: Option<PathBuf>,
     /// Where to build the peers' programs [default: target/peers beside this executable's profile dir].
     #[arg(long)]
     build_dir: Option<PathBuf>,
@@ -323,7 +350,7 @@ enum StackRun {
         env: Vec<(&'static str, String)>,
     },
     Mpi(peers::Stack, Transport),
-    /// raw_tcp_pingpong.
+    /// tcp_pingpong.
     RawTcp(PathBuf),
     /// fi_pingpong pairs, run by `wrapper fi-pingpong` (this executable).
     FiPingpong {
@@ -336,11 +363,53 @@ enum StackRun {
     },
 }
 
+/// Iteration options every stack's p2p run is given (`-i`, `-x`, `-W`);
+/// `None`: the program's defaults.
+#[derive(Debug, Default, Clone, Copy)]
+struct Loops {
+    iters: Option<u32>,
+    warmup: Option<u32>,
+    window: Option<usize>,
+}
+
+impl Loops {
+    /// `[flag, value]` pairs for the options set, `flags` naming
+    /// (iters, warmup, window); window only where the bench has one.
+    fn args(&self, kind: Kind, flags: [&str; 3]) -> Vec<String> {
+        let mut out = Vec::new();
+        let window = self.window.filter(|_| kind != Kind::Latency);
+        let values = [
+            self.iters.map(u64::from),
+            self.warmup.map(u64::from),
+            window.map(|w| w as u64),
+        ];
+        for (flag, value) in flags.iter().zip(values) {
+            if let Some(v) = value {
+                out.push(flag.to_string());
+                out.push(v.to_string());
+            }
+        }
+        out
+    }
+}
+
 impl StackRun {
+    /// `p2p_with` the programs' own iteration counts.
+    #[cfg(test)]
+    fn p2p(&self, kind: Kind, max_size: usize, sizes: &[u64]) -> Option<CmdSpec> {
+        self.p2p_with(kind, max_size, sizes, &Loops::default())
+    }
+
     /// The job for one p2p benchmark, or None if the stack has no such
     /// bench. `sizes` are those to report: Rivet's and the MPI stacks'
     /// runs go up the ladder to `max_size`, fi_pingpong runs those only.
-    fn p2p(&self, kind: Kind, max_size: usize, sizes: &[u64]) -> Option<CmdSpec> {
+    fn p2p_with(
+        &self,
+        kind: Kind,
+        max_size: usize,
+        sizes: &[u64],
+        loops: &Loops,
+    ) -> Option<CmdSpec> {
         match self {
             StackRun::Rivet {
                 rivetrun,
@@ -350,7 +419,8 @@ impl StackRun {
                 let spec = rivet_cmd(rivetrun, env)
                     .args(["-n", "2", "--bind-to", "core"])
                     .arg(bench)
-                    .args([kind.name(), "--json"]);
+                    .args([kind.name(), "--json"])
+                    .args(loops.args(kind, ["--iters", "--warmup", "--window"]));
                 Some(if kind == Kind::Mr {
                     spec
                 } else {
@@ -362,12 +432,23 @@ impl StackRun {
                 let max = if kind == Kind::Mr { 8 } else { max_size };
                 Some(
                     s.mpi
-                        .pingpong(&s.launcher, s.pingpong.as_ref()?, b, max, *transport),
+                        .pingpong(&s.launcher, s.pingpong.as_ref()?, b, max, *transport)
+                        .args(loops.args(kind, ["-i", "-x", "-W"])),
                 )
             }
             StackRun::RawTcp(program) => {
                 let (b, _) = peers::raw_tcp_bench(kind.name())?;
-                Some(CmdSpec::new(program).arg(b))
+                let spec = CmdSpec::new(program).arg(b);
+                // Its -i counts round trips (lat) or messages (bw).
+                let per_iter = if kind == Kind::Bw {
+                    loops.window.unwrap_or(sizes::WINDOW) as u64
+                } else {
+                    1
+                };
+                Some(match loops.iters {
+                    Some(n) => spec.args(["-i".to_string(), (u64::from(n) * per_iter).to_string()]),
+                    None => spec,
+                })
             }
             StackRun::FiPingpong {
                 wrapper,
@@ -526,7 +607,28 @@ pub fn run(args: Args) -> Result<(), String> {
     if args.reps == 0 {
         return Err("--reps must be at least 1".into());
     }
-    let size_sel = parse_sizes(&args.sizes)?;
+    if let Some(path) = &args.plot {
+        crate::plot::format_of(path)?;
+    }
+    if args.iters == Some(0) || args.window == Some(0) {
+        return Err("--iters and --window must be at least 1".into());
+    }
+    let loops = Loops {
+        iters: args.iters,
+        warmup: args.warmup,
+        window: args.window,
+    };
+    let size_sel = match args.range {
+        Some((min, max)) => {
+            let (min, max) = (min.unwrap_or(0), max.unwrap_or(sizes::DEFAULT_MAX));
+            let list = sizes::size_list(min, max);
+            if list.is_empty() {
+                return Err(format!("-m {min}:{max}: no ladder size in the range"));
+            }
+            SizeSel::List(list)
+        }
+        None => parse_sizes(&args.sizes)?,
+    };
     let mut benches = Vec::new();
     for b in &args.benches {
         let bench = match b.trim() {
@@ -558,6 +660,10 @@ pub fn run(args: Args) -> Result<(), String> {
         .build_dir
         .clone()
         .unwrap_or_else(peers::default_build_dir);
+    let peers_dir = args
+        .peers_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(peers::DEFAULT_PEERS_DIR));
     let mut stacks = Vec::new();
     for name in names {
         let tcp = |backend: &str| {
@@ -572,7 +678,7 @@ pub fn run(args: Args) -> Result<(), String> {
             ("rivet-poll", None) => rivet_stack(&args, tcp("poll")),
             ("raw-tcp" | "fi_pingpong", _) if !want_raw => Err("it has only latency and bw".into()),
             ("raw-tcp", None) => {
-                peers::prepare_raw_tcp(&args.cc, &args.anchors, &build_dir).map(StackRun::RawTcp)
+                peers::prepare_raw_tcp(&args.cc, &peers_dir, &build_dir).map(StackRun::RawTcp)
             }
             ("rivet-ofi", Some(provider)) => rivet_stack(
                 &args,
@@ -586,7 +692,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 Mpi::Mpich,
                 &args.hydra,
                 &args.mpicc_mpich,
-                &args.anchors,
+                &peers_dir,
                 &build_dir,
                 want_pingpong,
                 want_hello,
@@ -596,7 +702,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 Mpi::OpenMpi,
                 &args.ompi_mpirun,
                 &args.mpicc_openmpi,
-                &args.anchors,
+                &peers_dir,
                 &build_dir,
                 want_pingpong,
                 want_hello,
@@ -647,7 +753,7 @@ pub fn run(args: Args) -> Result<(), String> {
                 let run_sizes = table.run_sizes(max_size);
                 for (i, s) in stacks.iter().enumerate() {
                     let Ok(run) = &s.status else { continue };
-                    let Some(spec) = run.p2p(kind, max_size, &run_sizes) else {
+                    let Some(spec) = run.p2p_with(kind, max_size, &run_sizes, &loops) else {
                         continue;
                     };
                     if let Some(fixed) = run.fixed_sizes(kind) {
@@ -668,7 +774,7 @@ pub fn run(args: Args) -> Result<(), String> {
                     }
                     table.stacks.push(i);
                     cells.push(Cell {
-                        label: format!("{}/{}", kind.name(), s.name),
+                        label: format!("{}/{} ({})", kind.name(), s.name, size_span(&run_sizes)),
                         spec,
                         warmup: false,
                     });
@@ -750,18 +856,43 @@ pub fn run(args: Args) -> Result<(), String> {
                 .map(|w| (s.name.as_str(), w.as_str()))
         })
         .collect();
+    let doc = json_doc(transport, &tables, &names, &skipped, args.reps, &loads);
+    if let Some(path) = &args.plot {
+        // A plot that cannot be drawn must not cost the tables.
+        if let Err(e) = crate::plot::plot_json(&doc, path) {
+            eprintln!("rivet-bench: no plot: {e}");
+        }
+    }
     if args.json {
-        println!(
-            "{}",
-            json_doc(transport, &tables, &names, &skipped, args.reps, &loads)
-        );
+        println!("{doc}");
+    } else if args.csv {
+        print!("{}", csv_doc(&tables, &names));
     } else {
-        print!(
-            "{}",
-            text_report(transport, &tables, &names, &skipped, args.reps, &loads)
-        );
+        let text = text_report(transport, &tables, &names, &skipped, args.reps, &loads);
+        match args.window {
+            // The titles name the default window.
+            Some(w) => print!(
+                "{}",
+                text.replace("window of 64", &format!("window of {w}"))
+            ),
+            None => print!("{text}"),
+        }
     }
     Ok(())
+}
+
+/// "8 B-4 MiB" (or "8 B"): the sizes a run covers, for progress lines.
+fn size_span(sizes: &[u64]) -> String {
+    let fmt = |s: u64| match s {
+        s if s >= 1 << 20 && s % (1 << 20) == 0 => format!("{} MiB", s >> 20),
+        s if s >= 1 << 10 && s % (1 << 10) == 0 => format!("{} KiB", s >> 10),
+        s => format!("{s} B"),
+    };
+    match (sizes.iter().min(), sizes.iter().max()) {
+        (Some(&a), Some(&b)) if a == b => fmt(a),
+        (Some(&a), Some(&b)) => format!("{}-{}", fmt(a), fmt(b)),
+        _ => "all sizes".into(),
+    }
 }
 
 /// `rivetrun` with the stack's `RIVET_*` settings.
@@ -1260,6 +1391,59 @@ fn align(grid: &[Vec<String>]) -> String {
     out
 }
 
+/// The CSV report (`--csv`): a header, then per table, key and stack that
+/// measures it, the summary; a Rivet stack's row adds its ratio to the best
+/// peer and to its raw reference.
+fn csv_doc(tables: &[Table], stacks: &[&str]) -> String {
+    let mut out =
+        String::from("bench,unit,better,key,value,stack,median,min,max,runs,vs_best_peer,vs_raw\n");
+    let opt = |v: Option<f64>| v.map_or_else(String::new, json::num);
+    for table in tables {
+        let better = if table.lower_is_better() {
+            "lower"
+        } else {
+            "higher"
+        };
+        for r in summarize_table(table, stacks) {
+            for (i, s) in &r.per_stack {
+                if s.is_none() && !table.measures(*i, r.key) {
+                    continue;
+                }
+                let (med, min, max, runs) = match s {
+                    Some((s, n)) => (
+                        json::num(s.median),
+                        json::num(s.min),
+                        json::num(s.max),
+                        n.to_string(),
+                    ),
+                    None => (String::new(), String::new(), String::new(), "0".into()),
+                };
+                let ratios = r.rivets.iter().find(|x| x.stack == *i);
+                out += &format!(
+                    "{},{},{better},{},{},{},{med},{min},{max},{runs},{},{}\n",
+                    table.name(),
+                    table.unit(),
+                    table.key_name(),
+                    r.key,
+                    csv_field(stacks[*i]),
+                    opt(ratios.and_then(|x| x.vs_best.map(|b| b.0))),
+                    opt(ratios.and_then(|x| x.vs_raw)),
+                );
+            }
+        }
+    }
+    out
+}
+
+/// A CSV field, quoted if it holds a comma, quote or semicolon.
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', ';']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
 /// A target in JSON: `{"at_most":1.1}`, `{"at_least":0.9}` or `null`.
 fn json_target(target: Option<Target>) -> String {
     match target {
@@ -1497,6 +1681,40 @@ mod tests {
     }
 
     #[test]
+    fn csv_report() {
+        let names = [
+            "rivet-uring",
+            "raw-tcp",
+            "mpich",
+            "fi_pingpong(tcp;ofi_rxm)",
+        ];
+        let mut lat = table(
+            Bench::P2p(Kind::Latency),
+            Some(vec![8, 16]),
+            vec![0, 1, 2, 3],
+        );
+        lat.only.insert(1, &[8]);
+        lat.add(8, 0, 2.0);
+        lat.add(8, 0, 4.0);
+        lat.add(8, 1, 2.5);
+        lat.add(8, 2, 4.0);
+        lat.add(16, 0, 3.0);
+        let csv = csv_doc(&[lat], &names);
+        assert_eq!(
+            csv,
+            "bench,unit,better,key,value,stack,median,min,max,runs,vs_best_peer,vs_raw
+latency,us,lower,size,8,rivet-uring,3,2,4,2,0.75,1.2
+latency,us,lower,size,8,raw-tcp,2.5,2.5,2.5,1,,
+latency,us,lower,size,8,mpich,4,4,4,1,,
+latency,us,lower,size,8,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
+latency,us,lower,size,16,rivet-uring,3,3,3,1,,
+latency,us,lower,size,16,mpich,,,,0,,
+latency,us,lower,size,16,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
+"
+        );
+    }
+
+    #[test]
     fn text_and_json_reports() {
         let names = ["rivet", "mpich"];
         let mut mr = table(Bench::P2p(Kind::Mr), Some(vec![8]), vec![0, 1]);
@@ -1627,18 +1845,44 @@ mod tests {
             "rivetrun -n 2 --bind-to core rivet-bench bw --json --max 8"
         );
         assert_eq!(shm.fixed_sizes(Kind::Latency), None);
-        let raw = StackRun::RawTcp("target/peers/raw_tcp_pingpong".into());
+        let raw = StackRun::RawTcp("target/peers/tcp_pingpong".into());
         assert_eq!(
             raw.p2p(Kind::Latency, 8, &[]).unwrap().to_string(),
-            "target/peers/raw_tcp_pingpong lat"
+            "target/peers/tcp_pingpong lat"
         );
         assert_eq!(
             raw.p2p(Kind::Bw, 1 << 22, &[]).unwrap().to_string(),
-            "target/peers/raw_tcp_pingpong bw"
+            "target/peers/tcp_pingpong bw"
         );
         assert!(raw.p2p(Kind::Mr, 8, &[]).is_none());
         assert!(raw.p2p(Kind::Bibw, 8, &[]).is_none());
         assert!(raw.startup(2).is_none());
+        // -i, -x, -W reach every program in its own spelling.
+        let loops = Loops {
+            iters: Some(50),
+            warmup: Some(5),
+            window: Some(16),
+        };
+        assert_eq!(
+            shm.p2p_with(Kind::Bw, 8, &[], &loops).unwrap().to_string(),
+            "rivetrun -n 2 --bind-to core rivet-bench bw --json --iters 50 --warmup 5 --window 16 --max 8"
+        );
+        assert_eq!(
+            shm.p2p_with(Kind::Latency, 8, &[], &loops)
+                .unwrap()
+                .to_string(),
+            "rivetrun -n 2 --bind-to core rivet-bench latency --json --iters 50 --warmup 5 --max 8"
+        );
+        assert_eq!(
+            raw.p2p_with(Kind::Bw, 8, &[], &loops).unwrap().to_string(),
+            "target/peers/tcp_pingpong bw -i 800"
+        );
+        assert_eq!(
+            raw.p2p_with(Kind::Latency, 8, &[], &loops)
+                .unwrap()
+                .to_string(),
+            "target/peers/tcp_pingpong lat -i 50"
+        );
         assert_eq!(
             raw.fixed_sizes(Kind::Bw),
             Some(&peers::RAW_TCP_BW_SIZES[..])
@@ -1656,7 +1900,7 @@ mod tests {
             },
             StackEntry {
                 name: "raw-tcp".into(),
-                status: Ok(StackRun::RawTcp("raw_tcp_pingpong".into())),
+                status: Ok(StackRun::RawTcp("tcp_pingpong".into())),
             },
         ];
         let mut lat = table(
@@ -1678,18 +1922,18 @@ mod tests {
             wall_key: None,
         };
         let note = record(&mut tables, &stacks, target, &out(RAW_LAT)).unwrap();
-        assert_eq!(note, " — 8:3.000 1024:3.227 us");
+        assert_eq!(note, " — 8:4.054 1024:3.755 us");
         let samples = &tables[0].samples;
-        assert_eq!(samples[&8][&1], [3.0]); // busy-poll, not blocking
-        assert_eq!(samples[&1024][&1], [3.227]);
+        assert_eq!(samples[&8][&1], [4.054]);
+        assert_eq!(samples[&1024][&1], [3.755]);
         assert!(!samples.contains_key(&(1 << 20)));
         assert!(tables[0].measures(1, 8));
         assert!(!tables[0].measures(1, 1 << 20));
         assert!(tables[0].measures(0, 1 << 20));
-        // Only the blocking table (a run cut short): unusable.
+        // Cut short before its table's title: unusable.
         let cut: String = RAW_LAT
             .lines()
-            .take(10)
+            .skip(2)
             .map(|l| l.to_owned() + "\n")
             .collect();
         assert!(record(&mut tables, &stacks, target, &out(&cut)).is_err());

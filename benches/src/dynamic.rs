@@ -52,6 +52,7 @@ use rivet::{Comm, Engine};
 use crate::harness::{self, CmdSpec, JobOutput};
 use crate::json::{self, Value};
 use crate::peers::{self, Mpi};
+use crate::progress::Progress;
 use crate::stats::{summarize, Summary};
 
 /// Tag of the pid message from each child to parent rank 0.
@@ -591,16 +592,21 @@ pub fn run(args: Args) -> Result<(), String> {
     }
     let mut failures = 0;
     let mut loads = Vec::new();
-    let total = units.len() * args.reps as usize;
-    let mut done = 0;
+    let mut progress = Progress::new(units.len() * args.reps as usize);
     for rep in 0..args.reps {
         for u in harness::rotation(units.len(), rep) {
-            done += 1;
-            let prefix = format!(
-                "rivet-bench: [{done}/{total}] rep {}/{}",
+            let what = format!(
+                "rep {}/{} {}",
                 rep + 1,
-                args.reps
+                args.reps,
+                match units[u] {
+                    Unit::Connect => "accept/connect",
+                    Unit::Spawn(0) => "rivet spawn",
+                    Unit::Spawn(_) => "openmpi spawn",
+                }
             );
+            progress.start(&what);
+            let prefix = format!("rivet-bench: {what}");
             let outcome = match units[u] {
                 Unit::Connect => {
                     let port_file = port_dir.join(format!("port-{rep}"));
@@ -649,14 +655,15 @@ pub fn run(args: Args) -> Result<(), String> {
                 }
             };
             match outcome {
-                Ok(line) => eprintln!("{prefix} {line}"),
+                Ok(line) => progress.finished(&format!("{prefix}: {line}")),
                 Err(e) => {
                     failures += 1;
-                    eprintln!("{prefix}: FAILED: {e}");
+                    progress.finished(&format!("{prefix}: FAILED: {e}"));
                 }
             }
         }
     }
+    progress.finish();
     let _ = std::fs::remove_dir(&port_dir);
     if args.json {
         print_json(&args, &s);

@@ -10,6 +10,8 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::progress::Progress;
+
 /// A command line with extra environment, printable for logs.
 #[derive(Debug, Clone)]
 pub struct CmdSpec {
@@ -326,30 +328,32 @@ pub fn run_interleaved(
     mut record: impl FnMut(usize, usize, &JobOutput) -> Result<String, String>,
 ) -> Loads {
     let total: usize = groups.iter().map(Vec::len).sum::<usize>() * reps as usize;
-    let mut done = 0usize;
+    let mut progress = Progress::new(total);
     let mut loads = Loads::default();
     let mut warmed = vec![false; groups.len()];
-    let mut run_group = |g: usize, rep: u32, done: &mut usize, loads: &mut Loads| {
+    let mut run_group = |g: usize, rep: u32, progress: &mut Progress, loads: &mut Loads| {
         let cells = &groups[g];
         if !warmed[g] {
             warmed[g] = true;
             for cell in cells.iter().filter(|c| c.warmup) {
+                progress.start(&format!("warm-up {}", cell.label));
                 match run_job(&cell.spec, timeout) {
-                    Ok(o) => eprintln!("rivet-bench: warm-up {}: {:.3} s", cell.label, o.wall),
-                    Err(e) => eprintln!("rivet-bench: warm-up {}: FAILED: {e}", cell.label),
+                    Ok(o) => progress.line(&format!(
+                        "rivet-bench: warm-up {}: {:.3} s",
+                        cell.label, o.wall
+                    )),
+                    Err(e) => {
+                        progress.line(&format!("rivet-bench: warm-up {}: FAILED: {e}", cell.label))
+                    }
                 }
             }
         }
         for c in rotation(cells.len(), rep) {
             let cell = &cells[c];
-            *done += 1;
-            let prefix = format!(
-                "rivet-bench: [{}/{total}] rep {}/{reps} {}",
-                *done,
-                rep + 1,
-                cell.label
-            );
-            match run_job(&cell.spec, timeout) {
+            let what = format!("rep {}/{reps} {}", rep + 1, cell.label);
+            progress.start(&what);
+            let prefix = format!("rivet-bench: {what}");
+            let line = match run_job(&cell.spec, timeout) {
                 Ok(out) => {
                     let load = match out.foreign_pct {
                         Some(p) => {
@@ -359,10 +363,10 @@ pub fn run_interleaved(
                         None => String::new(),
                     };
                     match record(g, c, &out) {
-                        Ok(note) => eprintln!("{prefix}: {:.3} s{load}{note}", out.wall),
+                        Ok(note) => format!("{prefix}: {:.3} s{load}{note}", out.wall),
                         Err(e) => {
                             loads.failures += 1;
-                            eprintln!(
+                            format!(
                                 "{prefix}: BAD OUTPUT ({e}); stdout was:\n{}\nstderr was:\n{}",
                                 out.stdout.trim_end(),
                                 out.stderr.trim_end()
@@ -372,27 +376,29 @@ pub fn run_interleaved(
                 }
                 Err(e) => {
                     loads.failures += 1;
-                    eprintln!("{prefix}: FAILED: {e}");
+                    format!("{prefix}: FAILED: {e}")
                 }
-            }
+            };
+            progress.finished(&line);
         }
     };
     match order {
         Order::RepsOutermost => {
             for rep in 0..reps {
                 for g in 0..groups.len() {
-                    run_group(g, rep, &mut done, &mut loads);
+                    run_group(g, rep, &mut progress, &mut loads);
                 }
             }
         }
         Order::GroupsOutermost => {
             for g in 0..groups.len() {
                 for rep in 0..reps {
-                    run_group(g, rep, &mut done, &mut loads);
+                    run_group(g, rep, &mut progress, &mut loads);
                 }
             }
         }
     }
+    progress.finish();
     loads
 }
 

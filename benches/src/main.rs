@@ -18,17 +18,22 @@
 mod compare;
 mod dynamic;
 mod fi_pingpong;
+#[path = "../../launcher/src/generate.rs"]
+mod generate;
 mod harness;
 mod json;
 mod launch_time;
 mod p2p;
 mod peers;
+mod plot;
 mod pmi_startup;
+mod progress;
 mod report;
 mod sizes;
 mod stats;
+mod version;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::sizes::Kind;
 
@@ -49,7 +54,7 @@ ranks 0 and 1 measure, ranks 2 and above only join the barriers.
 Sizes: 0, 1, 2, 4, ... powers of two within [--min, --max] (bw and bibw
 start at 1 B; mr is 8 B only unless --min or --max is given). Suffixes
 K, M, G (= KiB, MiB, GiB) are binary; KB/MB/GB are refused as ambiguous.
-Bandwidth is in MB/s with 1 MB = 1e6 B, as the anchors.
+Bandwidth is in MB/s with 1 MB = 1e6 B, as the peer programs.
 
 Table output (rank 0): '# Rivet <bench> (<n> ranks)[, window 64[, T threads per rank]]',
 '# Size  <column>', then one row per size. --json prints, at the end, one line:
@@ -90,7 +95,12 @@ enum Bench {
     /// the last one's end. Sizes: 8 B only, unless --min or --max is given.
     Mr(p2p::MrArgs),
     /// Print the engine's configuration: transports, paths, thresholds, yield mode (rank 0).
-    Info,
+    Info {
+        /// Also list every RIVET_* setting: value in force, source (environment or
+        /// default), default and what it does; and RIVET_* variables that are not settings.
+        #[arg(long)]
+        all: bool,
+    },
     /// Hello world: init, barrier, finalize; rank 0 prints the time from main() to the end of finalize.
     ///
     /// The time starts when main() begins (so it leaves out exec and dynamic
@@ -104,9 +114,9 @@ enum Bench {
     },
     /// Compare Rivet with MPICH and Open MPI (over TCP also raw TCP; over libfabric with fi_pingpong), interleaved: median [min-max] and ratios.
     ///
-    /// Point-to-point runs use the anchors' mpi_pingpong.c for the peers
+    /// Point-to-point runs use benches/peers/mpi_p2p.c for the peers
     /// (built with mpicc.mpich / mpicc.openmpi into target/peers); startup
-    /// runs hello_mpi.c. A stack whose tools are missing is skipped with a
+    /// runs mpi_hello.c. A stack whose tools are missing is skipped with a
     /// note. Progress goes to stderr, one line per run; the tables (or
     /// --json) to stdout.
     ///
@@ -115,7 +125,7 @@ enum Bench {
     ///
     /// --transport tcp, over loopback: rivet-uring and rivet-poll (rivetrun
     /// with RIVET_NETMOD=tcp and RIVET_TCP_BACKEND=uring or poll), raw-tcp
-    /// (the anchors' raw_tcp_pingpong.c built with cc -O2; latency from its
+    /// (benches/peers/tcp_pingpong.c built with cc -O2; latency from its
     /// busy-poll table at 1, 8, 64, 512 B, 1, 4, 16, 64 KiB, bw from its
     /// one-stream table at 64, 256 KiB, 1, 4 MiB, "-" at other sizes; no mr,
     /// no startup), mpich (UCX_TLS=tcp,self) and openmpi (--mca pml ob1
@@ -131,13 +141,25 @@ enum Bench {
     /// server/client pair, `taskset -c 1 fi_pingpong -p P -e rdm -B PORT -S
     /// SIZE -I ITERS` and `taskset -c 0 fi_pingpong ... -P PORT ...
     /// 127.0.0.1`, a free port each, ITERS 50000 up to 1 KiB, 5000 up to 64
-    /// KiB, 500 above (the anchors' run_all.sh). Its latency is usec/xfer
+    /// KiB, 500 above. Its latency is usec/xfer
     /// (half round trip); its bw is ping-pong bandwidth, size / half round
     /// trip, not a streaming window like Rivet's bw. Below each table, per size:
     /// rivet-ofi(P) / fi_pingpong(P), with the targets latency <= 1.1 and
     /// bw >= 1.0 marked met or MISSED. mr, bibw and startup are rivet-ofi
     /// only, without a ratio.
     Compare(Box<compare::Args>),
+    /// Draw a `compare --json` document: latency and bandwidth curves per stack, ratio to the best peer.
+    ///
+    /// One column per benchmark measured at two sizes or more: the median
+    /// of every stack against message size on log-log axes, with its
+    /// min-max band, and below, each Rivet stack's median over the best
+    /// peer's (MPICH or Open MPI; where neither ran, raw-tcp, or over ofi
+    /// the same provider's fi_pingpong). SVG, or PNG when FILE ends in
+    /// .png. Text needs a TrueType font: RIVET_BENCH_FONT, else DejaVu Sans
+    /// (fonts-dejavu-core) or another usual system font.
+    ///
+    ///   rivet-bench compare --json > run.json && rivet-bench plot run.json -o run.png
+    Plot(plot::Args),
     /// Rank side of the launch benchmark: PMI init, one put, a barrier, N gets, finalize.
     PmiStartup,
     /// Time launch-to-exit of `pmi-startup` jobs under rivetrun and under mpiexec.hydra.
@@ -197,19 +219,36 @@ enum Bench {
     Dynamic(dynamic::Args),
 }
 
+/// The arguments; `--version` gets the long version, whose library probes
+/// run only when it is asked for.
+fn parse_args() -> Cli {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let mut command = Cli::command();
+    if args.iter().any(|a| a == "--version") {
+        // Printed once, then the process exits: leaking it is free.
+        command = command.long_version(&*Box::leak(version::long().into_boxed_str()));
+    }
+    let matches = command.get_matches_from(args);
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> std::process::ExitCode {
     let main_start = std::time::Instant::now();
-    let cli = Cli::parse();
+    if let Some(code) = generate::from_args(Cli::command) {
+        return code;
+    }
+    let cli = parse_args();
     let result = match cli.bench {
-        None if cli.info => p2p::info(),
+        None if cli.info => p2p::info(false),
         None => Err("no benchmark given: see `rivet-bench --help`".into()),
         Some(Bench::Latency(args)) => p2p::run(Kind::Latency, args),
         Some(Bench::Bw(args)) => p2p::run(Kind::Bw, args),
         Some(Bench::Bibw(args)) => p2p::run(Kind::Bibw, args),
         Some(Bench::Mr(args)) => p2p::mr(args),
-        Some(Bench::Info) => p2p::info(),
+        Some(Bench::Info { all }) => p2p::info(all),
         Some(Bench::Startup { json }) => p2p::startup(main_start, json),
         Some(Bench::Compare(args)) => compare::run(*args),
+        Some(Bench::Plot(args)) => plot::run(args),
         Some(Bench::PmiStartup) => pmi_startup::run(),
         Some(Bench::LaunchTime(args)) => launch_time::run(args),
         Some(Bench::Spawn(args)) => dynamic::spawn(args),
@@ -225,5 +264,57 @@ fn main() -> std::process::ExitCode {
             eprintln!("rivet-bench: {message}");
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// OSU's spellings (-m MIN:MAX, -i, -x, -W) beside the long ones.
+    #[test]
+    fn osu_option_spellings() {
+        let cli = Cli::try_parse_from([
+            "rivet-bench",
+            "bw",
+            "-m",
+            "1K:64K",
+            "-i",
+            "5",
+            "-x",
+            "1",
+            "-W",
+            "8",
+        ])
+        .expect("parses");
+        let Some(Bench::Bw(a)) = cli.bench else {
+            panic!("not bw")
+        };
+        assert_eq!(a.range, Some((Some(1024), Some(65536))));
+        assert_eq!((a.iters, a.warmup, a.window), (Some(5), Some(1), 8));
+        let cli = Cli::try_parse_from(["rivet-bench", "latency", "-m", "4K"]).expect("parses");
+        let Some(Bench::Latency(a)) = cli.bench else {
+            panic!("not latency")
+        };
+        assert_eq!(a.range, Some((None, Some(4096))));
+        assert_eq!(a.window, sizes::WINDOW);
+        // -m and --max together are refused, as are bad ranges.
+        assert!(Cli::try_parse_from(["rivet-bench", "bw", "-m", "1:8", "--max", "8"]).is_err());
+        assert!(Cli::try_parse_from(["rivet-bench", "bw", "-m", "1:8Q"]).is_err());
+        let cli = Cli::try_parse_from([
+            "rivet-bench",
+            "compare",
+            "-m",
+            "8:1K",
+            "-W",
+            "16",
+            "-i",
+            "3",
+        ])
+        .expect("parses");
+        assert!(matches!(cli.bench, Some(Bench::Compare(_))));
+        assert!(
+            Cli::try_parse_from(["rivet-bench", "compare", "-m", "8:1K", "--sizes", "8"]).is_err()
+        );
     }
 }

@@ -3,7 +3,7 @@
 //! launcher: `rivetrun -n 2 rivet-bench latency` or
 //! `mpiexec.hydra -n 2 rivet-bench latency`.
 //!
-//! The schemes are those of the anchors' `mpi_pingpong.c` (and OSU):
+//! The schemes are those of OSU (and of the peers' `mpi_p2p.c`):
 //! - latency: blocking send/recv ping-pong between ranks 0 and 1;
 //! - bw: rank 0 posts a window of 64 nonblocking sends, rank 1 64 receives
 //!   (into one buffer), then rank 1 sends a 4-byte ack;
@@ -20,7 +20,7 @@ use std::time::Instant;
 use rivet::{Comm, Engine, Local, Request, Shared, ThreadLevel, Threading};
 
 use crate::report::{self, Row};
-use crate::sizes::{self, Kind, WINDOW};
+use crate::sizes::{self, Kind};
 
 const TAG_PING: i32 = 1;
 const TAG_DATA: i32 = 100;
@@ -41,18 +41,29 @@ pub struct P2pArgs {
     /// Largest message size in bytes. [default: 4MiB]
     #[arg(long, value_parser = rivet::parse_size, value_name = "BYTES")]
     pub max: Option<usize>,
-    /// Timed iterations per size (round trips, or windows of 64), instead of
-    /// mpi_pingpong.c's defaults (latency 10000/1000/100, bw and bibw
+    /// Sizes as OSU's `-m`: `MIN:MAX`, `MAX` or `MIN:` (suffixes as --min).
+    #[arg(short = 'm', value_parser = parse_range, value_name = "MIN:MAX",
+          conflicts_with_all = ["min", "max"])]
+    pub range: Option<(Option<usize>, Option<usize>)>,
+    /// Messages per window of bw, bibw and mr (OSU's -W).
+    #[arg(short = 'W', long, default_value_t = sizes::WINDOW, value_name = "N")]
+    pub window: usize,
+    /// Timed iterations per size (round trips, or windows), instead of
+    /// mpi_p2p.c's defaults (latency 10000/1000/100, bw and bibw
     /// 500/100/20, mr 10000 up to 8 KiB, larger sizes shrinking with size).
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'i', long, value_name = "N")]
     pub iters: Option<u32>,
-    /// Untimed iterations before each size [default: as mpi_pingpong.c, a
+    /// Untimed iterations before each size [default: as mpi_p2p.c, a
     /// tenth of the timed ones (mr up to 8 KiB: 500); with --iters N: N/10].
-    #[arg(long, value_name = "N")]
+    #[arg(short = 'x', long, value_name = "N")]
     pub warmup: Option<u32>,
     /// Print one JSON object at the end instead of the table (shape in `rivet-bench --help`).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "csv")]
     pub json: bool,
+    /// Print CSV at the end instead of the table:
+    /// bench,ranks,threads,window,unit,size,value,iters, one line per size.
+    #[arg(long)]
+    pub csv: bool,
     /// Print the engine's configuration (rank 0) and exit.
     #[arg(long)]
     pub info: bool,
@@ -61,6 +72,43 @@ pub struct P2pArgs {
     /// `RIVET_THREAD_LEVEL` may raise it.
     #[arg(long, default_value = "single", value_parser = parse_level, value_name = "LEVEL")]
     pub thread_level: ThreadLevel,
+}
+
+/// OSU's `-m [MIN:]MAX` (also `MIN:`).
+pub(crate) fn parse_range(s: &str) -> Result<(Option<usize>, Option<usize>), String> {
+    let size = |t: &str| -> Result<Option<usize>, String> {
+        if t.is_empty() {
+            Ok(None)
+        } else {
+            rivet::parse_size(t).map(Some)
+        }
+    };
+    match s.split_once(':') {
+        Some((min, max)) => Ok((size(min)?, size(max)?)),
+        None if !s.is_empty() => Ok((None, size(s)?)),
+        None => Err("empty size range".into()),
+    }
+}
+
+impl P2pArgs {
+    /// (--min or -m's MIN, --max or -m's MAX).
+    fn bounds(&self) -> (Option<usize>, Option<usize>) {
+        match self.range {
+            Some((min, max)) => (min, max),
+            None => (self.min, self.max),
+        }
+    }
+
+    /// The checks every point-to-point benchmark makes of its options.
+    fn check(&self) -> Result<(), String> {
+        if self.iters == Some(0) {
+            return Err("--iters must be at least 1".into());
+        }
+        if self.window == 0 {
+            return Err("--window must be at least 1".into());
+        }
+        Ok(())
+    }
 }
 
 fn parse_level(s: &str) -> Result<ThreadLevel, String> {
@@ -103,9 +151,19 @@ fn check<T>(what: &str, r: rivet::Result<T>) -> T {
 }
 
 /// `rivet-bench info` and `--info`: rank 0 prints the engine's configuration.
-pub fn info() -> Result<(), String> {
+/// `all`: also every `RIVET_*` setting in force on rank 0 and its source.
+pub fn info(all: bool) -> Result<(), String> {
     let engine = init::<Local>(ThreadLevel::Single)?;
     print_info(&engine);
+    if all && engine.rank() == 0 {
+        let names: Vec<String> = std::env::vars_os()
+            .filter_map(|(k, _)| k.into_string().ok())
+            .collect();
+        print!(
+            "{}",
+            rivet_settings::listing(|k| std::env::var(k).ok(), &names)
+        );
+    }
     engine.finalize().map_err(|e| format!("finalize: {e}"))
 }
 
@@ -120,8 +178,8 @@ fn print_info<T: Threading>(engine: &Engine<T>) {
     }
 }
 
-/// A zero-copy-friendly buffer: page-aligned like mpi_pingpong.c's
-/// `posix_memalign(4096)`, filled so every page is touched before timing.
+/// A zero-copy-friendly buffer: page-aligned (`posix_memalign(4096)`, as
+/// the peers' `mpi_p2p.c`), filled so every page is touched before timing.
 struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
@@ -183,10 +241,10 @@ pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
 
 fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
     assert!(kind != Kind::Mr, "mr has its own entry point");
-    let sizes = sizes::sizes_for(kind, args.min, args.max)?;
-    if args.iters == Some(0) {
-        return Err("--iters must be at least 1".into());
-    }
+    args.check()?;
+    let (min, max) = args.bounds();
+    let sizes = sizes::sizes_for(kind, min, max)?;
+    let window = args.window;
     let Some((engine, world)) = start::<T>(kind, args.info, args.thread_level)? else {
         return Ok(());
     };
@@ -202,13 +260,12 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
     };
     let mut out = Output::new(
         kind,
-        world.size(),
-        1,
+        (world.size(), 1, window),
         level_note(args.thread_level, engine.thread_level(), 1),
-        args.json && rank == 0,
+        (args.json, args.csv),
         rank == 0,
     );
-    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(2 * WINDOW);
+    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(2 * window);
     for &size in &sizes {
         let (warm, iters) = plan(kind, size, &args);
         check("barrier", world.barrier());
@@ -228,7 +285,7 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
                     if i == warm {
                         t0 = Instant::now();
                     }
-                    bw_window(&world, &sbuf, &mut rbuf, size, &mut reqs);
+                    bw_window(&world, &sbuf, &mut rbuf, size, window, &mut reqs);
                 }
                 t0.elapsed().as_secs_f64()
             }
@@ -238,7 +295,9 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
                     if i == warm {
                         t0 = Instant::now();
                     }
-                    exchange_window(&world, s, &mut rbuf, size, peer, TAG_DATA, &mut reqs);
+                    exchange_window(
+                        &world, s, &mut rbuf, size, window, peer, TAG_DATA, &mut reqs,
+                    );
                 }
                 t0.elapsed().as_secs_f64()
             }
@@ -247,8 +306,8 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
         if rank == 0 {
             let value = match kind {
                 Kind::Latency => secs * 1e6 / (2.0 * f64::from(iters)),
-                Kind::Bw => bandwidth(size, iters, 1, secs),
-                Kind::Bibw => bandwidth(size, iters, 2, secs),
+                Kind::Bw => bandwidth(size, window, iters, 1, secs),
+                Kind::Bibw => bandwidth(size, window, iters, 2, secs),
                 Kind::Mr => unreachable!(),
             };
             out.row(Row { size, value, iters });
@@ -294,9 +353,9 @@ fn need_two(kind: Kind) -> String {
     )
 }
 
-/// MB/s, 1 MB = 1e6 B: `directions` × 64 messages of `size` per iteration.
-fn bandwidth(size: usize, iters: u32, directions: u32, secs: f64) -> f64 {
-    size as f64 * (WINDOW as f64) * f64::from(iters) * f64::from(directions) / secs / 1e6
+/// MB/s, 1 MB = 1e6 B: `directions` × `window` messages of `size` per iteration.
+fn bandwidth(size: usize, window: usize, iters: u32, directions: u32, secs: f64) -> f64 {
+    size as f64 * (window as f64) * f64::from(iters) * f64::from(directions) / secs / 1e6
 }
 
 /// Blocking ping-pong between ranks 0 and 1; seconds of the timed part.
@@ -346,14 +405,15 @@ fn bw_window<'c, T: Threading>(
     sbuf: &AlignedBuf,
     rbuf: &mut AlignedBuf,
     size: usize,
+    window: usize,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
     if comm.rank() == 0 {
-        send_window(comm, &sbuf.as_slice()[..size], 1, TAG_DATA, reqs);
+        send_window(comm, &sbuf.as_slice()[..size], window, 1, TAG_DATA, reqs);
         let ack = &mut rbuf.as_mut_slice()[..ACK_LEN];
         let _ = check("ack recv", comm.recv(ack, 1, TAG_ACK));
     } else {
-        recv_window(comm, rbuf, size, 0, TAG_DATA, reqs);
+        recv_window(comm, rbuf, size, window, 0, TAG_DATA, reqs);
         check(
             "ack send",
             comm.send(&sbuf.as_slice()[..ACK_LEN], 0, TAG_ACK),
@@ -361,64 +421,83 @@ fn bw_window<'c, T: Threading>(
     }
 }
 
-/// Post 64 sends of `buf` to `dest` and wait for all of them.
+/// Post `window` sends of `buf` to `dest` and wait for all of them.
 fn send_window<'c, T: Threading>(
     comm: &'c Comm<T>,
     buf: &[u8],
+    window: usize,
     dest: u32,
     tag: i32,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
     reqs.clear();
-    post_sends(comm, buf, dest, tag, reqs);
+    post_sends(comm, buf, window, dest, tag, reqs);
     check("wait_all (sends)", Request::wait_all(reqs));
     reqs.clear();
 }
 
-/// Post 64 receives of `size` bytes from `src`, all into the start of
-/// `rbuf` as osu_bw does, and wait for all of them.
+/// Post `window` receives of `size` bytes from `src`, all into the start
+/// of `rbuf` as osu_bw does, and wait for all of them.
 fn recv_window<'c, T: Threading>(
     comm: &'c Comm<T>,
     rbuf: &mut AlignedBuf,
     size: usize,
+    window: usize,
     src: u32,
     tag: i32,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
     reqs.clear();
-    post_recvs(comm, &mut rbuf.as_mut_slice()[..size], src, tag, reqs);
+    post_recvs(
+        comm,
+        &mut rbuf.as_mut_slice()[..size],
+        window,
+        src,
+        tag,
+        reqs,
+    );
     check("wait_all (receives)", Request::wait_all(reqs));
     reqs.clear();
 }
 
-/// osu_bibw's iteration: 64 receives from `peer` (into one buffer), then 64
-/// sends to it, then wait for all 128.
+/// osu_bibw's iteration: `window` receives from `peer` (into one buffer),
+/// then `window` sends to it, then wait for all of them.
+#[allow(clippy::too_many_arguments)]
 fn exchange_window<'c, T: Threading>(
     comm: &'c Comm<T>,
     sbuf: &[u8],
     rbuf: &mut AlignedBuf,
     size: usize,
+    window: usize,
     peer: u32,
     tag: i32,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
     reqs.clear();
-    post_recvs(comm, &mut rbuf.as_mut_slice()[..size], peer, tag, reqs);
-    post_sends(comm, &sbuf[..size], peer, tag, reqs);
+    post_recvs(
+        comm,
+        &mut rbuf.as_mut_slice()[..size],
+        window,
+        peer,
+        tag,
+        reqs,
+    );
+    post_sends(comm, &sbuf[..size], window, peer, tag, reqs);
     check("wait_all", Request::wait_all(reqs));
     reqs.clear();
 }
 
-/// Append 64 sends of `buf` to `reqs`. The caller waits for all of `reqs`
-/// before `buf`'s borrow ends.
+/// Append `window` sends of `buf` to `reqs`. The caller waits for all of
+/// `reqs` before `buf`'s borrow ends.
 fn post_sends<'c, T: Threading>(
     comm: &'c Comm<T>,
     buf: &[u8],
+    window: usize,
     dest: u32,
     tag: i32,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
-    for _ in 0..WINDOW {
+    for _ in 0..window {
         // SAFETY: every caller waits for all of `reqs` while `buf` is still
         // borrowed unchanged; on any error `check` ends the process without
         // returning, so `buf` is never freed or written while a send is in
@@ -428,16 +507,18 @@ fn post_sends<'c, T: Threading>(
     }
 }
 
-/// Append 64 receives into the same `buf` (as osu_bw: its contents are never
-/// read). The caller waits for all of `reqs` before `buf`'s borrow ends.
+/// Append `window` receives into the same `buf` (as osu_bw: its contents
+/// are never read). The caller waits for all of `reqs` before `buf`'s
+/// borrow ends.
 fn post_recvs<'c, T: Threading>(
     comm: &'c Comm<T>,
     buf: &mut [u8],
+    window: usize,
     src: u32,
     tag: i32,
     reqs: &mut Vec<Request<'c, T>>,
 ) {
-    for _ in 0..WINDOW {
+    for _ in 0..window {
         // SAFETY: `buf` is mutably borrowed by the caller until it has waited
         // for all of `reqs`, so nothing else touches it meanwhile; errors end
         // the process; the 64 receives share it on purpose, only the engine
@@ -478,6 +559,7 @@ trait MrThreads: Threading {
 struct MrJob {
     peer: u32,
     size: usize,
+    window: usize,
     warm: u32,
     iters: u32,
 }
@@ -522,10 +604,9 @@ impl MrThreads for Local {
 fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
     let kind = Kind::Mr;
     let common = &args.common;
-    let sizes = sizes::sizes_for(kind, common.min, common.max)?;
-    if common.iters == Some(0) {
-        return Err("--iters must be at least 1".into());
-    }
+    common.check()?;
+    let (min, max) = common.bounds();
+    let sizes = sizes::sizes_for(kind, min, max)?;
     let Some((engine, world)) = start::<T>(kind, common.info, common.thread_level)? else {
         return Ok(());
     };
@@ -555,10 +636,9 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
     let buf_len = sizes.iter().copied().max().unwrap_or(0).max(ACK_LEN);
     let mut out = Output::new(
         kind,
-        world.size(),
-        args.threads,
+        (world.size(), args.threads, common.window),
         level_note(common.thread_level, engine.thread_level(), pairs),
-        common.json && rank == 0,
+        (common.json, common.csv),
         rank == 0,
     );
     let mut bufs: Vec<(AlignedBuf, AlignedBuf)> = if measures {
@@ -580,6 +660,7 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
         let job = MrJob {
             peer,
             size,
+            window: common.window,
             warm,
             iters,
         };
@@ -600,7 +681,8 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
                 spans.iter().map(|s| s.1).max().expect("one thread")
             };
             let secs = (t1 - t0).as_secs_f64();
-            let msgs = f64::from(pairs) * comms.len() as f64 * WINDOW as f64 * f64::from(iters);
+            let msgs =
+                f64::from(pairs) * comms.len() as f64 * common.window as f64 * f64::from(iters);
             out.row(Row {
                 size,
                 value: msgs / secs,
@@ -624,7 +706,7 @@ fn mr_thread<T: Threading>(
     job: MrJob,
     start_line: &std::sync::Barrier,
 ) -> (Instant, Instant) {
-    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(WINDOW);
+    let mut reqs: Vec<Request<'_, T>> = Vec::with_capacity(job.window);
     let sender = comm.rank() < job.peer;
     for _ in 0..job.warm {
         pair_window(comm, sbuf, rbuf, job, sender, &mut reqs);
@@ -658,11 +740,18 @@ fn pair_window<'c, T: Threading>(
 ) {
     let size = job.size;
     if sender {
-        send_window(comm, &sbuf.as_slice()[..size], job.peer, TAG_DATA, reqs);
+        send_window(
+            comm,
+            &sbuf.as_slice()[..size],
+            job.window,
+            job.peer,
+            TAG_DATA,
+            reqs,
+        );
         let ack = &mut rbuf.as_mut_slice()[..ACK_LEN];
         let _ = check("ack recv", comm.recv(ack, job.peer as i32, TAG_ACK));
     } else {
-        recv_window(comm, rbuf, size, job.peer, TAG_DATA, reqs);
+        recv_window(comm, rbuf, size, job.window, job.peer, TAG_DATA, reqs);
         check(
             "ack send",
             comm.send(&sbuf.as_slice()[..ACK_LEN], job.peer, TAG_ACK),
@@ -679,8 +768,10 @@ fn level_note(asked: ThreadLevel, provided: ThreadLevel, pairs: u32) -> String {
 /// Where rows go: the table as they come (rank 0), or the JSON at the end.
 struct Output {
     kind: Kind,
+    csv: bool,
     ranks: u32,
     threads: u32,
+    window: usize,
     json: bool,
     print: bool,
     rows: Vec<Row>,
@@ -688,16 +779,24 @@ struct Output {
 
 impl Output {
     /// `note`: a comment line printed between the title and the header.
-    fn new(kind: Kind, ranks: u32, threads: u32, note: String, json: bool, print: bool) -> Output {
-        if print && !json {
-            println!("{}", report::title(kind, ranks, threads));
+    fn new(
+        kind: Kind,
+        (ranks, threads, window): (u32, u32, usize),
+        note: String,
+        (json, csv): (bool, bool),
+        print: bool,
+    ) -> Output {
+        if print && !json && !csv {
+            println!("{}", report::title(kind, ranks, threads, window));
             println!("{note}");
             println!("{}", report::column_header(kind));
         }
         Output {
             kind,
+            csv,
             ranks,
             threads,
+            window,
             json,
             print,
             rows: Vec::new(),
@@ -705,17 +804,23 @@ impl Output {
     }
 
     fn row(&mut self, row: Row) {
-        if self.print && !self.json {
+        if self.print && !self.json && !self.csv {
             println!("{}", report::table_row(self.kind, row.size, row.value));
         }
         self.rows.push(row);
     }
 
     fn finish(self) {
+        if self.print && self.csv {
+            print!(
+                "{}",
+                report::csv_doc(self.kind, self.ranks, self.threads, self.window, &self.rows)
+            );
+        }
         if self.print && self.json {
             println!(
                 "{}",
-                report::json_doc(self.kind, self.ranks, self.threads, &self.rows)
+                report::json_doc(self.kind, self.ranks, self.threads, self.window, &self.rows)
             );
         }
     }

@@ -1,17 +1,19 @@
-//! The stacks Rivet is compared with: building the anchors' C programs
-//! (`mpi_pingpong.c`, `hello_mpi.c`) with each MPI stack's compiler, their
-//! command lines over shared memory or TCP (those of the anchors'
-//! `run_all.sh`), and reading `mpi_pingpong`'s tables; and the raw TCP
-//! reference, the anchors' `raw_tcp_pingpong.c` built with `cc`, and its
-//! output. (libfabric's reference, `fi_pingpong`, is in `fi_pingpong`.)
+//! The stacks Rivet is compared with: building this crate's peer programs
+//! (`benches/peers/mpi_p2p.c`, `mpi_hello.c`) with each MPI stack's
+//! compiler, their command lines over shared memory or TCP, and reading
+//! `mpi_p2p`'s tables; and the raw TCP reference, `benches/peers/
+//! tcp_pingpong.c` built with `cc`, and its output. (libfabric's reference,
+//! `fi_pingpong`, is in `fi_pingpong`.) The sources live in the checkout,
+//! so a fresh clone compares against MPICH and Open MPI with nothing else.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::harness::{find_program, version_ok, CmdSpec};
 
-/// Where the anchors' C sources are unless `--anchors` says otherwise.
-pub const DEFAULT_ANCHORS: &str = "/work/shared/anchors";
+/// Where the peer programs' C sources are unless `--peers-dir` says
+/// otherwise: `benches/peers` of the source tree this was built from.
+pub const DEFAULT_PEERS_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/peers");
 
 /// The path point-to-point messages take between the two ranks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -51,8 +53,8 @@ impl Mpi {
     }
 
     /// The launch command for `n` ranks (before the program), each rank bound
-    /// to a core if `bind` (the anchors' point-to-point runs), else with the
-    /// launcher's default binding (the anchors' startup runs).
+    /// to a core if `bind` (point-to-point runs), else with the launcher's
+    /// default binding (startup runs).
     pub fn launch(self, launcher: &Path, n: u32, bind: bool) -> CmdSpec {
         let spec = CmdSpec::new(launcher);
         match self {
@@ -83,7 +85,7 @@ impl Mpi {
         }
     }
 
-    /// The environment that selects `transport` (before MAXSIZE, as run_all.sh).
+    /// The environment that selects `transport` (before MAXSIZE).
     /// (No MPI stack is compared over ofi: nothing is set for it.)
     fn transport_env(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         match (self, transport) {
@@ -92,7 +94,7 @@ impl Mpi {
         }
     }
 
-    /// The launcher options that select `transport`: the anchors' columns.
+    /// The launcher options that select `transport`.
     /// (No MPI stack is compared over ofi: nothing is added for it.)
     fn transport_args(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         let btl = match (self, transport) {
@@ -103,7 +105,7 @@ impl Mpi {
         spec.args(["--mca", "pml", "ob1", "--mca", "btl", btl])
     }
 
-    /// `mpi_pingpong <lat|bw|mr>` on 2 ranks with messages up to `max_size`,
+    /// `mpi_p2p <lat|bw|mr>` on 2 ranks with messages up to `max_size`,
     /// over `transport`.
     pub fn pingpong(
         self,
@@ -125,7 +127,7 @@ impl Mpi {
     }
 
     /// The launch command for a startup job of `n` ranks (before the
-    /// program): the launcher's defaults over shared memory (the anchors'
+    /// program): the launcher's defaults over shared memory (as
     /// startup runs), the TCP settings of `pingpong` over TCP.
     pub fn startup(self, launcher: &Path, n: u32, transport: Transport) -> CmdSpec {
         let spec = self.launch(launcher, n, false);
@@ -151,7 +153,7 @@ pub fn prepare(
     mpi: Mpi,
     launcher: &str,
     compiler: &str,
-    anchors: &Path,
+    sources: &Path,
     build_dir: &Path,
     want_pingpong: bool,
     want_hello: bool,
@@ -164,18 +166,18 @@ pub fn prepare(
     std::fs::create_dir_all(build_dir)
         .map_err(|e| format!("cannot create {}: {e}", build_dir.display()))?;
     let build = |source: &str, stem: &str| -> Result<PathBuf, String> {
-        let src = anchors.join(source);
+        let src = sources.join(source);
         let out = build_dir.join(format!("{stem}.{}", mpi.name()));
         compile(&cc, &src, &out)?;
         Ok(out)
     };
     let pingpong = if want_pingpong {
-        Some(build("mpi_pingpong.c", "mpi_pingpong")?)
+        Some(build("mpi_p2p.c", "mpi_p2p")?)
     } else {
         None
     };
     let hello = if want_hello {
-        Some(build("hello_mpi.c", "hello")?)
+        Some(build("mpi_hello.c", "mpi_hello")?)
     } else {
         None
     };
@@ -187,18 +189,18 @@ pub fn prepare(
     })
 }
 
-/// Build the anchors' `raw_tcp_pingpong.c` with `compiler` (`cc -O2`) into
+/// Build `tcp_pingpong.c` of `sources` with `compiler` (`cc -O2`) into
 /// `build_dir`; `Err` says why the raw-tcp stack has to be skipped.
 pub fn prepare_raw_tcp(
     compiler: &str,
-    anchors: &Path,
+    sources: &Path,
     build_dir: &Path,
 ) -> Result<PathBuf, String> {
     let cc = find_program(compiler).ok_or_else(|| format!("{compiler} not found"))?;
     std::fs::create_dir_all(build_dir)
         .map_err(|e| format!("cannot create {}: {e}", build_dir.display()))?;
-    let out = build_dir.join("raw_tcp_pingpong");
-    compile(&cc, &anchors.join("raw_tcp_pingpong.c"), &out)?;
+    let out = build_dir.join("tcp_pingpong");
+    compile(&cc, &sources.join("tcp_pingpong.c"), &out)?;
     Ok(out)
 }
 
@@ -245,7 +247,7 @@ pub fn default_build_dir() -> PathBuf {
     }
 }
 
-/// The rows of `mpi_pingpong`'s table: lines "SIZE VALUE [MORE]" (comment
+/// The rows of `mpi_p2p`'s table: lines "SIZE VALUE [MORE]" (comment
 /// lines start with '#'; anything else, e.g. launcher noise, is skipped).
 pub fn parse_table(stdout: &str) -> Vec<(u64, f64)> {
     stdout
@@ -260,7 +262,7 @@ pub fn parse_table(stdout: &str) -> Vec<(u64, f64)> {
         .collect()
 }
 
-/// mpi_pingpong's name for a benchmark of this suite (it has no bibw).
+/// mpi_p2p's name for a benchmark of this suite (it has no bibw).
 pub fn pingpong_bench(bench: &str) -> Option<&'static str> {
     match bench {
         "latency" => Some("lat"),
@@ -270,12 +272,12 @@ pub fn pingpong_bench(bench: &str) -> Option<&'static str> {
     }
 }
 
-/// The sizes `raw_tcp_pingpong lat` measures (its `lat_sizes`).
+/// The sizes `tcp_pingpong lat` measures (its `LAT_SIZES`).
 pub const RAW_TCP_LAT_SIZES: [u64; 8] = [1, 8, 64, 512, 1024, 4096, 16384, 65536];
-/// The sizes `raw_tcp_pingpong bw` measures (its `bw_sizes`).
+/// The sizes `tcp_pingpong bw` measures (its `BW_SIZES`).
 pub const RAW_TCP_BW_SIZES: [u64; 4] = [65536, 262144, 1 << 20, 4 << 20];
 
-/// raw_tcp_pingpong's name for a benchmark of this suite, and the sizes it
+/// tcp_pingpong's name for a benchmark of this suite, and the sizes it
 /// reports for it (it has only lat and bw, at fixed sizes).
 pub fn raw_tcp_bench(bench: &str) -> Option<(&'static str, &'static [u64])> {
     match bench {
@@ -285,12 +287,11 @@ pub fn raw_tcp_bench(bench: &str) -> Option<(&'static str, &'static [u64])> {
     }
 }
 
-/// The table of `raw_tcp_pingpong lat|bw|all` that is the reference for
-/// benchmark `bench`: for latency the busy-poll one (it prints a
-/// blocking-recv table first, then a busy-poll one, same sizes), for bw the
-/// streaming one. Tables are told apart by their title comment; column
-/// headers ("# Size ...") and anything that is not a "SIZE VALUE" row are
-/// skipped.
+/// The table of `tcp_pingpong lat|bw` that is the reference for benchmark
+/// `bench`: for latency the busy-poll one, for bw the streaming one. Tables
+/// are told apart by their title comment (a blocking-recv table, which the
+/// program does not print, would be skipped); column headers ("# Size ...")
+/// and anything that is not a "SIZE VALUE" row are skipped.
 pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, String> {
     #[derive(PartialEq)]
     enum Table {
@@ -302,7 +303,7 @@ pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, Strin
     let want = match bench {
         "latency" => Table::BusyPoll,
         "bw" => Table::Bandwidth,
-        other => return Err(format!("raw_tcp_pingpong has no {other}")),
+        other => return Err(format!("tcp_pingpong has no {other}")),
     };
     let mut current = Table::None;
     let mut seen = false;
@@ -332,8 +333,8 @@ pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, Strin
     }
     if !seen {
         return Err(match want {
-            Table::BusyPoll => "no busy-poll latency table in raw_tcp_pingpong's output".into(),
-            _ => "no bandwidth table in raw_tcp_pingpong's output".into(),
+            Table::BusyPoll => "no busy-poll latency table in tcp_pingpong's output".into(),
+            _ => "no bandwidth table in tcp_pingpong's output".into(),
         });
     }
     Ok(rows)
@@ -343,9 +344,8 @@ pub fn parse_raw_tcp(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, Strin
 pub(crate) mod tests {
     use super::*;
 
-    /// Captured from `MAXSIZE=64 mpirun.openmpi ... mpi_pingpong.openmpi lat`
-    /// and `mpiexec.hydra -n 2 -bind-to core mpi_pingpong.mpich mr` on the
-    /// project machine.
+    /// Tables in the shape `mpi_p2p` prints (the values are from earlier runs
+    /// of both stacks on the project machine).
     const OMPI_LAT: &str = "\
 # Library: Open MPI v4.1.4, package: Debian OpenMPI, ident: 4.1.4, repo rev: v4.1.4, May 26, 2022
 # ranks: 2
@@ -378,7 +378,7 @@ pub(crate) mod tests {
 ";
 
     #[test]
-    fn reads_mpi_pingpong_tables() {
+    fn reads_mpi_p2p_tables() {
         let lat = parse_table(OMPI_LAT);
         assert_eq!(lat.len(), 8);
         assert_eq!(lat[0], (0, 0.226));
@@ -394,14 +394,14 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn command_lines_match_run_all_sh() {
+    fn mpi_command_lines() {
         let hydra = Path::new("mpiexec.hydra");
-        let bin = Path::new("target/peers/mpi_pingpong.mpich");
+        let bin = Path::new("target/peers/mpi_p2p.mpich");
         assert_eq!(
             Mpi::Mpich
                 .pingpong(hydra, bin, "lat", 4096, Transport::Shm)
                 .to_string(),
-            "MAXSIZE=4096 mpiexec.hydra -n 2 -bind-to core target/peers/mpi_pingpong.mpich lat"
+            "MAXSIZE=4096 mpiexec.hydra -n 2 -bind-to core target/peers/mpi_p2p.mpich lat"
         );
         let ompi = Mpi::OpenMpi
             .pingpong(
@@ -434,15 +434,15 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn tcp_command_lines_match_run_all_sh() {
+    fn tcp_mpi_command_lines() {
         let hydra = Path::new("mpiexec.hydra");
-        let bin = Path::new("target/peers/mpi_pingpong.mpich");
+        let bin = Path::new("target/peers/mpi_p2p.mpich");
         assert_eq!(
             Mpi::Mpich
                 .pingpong(hydra, bin, "bw", 4194304, Transport::Tcp)
                 .to_string(),
             "UCX_TLS=tcp,self MAXSIZE=4194304 mpiexec.hydra -n 2 -bind-to core \
-             target/peers/mpi_pingpong.mpich bw"
+             target/peers/mpi_p2p.mpich bw"
         );
         let ompirun = Path::new("mpirun.openmpi");
         assert_eq!(
@@ -470,84 +470,59 @@ pub(crate) mod tests {
         );
     }
 
-    /// Captured from `raw_tcp_pingpong lat` and `raw_tcp_pingpong bw`
-    /// (built with `cc -O2` from the anchors) on the project machine, while
-    /// it was busy (hence the 40 us blocking latencies).
+    /// Captured from `tcp_pingpong lat -i 200` and `tcp_pingpong bw -i 64`
+    /// (built with `cc -O2` from benches/peers) on the project machine, while
+    /// it was busy.
     pub(crate) const RAW_TCP_LAT: &str = "\
-# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), blocking recv
-# Size         Latency (us)
-1                    40.342
-8                    40.523
-64                   39.964
-512                  40.318
-1024                 43.270
-4096                 41.565
-16384                41.823
-65536                44.725
-# TCP loopback ping-pong latency (TCP_NODELAY, CPU0<->CPU1), busy-poll recv (MSG_DONTWAIT spin)
-# Size         Latency (us)
-1                     2.960
-8                     3.000
-64                    2.993
-512                   3.086
-1024                  3.227
-4096                  3.959
-16384                 6.376
-65536                17.403
+# raw TCP loopback, busy-poll recv, ping-pong latency (half round trip)
+# Size  Latency (us)
+1 3.515
+8 4.054
+64 3.670
+512 4.192
+1024 3.755
+4096 5.042
+16384 7.276
+65536 17.783
 ";
     const RAW_TCP_BW: &str = "\
-# TCP loopback streaming bandwidth (TCP_NODELAY, CPU0 -> CPU1)
-# Size       Bandwidth (MB/s)
-65536                 7856.20
-262144                7836.84
-1048576               4796.53
-4194304               3362.49
+# raw TCP loopback, one stream, bandwidth
+# Size  Bandwidth (MB/s)
+65536 5671.72
+262144 8138.95
+1048576 6588.29
+4194304 4416.10
 ";
 
     #[test]
-    fn reads_raw_tcp_pingpong_output() {
+    fn reads_tcp_pingpong_output() {
         let lat = parse_raw_tcp(RAW_TCP_LAT, "latency").unwrap();
-        // The busy-poll table, not the blocking one printed first.
-        assert_eq!(
-            lat,
-            vec![
-                (1, 2.960),
-                (8, 3.000),
-                (64, 2.993),
-                (512, 3.086),
-                (1024, 3.227),
-                (4096, 3.959),
-                (16384, 6.376),
-                (65536, 17.403)
-            ]
-        );
+        assert_eq!(lat[0], (1, 3.515));
+        assert_eq!(lat[7], (65536, 17.783));
         let sizes: Vec<u64> = lat.iter().map(|r| r.0).collect();
         assert_eq!(sizes, RAW_TCP_LAT_SIZES);
         let bw = parse_raw_tcp(RAW_TCP_BW, "bw").unwrap();
         assert_eq!(
             bw,
             vec![
-                (65536, 7856.20),
-                (262144, 7836.84),
-                (1048576, 4796.53),
-                (4194304, 3362.49)
+                (65536, 5671.72),
+                (262144, 8138.95),
+                (1048576, 6588.29),
+                (4194304, 4416.10)
             ]
         );
         let sizes: Vec<u64> = bw.iter().map(|r| r.0).collect();
         assert_eq!(sizes, RAW_TCP_BW_SIZES);
-        // `all` prints both; each bench takes its own table.
+        // Both in one output: each bench takes its own table.
         let all = format!("{RAW_TCP_LAT}{RAW_TCP_BW}");
         assert_eq!(parse_raw_tcp(&all, "latency").unwrap(), lat);
         assert_eq!(parse_raw_tcp(&all, "bw").unwrap(), bw);
         // The wrong program's output, or a run cut short before its table.
         assert!(parse_raw_tcp(RAW_TCP_BW, "latency").is_err());
         assert!(parse_raw_tcp(RAW_TCP_LAT, "bw").is_err());
-        let blocking_only: String = RAW_TCP_LAT
-            .lines()
-            .take(10)
-            .map(|l| l.to_owned() + "\n")
-            .collect();
-        assert!(parse_raw_tcp(&blocking_only, "latency")
+        // A blocking-recv table is not the reference.
+        let blocking = RAW_TCP_LAT.replace("busy-poll", "blocking");
+        assert!(parse_raw_tcp(&blocking, "latency")
             .unwrap_err()
             .contains("busy-poll"));
         assert!(parse_raw_tcp(RAW_TCP_LAT, "mr").is_err());

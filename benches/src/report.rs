@@ -33,10 +33,11 @@ pub struct Row {
 }
 
 /// The first line of a table.
-pub fn title(kind: Kind, ranks: u32, threads: u32) -> String {
+/// `window`: messages per window of bw, bibw and mr (latency has none).
+pub fn title(kind: Kind, ranks: u32, threads: u32, window: usize) -> String {
     let mut t = format!("# Rivet {} ({ranks} ranks)", kind.name());
-    if kind.window() > 1 {
-        t += &format!(", window {}", kind.window());
+    if kind != Kind::Latency {
+        t += &format!(", window {window}");
     }
     if kind == Kind::Mr {
         t += &format!(
@@ -61,7 +62,8 @@ pub fn table_row(kind: Kind, size: usize, value: f64) -> String {
     format!("{:<10}{:>18.*}", size, precision, value)
 }
 
-pub fn json_doc(kind: Kind, ranks: u32, threads: u32, rows: &[Row]) -> String {
+/// `window`: as `title`'s; latency's is 1.
+pub fn json_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row]) -> String {
     let rows: Vec<String> = rows
         .iter()
         .map(|r| {
@@ -76,10 +78,27 @@ pub fn json_doc(kind: Kind, ranks: u32, threads: u32, rows: &[Row]) -> String {
     format!(
         "{{\"bench\":{},\"ranks\":{ranks},\"threads\":{threads},\"window\":{},\"unit\":{},\"rows\":[{}]}}",
         json::string(kind.name()),
-        kind.window(),
+        if kind == Kind::Latency { 1 } else { window },
         json::string(kind.unit()),
         rows.join(",")
     )
+}
+
+/// `--csv`: a header and one line per size, each naming the run.
+pub fn csv_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row]) -> String {
+    let window = if kind == Kind::Latency { 1 } else { window };
+    let mut out = String::from("bench,ranks,threads,window,unit,size,value,iters\n");
+    for r in rows {
+        out += &format!(
+            "{},{ranks},{threads},{window},{},{},{},{}\n",
+            kind.name(),
+            kind.unit(),
+            r.size,
+            json::num(r.value),
+            r.iters
+        );
+    }
+    out
 }
 
 /// Find the `json_doc` of benchmark `bench` in a job's stdout (other lines,
@@ -117,14 +136,14 @@ mod tests {
 
     #[test]
     fn table_lines() {
-        assert_eq!(title(Kind::Latency, 2, 1), "# Rivet latency (2 ranks)");
-        assert_eq!(title(Kind::Bw, 3, 1), "# Rivet bw (3 ranks), window 64");
+        assert_eq!(title(Kind::Latency, 2, 1, 64), "# Rivet latency (2 ranks)");
+        assert_eq!(title(Kind::Bw, 3, 1, 64), "# Rivet bw (3 ranks), window 64");
         assert_eq!(
-            title(Kind::Mr, 2, 4),
+            title(Kind::Mr, 2, 4, 64),
             "# Rivet mr (2 ranks), window 64, 4 threads per rank"
         );
         assert_eq!(
-            title(Kind::Mr, 2, 1),
+            title(Kind::Mr, 2, 1, 64),
             "# Rivet mr (2 ranks), window 64, 1 thread per rank"
         );
         assert_eq!(column_header(Kind::Latency), "# Size          Latency (us)");
@@ -163,7 +182,7 @@ mod tests {
                 iters: 10000,
             },
         ];
-        let doc = json_doc(Kind::Latency, 2, 1, &rows);
+        let doc = json_doc(Kind::Latency, 2, 1, 64, &rows);
         assert_eq!(
             doc,
             "{\"bench\":\"latency\",\"ranks\":2,\"threads\":1,\"window\":1,\"unit\":\"us\",\"rows\":[\
@@ -178,17 +197,33 @@ mod tests {
             .unwrap_err()
             .contains("expected \"bw\""));
         assert!(parse_json_output("# table\n8 1.0\n", "bw").is_err());
+        let csv = csv_doc(
+            Kind::Bw,
+            2,
+            1,
+            16,
+            &[Row {
+                size: 8,
+                value: 12.5,
+                iters: 100,
+            }],
+        );
+        assert_eq!(
+            csv,
+            "bench,ranks,threads,window,unit,size,value,iters\nbw,2,1,16,MB/s,8,12.5,100\n"
+        );
         let mr = json_doc(
             Kind::Mr,
             2,
             4,
+            16,
             &[Row {
                 size: 8,
                 value: f64::NAN,
                 iters: 1,
             }],
         );
-        assert!(mr.contains("\"threads\":4,\"window\":64,\"unit\":\"msg/s\""));
+        assert!(mr.contains("\"threads\":4,\"window\":16,\"unit\":\"msg/s\""));
         assert!(parse_json_output(&mr, "mr")
             .unwrap_err()
             .contains("bad JSON row"));

@@ -1,9 +1,9 @@
 //! Message sizes: the OSU size ladder and the iteration counts per size
-//! (values are parsed by `rivet::parse_size`, as the engine's settings are) (those of the anchors'
-//! `mpi_pingpong.c`, so Rivet and its peers do the same work).
+//! (values are parsed by `rivet::parse_size`, as the engine's settings are) (those of
+//! `benches/peers/mpi_p2p.c` too, so Rivet and its peers do the same work).
 
 /// The largest message of a run unless `--max` says otherwise (4 MiB, as
-/// `mpi_pingpong.c`).
+/// `mpi_p2p.c`).
 pub const DEFAULT_MAX: usize = 4 << 20;
 
 /// The OSU ladder 0, 1, 2, 4, ... (powers of two) up to `max`, keeping only
@@ -77,23 +77,16 @@ impl Kind {
     pub fn lower_is_better(self) -> bool {
         self == Kind::Latency
     }
-
-    /// Messages posted per iteration (the OSU window), 1 for ping-pong.
-    pub fn window(self) -> usize {
-        match self {
-            Kind::Latency => 1,
-            _ => WINDOW,
-        }
-    }
 }
 
-/// Messages in flight per window (osu_bw, osu_bibw, mpi_pingpong's mr).
+/// Messages in flight per window (osu_bw, osu_bibw, mpi_p2p's mr) unless
+/// `--window` / `-W` says otherwise.
 pub const WINDOW: usize = 64;
 
 /// The sizes a benchmark runs: the ladder within `[min, max]`. Bandwidth
 /// benchmarks skip 0 B (no bandwidth to measure), as osu_bw and
-/// mpi_pingpong do. `mr` runs 8 B only unless `--min` or `--max` is given
-/// (mpi_pingpong's mr is 8 B only).
+/// mpi_p2p do. `mr` runs 8 B only unless `--min` or `--max` is given
+/// (mpi_p2p's mr is 8 B only).
 pub fn sizes_for(kind: Kind, min: Option<usize>, max: Option<usize>) -> Result<Vec<usize>, String> {
     if kind == Kind::Mr && min.is_none() && max.is_none() {
         return Ok(vec![8]);
@@ -120,7 +113,7 @@ pub fn sizes_for(kind: Kind, min: Option<usize>, max: Option<usize>) -> Result<V
     Ok(sizes)
 }
 
-/// (warm-up, timed) iterations for one size, as `mpi_pingpong.c`: an
+/// (warm-up, timed) iterations for one size, as `mpi_p2p.c`: an
 /// iteration is one round trip (latency) or one window (bw, bibw, mr).
 pub fn iterations(kind: Kind, size: usize) -> (u32, u32) {
     match kind {
@@ -186,7 +179,7 @@ mod tests {
     }
 
     #[test]
-    fn iterations_follow_mpi_pingpong() {
+    fn iterations_follow_the_peers() {
         assert_eq!(iterations(Kind::Latency, 8), (1000, 10000));
         assert_eq!(iterations(Kind::Latency, 65536), (100, 1000));
         assert_eq!(iterations(Kind::Latency, 1 << 20), (10, 100));

@@ -68,7 +68,7 @@ pub const DEFAULT_EAGER_WINDOW: usize = 4 << 20;
 
 impl Config {
     pub fn from_env() -> Result<Config> {
-        Config::from_vars(|k| std::env::var(k).ok())
+        Config::from_vars(rivet_settings::var)
     }
 
     pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Config> {
@@ -138,6 +138,54 @@ fn size_var(var: &impl Fn(&str) -> Option<String>, name: &'static str) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every name a parser reads is in rivet-settings' table, and the
+    /// table's defaults are the parsers' (what `--info --all` and the
+    /// README say is what happens).
+    #[test]
+    fn parsers_read_only_listed_settings_with_their_defaults() {
+        let listed = |k: &str| -> Option<String> {
+            assert!(
+                rivet_settings::lookup(k).is_some(),
+                "{k} is not in the table"
+            );
+            None
+        };
+        let engine = Config::from_vars(listed).unwrap();
+        let shm = crate::shm::ShmConfig::from_lookup(listed).unwrap();
+        let tcp = rivet_netmods::TcpConfig::from_vars(listed).unwrap();
+        let ofi = rivet_netmods::OfiConfig::from_vars(listed).unwrap();
+        let word = |k: &str| rivet_settings::lookup(k).unwrap().default;
+        let default = |k: &str| {
+            let d = rivet_settings::lookup(k).expect("listed").default;
+            parse_size(d).unwrap_or_else(|e| panic!("{k}'s default {d:?}: {e}"))
+        };
+        assert_eq!(default("RIVET_SHM_EAGER_MAX"), engine.shm_eager_max);
+        assert_eq!(default("RIVET_SHM_SPLIT_MIN"), engine.shm_split_min);
+        assert_eq!(default("RIVET_NETMOD_EAGER_WINDOW"), engine.eager_window);
+        assert_eq!(default("RIVET_SHM_FASTBOX_SIZE"), shm.fastbox_bytes);
+        assert_eq!(default("RIVET_SHM_FASTBOX_MAX"), shm.fastbox_max);
+        assert_eq!(default("RIVET_SHM_CELLS"), shm.cells_per_rank);
+        assert_eq!(default("RIVET_SHM_CELL_SIZE"), shm.cell_bytes);
+        assert_eq!(default("RIVET_TCP_PIECE"), tcp.piece);
+        assert_eq!(default("RIVET_OFI_PIECE"), ofi.piece);
+        let t = rivet_settings::lookup("RIVET_OFI_TIMEOUT").unwrap().default;
+        assert_eq!(format!("{}s", ofi.timeout.as_secs()), t);
+        assert_eq!(word("RIVET_OFI_RMA"), if ofi.rma { "1" } else { "0" });
+        assert_eq!((word("RIVET_SHM_LMT"), engine.lmt), ("auto", LmtMode::Auto));
+        assert_eq!(
+            (word("RIVET_YIELD"), engine.yield_mode),
+            ("auto", YieldMode::Auto)
+        );
+        assert_eq!(
+            (word("RIVET_NETMOD"), engine.netmod),
+            ("auto", NetmodChoice::Auto)
+        );
+        assert_eq!(
+            (word("RIVET_TCP_BACKEND"), tcp.backend),
+            ("poll", rivet_netmods::tcp::Backend::Poll)
+        );
+    }
 
     fn with(pairs: &[(&str, &str)]) -> Result<Config> {
         let owned: Vec<(String, String)> = pairs

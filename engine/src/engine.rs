@@ -88,8 +88,7 @@ fn shm_key(leader: u32) -> String {
 /// Segment names carry the job id so the launcher can sweep them up:
 /// rivetrun sets `RIVET_JOBID`; under another launcher, the KVS name.
 fn segment_name(pmi: &Client, leader: u32) -> String {
-    let job = std::env::var("RIVET_JOBID")
-        .ok()
+    let job = rivet_settings::var("RIVET_JOBID")
         .filter(|j| !j.is_empty())
         .unwrap_or_else(|| pmi.kvs_name().to_string());
     node_segment_name(&job, leader, std::process::id())
@@ -185,6 +184,10 @@ impl<T: Threading> Engine<T> {
         pmi: Option<Client>,
     ) -> Result<Engine<T>> {
         let (rank, size) = (world.my_rank, world.size);
+        if rank == 0 {
+            // Typos in RIVET_* names would otherwise be ignored silently.
+            rivet_settings::warn_unknown_once();
+        }
         let local_size = world.node_map.local_ranks().len();
         let cma_probe = if config.lmt == LmtMode::Copy {
             Err("off (RIVET_SHM_LMT=copy)".to_string())

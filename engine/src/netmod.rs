@@ -31,9 +31,7 @@ pub struct Opened {
 
 /// `RIVET_OFI_PROVIDER`, if set: naming a provider asks for ofi.
 fn named_provider() -> Option<String> {
-    std::env::var("RIVET_OFI_PROVIDER")
-        .ok()
-        .filter(|p| !p.trim().is_empty())
+    rivet_settings::var("RIVET_OFI_PROVIDER").filter(|p| !p.trim().is_empty())
 }
 
 /// Open the netmod `choice` names for process group `job`, as `rank`.

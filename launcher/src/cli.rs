@@ -8,7 +8,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches, Parser};
 
 use crate::topology::{BindTo, MapBy};
 
@@ -206,6 +206,11 @@ pub struct Cli {
     #[arg(long = "info")]
     pub info: bool,
 
+    /// With --info: also list every RIVET_* setting (value in force, where it came from,
+    /// default, what it does) and any RIVET_* variable that is not one.
+    #[arg(long = "all", requires = "info")]
+    pub all: bool,
+
     /// Send the job's publish/lookup/unpublish name requests to this name server (what
     /// `rivetrun --name-server` prints), so separately started jobs find each other's ports
     /// [default: $RIVET_NAMESERVER; unset: rivetrun serves names to its own job]
@@ -241,7 +246,14 @@ impl Cli {
             eprintln!("rivetrun: {why}");
             std::process::exit(2);
         }
-        Cli::parse_from(args)
+        // The long version probes libraries: only when it is asked for.
+        let mut command = Cli::command();
+        if args.iter().any(|a| a == "--version") {
+            // Printed once, then the process exits: leaking it is free.
+            command = command.long_version(&*Box::leak(crate::version::long().into_boxed_str()));
+        }
+        let matches = command.get_matches_from(args);
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
     }
 
     /// Variables set with -env and -genv, in command-line order (a later one wins).

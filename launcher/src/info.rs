@@ -8,10 +8,11 @@ use std::io::{self, Write};
 
 use crate::topology::Topology;
 
-/// Print the topology summary and the transports' availability. A closed
-/// stdout (`rivetrun --info | head -1`) ends the listing quietly.
-pub fn print(topo: &Topology) {
-    let lines = [
+/// Print the topology summary and the transports' availability, and with
+/// `all` every `RIVET_*` setting. A closed stdout (`rivetrun --info | head
+/// -1`) ends the listing quietly.
+pub fn print(topo: &Topology, all: bool) {
+    let mut lines = vec![
         format!("rivetrun {}", env!("CARGO_PKG_VERSION")),
         format!("host:         {}", hostname()),
         format!("topology:     {}", topo.summary()),
@@ -23,16 +24,44 @@ pub fn print(topo: &Topology) {
             "PMIx server:  {}",
             describe(crate::pmix_host::probe().map_err(io::Error::other))
         ),
+        format!("ofi:          providers {}", ofi_providers()),
         "transports:   shm on the node; tcp (io_uring or poll) to other nodes; ofi \
          (libfabric) with RIVET_NETMOD=ofi, or by default where RIVET_OFI_PROVIDER names \
          a provider or libfabric has one faster than tcp (`rivet-bench info` shows what a job uses)"
             .to_string(),
     ];
+    if all {
+        lines.push(settings_listing());
+    }
     let mut out = std::io::stdout().lock();
     for line in lines {
         if writeln!(out, "{line}").is_err() {
             return;
         }
+    }
+}
+
+/// Every setting with its value in this environment (which the ranks
+/// inherit), and unknown `RIVET_*` names.
+fn settings_listing() -> String {
+    let names: Vec<String> = std::env::vars_os()
+        .filter_map(|(k, _)| k.into_string().ok())
+        .collect();
+    rivet_settings::listing(|k| std::env::var(k).ok(), &names)
+        .trim_end()
+        .to_string()
+}
+
+/// The providers (with their domains) the ofi netmod could use here.
+fn ofi_providers() -> String {
+    match rivet_netmods::ofi::provider_domains() {
+        Ok(list) if list.is_empty() => "none usable (RDM endpoints with tagged messages)".into(),
+        Ok(list) => list
+            .iter()
+            .map(|(p, ds)| format!("{p} (domains: {})", ds.join(", ")))
+            .collect::<Vec<_>>()
+            .join("; "),
+        Err(e) => format!("none ({e})"),
     }
 }
 

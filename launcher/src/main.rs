@@ -13,6 +13,7 @@
 
 mod cli;
 mod error;
+mod generate;
 mod info;
 mod launch;
 mod leftovers;
@@ -23,6 +24,7 @@ mod pmix_host;
 mod spawn;
 mod supervisor;
 mod topology;
+mod version;
 
 use std::ffi::OsString;
 use std::io::{Read, Write};
@@ -43,6 +45,9 @@ use crate::topology::{PlacementRequest, Topology};
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
+    if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
+        return code;
+    }
     let cli = Cli::from_args();
     match run(cli) {
         Ok(code) => ExitCode::from(code.clamp(0, 255) as u8),
@@ -73,7 +78,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     }
     let name_server = match &cli.nameserver {
         Some(addr) => Some(addr.clone()),
-        None => match std::env::var("RIVET_NAMESERVER") {
+        None => match rivet_settings::var("RIVET_NAMESERVER").ok_or(()) {
             Ok(v) if !v.trim().is_empty() => Some(
                 nameserver::check_addr(&v)
                     .map_err(|e| LaunchError::Usage(format!("RIVET_NAMESERVER: {e}")))?,
@@ -92,7 +97,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         None => Topology::discover()?,
     };
     let Some((mut job, search_path)) = job else {
-        info::print(&topo);
+        info::print(&topo, cli.all);
         return Ok(0);
     };
     // The job's processes (spawned ones too) prove to each other that they

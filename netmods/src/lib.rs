@@ -4,7 +4,7 @@
 //! transports: [`tcp`] (nonblocking sockets or io_uring) and `ofi`
 //! (libfabric: any provider with reliable datagrams and tagged messages,
 //! such as `tcp;ofi_rxm`, `shm` or `verbs;ofi_rxm`; built with the `ofi`
-//! feature, it loads libfabric >= 1.17 at run time). Also two small helpers shared with the engine: the
+//! feature, it loads libfabric >= 1.17 at run time). Also small helpers shared with the engine: the
 //! byte-size parser ([`parse_size`]) and a hasher for integer keys
 //! ([`FxBuildHasher`]).
 //!
@@ -27,6 +27,7 @@ use std::ptr::NonNull;
 pub mod auth;
 mod fxhash;
 mod jobs;
+pub mod libs;
 #[cfg(feature = "ofi")]
 pub mod ofi;
 mod size;

@@ -279,6 +279,14 @@ fn info_reports_topology_and_transports() {
     ] {
         assert!(o.stdout.contains(key), "--info lacks {key}\n{}", o.show());
     }
+    // libfabric's usable providers, each with its domains.
+    if o.stdout.contains("libfabric:    available") {
+        assert!(
+            o.stdout.contains("ofi:          providers ") && o.stdout.contains(" (domains: "),
+            "{}",
+            o.show()
+        );
+    }
     let o = run_job(rivetrun(&["--info", "--topology", SYNTH]), DEADLINE);
     assert!(
         o.stdout.contains("2 packages, 4 NUMA nodes"),

@@ -9,6 +9,18 @@
 //! DIR/lib/pkgconfig/  rivet.pc, rivet-static.pc, rivet-pmi.pc, ... with DIR as prefix
 //! ```
 //!
+//! `cargo xtask man [--out DIR]`: build rivetrun and rivet-bench (debug)
+//! and write their man pages and shell completions, generated from their
+//! clap definitions (each binary's hidden `--clap-generate KIND`):
+//!
+//! ```text
+//! DIR/man1/rivetrun.1, DIR/man1/rivet-bench.1
+//! DIR/completions/bash/{rivetrun,rivet-bench}
+//! DIR/completions/zsh/{_rivetrun,_rivet-bench}
+//! DIR/completions/fish/{rivetrun,rivet-bench}.fish
+//! ```
+//! (default DIR: target/cli-docs; `man -l DIR/man1/rivetrun.1` to read).
+//!
 //! The uninstalled `.pc` files name the profile directory as their prefix
 //! and keep libraries and headers beside it; installed, the libraries go
 //! to `lib/`, so their `prefix=` and `libdir=` lines are rewritten.
@@ -41,24 +53,89 @@ enum Task {
         #[arg(long, default_value = "release", value_parser = ["release", "debug"])]
         profile: String,
     },
+    /// Write man pages and bash/zsh/fish completions of rivetrun and rivet-bench.
+    Man {
+        /// Where to write man1/ and completions/ [default: target/cli-docs].
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
-    let Task::Install {
-        prefix,
-        no_build,
-        profile,
-    } = Cli::parse().task;
-    match install(&prefix, no_build, &profile) {
-        Ok(n) => {
-            eprintln!("xtask: installed {n} files under {}", prefix.display());
+    let (what, result) = match Cli::parse().task {
+        Task::Install {
+            prefix,
+            no_build,
+            profile,
+        } => (
+            "install",
+            install(&prefix, no_build, &profile)
+                .map(|n| format!("installed {n} files under {}", prefix.display())),
+        ),
+        Task::Man { out } => {
+            let out = out.unwrap_or_else(|| target_dir().join("cli-docs"));
+            (
+                "man",
+                man(&out).map(|n| format!("wrote {n} files under {}", out.display())),
+            )
+        }
+    };
+    match result {
+        Ok(done) => {
+            eprintln!("xtask: {done}");
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("xtask: install failed: {e}");
+            eprintln!("xtask: {what} failed: {e}");
             ExitCode::FAILURE
         }
     }
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// Build the two programs and write their man pages and completions.
+fn man(out: &Path) -> io::Result<usize> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let built = Command::new(cargo)
+        .args(["build", "-p", "rivet-launcher", "-p", "rivet-bench"])
+        .current_dir(workspace())
+        .status()?;
+    if !built.success() {
+        return Err(io::Error::other(
+            "cargo build -p rivet-launcher -p rivet-bench failed",
+        ));
+    }
+    let mut n = 0;
+    for program in ["rivetrun", "rivet-bench"] {
+        let exe = target_dir().join("debug").join(program);
+        for (kind, file) in [
+            ("man", format!("man1/{program}.1")),
+            ("bash", format!("completions/bash/{program}")),
+            ("zsh", format!("completions/zsh/_{program}")),
+            ("fish", format!("completions/fish/{program}.fish")),
+        ] {
+            let result = Command::new(&exe)
+                .args(["--clap-generate", kind])
+                .output()?;
+            if !result.status.success() || result.stdout.is_empty() {
+                return Err(io::Error::other(format!(
+                    "{} --clap-generate {kind} failed: {}",
+                    exe.display(),
+                    String::from_utf8_lossy(&result.stderr).trim()
+                )));
+            }
+            let path = out.join(file);
+            fs::create_dir_all(path.parent().expect("a file in a directory"))?;
+            fs::write(&path, &result.stdout)?;
+            n += 1;
+        }
+    }
+    Ok(n)
 }
 
 fn workspace() -> PathBuf {
@@ -82,10 +159,7 @@ fn install(prefix: &Path, no_build: bool, profile: &str) -> io::Result<usize> {
             )));
         }
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root.join("target"));
-    let built = target.join(profile);
+    let built = target_dir().join(profile);
     if !built.join("librivet.so").exists() {
         return Err(io::Error::other(format!(
             "{} has no librivet.so: build first (cargo build --workspace, --release for release)",

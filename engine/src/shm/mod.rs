@@ -106,7 +106,7 @@ impl ShmConfig {
     /// Defaults overridden by `RIVET_SHM_FASTBOX_SIZE`, `RIVET_SHM_FASTBOX_MAX`,
     /// `RIVET_SHM_CELLS` and `RIVET_SHM_CELL_SIZE`, validated.
     pub fn from_env() -> Result<ShmConfig, ShmError> {
-        ShmConfig::from_lookup(|name| std::env::var(name).ok())
+        ShmConfig::from_lookup(rivet_settings::var)
     }
 
     /// As [`ShmConfig::from_env`] with variables looked up by `get`.

@@ -101,7 +101,7 @@ impl OfiConfig {
 
     /// From the process environment.
     pub fn from_env() -> Result<OfiConfig, NetmodError> {
-        OfiConfig::from_vars(|k| std::env::var(k).ok())
+        OfiConfig::from_vars(rivet_settings::var)
     }
 
     /// From any variable lookup (the environment, a test's map).

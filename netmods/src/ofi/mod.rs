@@ -76,7 +76,7 @@ use std::time::Instant;
 use crate::{Limits, Netmod, NetmodError, PeerId, Rma, Sink};
 
 pub use config::OfiConfig;
-pub use provider::{is_fast, providers};
+pub use provider::{is_fast, provider_domains, providers};
 
 use fid::{Base, Endpoint, Fabric};
 use ops::Ops;

@@ -175,6 +175,25 @@ pub fn providers() -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Every provider the ofi netmod could use, each with its domains, in
+/// libfabric's order (for `rivetrun --info`).
+pub fn provider_domains() -> Result<Vec<(String, Vec<String>)>, String> {
+    super::sys::load()?;
+    let h = hints(&OfiConfig::default(), false).map_err(|e| e.to_string())?;
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    if let Some(list) = Info::get(&h).map_err(|e| e.to_string())? {
+        for i in list.iter().filter(|i| unfit(i).is_none()) {
+            let (p, d) = names(i);
+            match out.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, ds)) if !ds.contains(&d) => ds.push(d),
+                Some(_) => {}
+                None => out.push((p, vec![d])),
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// The error for a provider (or domain) that is not there, listing what is.
 fn no_provider(cfg: &OfiConfig, why_not: &[String]) -> NetmodError {
     let any = OfiConfig {

@@ -62,7 +62,7 @@ fn invalid(name: &str, why: String) -> NetmodError {
 impl TcpConfig {
     /// From the process environment.
     pub fn from_env() -> Result<TcpConfig, NetmodError> {
-        TcpConfig::from_vars(|k| std::env::var(k).ok())
+        TcpConfig::from_vars(rivet_settings::var)
     }
 
     /// From any variable lookup (the environment, a test's map).

@@ -1,0 +1,117 @@
+//! The table itself. Order: as the README lists them. A default of `""`
+//! means unset (the setting then falls back as its doc says).
+
+/// Which part of Rivet reads a setting.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Engine,
+    Shm,
+    Tcp,
+    Ofi,
+    Pmi,
+    Launcher,
+    Bench,
+    /// Test hooks: listed so they draw no warning, kept out of the README.
+    Test,
+}
+
+impl Scope {
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Engine => "engine",
+            Scope::Shm => "shared memory",
+            Scope::Tcp => "tcp netmod",
+            Scope::Ofi => "ofi netmod",
+            Scope::Pmi => "PMI client",
+            Scope::Launcher => "rivetrun",
+            Scope::Bench => "rivet-bench",
+            Scope::Test => "tests only",
+        }
+    }
+}
+
+/// One `RIVET_*` variable.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Setting {
+    pub name: &'static str,
+    /// As a user would write it; `""`: unset.
+    pub default: &'static str,
+    pub scope: Scope,
+    pub doc: &'static str,
+}
+
+const fn s(name: &'static str, default: &'static str, scope: Scope, doc: &'static str) -> Setting {
+    Setting {
+        name,
+        default,
+        scope,
+        doc,
+    }
+}
+
+pub static SETTINGS: &[Setting] = &[
+    s("RIVET_NETMOD", "auto", Scope::Engine,
+      "`auto`: shared memory on the node; to other nodes the ofi netmod where `RIVET_OFI_PROVIDER` names a provider or libfabric has one faster than tcp (`verbs;ofi_rxm`, `efa`, `cxi`, `psm3`), else tcp. `tcp`: tcp to every peer, on-node ones too (testing, benchmarks). `ofi`: the libfabric netmod to every peer. `rivet-bench info` (under rivetrun) says which is in use and why"),
+    s("RIVET_OFI_PROVIDER", "", Scope::Ofi,
+      "ofi: a provider name as `fi_info` prints it (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`), matched exactly; setting it also makes `auto` use ofi for other nodes. Unset: libfabric's choice, which honours its own `FI_PROVIDER`"),
+    s("RIVET_OFI_DOMAIN", "", Scope::Ofi,
+      "ofi: a domain (`mlx5_0`, `eth0`); unset: the provider's first"),
+    s("RIVET_OFI_EAGER_MAX", "", Scope::Ofi,
+      "ofi: largest eager message; unset: `RIVET_EAGER_MAX`, else 64K (8K on `shm`, whose rendezvous reads are single copy)"),
+    s("RIVET_OFI_PIECE", "1M", Scope::Ofi,
+      "ofi: the largest payload of one message when rendezvous data is streamed"),
+    s("RIVET_OFI_RMA", "1", Scope::Ofi,
+      "ofi: `0` streams rendezvous data with sends even where the provider could read it (`FI_RMA`)"),
+    s("RIVET_OFI_TIMEOUT", "60s", Scope::Ofi,
+      "ofi: how long a peer may leave us without progress before it counts as failed (`500ms`, `30s`)"),
+    s("RIVET_TCP_BACKEND", "poll", Scope::Tcp,
+      "`poll` (measured faster here, BENCHMARKS.md), `uring` (io_uring; a start-up error where it is unavailable), `auto` (io_uring where the kernel allows it, else poll)"),
+    s("RIVET_TCP_IFACE", "", Scope::Tcp,
+      "comma-separated interface names whose addresses peers connect to; unset: every up non-loopback interface (`lo` if that is all)"),
+    s("RIVET_TCP_EAGER_MAX", "", Scope::Tcp,
+      "tcp: largest eager message; unset: `RIVET_EAGER_MAX`, else 64K"),
+    s("RIVET_TCP_PIECE", "1M", Scope::Tcp,
+      "tcp: the size of the pieces a rendezvous message streams in"),
+    s("RIVET_NETMOD_EAGER_WINDOW", "4M", Scope::Engine,
+      "eager bytes a sender may have in flight to one netmod peer before it waits for credit: bounds what a receiver buffers for messages it has not asked for (at least 4K)"),
+    s("RIVET_EAGER_MAX", "", Scope::Engine,
+      "bytes; larger messages use rendezvous (every transport, unless its own limit is set). Sizes here and in `rivet-bench` options take binary suffixes: `16K`, `1MiB` (`KB`/`MB` are refused as ambiguous)"),
+    s("RIVET_SHM_EAGER_MAX", "4K", Scope::Shm,
+      "the same for shared memory only (wins over `RIVET_EAGER_MAX`; capped by the cell payload)"),
+    s("RIVET_SHM_LMT", "auto", Scope::Shm,
+      "`auto`, `cma` or `copy`: how large messages cross shared memory"),
+    s("RIVET_SHM_SPLIT_MIN", "64K", Scope::Shm,
+      "bytes (0: never): a single-copy message from this size on is copied by both ranks at once, the receiver reading the first half while the sender writes the second (`process_vm_writev`)"),
+    s("RIVET_THREAD_LEVEL", "", Scope::Engine,
+      "`single`, `funneled`, `serialized` or `multiple`: raises the thread level the program asks for (never lowers it); at `multiple` the engine locks its state on every call"),
+    s("RIVET_SHM_FASTBOX_SIZE", "32K", Scope::Shm,
+      "bytes of each per-pair ring (a power of two)"),
+    s("RIVET_SHM_FASTBOX_MAX", "1K", Scope::Shm,
+      "the largest payload sent through a per-pair ring"),
+    s("RIVET_SHM_CELLS", "64", Scope::Shm,
+      "cells per rank of the shared-memory queues"),
+    s("RIVET_SHM_CELL_SIZE", "16K", Scope::Shm,
+      "bytes per cell of the shared-memory queues, header included (a power of two)"),
+    s("RIVET_YIELD", "auto", Scope::Engine,
+      "`auto` (yield when idle if local ranks outnumber CPUs), `always`, `never`"),
+    s("RIVET_PMI", "auto", Scope::Pmi,
+      "`auto`: `PMI_FD`/`PMI_PORT` if set, else PMIx if `PMIX_NAMESPACE` and `PMIX_RANK` are (OpenPMIx's client), else a singleton; `pmi1`: never PMIx (a PMIx-only launch is an error); `pmix`: PMIx or an error (under rivetrun: its PMIx server instead of PMI-1)"),
+    s("RIVET_JOBID", "", Scope::Launcher,
+      "set by rivetrun for its ranks; names their shm segments so rivetrun can remove leftovers"),
+    s("RIVET_JOB_SECRET", "", Scope::Launcher,
+      "set by rivetrun for every process of the job (a random key): tcp HELLOs between them carry a MAC with it; never printed"),
+    s("RIVET_PMI_SECRET", "", Scope::Launcher,
+      "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
+    s("RIVET_NAMESERVER", "", Scope::Launcher,
+      "`HOST:PORT` of a name server (`rivetrun --name-server`) for rivetrun's jobs; `--nameserver` wins"),
+    s("RIVET_BENCH_FONT", "", Scope::Bench,
+      "a TrueType font file for `rivet-bench plot` and `compare --plot`; unset: DejaVu Sans or another usual system font"),
+    s("RIVET_TCP_URING_INJECT_FAILURE", "", Scope::Test,
+      "`1`: the io_uring backend fails as if the kernel refused it (tests of the fallback)"),
+    s("RIVET_TEST_TAG", "", Scope::Test,
+      "set by the integration tests on every job, to find processes that outlive it"),
+    s("RIVET_BLESS", "", Scope::Test,
+      "set: tests that compare generated files rewrite them instead (`rivet.h`, the README's settings table)"),
+    s("RIVET_SHM_TEST_CHILD", "", Scope::Test,
+      "set by shared-memory unit tests in the child processes they start"),
+];
