@@ -290,7 +290,10 @@ fn a_rank_leaving_before_all_attached_takes_the_name_away() {
     let b = ShmNode::attach(&name.0, 3, 1).unwrap();
     assert!(name.exists());
     drop(b);
-    assert!(!name.exists(), "rank 2 never came: the name must not outlive the job");
+    assert!(
+        !name.exists(),
+        "rank 2 never came: the name must not outlive the job"
+    );
     drop(a);
 }
 
