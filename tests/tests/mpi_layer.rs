@@ -180,3 +180,75 @@ fn mpi_h_compiles_as_cxx_and_rivetcc_wraps_the_compiler() {
     let line = String::from_utf8_lossy(&compile_only.stdout);
     assert!(!line.contains("-lrivetmpi"), "{line}");
 }
+
+#[test]
+fn installed_rivetcc_builds_programs_that_run_from_the_prefix() {
+    let _serial = serial();
+    let dir = rivet_tests::mpi_dir();
+    rivet_tests::bin("rivetrun");
+    let prefix = std::env::temp_dir().join(format!("rivet-mpi-prefix-{}", std::process::id()));
+    let profile = dir.file_name().unwrap().to_str().unwrap().to_string();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let install = Command::new(cargo)
+        .args(["run", "-q", "-p", "xtask", "--", "install", "--no-build"])
+        .args(["--profile", &profile, "--prefix"])
+        .arg(&prefix)
+        .env("CARGO_TARGET_DIR", dir.parent().unwrap())
+        .current_dir(workspace_root())
+        .output()
+        .unwrap();
+    let cleanup = || {
+        let _ = std::fs::remove_dir_all(&prefix);
+    };
+    if !install.status.success() {
+        cleanup();
+        panic!(
+            "xtask install: {}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+    }
+    for f in [
+        "bin/rivetcc",
+        "lib/librivetmpi.so",
+        "lib/librivetmpi.so.0",
+        "lib/librivetmpi.a",
+        "include/mpi.h",
+    ] {
+        if !prefix.join(f).exists() {
+            cleanup();
+            panic!("{f} not installed");
+        }
+    }
+    // The installed rivetcc names the prefix, not target/.
+    let exe = prefix.join("hello");
+    let cc = Command::new(prefix.join("bin/rivetcc"))
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(workspace_root().join("tests/c/mpi_hello.c"))
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
+    let ldd = Command::new("ldd")
+        .arg(&exe)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let ldd = String::from_utf8_lossy(&ldd.stdout).to_string();
+    let p = prefix.display();
+    assert!(
+        ldd.contains(&format!("{p}/lib/librivetmpi.so.0"))
+            && ldd.contains(&format!("{p}/lib/librivet.so.0")),
+        "{ldd}"
+    );
+    let mut job = Command::new(prefix.join("bin/rivetrun"));
+    job.args(["-n", "2"])
+        .arg(&exe)
+        .env_remove("LD_LIBRARY_PATH");
+    let o = run_job_checking_shm(job, DEADLINE);
+    cleanup();
+    each_rank(&o, 2, |r| format!("hello from rank {r} of 2\n"));
+}
