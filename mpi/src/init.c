@@ -76,7 +76,12 @@ static void slots_drop(struct slots *t) {
     t->free_head = 0;
 }
 
+/* Whether this thread's last failure came from librivet (so that
+ * rivet_last_error() describes it, and is not an older failure's). */
+static __thread int rivet_failed;
+
 int from_rivet(int rc) {
+    rivet_failed = rc != RIVET_SUCCESS;
     switch (rc) {
     case RIVET_SUCCESS: return MPI_SUCCESS;
     case RIVET_ERR_INVALID_ARG: return MPI_ERR_ARG;
@@ -137,7 +142,7 @@ int raise_err(MPI_Comm comm, int code, const char *fn) {
     if (eh == MPI_ERRORS_RETURN) return code;
     text = class_text(code);
     snprintf(msg, sizeof msg, "%s failed: %s%s%s", fn, text ? text : "unknown error code",
-             *rivet_last_error() ? "; " : "", rivet_last_error());
+             rivet_failed ? "; " : "", rivet_failed ? rivet_last_error() : "");
     fprintf(stderr, "rivet-mpi: %s (MPI_ERRORS_ARE_FATAL)\n", msg);
     fflush(stderr);
     if (g_engine && !g_finalized) rivet_abort(g_engine, code, msg);
