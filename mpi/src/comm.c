@@ -19,13 +19,6 @@ uint64_t g_my_gid;
 static uint32_t ctx_free_mask[WORDS];
 static int ctx_ready;
 
-struct comm *comm_get(MPI_Comm h) {
-    struct comm *c;
-    if ((h & KIND_MASK) != KIND_COMM) return NULL;
-    c = slot_at(&g_comms, (h & ~KIND_MASK) + 1);
-    return c && c->in_use ? c : NULL;
-}
-
 MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ctx) {
     struct comm *c;
     int idx = slot_alloc(&g_comms);

@@ -67,7 +67,14 @@ struct slots {
     int next_unused; /* first index never used */
     int free_head;   /* a free list through the entries' first int */
 };
-void *slot_at(struct slots *t, int idx);
+/* The entry at `idx`, or NULL outside the table (inline: every call with
+ * a handle looks one up). */
+static inline void *slot_at(struct slots *t, int idx) {
+    char *chunk;
+    if (idx <= 0 || idx >= t->next_unused) return NULL;
+    chunk = t->chunk[idx / CHUNK];
+    return chunk ? chunk + (size_t)(idx % CHUNK) * t->elem : NULL;
+}
 int slot_alloc(struct slots *t); /* -1 when full or out of memory */
 void slot_free(struct slots *t, int idx);
 
@@ -107,16 +114,26 @@ extern pthread_mutex_t g_lock; /* taken around table changes at MULTIPLE */
 extern struct slots g_comms, g_reqs, g_msgs;
 extern MPI_Comm g_parent;
 extern uint64_t g_my_gid;
-void lock(void);
-void unlock(void);
+static inline void lock(void) {
+    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_lock(&g_lock);
+}
+static inline void unlock(void) {
+    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_unlock(&g_lock);
+}
 
 /* Errors (init.c): map a rivet code, and raise one on a communicator. */
 int from_rivet(int rc);
 int raise_err(MPI_Comm comm, int code, const char *fn);
 #define NOT_INIT() (!g_initialized || g_finalized)
 
-/* Communicators (comm.c). */
-struct comm *comm_get(MPI_Comm h); /* NULL if not a live handle */
+/* Communicators (comm.c). The handle's communicator, or NULL if it is
+ * not a live one (inline: every call looks one up). */
+static inline struct comm *comm_get(MPI_Comm h) {
+    struct comm *c;
+    if ((h & KIND_MASK) != KIND_COMM) return NULL;
+    c = (struct comm *)slot_at(&g_comms, (h & ~KIND_MASK) + 1);
+    return c && c->in_use ? c : NULL;
+}
 MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ctx);
 void comm_release(MPI_Comm h, int disconnect);
 int comm_setup_world(void);
@@ -139,7 +156,13 @@ int coll_allgather(struct comm *c, const void *in, size_t bytes, void *out);
 void status_from(MPI_Status *out, const rivet_status_t *in);
 void status_null(MPI_Status *st);  /* of an operation with MPI_PROC_NULL */
 void status_empty(MPI_Status *st); /* of MPI_REQUEST_NULL */
-struct req *req_get(MPI_Request h);
+/* The request's slot, or NULL if it is not a live request. */
+static inline struct req *req_get(MPI_Request h) {
+    struct req *r;
+    if ((h & KIND_MASK) != KIND_REQ) return NULL;
+    r = (struct req *)slot_at(&g_reqs, h & ~KIND_MASK);
+    return r && r->state != REQ_FREE ? r : NULL;
+}
 
 /* Bytes of `count` elements of `t`, or an error class. */
 static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {

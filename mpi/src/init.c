@@ -17,21 +17,6 @@ struct slots g_comms = {{0}, sizeof(struct comm), 1, 0};
 struct slots g_reqs = {{0}, sizeof(struct req), 1, 0};
 struct slots g_msgs = {{0}, sizeof(struct msg), 1, 0};
 
-void lock(void) {
-    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_lock(&g_lock);
-}
-
-void unlock(void) {
-    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_unlock(&g_lock);
-}
-
-void *slot_at(struct slots *t, int idx) {
-    char *chunk;
-    if (idx <= 0 || idx >= t->next_unused) return NULL;
-    chunk = t->chunk[idx / CHUNK];
-    return chunk ? chunk + (size_t)(idx % CHUNK) * t->elem : NULL;
-}
-
 int slot_alloc(struct slots *t) {
     int idx;
     lock();

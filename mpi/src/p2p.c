@@ -104,13 +104,6 @@ static MPI_Request new_req(MPI_Comm comm, struct req **out) {
     return KIND_REQ | idx;
 }
 
-struct req *req_get(MPI_Request h) {
-    struct req *r;
-    if ((h & KIND_MASK) != KIND_REQ) return NULL;
-    r = slot_at(&g_reqs, h & ~KIND_MASK);
-    return r && r->state != REQ_FREE ? r : NULL;
-}
-
 enum { ISEND, ISSEND, IRECV };
 
 static int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
