@@ -8,6 +8,10 @@
 //! Point-to-point (latency, bw, mr; bibw is Rivet only, the peers' program
 //! has none): each run is one whole job on 2 ranks, one per core. Over shm:
 //! - rivet:   `rivetrun -n 2 --bind-to core rivet-bench <bench> --json --max M`
+//! - rivet-mpi: `MAXSIZE=M rivetrun -n 2 --bind-to core mpi_p2p.rivet-mpi <lat|bw|mr>`
+//!   (the same peer program as MPICH's and Open MPI's, built with `rivetcc`:
+//!   MPI on librivetmpi on librivet); its extra column rivet-mpi/rivet is
+//!   what the MPI layer costs, held to 8 B latency <= 1.05 x and mr >= 0.95 x
 //! - mpich:   `MAXSIZE=M mpiexec.hydra -n 2 -bind-to core mpi_p2p.mpich <lat|bw|mr>`
 //! - openmpi: `mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to core
 //!   --mca pml ob1 --mca btl self,vader -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
@@ -178,6 +182,9 @@ pub struct Args {
     mpicc_mpich: String,
     #[arg(long, default_value = "mpicc.openmpi")]
     mpicc_openmpi: String,
+    /// rivetcc for the rivet-mpi stack (default: the one beside this executable).
+    #[arg(long)]
+    rivetcc: Option<PathBuf>,
     /// C compiler for tcp_pingpong.c (raw-tcp).
     #[arg(long, default_value = "cc")]
     cc: String,
@@ -228,7 +235,7 @@ fn parse_sizes(text: &str) -> Result<SizeSel, String> {
 }
 
 /// The stacks of each transport, in the order of the tables.
-const SHM_STACKS: [&str; 3] = ["rivet", "mpich", "openmpi"];
+const SHM_STACKS: [&str; 4] = ["rivet", "rivet-mpi", "mpich", "openmpi"];
 const TCP_STACKS: [&str; 5] = ["rivet-uring", "rivet-poll", "raw-tcp", "mpich", "openmpi"];
 /// Over ofi, each of these for every provider: `rivet-ofi(shm)`.
 const OFI_STACKS: [&str; 2] = ["rivet-ofi", "fi_pingpong"];
@@ -698,6 +705,10 @@ pub fn run(args: Args) -> Result<(), String> {
                 want_hello,
             )
             .map(|s| StackRun::Mpi(s, transport)),
+            ("rivet-mpi", None) => {
+                rivet_mpi_stack(&args, &peers_dir, &build_dir, want_pingpong, want_hello)
+                    .map(|s| StackRun::Mpi(s, transport))
+            }
             ("openmpi", None) => peers::prepare(
                 Mpi::OpenMpi,
                 &args.ompi_mpirun,
@@ -918,6 +929,43 @@ fn fi_pingpong_stack(args: &Args, provider: &str) -> Result<StackRun, String> {
     })
 }
 
+/// The peers' programs built with `rivetcc` (librivetmpi on librivet)
+/// and run under `rivetrun`, as the MPI peers run theirs.
+fn rivet_mpi_stack(
+    args: &Args,
+    peers_dir: &std::path::Path,
+    build_dir: &std::path::Path,
+    want_pingpong: bool,
+    want_hello: bool,
+) -> Result<peers::Stack, String> {
+    let path = |given: &Option<PathBuf>, name: &str| {
+        given
+            .clone()
+            .unwrap_or_else(|| beside_me(name))
+            .to_string_lossy()
+            .into_owned()
+    };
+    let rivetcc = path(&args.rivetcc, "rivetcc");
+    // The programs link librivetmpi by rpath from rivetcc's directory, so
+    // each rivetcc (debug, release, installed) gets its own build dir.
+    let dir = {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        find_program(&rivetcc).unwrap_or_default().hash(&mut h);
+        build_dir.join(format!("rivet-mpi-{:016x}", h.finish()))
+    };
+    peers::prepare(
+        Mpi::Rivet,
+        &path(&args.rivetrun, "rivetrun"),
+        &rivetcc,
+        peers_dir,
+        &dir,
+        want_pingpong,
+        want_hello,
+    )
+    .map_err(|e| format!("{e} (build it: cargo build --release -p rivet-mpi -p rivet-capi)"))
+}
+
 fn rivet_stack(args: &Args, env: Vec<(&'static str, String)>) -> Result<StackRun, String> {
     let rivetrun = args
         .rivetrun
@@ -1017,6 +1065,8 @@ struct RowSummary {
     rivets: Vec<RivetRatios>,
     /// rivet-uring's median / rivet-poll's.
     uring_over_poll: Option<f64>,
+    /// rivet-mpi's median / rivet's: what the MPI layer costs.
+    mpi_over_rivet: Option<f64>,
 }
 
 /// One Rivet stack's medians over the others'.
@@ -1067,6 +1117,29 @@ fn raw_target(transport: Transport, bench: Bench, key: u64) -> Option<Target> {
     }
 }
 
+/// What rivet-mpi / rivet should be (the MPI layer costs almost nothing):
+/// 8-byte latency at most 1.05 x, message rate at least 0.95 x.
+fn mpi_target(bench: Bench, key: u64) -> Option<Target> {
+    match (bench, key) {
+        (Bench::P2p(Kind::Latency), 8) => Some(Target::AtMost(1.05)),
+        (Bench::P2p(Kind::Mr), 8) => Some(Target::AtLeast(0.95)),
+        _ => None,
+    }
+}
+
+/// rivet-mpi / rivet for the text table, with the target where there is one.
+fn fmt_mpi_ratio(bench: Bench, key: u64, ratio: Option<f64>) -> String {
+    match (ratio, mpi_target(bench, key)) {
+        (Some(v), Some(t)) => format!(
+            "{v:.2} {} ({})",
+            if t.met(v) { "met" } else { "MISSED" },
+            t.describe()
+        ),
+        (Some(v), None) => format!("{v:.2}"),
+        (None, _) => "-".into(),
+    }
+}
+
 fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
     let with_role = |r: Role| -> Vec<usize> {
         table
@@ -1090,6 +1163,7 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
     };
     let named = |n: &str| table.stacks.iter().copied().find(|&i| stacks[i] == n);
     let (uring, poll) = (named("rivet-uring"), named("rivet-poll"));
+    let (layer, engine) = (named("rivet-mpi"), named("rivet"));
     let keys: Vec<u64> = match &table.keys {
         Some(k) => k.clone(),
         None => table.samples.keys().copied().collect(),
@@ -1145,12 +1219,17 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
                 .and_then(median)
                 .zip(poll.and_then(median))
                 .and_then(|(u, p)| over(u, p));
+            let mpi_over_rivet = layer
+                .and_then(median)
+                .zip(engine.and_then(median))
+                .and_then(|(m, r)| over(m, r));
             RowSummary {
                 key,
                 per_stack,
                 ratio: ratios.first().and_then(|r| r.vs_best),
                 rivets: ratios,
                 uring_over_poll,
+                mpi_over_rivet,
             }
         })
         .collect()
@@ -1264,6 +1343,18 @@ fn text_report(
         if has_ratio {
             header.push("rivet/best".into());
         }
+        // The MPI layer's stack: its own ratio to the best peer, and its
+        // cost over the engine alone.
+        let layer = table
+            .stacks
+            .iter()
+            .copied()
+            .find(|&i| stacks[i] == "rivet-mpi");
+        let layer_ratios = has_ratio && layer.is_some();
+        if layer_ratios {
+            header.push("rivet-mpi/best".into());
+            header.push("rivet-mpi/rivet".into());
+        }
         grid.push(header);
         for r in &rows {
             let mut line = vec![r.key.to_string()];
@@ -1279,6 +1370,14 @@ fn text_report(
                     Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
                     None => "-".into(),
                 });
+            }
+            if layer_ratios {
+                let vs_best = r.rivets.iter().find(|x| Some(x.stack) == layer);
+                line.push(match vs_best.and_then(|x| x.vs_best) {
+                    Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
+                    None => "-".into(),
+                });
+                line.push(fmt_mpi_ratio(table.bench, r.key, r.mpi_over_rivet));
             }
             grid.push(line);
         }
@@ -1459,7 +1558,8 @@ fn json_target(target: Option<Target>) -> String {
 ///   "results":[{"bench":"latency","unit":"us","better":"lower","rows":[
 ///     {"size":8,"stacks":{"rivet":{"median":..,"min":..,"max":..,"runs":5}|null,...},
 ///      "best_peer":"mpich"|null,"ratio":0.9|null}]}]}`
-/// (startup rows have "ranks" instead of "size").
+/// (startup rows have "ranks" instead of "size"). With the rivet-mpi stack
+/// each row also has `"mpi_over_rivet":..|null,"mpi_target_met":bool|null`.
 ///
 /// Over tcp, `"transport":"tcp"` follows "benchmark", and each row has,
 /// instead of "best_peer" and "ratio":
@@ -1536,7 +1636,20 @@ fn json_doc(
                                 Some((x, p)) => (json::string(stacks[p]), json::num(x)),
                                 None => ("null".into(), "null".into()),
                             };
-                            format!("\"best_peer\":{peer},\"ratio\":{ratio}")
+                            // With the MPI layer's stack: its cost over the engine.
+                            let layer = if stacks.contains(&"rivet-mpi") {
+                                let met = match (r.mpi_over_rivet, mpi_target(table.bench, r.key)) {
+                                    (Some(v), Some(t)) => t.met(v).to_string(),
+                                    _ => "null".into(),
+                                };
+                                format!(
+                                    ",\"mpi_over_rivet\":{},\"mpi_target_met\":{met}",
+                                    opt(r.mpi_over_rivet)
+                                )
+                            } else {
+                                String::new()
+                            };
+                            format!("\"best_peer\":{peer},\"ratio\":{ratio}{layer}")
                         }
                         Transport::Tcp => {
                             let target = raw_target(transport, table.bench, r.key);
@@ -1712,6 +1825,48 @@ latency,us,lower,size,16,mpich,,,,0,,
 latency,us,lower,size,16,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
 "
         );
+    }
+
+    #[test]
+    fn rivet_mpi_runs_the_peers_program_and_is_held_to_the_engine() {
+        let stack = peers::Stack {
+            mpi: Mpi::Rivet,
+            launcher: "rivetrun".into(),
+            pingpong: Some("target/peers/mpi_p2p.rivet-mpi".into()),
+            hello: Some("target/peers/mpi_hello.rivet-mpi".into()),
+        };
+        let run = StackRun::Mpi(stack, Transport::Shm);
+        assert_eq!(
+            run.p2p(Kind::Mr, 1 << 20, &[]).unwrap().to_string(),
+            "MAXSIZE=8 rivetrun -n 2 --bind-to core target/peers/mpi_p2p.rivet-mpi mr"
+        );
+        assert_eq!(
+            run.startup(4).unwrap().to_string(),
+            "rivetrun -n 4 target/peers/mpi_hello.rivet-mpi"
+        );
+        assert_eq!(
+            select_stacks(Transport::Shm, None, &[]).unwrap(),
+            ["rivet", "rivet-mpi", "mpich", "openmpi"]
+        );
+
+        let names = ["rivet", "rivet-mpi", "mpich"];
+        let mut lat = table(Bench::P2p(Kind::Latency), Some(vec![8]), vec![0, 1, 2]);
+        lat.add(8, 0, 0.40);
+        lat.add(8, 1, 0.44);
+        lat.add(8, 2, 0.50);
+        let rows = summarize_table(&lat, &names);
+        let m = rows[0].mpi_over_rivet.unwrap();
+        assert!((m - 1.1).abs() < 1e-12);
+        assert_eq!(rows[0].ratio.map(|r| r.1), Some(2)); // rivet / mpich, as before
+        assert_eq!(
+            fmt_mpi_ratio(lat.bench, 8, Some(m)),
+            "1.10 MISSED (<= 1.05)"
+        );
+        assert_eq!(
+            fmt_mpi_ratio(Bench::P2p(Kind::Mr), 8, Some(0.97)),
+            "0.97 met (>= 0.95)"
+        );
+        assert_eq!(fmt_mpi_ratio(Bench::P2p(Kind::Bw), 1024, Some(0.9)), "0.90");
     }
 
     #[test]

@@ -38,10 +38,15 @@ impl Transport {
     }
 }
 
+// `OpenMpi` is the project's name, not a repetition of the enum's.
+#[allow(clippy::enum_variant_names)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mpi {
     Mpich,
     OpenMpi,
+    /// Rivet's own MPI layer (librivetmpi): the anchors' programs built
+    /// with `rivetcc`, run under `rivetrun`.
+    Rivet,
 }
 
 impl Mpi {
@@ -49,6 +54,7 @@ impl Mpi {
         match self {
             Mpi::Mpich => "mpich",
             Mpi::OpenMpi => "openmpi",
+            Mpi::Rivet => "rivet-mpi",
         }
     }
 
@@ -62,6 +68,14 @@ impl Mpi {
                 let spec = spec.args(["-n", &n.to_string()]);
                 if bind {
                     spec.args(["-bind-to", "core"])
+                } else {
+                    spec
+                }
+            }
+            Mpi::Rivet => {
+                let spec = spec.args(["-n", &n.to_string()]);
+                if bind {
+                    spec.args(["--bind-to", "core"])
                 } else {
                     spec
                 }
@@ -90,6 +104,7 @@ impl Mpi {
     fn transport_env(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         match (self, transport) {
             (Mpi::Mpich, Transport::Tcp) => spec.env("UCX_TLS", "tcp,self"),
+            (Mpi::Rivet, Transport::Tcp) => spec.env("RIVET_NETMOD", "tcp"),
             _ => spec,
         }
     }
@@ -98,7 +113,7 @@ impl Mpi {
     /// (No MPI stack is compared over ofi: nothing is added for it.)
     fn transport_args(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         let btl = match (self, transport) {
-            (Mpi::Mpich, _) | (Mpi::OpenMpi, Transport::Ofi) => return spec,
+            (Mpi::Mpich | Mpi::Rivet, _) | (Mpi::OpenMpi, Transport::Ofi) => return spec,
             (Mpi::OpenMpi, Transport::Shm) => "self,vader",
             (Mpi::OpenMpi, Transport::Tcp) => "self,tcp",
         };
@@ -120,7 +135,7 @@ impl Mpi {
         let spec = self.transport_env(spec, transport).env("MAXSIZE", &max);
         let spec = self.transport_args(spec, transport);
         let spec = match self {
-            Mpi::Mpich => spec,
+            Mpi::Mpich | Mpi::Rivet => spec,
             Mpi::OpenMpi => spec.args(["-x", "MAXSIZE"]),
         };
         spec.arg(binary).arg(bench)

@@ -580,6 +580,17 @@ int rivet_abort(const rivet_engine_t *engine, int code, const char *message);
 int rivet_query_thread(const rivet_engine_t *engine, int *level);
 
 /*
+ The process manager's application number (`*appnum`) and universe
+ size (`*universe_size`), as MPI's `APPNUM` and `UNIVERSE_SIZE`
+ attributes need; -1 where it has none. `RIVET_ERR_UNSUPPORTED` after
+ `rivet_init_external`.
+
+ # Safety
+ `engine` is a live handle; `appnum` and `universe_size` valid for writes.
+ */
+int rivet_job_attrs(const rivet_engine_t *engine, int *appnum, int *universe_size);
+
+/*
  Make progress once: poll the transports and run the protocols. `*events`
  (may be null) gets how many things happened.
 

@@ -119,6 +119,34 @@ pub unsafe extern "C" fn rivet_query_thread(
     })
 }
 
+/// The process manager's application number (`*appnum`) and universe
+/// size (`*universe_size`), as MPI's `APPNUM` and `UNIVERSE_SIZE`
+/// attributes need; -1 where it has none. `RIVET_ERR_UNSUPPORTED` after
+/// `rivet_init_external`.
+///
+/// # Safety
+/// `engine` is a live handle; `appnum` and `universe_size` valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn rivet_job_attrs(
+    engine: *const rivet_engine_t,
+    appnum: *mut c_int,
+    universe_size: *mut c_int,
+) -> c_int {
+    boundary("rivet_job_attrs", || {
+        // SAFETY: live handle by the contract.
+        let e = unsafe { handles::engine(engine) }?;
+        out_ptr(appnum, "the application number")?;
+        out_ptr(universe_size, "the universe size")?;
+        let (a, u) = on!(&e.e, e => e.job_attrs())?;
+        // SAFETY: checked non-null; valid by the contract.
+        unsafe {
+            appnum.write(a);
+            universe_size.write(u);
+        }
+        Ok(())
+    })
+}
+
 /// Make progress once: poll the transports and run the protocols. `*events`
 /// (may be null) gets how many things happened.
 ///

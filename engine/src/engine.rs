@@ -309,6 +309,14 @@ impl<T: Threading> Engine<T> {
         self.inner.rank
     }
 
+    /// The process manager's application number and universe size for
+    /// this job (MPI's `APPNUM` and `UNIVERSE_SIZE` attributes; PMI's
+    /// `-1` where it has none). Unsupported without a process manager.
+    pub fn job_attrs(&self) -> Result<(i32, i32)> {
+        self.inner
+            .with_pmi(|pmi| Ok((pmi.appnum(), pmi.universe_size())))
+    }
+
     pub fn size(&self) -> u32 {
         self.inner.size
     }

@@ -65,6 +65,13 @@ int main(int argc, char **argv) {
     CHECK(rivet_comm_size(world, &size));
     EXPECT(size == 2);
     peer = 1 - rank;
+    {
+        int appnum = -7, universe = -7;
+        CHECK(rivet_job_attrs(engine, &appnum, &universe));
+        EXPECT(appnum == 0);
+        EXPECT(universe == -1 || universe >= size);
+        EXPECT_RC(rivet_job_attrs(engine, NULL, &universe), RIVET_ERR_INVALID_ARG);
+    }
 
     /* Null handles and pointers are errors, not crashes. */
     EXPECT_RC(rivet_comm_rank(NULL, &r), RIVET_ERR_INVALID_ARG);

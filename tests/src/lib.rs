@@ -224,6 +224,59 @@ pub fn cc_c(src: &Path, package: &str, suffix: &str) -> PathBuf {
     out
 }
 
+/// The directory holding librivetmpi and `rivetcc` (and librivet, which
+/// it calls), as `cargo build -p rivet-mpi -p rivet-capi` lays them out.
+/// Built once per test process.
+pub fn mpi_dir() -> PathBuf {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    let dir = bin_dir();
+    BUILT.get_or_init(|| {
+        let mut args = vec!["-p", "rivet-mpi", "-p", "rivet-capi"];
+        if dir.file_name().is_some_and(|n| n == "release") {
+            args.push("--release");
+        }
+        cargo_build_targets("--lib", &args);
+        cargo_build_targets("--bins", &args);
+    });
+    dir
+}
+
+/// Compile an MPI program with `rivetcc` (strict C99, warnings as errors;
+/// `RIVETCC_CC=compiler` and `extra` flags as given) into
+/// `target/<profile>/<stem><suffix>`, once per test process.
+pub fn rivetcc(src: &Path, suffix: &str, compiler: Option<&str>, extra: &[&str]) -> PathBuf {
+    static DONE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+    let rivetcc = mpi_dir().join("rivetcc");
+    let mut done = DONE.lock().unwrap_or_else(|p| p.into_inner());
+    let stem = src
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .expect("a C file name");
+    let out = bin_dir().join(format!("{stem}{suffix}"));
+    if done.contains(&out) {
+        return out;
+    }
+    let mut cmd = Command::new(&rivetcc);
+    if let Some(cc) = compiler {
+        cmd.env("RIVETCC_CC", cc);
+    }
+    let result = cmd
+        .args(extra)
+        .args(["-Wall", "-Wextra", "-Werror", "-O2", "-o"])
+        .arg(&out)
+        .arg(src)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", rivetcc.display()));
+    assert!(
+        result.status.success(),
+        "rivetcc {} failed:\n{}",
+        src.display(),
+        String::from_utf8_lossy(&result.stderr)
+    );
+    done.push(out.clone());
+    out
+}
+
 /// How a job ended.
 #[derive(Debug)]
 pub struct Outcome {

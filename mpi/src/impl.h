@@ -1,0 +1,176 @@
+/* Internal state of librivetmpi, shared by its C files. Everything here
+ * goes through rivet.h only: this layer is librivet's first C consumer. */
+#ifndef RIVETMPI_IMPL_H
+#define RIVETMPI_IMPL_H
+
+/* The MPI_* calls are the library's only exports (it is built with
+ * -fvisibility=hidden); internal names carry a prefix, so that linking
+ * librivetmpi.a cannot clash with a program's own functions. */
+#pragma GCC visibility push(default)
+#include <mpi.h>
+#pragma GCC visibility pop
+#include <rivet.h>
+
+#define lock rmpi_lock
+#define unlock rmpi_unlock
+#define slot_at rmpi_slot_at
+#define slot_alloc rmpi_slot_alloc
+#define slot_free rmpi_slot_free
+#define from_rivet rmpi_from_rivet
+#define raise_err rmpi_raise_err
+#define comm_get rmpi_comm_get
+#define comm_new rmpi_comm_new
+#define comm_release rmpi_comm_release
+#define comm_setup_world rmpi_comm_setup_world
+#define comm_make_inter rmpi_comm_make_inter
+#define ctx_alloc rmpi_ctx_alloc
+#define ctx_free rmpi_ctx_free
+#define type_size rmpi_type_size
+#define reduce_apply rmpi_reduce_apply
+#define coll_bcast rmpi_coll_bcast
+#define coll_reduce rmpi_coll_reduce
+#define coll_gather rmpi_coll_gather
+#define coll_allgather rmpi_coll_allgather
+#define status_from rmpi_status_from
+#define status_null rmpi_status_null
+#define status_empty rmpi_status_empty
+#define req_get rmpi_req_get
+#define g_engine rmpi_g_engine
+#define g_initialized rmpi_g_initialized
+#define g_finalized rmpi_g_finalized
+#define g_level rmpi_g_level
+#define g_lock rmpi_g_lock
+#define g_comms rmpi_g_comms
+#define g_reqs rmpi_g_reqs
+#define g_msgs rmpi_g_msgs
+#define g_parent rmpi_g_parent
+#define g_my_gid rmpi_g_my_gid
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Handle kinds: the top byte of an int handle (MPICH-like values). */
+#define KIND_MASK 0xff000000
+#define KIND_COMM 0x44000000
+#define KIND_TYPE 0x4c000000
+#define KIND_OP 0x58000000
+#define KIND_REQ 0x2c000000
+#define KIND_MSG 0x6c000000
+
+/* Slot tables: fixed chunks, so an entry never moves (other threads may
+ * read one while the table grows). Index 0 is never handed out. */
+#define CHUNK 1024
+#define CHUNKS 1024
+struct slots {
+    void *chunk[CHUNKS];
+    size_t elem;
+    int next_unused; /* first index never used */
+    int free_head;   /* a free list through the entries' first int */
+};
+/* The entry at `idx`, or NULL outside the table (inline: every call with
+ * a handle looks one up). */
+static inline void *slot_at(struct slots *t, int idx) {
+    char *chunk;
+    if (idx <= 0 || idx >= t->next_unused) return NULL;
+    chunk = t->chunk[idx / CHUNK];
+    return chunk ? chunk + (size_t)(idx % CHUNK) * t->elem : NULL;
+}
+int slot_alloc(struct slots *t); /* -1 when full or out of memory */
+void slot_free(struct slots *t, int idx);
+
+/* A communicator: user traffic on `p2p`, the layer's own collectives on
+ * `coll` (another context id, so they never match user messages). */
+struct comm {
+    int next_free; /* slot free list; 0 while in use */
+    int in_use;
+    rivet_comm_t *p2p, *coll;
+    int rank, size;
+    int remote_size;  /* -1: an intracommunicator */
+    int ctx;          /* caller context pair index, or -1 */
+    MPI_Errhandler eh;
+    uint64_t *gids;   /* process ids of the local group, in rank order */
+    uint64_t *rgids;  /* of the remote group (intercommunicators) */
+};
+
+struct req {
+    int next_free;
+    int state; /* REQ_* */
+    rivet_request_t r;
+    MPI_Comm comm; /* whose error handler applies */
+    MPI_Status st; /* REQ_DONE: the completed status */
+};
+enum { REQ_FREE = 0, REQ_ACTIVE = 1, REQ_DONE = 2 };
+
+struct msg {
+    int next_free;
+    MPI_Comm comm;
+    rivet_message_t m;
+};
+
+/* Global state (init.c). */
+extern rivet_engine_t *g_engine;
+extern int g_initialized, g_finalized, g_level;
+extern pthread_mutex_t g_lock; /* taken around table changes at MULTIPLE */
+extern struct slots g_comms, g_reqs, g_msgs;
+extern MPI_Comm g_parent;
+extern uint64_t g_my_gid;
+static inline void lock(void) {
+    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_lock(&g_lock);
+}
+static inline void unlock(void) {
+    if (g_level == MPI_THREAD_MULTIPLE) pthread_mutex_unlock(&g_lock);
+}
+
+/* Errors (init.c): map a rivet code, and raise one on a communicator. */
+int from_rivet(int rc);
+int raise_err(MPI_Comm comm, int code, const char *fn);
+#define NOT_INIT() (!g_initialized || g_finalized)
+
+/* Communicators (comm.c). The handle's communicator, or NULL if it is
+ * not a live one (inline: every call looks one up). */
+static inline struct comm *comm_get(MPI_Comm h) {
+    struct comm *c;
+    if ((h & KIND_MASK) != KIND_COMM) return NULL;
+    c = (struct comm *)slot_at(&g_comms, (h & ~KIND_MASK) + 1);
+    return c && c->in_use ? c : NULL;
+}
+MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ctx);
+void comm_release(MPI_Comm h, int disconnect);
+int comm_setup_world(void);
+int comm_make_inter(MPI_Comm local, rivet_comm_t *p2p, MPI_Comm *out);
+int ctx_alloc(struct comm *parent, int *pair);
+void ctx_free(int pair);
+
+/* Datatypes and operations (reduce.c). */
+int type_size(MPI_Datatype t); /* -1 if not a predefined type */
+int reduce_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout, size_t n);
+
+/* Collectives over `coll` (coll.c), also used by the layer itself. */
+int coll_bcast(struct comm *c, void *buf, size_t bytes, int root);
+int coll_reduce(struct comm *c, const void *in, void *out, size_t count, MPI_Datatype t,
+                MPI_Op op, int root);
+int coll_gather(struct comm *c, const void *in, size_t bytes, void *out, int root);
+int coll_allgather(struct comm *c, const void *in, size_t bytes, void *out);
+
+/* Statuses and requests (p2p.c, request.c). */
+void status_from(MPI_Status *out, const rivet_status_t *in);
+void status_null(MPI_Status *st);  /* of an operation with MPI_PROC_NULL */
+void status_empty(MPI_Status *st); /* of MPI_REQUEST_NULL */
+/* The request's slot, or NULL if it is not a live request. */
+static inline struct req *req_get(MPI_Request h) {
+    struct req *r;
+    if ((h & KIND_MASK) != KIND_REQ) return NULL;
+    r = (struct req *)slot_at(&g_reqs, h & ~KIND_MASK);
+    return r && r->state != REQ_FREE ? r : NULL;
+}
+
+/* Bytes of `count` elements of `t`, or an error class. */
+static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
+    int size = type_size(t);
+    if (size < 0) return MPI_ERR_TYPE;
+    if (count < 0) return MPI_ERR_COUNT;
+    *out = (size_t)count * (size_t)size;
+    return MPI_SUCCESS;
+}
+
+#endif

@@ -1,0 +1,304 @@
+/* Point to point: sends, receives, probes and matched probes over a
+ * communicator's user context, contiguous buffers of predefined types. */
+#define _GNU_SOURCE
+#include "impl.h"
+
+void status_from(MPI_Status *out, const rivet_status_t *in) {
+    out->MPI_SOURCE = in->source;
+    out->MPI_TAG = in->tag;
+    out->MPI_ERROR = from_rivet(in->error);
+    out->rivet_cancelled = in->cancelled;
+    out->rivet_count = (long long)in->count;
+}
+
+void status_null(MPI_Status *st) {
+    st->MPI_SOURCE = MPI_PROC_NULL;
+    st->MPI_TAG = MPI_ANY_TAG;
+    st->MPI_ERROR = MPI_SUCCESS;
+    st->rivet_cancelled = 0;
+    st->rivet_count = 0;
+}
+
+void status_empty(MPI_Status *st) {
+    status_null(st);
+    st->MPI_SOURCE = MPI_ANY_SOURCE;
+}
+
+static void put_status(MPI_Status *out, const MPI_Status *st) {
+    if (out != MPI_STATUS_IGNORE && out) *out = *st;
+}
+
+/* The checks every p2p call makes: engine up, live communicator, buffer
+ * size. Sets `c` and `len`; returns an error class. */
+static int check(MPI_Comm comm, struct comm **c, const void *buf, int count, MPI_Datatype t,
+                 size_t *len) {
+    int rc;
+    if (NOT_INIT()) return MPI_ERR_OTHER;
+    *c = comm_get(comm);
+    if (!*c) return MPI_ERR_COMM;
+    if ((rc = bytes_of(count, t, len)) != MPI_SUCCESS) return rc;
+    if (!buf && *len > 0) return MPI_ERR_BUFFER;
+    return MPI_SUCCESS;
+}
+
+#define CHECKED(fn)                                                                       \
+    do {                                                                                  \
+        int rc_ = check(comm, &c, buf, count, datatype, &len);                           \
+        if (rc_ != MPI_SUCCESS) return raise_err(c ? comm : MPI_COMM_WORLD, rc_, fn);     \
+    } while (0)
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+             MPI_Comm comm) {
+    struct comm *c = NULL;
+    size_t len;
+    CHECKED("MPI_Send");
+    if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+    return raise_err(comm, from_rivet(rivet_send(c->p2p, buf, len, dest, tag)), "MPI_Send");
+}
+
+/* A ready send may be sent as a standard one. */
+int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+              MPI_Comm comm) {
+    struct comm *c = NULL;
+    size_t len;
+    CHECKED("MPI_Rsend");
+    if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+    return raise_err(comm, from_rivet(rivet_send(c->p2p, buf, len, dest, tag)), "MPI_Rsend");
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+              MPI_Comm comm) {
+    struct comm *c = NULL;
+    size_t len;
+    CHECKED("MPI_Ssend");
+    if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+    return raise_err(comm, from_rivet(rivet_ssend(c->p2p, buf, len, dest, tag)), "MPI_Ssend");
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+    struct comm *c = NULL;
+    size_t len;
+    rivet_status_t rst;
+    MPI_Status st;
+    int rc;
+    CHECKED("MPI_Recv");
+    if (source == MPI_PROC_NULL) {
+        status_null(&st);
+        put_status(status, &st);
+        return MPI_SUCCESS;
+    }
+    if (status == MPI_STATUS_IGNORE || !status)
+        return raise_err(comm, from_rivet(rivet_recv(c->p2p, buf, len, source, tag, NULL)),
+                         "MPI_Recv");
+    rc = from_rivet(rivet_recv(c->p2p, buf, len, source, tag, &rst));
+    status_from(status, &rst);
+    return raise_err(comm, rc, "MPI_Recv");
+}
+
+static MPI_Request new_req(MPI_Comm comm, struct req **out) {
+    int idx = slot_alloc(&g_reqs);
+    if (idx < 0) return MPI_REQUEST_NULL;
+    *out = slot_at(&g_reqs, idx);
+    (*out)->comm = comm;
+    return KIND_REQ | idx;
+}
+
+enum { ISEND, ISSEND, IRECV };
+
+static int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
+                 MPI_Comm comm, MPI_Request *request, const char *fn) {
+    struct comm *c = NULL;
+    struct req *r;
+    size_t len;
+    MPI_Request h;
+    int rc;
+    CHECKED(fn);
+    if (!request) return raise_err(comm, MPI_ERR_ARG, fn);
+    h = new_req(comm, &r);
+    if (h == MPI_REQUEST_NULL) return raise_err(comm, MPI_ERR_NO_MEM, fn);
+    if (peer == MPI_PROC_NULL) {
+        r->state = REQ_DONE;
+        status_null(&r->st);
+        *request = h;
+        return MPI_SUCCESS;
+    }
+    r->state = REQ_ACTIVE;
+    if (what == ISEND)
+        rc = rivet_isend(c->p2p, buf, len, peer, tag, &r->r);
+    else if (what == ISSEND)
+        rc = rivet_issend(c->p2p, buf, len, peer, tag, &r->r);
+    else
+        rc = rivet_irecv(c->p2p, buf, len, peer, tag, &r->r);
+    if (rc != RIVET_SUCCESS) {
+        slot_free(&g_reqs, h & ~KIND_MASK);
+        return raise_err(comm, from_rivet(rc), fn);
+    }
+    *request = h;
+    return MPI_SUCCESS;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+              MPI_Comm comm, MPI_Request *request) {
+    return start(ISEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm, request,
+                 "MPI_Isend");
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+               MPI_Comm comm, MPI_Request *request) {
+    return start(ISSEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm, request,
+                 "MPI_Issend");
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
+              MPI_Comm comm, MPI_Request *request) {
+    return start(IRECV, buf, count, datatype, source, tag, comm, request, "MPI_Irecv");
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,
+                 int sendtag, void *recvbuf, int recvcount, MPI_Datatype recvtype, int source,
+                 int recvtag, MPI_Comm comm, MPI_Status *status) {
+    struct comm *c = NULL;
+    size_t slen, rlen;
+    rivet_request_t r = RIVET_REQUEST_NULL;
+    rivet_status_t rst;
+    MPI_Status st;
+    int rc;
+    if ((rc = check(comm, &c, sendbuf, sendcount, sendtype, &slen)) != MPI_SUCCESS ||
+        (rc = check(comm, &c, recvbuf, recvcount, recvtype, &rlen)) != MPI_SUCCESS)
+        return raise_err(c ? comm : MPI_COMM_WORLD, rc, "MPI_Sendrecv");
+    status_null(&st);
+    if (source != MPI_PROC_NULL)
+        rc = from_rivet(rivet_irecv(c->p2p, recvbuf, rlen, source, recvtag, &r));
+    if (rc == MPI_SUCCESS && dest != MPI_PROC_NULL)
+        rc = from_rivet(rivet_send(c->p2p, sendbuf, slen, dest, sendtag));
+    if (r != RIVET_REQUEST_NULL) {
+        if (rc != MPI_SUCCESS) rivet_cancel(g_engine, r);
+        int wrc = from_rivet(rivet_wait(g_engine, &r, &rst));
+        if (rc == MPI_SUCCESS) {
+            rc = wrc;
+            status_from(&st, &rst);
+        }
+    }
+    put_status(status, &st);
+    return raise_err(comm, rc, "MPI_Sendrecv");
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+    struct comm *c = comm_get(comm);
+    rivet_status_t rst;
+    MPI_Status st;
+    int rc;
+    if (NOT_INIT() || !c) return raise_err(MPI_COMM_WORLD, MPI_ERR_COMM, "MPI_Probe");
+    if (source == MPI_PROC_NULL) {
+        status_null(&st);
+        put_status(status, &st);
+        return MPI_SUCCESS;
+    }
+    rc = from_rivet(rivet_probe(c->p2p, source, tag, &rst));
+    if (rc == MPI_SUCCESS) {
+        status_from(&st, &rst);
+        put_status(status, &st);
+    }
+    return raise_err(comm, rc, "MPI_Probe");
+}
+
+int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    struct comm *c = comm_get(comm);
+    rivet_status_t rst;
+    MPI_Status st;
+    int rc;
+    if (NOT_INIT() || !c) return raise_err(MPI_COMM_WORLD, MPI_ERR_COMM, "MPI_Iprobe");
+    if (!flag) return raise_err(comm, MPI_ERR_ARG, "MPI_Iprobe");
+    if (source == MPI_PROC_NULL) {
+        *flag = 1;
+        status_null(&st);
+        put_status(status, &st);
+        return MPI_SUCCESS;
+    }
+    rc = from_rivet(rivet_iprobe(c->p2p, source, tag, flag, &rst));
+    if (rc == MPI_SUCCESS && *flag) {
+        status_from(&st, &rst);
+        put_status(status, &st);
+    }
+    return raise_err(comm, rc, "MPI_Iprobe");
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Status *status) {
+    struct comm *c = comm_get(comm);
+    struct msg *m;
+    rivet_status_t rst;
+    MPI_Status st;
+    int rc, idx;
+    if (NOT_INIT() || !c) return raise_err(MPI_COMM_WORLD, MPI_ERR_COMM, "MPI_Mprobe");
+    if (!message) return raise_err(comm, MPI_ERR_ARG, "MPI_Mprobe");
+    if (source == MPI_PROC_NULL) {
+        *message = MPI_MESSAGE_NO_PROC;
+        status_null(&st);
+        put_status(status, &st);
+        return MPI_SUCCESS;
+    }
+    idx = slot_alloc(&g_msgs);
+    if (idx < 0) return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Mprobe");
+    m = slot_at(&g_msgs, idx);
+    m->comm = comm;
+    rc = from_rivet(rivet_mprobe(c->p2p, source, tag, &m->m, &rst));
+    if (rc != MPI_SUCCESS) {
+        slot_free(&g_msgs, idx);
+        return raise_err(comm, rc, "MPI_Mprobe");
+    }
+    status_from(&st, &rst);
+    put_status(status, &st);
+    *message = KIND_MSG | idx;
+    return MPI_SUCCESS;
+}
+
+int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
+              MPI_Status *status) {
+    struct msg *m;
+    rivet_status_t rst;
+    MPI_Status st;
+    MPI_Comm comm;
+    size_t len;
+    int rc, idx;
+    if (NOT_INIT()) return MPI_ERR_OTHER;
+    if (!message) return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Mrecv");
+    if (*message == MPI_MESSAGE_NO_PROC) {
+        *message = MPI_MESSAGE_NULL;
+        status_null(&st);
+        put_status(status, &st);
+        return MPI_SUCCESS;
+    }
+    idx = *message & ~KIND_MASK;
+    m = (*message & KIND_MASK) == KIND_MSG ? slot_at(&g_msgs, idx) : NULL;
+    if (!m || !m->m) return raise_err(MPI_COMM_WORLD, MPI_ERR_REQUEST, "MPI_Mrecv");
+    comm = m->comm;
+    if ((rc = bytes_of(count, datatype, &len)) != MPI_SUCCESS)
+        return raise_err(comm, rc, "MPI_Mrecv");
+    if (!buf && len > 0) return raise_err(comm, MPI_ERR_BUFFER, "MPI_Mrecv");
+    rc = from_rivet(rivet_mrecv(g_engine, buf, len, &m->m, &rst));
+    slot_free(&g_msgs, idx);
+    *message = MPI_MESSAGE_NULL;
+    status_from(&st, &rst);
+    put_status(status, &st);
+    return raise_err(comm, rc, "MPI_Mrecv");
+}
+
+int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
+    int size = type_size(datatype);
+    if (size < 0) return raise_err(MPI_COMM_WORLD, MPI_ERR_TYPE, "MPI_Get_count");
+    if (!status || status == MPI_STATUS_IGNORE || !count)
+        return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Get_count");
+    if (status->rivet_count % size != 0 || status->rivet_count / size > 0x7fffffff)
+        *count = MPI_UNDEFINED;
+    else
+        *count = (int)(status->rivet_count / size);
+    return MPI_SUCCESS;
+}
+
+int MPI_Test_cancelled(const MPI_Status *status, int *flag) {
+    if (!status || status == MPI_STATUS_IGNORE || !flag)
+        return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Test_cancelled");
+    *flag = status->rivet_cancelled;
+    return MPI_SUCCESS;
+}
