@@ -11,7 +11,11 @@
 //! whose hidden `fi-pingpong` subcommand runs libfabric's fi_pingpong pairs
 //! for it), `launch-time` and `dynamic`; all run jobs through `harness`. `stats`
 //! holds the median/min/max summaries every harness reports; `sizes` the
-//! size parsing, size ladder and iteration counts; `json` a little JSON.
+//! size parsing, size ladder and iteration counts; `json` a little JSON;
+//! `plot` draws a comparison (`rivet-bench plot`, `compare --plot`);
+//! `progress` is the harnesses' progress bar or lines; `version` the long
+//! `--version`; `generate` (shared with rivetrun) the man page and
+//! completions `cargo xtask man` asks for.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
