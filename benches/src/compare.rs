@@ -145,10 +145,12 @@ pub struct Args {
     /// Runs per stack and benchmark.
     #[arg(long, default_value_t = 5)]
     reps: u32,
-    /// Stacks to run. shm: rivet, mpich, openmpi. tcp: rivet-uring,
+    /// Stacks to run. shm: rivet, rivet-mpi, mpich, openmpi. tcp: rivet-uring,
     /// rivet-poll, raw-tcp, mpich, openmpi (rivet = both Rivet stacks).
-    /// ofi: rivet-ofi (or rivet), fi_pingpong, each for every --provider
-    /// [default: all of the transport's stacks]
+    /// ofi: rivet-ofi (or rivet), fi_pingpong, each for every --provider.
+    /// Only when named (shm, tcp): openmpi-rivetrun, Open MPI's programs
+    /// under rivetrun, in no ratio (compare it with openmpi, e.g. at
+    /// --benches startup) [default: all of the transport's stacks]
     #[arg(long, value_delimiter = ',')]
     stacks: Option<Vec<String>>,
     /// Print one JSON object instead of the tables.
@@ -236,6 +238,9 @@ fn parse_sizes(text: &str) -> Result<SizeSel, String> {
 
 /// The stacks of each transport, in the order of the tables.
 const SHM_STACKS: [&str; 4] = ["rivet", "rivet-mpi", "mpich", "openmpi"];
+/// Run only when `--stacks` names them (shm and tcp): Open MPI's programs
+/// under rivetrun's PMIx server, a launcher comparison rather than a peer.
+const ASKED_ONLY_STACKS: [&str; 1] = ["openmpi-rivetrun"];
 const TCP_STACKS: [&str; 5] = ["rivet-uring", "rivet-poll", "raw-tcp", "mpich", "openmpi"];
 /// Over ofi, each of these for every provider: `rivet-ofi(shm)`.
 const OFI_STACKS: [&str; 2] = ["rivet-ofi", "fi_pingpong"];
@@ -294,6 +299,13 @@ fn select_stacks(
                 let matched: Vec<&'static str> = match (transport, name) {
                     (Transport::Tcp, "rivet") => vec!["rivet-uring", "rivet-poll"],
                     (Transport::Ofi, "rivet") => vec!["rivet-ofi"],
+                    (Transport::Shm | Transport::Tcp, _) if ASKED_ONLY_STACKS.contains(&name) => {
+                        ASKED_ONLY_STACKS
+                            .iter()
+                            .copied()
+                            .filter(|&k| k == name)
+                            .collect()
+                    }
                     _ => known.iter().copied().filter(|&k| k == name).collect(),
                 };
                 if matched.is_empty() {
@@ -307,6 +319,7 @@ fn select_stacks(
             }
             known
                 .iter()
+                .chain(ASKED_ONLY_STACKS.iter())
                 .copied()
                 .filter(|k| chosen.contains(k))
                 .collect()
@@ -330,10 +343,14 @@ enum Role {
     Peer,
     /// raw-tcp, fi_pingpong(P): the limit, a ratio of its own.
     Raw,
+    /// openmpi-rivetrun: measured and shown, in no ratio.
+    Other,
 }
 
 fn role(name: &str) -> Role {
-    if name.starts_with("rivet") {
+    if ASKED_ONLY_STACKS.contains(&name) {
+        Role::Other
+    } else if name.starts_with("rivet") {
         Role::Rivet
     } else if name.starts_with("raw") || name.starts_with("fi_pingpong") {
         Role::Raw
@@ -709,6 +726,20 @@ pub fn run(args: Args) -> Result<(), String> {
                 rivet_mpi_stack(&args, &peers_dir, &build_dir, want_pingpong, want_hello)
                     .map(|s| StackRun::Mpi(s, transport))
             }
+            ("openmpi-rivetrun", None) => peers::prepare(
+                Mpi::OpenMpiRivetrun,
+                &args
+                    .rivetrun
+                    .clone()
+                    .unwrap_or_else(|| beside_me("rivetrun"))
+                    .to_string_lossy(),
+                &args.mpicc_openmpi,
+                &peers_dir,
+                &build_dir,
+                want_pingpong,
+                want_hello,
+            )
+            .map(|s| StackRun::Mpi(s, transport)),
             ("openmpi", None) => peers::prepare(
                 Mpi::OpenMpi,
                 &args.ompi_mpirun,
@@ -1962,6 +1993,23 @@ latency,us,lower,size,16,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
         assert_eq!(role("rivet-poll"), Role::Rivet);
         assert_eq!(role("raw-tcp"), Role::Raw);
         assert_eq!(role("openmpi"), Role::Peer);
+        assert_eq!(role("openmpi-rivetrun"), Role::Other);
+        // Only when asked, after the transport's own stacks.
+        assert!(!select_stacks(Transport::Shm, None, &[])
+            .unwrap()
+            .contains(&"openmpi-rivetrun".to_string()));
+        assert_eq!(
+            select_stacks(
+                Transport::Shm,
+                Some(&["openmpi-rivetrun".to_string(), "openmpi".to_string()]),
+                &[]
+            )
+            .unwrap(),
+            ["openmpi", "openmpi-rivetrun"]
+        );
+        assert!(
+            select_stacks(Transport::Ofi, Some(&["openmpi-rivetrun".to_string()]), &[]).is_err()
+        );
     }
 
     #[test]

@@ -47,6 +47,10 @@ pub enum Mpi {
     /// Rivet's own MPI layer (librivetmpi): the anchors' programs built
     /// with `rivetcc`, run under `rivetrun`.
     Rivet,
+    /// Open MPI's programs run under `rivetrun` (its PMIx server), to
+    /// compare the launchers: `compare --stacks openmpi,openmpi-rivetrun
+    /// --benches startup`.
+    OpenMpiRivetrun,
 }
 
 impl Mpi {
@@ -55,6 +59,7 @@ impl Mpi {
             Mpi::Mpich => "mpich",
             Mpi::OpenMpi => "openmpi",
             Mpi::Rivet => "rivet-mpi",
+            Mpi::OpenMpiRivetrun => "openmpi-rivetrun",
         }
     }
 
@@ -72,7 +77,7 @@ impl Mpi {
                     spec
                 }
             }
-            Mpi::Rivet => {
+            Mpi::Rivet | Mpi::OpenMpiRivetrun => {
                 let spec = spec.args(["-n", &n.to_string()]);
                 if bind {
                     spec.args(["--bind-to", "core"])
@@ -105,6 +110,13 @@ impl Mpi {
         match (self, transport) {
             (Mpi::Mpich, Transport::Tcp) => spec.env("UCX_TLS", "tcp,self"),
             (Mpi::Rivet, Transport::Tcp) => spec.env("RIVET_NETMOD", "tcp"),
+            // rivetrun takes no --mca: Open MPI reads the same from its environment.
+            (Mpi::OpenMpiRivetrun, Transport::Shm) => spec
+                .env("OMPI_MCA_pml", "ob1")
+                .env("OMPI_MCA_btl", "self,vader"),
+            (Mpi::OpenMpiRivetrun, Transport::Tcp) => spec
+                .env("OMPI_MCA_pml", "ob1")
+                .env("OMPI_MCA_btl", "self,tcp"),
             _ => spec,
         }
     }
@@ -113,7 +125,8 @@ impl Mpi {
     /// (No MPI stack is compared over ofi: nothing is added for it.)
     fn transport_args(self, spec: CmdSpec, transport: Transport) -> CmdSpec {
         let btl = match (self, transport) {
-            (Mpi::Mpich | Mpi::Rivet, _) | (Mpi::OpenMpi, Transport::Ofi) => return spec,
+            (Mpi::Mpich | Mpi::Rivet | Mpi::OpenMpiRivetrun, _)
+            | (Mpi::OpenMpi, Transport::Ofi) => return spec,
             (Mpi::OpenMpi, Transport::Shm) => "self,vader",
             (Mpi::OpenMpi, Transport::Tcp) => "self,tcp",
         };
@@ -135,7 +148,7 @@ impl Mpi {
         let spec = self.transport_env(spec, transport).env("MAXSIZE", &max);
         let spec = self.transport_args(spec, transport);
         let spec = match self {
-            Mpi::Mpich | Mpi::Rivet => spec,
+            Mpi::Mpich | Mpi::Rivet | Mpi::OpenMpiRivetrun => spec,
             Mpi::OpenMpi => spec.args(["-x", "MAXSIZE"]),
         };
         spec.arg(binary).arg(bench)
