@@ -565,6 +565,7 @@ impl Supervisor {
                     token,
                     event.is_readable() || event.is_read_closed(),
                     event.is_writable(),
+                    event.is_read_closed(),
                 ),
             }
         }
@@ -659,7 +660,9 @@ impl Supervisor {
         }
     }
 
-    fn on_ready(&mut self, token: Token, readable: bool, writable: bool) {
+    /// `closed`: the peer's end is shut, which may come with its last
+    /// bytes in the same (edge-triggered) event: read on to the end.
+    fn on_ready(&mut self, token: Token, readable: bool, writable: bool, closed: bool) {
         match self.sources.get(&token) {
             Some(Source::Pmi(conn)) => {
                 let conn = *conn;
@@ -667,7 +670,7 @@ impl Supervisor {
                     self.flush_conn(conn);
                 }
                 if readable {
-                    self.read_conn(conn);
+                    self.read_conn(conn, closed);
                 }
             }
             Some(Source::Output { proc, stream }) => {
@@ -678,7 +681,9 @@ impl Supervisor {
         }
     }
 
-    fn read_conn(&mut self, conn: ConnId) {
+    /// Read what `conn` sent; `to_end`: until end of stream, which will
+    /// be reported by no later event.
+    fn read_conn(&mut self, conn: ConnId, to_end: bool) {
         let mut buf = std::mem::take(&mut self.read_buf);
         let mut outputs = Vec::new();
         let mut closed = false;
@@ -693,7 +698,7 @@ impl Supervisor {
                         self.procs[p].spoke_pmi = true;
                     }
                     self.server.receive(conn, &buf[..n], &mut outputs);
-                    if n < buf.len() {
+                    if n < buf.len() && !to_end {
                         break; // drained; edge-triggered readiness reports the next arrival
                     }
                 }
@@ -1120,7 +1125,7 @@ impl Supervisor {
                 .map(|(id, _)| *id)
                 .collect();
             for conn in conns {
-                self.read_conn(conn);
+                self.read_conn(conn, true);
             }
             // Its own end is judged first, so a crash is reported as the
             // crash rather than as leaving a group.

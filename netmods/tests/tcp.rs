@@ -9,6 +9,7 @@ use std::net::{SocketAddr, TcpStream};
 use std::time::Instant;
 
 use common::*;
+use rivet_netmods::auth::JobKey;
 use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
 use rivet_netmods::{peer_id, split_peer, Netmod, NetmodError, TEMP_GROUP};
 
@@ -271,13 +272,52 @@ fn raw_client(nets: &mut [TcpNetmod], sinks: &mut [Rec], target: usize, bytes: &
     }
 }
 
+/// A HELLO with a nonce and no MAC (zeros), as a stranger sends it.
 fn hello(kind: u8, rank: u64, job: &[u8]) -> Vec<u8> {
-    let mut v = b"RVTCP\x01\0\0".to_vec();
+    let mut v = b"RVTCP\x02\0\0".to_vec();
     v.push(kind);
     v.extend_from_slice(&rank.to_le_bytes());
     v.extend_from_slice(&(job.len() as u16).to_le_bytes());
     v.extend_from_slice(job);
+    v.extend_from_slice(&[0x5a; 8]);
+    v.extend_from_slice(&[0; 8]);
     v
+}
+
+/// With a job secret, ranks of the job connect (their HELLOs carry the
+/// MAC) and a stranger naming the job without it is refused.
+fn keyed_peers(b: Backend) {
+    let key = JobKey::new([0x42; 16]);
+    let mut nets = Vec::new();
+    for rank in 0..2 {
+        let c = TcpConfig {
+            job_key: Some(key),
+            ..config(b)
+        };
+        match TcpNetmod::new(c, "keyed", rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if b == Backend::Uring => {
+                eprintln!("note: skipping the io_uring variant: {e}");
+                return;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 0, 1, 0, 10);
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[1].msgs.len() == 1 && s[0].msgs.len() == 1
+    });
+    for rank in [1, 5] {
+        let refused = raw_client(&mut nets, &mut sinks, 0, &hello(1, rank, b"keyed"));
+        assert_eq!(refused, b"RVTCP\x02\0\0\x03", "posing as rank {rank}");
+    }
+    // The real pair is unharmed.
+    send(&mut nets, &mut sinks, 0, 1, 1, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 2);
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
 }
 
 fn bad_peers(b: Backend) {
@@ -294,19 +334,19 @@ fn bad_peers(b: Backend) {
         b""
     );
     let other = raw_client(&mut nets, &mut sinks, 0, &hello(1, 9, b"another-job"));
-    assert_eq!(other, b"RVTCP\x01\0\0\x02", "rejected as another job");
+    assert_eq!(other, b"RVTCP\x02\0\0\x02", "rejected as another job");
     let unknown = raw_client(&mut nets, &mut sinks, 0, &hello(3, 9, b"badpeer"));
-    assert_eq!(unknown, b"RVTCP\x01\0\0\x03", "unknown identity kind");
+    assert_eq!(unknown, b"RVTCP\x02\0\0\x03", "unknown identity kind");
     let self_conn = raw_client(&mut nets, &mut sinks, 0, &hello(1, 0, b"badpeer"));
-    assert_eq!(self_conn, b"RVTCP\x01\0\0\x03", "a connection from itself");
+    assert_eq!(self_conn, b"RVTCP\x02\0\0\x03", "a connection from itself");
     let wide = raw_client(&mut nets, &mut sinks, 0, &hello(1, 1 << 32, b"badpeer"));
-    assert_eq!(wide, b"RVTCP\x01\0\0\x03", "a rank above 32 bits");
+    assert_eq!(wide, b"RVTCP\x02\0\0\x03", "a rank above 32 bits");
     // Rank 1 is connected already: a second connection claiming it is refused.
     let dup = raw_client(&mut nets, &mut sinks, 0, &hello(1, 1, b"badpeer"));
-    assert_eq!(dup, b"RVTCP\x01\0\0\x01");
+    assert_eq!(dup, b"RVTCP\x02\0\0\x01");
     // Accepted as rank 7, then a frame header_len of 1000: a protocol error.
     let huge = raw_client(&mut nets, &mut sinks, 0, &hello(1, 7, b"badpeer"));
-    assert_eq!(huge, b"RVTCP\x01\0\0\x00");
+    assert_eq!(huge, b"RVTCP\x02\0\0\x00");
     pump(&mut nets, &mut sinks, |_, s| !s[0].failed.is_empty());
     assert_eq!(sinks[0].failed.len(), 1);
     assert_eq!(sinks[0].failed[0].0, 7, "{:?}", sinks[0].failed);
@@ -803,6 +843,7 @@ both_backends!(
     three_way,
     peer_failure,
     bad_peers,
+    keyed_peers,
     flow_control,
     second_address,
     many_peers,

@@ -332,6 +332,7 @@ fn environment_and_working_directory_reach_the_ranks() {
             "PMI_RANK",
             "PMI_SIZE",
             "RIVET_JOBID",
+            "RIVET_JOB_SECRET",
             "X"
         ],
         "{}",

@@ -180,6 +180,21 @@ fn a_rank_under_a_wrapper_ends_when_its_pmi_connection_hangs_up() {
     }
 }
 
+/// Spawned processes are rivetrun's children too: they end with it.
+#[test]
+fn spawned_processes_end_when_rivetrun_is_killed() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.arg(bin("pmi_spawn_check")).arg("spawn_sleep");
+    kill_launcher("spawned", cmd, |tag| {
+        tagged_processes(tag)
+            .iter()
+            .filter(|(_, comm)| comm == "pmi_spawn_check")
+            .count()
+            == 3
+    });
+}
+
 /// A program that knows nothing of PMI ends by its parent-death signal.
 #[test]
 fn a_program_without_pmi_ends_when_rivetrun_is_killed() {

@@ -1890,9 +1890,13 @@ fn hang<T: Threading>(world: &Comm<T>, dir: &std::path::Path, release: bool) {
     world
         .recv(&mut b, ((me + n - 1) % n) as i32, 1)
         .or_die("recv ring");
+    // Every rank's ring message arrived: none waits on a rank that sleeps.
+    world.barrier().or_die("barrier after the ring");
     std::fs::write(dir.join(format!("ready-{me}")), b"").or_die("mark ready");
     if release {
+        // Progressing meanwhile: connections to this rank get answers.
         while !dir.join("go").exists() {
+            let _ = world.iprobe(ANY_SOURCE, ANY_TAG).or_die("iprobe");
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         world.barrier().or_die("barrier after go");

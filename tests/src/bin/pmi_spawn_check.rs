@@ -12,6 +12,7 @@
 //! * `childfail N RANK CODE`: spawn N children of which RANK exits CODE.
 //! * `nested`: spawn one `nest` child, which spawns one `child` itself.
 //! * `orphan`: spawn 2 `sleep` children, then exit 5 without finalizing.
+//! * `spawn_sleep`: spawn 2 `sleep` children, then sleep (until killed).
 //! * `name OP SERVICE [PORT]` (OP: publish, lookup, unpublish): rank 0 asks
 //!   and prints `name OP SERVICE -> ok [PORT]` or `-> error ...`.
 //!
@@ -175,6 +176,12 @@ fn parent(mut pmi: Client, mode: &str, a1: &str, a2: &str, a3: &str) {
                 // Wait until both sleepers run, so the teardown has something to kill.
                 std::thread::sleep(std::time::Duration::from_millis(500));
                 exit(5);
+            }
+            "spawn_sleep" => {
+                spawn_ok(&mut pmi, self_request(&[(2, &["sleep"])], &[]), 2);
+                println!("parent spawned 2 sleepers");
+                std::thread::sleep(std::time::Duration::from_secs(300));
+                exit(0);
             }
             "name" => name(&mut pmi, a1, a2, a3),
             other => die("parent", format!("unknown mode {other:?}")),
