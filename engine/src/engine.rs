@@ -476,6 +476,17 @@ fn describe(
                 ),
             );
         }
+        None if config.netmod != NetmodChoice::Auto => add(
+            "transport.shm",
+            format!(
+                "off (RIVET_NETMOD={}: every peer through the netmod)",
+                if config.netmod == NetmodChoice::Tcp {
+                    "tcp"
+                } else {
+                    "ofi"
+                }
+            ),
+        ),
         None => add("transport.shm", "off (no other rank on this node)".into()),
     }
     add(

@@ -249,6 +249,13 @@ fn knobs_took_effect(o: &Outcome, env: &Case) {
             line.starts_with(&format!("{netmod} for every peer")),
             "{env:?}: netmod: {line}"
         );
+        // Said as the choice it is, not as "no other rank on this node".
+        let line = info("transport.shm");
+        assert_eq!(
+            line,
+            format!("off (RIVET_NETMOD={netmod}: every peer through the netmod)"),
+            "{env:?}"
+        );
     } else {
         let line = info("transport.netmod");
         assert!(line.starts_with("none"), "{env:?}: netmod: {line}");

@@ -394,9 +394,27 @@ unsafe impl Sync for ShmNode {}
 /// /dev/shm (the last to attach unlinks it): the first rank to leave takes
 /// it away, so a job whose peer died before attaching, or an externally
 /// bootstrapped job that no launcher sweeps up, leaves nothing behind.
+/// How long a rank leaving the node segment waits for local ranks that
+/// have not attached yet (a rank may finish before a slow peer starts).
+#[cfg(not(test))]
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+#[cfg(test)]
+const LEAVE_WAIT: std::time::Duration = std::time::Duration::from_millis(200);
+
 impl Drop for ShmNode {
+    /// The last rank to attach unlinks the name. A rank that leaves before
+    /// every local rank attached waits for them a while ([`LEAVE_WAIT`]):
+    /// one that is merely slow still finds the segment. If they never come
+    /// (died before attaching), it unlinks the name itself, so it does not
+    /// outlive the job where no launcher sweeps.
     fn drop(&mut self) {
-        if self.seg.word(H_ATTACHED).load(Ordering::Acquire) < self.local_size as u64 {
+        let all = self.local_size as u64;
+        let attached = || self.seg.word(H_ATTACHED).load(Ordering::Acquire);
+        let start = std::time::Instant::now();
+        while attached() < all && start.elapsed() < LEAVE_WAIT {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if attached() < all {
             let _ = segment::unlink(&self.name);
         }
     }

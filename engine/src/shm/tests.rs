@@ -298,6 +298,25 @@ fn a_rank_leaving_before_all_attached_takes_the_name_away() {
 }
 
 #[test]
+fn a_rank_leaving_early_waits_for_a_slow_peer_to_attach() {
+    let name = Name::new("slow");
+    let a = ShmNode::create(&name.0, 2, 0, &small()).unwrap();
+    let late = {
+        let n = name.0.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            ShmNode::attach(&n, 2, 1)
+        })
+    };
+    // Rank 0 is done before rank 1 started: its leaving must not take the
+    // segment away from rank 1.
+    drop(a);
+    let b = late.join().unwrap();
+    assert!(b.is_ok(), "the slow rank could not attach: {:?}", b.err());
+    assert!(!name.exists(), "the last to attach unlinks the name");
+}
+
+#[test]
 fn name_is_unlinked_once_all_attached() {
     let name = Name::new("unlink");
     let a = ShmNode::create(&name.0, 3, 0, &small()).unwrap();
