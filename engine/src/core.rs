@@ -133,7 +133,8 @@ impl Core {
     /// Fail the local peers whose process ended (`peer_watch.rs`): what
     /// they wrote before is delivered first, so a death counts only once
     /// a poll after seeing it finds nothing. A peer that had finalized
-    /// fails only what names it, as after a netmod `Bye`.
+    /// fails only what names it, as after a netmod `Bye`. Only peers
+    /// reached through shared memory: the netmod judges its own.
     #[cold]
     fn local_deaths(&mut self) -> usize {
         let (Some(watch), Some(shm)) = (self.local_peers.as_mut(), self.shm.as_mut()) else {
@@ -164,10 +165,15 @@ impl Core {
                 continue;
             };
             let id = VcId::world(rank);
-            if shm.peer_finalized(peer) {
-                if let Ok(vc) = self.st.pgs.vc(id) {
-                    vc.finalized = true;
+            // A peer reached over the netmod (RIVET_NETMOD forced) is the
+            // netmod's to judge: what it sent may still be in a socket.
+            match self.st.pgs.vc(id) {
+                Ok(vc) if matches!(vc.route, Route::Shm(_)) => {
+                    if shm.peer_finalized(peer) {
+                        vc.finalized = true;
+                    }
                 }
+                _ => continue,
             }
             self.st
                 .peer_failed(id, &format!("its process (pid {pid}) on this node ended"));

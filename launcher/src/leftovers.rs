@@ -4,13 +4,16 @@
 //!
 //! A job's files are named after rivetrun's pid: `/dev/shm/rivet-<pid>-*`
 //! (ranks name their node segment after `RIVET_JOBID`) and
-//! `$TMPDIR/rivet-<pid>-XXXXXX/` (a `mkdtemp` directory, mode 0700). At
-//! start, rivetrun removes such names whose pid is no longer alive and
-//! whose owner is rivetrun's user: nothing of a live job, or of another
-//! user, is touched.
+//! `$TMPDIR/rivet-<pid>-XXXXXX/` (a `mkdtemp` directory, mode 0700, which
+//! rivetrun keeps `flock`ed while it lives). At start, rivetrun removes the
+//! job directories of this user whose pid is not alive and whose lock
+//! nobody holds, and those jobs' segments: nothing of a live job (even one
+//! in another pid namespace sharing /tmp and /dev/shm), or of another user,
+//! is touched.
 
 use std::ffi::CString;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
@@ -18,7 +21,13 @@ use std::path::{Path, PathBuf};
 /// A directory only this job uses (`mkdtemp`), removed with everything in
 /// it on every way out of `run` (the launcher's teardown, errors, panics);
 /// after a `kill -9`, the next rivetrun's [`sweep_dead_jobs`] removes it.
-pub struct JobDir(PathBuf);
+/// rivetrun holds a lock on it (`flock`) while it lives: the mark of a
+/// live job that no pid namespace hides.
+pub struct JobDir {
+    path: PathBuf,
+    /// Held open (and locked) for the job's life.
+    _lock: std::fs::File,
+}
 
 impl JobDir {
     /// `<tmp>/rivet-<pid>-XXXXXX`, mode 0700.
@@ -34,17 +43,32 @@ impl JobDir {
             return Err(io::Error::last_os_error());
         }
         raw.pop(); // the NUL
-        Ok(JobDir(PathBuf::from(std::ffi::OsString::from_vec(raw))))
+        let path = PathBuf::from(std::ffi::OsString::from_vec(raw));
+        // Opened close-on-exec: no rank inherits the lock.
+        let locked = std::fs::File::open(&path).and_then(|lock| {
+            // SAFETY: flock on a descriptor we own; no pointers.
+            if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(lock)
+        });
+        match locked {
+            Ok(lock) => Ok(JobDir { path, _lock: lock }),
+            Err(e) => {
+                let _ = std::fs::remove_dir(&path);
+                Err(e)
+            }
+        }
     }
 
     pub fn path(&self) -> &Path {
-        &self.0
+        &self.path
     }
 }
 
 impl Drop for JobDir {
     fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
+        let _ = std::fs::remove_dir_all(&self.path);
     }
 }
 
@@ -84,38 +108,68 @@ fn alive(pid: libc::pid_t) -> bool {
     sent || io::Error::last_os_error().raw_os_error() != Some(libc::ESRCH)
 }
 
-/// Remove, in each of `dirs`, the `rivet-<pid>-*` entries (files or
-/// directories) owned by this user whose rivetrun `pid` is dead. Returns
-/// what was removed.
-pub fn sweep_dead_jobs(dirs: &[&Path]) -> Vec<PathBuf> {
+/// Whether someone holds the lock on job directory `path` (its rivetrun
+/// lives, in whatever pid namespace). An unreadable directory counts as held.
+fn locked(path: &Path) -> bool {
+    let Ok(dir) = std::fs::File::open(path) else {
+        return true;
+    };
+    // SAFETY: flock on a descriptor we own; no pointers.
+    let got = unsafe { libc::flock(dir.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0;
+    !got // released when `dir` closes
+}
+
+/// Remove what dead jobs of this user left: in `tmp`, job directories
+/// (`rivet-<pid>-XXXXXX`) whose lock nobody holds (and old-style
+/// `rivet-<pid>-*` files), and in `shm`, the `rivet-<pid>-*` segments of
+/// those same jobs. A job counts as dead only if its pid is not alive here
+/// *and* no directory of that pid is locked: a rivetrun in another pid
+/// namespace sharing these directories keeps its lock, so its files stay.
+/// Returns what was removed.
+pub fn sweep_dead_jobs(tmp: &Path, shm: &Path) -> Vec<PathBuf> {
     // SAFETY: geteuid takes no arguments and cannot fail.
     let me = unsafe { libc::geteuid() };
-    let mut removed = Vec::new();
-    for dir in dirs {
+    let ours = |dir: &Path| -> Vec<(PathBuf, libc::pid_t, std::fs::Metadata)> {
         let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
+            return Vec::new();
         };
-        for entry in entries.flatten() {
-            let name = entry.file_name();
-            let Some(pid) = name.to_str().and_then(job_pid) else {
-                continue;
-            };
-            // Not following links: a link is judged (and removed) itself.
-            let Ok(meta) = std::fs::symlink_metadata(entry.path()) else {
-                continue;
-            };
-            if meta.uid() != me || alive(pid) {
-                continue;
-            }
-            let path = entry.path();
-            let gone = if meta.is_dir() {
-                std::fs::remove_dir_all(&path)
-            } else {
-                std::fs::remove_file(&path)
-            };
-            if gone.is_ok() {
-                removed.push(path);
-            }
+        entries
+            .flatten()
+            .filter_map(|e| {
+                let pid = e.file_name().to_str().and_then(job_pid)?;
+                // Not following links: a link is judged (and removed) itself.
+                let meta = std::fs::symlink_metadata(e.path()).ok()?;
+                (meta.uid() == me && !alive(pid)).then(|| (e.path(), pid, meta))
+            })
+            .collect()
+    };
+    let mut removed = Vec::new();
+    let mut dead = std::collections::HashSet::new();
+    let mut live = std::collections::HashSet::new();
+    let candidates = ours(tmp);
+    for (path, pid, meta) in &candidates {
+        if meta.is_dir() && locked(path) {
+            live.insert(*pid);
+        } else {
+            dead.insert(*pid);
+        }
+    }
+    for (path, pid, meta) in candidates {
+        if live.contains(&pid) {
+            continue;
+        }
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if gone.is_ok() {
+            removed.push(path);
+        }
+    }
+    for (path, pid, _) in ours(shm) {
+        if dead.contains(&pid) && !live.contains(&pid) && std::fs::remove_file(&path).is_ok() {
+            removed.push(path);
         }
     }
     removed
@@ -147,25 +201,61 @@ mod tests {
     #[test]
     fn sweep_removes_only_what_dead_jobs_left() {
         let root = JobDir::create(&std::env::temp_dir()).unwrap();
-        let dead = dead_pid();
+        let (tmp, shm) = (root.path().join("tmp"), root.path().join("shm"));
+        std::fs::create_dir(&tmp).unwrap();
+        std::fs::create_dir(&shm).unwrap();
+        let (dead, hidden, unknown) = (dead_pid(), dead_pid(), dead_pid());
         let live = std::process::id();
-        let stale_file = root.path().join(format!("rivet-{dead}-0-77"));
-        let stale_dir = root.path().join(format!("rivet-{dead}-AbC123"));
-        let live_file = root.path().join(format!("rivet-{live}-0-77"));
-        let other = root.path().join(format!("other-{dead}-x"));
-        std::fs::write(&stale_file, b"x").unwrap();
-        std::fs::create_dir(&stale_dir).unwrap();
-        std::fs::write(stale_dir.join("topology.xml"), b"x").unwrap();
-        std::fs::write(&live_file, b"x").unwrap();
-        std::fs::write(&other, b"x").unwrap();
+        let touch = |p: &Path| std::fs::write(p, b"x").unwrap();
+        // A killed job: its directory, an old-style file, a segment.
+        let dead_dir = tmp.join(format!("rivet-{dead}-AbC123"));
+        std::fs::create_dir(&dead_dir).unwrap();
+        touch(&dead_dir.join("topology.xml"));
+        let dead_file = tmp.join(format!("rivet-{dead}-topology.xml"));
+        let dead_seg = shm.join(format!("rivet-{dead}-0-77"));
+        touch(&dead_file);
+        touch(&dead_seg);
+        // A job whose pid we cannot see (another pid namespace) but whose
+        // rivetrun holds its directory's lock.
+        let hidden_dir = tmp.join(format!("rivet-{hidden}-XyZ789"));
+        std::fs::create_dir(&hidden_dir).unwrap();
+        let hidden_seg = shm.join(format!("rivet-{hidden}-0-5"));
+        touch(&hidden_seg);
+        let lock = std::fs::File::open(&hidden_dir).unwrap();
+        // SAFETY: flock on a descriptor we own.
+        assert_eq!(unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX) }, 0);
+        // A live job of ours, a segment of a job with no directory, a stranger.
+        let live_dir = tmp.join(format!("rivet-{live}-QqQqQq"));
+        std::fs::create_dir(&live_dir).unwrap();
+        let live_seg = shm.join(format!("rivet-{live}-0-1"));
+        let unknown_seg = shm.join(format!("rivet-{unknown}-0-1"));
+        let other = tmp.join(format!("other-{dead}-x"));
+        for p in [&live_seg, &unknown_seg, &other] {
+            touch(p);
+        }
 
-        let mut removed = sweep_dead_jobs(&[root.path()]);
+        let mut removed = sweep_dead_jobs(&tmp, &shm);
         removed.sort();
-        let mut expected = vec![stale_file.clone(), stale_dir.clone()];
+        let mut expected = vec![dead_dir.clone(), dead_file.clone(), dead_seg.clone()];
         expected.sort();
         assert_eq!(removed, expected);
-        assert!(!stale_file.exists() && !stale_dir.exists());
-        assert!(live_file.exists() && other.exists());
+        for kept in [
+            &hidden_dir,
+            &hidden_seg,
+            &live_dir,
+            &live_seg,
+            &unknown_seg,
+            &other,
+        ] {
+            assert!(kept.exists(), "{kept:?} was removed");
+        }
+        // Its rivetrun gone, the hidden job is swept too.
+        drop(lock);
+        let mut removed = sweep_dead_jobs(&tmp, &shm);
+        removed.sort();
+        let mut want = vec![hidden_dir, hidden_seg];
+        want.sort();
+        assert_eq!(removed, want);
     }
 
     #[test]

@@ -133,7 +133,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     }
     // What jobs killed before they could clean up left behind.
     let tmp = std::env::temp_dir();
-    let swept = leftovers::sweep_dead_jobs(&[std::path::Path::new("/dev/shm"), &tmp]);
+    let swept = leftovers::sweep_dead_jobs(&tmp, std::path::Path::new("/dev/shm"));
     if !swept.is_empty() {
         let names: Vec<String> = swept.iter().map(|p| p.display().to_string()).collect();
         eprintln!(

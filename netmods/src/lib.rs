@@ -13,6 +13,9 @@
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
 //!
+//! [`auth`] holds the job secret and the MAC with which a connecting rank
+//! proves it belongs to the job (the tcp HELLO).
+//!
 //! Peers are named by [`PeerId`]s: `(group, rank)` pairs ([`peer_id`],
 //! [`split_peer`]). Group 0 is the process's own job. For dynamic processes
 //! the engine names other jobs' processes by group slots
