@@ -25,7 +25,6 @@
 #define comm_make_inter rmpi_comm_make_inter
 #define ctx_alloc rmpi_ctx_alloc
 #define ctx_free rmpi_ctx_free
-#define type_size rmpi_type_size
 #define reduce_apply rmpi_reduce_apply
 #define coll_bcast rmpi_coll_bcast
 #define coll_reduce rmpi_coll_reduce
@@ -142,7 +141,15 @@ int ctx_alloc(struct comm *parent, int *pair);
 void ctx_free(int pair);
 
 /* Datatypes and operations (reduce.c). */
-int type_size(MPI_Datatype t); /* -1 if not a predefined type */
+#define NTYPES 0x25
+#define type_sizes rmpi_type_sizes
+extern const int type_sizes[NTYPES];
+/* Bytes of one element, or -1 if `t` is not a predefined type. */
+static inline int type_size(MPI_Datatype t) {
+    int idx = t & ~KIND_MASK;
+    if ((t & KIND_MASK) != KIND_TYPE || idx <= 0 || idx >= NTYPES) return -1;
+    return type_sizes[idx];
+}
 int reduce_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout, size_t n);
 
 /* Collectives over `coll` (coll.c), also used by the layer itself. */

@@ -38,14 +38,15 @@ int slot_alloc(struct slots *t) {
         }
         t->next_unused++;
     }
-    memset(slot_at(t, idx), 0, t->elem);
     unlock();
-    return idx;
+    return idx; /* the caller initialises the whole entry */
 }
 
 void slot_free(struct slots *t, int idx) {
     lock();
-    memset(slot_at(t, idx), 0, t->elem);
+    /* Enough to read as free: the link, then the in-use word (comm's
+     * in_use, req's state, msg's handle all lie in the first 16 bytes). */
+    memset(slot_at(t, idx), 0, 16);
     *(int *)slot_at(t, idx) = t->free_head;
     t->free_head = idx;
     unlock();

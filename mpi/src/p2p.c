@@ -100,6 +100,7 @@ static MPI_Request new_req(MPI_Comm comm, struct req **out) {
     int idx = slot_alloc(&g_reqs);
     if (idx < 0) return MPI_REQUEST_NULL;
     *out = slot_at(&g_reqs, idx);
+    **out = (struct req){0};
     (*out)->comm = comm;
     return KIND_REQ | idx;
 }
@@ -241,6 +242,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
     idx = slot_alloc(&g_msgs);
     if (idx < 0) return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Mprobe");
     m = slot_at(&g_msgs, idx);
+    *m = (struct msg){0};
     m->comm = comm;
     rc = from_rivet(rivet_mprobe(c->p2p, source, tag, &m->m, &rst));
     if (rc != MPI_SUCCESS) {

@@ -104,31 +104,36 @@ static MPI_Status *nth(MPI_Status *array, int i) {
 int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_statuses) {
     rivet_request_t small[64], *handles = small;
     rivet_status_t small_st[64], *rst = small_st;
-    int i, failed = 0, rc = MPI_SUCCESS;
+    int i, failed = 0, rc = MPI_SUCCESS, ignore;
     MPI_Comm comm = MPI_COMM_WORLD;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitall");
-    for (i = 0; i < count; i++)
-        if (array_of_requests[i] != MPI_REQUEST_NULL && !req_get(array_of_requests[i]))
-            return bad("MPI_Waitall");
+    ignore = array_of_statuses == MPI_STATUSES_IGNORE || !array_of_statuses;
     if (count > 64) {
         handles = malloc(sizeof *handles * (size_t)count);
         rst = malloc(sizeof *rst * (size_t)count);
         if (!handles || !rst) {
-            free(handles == small ? NULL : handles);
-            free(rst == small_st ? NULL : rst);
+            free(handles);
+            free(rst);
             return raise_err(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Waitall");
         }
     }
     for (i = 0; i < count; i++) {
         struct req *r = req_get(array_of_requests[i]);
+        if (!r && array_of_requests[i] != MPI_REQUEST_NULL) {
+            if (handles != small) {
+                free(handles);
+                free(rst);
+            }
+            return bad("MPI_Waitall");
+        }
         handles[i] = r && r->state == REQ_ACTIVE ? r->r : RIVET_REQUEST_NULL;
     }
-    if (rivet_waitall(g_engine, (size_t)count, handles, rst) == RIVET_SUCCESS &&
-        (array_of_statuses == MPI_STATUSES_IGNORE || !array_of_statuses)) {
-        /* Every active request succeeded and nobody wants statuses (the
-         * common case, a window of sends or receives): just free them. */
+    if (ignore) {
+        /* Nobody wants statuses (the common case, a window of sends or
+         * receives): wait, free, and say only whether some failed. */
+        if (rivet_waitall(g_engine, (size_t)count, handles, NULL) != RIVET_SUCCESS) failed = 1;
         for (i = 0; i < count; i++) {
             struct req *r = req_get(array_of_requests[i]);
             if (!r) continue;
@@ -137,26 +142,21 @@ int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_
             slot_free(&g_reqs, array_of_requests[i] & ~KIND_MASK);
             array_of_requests[i] = MPI_REQUEST_NULL;
         }
-        if (handles != small) {
-            free(handles);
-            free(rst);
+    } else {
+        rivet_waitall(g_engine, (size_t)count, handles, rst);
+        for (i = 0; i < count; i++) {
+            struct req *r = req_get(array_of_requests[i]);
+            if (!r) {
+                status_empty(&array_of_statuses[i]);
+                continue;
+            }
+            if (r->state == REQ_ACTIVE) {
+                r->r = RIVET_REQUEST_NULL;
+                done(r, &rst[i]);
+            }
+            comm = r->comm;
+            if (finish(&array_of_requests[i], &array_of_statuses[i]) != MPI_SUCCESS) failed = 1;
         }
-        return failed ? raise_err(comm, MPI_ERR_IN_STATUS, "MPI_Waitall") : MPI_SUCCESS;
-    }
-    for (i = 0; i < count; i++) {
-        struct req *r = req_get(array_of_requests[i]);
-        MPI_Status st;
-        if (!r) {
-            status_empty(&st);
-            put_status(nth(array_of_statuses, i), &st);
-            continue;
-        }
-        if (r->state == REQ_ACTIVE) {
-            r->r = RIVET_REQUEST_NULL;
-            done(r, &rst[i]);
-        }
-        comm = r->comm;
-        if (finish(&array_of_requests[i], nth(array_of_statuses, i)) != MPI_SUCCESS) failed = 1;
     }
     if (handles != small) {
         free(handles);
