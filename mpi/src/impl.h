@@ -34,6 +34,9 @@
 #define status_null rmpi_status_null
 #define status_empty rmpi_status_empty
 #define req_get rmpi_req_get
+#define req_done rmpi_req_done
+#define req_comm_set rmpi_req_comm_set
+#define req_comm rmpi_req_comm
 #define g_engine rmpi_g_engine
 #define g_initialized rmpi_g_initialized
 #define g_finalized rmpi_g_finalized
@@ -91,14 +94,16 @@ struct comm {
     uint64_t *rgids;  /* of the remote group (intercommunicators) */
 };
 
+/* A request the layer holds itself: one already complete when MPI sees
+ * it (MPI_PROC_NULL), or completed by librivet inside MPI_Testall before
+ * the others. Every other MPI_Request is librivet's own handle. */
 struct req {
     int next_free;
     int state; /* REQ_* */
-    rivet_request_t r;
     MPI_Comm comm; /* whose error handler applies */
-    MPI_Status st; /* REQ_DONE: the completed status */
+    MPI_Status st; /* the completed status */
 };
-enum { REQ_FREE = 0, REQ_ACTIVE = 1, REQ_DONE = 2 };
+enum { REQ_FREE = 0, REQ_DONE = 2 };
 
 struct msg {
     int next_free;
@@ -163,14 +168,29 @@ int coll_allgather(struct comm *c, const void *in, size_t bytes, void *out);
 void status_from(MPI_Status *out, const rivet_status_t *in);
 void status_null(MPI_Status *st);  /* of an operation with MPI_PROC_NULL */
 void status_empty(MPI_Status *st); /* of MPI_REQUEST_NULL */
-/* The request's slot, or NULL if it is not a live request. */
+/* MPI_Request values: 0 is null; librivet's handles have a non-zero low
+ * word (slot index + 1, or all ones: complete at once); the layer's own
+ * are its slot index in the high word, the low word 0. */
+static inline int req_is_layer(MPI_Request h) {
+    return h != 0 && (h & 0xffffffffu) == 0;
+}
+
+/* The layer's request behind `h`, or NULL. */
 static inline struct req *req_get(MPI_Request h) {
     struct req *r;
-    if ((h & KIND_MASK) != KIND_REQ) return NULL;
-    r = (struct req *)slot_at(&g_reqs, h & ~KIND_MASK);
+    if (!req_is_layer(h) || (h >> 32) > 0x7fffffffu) return NULL;
+    r = (struct req *)slot_at(&g_reqs, (int)(h >> 32));
     return r && r->state != REQ_FREE ? r : NULL;
 }
 
+/* A complete request the layer holds, with status `st`
+ * (MPI_REQUEST_NULL when out of memory). */
+MPI_Request req_done(MPI_Comm comm, const MPI_Status *st);
+
+/* The communicator a librivet request was started on (its error handler
+ * applies), remembered by librivet's slot index; MPI_COMM_WORLD if none. */
+void req_comm_set(MPI_Request h, MPI_Comm comm);
+MPI_Comm req_comm(MPI_Request h);
 /* Bytes of `count` elements of `t`, or an error class. */
 static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
     int size = type_size(t);

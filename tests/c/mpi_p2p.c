@@ -80,8 +80,14 @@ static void errors(void) {
     RC(MPI_Irecv(&x, 1, MPI_INT, size + 3, 0, MPI_COMM_WORLD, &r), MPI_ERR_RANK);
     RC(MPI_Bcast(&x, 1, MPI_INT, size, MPI_COMM_WORLD), MPI_ERR_ROOT);
     RC(MPI_Allreduce(&x, &flag, 1, MPI_DOUBLE, MPI_BAND, MPI_COMM_WORLD), MPI_ERR_OP);
-    r = (MPI_Request)0x2c0fffff;
-    RC(MPI_Wait(&r, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+    {   /* A request handed back already is no longer valid. */
+        MPI_Request again;
+        OK(MPI_Irecv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, MPI_COMM_WORLD, &r));
+        again = r;
+        OK(MPI_Wait(&r, MPI_STATUS_IGNORE));
+        EXPECT(r == MPI_REQUEST_NULL);
+        RC(MPI_Wait(&again, MPI_STATUS_IGNORE), MPI_ERR_REQUEST);
+    }
     RC(MPI_Comm_set_errhandler(MPI_COMM_WORLD, (MPI_Errhandler)77), MPI_ERR_ARG);
     /* A message longer than the buffer: the first bytes, and TRUNCATE. */
     if (size >= 2 && rank < 2) {
