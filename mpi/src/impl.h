@@ -16,7 +16,7 @@
 #define slot_at rmpi_slot_at
 #define slot_alloc rmpi_slot_alloc
 #define slot_free rmpi_slot_free
-#define from_rivet rmpi_from_rivet
+#define from_rivet_err rmpi_from_rivet_err
 #define raise_err rmpi_raise_err
 #define comm_get rmpi_comm_get
 #define comm_new rmpi_comm_new
@@ -37,6 +37,7 @@
 #define req_done rmpi_req_done
 #define req_comm_set rmpi_req_comm_set
 #define req_comm rmpi_req_comm
+#define req_forget_all rmpi_req_forget_all
 #define g_engine rmpi_g_engine
 #define g_initialized rmpi_g_initialized
 #define g_finalized rmpi_g_finalized
@@ -126,7 +127,11 @@ static inline void unlock(void) {
 }
 
 /* Errors (init.c): map a rivet code, and raise one on a communicator. */
-int from_rivet(int rc);
+int from_rivet_err(int rc);
+/* librivet's code as an MPI error class (success inline: the hot path). */
+static inline int from_rivet(int rc) {
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : from_rivet_err(rc);
+}
 int raise_err(MPI_Comm comm, int code, const char *fn);
 #define NOT_INIT() (!g_initialized || g_finalized)
 
@@ -191,6 +196,7 @@ MPI_Request req_done(MPI_Comm comm, const MPI_Status *st);
  * applies), remembered by librivet's slot index; MPI_COMM_WORLD if none. */
 void req_comm_set(MPI_Request h, MPI_Comm comm);
 MPI_Comm req_comm(MPI_Request h);
+void req_forget_all(void); /* at MPI_Finalize */
 /* Bytes of `count` elements of `t`, or an error class. */
 static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
     int size = type_size(t);

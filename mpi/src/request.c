@@ -31,6 +31,14 @@ void req_comm_set(MPI_Request h, MPI_Comm comm) {
     chunk[idx % RC_CHUNK] = comm;
 }
 
+void req_forget_all(void) {
+    int i;
+    for (i = 0; i < RC_CHUNKS; i++) {
+        free(rc_chunk[i]);
+        rc_chunk[i] = NULL;
+    }
+}
+
 MPI_Comm req_comm(MPI_Request h) {
     uint64_t idx = (h & 0xffffffffu) - 1;
     MPI_Comm *chunk;
