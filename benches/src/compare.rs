@@ -985,6 +985,27 @@ fn rivet_mpi_stack(
         find_program(&rivetcc).unwrap_or_default().hash(&mut h);
         build_dir.join(format!("rivet-mpi-{:016x}", h.finish()))
     };
+    // A program older than the library it was built against is rebuilt
+    // (mpi.h may have changed with it).
+    let lib = find_program(&rivetcc)
+        .and_then(|cc| cc.parent().map(|d| d.to_path_buf()))
+        .map(|d| {
+            let beside = d.join("librivetmpi.so");
+            if beside.exists() {
+                beside
+            } else {
+                d.join("../lib/librivetmpi.so")
+            }
+        });
+    let built = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    if let Some(lib_time) = lib.as_deref().and_then(built) {
+        for stem in ["mpi_pingpong.rivet-mpi", "hello.rivet-mpi"] {
+            let prog = dir.join(stem);
+            if built(&prog).is_some_and(|t| t < lib_time) {
+                let _ = std::fs::remove_file(&prog);
+            }
+        }
+    }
     peers::prepare(
         Mpi::Rivet,
         &path(&args.rivetrun, "rivetrun"),

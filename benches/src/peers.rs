@@ -44,7 +44,7 @@ impl Transport {
 pub enum Mpi {
     Mpich,
     OpenMpi,
-    /// Rivet's own MPI layer (librivetmpi): the anchors' programs built
+    /// Rivet's own MPI layer (librivetmpi): the peers' programs built
     /// with `rivetcc`, run under `rivetrun`.
     Rivet,
     /// Open MPI's programs run under `rivetrun` (its PMIx server), to

@@ -25,7 +25,9 @@ extern "C" {
 typedef int MPI_Comm;
 typedef int MPI_Datatype;
 typedef int MPI_Op;
-typedef int MPI_Request;
+/* librivet's 64-bit request handle, so that most requests need no
+ * translation (MPI leaves the type of a handle to the implementation). */
+typedef uint64_t MPI_Request;
 typedef int MPI_Message;
 typedef int MPI_Errhandler;
 typedef int MPI_Info;

@@ -24,6 +24,7 @@ MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ct
     int idx = slot_alloc(&g_comms);
     if (idx < 0) return MPI_COMM_NULL;
     c = slot_at(&g_comms, idx);
+    *c = (struct comm){0};
     c->in_use = 1;
     c->p2p = p2p;
     c->coll = coll;

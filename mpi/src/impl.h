@@ -16,7 +16,7 @@
 #define slot_at rmpi_slot_at
 #define slot_alloc rmpi_slot_alloc
 #define slot_free rmpi_slot_free
-#define from_rivet rmpi_from_rivet
+#define from_rivet_err rmpi_from_rivet_err
 #define raise_err rmpi_raise_err
 #define comm_get rmpi_comm_get
 #define comm_new rmpi_comm_new
@@ -25,7 +25,6 @@
 #define comm_make_inter rmpi_comm_make_inter
 #define ctx_alloc rmpi_ctx_alloc
 #define ctx_free rmpi_ctx_free
-#define type_size rmpi_type_size
 #define reduce_apply rmpi_reduce_apply
 #define coll_bcast rmpi_coll_bcast
 #define coll_reduce rmpi_coll_reduce
@@ -35,6 +34,10 @@
 #define status_null rmpi_status_null
 #define status_empty rmpi_status_empty
 #define req_get rmpi_req_get
+#define req_done rmpi_req_done
+#define req_comm_set rmpi_req_comm_set
+#define req_comm rmpi_req_comm
+#define req_forget_all rmpi_req_forget_all
 #define g_engine rmpi_g_engine
 #define g_initialized rmpi_g_initialized
 #define g_finalized rmpi_g_finalized
@@ -92,14 +95,16 @@ struct comm {
     uint64_t *rgids;  /* of the remote group (intercommunicators) */
 };
 
+/* A request the layer holds itself: one already complete when MPI sees
+ * it (MPI_PROC_NULL), or completed by librivet inside MPI_Testall before
+ * the others. Every other MPI_Request is librivet's own handle. */
 struct req {
     int next_free;
     int state; /* REQ_* */
-    rivet_request_t r;
     MPI_Comm comm; /* whose error handler applies */
-    MPI_Status st; /* REQ_DONE: the completed status */
+    MPI_Status st; /* the completed status */
 };
-enum { REQ_FREE = 0, REQ_ACTIVE = 1, REQ_DONE = 2 };
+enum { REQ_FREE = 0, REQ_DONE = 2 };
 
 struct msg {
     int next_free;
@@ -122,7 +127,11 @@ static inline void unlock(void) {
 }
 
 /* Errors (init.c): map a rivet code, and raise one on a communicator. */
-int from_rivet(int rc);
+int from_rivet_err(int rc);
+/* librivet's code as an MPI error class (success inline: the hot path). */
+static inline int from_rivet(int rc) {
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : from_rivet_err(rc);
+}
 int raise_err(MPI_Comm comm, int code, const char *fn);
 #define NOT_INIT() (!g_initialized || g_finalized)
 
@@ -142,7 +151,15 @@ int ctx_alloc(struct comm *parent, int *pair);
 void ctx_free(int pair);
 
 /* Datatypes and operations (reduce.c). */
-int type_size(MPI_Datatype t); /* -1 if not a predefined type */
+#define NTYPES 0x25
+#define type_sizes rmpi_type_sizes
+extern const int type_sizes[NTYPES];
+/* Bytes of one element, or -1 if `t` is not a predefined type. */
+static inline int type_size(MPI_Datatype t) {
+    int idx = t & ~KIND_MASK;
+    if ((t & KIND_MASK) != KIND_TYPE || idx <= 0 || idx >= NTYPES) return -1;
+    return type_sizes[idx];
+}
 int reduce_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout, size_t n);
 
 /* Collectives over `coll` (coll.c), also used by the layer itself. */
@@ -156,14 +173,30 @@ int coll_allgather(struct comm *c, const void *in, size_t bytes, void *out);
 void status_from(MPI_Status *out, const rivet_status_t *in);
 void status_null(MPI_Status *st);  /* of an operation with MPI_PROC_NULL */
 void status_empty(MPI_Status *st); /* of MPI_REQUEST_NULL */
-/* The request's slot, or NULL if it is not a live request. */
+/* MPI_Request values: 0 is null; librivet's handles have a non-zero low
+ * word (slot index + 1, or all ones: complete at once); the layer's own
+ * are its slot index in the high word, the low word 0. */
+static inline int req_is_layer(MPI_Request h) {
+    return h != 0 && (h & 0xffffffffu) == 0;
+}
+
+/* The layer's request behind `h`, or NULL. */
 static inline struct req *req_get(MPI_Request h) {
     struct req *r;
-    if ((h & KIND_MASK) != KIND_REQ) return NULL;
-    r = (struct req *)slot_at(&g_reqs, h & ~KIND_MASK);
+    if (!req_is_layer(h) || (h >> 32) > 0x7fffffffu) return NULL;
+    r = (struct req *)slot_at(&g_reqs, (int)(h >> 32));
     return r && r->state != REQ_FREE ? r : NULL;
 }
 
+/* A complete request the layer holds, with status `st`
+ * (MPI_REQUEST_NULL when out of memory). */
+MPI_Request req_done(MPI_Comm comm, const MPI_Status *st);
+
+/* The communicator a librivet request was started on (its error handler
+ * applies), remembered by librivet's slot index; MPI_COMM_WORLD if none. */
+void req_comm_set(MPI_Request h, MPI_Comm comm);
+MPI_Comm req_comm(MPI_Request h);
+void req_forget_all(void); /* at MPI_Finalize */
 /* Bytes of `count` elements of `t`, or an error class. */
 static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
     int size = type_size(t);

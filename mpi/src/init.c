@@ -38,14 +38,15 @@ int slot_alloc(struct slots *t) {
         }
         t->next_unused++;
     }
-    memset(slot_at(t, idx), 0, t->elem);
     unlock();
-    return idx;
+    return idx; /* the caller initialises the whole entry */
 }
 
 void slot_free(struct slots *t, int idx) {
     lock();
-    memset(slot_at(t, idx), 0, t->elem);
+    /* Enough to read as free: the link, then the in-use word (comm's
+     * in_use, req's state, msg's handle all lie in the first 16 bytes). */
+    memset(slot_at(t, idx), 0, 16);
     *(int *)slot_at(t, idx) = t->free_head;
     t->free_head = idx;
     unlock();
@@ -65,10 +66,9 @@ static void slots_drop(struct slots *t) {
  * rivet_last_error() describes it, and is not an older failure's). */
 static __thread int rivet_failed;
 
-int from_rivet(int rc) {
-    rivet_failed = rc != RIVET_SUCCESS;
+int from_rivet_err(int rc) {
+    rivet_failed = 1;
     switch (rc) {
-    case RIVET_SUCCESS: return MPI_SUCCESS;
     case RIVET_ERR_INVALID_ARG: return MPI_ERR_ARG;
     case RIVET_ERR_RANK: return MPI_ERR_RANK;
     case RIVET_ERR_TAG: return MPI_ERR_TAG;
@@ -124,10 +124,14 @@ int raise_err(MPI_Comm comm, int code, const char *fn) {
     c = comm_get(comm);
     if (!c) c = comm_get(MPI_COMM_WORLD);
     if (c) eh = c->eh;
-    if (eh == MPI_ERRORS_RETURN) return code;
+    if (eh == MPI_ERRORS_RETURN) {
+        rivet_failed = 0;
+        return code;
+    }
     text = class_text(code);
     snprintf(msg, sizeof msg, "%s failed: %s%s%s", fn, text ? text : "unknown error code",
              rivet_failed ? "; " : "", rivet_failed ? rivet_last_error() : "");
+    rivet_failed = 0;
     fprintf(stderr, "rivet-mpi: %s (MPI_ERRORS_ARE_FATAL)\n", msg);
     fflush(stderr);
     if (g_engine && !g_finalized) rivet_abort(g_engine, code, msg);
@@ -198,6 +202,7 @@ int MPI_Finalize(void) {
     slots_drop(&g_comms);
     slots_drop(&g_reqs);
     slots_drop(&g_msgs);
+    req_forget_all();
     if (rc != RIVET_SUCCESS) {
         fprintf(stderr, "rivet-mpi: MPI_Finalize: %s (%s)\n", rivet_strerror(rc),
                 rivet_last_error());

@@ -96,45 +96,33 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
     return raise_err(comm, rc, "MPI_Recv");
 }
 
-static MPI_Request new_req(MPI_Comm comm, struct req **out) {
-    int idx = slot_alloc(&g_reqs);
-    if (idx < 0) return MPI_REQUEST_NULL;
-    *out = slot_at(&g_reqs, idx);
-    (*out)->comm = comm;
-    return KIND_REQ | idx;
-}
-
 enum { ISEND, ISSEND, IRECV };
 
 static int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
                  MPI_Comm comm, MPI_Request *request, const char *fn) {
     struct comm *c = NULL;
-    struct req *r;
     size_t len;
-    MPI_Request h;
     int rc;
     CHECKED(fn);
     if (!request) return raise_err(comm, MPI_ERR_ARG, fn);
-    h = new_req(comm, &r);
-    if (h == MPI_REQUEST_NULL) return raise_err(comm, MPI_ERR_NO_MEM, fn);
     if (peer == MPI_PROC_NULL) {
-        r->state = REQ_DONE;
-        status_null(&r->st);
-        *request = h;
-        return MPI_SUCCESS;
+        MPI_Status st;
+        status_null(&st);
+        *request = req_done(comm, &st);
+        return *request == MPI_REQUEST_NULL ? raise_err(comm, MPI_ERR_NO_MEM, fn) : MPI_SUCCESS;
     }
-    r->state = REQ_ACTIVE;
+    /* The MPI request is librivet's handle itself. */
     if (what == ISEND)
-        rc = rivet_isend(c->p2p, buf, len, peer, tag, &r->r);
+        rc = rivet_isend(c->p2p, buf, len, peer, tag, request);
     else if (what == ISSEND)
-        rc = rivet_issend(c->p2p, buf, len, peer, tag, &r->r);
+        rc = rivet_issend(c->p2p, buf, len, peer, tag, request);
     else
-        rc = rivet_irecv(c->p2p, buf, len, peer, tag, &r->r);
+        rc = rivet_irecv(c->p2p, buf, len, peer, tag, request);
     if (rc != RIVET_SUCCESS) {
-        slot_free(&g_reqs, h & ~KIND_MASK);
+        *request = MPI_REQUEST_NULL;
         return raise_err(comm, from_rivet(rc), fn);
     }
-    *request = h;
+    req_comm_set(*request, comm);
     return MPI_SUCCESS;
 }
 
@@ -241,6 +229,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
     idx = slot_alloc(&g_msgs);
     if (idx < 0) return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Mprobe");
     m = slot_at(&g_msgs, idx);
+    *m = (struct msg){0};
     m->comm = comm;
     rc = from_rivet(rivet_mprobe(c->p2p, source, tag, &m->m, &rst));
     if (rc != MPI_SUCCESS) {

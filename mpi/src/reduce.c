@@ -14,8 +14,7 @@ struct pair_i { int v; int k; };
 struct pair_s { short v; int k; };
 struct pair_ld { long double v; int k; };
 
-#define NTYPES 0x25
-static const int sizes[NTYPES] = {
+const int type_sizes[NTYPES] = {
     0, sizeof(char), sizeof(signed char), sizeof(unsigned char), 1, sizeof(short),
     sizeof(unsigned short), sizeof(int), sizeof(unsigned), sizeof(long), sizeof(unsigned long),
     sizeof(long long), sizeof(unsigned long long), sizeof(float), sizeof(double),
@@ -24,12 +23,6 @@ static const int sizes[NTYPES] = {
     sizeof(MPI_Count), sizeof(struct pair_f), sizeof(struct pair_d), sizeof(struct pair_l),
     sizeof(struct pair_i), sizeof(struct pair_s), sizeof(struct pair_ld),
 };
-
-int type_size(MPI_Datatype t) {
-    int idx = t & ~KIND_MASK;
-    if ((t & KIND_MASK) != KIND_TYPE || idx <= 0 || idx >= NTYPES) return -1;
-    return sizes[idx];
-}
 
 #define LOOP(T, STMT)                                                                     \
     do {                                                                                  \

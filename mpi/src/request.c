@@ -1,31 +1,93 @@
 /* Completing requests: wait, test and their any/all/some forms, cancel,
- * free. A request is a slot holding librivet's handle while active, or
- * the saved status once librivet has completed it but MPI has not yet
- * handed it back (MPI_Testall completes nothing until all are done). */
+ * free. An MPI_Request is librivet's own handle (so a window of requests
+ * goes to librivet as it is, untranslated), or one the layer holds: a
+ * request complete from the start (MPI_PROC_NULL), or one librivet
+ * completed inside MPI_Testall while others were not yet done (MPI hands
+ * nothing back until all are), with its status saved. */
 #define _GNU_SOURCE
 #include "impl.h"
 
 #include <stdlib.h>
+#include <string.h>
 
-static void put_status(MPI_Status *out, const MPI_Status *st) {
-    if (out != MPI_STATUS_IGNORE && out) *out = *st;
+/* The communicator of each librivet request, by librivet's slot index. */
+#define RC_CHUNK 4096
+#define RC_CHUNKS 256
+static MPI_Comm *rc_chunk[RC_CHUNKS];
+
+void req_comm_set(MPI_Request h, MPI_Comm comm) {
+    uint64_t idx = (h & 0xffffffffu) - 1;
+    MPI_Comm *chunk;
+    if (idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return; /* complete at once, or huge */
+    chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
+    if (!chunk) {
+        lock();
+        chunk = rc_chunk[idx / RC_CHUNK];
+        if (!chunk && (chunk = calloc(RC_CHUNK, sizeof *chunk)) != NULL)
+            __atomic_store_n(&rc_chunk[idx / RC_CHUNK], chunk, __ATOMIC_RELEASE);
+        unlock();
+        if (!chunk) return;
+    }
+    chunk[idx % RC_CHUNK] = comm;
 }
 
-/* Hand back a completed request: its status to `out`, the slot freed,
- * the caller's handle nulled. Returns its error class. */
+void req_forget_all(void) {
+    int i;
+    for (i = 0; i < RC_CHUNKS; i++) {
+        free(rc_chunk[i]);
+        rc_chunk[i] = NULL;
+    }
+}
+
+MPI_Comm req_comm(MPI_Request h) {
+    uint64_t idx = (h & 0xffffffffu) - 1;
+    MPI_Comm *chunk;
+    struct req *r = req_get(h);
+    if (r) return r->comm;
+    if (req_is_layer(h) || idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return MPI_COMM_WORLD;
+    chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
+    return chunk && chunk[idx % RC_CHUNK] ? chunk[idx % RC_CHUNK] : MPI_COMM_WORLD;
+}
+
+MPI_Request req_done(MPI_Comm comm, const MPI_Status *st) {
+    struct req *r;
+    int idx = slot_alloc(&g_reqs);
+    if (idx < 0) return MPI_REQUEST_NULL;
+    r = slot_at(&g_reqs, idx);
+    *r = (struct req){0};
+    r->state = REQ_DONE;
+    r->comm = comm;
+    r->st = *st;
+    return (MPI_Request)idx << 32;
+}
+
+static int ignored(const MPI_Status *st) {
+    return st == MPI_STATUS_IGNORE || !st;
+}
+
+static void put_status(MPI_Status *out, const MPI_Status *st) {
+    if (!ignored(out)) *out = *st;
+}
+
+static MPI_Status *nth(MPI_Status *array, int i) {
+    return ignored(array) ? MPI_STATUS_IGNORE : &array[i];
+}
+
+/* Hand back a layer request: its status to `out`, the slot freed, the
+ * handle nulled. Returns its error class. */
 static int finish(MPI_Request *h, MPI_Status *out) {
     struct req *r = req_get(*h);
     int rc = r->st.MPI_ERROR;
     put_status(out, &r->st);
-    slot_free(&g_reqs, *h & ~KIND_MASK);
+    slot_free(&g_reqs, (int)(*h >> 32));
     *h = MPI_REQUEST_NULL;
     return rc;
 }
 
-/* librivet completed the active request `r` (its handle is now null). */
-static void done(struct req *r, const rivet_status_t *rst) {
-    status_from(&r->st, rst);
-    r->state = REQ_DONE;
+/* librivet's answer about a handle: a stale or foreign one is MPI's
+ * "invalid request". */
+static int request_rc(int rc) {
+    return rc == RIVET_ERR_INVALID_ARG ? MPI_ERR_REQUEST : from_rivet(rc);
 }
 
 static int bad(const char *fn) {
@@ -33,10 +95,10 @@ static int bad(const char *fn) {
 }
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-    struct req *r;
     rivet_status_t rst;
     MPI_Comm comm;
     MPI_Status st;
+    int rc;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (!request) return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Wait");
     if (*request == MPI_REQUEST_NULL) {
@@ -44,20 +106,23 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
         put_status(status, &st);
         return MPI_SUCCESS;
     }
-    if (!(r = req_get(*request))) return bad("MPI_Wait");
-    comm = r->comm;
-    if (r->state == REQ_ACTIVE) {
-        rivet_wait(g_engine, &r->r, &rst);
-        done(r, &rst);
+    if (req_is_layer(*request)) {
+        if (!req_get(*request)) return bad("MPI_Wait");
+        comm = req_comm(*request);
+        return raise_err(comm, finish(request, status), "MPI_Wait");
     }
-    return raise_err(comm, finish(request, status), "MPI_Wait");
+    comm = req_comm(*request);
+    if (ignored(status)) return raise_err(comm, request_rc(rivet_wait(g_engine, request, NULL)), "MPI_Wait");
+    rc = request_rc(rivet_wait(g_engine, request, &rst));
+    if (rc != MPI_ERR_REQUEST) status_from(status, &rst);
+    return raise_err(comm, rc, "MPI_Wait");
 }
 
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
-    struct req *r;
     rivet_status_t rst;
     MPI_Comm comm;
     MPI_Status st;
+    int rc;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (!request || !flag) return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Test");
     if (*request == MPI_REQUEST_NULL) {
@@ -66,123 +131,133 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
         put_status(status, &st);
         return MPI_SUCCESS;
     }
-    if (!(r = req_get(*request))) return bad("MPI_Test");
-    comm = r->comm;
-    if (r->state == REQ_ACTIVE) {
-        int got = 0;
-        rivet_test(g_engine, &r->r, &got, &rst);
-        if (!got) {
-            *flag = 0;
-            return MPI_SUCCESS;
-        }
-        done(r, &rst);
+    if (req_is_layer(*request)) {
+        if (!req_get(*request)) return bad("MPI_Test");
+        *flag = 1;
+        comm = req_comm(*request);
+        return raise_err(comm, finish(request, status), "MPI_Test");
     }
-    *flag = 1;
-    return raise_err(comm, finish(request, status), "MPI_Test");
+    comm = req_comm(*request);
+    rc = request_rc(rivet_test(g_engine, request, flag, &rst));
+    if (rc == MPI_ERR_REQUEST) return raise_err(comm, rc, "MPI_Test");
+    if (*flag) {
+        status_from(&st, &rst);
+        put_status(status, &st);
+    }
+    return raise_err(comm, rc, "MPI_Test");
 }
 
-/* Test `h` without handing it back: 1 if it is (now) complete or null. */
-static int settle(MPI_Request h, int *err) {
-    struct req *r;
-    rivet_status_t rst;
-    int got = 0;
-    if (h == MPI_REQUEST_NULL) return 1;
-    if (!(r = req_get(h))) {
-        *err = MPI_ERR_REQUEST;
-        return 0;
+/* Checks the array; hands back the layer's requests (they are complete),
+ * statuses to `statuses` (may be ignored), nulling them; sets `*failed`
+ * if one of those failed. Returns MPI_ERR_REQUEST for a bad handle. */
+static int take_layer(int count, MPI_Request *reqs, MPI_Status *statuses, int *failed,
+                      MPI_Comm *comm) {
+    int i;
+    for (i = 0; i < count; i++) {
+        if (!req_is_layer(reqs[i])) continue;
+        if (!req_get(reqs[i])) return MPI_ERR_REQUEST;
+        *comm = req_comm(reqs[i]);
+        if (finish(&reqs[i], nth(statuses, i)) != MPI_SUCCESS) *failed = 1;
     }
-    if (r->state == REQ_DONE) return 1;
-    rivet_test(g_engine, &r->r, &got, &rst);
-    if (got) done(r, &rst);
-    return got;
-}
-
-static MPI_Status *nth(MPI_Status *array, int i) {
-    return array == MPI_STATUSES_IGNORE || !array ? MPI_STATUS_IGNORE : &array[i];
+    return MPI_SUCCESS;
 }
 
 int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_statuses) {
-    rivet_request_t small[64], *handles = small;
-    rivet_status_t small_st[64], *rst = small_st;
-    int i, failed = 0, rc = MPI_SUCCESS;
+    rivet_status_t small[64], *rst = small;
+    int i, rc, failed = 0;
     MPI_Comm comm = MPI_COMM_WORLD;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitall");
     for (i = 0; i < count; i++)
-        if (array_of_requests[i] != MPI_REQUEST_NULL && !req_get(array_of_requests[i]))
+        if (array_of_requests[i] != MPI_REQUEST_NULL) {
+            comm = req_comm(array_of_requests[i]);
+            break;
+        }
+    if (ignored(array_of_statuses)) {
+        /* The common case, a window of sends or receives: librivet's
+         * handles go to it as they are. */
+        if (take_layer(count, array_of_requests, MPI_STATUSES_IGNORE, &failed, &comm))
             return bad("MPI_Waitall");
-    if (count > 64) {
-        handles = malloc(sizeof *handles * (size_t)count);
-        rst = malloc(sizeof *rst * (size_t)count);
-        if (!handles || !rst) {
-            free(handles == small ? NULL : handles);
-            free(rst == small_st ? NULL : rst);
-            return raise_err(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Waitall");
-        }
+        rc = rivet_waitall(g_engine, (size_t)count, array_of_requests, NULL);
+        if (rc == RIVET_ERR_IN_STATUS) failed = 1;
+        else if (rc != RIVET_SUCCESS) return raise_err(comm, request_rc(rc), "MPI_Waitall");
+        return raise_err(comm, failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS, "MPI_Waitall");
     }
-    for (i = 0; i < count; i++) {
-        struct req *r = req_get(array_of_requests[i]);
-        handles[i] = r && r->state == REQ_ACTIVE ? r->r : RIVET_REQUEST_NULL;
-    }
-    if (rivet_waitall(g_engine, (size_t)count, handles, rst) == RIVET_SUCCESS &&
-        (array_of_statuses == MPI_STATUSES_IGNORE || !array_of_statuses)) {
-        /* Every active request succeeded and nobody wants statuses (the
-         * common case, a window of sends or receives): just free them. */
-        for (i = 0; i < count; i++) {
-            struct req *r = req_get(array_of_requests[i]);
-            if (!r) continue;
-            if (r->state == REQ_DONE && r->st.MPI_ERROR != MPI_SUCCESS) failed = 1;
-            comm = r->comm;
-            slot_free(&g_reqs, array_of_requests[i] & ~KIND_MASK);
-            array_of_requests[i] = MPI_REQUEST_NULL;
+    /* Statuses wanted: null requests get the empty one. */
+    for (i = 0; i < count; i++)
+        if (array_of_requests[i] == MPI_REQUEST_NULL) status_empty(&array_of_statuses[i]);
+    if (take_layer(count, array_of_requests, array_of_statuses, &failed, &comm))
+        return bad("MPI_Waitall");
+    if (count > 64 && !(rst = malloc(sizeof *rst * (size_t)count)))
+        return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Waitall");
+    /* The entries still set are librivet's, whose statuses it fills. */
+    {
+        int *mine = malloc(sizeof(int) * (size_t)(count ? count : 1));
+        if (!mine) {
+            if (rst != small) free(rst);
+            return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Waitall");
         }
-        if (handles != small) {
-            free(handles);
-            free(rst);
+        for (i = 0; i < count; i++) mine[i] = array_of_requests[i] != MPI_REQUEST_NULL;
+        rc = rivet_waitall(g_engine, (size_t)count, array_of_requests, rst);
+        if (rc != RIVET_SUCCESS && rc != RIVET_ERR_IN_STATUS) {
+            free(mine);
+            if (rst != small) free(rst);
+            return raise_err(comm, request_rc(rc), "MPI_Waitall");
         }
-        return failed ? raise_err(comm, MPI_ERR_IN_STATUS, "MPI_Waitall") : MPI_SUCCESS;
+        for (i = 0; i < count; i++)
+            if (mine[i]) {
+                status_from(&array_of_statuses[i], &rst[i]);
+                if (array_of_statuses[i].MPI_ERROR != MPI_SUCCESS) failed = 1;
+            }
+        free(mine);
     }
-    for (i = 0; i < count; i++) {
-        struct req *r = req_get(array_of_requests[i]);
+    if (rst != small) free(rst);
+    return raise_err(comm, failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS, "MPI_Waitall");
+}
+
+/* librivet's waitany over the array (no layer requests in it). */
+static int rivet_any(int count, MPI_Request *reqs, int *index, MPI_Status *status,
+                     MPI_Comm *comm) {
+    rivet_status_t rst;
+    size_t which = 0;
+    MPI_Request *copy, small[64];
+    int rc;
+    memset(&rst, 0, sizeof rst);
+    *index = -1; /* stays so if nothing completed */
+    /* Which communicator the finished one was on: known before it is nulled. */
+    copy = count > 64 ? malloc(sizeof *copy * (size_t)count) : small;
+    if (!copy) return MPI_ERR_NO_MEM;
+    memcpy(copy, reqs, sizeof *copy * (size_t)count);
+    rc = rivet_waitany(g_engine, (size_t)count, reqs, &which, &rst);
+    if (rc == RIVET_SUCCESS || rc == rst.error) {
         MPI_Status st;
-        if (!r) {
-            status_empty(&st);
-            put_status(nth(array_of_statuses, i), &st);
-            continue;
-        }
-        if (r->state == REQ_ACTIVE) {
-            r->r = RIVET_REQUEST_NULL;
-            done(r, &rst[i]);
-        }
-        comm = r->comm;
-        if (finish(&array_of_requests[i], nth(array_of_statuses, i)) != MPI_SUCCESS) failed = 1;
+        *index = (int)which;
+        *comm = req_comm(copy[which]);
+        status_from(&st, &rst);
+        put_status(status, &st);
+        rc = from_rivet(rc);
+    } else {
+        rc = request_rc(rc);
     }
-    if (handles != small) {
-        free(handles);
-        free(rst);
-    }
-    if (failed) rc = MPI_ERR_IN_STATUS;
-    return raise_err(comm, rc, "MPI_Waitall");
+    if (copy != small) free(copy);
+    return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request *array_of_requests, int *index, MPI_Status *status) {
-    rivet_request_t small[64], *handles = small;
-    rivet_status_t rst;
-    size_t which = 0;
-    int i, active = 0;
-    MPI_Comm comm;
+    int i, active = 0, rc;
+    MPI_Comm comm = MPI_COMM_WORLD;
     MPI_Status st;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || !index || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitany");
     for (i = 0; i < count; i++) {
-        struct req *r;
         if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
-        if (!(r = req_get(array_of_requests[i]))) return bad("MPI_Waitany");
-        if (r->state == REQ_DONE) {
+        if (req_is_layer(array_of_requests[i])) {
+            if (!req_get(array_of_requests[i])) return bad("MPI_Waitany");
             *index = i;
-            return raise_err(r->comm, finish(&array_of_requests[i], status), "MPI_Waitany");
+            comm = req_comm(array_of_requests[i]);
+            return raise_err(comm, finish(&array_of_requests[i], status), "MPI_Waitany");
         }
         active++;
     }
@@ -192,96 +267,88 @@ int MPI_Waitany(int count, MPI_Request *array_of_requests, int *index, MPI_Statu
         put_status(status, &st);
         return MPI_SUCCESS;
     }
-    if (count > 64 && !(handles = malloc(sizeof *handles * (size_t)count)))
-        return raise_err(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Waitany");
-    for (i = 0; i < count; i++) {
-        struct req *r = req_get(array_of_requests[i]);
-        handles[i] = r ? r->r : RIVET_REQUEST_NULL;
-    }
-    rivet_waitany(g_engine, (size_t)count, handles, &which, &rst);
-    if (handles != small) free(handles);
-    {
-        struct req *r = req_get(array_of_requests[which]);
-        r->r = RIVET_REQUEST_NULL;
-        done(r, &rst);
-        comm = r->comm;
-    }
-    *index = (int)which;
-    return raise_err(comm, finish(&array_of_requests[which], status), "MPI_Waitany");
+    rc = rivet_any(count, array_of_requests, index, status, &comm);
+    return raise_err(comm, rc, "MPI_Waitany");
 }
 
-/* Hand back every settled request; how many went. */
-static int harvest(int count, MPI_Request reqs[], int *outcount, int indices[],
-                   MPI_Status statuses[], int *failed) {
-    int i, n = 0, err = MPI_SUCCESS;
+/* Test every librivet request once; those done become layer requests
+ * (status saved). Returns 1 if every request is now done or null. */
+static int settle_all(int count, MPI_Request *reqs, int *err) {
+    int i, all = 1;
     for (i = 0; i < count; i++) {
-        MPI_Status *st;
-        if (reqs[i] == MPI_REQUEST_NULL || !settle(reqs[i], &err)) continue;
-        st = statuses == MPI_STATUSES_IGNORE || !statuses ? MPI_STATUS_IGNORE : &statuses[n];
-        indices[n] = i;
-        if (finish(&reqs[i], st) != MPI_SUCCESS) *failed = 1;
-        n++;
+        rivet_status_t rst;
+        MPI_Status st;
+        MPI_Comm comm;
+        int flag = 0, rc;
+        if (reqs[i] == MPI_REQUEST_NULL) continue;
+        if (req_is_layer(reqs[i])) {
+            if (!req_get(reqs[i])) *err = MPI_ERR_REQUEST;
+            continue;
+        }
+        comm = req_comm(reqs[i]);
+        rc = rivet_test(g_engine, &reqs[i], &flag, &rst);
+        if (rc == RIVET_ERR_INVALID_ARG) {
+            *err = MPI_ERR_REQUEST;
+            continue;
+        }
+        if (!flag) {
+            all = 0;
+            continue;
+        }
+        status_from(&st, &rst);
+        reqs[i] = req_done(comm, &st);
+        if (reqs[i] == MPI_REQUEST_NULL) *err = MPI_ERR_NO_MEM;
     }
-    *outcount = n;
-    return err;
+    return all;
 }
 
 int MPI_Waitsome(int incount, MPI_Request *array_of_requests, int *outcount,
                  int array_of_indices[], MPI_Status *array_of_statuses) {
-    int i, active = 0, failed = 0, err;
+    int i, n = 0, active = 0, failed = 0, err = MPI_SUCCESS;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (incount < 0 || !outcount || (incount > 0 && (!array_of_requests || !array_of_indices)))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitsome");
-    for (i = 0; i < incount; i++)
-        if (array_of_requests[i] != MPI_REQUEST_NULL) {
-            if (!req_get(array_of_requests[i])) return bad("MPI_Waitsome");
-            active++;
-        }
+    for (i = 0; i < incount; i++) active += array_of_requests[i] != MPI_REQUEST_NULL;
     if (!active) {
         *outcount = MPI_UNDEFINED;
         return MPI_SUCCESS;
     }
-    err = harvest(incount, array_of_requests, outcount, array_of_indices, array_of_statuses,
-                  &failed);
-    if (err != MPI_SUCCESS) return bad("MPI_Waitsome");
-    if (*outcount == 0) {
-        /* None yet: block for one (its error goes into its status), then
-         * hand back every request done by then. */
-        rivet_request_t small[64], *handles = small;
-        rivet_status_t rst;
-        size_t which = 0;
-        struct req *r;
-        if (incount > 64 && !(handles = malloc(sizeof *handles * (size_t)incount)))
-            return raise_err(MPI_COMM_WORLD, MPI_ERR_NO_MEM, "MPI_Waitsome");
-        for (i = 0; i < incount; i++) {
-            struct req *q = req_get(array_of_requests[i]);
-            handles[i] = q && q->state == REQ_ACTIVE ? q->r : RIVET_REQUEST_NULL;
-        }
-        rivet_waitany(g_engine, (size_t)incount, handles, &which, &rst);
-        if (handles != small) free(handles);
-        r = req_get(array_of_requests[which]);
-        r->r = RIVET_REQUEST_NULL;
-        done(r, &rst);
-        harvest(incount, array_of_requests, outcount, array_of_indices, array_of_statuses,
-                &failed);
+    settle_all(incount, array_of_requests, &err);
+    if (err != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, err, "MPI_Waitsome");
+    for (i = 0; i < incount; i++)
+        if (req_is_layer(array_of_requests[i])) break;
+    if (i == incount) {
+        /* None done yet: block for one (librivet's only, here). */
+        MPI_Comm comm = MPI_COMM_WORLD;
+        MPI_Status st;
+        int index = -1, rc = rivet_any(incount, array_of_requests, &index, &st, &comm);
+        if (index < 0) return raise_err(comm, rc, "MPI_Waitsome");
+        array_of_requests[index] = req_done(comm, &st);
+        if (array_of_requests[index] == MPI_REQUEST_NULL)
+            return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Waitsome");
     }
+    for (i = 0; i < incount; i++) {
+        if (!req_is_layer(array_of_requests[i])) continue;
+        array_of_indices[n] = i;
+        if (finish(&array_of_requests[i], nth(array_of_statuses, n)) != MPI_SUCCESS) failed = 1;
+        n++;
+    }
+    *outcount = n;
     return raise_err(MPI_COMM_WORLD, failed ? MPI_ERR_IN_STATUS : MPI_SUCCESS, "MPI_Waitsome");
 }
 
 int MPI_Testall(int count, MPI_Request *array_of_requests, int *flag,
                 MPI_Status *array_of_statuses) {
-    int i, all = 1, failed = 0, err = MPI_SUCCESS;
-    MPI_Status st;
+    int i, failed = 0, err = MPI_SUCCESS;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || !flag || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Testall");
-    for (i = 0; i < count; i++)
-        if (!settle(array_of_requests[i], &err)) all = 0;
-    if (err != MPI_SUCCESS) return bad("MPI_Testall");
-    *flag = all;
-    if (!all) return MPI_SUCCESS;
+    *flag = settle_all(count, array_of_requests, &err);
+    if (err != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, err, "MPI_Testall");
+    if (!*flag) return MPI_SUCCESS;
     for (i = 0; i < count; i++) {
         if (array_of_requests[i] == MPI_REQUEST_NULL) {
+            MPI_Status st;
             status_empty(&st);
             put_status(nth(array_of_statuses, i), &st);
         } else if (finish(&array_of_requests[i], nth(array_of_statuses, i)) != MPI_SUCCESS) {
@@ -293,21 +360,33 @@ int MPI_Testall(int count, MPI_Request *array_of_requests, int *flag,
 
 int MPI_Testany(int count, MPI_Request *array_of_requests, int *index, int *flag,
                 MPI_Status *status) {
-    int i, active = 0, err = MPI_SUCCESS;
+    int i, active = 0;
     MPI_Status st;
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || !index || !flag || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Testany");
     for (i = 0; i < count; i++) {
+        rivet_status_t rst;
+        MPI_Comm comm;
+        int got = 0, rc;
         if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
         active++;
-        if (settle(array_of_requests[i], &err)) {
-            MPI_Comm comm = req_get(array_of_requests[i])->comm;
+        comm = req_comm(array_of_requests[i]);
+        if (req_is_layer(array_of_requests[i])) {
+            if (!req_get(array_of_requests[i])) return bad("MPI_Testany");
             *flag = 1;
             *index = i;
             return raise_err(comm, finish(&array_of_requests[i], status), "MPI_Testany");
         }
-        if (err != MPI_SUCCESS) return bad("MPI_Testany");
+        rc = rivet_test(g_engine, &array_of_requests[i], &got, &rst);
+        if (rc == RIVET_ERR_INVALID_ARG) return bad("MPI_Testany");
+        if (got) {
+            *flag = 1;
+            *index = i;
+            status_from(&st, &rst);
+            put_status(status, &st);
+            return raise_err(comm, from_rivet(rc), "MPI_Testany");
+        }
     }
     *index = MPI_UNDEFINED;
     *flag = !active;
@@ -319,20 +398,22 @@ int MPI_Testany(int count, MPI_Request *array_of_requests, int *index, int *flag
 }
 
 int MPI_Cancel(MPI_Request *request) {
-    struct req *r;
     if (NOT_INIT()) return MPI_ERR_OTHER;
-    if (!request || !(r = req_get(*request))) return bad("MPI_Cancel");
-    if (r->state != REQ_ACTIVE) return MPI_SUCCESS;
-    return raise_err(r->comm, from_rivet(rivet_cancel(g_engine, r->r)), "MPI_Cancel");
+    if (!request || *request == MPI_REQUEST_NULL) return bad("MPI_Cancel");
+    if (req_is_layer(*request)) return req_get(*request) ? MPI_SUCCESS : bad("MPI_Cancel");
+    return raise_err(req_comm(*request), request_rc(rivet_cancel(g_engine, *request)),
+                     "MPI_Cancel");
 }
 
 int MPI_Request_free(MPI_Request *request) {
-    struct req *r;
-    int rc = RIVET_SUCCESS;
     if (NOT_INIT()) return MPI_ERR_OTHER;
-    if (!request || !(r = req_get(*request))) return bad("MPI_Request_free");
-    if (r->state == REQ_ACTIVE) rc = rivet_request_free(g_engine, &r->r);
-    slot_free(&g_reqs, *request & ~KIND_MASK);
-    *request = MPI_REQUEST_NULL;
-    return raise_err(MPI_COMM_WORLD, from_rivet(rc), "MPI_Request_free");
+    if (!request || *request == MPI_REQUEST_NULL) return bad("MPI_Request_free");
+    if (req_is_layer(*request)) {
+        if (!req_get(*request)) return bad("MPI_Request_free");
+        slot_free(&g_reqs, (int)(*request >> 32));
+        *request = MPI_REQUEST_NULL;
+        return MPI_SUCCESS;
+    }
+    return raise_err(req_comm(*request), request_rc(rivet_request_free(g_engine, request)),
+                     "MPI_Request_free");
 }

@@ -252,3 +252,26 @@ fn installed_rivetcc_builds_programs_that_run_from_the_prefix() {
     cleanup();
     each_rank(&o, 2, |r| format!("hello from rank {r} of 2\n"));
 }
+
+#[test]
+fn programs_run_under_mpich_hydra_too() {
+    let _serial = serial();
+    // librivet bootstraps through PMI-1, so Hydra launches them as well.
+    let (p2p, coll) = (program("mpi_p2p"), program("mpi_coll"));
+    for exe in [&p2p, &coll] {
+        let mut cmd = Command::new("mpiexec.hydra");
+        cmd.args(["-n", "2", exe]);
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        let name = if exe == &p2p { "mpi_p2p" } else { "mpi_coll" };
+        each_rank(&o, 2, |r| format!("{name} OK rank {r} of 2"));
+    }
+}
+
+#[test]
+fn a_program_started_alone_is_a_singleton() {
+    let _serial = serial();
+    for name in ["mpi_p2p", "mpi_coll"] {
+        let o = run_job_checking_shm(Command::new(program(name)), DEADLINE);
+        each_rank(&o, 1, |r| format!("{name} OK rank {r} of 1"));
+    }
+}
