@@ -25,6 +25,7 @@
 use std::ptr::NonNull;
 
 pub mod auth;
+mod fabric;
 mod fxhash;
 mod jobs;
 pub mod libs;
@@ -33,6 +34,7 @@ pub mod ofi;
 mod size;
 pub mod tcp;
 
+pub use fabric::fabric_devices;
 pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 

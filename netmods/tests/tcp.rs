@@ -272,11 +272,13 @@ fn raw_client(nets: &mut [TcpNetmod], sinks: &mut [Rec], target: usize, bytes: &
 }
 
 fn hello(kind: u8, rank: u64, job: &[u8]) -> Vec<u8> {
-    let mut v = b"RVTCP\x01\0\0".to_vec();
+    let mut v = b"RVTCP\x02\0\0".to_vec();
     v.push(kind);
     v.extend_from_slice(&rank.to_le_bytes());
     v.extend_from_slice(&(job.len() as u16).to_le_bytes());
     v.extend_from_slice(job);
+    // The nonce and MAC: checked only by a netmod given the job secret.
+    v.extend_from_slice(&[0; 16]);
     v
 }
 
@@ -294,19 +296,19 @@ fn bad_peers(b: Backend) {
         b""
     );
     let other = raw_client(&mut nets, &mut sinks, 0, &hello(1, 9, b"another-job"));
-    assert_eq!(other, b"RVTCP\x01\0\0\x02", "rejected as another job");
+    assert_eq!(other, b"RVTCP\x02\0\0\x02", "rejected as another job");
     let unknown = raw_client(&mut nets, &mut sinks, 0, &hello(3, 9, b"badpeer"));
-    assert_eq!(unknown, b"RVTCP\x01\0\0\x03", "unknown identity kind");
+    assert_eq!(unknown, b"RVTCP\x02\0\0\x03", "unknown identity kind");
     let self_conn = raw_client(&mut nets, &mut sinks, 0, &hello(1, 0, b"badpeer"));
-    assert_eq!(self_conn, b"RVTCP\x01\0\0\x03", "a connection from itself");
+    assert_eq!(self_conn, b"RVTCP\x02\0\0\x03", "a connection from itself");
     let wide = raw_client(&mut nets, &mut sinks, 0, &hello(1, 1 << 32, b"badpeer"));
-    assert_eq!(wide, b"RVTCP\x01\0\0\x03", "a rank above 32 bits");
+    assert_eq!(wide, b"RVTCP\x02\0\0\x03", "a rank above 32 bits");
     // Rank 1 is connected already: a second connection claiming it is refused.
     let dup = raw_client(&mut nets, &mut sinks, 0, &hello(1, 1, b"badpeer"));
-    assert_eq!(dup, b"RVTCP\x01\0\0\x01");
+    assert_eq!(dup, b"RVTCP\x02\0\0\x01");
     // Accepted as rank 7, then a frame header_len of 1000: a protocol error.
     let huge = raw_client(&mut nets, &mut sinks, 0, &hello(1, 7, b"badpeer"));
-    assert_eq!(huge, b"RVTCP\x01\0\0\x00");
+    assert_eq!(huge, b"RVTCP\x02\0\0\x00");
     pump(&mut nets, &mut sinks, |_, s| !s[0].failed.is_empty());
     assert_eq!(sinks[0].failed.len(), 1);
     assert_eq!(sinks[0].failed[0].0, 7, "{:?}", sinks[0].failed);
@@ -324,6 +326,48 @@ fn bad_peers(b: Backend) {
     });
     assert!(sinks[1].failed.is_empty());
     assert_eq!(sinks[0].failed.len(), 1);
+}
+
+/// A stranger connects to rank 0 and never sends its HELLO (another one
+/// sends half of one): rank 0 closes both once the handshake deadline has
+/// passed, and the job's own traffic goes on meanwhile and after.
+fn silent_stranger(b: Backend) {
+    let mut nets = Vec::new();
+    for rank in 0..2 {
+        let cfg = TcpConfig {
+            handshake_timeout: std::time::Duration::from_millis(50),
+            ..config(b)
+        };
+        match TcpNetmod::new(cfg, "silent", rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if b == Backend::Uring => return eprintln!("note: skipping io_uring: {e}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    let card = nets[0].business_card().to_string();
+    let addr: SocketAddr = card.strip_prefix("tcp:").unwrap().parse().unwrap();
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(&hello(1, 1, b"silent")[..6]).unwrap();
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    pump(&mut nets, &mut sinks, |n, s| {
+        s[0].msgs.len() == 1 && n[0].handshakes_expired() == 2
+    });
+    for c in [&mut silent, &mut half] {
+        c.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut b = [0u8; 16];
+        match c.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("the stranger's connection is still open: {other:?}"),
+        }
+    }
+    send(&mut nets, &mut sinks, 0, 1, 1, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
+    assert_eq!(nets[0].connections_made(), 1, "only rank 1's connection");
 }
 
 fn flow_control(b: Backend) {
@@ -803,6 +847,7 @@ both_backends!(
     three_way,
     peer_failure,
     bad_peers,
+    silent_stranger,
     flow_control,
     second_address,
     many_peers,

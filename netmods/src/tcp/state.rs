@@ -2,7 +2,15 @@
 //! and connection), sockets (handshake state, receive side), and the rules
 //! that decide which connection a pair keeps and when a peer has failed.
 //! Backends do the I/O and call in here with what happened; nothing here
-//! makes a system call except creating and closing sockets.
+//! makes a system call except creating, configuring (keepalive) and
+//! closing sockets.
+//!
+//! # Strangers
+//! An accepted socket that has not sent its whole HELLO within
+//! `hs_timeout` is closed (`expire_handshakes`, `hello_overdue`): a
+//! process that connects and never speaks holds nothing for long. Every
+//! socket gets TCP keepalive (`keepalive`), so a peer host that vanishes
+//! without a reset fails its connection instead of leaving it open.
 //!
 //! # Identities
 //! A rank connection's HELLO names the connector as (job, rank). The
@@ -40,7 +48,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use crate::jobs::Jobs;
 use crate::{peer_id, split_peer, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
@@ -125,6 +134,8 @@ pub(crate) struct Sock {
     pub send_hs: bool,
     /// In the state's `dirty` list.
     pub dirty: bool,
+    /// When the socket was made or accepted (the handshake deadline's start).
+    pub born: Instant,
     /// `shutdown` done (io_uring teardown).
     pub shut: bool,
     /// A peer failure to report once the socket is released.
@@ -213,6 +224,12 @@ pub(crate) struct State {
     pub events: usize,
     /// The job secret: rank HELLOs within our job carry and need its MAC.
     pub key: Option<JobKey>,
+    /// An accepted socket's HELLO must be complete within this.
+    pub hs_timeout: Duration,
+    /// TCP keepalive for every socket (`sys::set_keepalive`), if any.
+    pub keepalive: Option<Duration>,
+    /// Accepted sockets closed because their HELLO was overdue.
+    pub expired: u64,
 }
 
 impl State {
@@ -235,6 +252,9 @@ impl State {
             made: 0,
             events: 0,
             key: None,
+            hs_timeout: super::config::DEFAULT_HANDSHAKE_TIMEOUT,
+            keepalive: Some(super::config::DEFAULT_KEEPALIVE),
+            expired: 0,
         }
     }
 
@@ -289,7 +309,31 @@ impl State {
         self.sock(id.slot).filter(|s| s.gen == id.gen)
     }
 
-    /// One past the highest slot number (slots may be empty).
+    /// `slot` is an accepted socket still without its whole HELLO past
+    /// the deadline: the backend found nothing more to read, so it closes.
+    pub(crate) fn hello_overdue(&mut self, slot: u32) -> bool {
+        let timeout = self.hs_timeout;
+        let Some(s) = self.sock(slot) else {
+            return false;
+        };
+        if s.phase != Phase::AwaitHello || s.born.elapsed() < timeout {
+            return false;
+        }
+        self.expired += 1;
+        self.close(slot, None);
+        true
+    }
+
+    /// Closes every accepted socket whose HELLO is overdue (`hello_overdue`);
+    /// for a backend whose receive is in flight, after reaping what arrived.
+    pub(crate) fn expire_handshakes(&mut self) -> usize {
+        let mut n = 0;
+        for slot in 0..self.slots.len() as u32 {
+            n += self.hello_overdue(slot) as usize;
+        }
+        n
+    }
+
     /// Marks every accepted socket still waiting for its HELLO dirty, so
     /// the backend tries it again; their number.
     pub(crate) fn wake_awaiting_hello(&mut self) -> usize {
@@ -306,6 +350,7 @@ impl State {
         n
     }
 
+    /// One past the highest slot number (slots may be empty).
     pub(crate) fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
@@ -326,6 +371,11 @@ impl State {
     }
 
     fn insert(&mut self, fd: OwnedFd, phase: Phase, peer: Option<PeerId>, addr: SockAddr) -> u32 {
+        if let Some(after) = self.keepalive {
+            // Best effort: without it a dead host is found later, by the
+            // kernel's retransmission limit or not at all while idle.
+            let _ = sys::set_keepalive(fd.as_raw_fd(), after);
+        }
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot { gen: 0, sock: None });
             self.slots.len() as u32 - 1
@@ -349,6 +399,7 @@ impl State {
             io: 0,
             send_hs: false,
             dirty: false,
+            born: Instant::now(),
             shut: false,
             report: None,
             port: None,
@@ -918,6 +969,38 @@ mod tests {
         let s = st.sock(slot).unwrap();
         let v = wire::parse_verdict(s.hs_pending()).unwrap();
         (slot, v)
+    }
+
+    #[test]
+    fn a_silent_acceptor_closes_only_after_its_deadline() {
+        let mut st = State::new(0, b"job");
+        let (fd, _other) = sock_pair();
+        let slot = st.add_acceptor(fd);
+        assert!(!st.hello_overdue(slot), "a fresh socket has time left");
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::AwaitHello);
+        st.hs_timeout = Duration::ZERO;
+        // A socket that did send its HELLO is never expired.
+        let (done, v) = hello_from(&mut st, 1, b"job");
+        assert_eq!(v, Verdict::Accept);
+        assert_eq!(st.expire_handshakes(), 1);
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::Closing);
+        assert_ne!(st.sock(done).unwrap().phase, Phase::Closing);
+        assert_eq!((st.expired, st.live), (1, 1));
+        assert!(st.failures.is_empty(), "a stranger is no peer to fail");
+    }
+
+    #[test]
+    fn sockets_get_keepalive_unless_turned_off() {
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let mut st = State::new(0, b"job");
+        st.keepalive = Some(Duration::from_secs(20));
+        let slot = st.add_acceptor(sys::tcp_socket(&any, true).unwrap());
+        let fd = st.sock(slot).unwrap().fd.as_raw_fd();
+        assert_eq!(sys::keepalive_of(fd).unwrap(), (true, 10));
+        st.keepalive = None;
+        let slot = st.add_acceptor(sys::tcp_socket(&any, true).unwrap());
+        let fd = st.sock(slot).unwrap().fd.as_raw_fd();
+        assert!(!sys::keepalive_of(fd).unwrap().0);
     }
 
     #[test]
