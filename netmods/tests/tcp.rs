@@ -370,6 +370,39 @@ fn silent_stranger(b: Backend) {
     assert_eq!(nets[0].connections_made(), 1, "only rank 1's connection");
 }
 
+/// Rank 1 starts a connect to rank 0 and then does not poll for longer
+/// than rank 0's handshake deadline, so rank 0 closes the connection before
+/// the HELLO comes: rank 1 connects again and its message arrives. (Poll
+/// backend: io_uring's connect is only issued by a poll of rank 1.)
+#[test]
+fn slow_connector_reconnects() {
+    let cfg = || TcpConfig {
+        handshake_timeout: std::time::Duration::from_millis(50),
+        ..config(Backend::Poll)
+    };
+    let mut nets = vec![
+        TcpNetmod::new(cfg(), "slow", 0).unwrap(),
+        TcpNetmod::new(cfg(), "slow", 1).unwrap(),
+    ];
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    assert!(nets[1]
+        .try_send(0, &header(0, 10), &payload(1, 0, 10))
+        .unwrap());
+    let end = Instant::now() + DEADLINE;
+    while nets[0].handshakes_expired() == 0 {
+        assert!(
+            Instant::now() < end,
+            "rank 0 never closed the silent connection"
+        );
+        nets[0].poll(&mut sinks[0]).unwrap();
+        std::thread::yield_now();
+    }
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
+    assert_eq!(nets[0].handshakes_expired(), 1);
+}
+
 fn flow_control(b: Backend) {
     const LEN: usize = 256 << 10;
     let Some(mut nets) = open_n(b, "flow", 2) else {

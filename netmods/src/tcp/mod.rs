@@ -128,6 +128,7 @@ impl TcpNetmod {
         st.key = config.job_key;
         st.hs_timeout = config.handshake_timeout;
         st.keepalive = config.keepalive;
+        st.nonblocking = matches!(io, Io::Poll(_));
         Ok(TcpNetmod {
             st,
             io,

@@ -161,6 +161,9 @@ impl PollIo {
     ) -> Result<usize, NetmodError> {
         self.tick += 1;
         self.wrote_since_poll = false;
+        while let Some(slot) = st.redial.pop() {
+            self.connect(st, slot);
+        }
         // Every poll while a connection of ours is being made; else
         // every SLOW_EVERY-th.
         let ours_pending = st.live > st.open.len() + self.awaiting_hello;

@@ -8,7 +8,10 @@
 //! # Strangers
 //! An accepted socket that has not sent its whole HELLO within
 //! `hs_timeout` is closed (`expire_handshakes`, `hello_overdue`): a
-//! process that connects and never speaks holds nothing for long. Every
+//! process that connects and never speaks holds nothing for long. A
+//! connector whose handshake is cut before the verdict (it was that slow
+//! itself: not polled for the whole deadline) connects again
+//! (`redialed`, at most `MAX_REDIALS` times) rather than failing. Every
 //! socket gets TCP keepalive (`keepalive`), so a peer host that vanishes
 //! without a reset fails its connection instead of leaving it open.
 //!
@@ -85,7 +88,12 @@ pub(crate) struct Peer {
     pub out: Outq,
     /// A temporary peer of ours (`connect_port`): the port's tag.
     pub port: Option<u64>,
+    /// Connects made again after a handshake was cut (`State::redialed`).
+    pub redials: u8,
 }
+
+/// Connects a peer gets again after its handshake was cut, before it fails.
+const MAX_REDIALS: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -230,6 +238,11 @@ pub(crate) struct State {
     pub keepalive: Option<Duration>,
     /// Accepted sockets closed because their HELLO was overdue.
     pub expired: u64,
+    /// Sockets are nonblocking (the poll backend).
+    pub nonblocking: bool,
+    /// Sockets made by a redial whose connect the backend must issue (the
+    /// poll backend; io_uring's connects follow from `dirty`).
+    pub redial: Vec<u32>,
 }
 
 impl State {
@@ -255,6 +268,8 @@ impl State {
             hs_timeout: super::config::DEFAULT_HANDSHAKE_TIMEOUT,
             keepalive: Some(super::config::DEFAULT_KEEPALIVE),
             expired: 0,
+            nonblocking: true,
+            redial: Vec::new(),
         }
     }
 
@@ -747,6 +762,9 @@ impl State {
     /// connection (or of our own before the verdict, when the peer has no
     /// other) fails the peer; any other socket just goes.
     pub(crate) fn sock_failed(&mut self, slot: u32, why: String) {
+        if self.redialed(slot, &why) {
+            return;
+        }
         let Some(s) = self.sock(slot) else { return };
         let (peer, phase) = (s.peer, s.phase);
         let fails_peer = match phase {
@@ -760,6 +778,42 @@ impl State {
             Some(q) if fails_peer => self.fail_peer(q, why),
             _ => self.close(slot, None),
         }
+    }
+
+    /// Our connect's handshake was cut before the verdict (the acceptor
+    /// closed it, e.g. because we were too slow to send the HELLO: its
+    /// deadline): connect to the same address again, up to `MAX_REDIALS`
+    /// times per peer, instead of failing the peer. True if it did.
+    fn redialed(&mut self, slot: u32, why: &str) -> bool {
+        let nonblocking = self.nonblocking;
+        let Some((s, peers)) = self.sock_and_peers(slot) else {
+            return false;
+        };
+        let (Phase::Hello { addr }, Some(peer), false) = (s.phase, s.peer, s.detached) else {
+            return false;
+        };
+        let Some(p) = peers.get_mut(&peer) else {
+            return false;
+        };
+        if p.conn.is_some() || p.failed.is_some() || p.redials >= MAX_REDIALS {
+            return false;
+        }
+        p.redials += 1;
+        let (addrs, port) = (std::mem::take(&mut s.addrs), s.port);
+        self.close(slot, None);
+        let why = Some(format!("handshake cut: {why}"));
+        if let Some(new) = self.dial(
+            Some(peer),
+            addrs,
+            port,
+            addr,
+            nonblocking,
+            why,
+            Outq::default(),
+        ) {
+            self.redial.push(new);
+        }
+        true
     }
 
     /// `peer` is gone: drop its queue, close its sockets, and report it
@@ -987,6 +1041,46 @@ mod tests {
         assert_ne!(st.sock(done).unwrap().phase, Phase::Closing);
         assert_eq!((st.expired, st.live), (1, 1));
         assert!(st.failures.is_empty(), "a stranger is no peer to fail");
+    }
+
+    #[test]
+    fn a_cut_handshake_redials_then_fails() {
+        let mut st = State::new(0, b"job");
+        let addr: SocketAddr = ([127, 0, 0, 1], 9).into();
+        let peer = 1;
+        st.peers.insert(
+            peer,
+            Peer {
+                addrs: vec![addr],
+                ..Peer::default()
+            },
+        );
+        let mut slot = st.add_connector(peer, 0, true, None).unwrap();
+        for round in 0..=MAX_REDIALS {
+            st.connected(slot);
+            assert!(matches!(st.sock(slot).unwrap().phase, Phase::Hello { .. }));
+            st.sock_failed(slot, "connection closed during the handshake".into());
+            assert_eq!(st.sock(slot).unwrap().phase, Phase::Closing);
+            if round == MAX_REDIALS {
+                break;
+            }
+            assert!(st.peers[&peer].failed.is_none(), "round {round}");
+            slot = st.redial.pop().expect("a new connect to issue");
+            assert!(st.redial.is_empty());
+            let s = st.sock(slot).unwrap();
+            assert_eq!(
+                (s.phase, s.peer),
+                (Phase::Connecting { addr: 0 }, Some(peer))
+            );
+            let id = st.sock(slot).unwrap().id(slot);
+            assert_eq!(st.peers[&peer].mine, Some(id));
+        }
+        let why = st.peers[&peer]
+            .failed
+            .clone()
+            .expect("failed after the redials");
+        assert!(why.contains("closed during the handshake"), "{why}");
+        assert!(st.redial.is_empty());
     }
 
     #[test]

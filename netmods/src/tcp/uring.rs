@@ -213,6 +213,8 @@ impl UringIo {
         sink: &mut dyn Sink,
     ) -> Result<usize, NetmodError> {
         self.closing(st);
+        // Redialed sockets are dirty: their CONNECT is pushed below.
+        st.redial.clear();
         std::mem::swap(&mut st.dirty, &mut self.work);
         for i in 0..self.work.len() {
             let slot = self.work[i];
