@@ -9,7 +9,8 @@
 //! `auto` (peers on other nodes) takes the libfabric netmod when
 //! `RIVET_OFI_PROVIDER` names a provider (which must then open), or when
 //! libfabric offers a provider faster than tcp (verbs, efa, cxi, psm3,
-//! ...); otherwise, or when that provider cannot be opened, the tcp netmod. Every rank decides alike on a homogeneous cluster; a rank that
+//! ...; asked only where an interconnect device exists, since loading
+//! libfabric is slow); otherwise, or when that provider cannot be opened, the tcp netmod. Every rank decides alike on a homogeneous cluster; a rank that
 //! decides otherwise cannot read its peers' cards and says so.
 
 use rivet_netmods::tcp::{TcpConfig, TcpNetmod};
@@ -51,6 +52,15 @@ pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
         NetmodChoice::Auto => {
             if let Some(named) = named_provider() {
                 return ofi(None, format!("auto: RIVET_OFI_PROVIDER={named}"));
+            }
+            // Loading libfabric costs a few hundred ms (rivet_netmods::fabric):
+            // not worth it where no provider faster than tcp can run.
+            if rivet_netmods::fabric_devices().is_empty() {
+                return tcp(
+                    "auto: no interconnect device (/sys/class/infiniband, /sys/class/cxi, \
+                     /dev/hfi1*), libfabric not loaded"
+                        .into(),
+                );
             }
             match rivet_netmods::ofi_fast_provider() {
                 Ok(Some(fast)) => ofi(Some(&fast), format!("auto: libfabric offers {fast}"))

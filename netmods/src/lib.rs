@@ -5,8 +5,9 @@
 //! (libfabric: any provider with reliable datagrams and tagged messages,
 //! such as `tcp;ofi_rxm`, `shm` or `verbs;ofi_rxm`; built with the `ofi`
 //! feature, it loads libfabric >= 1.17 at run time). Also small helpers shared with the engine: the
-//! byte-size parser ([`parse_size`]) and a hasher for integer keys
-//! ([`FxBuildHasher`]).
+//! byte-size parser ([`parse_size`]), a hasher for integer keys
+//! ([`FxBuildHasher`]), and whether the node has an interconnect device
+//! ([`fabric_devices`], asked before libfabric is loaded).
 //!
 //! A netmod moves opaque `(header, payload)` messages between processes and
 //! knows nothing of matching or protocols; the engine owns both. It is
@@ -28,6 +29,7 @@
 use std::ptr::NonNull;
 
 pub mod auth;
+mod fabric;
 mod fxhash;
 mod jobs;
 pub mod libs;
@@ -36,6 +38,7 @@ pub mod ofi;
 mod size;
 pub mod tcp;
 
+pub use fabric::fabric_devices;
 pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 

@@ -48,6 +48,21 @@ pub fn parse_size(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("{text:?} is too large"))
 }
 
+/// A duration setting: `"500ms"`, `"2s"`, `"30"` (seconds); zero refused.
+pub(crate) fn parse_duration(v: &str) -> Result<std::time::Duration, String> {
+    let v = v.trim();
+    let (num, unit) = match v.strip_suffix("ms") {
+        Some(n) => (n, 1),
+        None => (v.strip_suffix('s').unwrap_or(v), 1000),
+    };
+    match num.trim().parse::<u64>() {
+        Ok(n) if n > 0 => Ok(std::time::Duration::from_millis(n.saturating_mul(unit))),
+        _ => Err(format!(
+            "{v:?} is not a positive duration (like 500ms, 30s)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

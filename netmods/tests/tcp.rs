@@ -366,6 +366,81 @@ fn bad_peers(b: Backend) {
     assert_eq!(sinks[0].failed.len(), 1);
 }
 
+/// A stranger connects to rank 0 and never sends its HELLO (another one
+/// sends half of one): rank 0 closes both once the handshake deadline has
+/// passed, and the job's own traffic goes on meanwhile and after.
+fn silent_stranger(b: Backend) {
+    let mut nets = Vec::new();
+    for rank in 0..2 {
+        let cfg = TcpConfig {
+            handshake_timeout: std::time::Duration::from_millis(50),
+            ..config(b)
+        };
+        match TcpNetmod::new(cfg, "silent", rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if b == Backend::Uring => return eprintln!("note: skipping io_uring: {e}"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    let card = nets[0].business_card().to_string();
+    let addr: SocketAddr = card.strip_prefix("tcp:").unwrap().parse().unwrap();
+    let mut silent = TcpStream::connect(addr).unwrap();
+    let mut half = TcpStream::connect(addr).unwrap();
+    half.write_all(&hello(1, 1, b"silent")[..6]).unwrap();
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    pump(&mut nets, &mut sinks, |n, s| {
+        s[0].msgs.len() == 1 && n[0].handshakes_expired() == 2
+    });
+    for c in [&mut silent, &mut half] {
+        c.set_read_timeout(Some(DEADLINE)).unwrap();
+        let mut b = [0u8; 16];
+        match c.read(&mut b) {
+            Ok(0) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => {}
+            other => panic!("the stranger's connection is still open: {other:?}"),
+        }
+    }
+    send(&mut nets, &mut sinks, 0, 1, 1, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
+    assert_eq!(nets[0].connections_made(), 1, "only rank 1's connection");
+}
+
+/// Rank 1 starts a connect to rank 0 and then does not poll for longer
+/// than rank 0's handshake deadline, so rank 0 closes the connection before
+/// the HELLO comes: rank 1 connects again and its message arrives. (Poll
+/// backend: io_uring's connect is only issued by a poll of rank 1.)
+#[test]
+fn slow_connector_reconnects() {
+    let cfg = || TcpConfig {
+        handshake_timeout: std::time::Duration::from_millis(50),
+        ..config(Backend::Poll)
+    };
+    let mut nets = vec![
+        TcpNetmod::new(cfg(), "slow", 0).unwrap(),
+        TcpNetmod::new(cfg(), "slow", 1).unwrap(),
+    ];
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    assert!(nets[1]
+        .try_send(0, &header(0, 10), &payload(1, 0, 10))
+        .unwrap());
+    let end = Instant::now() + DEADLINE;
+    while nets[0].handshakes_expired() == 0 {
+        assert!(
+            Instant::now() < end,
+            "rank 0 never closed the silent connection"
+        );
+        nets[0].poll(&mut sinks[0]).unwrap();
+        std::thread::yield_now();
+    }
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
+    assert_eq!(nets[0].handshakes_expired(), 1);
+}
+
 fn flow_control(b: Backend) {
     const LEN: usize = 256 << 10;
     let Some(mut nets) = open_n(b, "flow", 2) else {
@@ -844,6 +919,7 @@ both_backends!(
     peer_failure,
     bad_peers,
     keyed_peers,
+    silent_stranger,
     flow_control,
     second_address,
     many_peers,

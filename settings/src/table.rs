@@ -51,7 +51,7 @@ const fn s(name: &'static str, default: &'static str, scope: Scope, doc: &'stati
 
 pub static SETTINGS: &[Setting] = &[
     s("RIVET_NETMOD", "auto", Scope::Engine,
-      "`auto`: shared memory on the node; to other nodes the ofi netmod where `RIVET_OFI_PROVIDER` names a provider or libfabric has one faster than tcp (`verbs;ofi_rxm`, `efa`, `cxi`, `psm3`), else tcp. `tcp`: tcp to every peer, on-node ones too (testing, benchmarks). `ofi`: the libfabric netmod to every peer. `rivet-bench info` (under rivetrun) says which is in use and why"),
+      "`auto`: shared memory on the node; to other nodes the ofi netmod where `RIVET_OFI_PROVIDER` names a provider or libfabric has one faster than tcp (`verbs;ofi_rxm`, `efa`, `cxi`, `psm3`; libfabric is loaded for this only where an interconnect device exists: `/sys/class/infiniband`, `/sys/class/cxi`, `/dev/hfi1*`), else tcp. `tcp`: tcp to every peer, on-node ones too (testing, benchmarks). `ofi`: the libfabric netmod to every peer. `rivet-bench info` (under rivetrun) says which is in use and why"),
     s("RIVET_OFI_PROVIDER", "", Scope::Ofi,
       "ofi: a provider name as `fi_info` prints it (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`), matched exactly; setting it also makes `auto` use ofi for other nodes. Unset: libfabric's choice, which honours its own `FI_PROVIDER`"),
     s("RIVET_OFI_DOMAIN", "", Scope::Ofi,
@@ -72,6 +72,10 @@ pub static SETTINGS: &[Setting] = &[
       "tcp: largest eager message; unset: `RIVET_EAGER_MAX`, else 64K"),
     s("RIVET_TCP_PIECE", "1M", Scope::Tcp,
       "tcp: the size of the pieces a rendezvous message streams in"),
+    s("RIVET_TCP_KEEPALIVE", "60s", Scope::Tcp,
+      "tcp: a connection whose peer host stops answering (gone without a reset: power loss, a cut link) fails after about this long: TCP keepalive probes after half of it idle, then four an eighth apart. `0` or `off`: the kernel's settings (no probes)"),
+    s("RIVET_TCP_HANDSHAKE_TIMEOUT", "10s", Scope::Tcp,
+      "tcp: an accepted connection that has not sent its whole HELLO by then is closed, so a stranger holding a connection open costs nothing"),
     s("RIVET_NETMOD_EAGER_WINDOW", "4M", Scope::Engine,
       "eager bytes a sender may have in flight to one netmod peer before it waits for credit: bounds what a receiver buffers for messages it has not asked for (at least 4K)"),
     s("RIVET_EAGER_MAX", "", Scope::Engine,

@@ -4,6 +4,7 @@
 use std::io;
 use std::time::Duration;
 
+use crate::size::parse_duration;
 use crate::{parse_size, NetmodError};
 
 use super::wire::MAX_PAYLOAD;
@@ -74,21 +75,6 @@ fn invalid(name: &str, why: String) -> NetmodError {
     NetmodError::Io {
         what: name.to_string(),
         source: io::Error::new(io::ErrorKind::InvalidInput, why),
-    }
-}
-
-/// `"500ms"`, `"2s"`, `"30"` (seconds).
-fn parse_duration(v: &str) -> Result<Duration, String> {
-    let v = v.trim();
-    let (num, unit) = match v.strip_suffix("ms") {
-        Some(n) => (n, 1),
-        None => (v.strip_suffix('s').unwrap_or(v), 1000),
-    };
-    match num.trim().parse::<u64>() {
-        Ok(n) if n > 0 => Ok(Duration::from_millis(n.saturating_mul(unit))),
-        _ => Err(format!(
-            "{v:?} is not a positive duration (like 500ms, 30s)"
-        )),
     }
 }
 

@@ -3,8 +3,10 @@
 //! process environment.
 
 use std::io;
+use std::time::Duration;
 
 use crate::auth::{JobKey, JOB_SECRET_ENV};
+use crate::size::parse_duration;
 use crate::{parse_size, NetmodError};
 
 use super::wire::MAX_PAYLOAD;
@@ -37,7 +39,18 @@ pub struct TcpConfig {
     pub inject_uring_failure: bool,
     /// The job secret (`RIVET_JOB_SECRET`): HELLOs within the job prove it.
     pub job_key: Option<JobKey>,
+    /// `RIVET_TCP_KEEPALIVE`: how long a connection's host may stay
+    /// unreachable before the connection fails (TCP keepalive probes while
+    /// it is idle); `None`: the kernel's keepalive settings, probes off.
+    pub keepalive: Option<Duration>,
+    /// `RIVET_TCP_HANDSHAKE_TIMEOUT`: an accepted connection that has not
+    /// sent its whole HELLO by then is closed.
+    pub handshake_timeout: Duration,
 }
+
+/// Defaults of the two timeouts (the settings table says the same).
+pub const DEFAULT_KEEPALIVE: Duration = Duration::from_secs(60);
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
@@ -48,6 +61,8 @@ impl Default for TcpConfig {
             piece: 1 << 20,
             inject_uring_failure: false,
             job_key: None,
+            keepalive: Some(DEFAULT_KEEPALIVE),
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
         }
     }
 }
@@ -107,6 +122,16 @@ impl TcpConfig {
         if let Some(v) = set(JOB_SECRET_ENV) {
             c.job_key = Some(JobKey::from_hex(&v).map_err(|why| invalid(JOB_SECRET_ENV, why))?);
         }
+        if let Some(v) = set("RIVET_TCP_KEEPALIVE") {
+            c.keepalive = match v.trim() {
+                "0" | "off" => None,
+                t => Some(parse_duration(t).map_err(|why| invalid("RIVET_TCP_KEEPALIVE", why))?),
+            };
+        }
+        if let Some(v) = set("RIVET_TCP_HANDSHAKE_TIMEOUT") {
+            c.handshake_timeout =
+                parse_duration(&v).map_err(|why| invalid("RIVET_TCP_HANDSHAKE_TIMEOUT", why))?;
+        }
         if let Some(v) = set("RIVET_TCP_URING_INJECT_FAILURE") {
             c.inject_uring_failure = v.trim() == "1";
         }
@@ -160,8 +185,14 @@ mod tests {
             ("RIVET_TCP_EAGER_MAX", "8K"),
             ("RIVET_TCP_PIECE", "2MiB"),
             ("RIVET_TCP_URING_INJECT_FAILURE", "1"),
+            ("RIVET_TCP_KEEPALIVE", "off"),
+            ("RIVET_TCP_HANDSHAKE_TIMEOUT", "500ms"),
         ]))
         .unwrap();
+        assert_eq!(c.keepalive, None);
+        assert_eq!(c.handshake_timeout, Duration::from_millis(500));
+        let ka = TcpConfig::from_vars(vars(&[("RIVET_TCP_KEEPALIVE", "20s")])).unwrap();
+        assert_eq!(ka.keepalive, Some(Duration::from_secs(20)));
         assert_eq!(c.backend, Backend::Poll);
         assert_eq!(c.ifaces, ["lo", "eth0"]);
         assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
@@ -175,6 +206,8 @@ mod tests {
             &[("RIVET_TCP_PIECE", "lots")],
             &[("RIVET_TCP_PIECE", "2G")],
             &[("RIVET_TCP_EAGER_MAX", "4M")],
+            &[("RIVET_TCP_KEEPALIVE", "soon")],
+            &[("RIVET_TCP_HANDSHAKE_TIMEOUT", "0")],
         ] {
             let e = TcpConfig::from_vars(vars(bad)).unwrap_err().to_string();
             assert!(e.contains(bad[0].0), "{e}");

@@ -48,6 +48,9 @@ use poll::PollIo;
 use state::{Peer, State};
 use uring::UringIo;
 
+// One per process: the size of the larger variant does not matter, and a
+// box would add an indirection to every send and poll.
+#[allow(clippy::large_enum_variant)]
 enum Io {
     Poll(PollIo),
     Uring(UringIo),
@@ -123,6 +126,9 @@ impl TcpNetmod {
             .collect();
         let mut st = State::new(my_rank, job.as_bytes());
         st.key = config.job_key;
+        st.hs_timeout = config.handshake_timeout;
+        st.keepalive = config.keepalive;
+        st.nonblocking = matches!(io, Io::Poll(_));
         Ok(TcpNetmod {
             st,
             io,
@@ -145,6 +151,12 @@ impl TcpNetmod {
     /// simultaneously counts one on each side.
     pub fn connections_made(&self) -> u64 {
         self.st.made
+    }
+
+    /// Accepted connections closed because their HELLO did not arrive
+    /// within `TcpConfig::handshake_timeout`.
+    pub fn handshakes_expired(&self) -> u64 {
+        self.st.expired
     }
 
     /// Peers with an open connection now.
@@ -292,6 +304,12 @@ impl Netmod for TcpNetmod {
             ("tcp.listen".into(), self.card.clone()),
             ("tcp.eager_max".into(), self.cfg.eager_max.to_string()),
             ("tcp.piece".into(), self.cfg.piece.to_string()),
+            (
+                "tcp.keepalive".into(),
+                self.cfg
+                    .keepalive
+                    .map_or("off".into(), |d| format!("{} s", d.as_secs())),
+            ),
             (
                 "tcp.peers".into(),
                 format!("{} connected", self.connected_peers()),

@@ -32,7 +32,8 @@ pub(crate) struct PollIo {
     tick: u64,
     /// Accepted sockets still waiting for their HELLO, as counted at the
     /// last slow tick: they are served on slow ticks only, so a client that
-    /// connects and never speaks (a port scanner) costs nothing per poll.
+    /// connects and never speaks (a port scanner) costs nothing per poll,
+    /// and closed there once the handshake deadline has passed.
     awaiting_hello: usize,
     /// A message was written straight to a socket since the last poll:
     /// further small ones are queued and leave together at the next poll
@@ -160,6 +161,9 @@ impl PollIo {
     ) -> Result<usize, NetmodError> {
         self.tick += 1;
         self.wrote_since_poll = false;
+        while let Some(slot) = st.redial.pop() {
+            self.connect(st, slot);
+        }
         // Every poll while a connection of ours is being made; else
         // every SLOW_EVERY-th.
         let ours_pending = st.live > st.open.len() + self.awaiting_hello;
@@ -286,9 +290,12 @@ impl PollIo {
                     Ok(n) => st.hs_received(slot, n),
                     // An acceptor waits for the next slow tick (see
                     // `awaiting_hello`); a connector keeps trying.
+                    // An acceptor past its deadline closes (`hello_overdue`).
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         if !matches!(phase, Phase::AwaitHello) {
                             st.mark_dirty(slot)
+                        } else {
+                            st.hello_overdue(slot);
                         }
                     }
                     Err(e) => st.sock_failed(slot, format!("recv: {e}")),

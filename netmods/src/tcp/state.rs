@@ -2,7 +2,18 @@
 //! and connection), sockets (handshake state, receive side), and the rules
 //! that decide which connection a pair keeps and when a peer has failed.
 //! Backends do the I/O and call in here with what happened; nothing here
-//! makes a system call except creating and closing sockets.
+//! makes a system call except creating, configuring (keepalive) and
+//! closing sockets.
+//!
+//! # Strangers
+//! An accepted socket that has not sent its whole HELLO within
+//! `hs_timeout` is closed (`expire_handshakes`, `hello_overdue`): a
+//! process that connects and never speaks holds nothing for long. A
+//! connector whose handshake is cut before the verdict (it was that slow
+//! itself: not polled for the whole deadline) connects again
+//! (`redialed`, at most `MAX_REDIALS` times) rather than failing. Every
+//! socket gets TCP keepalive (`keepalive`), so a peer host that vanishes
+//! without a reset fails its connection instead of leaving it open.
 //!
 //! # Identities
 //! A rank connection's HELLO names the connector as (job, rank). The
@@ -40,7 +51,8 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::time::{Duration, Instant};
 
 use crate::jobs::Jobs;
 use crate::{peer_id, split_peer, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
@@ -76,7 +88,12 @@ pub(crate) struct Peer {
     pub out: Outq,
     /// A temporary peer of ours (`connect_port`): the port's tag.
     pub port: Option<u64>,
+    /// Connects made again after a handshake was cut (`State::redialed`).
+    pub redials: u8,
 }
+
+/// Connects a peer gets again after its handshake was cut, before it fails.
+const MAX_REDIALS: u8 = 3;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Phase {
@@ -125,6 +142,8 @@ pub(crate) struct Sock {
     pub send_hs: bool,
     /// In the state's `dirty` list.
     pub dirty: bool,
+    /// When the socket was made or accepted (the handshake deadline's start).
+    pub born: Instant,
     /// `shutdown` done (io_uring teardown).
     pub shut: bool,
     /// A peer failure to report once the socket is released.
@@ -213,6 +232,17 @@ pub(crate) struct State {
     pub events: usize,
     /// The job secret: rank HELLOs within our job carry and need its MAC.
     pub key: Option<JobKey>,
+    /// An accepted socket's HELLO must be complete within this.
+    pub hs_timeout: Duration,
+    /// TCP keepalive for every socket (`sys::set_keepalive`), if any.
+    pub keepalive: Option<Duration>,
+    /// Accepted sockets closed because their HELLO was overdue.
+    pub expired: u64,
+    /// Sockets are nonblocking (the poll backend).
+    pub nonblocking: bool,
+    /// Sockets made by a redial whose connect the backend must issue (the
+    /// poll backend; io_uring's connects follow from `dirty`).
+    pub redial: Vec<u32>,
 }
 
 impl State {
@@ -235,6 +265,11 @@ impl State {
             made: 0,
             events: 0,
             key: None,
+            hs_timeout: super::config::DEFAULT_HANDSHAKE_TIMEOUT,
+            keepalive: Some(super::config::DEFAULT_KEEPALIVE),
+            expired: 0,
+            nonblocking: true,
+            redial: Vec::new(),
         }
     }
 
@@ -289,7 +324,31 @@ impl State {
         self.sock(id.slot).filter(|s| s.gen == id.gen)
     }
 
-    /// One past the highest slot number (slots may be empty).
+    /// `slot` is an accepted socket still without its whole HELLO past
+    /// the deadline: the backend found nothing more to read, so it closes.
+    pub(crate) fn hello_overdue(&mut self, slot: u32) -> bool {
+        let timeout = self.hs_timeout;
+        let Some(s) = self.sock(slot) else {
+            return false;
+        };
+        if s.phase != Phase::AwaitHello || s.born.elapsed() < timeout {
+            return false;
+        }
+        self.expired += 1;
+        self.close(slot, None);
+        true
+    }
+
+    /// Closes every accepted socket whose HELLO is overdue (`hello_overdue`);
+    /// for a backend whose receive is in flight, after reaping what arrived.
+    pub(crate) fn expire_handshakes(&mut self) -> usize {
+        let mut n = 0;
+        for slot in 0..self.slots.len() as u32 {
+            n += self.hello_overdue(slot) as usize;
+        }
+        n
+    }
+
     /// Marks every accepted socket still waiting for its HELLO dirty, so
     /// the backend tries it again; their number.
     pub(crate) fn wake_awaiting_hello(&mut self) -> usize {
@@ -306,6 +365,7 @@ impl State {
         n
     }
 
+    /// One past the highest slot number (slots may be empty).
     pub(crate) fn slot_count(&self) -> u32 {
         self.slots.len() as u32
     }
@@ -326,6 +386,11 @@ impl State {
     }
 
     fn insert(&mut self, fd: OwnedFd, phase: Phase, peer: Option<PeerId>, addr: SockAddr) -> u32 {
+        if let Some(after) = self.keepalive {
+            // Best effort: without it a dead host is found later, by the
+            // kernel's retransmission limit or not at all while idle.
+            let _ = sys::set_keepalive(fd.as_raw_fd(), after);
+        }
         let slot = self.free.pop().unwrap_or_else(|| {
             self.slots.push(Slot { gen: 0, sock: None });
             self.slots.len() as u32 - 1
@@ -349,6 +414,7 @@ impl State {
             io: 0,
             send_hs: false,
             dirty: false,
+            born: Instant::now(),
             shut: false,
             report: None,
             port: None,
@@ -696,6 +762,9 @@ impl State {
     /// connection (or of our own before the verdict, when the peer has no
     /// other) fails the peer; any other socket just goes.
     pub(crate) fn sock_failed(&mut self, slot: u32, why: String) {
+        if self.redialed(slot, &why) {
+            return;
+        }
         let Some(s) = self.sock(slot) else { return };
         let (peer, phase) = (s.peer, s.phase);
         let fails_peer = match phase {
@@ -709,6 +778,42 @@ impl State {
             Some(q) if fails_peer => self.fail_peer(q, why),
             _ => self.close(slot, None),
         }
+    }
+
+    /// Our connect's handshake was cut before the verdict (the acceptor
+    /// closed it, e.g. because we were too slow to send the HELLO: its
+    /// deadline): connect to the same address again, up to `MAX_REDIALS`
+    /// times per peer, instead of failing the peer. True if it did.
+    fn redialed(&mut self, slot: u32, why: &str) -> bool {
+        let nonblocking = self.nonblocking;
+        let Some((s, peers)) = self.sock_and_peers(slot) else {
+            return false;
+        };
+        let (Phase::Hello { addr }, Some(peer), false) = (s.phase, s.peer, s.detached) else {
+            return false;
+        };
+        let Some(p) = peers.get_mut(&peer) else {
+            return false;
+        };
+        if p.conn.is_some() || p.failed.is_some() || p.redials >= MAX_REDIALS {
+            return false;
+        }
+        p.redials += 1;
+        let (addrs, port) = (std::mem::take(&mut s.addrs), s.port);
+        self.close(slot, None);
+        let why = Some(format!("handshake cut: {why}"));
+        if let Some(new) = self.dial(
+            Some(peer),
+            addrs,
+            port,
+            addr,
+            nonblocking,
+            why,
+            Outq::default(),
+        ) {
+            self.redial.push(new);
+        }
+        true
     }
 
     /// `peer` is gone: drop its queue, close its sockets, and report it
@@ -918,6 +1023,78 @@ mod tests {
         let s = st.sock(slot).unwrap();
         let v = wire::parse_verdict(s.hs_pending()).unwrap();
         (slot, v)
+    }
+
+    #[test]
+    fn a_silent_acceptor_closes_only_after_its_deadline() {
+        let mut st = State::new(0, b"job");
+        let (fd, _other) = sock_pair();
+        let slot = st.add_acceptor(fd);
+        assert!(!st.hello_overdue(slot), "a fresh socket has time left");
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::AwaitHello);
+        st.hs_timeout = Duration::ZERO;
+        // A socket that did send its HELLO is never expired.
+        let (done, v) = hello_from(&mut st, 1, b"job");
+        assert_eq!(v, Verdict::Accept);
+        assert_eq!(st.expire_handshakes(), 1);
+        assert_eq!(st.sock(slot).unwrap().phase, Phase::Closing);
+        assert_ne!(st.sock(done).unwrap().phase, Phase::Closing);
+        assert_eq!((st.expired, st.live), (1, 1));
+        assert!(st.failures.is_empty(), "a stranger is no peer to fail");
+    }
+
+    #[test]
+    fn a_cut_handshake_redials_then_fails() {
+        let mut st = State::new(0, b"job");
+        let addr: SocketAddr = ([127, 0, 0, 1], 9).into();
+        let peer = 1;
+        st.peers.insert(
+            peer,
+            Peer {
+                addrs: vec![addr],
+                ..Peer::default()
+            },
+        );
+        let mut slot = st.add_connector(peer, 0, true, None).unwrap();
+        for round in 0..=MAX_REDIALS {
+            st.connected(slot);
+            assert!(matches!(st.sock(slot).unwrap().phase, Phase::Hello { .. }));
+            st.sock_failed(slot, "connection closed during the handshake".into());
+            assert_eq!(st.sock(slot).unwrap().phase, Phase::Closing);
+            if round == MAX_REDIALS {
+                break;
+            }
+            assert!(st.peers[&peer].failed.is_none(), "round {round}");
+            slot = st.redial.pop().expect("a new connect to issue");
+            assert!(st.redial.is_empty());
+            let s = st.sock(slot).unwrap();
+            assert_eq!(
+                (s.phase, s.peer),
+                (Phase::Connecting { addr: 0 }, Some(peer))
+            );
+            let id = st.sock(slot).unwrap().id(slot);
+            assert_eq!(st.peers[&peer].mine, Some(id));
+        }
+        let why = st.peers[&peer]
+            .failed
+            .clone()
+            .expect("failed after the redials");
+        assert!(why.contains("closed during the handshake"), "{why}");
+        assert!(st.redial.is_empty());
+    }
+
+    #[test]
+    fn sockets_get_keepalive_unless_turned_off() {
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        let mut st = State::new(0, b"job");
+        st.keepalive = Some(Duration::from_secs(20));
+        let slot = st.add_acceptor(sys::tcp_socket(&any, true).unwrap());
+        let fd = st.sock(slot).unwrap().fd.as_raw_fd();
+        assert_eq!(sys::keepalive_of(fd).unwrap(), (true, 10));
+        st.keepalive = None;
+        let slot = st.add_acceptor(sys::tcp_socket(&any, true).unwrap());
+        let fd = st.sock(slot).unwrap().fd.as_raw_fd();
+        assert!(!sys::keepalive_of(fd).unwrap().0);
     }
 
     #[test]

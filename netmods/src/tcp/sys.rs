@@ -138,6 +138,55 @@ pub(crate) fn set_nodelay(fd: RawFd) -> io::Result<()> {
     Ok(())
 }
 
+/// TCP keepalive so a host that vanished without a reset (power loss, a
+/// cut cable) fails the connection after about `after`: the first probe
+/// after half of it idle, then four probes an eighth apart.
+pub(crate) fn set_keepalive(fd: RawFd, after: std::time::Duration) -> io::Result<()> {
+    let secs = after.as_secs().clamp(2, 1 << 20) as libc::c_int;
+    for (level, opt, val) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, (secs / 2).max(1)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, (secs / 8).max(1)),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 4),
+    ] {
+        // SAFETY: `val` outlives the call; the length matches.
+        cvt(unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                opt,
+                &val as *const _ as *const libc::c_void,
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// `SO_KEEPALIVE` of `fd` and its `TCP_KEEPIDLE` in seconds (for tests).
+#[cfg(test)]
+pub(crate) fn keepalive_of(fd: RawFd) -> io::Result<(bool, i32)> {
+    let get = |level, opt| -> io::Result<libc::c_int> {
+        let mut v: libc::c_int = 0;
+        let mut len = size_of::<libc::c_int>() as libc::socklen_t;
+        // SAFETY: `v` and `len` outlive the call and describe `v`.
+        cvt(unsafe {
+            libc::getsockopt(
+                fd,
+                level,
+                opt,
+                &mut v as *mut _ as *mut libc::c_void,
+                &mut len,
+            )
+        })?;
+        Ok(v)
+    };
+    Ok((
+        get(libc::SOL_SOCKET, libc::SO_KEEPALIVE)? != 0,
+        get(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE)?,
+    ))
+}
+
 /// A listening socket on `addr` (port 0: ephemeral); returns it and the
 /// address it got.
 pub(crate) fn listen(addr: SocketAddr, nonblocking: bool) -> io::Result<(OwnedFd, SocketAddr)> {

@@ -125,12 +125,17 @@ impl Sink for NoSink {
     fn peer_failed(&mut self, _: PeerId, _: &str) {}
 }
 
+/// Look for overdue handshakes every this many polls.
+const EXPIRE_EVERY: u64 = 64;
+
 pub(crate) struct UringIo {
     ring: IoUring,
     listener: OwnedFd,
     coop: bool,
     multishot: bool,
     accept_armed: bool,
+    /// Polls so far (handshake deadlines are checked every `EXPIRE_EVERY`).
+    tick: u64,
     /// Reused list, so a poll allocates nothing.
     work: Vec<u32>,
     /// Completions reaped by `quiesce`, handled first by the next reap.
@@ -153,6 +158,7 @@ impl UringIo {
             coop: setup.coop,
             multishot: setup.multishot,
             accept_armed: false,
+            tick: 0,
             work: Vec::new(),
             deferred: Vec::new(),
         }
@@ -207,6 +213,8 @@ impl UringIo {
         sink: &mut dyn Sink,
     ) -> Result<usize, NetmodError> {
         self.closing(st);
+        // Redialed sockets are dirty: their CONNECT is pushed below.
+        st.redial.clear();
         std::mem::swap(&mut st.dirty, &mut self.work);
         for i in 0..self.work.len() {
             let slot = self.work[i];
@@ -232,6 +240,12 @@ impl UringIo {
             }
         }
         self.reap(st, sink);
+        // Now and then, while some socket is not open: close acceptors
+        // whose HELLO is overdue (what had arrived was just reaped).
+        self.tick = self.tick.wrapping_add(1);
+        if self.tick % EXPIRE_EVERY == 0 && st.live > st.open.len() {
+            st.expire_handshakes();
+        }
         self.closing(st);
         let n = std::mem::take(&mut st.events);
         Ok(n + st.report(sink))
