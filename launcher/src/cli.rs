@@ -90,10 +90,13 @@ fn parse_cluster_id(s: &str) -> Result<String, String> {
 #[command(
     name = "rivetrun",
     version,
-    about = "Start the ranks of a parallel job, serve them PMI-1, forward their output and signals.",
+    about = "Start the ranks of a parallel job, serve them PMI-1 (and PMIx), forward their output and signals.",
     long_about = "Start N copies of PROGRAM on this node, each with PMI_FD (or PMI_PORT/PMI_ID), \
 PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them. Unmodified MPICH programs \
-and Rivet programs run under it.\n\n\
+and Rivet programs run under it. Where OpenPMIx (libpmix.so.2) is installed, rivetrun also \
+serves PMIx (OpenPMIx's server: the PMIX_* variables in each rank's environment, plus \
+FLUX_JOB_ID, which Open MPI 4.1 needs to use it), so unmodified Open MPI programs run too; \
+--info says whether it is available.\n\n\
 Output of every rank is forwarded line by line; stdin goes to rank 0; SIGINT and SIGTERM are \
 forwarded to the ranks. If a rank exits with a non-zero code, dies from a signal or calls abort, \
 the other ranks are terminated (SIGTERM, then SIGKILL after a grace period) and rivetrun exits \
