@@ -3,20 +3,5 @@
 //! (libfabric, libpmix). Computed only when asked for.
 
 pub fn long() -> String {
-    let mut lines = vec![
-        env!("CARGO_PKG_VERSION").to_string(),
-        format!("commit:    {}", env!("RIVET_GIT_COMMIT")),
-        format!(
-            "profile:   {}",
-            if cfg!(debug_assertions) {
-                "debug"
-            } else {
-                "release"
-            }
-        ),
-    ];
-    for (label, value) in rivet_netmods::libs::version_lines() {
-        lines.push(format!("{:<10} {value}", format!("{label}:")));
-    }
-    lines.join("\n")
+    rivet_netmods::libs::version_text(env!("RIVET_GIT_COMMIT"), &[])
 }

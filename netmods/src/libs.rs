@@ -20,14 +20,10 @@ pub fn find(candidates: &[&str]) -> Option<String> {
     })
 }
 
-/// libpmix: by soname, or where Debian keeps it (outside the search path).
+/// libpmix, by the soname the PMIx client and rivetrun's PMIx server open
+/// (`rivet_pmi::pmix_ffi::LIBRARY`), so "found" means they can use it.
 pub fn pmix() -> Option<String> {
-    find(&[
-        "libpmix.so.2",
-        "/usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so.2",
-        "/usr/lib/aarch64-linux-gnu/pmix2/lib/libpmix.so.2",
-        "/usr/lib64/libpmix.so.2",
-    ])
+    find(&["libpmix.so.2"])
 }
 
 /// "1.20 (libfabric.so.1)", or why libfabric cannot be used.
@@ -52,6 +48,29 @@ pub fn features() -> Vec<&'static str> {
         on.push("ofi");
     }
     on
+}
+
+/// The long `--version` text every Rivet binary prints: the version, the
+/// git commit it was built from (each binary's build script gives its
+/// own), the profile, `own` lines of the binary's, then [`version_lines`].
+pub fn version_text(commit: &str, own: &[String]) -> String {
+    let mut lines = vec![
+        env!("CARGO_PKG_VERSION").to_string(),
+        format!("commit:    {commit}"),
+        format!(
+            "profile:   {}",
+            if cfg!(debug_assertions) {
+                "debug"
+            } else {
+                "release"
+            }
+        ),
+    ];
+    lines.extend_from_slice(own);
+    for (label, value) in version_lines() {
+        lines.push(format!("{:<10} {value}", format!("{label}:")));
+    }
+    lines.join("\n")
 }
 
 /// The lines a `--version` shares across Rivet's binaries: features and

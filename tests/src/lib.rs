@@ -715,3 +715,72 @@ pub fn slurm_up() {
         );
     });
 }
+
+/// A prefix laid out by `cargo xtask install --no-build` from the
+/// libraries and programs already built in `built` (a `target/<profile>`
+/// directory), under the temp dir; removed when dropped, so a failing
+/// assertion leaves nothing behind.
+pub struct InstalledPrefix(PathBuf);
+
+impl InstalledPrefix {
+    pub fn new(tag: &str, built: &Path) -> InstalledPrefix {
+        let prefix = InstalledPrefix(
+            std::env::temp_dir().join(format!("rivet-{tag}-prefix-{}", std::process::id())),
+        );
+        let profile = built
+            .file_name()
+            .and_then(|n| n.to_str())
+            .expect("a profile directory");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let install = Command::new(cargo)
+            .args(["run", "-q", "-p", "xtask", "--", "install", "--no-build"])
+            .args(["--profile", profile, "--prefix"])
+            .arg(&prefix.0)
+            .env("CARGO_TARGET_DIR", built.parent().expect("target/"))
+            .current_dir(workspace_root())
+            .output()
+            .expect("running cargo xtask install");
+        assert!(
+            install.status.success(),
+            "xtask install: {}",
+            String::from_utf8_lossy(&install.stderr)
+        );
+        prefix
+    }
+}
+
+impl std::ops::Deref for InstalledPrefix {
+    type Target = Path;
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for InstalledPrefix {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// `tests/c/mpi_check.c` (any MPI's build) passed on `n` ranks, all on one
+/// node: exit 0, its OK line (ring, allreduce, 4 MiB message checked by
+/// the program), and one hello per rank whose node-local rank and size are
+/// its world rank and size.
+pub fn mpi_check_passed(o: &Outcome, n: u32) {
+    assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
+    assert!(
+        o.stdout.contains(&format!("mpi_check OK size={n}")),
+        "n={n}: {}",
+        o.show()
+    );
+    for rank in 0..n {
+        let hello = format!("hello from rank {rank} of {n} pid ");
+        assert!(
+            o.stdout.lines().any(
+                |l| l.starts_with(&hello) && l.ends_with(&format!(" node-local {rank} of {n}"))
+            ),
+            "n={n} rank {rank}: {}",
+            o.show()
+        );
+    }
+}

@@ -261,37 +261,7 @@ fn xtask_install_lays_out_a_usable_prefix() {
     let _serial = serial();
     let dir = capi_dir();
     rivet_tests::bin("rivetrun");
-    let prefix = std::env::temp_dir().join(format!("rivet-prefix-{}", std::process::id()));
-    let profile = dir.file_name().unwrap().to_str().unwrap().to_string();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let install = Command::new(cargo)
-        .args([
-            "run",
-            "-q",
-            "-p",
-            "xtask",
-            "--",
-            "install",
-            "--no-build",
-            "--profile",
-        ])
-        .arg(&profile)
-        .arg("--prefix")
-        .arg(&prefix)
-        .env("CARGO_TARGET_DIR", dir.parent().unwrap())
-        .current_dir(workspace_root())
-        .output()
-        .unwrap();
-    let cleanup = || {
-        let _ = std::fs::remove_dir_all(&prefix);
-    };
-    if !install.status.success() {
-        cleanup();
-        panic!(
-            "xtask install: {}",
-            String::from_utf8_lossy(&install.stderr)
-        );
-    }
+    let prefix = rivet_tests::InstalledPrefix::new("capi", &dir);
     for f in [
         "bin/rivetrun",
         "lib/librivet.so.0",
@@ -346,6 +316,6 @@ fn xtask_install_lays_out_a_usable_prefix() {
         .arg("5")
         .env_remove("LD_LIBRARY_PATH");
     let o = run_job_checking_shm(job, DEADLINE);
-    cleanup();
+    drop(prefix);
     pingpong_passed(&o);
 }

@@ -5,7 +5,7 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial};
+use rivet_tests::{bin, mpi_check_passed, mpicc, rivetrun, run_job, run_job_with, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -21,20 +21,7 @@ fn mpich_program_runs_on_1_2_and_4_ranks() {
     let prog = mpicc("mpi_check.c");
     for n in [1, 2, 4] {
         let o = run_job(rivetrun_with(&["-n", &n.to_string()], &prog, &[]), DEADLINE);
-        assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
-        assert!(
-            o.stdout.contains(&format!("mpi_check OK size={n}")),
-            "n={n}: {}",
-            o.show()
-        );
-        for rank in 0..n {
-            assert!(
-                o.stdout
-                    .contains(&format!("hello from rank {rank} of {n} ")),
-                "n={n}: {}",
-                o.show()
-            );
-        }
+        mpi_check_passed(&o, n);
     }
 }
 

@@ -186,27 +186,7 @@ fn installed_rivetcc_builds_programs_that_run_from_the_prefix() {
     let _serial = serial();
     let dir = rivet_tests::mpi_dir();
     rivet_tests::bin("rivetrun");
-    let prefix = std::env::temp_dir().join(format!("rivet-mpi-prefix-{}", std::process::id()));
-    let profile = dir.file_name().unwrap().to_str().unwrap().to_string();
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let install = Command::new(cargo)
-        .args(["run", "-q", "-p", "xtask", "--", "install", "--no-build"])
-        .args(["--profile", &profile, "--prefix"])
-        .arg(&prefix)
-        .env("CARGO_TARGET_DIR", dir.parent().unwrap())
-        .current_dir(workspace_root())
-        .output()
-        .unwrap();
-    let cleanup = || {
-        let _ = std::fs::remove_dir_all(&prefix);
-    };
-    if !install.status.success() {
-        cleanup();
-        panic!(
-            "xtask install: {}",
-            String::from_utf8_lossy(&install.stderr)
-        );
-    }
+    let prefix = rivet_tests::InstalledPrefix::new("mpi", &dir);
     for f in [
         "bin/rivetcc",
         "lib/librivetmpi.so",
@@ -214,10 +194,7 @@ fn installed_rivetcc_builds_programs_that_run_from_the_prefix() {
         "lib/librivetmpi.a",
         "include/mpi.h",
     ] {
-        if !prefix.join(f).exists() {
-            cleanup();
-            panic!("{f} not installed");
-        }
+        assert!(prefix.join(f).exists(), "{f} not installed");
     }
     // The installed rivetcc names the prefix, not target/.
     let exe = prefix.join("hello");
@@ -249,7 +226,7 @@ fn installed_rivetcc_builds_programs_that_run_from_the_prefix() {
         .arg(&exe)
         .env_remove("LD_LIBRARY_PATH");
     let o = run_job_checking_shm(job, DEADLINE);
-    cleanup();
+    drop(prefix);
     each_rank(&o, 2, |r| format!("hello from rank {r} of 2\n"));
 }
 

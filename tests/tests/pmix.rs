@@ -9,7 +9,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm, serial, Outcome};
+use rivet_tests::{
+    bin, mpi_check_passed, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm, serial, Outcome,
+};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -183,23 +185,7 @@ fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
     for n in [1, 2, 4] {
         let mut cmd = rivetrun(&["-n", &n.to_string()]);
         cmd.arg(&prog);
-        let o = run_job(cmd, DEADLINE);
-        assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
-        // mpi_check checks its ring, allreduce, 4 MiB message and node split.
-        assert!(
-            o.stdout.contains(&format!("mpi_check OK size={n}")),
-            "n={n}: {}",
-            o.show()
-        );
-        for rank in 0..n {
-            assert!(
-                o.stdout
-                    .contains(&format!("hello from rank {rank} of {n} pid "))
-                    && o.stdout.contains(&format!("node-local {rank} of {n}\n")),
-                "n={n} rank {rank}: {}",
-                o.show()
-            );
-        }
+        mpi_check_passed(&run_job(cmd, DEADLINE), n);
     }
     let left: Vec<String> = pmix_dirs()
         .into_iter()
