@@ -39,10 +39,12 @@ case "$minutes" in ''|*[!0-9]*) echo "soak.sh: --minutes wants a whole number" >
 
 echo "soak: building release binaries" >&2
 cargo build --release --quiet -p rivet-launcher -p rivet-tests --bin rivetrun --bin engine_check || exit 1
-run=target/release/rivetrun
-check=target/release/engine_check
 logs=${keep:-$(mktemp -d /tmp/rivet-soak-XXXXXX)}
-mkdir -p "$logs"
+mkdir -p "$logs/bin"
+# Copies, so that builds during the soak do not swap binaries under it.
+cp target/release/rivetrun target/release/engine_check "$logs/bin/" || exit 1
+run=$logs/bin/rivetrun
+check=$logs/bin/engine_check
 RANDOM=$seed
 
 transports=(shm tcp-poll tcp-uring ofi)
@@ -168,4 +170,5 @@ echo "  runs $runs: passed $passed, failed $failed; kill runs $kills"
 for t in "${!per_transport[@]}"; do echo "  $t: ${per_transport[$t]} runs"; done
 echo "  messages received and checked: $msgs ($bytes bytes); lost or corrupt: every such run is counted as failed above"
 [ "$failed" -eq 0 ] && echo "  logs: none kept (all passed)" || echo "  logs of failed runs: $logs"
+[ -n "$keep" ] || [ "$failed" -ne 0 ] || rm -rf "$logs"
 [ "$failed" -eq 0 ]
