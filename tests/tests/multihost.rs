@@ -1,0 +1,198 @@
+//! rivetrun across hosts: namespace hosts on a bridge (`rivet_tests::netns`),
+//! entered through `--launcher-exec`. Shared memory inside a host, tcp
+//! across; an MPICH program; a host that dies. Skipped, saying why, where
+//! network namespaces cannot be made (not root).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rivet_tests::netns::Cluster;
+use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn cluster(n: usize) -> Option<Cluster> {
+    match Cluster::new(n) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            eprintln!("skipping: cannot create network namespace hosts here: {why}");
+            None
+        }
+    }
+}
+
+/// rivetrun on `hosts` through the cluster's wrapper.
+fn on_hosts(
+    c: &Cluster,
+    hosts: &str,
+    n: u32,
+    extra: &[&str],
+    prog: &Path,
+    args: &[&str],
+) -> Command {
+    let n = n.to_string();
+    let exec = c.launcher_exec().display().to_string();
+    let mut v = vec![
+        "--launcher",
+        "rsh",
+        "--launcher-exec",
+        &exec,
+        "-hosts",
+        hosts,
+        "-n",
+        &n,
+        "-genv",
+        "RIVET_YIELD",
+        "always",
+        "--launch-stats",
+    ];
+    v.extend_from_slice(extra);
+    let mut cmd = rivetrun(&v);
+    cmd.arg(prog).args(args);
+    cmd
+}
+
+/// The `--launch-stats` line: (hosts, barriers, barrier messages).
+fn stats(o: &Outcome) -> (u64, u64, u64) {
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("rivetrun: launch stats: "))
+        .unwrap_or_else(|| panic!("no stats line\n{}", o.show()));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // hosts, ranks, barriers, barrier messages, per barrier, messages
+    (nums[0], nums[2], nums[3])
+}
+
+#[test]
+fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
+    let _serial = serial();
+    let Some(c) = cluster(3) else { return };
+    let prog = bin("engine_check");
+    let iface = c.iface.clone();
+    for mode in [
+        &["connect_all"][..],
+        &["order"],
+        &["probe"],
+        &["stress", "3000"],
+    ] {
+        let o = run_job(
+            on_hosts(&c, &c.host_list(2), 6, &["--iface", &iface], &prog, mode),
+            DEADLINE,
+        );
+        assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
+        for rank in 0..6 {
+            let ok = format!("engine_check {} OK rank {rank} of 6 ", mode[0]);
+            assert!(o.stdout.contains(&ok), "{mode:?} rank {rank}: {}", o.show());
+        }
+        if mode[0] == "connect_all" {
+            // Rank 0 on h1: one peer on its host (shm), four on the others (tcp).
+            for want in [
+                "engine_check info: vcs: 1 shm, 4 netmod",
+                "(6 ranks, 2 on this node",
+                "transport.netmod: tcp",
+            ] {
+                assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+            }
+        }
+        // One barrier message per host per barrier, whatever the ranks.
+        let (hosts, barriers, msgs) = stats(&o);
+        assert_eq!(hosts, 3, "{}", o.show());
+        assert!(barriers >= 1, "{}", o.show());
+        assert_eq!(msgs, 3 * barriers, "{}", o.show());
+    }
+    // The same with one rank per host: the same messages per barrier.
+    let o = run_job(
+        on_hosts(
+            &c,
+            &c.host_list(1),
+            3,
+            &["--iface", &iface],
+            &prog,
+            &["connect_all"],
+        ),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("vcs: 0 shm, 2 netmod"), "{}", o.show());
+    let (_, barriers, msgs) = stats(&o);
+    assert_eq!(msgs, 3 * barriers, "{}", o.show());
+}
+
+#[test]
+fn mpich_program_runs_on_2_hosts_of_2_ranks() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let prog = mpicc("mpi_check.c");
+    // Hosts by address, no --iface: rivetrun finds its own address on the
+    // route toward them; the ranks learn which ranks share their host.
+    let hosts = format!("{}:2,{}:2", c.hosts[0].addr, c.hosts[1].addr);
+    let o = run_job(on_hosts(&c, &hosts, 4, &[], &prog, &[]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
+    for rank in 0..4 {
+        let hello = format!("hello from rank {rank} of 4 pid ");
+        let local = format!(" node-local {} of 2", rank % 2);
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
+            "rank {rank}: {}",
+            o.show()
+        );
+    }
+}
+
+#[test]
+fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-hang-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &c.host_list(2),
+        4,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut killed_at = None;
+    let mut killed = 0;
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {
+        let start = Instant::now();
+        while (0..4).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return; // the job's own failure shows below
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        killed = c.kill_host(1);
+        killed_at = Some(Instant::now());
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let killed_at = killed_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
+    let took = killed_at.elapsed();
+    assert!(killed >= 3, "h2 ran its proxy and 2 ranks, killed {killed}");
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr.contains("host h2 lost"),
+        "the message names the host\n{}",
+        o.show()
+    );
+    // Generous: the job must come down, not hang (the aim is < 5 s).
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}\n{}",
+        o.show()
+    );
+    eprintln!("job down {took:?} after h2 was killed");
+    assert!(c.pids(0).is_empty(), "left on h1: {:?}", c.pids(0));
+}
