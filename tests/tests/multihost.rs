@@ -105,6 +105,28 @@ fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
         assert!(barriers >= 1, "{}", o.show());
         assert_eq!(msgs, 3 * barriers, "{}", o.show());
     }
+    // The ofi netmod across hosts (auto picks it where a provider is
+    // named), shared memory still inside each.
+    let mut cmd = on_hosts(
+        &c,
+        &c.host_list(2),
+        6,
+        &[
+            "--iface",
+            &iface,
+            "-genv",
+            "RIVET_OFI_PROVIDER",
+            "tcp;ofi_rxm",
+        ],
+        &prog,
+        &["connect_all"],
+    );
+    cmd.env("FI_TCP_IFACE", &iface);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "ofi: {}", o.show());
+    for want in ["vcs: 1 shm, 4 netmod", "transport.netmod: ofi"] {
+        assert!(o.stdout.contains(want), "ofi {want:?}: {}", o.show());
+    }
     // The same with one rank per host: the same messages per barrier.
     let o = run_job(
         on_hosts(
@@ -195,4 +217,47 @@ fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() 
     );
     eprintln!("job down {took:?} after h2 was killed");
     assert!(c.pids(0).is_empty(), "left on h1: {:?}", c.pids(0));
+}
+
+#[test]
+fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-kill9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &c.host_list(1),
+        2,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut ready = false;
+    // run_job_with fails the test if any process of the job outlives it.
+    let o = run_job_with(&mut cmd, DEADLINE, |pid| {
+        let start = Instant::now();
+        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ready = true;
+        // SAFETY: kill(2) takes no pointers.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "ranks never got ready\n{}", o.show());
+    assert_eq!(o.status.code(), None, "{}", o.show());
+    for i in 0..2 {
+        let start = Instant::now();
+        while !c.pids(i).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(c.pids(i).is_empty(), "left on h{}: {:?}", i + 1, c.pids(i));
+    }
 }
