@@ -22,10 +22,11 @@ fn cluster(n: usize) -> Option<Cluster> {
     }
 }
 
-/// rivetrun on `hosts` through the cluster's wrapper.
+/// rivetrun on the hosts `place` names (`-hosts LIST`, `-hostfile FILE`)
+/// through the cluster's wrapper.
 fn on_hosts(
     c: &Cluster,
-    hosts: &str,
+    place: &[&str],
     n: u32,
     extra: &[&str],
     prog: &Path,
@@ -38,8 +39,6 @@ fn on_hosts(
         "rsh",
         "--launcher-exec",
         &exec,
-        "-hosts",
-        hosts,
         "-n",
         &n,
         "-genv",
@@ -47,6 +46,7 @@ fn on_hosts(
         "always",
         "--launch-stats",
     ];
+    v.extend_from_slice(place);
     v.extend_from_slice(extra);
     let mut cmd = rivetrun(&v);
     cmd.arg(prog).args(args);
@@ -81,7 +81,14 @@ fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
         &["stress", "3000"],
     ] {
         let o = run_job(
-            on_hosts(&c, &c.host_list(2), 6, &["--iface", &iface], &prog, mode),
+            on_hosts(
+                &c,
+                &["-hosts", &c.host_list(2)],
+                6,
+                &["--iface", &iface],
+                &prog,
+                mode,
+            ),
             DEADLINE,
         );
         assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
@@ -109,7 +116,7 @@ fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
     // named), shared memory still inside each.
     let mut cmd = on_hosts(
         &c,
-        &c.host_list(2),
+        &["-hosts", &c.host_list(2)],
         6,
         &[
             "--iface",
@@ -131,7 +138,8 @@ fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
     let o = run_job(
         on_hosts(
             &c,
-            &c.host_list(1),
+            // -ppn overrides the slots: one rank per host.
+            &["-hosts", &c.host_list(4), "-ppn", "1"],
             3,
             &["--iface", &iface],
             &prog,
@@ -152,8 +160,17 @@ fn mpich_program_runs_on_2_hosts_of_2_ranks() {
     let prog = mpicc("mpi_check.c");
     // Hosts by address, no --iface: rivetrun finds its own address on the
     // route toward them; the ranks learn which ranks share their host.
-    let hosts = format!("{}:2,{}:2", c.hosts[0].addr, c.hosts[1].addr);
-    let o = run_job(on_hosts(&c, &hosts, 4, &[], &prog, &[]), DEADLINE);
+    // A host file (Hydra's host:slots form, comments).
+    let file = std::env::temp_dir().join(format!("rivet-mh-hosts-{}", std::process::id()));
+    let text = format!(
+        "# two hosts\n{}:2\n\n{}:2  # the second\n",
+        c.hosts[0].addr, c.hosts[1].addr
+    );
+    std::fs::write(&file, text).unwrap();
+    let file_arg = file.display().to_string();
+    let cmd = on_hosts(&c, &["-hostfile", &file_arg], 4, &[], &prog, &[]);
+    let o = run_job(cmd, DEADLINE);
+    let _ = std::fs::remove_file(&file);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
     for rank in 0..4 {
@@ -179,7 +196,7 @@ fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() 
     let dir_arg = dir.display().to_string();
     let mut cmd = on_hosts(
         &c,
-        &c.host_list(2),
+        &["-hosts", &c.host_list(2)],
         4,
         &["--iface", &c.iface.clone()],
         &bin("engine_check"),
@@ -229,7 +246,7 @@ fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
     let dir_arg = dir.display().to_string();
     let mut cmd = on_hosts(
         &c,
-        &c.host_list(1),
+        &["-hosts", &c.host_list(1)],
         2,
         &["--iface", &c.iface.clone()],
         &bin("engine_check"),
