@@ -77,7 +77,18 @@ fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let Some(control) = &cli.proxy {
-        return Ok(proxy::run(control, cli.proxy_id.unwrap_or(0)));
+        // Under srun, the node index is Slurm's.
+        let id = cli.proxy_id.or_else(|| {
+            std::env::var("SLURM_NODEID")
+                .ok()
+                .and_then(|s| s.parse().ok())
+        });
+        let Some(id) = id else {
+            return Err(LaunchError::Usage(
+                "--proxy needs --proxy-id (or SLURM_NODEID)".into(),
+            ));
+        };
+        return Ok(proxy::run(control, id));
     }
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
@@ -295,9 +306,22 @@ fn add_job_secret(job: &mut JobSpec) -> Result<(), LaunchError> {
 
 /// The host list of `-hosts` or `-hostfile`, if either was given.
 fn host_entries(cli: &Cli) -> Result<Option<Vec<hosts::HostEntry>>, LaunchError> {
+    use remote::start::Kind;
+    let slurm = match cli.launcher {
+        Some(Kind::Slurm) => true,
+        // Inside an allocation, Slurm is the default (as in Hydra).
+        None => remote::slurm::in_allocation(),
+        Some(_) => false,
+    };
     let entries = match (&cli.hosts, &cli.hostfile) {
+        (Some(_), _) | (_, Some(_)) if slurm => Err(
+            "--launcher slurm takes the hosts from the allocation; -hosts/-hostfile are \
+             not supported with it yet"
+                .to_string(),
+        ),
         (Some(list), _) => hosts::parse_list(list).map_err(|e| format!("-hosts: {e}")),
         (None, Some(file)) => hosts::read_file(file).map_err(|e| format!("-hostfile {e}")),
+        (None, None) if slurm => remote::slurm::hosts(),
         (None, None) => return Ok(None),
     };
     entries.map(Some).map_err(LaunchError::Usage)
@@ -318,9 +342,10 @@ fn run_on_hosts(
     }
     add_job_secret(job)?;
     let nodes = hosts::place(entries, job.size, cli.ppn);
-    let launcher = match (cli.launcher, &cli.launcher_exec) {
-        (Some(kind), _) => kind,
-        (None, _) => remote::start::Kind::Ssh,
+    let launcher = match cli.launcher {
+        Some(kind) => kind,
+        None if cli.hosts.is_none() && cli.hostfile.is_none() => remote::start::Kind::Slurm,
+        None => remote::start::Kind::Ssh,
     };
     let opts = remote::Options {
         launcher,

@@ -11,6 +11,7 @@
 //! is non-zero.
 
 pub mod addr;
+pub mod slurm;
 pub mod start;
 pub mod wire;
 
@@ -49,7 +50,8 @@ enum Ev {
     Hello(u32, TcpStream),
     Msg(u32, Vec<Vec<u8>>),
     Closed(u32),
-    LauncherExit(u32, ExitStatus),
+    /// A launcher command ended; the proxies it was starting.
+    LauncherExit(Vec<u32>, ExitStatus),
 }
 
 #[derive(Default)]
@@ -97,36 +99,41 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
         .map(|(_, v)| v.to_string_lossy().into_owned())
         .ok_or_else(|| usage("no job secret".into()))?;
     let exe = std::env::current_exe().map_err(LaunchError::Io)?;
-    let mut argvs = Vec::new();
-    for (i, node) in nodes.iter().enumerate() {
-        let proxy = vec![
-            exe.display().to_string(),
-            "--proxy".into(),
-            control.clone(),
-            "--proxy-id".into(),
-            i.to_string(),
-        ];
-        let argv = start::argv(
-            opts.launcher,
-            opts.launcher_exec.as_deref(),
-            &node.host,
-            &proxy,
-        )
-        .map_err(usage)?;
-        if argv.is_none() {
-            println!(
-                "rivetrun: start on {}: {}={} {}",
-                node.host,
-                crate::proxy::SECRET_ENV,
-                secret,
-                proxy
-                    .iter()
-                    .map(|w| start::shell_quote(w))
-                    .collect::<Vec<_>>()
-                    .join(" ")
-            );
+    let slurm = opts.launcher == start::Kind::Slurm;
+    // (argv, the proxies it starts); None: printed for starting by hand.
+    let mut launches: Vec<(Option<Vec<OsString>>, Vec<u32>)> = Vec::new();
+    let proxy_argv = |id: Option<usize>| {
+        let mut v = vec![exe.display().to_string(), "--proxy".into(), control.clone()];
+        if let Some(i) = id {
+            v.extend(["--proxy-id".into(), i.to_string()]);
         }
-        argvs.push(argv);
+        v
+    };
+    if slurm {
+        let ids = (0..nodes.len() as u32).collect();
+        launches.push((Some(slurm::srun_argv(&host_names, &proxy_argv(None))), ids));
+    } else {
+        for (i, node) in nodes.iter().enumerate() {
+            let proxy = proxy_argv(Some(i));
+            let argv = start::argv(
+                opts.launcher,
+                opts.launcher_exec.as_deref(),
+                &node.host,
+                &proxy,
+            )
+            .map_err(usage)?;
+            if argv.is_none() {
+                let words: Vec<String> = proxy.iter().map(|w| start::shell_quote(w)).collect();
+                println!(
+                    "rivetrun: start on {}: {}={} {}",
+                    node.host,
+                    crate::proxy::SECRET_ENV,
+                    secret,
+                    words.join(" ")
+                );
+            }
+            launches.push((argv, vec![i as u32]));
+        }
     }
     let map = mapping(&nodes, job.size);
     let descriptions: Vec<Vec<Vec<u8>>> =
@@ -148,29 +155,34 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
         eprintln!("rivetrun: {msg}");
         failure.get_or_insert(code);
     };
-    for (i, argv) in argvs.iter().enumerate() {
+    for (argv, ids) in launches {
         let Some(argv) = argv else { continue };
-        match start::spawn(argv, &secret) {
+        match start::spawn(&argv, &secret, slurm) {
             Ok(mut child) => {
-                proxies[i].launcher_pid = Some(child.id());
+                for &i in &ids {
+                    proxies[i as usize].launcher_pid = Some(child.id());
+                }
                 let tx = tx.clone();
                 std::thread::spawn(move || {
                     if let Ok(st) = child.wait() {
-                        let _ = tx.send(Ev::LauncherExit(i as u32, st));
+                        let _ = tx.send(Ev::LauncherExit(ids, st));
                     }
                 });
             }
             Err(e) => {
-                proxies[i].launcher_done = true;
-                proxies[i].closed = true;
-                fail(
-                    &mut failure,
-                    1,
-                    format!("host {}: cannot start {:?}: {e}", nodes[i].host, argv[0]),
-                );
+                let mut names = Vec::new();
+                for &i in &ids {
+                    let p = &mut proxies[i as usize];
+                    p.launcher_done = true;
+                    p.closed = true;
+                    names.push(p.host.clone());
+                }
+                let msg = format!("host {}: cannot start {:?}: {e}", names.join(", "), argv[0]);
+                fail(&mut failure, 1, msg);
             }
         }
     }
+
     let started = Instant::now();
     let mut teardown_at: Option<Instant> = None;
     let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
@@ -338,16 +350,19 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                     fail(&mut failure, 1, msg);
                 }
             }
-            Ev::LauncherExit(id, status) => {
-                let p = &mut proxies[id as usize];
-                p.launcher_done = true;
-                if !p.connected && !p.closed {
+            Ev::LauncherExit(ids, status) => {
+                let how = match (status.code(), status.signal()) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (_, Some(s)) => format!("signal {s}"),
+                    _ => "an unknown status".into(),
+                };
+                for id in ids {
+                    let p = &mut proxies[id as usize];
+                    p.launcher_done = true;
+                    if p.connected || p.closed {
+                        continue;
+                    }
                     p.closed = true;
-                    let how = match (status.code(), status.signal()) {
-                        (Some(c), _) => format!("exit code {c}"),
-                        (_, Some(s)) => format!("signal {s}"),
-                        _ => "an unknown status".into(),
-                    };
                     let msg = format!(
                         "host {}: the command starting its proxy ended ({how}) before the \
                          proxy connected back",
@@ -396,7 +411,10 @@ fn describe(job: &JobSpec, node: &Node, opts: &Options, mapping: &str) -> Vec<Ve
     // then -genv/-env on top, wherever they run.
     let mut env: Vec<(OsString, OsString)> = Vec::new();
     if !opts.genvnone {
-        env.extend(std::env::vars_os());
+        let slurm = opts.launcher == start::Kind::Slurm;
+        env.extend(
+            std::env::vars_os().filter(|(k, _)| !(slurm && slurm::is_slurm_variable(k.as_bytes()))),
+        );
     }
     if let Some(name) = &opts.iface {
         if std::env::var_os("RIVET_TCP_IFACE").is_none() {

@@ -88,21 +88,23 @@ pub fn argv(
         Kind::Ssh | Kind::Rsh if is_local(host) => words(proxy.to_vec()),
         Kind::Ssh => words(vec!["ssh".into(), "-x".into(), host.into(), joined()]),
         Kind::Rsh => words(vec!["rsh".into(), host.into(), joined()]),
-        Kind::Slurm => {
-            return Err(
-                "--launcher slurm is not implemented yet; use ssh, rsh, fork, \
-                        manual or --launcher-exec"
-                    .into(),
-            )
-        }
+        Kind::Slurm => return Err("slurm starts every proxy with one srun".into()),
     })
 }
 
-/// Start one proxy: its own process group (a terminal's Ctrl-C reaches
-/// rivetrun alone), killed if rivetrun dies, the secret on its stdin.
-pub fn spawn(argv: &[OsString], secret: &str) -> std::io::Result<Child> {
+/// Start one proxy (or `srun`, for all): its own process group (a
+/// terminal's Ctrl-C reaches rivetrun alone), killed if rivetrun dies, the
+/// secret on its stdin, or with `in_env` in its environment (srun passes
+/// that on to the proxies, and gives them no stdin).
+pub fn spawn(argv: &[OsString], secret: &str, in_env: bool) -> std::io::Result<Child> {
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).stdin(Stdio::piped()).process_group(0);
+    cmd.args(&argv[1..]).process_group(0);
+    if in_env {
+        cmd.env(crate::proxy::SECRET_ENV, secret)
+            .stdin(Stdio::null());
+    } else {
+        cmd.stdin(Stdio::piped());
+    }
     crate::launch::die_with_launcher(&mut cmd);
     let mut child = cmd.spawn()?;
     if let Some(mut stdin) = child.stdin.take() {
