@@ -417,7 +417,7 @@ fn describe(job: &JobSpec, node: &Node, opts: &Options, mapping: &str) -> Vec<Ve
         );
     }
     if let Some(name) = &opts.iface {
-        if std::env::var_os("RIVET_TCP_IFACE").is_none() {
+        if rivet_settings::var("RIVET_TCP_IFACE").is_none() {
             env.push(("RIVET_TCP_IFACE".into(), name.into()));
         }
     }
