@@ -358,6 +358,7 @@ fn run_on_hosts(
         grace: cli.kill_grace,
         cluster: cli.cluster_id.clone().unwrap_or_else(info::hostname),
         stats: cli.launch_stats,
+        keep_going: cli.disable_auto_cleanup,
     };
     remote::run(job, nodes, &opts)
 }

@@ -311,3 +311,44 @@ fn inside_a_slurm_allocation_srun_starts_the_proxies() {
         assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
     }
 }
+
+#[test]
+fn a_failing_rank_on_another_host_ends_the_job_naming_rank_and_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    // (pmi_check mode and its arguments, exit code, what stderr must say);
+    // ranks 0 and 1 run on h1, 2 and 3 on h2.
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["signal", "3", "9"],
+            128 + 9,
+            "rank 3 on h2 was killed by signal 9",
+        ),
+        (&["exit", "1", "3"], 3, "rank 1 on h1 exited with code 3"),
+        (
+            &["nofinalize", "2"],
+            1,
+            "rank 2 on h2 exited with code 0 without finalizing PMI",
+        ),
+        (
+            &["abort", "3", "7"],
+            7,
+            "rank 3 on h2 called abort (exit code 7)",
+        ),
+    ];
+    let iface = c.iface.clone();
+    for (mode, code, message) in cases {
+        let cmd = on_hosts(
+            &c,
+            &["-hosts", &c.host_list(2)],
+            4,
+            &["--iface", &iface],
+            &bin("pmi_check"),
+            mode,
+        );
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(*code), "{mode:?}: {}", o.show());
+        assert!(o.stderr.contains(message), "{mode:?}: {}", o.show());
+        assert!(!o.stderr.contains(" lost"), "{mode:?}: {}", o.show());
+    }
+}

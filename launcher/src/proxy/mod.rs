@@ -19,7 +19,8 @@ use std::io::{BufRead, Read, Write};
 use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 use std::process::{ChildStderr, ChildStdout};
-use std::sync::mpsc;
+use std::sync::atomic::Ordering;
+use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -53,7 +54,8 @@ struct Job {
 }
 
 enum Event {
-    Exited(u32, std::process::ExitStatus),
+    /// A rank ended; whether it spoke PMI without finalizing.
+    Exited(u32, std::process::ExitStatus, bool),
     Signal(i32),
     Term,
     Lost,
@@ -313,14 +315,17 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         drop(started.stdin);
         let label = job.label.then(|| format!("[{rank}] "));
         outputs.extend(output_threads(started.stdout, started.stderr, label));
+        let said = Arc::new(pmi::Said::default());
         if let Some(conn) = started.pmi {
-            let (kvs, up) = (kvs.clone(), up.clone());
-            std::thread::spawn(move || pmi::serve(conn, rank, kvs, up));
+            let (kvs, up, said) = (kvs.clone(), up.clone(), said.clone());
+            std::thread::spawn(move || pmi::serve(conn, rank, kvs, up, said));
         }
         let tx = tx.clone();
         std::thread::spawn(move || {
             if let Ok(status) = child.wait() {
-                let _ = tx.send(Event::Exited(rank, status));
+                let unfinished =
+                    said.spoke.load(Ordering::Relaxed) && !said.finalized.load(Ordering::Relaxed);
+                let _ = tx.send(Event::Exited(rank, status, unfinished));
             }
         });
     }
@@ -344,7 +349,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         }
         match event {
             None => {}
-            Some(Event::Exited(rank, status)) => {
+            Some(Event::Exited(rank, status, unfinished)) => {
                 left -= 1;
                 if let Some(p) = pids.iter_mut().find(|p| p.0 == rank) {
                     p.2 = false;
@@ -361,6 +366,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         rank.to_string(),
                         code.to_string(),
                         sig.to_string(),
+                        u8::from(unfinished).to_string(),
                     ]);
                 }
             }

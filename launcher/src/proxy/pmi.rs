@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 
 use rivet_pmi::wire::{Frame, Framer, Limits, Message};
@@ -98,23 +99,37 @@ impl NodeKvs {
     }
 }
 
-/// Serve one rank until its PMI connection closes. Returns whether it finalized.
-pub fn serve(mut conn: UnixStream, rank: u32, kvs: NodeKvs, up: Upstream) -> bool {
+/// What a rank did over PMI, read when it exits: one that spoke PMI and
+/// exits 0 without finalizing fails the job (others may wait for it).
+#[derive(Default)]
+pub struct Said {
+    pub spoke: AtomicBool,
+    pub finalized: AtomicBool,
+}
+
+/// Serve one rank until its PMI connection closes.
+pub fn serve(mut conn: UnixStream, rank: u32, kvs: NodeKvs, up: Upstream, said: Arc<Said>) {
     let mut framer = Framer::new();
     let mut frames = Vec::new();
     let mut buf = vec![0u8; 16384];
     let mut finalized = false;
     loop {
         let n = match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return finalized,
+            Ok(0) | Err(_) => return,
             Ok(n) => n,
         };
+        said.spoke.store(true, Ordering::Relaxed);
         if framer.feed(&buf[..n], &mut frames).is_err() {
-            return finalized; // a garbage stream: close it
+            return; // a garbage stream: close it
         }
         for frame in frames.drain(..) {
             let reply = match frame {
-                Frame::Message(msg) => answer(msg, rank, &kvs, &up, &mut finalized),
+                Frame::Message(msg) => {
+                    let r = answer(msg, rank, &kvs, &up, &mut finalized);
+                    // Before the answer: the rank exits only after it.
+                    said.finalized.store(finalized, Ordering::Relaxed);
+                    r
+                }
                 Frame::Invalid { cmd, error } => Some(Message::error_reply(
                     cmd.as_deref(),
                     1,
@@ -123,10 +138,10 @@ pub fn serve(mut conn: UnixStream, rank: u32, kvs: NodeKvs, up: Upstream) -> boo
             };
             if let Some(reply) = reply {
                 let Ok(bytes) = reply.encode() else {
-                    return finalized;
+                    return;
                 };
                 if conn.write_all(&bytes).is_err() {
-                    return finalized;
+                    return;
                 }
             }
         }
@@ -218,7 +233,6 @@ fn answer(
         }
         M::Finalize => {
             *finalized = true;
-            let _ = up.send(&[b"finalized".to_vec(), rank.to_string().into_bytes()]);
             M::FinalizeAck { rc: 0, msg: None }
         }
         M::Abort { exitcode, message } => {

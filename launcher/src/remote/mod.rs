@@ -44,6 +44,8 @@ pub struct Options {
     pub grace: f64,
     pub cluster: String,
     pub stats: bool,
+    /// `--disable-auto-cleanup`: a failure is reported, the others run on.
+    pub keep_going: bool,
 }
 
 enum Ev {
@@ -187,9 +189,10 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
     let mut teardown_at: Option<Instant> = None;
     let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
     let (mut barriers, mut barrier_msgs, mut msgs) = (0u64, 0u64, 0u64);
+    let mut exits = 0u32;
     let grace = Duration::from_secs_f64(opts.grace.clamp(0.0, crate::cli::MAX_KILL_GRACE));
     loop {
-        if failure.is_some() && teardown_at.is_none() {
+        if failure.is_some() && teardown_at.is_none() && !opts.keep_going {
             teardown_at = Some(Instant::now() + grace + Duration::from_secs(5));
             for p in proxies.iter_mut().filter(|p| !p.closed) {
                 match &mut p.conn {
@@ -299,6 +302,7 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                     }
                     "exit" => {
                         proxies[i].exited += 1;
+                        exits += 1;
                         let (rank, code, sig) = (word(1), word(2), word(3));
                         let code: i32 = code.parse().unwrap_or(1);
                         let sig: i32 = sig.parse().unwrap_or(0);
@@ -315,6 +319,12 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                                 code,
                                 format!("rank {rank} on {host} exited with code {code}"),
                             );
+                        } else if word(4) == "1" && failure.is_none() && exits < job.size {
+                            let msg = format!(
+                                "rank {rank} on {host} exited with code 0 without finalizing \
+                                 PMI; the other processes could wait for it forever"
+                            );
+                            fail(&mut failure, 1, msg);
                         }
                     }
                     "abort" => {

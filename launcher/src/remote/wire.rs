@@ -7,7 +7,7 @@
 //! the last barrier, job-wide), `signal N`, `term`.
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then
 //! `barrier K V ...` (once per barrier per node, with the node's puts),
-//! `exit RANK CODE SIGNAL`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
+//! `exit RANK CODE SIGNAL UNFINALIZED`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
 
 use std::io::{self, BufRead, Write};
 
