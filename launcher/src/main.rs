@@ -352,6 +352,7 @@ fn run_on_hosts(
         launcher_exec: cli.launcher_exec.clone(),
         iface: cli.iface.clone(),
         label: cli.label,
+        report_bindings: cli.report_bindings,
         genvnone: cli.genvnone,
         map_by: cli.map_by.name().to_string(),
         bind_to: cli.bind_to.map(|b| b.name().to_string()),

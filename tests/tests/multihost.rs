@@ -85,13 +85,21 @@ fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
                 &c,
                 &["-hosts", &c.host_list(2)],
                 6,
-                &["--iface", &iface],
+                &["--iface", &iface, "--report-bindings"],
                 &prog,
                 mode,
             ),
             DEADLINE,
         );
         assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
+        // Each host's proxy placed its own ranks, under its own name.
+        for want in [
+            "rank 0 on h1 (node 0, local 0 of 2)",
+            "rank 3 on h2 (node 1, local 1 of 2)",
+            "rank 4 on h3 (node 2, local 0 of 2)",
+        ] {
+            assert!(o.stderr.contains(want), "{want:?}: {}", o.show());
+        }
         for rank in 0..6 {
             let ok = format!("engine_check {} OK rank {rank} of 6 ", mode[0]);
             assert!(o.stdout.contains(&ok), "{mode:?} rank {rank}: {}", o.show());
@@ -337,6 +345,23 @@ fn a_failing_rank_on_another_host_ends_the_job_naming_rank_and_host() {
         ),
     ];
     let iface = c.iface.clone();
+    // A host the launcher cannot reach: the job fails naming it.
+    let cmd = on_hosts(
+        &c,
+        &["-hosts", "h1,nosuch"],
+        2,
+        &["--iface", &iface],
+        &bin("pmi_check"),
+        &[],
+    );
+    let o = run_job(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr
+            .contains("host nosuch: the command starting its proxy ended (exit code 255)"),
+        "{}",
+        o.show()
+    );
     for (mode, code, message) in cases {
         let cmd = on_hosts(
             &c,

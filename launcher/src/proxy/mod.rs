@@ -51,6 +51,8 @@ struct Job {
     map_by: Option<String>,
     bind_to: Option<String>,
     grace: f64,
+    /// `--report-bindings`: one line per rank on stderr before it starts.
+    report: bool,
 }
 
 enum Event {
@@ -121,6 +123,7 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
             "rank" => job.ranks.push(num(1)?),
             "attr" => job.attrs.push((t(1), t(2))),
             "label" => job.label = true,
+            "report-bindings" => job.report = true,
             "map-by" => job.map_by = Some(t(1)),
             "bind-to" => job.bind_to = Some(t(1)),
             "grace" => job.grace = t(1).parse().unwrap_or(3.0),
@@ -139,7 +142,11 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
 
 /// This node's placement: one `RankPlace` per local rank, and the mask
 /// unbound ranks get once any rank is bound.
-fn place(job: &Job) -> Result<(Vec<RankPlace>, Option<libc::cpu_set_t>), String> {
+fn place(
+    job: &Job,
+    node: u32,
+    host: &str,
+) -> Result<(Vec<RankPlace>, Option<libc::cpu_set_t>), String> {
     let topo = Topology::discover().map_err(|e| e.to_string())?;
     let map_by = match &job.map_by {
         Some(m) => m
@@ -168,6 +175,16 @@ fn place(job: &Job) -> Result<(Vec<RankPlace>, Option<libc::cpu_set_t>), String>
         },
     )
     .map_err(|e| e.to_string())?;
+    for note in &placement.notes {
+        eprintln!("rivetrun: note: {host}: {note}");
+    }
+    if job.report {
+        for (p, &rank) in placement.ranks.iter().zip(&job.ranks) {
+            let mut p = p.clone();
+            (p.rank, p.node) = (rank as usize, node);
+            eprintln!("{}", topology::report_line(&p, host));
+        }
+    }
     let places: Vec<RankPlace> = placement
         .ranks
         .iter()
@@ -252,7 +269,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let (mut reader, up) =
         upstream::connect(control, &secret, proxy_id, host).map_err(|e| e.to_string())?;
     let job = receive_job(&mut reader)?;
-    let (places, default_affinity) = place(&job)?;
+    let (places, default_affinity) = place(&job, proxy_id, host)?;
     let _segments = ShmSweep(std::process::id());
     let spec = JobSpec {
         program: job.program.clone(),

@@ -38,6 +38,7 @@ pub struct Options {
     pub launcher_exec: Option<String>,
     pub iface: Option<String>,
     pub label: bool,
+    pub report_bindings: bool,
     pub genvnone: bool,
     pub map_by: String,
     pub bind_to: Option<String>,
@@ -373,6 +374,9 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                         continue;
                     }
                     p.closed = true;
+                    if failure.is_some() {
+                        continue; // stopped by the teardown
+                    }
                     let msg = format!(
                         "host {}: the command starting its proxy ended ({how}) before the \
                          proxy connected back",
@@ -456,6 +460,9 @@ fn describe(job: &JobSpec, node: &Node, opts: &Options, mapping: &str) -> Vec<Ve
     ]);
     if opts.label {
         put(&[b"label"]);
+    }
+    if opts.report_bindings {
+        put(&[b"report-bindings"]);
     }
     put(&[b"map-by", opts.map_by.as_bytes()]);
     if let Some(b) = &opts.bind_to {
