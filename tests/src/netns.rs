@@ -23,6 +23,8 @@ pub struct Host {
     pub ns: String,
     /// Its IPv4 address on the bridge.
     pub addr: String,
+    /// Its veth's end on the bridge (in the root namespace).
+    pub link: String,
 }
 
 /// A set of namespace hosts on one bridge; removed on drop.
@@ -82,10 +84,11 @@ impl Cluster {
                 name: format!("h{i}"),
                 ns: format!("rivet-{pid}-{k}-h{i}"),
                 addr: format!("{net}.{}", i + 1),
+                link: format!("rvv{tag}h{i}"),
             };
             cluster.hosts.push(host.clone());
             ip(&["netns", "add", &host.ns])?;
-            let outer = format!("rvv{tag}h{i}");
+            let outer = host.link.clone();
             ip(&[
                 "link", "add", &outer, "type", "veth", "peer", "name", "rvtmp", "netns", &host.ns,
             ])?;
@@ -157,6 +160,12 @@ impl Cluster {
                 .collect(),
             Err(_) => Vec::new(),
         }
+    }
+
+    /// Cut host `i` off the network (its link down: nothing is closed, the
+    /// processes live on, packets are lost).
+    pub fn cut_host(&self, i: usize) -> Result<(), String> {
+        ip(&["link", "set", &self.hosts[i].link, "down"])
     }
 
     /// SIGKILL every process of host `i` (a host that dies); how many.

@@ -377,3 +377,42 @@ fn a_failing_rank_on_another_host_ends_the_job_naming_rank_and_host() {
         assert!(!o.stderr.contains(" lost"), "{mode:?}: {}", o.show());
     }
 }
+
+#[test]
+fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut cut_at = None;
+    // No FIN, no reset: only keepalive finds out. run_job_with fails the
+    // test if a process of the job (h2's included) outlives rivetrun.
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {
+        let start = Instant::now();
+        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.cut_host(1).unwrap();
+        cut_at = Some(Instant::now());
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let cut_at = cut_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stderr.contains("host h2 lost"), "{}", o.show());
+    eprintln!("job down {:?} after h2 was cut off", cut_at.elapsed());
+    assert!(c.pids(1).is_empty(), "left on h2: {:?}", c.pids(1));
+}

@@ -47,6 +47,7 @@ pub fn connect(
         }
     };
     stream.set_nodelay(true)?;
+    wire::keepalive(&stream, wire::PROXY_PROBES)?;
     let reader = BufReader::new(stream.try_clone()?);
     let up = Upstream(Arc::new(Mutex::new(stream)));
     up.send(&["hello", secret, &proxy_id.to_string(), host])?;

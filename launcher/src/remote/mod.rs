@@ -483,6 +483,7 @@ fn accept_proxies(listener: TcpListener, secret: String, nproxies: u32, tx: mpsc
             std::thread::spawn(move || {
                 let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
                 let _ = conn.set_nodelay(true);
+                let _ = wire::keepalive(&conn, wire::LAUNCHER_PROBES);
                 let Ok(read) = conn.try_clone() else { return };
                 let mut reader = BufReader::new(read);
                 let Ok(Some(hello)) = wire::recv(&mut reader) else {

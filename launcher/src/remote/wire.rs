@@ -10,9 +10,55 @@
 //! `exit RANK CODE SIGNAL UNFINALIZED`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
 
 use std::io::{self, BufRead, Write};
+use std::net::TcpStream;
+use std::os::fd::AsRawFd;
 
 /// Longest line accepted (a barrier carries a node's puts).
 pub const MAX_LINE: usize = 64 << 20;
+
+/// TCP keepalive on a control connection, both ends: a host that vanishes
+/// without closing it (power loss, a cut link) is noticed after about
+/// `KEEPALIVE_IDLE + probes * KEEPALIVE_INTERVAL` seconds (also while data
+/// waits for an ACK: `TCP_USER_TIMEOUT`). A proxy gives up
+/// first ([`PROXY_PROBES`]: it kills its node's ranks), rivetrun a little
+/// later ([`LAUNCHER_PROBES`]: the job fails naming the host), so a cut-off
+/// node has cleaned up by the time the job is reported.
+pub const KEEPALIVE_IDLE: i32 = 3;
+pub const KEEPALIVE_INTERVAL: i32 = 1;
+pub const PROXY_PROBES: i32 = 2;
+pub const LAUNCHER_PROBES: i32 = 4;
+
+pub fn keepalive(stream: &TcpStream, probes: i32) -> io::Result<()> {
+    let fd = stream.as_raw_fd();
+    for (level, name, value) in [
+        (libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, KEEPALIVE_IDLE),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, KEEPALIVE_INTERVAL),
+        (libc::IPPROTO_TCP, libc::TCP_KEEPCNT, probes),
+        // The same bound while data waits for an ACK (keepalive is off
+        // then, and retransmission alone would wait many minutes).
+        (
+            libc::IPPROTO_TCP,
+            libc::TCP_USER_TIMEOUT,
+            (KEEPALIVE_IDLE + probes * KEEPALIVE_INTERVAL) * 1000,
+        ),
+    ] {
+        // SAFETY: `value` is a live c_int and the length passed is its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
 
 /// Encode one word.
 pub fn encode(word: &[u8], out: &mut Vec<u8>) {
