@@ -55,6 +55,15 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "info",
     "nameserver",
     "port",
+    "hosts",
+    "host",
+    "hostfile",
+    "machinefile",
+    "launcher",
+    "launcher-exec",
+    "bootstrap",
+    "bootstrap-exec",
+    "iface",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
@@ -74,10 +83,26 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--nameserver",
     "--port",
     "--cluster-id",
+    "--hosts",
+    "--host",
+    "-f",
+    "--hostfile",
+    "--machinefile",
+    "--launcher",
+    "--launcher-exec",
+    "--bootstrap",
+    "--bootstrap-exec",
+    "--iface",
+    "--proxy",
+    "--proxy-id",
 ];
 
 fn parse_nameserver(s: &str) -> Result<String, String> {
     crate::nameserver::check_addr(s)
+}
+
+fn parse_launcher(s: &str) -> Result<crate::remote::start::Kind, String> {
+    s.parse()
 }
 
 fn parse_cluster_id(s: &str) -> Result<String, String> {
@@ -183,8 +208,8 @@ pub struct Cli {
     #[arg(long = "bind-to", value_name = "POLICY", value_parser = parse_bind_to)]
     pub bind_to: Option<BindTo>,
 
-    /// Ranks per node. More than one node is only possible with --topology (simulated nodes):
-    /// rivetrun launches on this host only.
+    /// Ranks per node: per host with -hosts/-hostfile (instead of each host's slots);
+    /// without them, more than one node is only possible with --topology (simulated nodes).
     #[arg(long = "ppn", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     pub ppn: Option<u32>,
 
@@ -235,8 +260,63 @@ pub struct Cli {
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
     pub port: Option<u16>,
 
+    /// Run on these hosts (`a,b:2,c`: `host[:slots]`, slots default 1); ranks go
+    /// block-wise, as many to each host as its slots (or -ppn), round and round.
+    /// One proxy per host starts that host's ranks (see --launcher).
+    #[arg(
+        long = "hosts",
+        visible_alias = "host",
+        value_name = "H[:SLOTS],...",
+        conflicts_with = "hostfile"
+    )]
+    pub hosts: Option<String>,
+
+    /// Read the hosts from FILE: one `host[:slots]` per line, `#` comments.
+    #[arg(
+        short = 'f',
+        long = "hostfile",
+        visible_alias = "machinefile",
+        value_name = "FILE"
+    )]
+    pub hostfile: Option<PathBuf>,
+
+    /// How proxies are started on the hosts: ssh (the default; hosts that are
+    /// this machine are forked), rsh, fork (all here), manual (print the
+    /// command lines to run by hand), slurm (not implemented yet).
+    #[arg(long = "launcher", visible_alias = "bootstrap", value_name = "NAME",
+          value_parser = parse_launcher)]
+    pub launcher: Option<crate::remote::start::Kind>,
+
+    /// Start proxies with `PROG HOST COMMAND...` where ssh would be run.
+    #[arg(
+        long = "launcher-exec",
+        visible_alias = "bootstrap-exec",
+        value_name = "PROG"
+    )]
+    pub launcher_exec: Option<String>,
+
+    /// The interface whose IPv4 address proxies and ranks (RIVET_TCP_IFACE)
+    /// use to reach rivetrun and each other [default: the one the route to
+    /// the first remote host leaves by].
+    #[arg(long = "iface", value_name = "NAME")]
+    pub iface: Option<String>,
+
+    /// With -hosts: print at the end how many messages rivetrun handled
+    /// (barriers cost one per host, not one per rank).
+    #[arg(long = "launch-stats")]
+    pub launch_stats: bool,
+
+    /// Run as the per-node proxy of a multi-host job (started by rivetrun).
+    #[arg(long = "proxy", value_name = "HOST:PORT", hide = true,
+          conflicts_with_all = ["command", "info", "name_server"])]
+    pub proxy: Option<String>,
+
+    /// The proxy's node index (with --proxy).
+    #[arg(long = "proxy-id", value_name = "N", hide = true, requires = "proxy")]
+    pub proxy_id: Option<u32>,
+
     /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server"],
+    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "proxy"],
           trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
@@ -245,10 +325,6 @@ impl Cli {
     /// Parse the process's arguments, mpiexec spellings included.
     pub fn from_args() -> Cli {
         let args = normalize(std::env::args_os());
-        if let Some(why) = unsupported(&args) {
-            eprintln!("rivetrun: {why}");
-            std::process::exit(2);
-        }
         // The long version probes libraries: only when it is asked for.
         let mut command = Cli::command();
         if args.iter().any(|a| a == "--version") {
@@ -267,40 +343,6 @@ impl Cli {
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect()
     }
-}
-
-/// mpiexec options for starting ranks on other hosts, which rivetrun does
-/// not offer yet (it starts every rank on this host).
-const OTHER_HOSTS: &[&str] = &[
-    "hosts",
-    "host",
-    "hostfile",
-    "machinefile",
-    "launcher",
-    "launcher-exec",
-    "bootstrap",
-    "bootstrap-exec",
-    "iface",
-];
-
-/// Why rivetrun refuses these (normalized) arguments before clap sees
-/// them, if it does: options that would start ranks on other hosts.
-pub fn unsupported(args: &[OsString]) -> Option<String> {
-    for arg in args.iter().skip(1) {
-        let text = arg.to_string_lossy();
-        if text == "--" {
-            break;
-        }
-        let name = text.trim_start_matches('-');
-        let name = name.split('=').next().unwrap_or_default();
-        if text.starts_with("--") && OTHER_HOSTS.contains(&name) {
-            return Some(format!(
-                "-{name}: starting ranks on other hosts is not supported yet; rivetrun \
-                 runs the whole job on this host (--topology plans for another machine)"
-            ));
-        }
-    }
-    None
 }
 
 /// Rewrite mpiexec's single-dash long options (`-np`, `-genv`, ...) as `--np`,
@@ -378,31 +420,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn unknown_single_dash_words_are_long_options_and_other_hosts_are_refused() {
+    fn unknown_single_dash_words_are_long_options() {
         assert_eq!(
             norm(&["rivetrun", "-hosts", "a,b", "-n", "2", "prog"])[1],
             "--hosts"
         );
         assert_eq!(norm(&["rivetrun", "-n4", "prog"])[1], "-n4");
-        for opt in ["-hosts", "-host", "-hostfile", "-machinefile", "-launcher"] {
-            let args = normalize(
-                ["rivetrun", opt, "x", "-n", "2", "prog"]
-                    .iter()
-                    .map(OsString::from),
-            );
-            let why = unsupported(&args).expect(opt);
-            assert!(why.contains("other hosts"), "{why}");
-        }
-        let ok = normalize(
-            ["rivetrun", "-n", "2", "prog", "-hosts"]
-                .iter()
-                .map(OsString::from),
-        );
-        assert_eq!(
-            unsupported(&ok),
-            None,
-            "a program's own arguments are its own"
-        );
+        // Hydra's host options parse, with their values.
+        let c = parse(&[
+            "rivetrun",
+            "-hosts",
+            "a,b:2",
+            "-ppn",
+            "2",
+            "-launcher",
+            "rsh",
+            "-launcher-exec",
+            "/x",
+            "-iface",
+            "br0",
+            "-n",
+            "4",
+            "prog",
+            "-f",
+        ])
+        .unwrap();
+        assert_eq!(c.hosts.as_deref(), Some("a,b:2"));
+        assert_eq!(c.launcher, Some(crate::remote::start::Kind::Rsh));
+        assert_eq!(c.launcher_exec.as_deref(), Some("/x"));
+        assert_eq!(c.iface.as_deref(), Some("br0"));
+        assert_eq!(c.command, ["prog", "-f"]);
+        let c = parse(&["rivetrun", "-f", "hf", "-n", "2", "prog"]).unwrap();
+        assert_eq!(c.hostfile, Some(PathBuf::from("hf")));
+        let c = parse(&[
+            "rivetrun",
+            "-machinefile",
+            "hf",
+            "-bootstrap",
+            "ssh",
+            "prog",
+        ])
+        .unwrap();
+        assert_eq!(c.hostfile, Some(PathBuf::from("hf")));
+        assert!(parse(&["rivetrun", "-launcher", "pbs", "prog"]).is_err());
         // An unknown mpiexec word is an error, not help.
         assert!(parse(&["rivetrun", "-bogus", "-n", "2", "prog"]).is_err());
     }

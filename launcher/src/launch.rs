@@ -206,7 +206,7 @@ pub fn start_rank(
 /// process (or a rank's engine, which also watches its PMI connection) may
 /// still fork children of its own; those are reached by the process-group
 /// kill of a teardown, or by the engine's watch, not by this.
-fn die_with_launcher(cmd: &mut Command) {
+pub(crate) fn die_with_launcher(cmd: &mut Command) {
     // SAFETY: getpid takes no pointers.
     let launcher = unsafe { libc::getpid() };
     // SAFETY: the closure runs between fork and exec and calls only

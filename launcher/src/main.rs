@@ -14,6 +14,7 @@
 mod cli;
 mod error;
 mod generate;
+mod hosts;
 mod info;
 mod launch;
 mod leftovers;
@@ -21,6 +22,8 @@ mod nameserver;
 mod nonblocking;
 mod output;
 mod pmix_host;
+mod proxy;
+mod remote;
 mod spawn;
 mod supervisor;
 mod topology;
@@ -73,6 +76,20 @@ fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
 }
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
+    if let Some(control) = &cli.proxy {
+        // Under srun, the node index is Slurm's.
+        let id = cli.proxy_id.or_else(|| {
+            std::env::var("SLURM_NODEID")
+                .ok()
+                .and_then(|s| s.parse().ok())
+        });
+        let Some(id) = id else {
+            return Err(LaunchError::Usage(
+                "--proxy needs --proxy-id (or SLURM_NODEID)".into(),
+            ));
+        };
+        return Ok(proxy::run(control, id));
+    }
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
     }
@@ -86,11 +103,14 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
             _ => None,
         },
     };
-    let job = if cli.info {
+    let mut job = if cli.info {
         None
     } else {
         Some(job_spec(&cli)?)
     };
+    if let (Some((job, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
+        return run_on_hosts(&cli, job, &entries);
+    }
     let pmix = job.as_ref().and_then(|(job, _)| start_pmix_server(job));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
@@ -102,12 +122,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     };
     // The job's processes (spawned ones too) prove to each other that they
     // belong to it (the tcp netmod's HELLO); set last, so -genv cannot.
-    let secret: String = rivet_pmi::server::random_bytes(16)
-        .map_err(LaunchError::Io)?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    job.env.push((JOB_SECRET_ENV.into(), secret.into()));
+    add_job_secret(&mut job)?;
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
@@ -277,6 +292,76 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         forward_stdin(stdin);
     }
     Ok(supervisor.run().map_or(0, |failure| failure.exit_code()))
+}
+
+fn add_job_secret(job: &mut JobSpec) -> Result<(), LaunchError> {
+    let secret: String = rivet_pmi::server::random_bytes(16)
+        .map_err(LaunchError::Io)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    job.env.push((JOB_SECRET_ENV.into(), secret.into()));
+    Ok(())
+}
+
+/// The host list of `-hosts` or `-hostfile`, if either was given.
+fn host_entries(cli: &Cli) -> Result<Option<Vec<hosts::HostEntry>>, LaunchError> {
+    use remote::start::Kind;
+    let slurm = match cli.launcher {
+        Some(Kind::Slurm) => true,
+        // Inside an allocation, Slurm is the default (as in Hydra).
+        None => remote::slurm::in_allocation(),
+        Some(_) => false,
+    };
+    let entries = match (&cli.hosts, &cli.hostfile) {
+        (Some(_), _) | (_, Some(_)) if slurm => Err(
+            "--launcher slurm takes the hosts from the allocation; -hosts/-hostfile are \
+             not supported with it yet"
+                .to_string(),
+        ),
+        (Some(list), _) => hosts::parse_list(list).map_err(|e| format!("-hosts: {e}")),
+        (None, Some(file)) => hosts::read_file(file).map_err(|e| format!("-hostfile {e}")),
+        (None, None) if slurm => remote::slurm::hosts(),
+        (None, None) => return Ok(None),
+    };
+    entries.map(Some).map_err(LaunchError::Usage)
+}
+
+/// A job on other hosts: one proxy per host (`remote`, `proxy`).
+fn run_on_hosts(
+    cli: &Cli,
+    job: &mut JobSpec,
+    entries: &[hosts::HostEntry],
+) -> Result<i32, LaunchError> {
+    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
+        return Err(LaunchError::Usage(
+            "-hosts/-hostfile cannot be combined with --topology, --cpu-list, --mesh-dims \
+             or --pmi-port yet"
+                .into(),
+        ));
+    }
+    add_job_secret(job)?;
+    let nodes = hosts::place(entries, job.size, cli.ppn);
+    let launcher = match cli.launcher {
+        Some(kind) => kind,
+        None if cli.hosts.is_none() && cli.hostfile.is_none() => remote::start::Kind::Slurm,
+        None => remote::start::Kind::Ssh,
+    };
+    let opts = remote::Options {
+        launcher,
+        launcher_exec: cli.launcher_exec.clone(),
+        iface: cli.iface.clone(),
+        label: cli.label,
+        report_bindings: cli.report_bindings,
+        genvnone: cli.genvnone,
+        map_by: cli.map_by.name().to_string(),
+        bind_to: cli.bind_to.map(|b| b.name().to_string()),
+        grace: cli.kill_grace,
+        cluster: cli.cluster_id.clone().unwrap_or_else(info::hostname),
+        stats: cli.launch_stats,
+        keep_going: cli.disable_auto_cleanup,
+    };
+    remote::run(job, nodes, &opts)
 }
 
 fn placement_request(cli: &Cli) -> PlacementRequest {

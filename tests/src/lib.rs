@@ -9,6 +9,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod netns;
 pub mod rank_check;
 
 use std::io::Read;

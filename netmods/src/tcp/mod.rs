@@ -44,6 +44,13 @@ use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
 
 pub use config::{Backend, TcpConfig};
 
+/// The IPv4 addresses of the named interfaces (`[]`: every up non-loopback
+/// one, else `lo`), as the business card would publish them; rivetrun's
+/// `--iface` uses it for the address proxies connect back to.
+pub fn interface_addresses(names: &[String]) -> Result<Vec<Ipv4Addr>, NetmodError> {
+    iface::select(names).map(|(addrs, _)| addrs)
+}
+
 use poll::PollIo;
 use state::{Peer, State};
 use uring::UringIo;

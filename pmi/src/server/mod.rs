@@ -56,6 +56,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::wire::{Framer, Message, SpawnRequest};
 
+pub use handle::SERVER_VERSION;
 pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 

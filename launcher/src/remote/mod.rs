@@ -1,0 +1,532 @@
+//! rivetrun's side of a multi-host job (`-hosts`, `-hostfile`): one proxy
+//! per node (`crate::proxy`), started through the chosen launcher
+//! (`start`), connects back to a TCP port on the address `addr` picks and
+//! authenticates with the job secret. rivetrun then only sees proxies:
+//! each gets the job and its node's ranks; each barrier costs one message
+//! per node in and one out (the job's new keys), so rivetrun's work per
+//! barrier grows with hosts, not ranks (`--launch-stats` prints the
+//! counts). A rank failing, or a proxy whose connection ends before its
+//! ranks did (a dead host), fails the job: the message names the host,
+//! the other proxies are told to terminate their ranks, and the exit code
+//! is non-zero.
+
+pub mod addr;
+pub mod slurm;
+pub mod start;
+pub mod wire;
+
+use std::ffi::OsString;
+use std::io::BufReader;
+use std::net::{TcpListener, TcpStream};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::process::ExitStatusExt;
+use std::process::ExitStatus;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::error::LaunchError;
+use crate::hosts::{self, Node};
+use crate::launch::JobSpec;
+
+/// How long proxies have to connect back after rivetrun starts them.
+const CONNECT_WITHIN: Duration = Duration::from_secs(30);
+
+/// What the command line says about a multi-host job.
+pub struct Options {
+    pub launcher: start::Kind,
+    pub launcher_exec: Option<String>,
+    pub iface: Option<String>,
+    pub label: bool,
+    pub report_bindings: bool,
+    pub genvnone: bool,
+    pub map_by: String,
+    pub bind_to: Option<String>,
+    pub grace: f64,
+    pub cluster: String,
+    pub stats: bool,
+    /// `--disable-auto-cleanup`: a failure is reported, the others run on.
+    pub keep_going: bool,
+}
+
+enum Ev {
+    Hello(u32, TcpStream),
+    Msg(u32, Vec<Vec<u8>>),
+    Closed(u32),
+    /// A launcher command ended; the proxies it was starting.
+    LauncherExit(Vec<u32>, ExitStatus),
+}
+
+#[derive(Default)]
+struct Proxy {
+    host: String,
+    ranks: usize,
+    conn: Option<TcpStream>,
+    connected: bool,
+    closed: bool,
+    done: bool,
+    in_barrier: bool,
+    exited: usize,
+    launcher_pid: Option<u32>,
+    launcher_done: bool,
+}
+
+/// The last signal rivetrun received (SIGINT, SIGTERM, SIGHUP), 0 if none.
+static SIGNALLED: AtomicI32 = AtomicI32::new(0);
+
+extern "C" fn on_signal(sig: libc::c_int) {
+    SIGNALLED.store(sig, Ordering::Relaxed);
+}
+
+fn catch_signals() {
+    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+        // SAFETY: the handler only stores to an atomic (async-signal-safe).
+        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
+    }
+}
+
+/// Run the job on `nodes`; rivetrun's exit code.
+pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, LaunchError> {
+    let usage = LaunchError::Usage;
+    let host_names: Vec<&str> = nodes.iter().map(|n| n.host.as_str()).collect();
+    let ip = addr::control_address(opts.iface.as_deref(), &host_names).map_err(usage)?;
+    let listener = TcpListener::bind((ip, 0)).map_err(LaunchError::Io)?;
+    let control = format!(
+        "{ip}:{}",
+        listener.local_addr().map_err(LaunchError::Io)?.port()
+    );
+    let secret = job
+        .env
+        .iter()
+        .find(|(k, _)| k == crate::JOB_SECRET_ENV)
+        .map(|(_, v)| v.to_string_lossy().into_owned())
+        .ok_or_else(|| usage("no job secret".into()))?;
+    let exe = std::env::current_exe().map_err(LaunchError::Io)?;
+    let slurm = opts.launcher == start::Kind::Slurm;
+    // (argv, the proxies it starts); None: printed for starting by hand.
+    let mut launches: Vec<(Option<Vec<OsString>>, Vec<u32>)> = Vec::new();
+    let proxy_argv = |id: Option<usize>| {
+        let mut v = vec![exe.display().to_string(), "--proxy".into(), control.clone()];
+        if let Some(i) = id {
+            v.extend(["--proxy-id".into(), i.to_string()]);
+        }
+        v
+    };
+    if slurm {
+        let ids = (0..nodes.len() as u32).collect();
+        launches.push((Some(slurm::srun_argv(&host_names, &proxy_argv(None))), ids));
+    } else {
+        for (i, node) in nodes.iter().enumerate() {
+            let proxy = proxy_argv(Some(i));
+            let argv = start::argv(
+                opts.launcher,
+                opts.launcher_exec.as_deref(),
+                &node.host,
+                &proxy,
+            )
+            .map_err(usage)?;
+            if argv.is_none() {
+                let words: Vec<String> = proxy.iter().map(|w| start::shell_quote(w)).collect();
+                println!(
+                    "rivetrun: start on {}: {}={} {}",
+                    node.host,
+                    crate::proxy::SECRET_ENV,
+                    secret,
+                    words.join(" ")
+                );
+            }
+            launches.push((argv, vec![i as u32]));
+        }
+    }
+    let map = mapping(&nodes, job.size);
+    let descriptions: Vec<Vec<Vec<u8>>> =
+        nodes.iter().map(|n| describe(job, n, opts, &map)).collect();
+
+    let (tx, rx) = mpsc::channel();
+    accept_proxies(listener, secret.clone(), nodes.len() as u32, tx.clone());
+    catch_signals();
+    let mut proxies: Vec<Proxy> = nodes
+        .iter()
+        .map(|n| Proxy {
+            host: n.host.clone(),
+            ranks: n.ranks.len(),
+            ..Proxy::default()
+        })
+        .collect();
+    let mut failure: Option<i32> = None;
+    let fail = |failure: &mut Option<i32>, code: i32, msg: String| {
+        eprintln!("rivetrun: {msg}");
+        failure.get_or_insert(code);
+    };
+    for (argv, ids) in launches {
+        let Some(argv) = argv else { continue };
+        match start::spawn(&argv, &secret, slurm) {
+            Ok(mut child) => {
+                for &i in &ids {
+                    proxies[i as usize].launcher_pid = Some(child.id());
+                }
+                let tx = tx.clone();
+                std::thread::spawn(move || {
+                    if let Ok(st) = child.wait() {
+                        let _ = tx.send(Ev::LauncherExit(ids, st));
+                    }
+                });
+            }
+            Err(e) => {
+                let mut names = Vec::new();
+                for &i in &ids {
+                    let p = &mut proxies[i as usize];
+                    p.launcher_done = true;
+                    p.closed = true;
+                    names.push(p.host.clone());
+                }
+                let msg = format!("host {}: cannot start {:?}: {e}", names.join(", "), argv[0]);
+                fail(&mut failure, 1, msg);
+            }
+        }
+    }
+
+    let started = Instant::now();
+    let mut teardown_at: Option<Instant> = None;
+    let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
+    let (mut barriers, mut barrier_msgs, mut msgs) = (0u64, 0u64, 0u64);
+    let mut exits = 0u32;
+    let grace = Duration::from_secs_f64(opts.grace.clamp(0.0, crate::cli::MAX_KILL_GRACE));
+    loop {
+        if failure.is_some() && teardown_at.is_none() && !opts.keep_going {
+            teardown_at = Some(Instant::now() + grace + Duration::from_secs(5));
+            for p in proxies.iter_mut().filter(|p| !p.closed) {
+                match &mut p.conn {
+                    Some(c) => {
+                        let _ = wire::send(c, &["term"]);
+                    }
+                    None => kill_launcher(p),
+                }
+            }
+        }
+        if proxies.iter().all(|p| p.closed && p.launcher_done) {
+            break;
+        }
+        if let Some(t) = teardown_at {
+            if Instant::now() >= t {
+                // Whatever has not gone by now is killed outright.
+                for p in proxies.iter_mut() {
+                    kill_launcher(p);
+                    p.closed = true;
+                }
+                if proxies.iter().all(|p| p.launcher_done) {
+                    break;
+                }
+                teardown_at = Some(Instant::now() + Duration::from_secs(2));
+                if proxies
+                    .iter()
+                    .all(|p| p.launcher_pid.is_none() || p.launcher_done)
+                {
+                    break;
+                }
+            }
+        }
+        let sig = SIGNALLED.swap(0, Ordering::Relaxed);
+        if sig != 0 {
+            for p in proxies.iter_mut().filter(|p| !p.closed) {
+                if let Some(c) = &mut p.conn {
+                    let _ = wire::send(c, &["signal".to_string(), sig.to_string()]);
+                }
+            }
+            if failure.is_none() && proxies.iter().any(|p| !p.connected) {
+                fail(
+                    &mut failure,
+                    128 + sig,
+                    format!("signal {sig} during start-up"),
+                );
+            }
+        }
+        if failure.is_none() && started.elapsed() > CONNECT_WITHIN {
+            let late: Vec<&str> = proxies
+                .iter()
+                .filter(|p| !p.connected)
+                .map(|p| p.host.as_str())
+                .collect();
+            if !late.is_empty() {
+                let msg = format!(
+                    "the proxies on {} did not connect back to {control} within {}s",
+                    late.join(", "),
+                    CONNECT_WITHIN.as_secs()
+                );
+                fail(&mut failure, 1, msg);
+            }
+        }
+        let ev = match rx.recv_timeout(Duration::from_millis(100)) {
+            Ok(ev) => ev,
+            Err(mpsc::RecvTimeoutError::Timeout) => continue,
+            Err(mpsc::RecvTimeoutError::Disconnected) => break,
+        };
+        match ev {
+            Ev::Hello(id, mut conn) => {
+                let p = &mut proxies[id as usize];
+                if p.connected || p.closed {
+                    continue; // a second hello for one node, or too late
+                }
+                p.connected = true;
+                for msg in &descriptions[id as usize] {
+                    let _ = std::io::Write::write_all(&mut conn, msg);
+                }
+                let Ok(read) = conn.try_clone() else {
+                    p.closed = true;
+                    continue;
+                };
+                p.conn = Some(conn);
+                read_proxy(id, read, tx.clone());
+            }
+            Ev::Msg(id, msg) => {
+                msgs += 1;
+                let i = id as usize;
+                let word = |n: usize| msg.get(n).map(|w| wire::text(w)).unwrap_or_default();
+                match word(0).as_str() {
+                    "barrier" => {
+                        barrier_msgs += 1;
+                        proxies[i].in_barrier = true;
+                        barrier_puts.extend(msg.into_iter().skip(1));
+                        let live = proxies.iter().filter(|p| !p.done && !p.closed);
+                        if live.clone().all(|p| p.in_barrier) {
+                            barriers += 1;
+                            let mut out = vec![b"barrier_out".to_vec()];
+                            out.append(&mut barrier_puts);
+                            let line = wire::line(&out);
+                            for p in proxies.iter_mut() {
+                                p.in_barrier = false;
+                                if let Some(c) = &mut p.conn {
+                                    let _ = std::io::Write::write_all(c, &line);
+                                }
+                            }
+                        }
+                    }
+                    "exit" => {
+                        proxies[i].exited += 1;
+                        exits += 1;
+                        let (rank, code, sig) = (word(1), word(2), word(3));
+                        let code: i32 = code.parse().unwrap_or(1);
+                        let sig: i32 = sig.parse().unwrap_or(0);
+                        let host = &proxies[i].host;
+                        if sig != 0 && failure.is_none() {
+                            fail(
+                                &mut failure,
+                                code,
+                                format!("rank {rank} on {host} was killed by signal {sig}"),
+                            );
+                        } else if code != 0 && failure.is_none() {
+                            fail(
+                                &mut failure,
+                                code,
+                                format!("rank {rank} on {host} exited with code {code}"),
+                            );
+                        } else if word(4) == "1" && failure.is_none() && exits < job.size {
+                            let msg = format!(
+                                "rank {rank} on {host} exited with code 0 without finalizing \
+                                 PMI; the other processes could wait for it forever"
+                            );
+                            fail(&mut failure, 1, msg);
+                        }
+                    }
+                    "abort" => {
+                        let code: i32 = word(2).parse().unwrap_or(1);
+                        let msg = format!(
+                            "rank {} on {} called abort (exit code {code}): {}",
+                            word(1),
+                            proxies[i].host,
+                            word(3)
+                        );
+                        if failure.is_none() {
+                            fail(&mut failure, code, msg);
+                        }
+                    }
+                    "error" => {
+                        let msg = format!("host {}: {}", proxies[i].host, word(1));
+                        fail(&mut failure, 1, msg);
+                    }
+                    "done" => proxies[i].done = true,
+                    _ => {}
+                }
+            }
+            Ev::Closed(id) => {
+                let p = &mut proxies[id as usize];
+                p.closed = true;
+                p.conn = None;
+                if !p.done && (failure.is_none() || p.exited < p.ranks) {
+                    let msg = format!(
+                        "host {} lost: its proxy's connection closed before its ranks ended \
+                         ({} of {} reported)",
+                        p.host, p.exited, p.ranks
+                    );
+                    fail(&mut failure, 1, msg);
+                }
+            }
+            Ev::LauncherExit(ids, status) => {
+                let how = match (status.code(), status.signal()) {
+                    (Some(c), _) => format!("exit code {c}"),
+                    (_, Some(s)) => format!("signal {s}"),
+                    _ => "an unknown status".into(),
+                };
+                for id in ids {
+                    let p = &mut proxies[id as usize];
+                    p.launcher_done = true;
+                    if p.connected || p.closed {
+                        continue;
+                    }
+                    p.closed = true;
+                    if failure.is_some() {
+                        continue; // stopped by the teardown
+                    }
+                    let msg = format!(
+                        "host {}: the command starting its proxy ended ({how}) before the \
+                         proxy connected back",
+                        p.host
+                    );
+                    fail(&mut failure, 1, msg);
+                }
+            }
+        }
+    }
+    if opts.stats {
+        eprintln!(
+            "rivetrun: launch stats: {} hosts, {} ranks, {barriers} barriers, {barrier_msgs} \
+             barrier messages from proxies ({:.1} per barrier), {msgs} messages in all",
+            nodes.len(),
+            job.size,
+            if barriers > 0 {
+                barrier_msgs as f64 / barriers as f64
+            } else {
+                0.0
+            },
+        );
+    }
+    Ok(failure.unwrap_or(0))
+}
+
+/// The job description one proxy gets: the program, the environment, its
+/// node's ranks, the job attributes (process mapping, cluster id).
+fn describe(job: &JobSpec, node: &Node, opts: &Options, mapping: &str) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut put = |words: &[&[u8]]| out.push(wire::line(words));
+    put(&[
+        b"job",
+        job.size.to_string().as_bytes(),
+        job.kvsname.as_bytes(),
+    ]);
+    put(&[
+        b"prog",
+        job.program.as_os_str().as_bytes(),
+        job.argv0.as_bytes(),
+    ]);
+    for a in &job.args {
+        put(&[b"arg", a.as_bytes()]);
+    }
+    // Hydra's default (-genvall): the ranks see rivetrun's environment,
+    // then -genv/-env on top, wherever they run.
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    if !opts.genvnone {
+        let slurm = opts.launcher == start::Kind::Slurm;
+        env.extend(
+            std::env::vars_os().filter(|(k, _)| !(slurm && slurm::is_slurm_variable(k.as_bytes()))),
+        );
+    }
+    if let Some(name) = &opts.iface {
+        if rivet_settings::var("RIVET_TCP_IFACE").is_none() {
+            env.push(("RIVET_TCP_IFACE".into(), name.into()));
+        }
+    }
+    env.extend(job.env.iter().cloned());
+    for (k, v) in &env {
+        put(&[b"env", k.as_bytes(), v.as_bytes()]);
+    }
+    if let Some(d) = &job.wdir {
+        let d = std::env::current_dir()
+            .map(|c| c.join(d))
+            .unwrap_or(d.clone());
+        put(&[b"wdir", d.as_os_str().as_bytes()]);
+    }
+    for r in &node.ranks {
+        put(&[b"rank", r.to_string().as_bytes()]);
+    }
+    put(&[
+        b"attr",
+        rivet_pmi::server::PROCESS_MAPPING_KEY.as_bytes(),
+        mapping.as_bytes(),
+    ]);
+    put(&[
+        b"attr",
+        rivet_pmi::group::KEY_CLUSTER.as_bytes(),
+        opts.cluster.as_bytes(),
+    ]);
+    if opts.label {
+        put(&[b"label"]);
+    }
+    if opts.report_bindings {
+        put(&[b"report-bindings"]);
+    }
+    put(&[b"map-by", opts.map_by.as_bytes()]);
+    if let Some(b) = &opts.bind_to {
+        put(&[b"bind-to", b.as_bytes()]);
+    }
+    put(&[b"grace", opts.grace.to_string().as_bytes()]);
+    put(&[b"start"]);
+    out
+}
+
+/// Accept proxies as they connect; pass on the ones whose `hello` carries
+/// the job secret and a proxy id of this job (others are closed unanswered).
+fn accept_proxies(listener: TcpListener, secret: String, nproxies: u32, tx: mpsc::Sender<Ev>) {
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(conn) = conn else { continue };
+            let (secret, tx) = (secret.clone(), tx.clone());
+            std::thread::spawn(move || {
+                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = conn.set_nodelay(true);
+                let _ = wire::keepalive(&conn, wire::LAUNCHER_PROBES);
+                let Ok(read) = conn.try_clone() else { return };
+                let mut reader = BufReader::new(read);
+                let Ok(Some(hello)) = wire::recv(&mut reader) else {
+                    return;
+                };
+                let ok = hello.len() == 4 && hello[0] == b"hello" && hello[1] == secret.as_bytes();
+                let id = wire::text(hello.get(2).map_or(&[][..], |w| w)).parse::<u32>();
+                match id {
+                    Ok(id) if ok && id < nproxies => {
+                        let _ = conn.set_read_timeout(None);
+                        let _ = tx.send(Ev::Hello(id, conn));
+                    }
+                    _ => {}
+                }
+            });
+        }
+    });
+}
+
+/// Read one proxy's messages until its connection ends.
+fn read_proxy(id: u32, conn: TcpStream, tx: mpsc::Sender<Ev>) {
+    std::thread::spawn(move || {
+        let mut reader = BufReader::new(conn);
+        while let Ok(Some(msg)) = wire::recv(&mut reader) {
+            if tx.send(Ev::Msg(id, msg)).is_err() {
+                return;
+            }
+        }
+        let _ = tx.send(Ev::Closed(id));
+    });
+}
+
+/// SIGKILL the process group of a proxy's launcher command, if it runs.
+fn kill_launcher(p: &mut Proxy) {
+    if let (Some(pid), false) = (p.launcher_pid, p.launcher_done) {
+        // SAFETY: kill(2) takes no pointers; the group is the launcher
+        // command's own (started with process_group(0)), not yet reaped.
+        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
+    }
+}
+
+/// `PMI_process_mapping` for the nodes: ranks on different hosts are on
+/// different nodes, so the engine uses shared memory only within a host.
+pub fn mapping(nodes: &[Node], size: u32) -> String {
+    rivet_pmi::server::process_mapping(&hosts::node_of_rank(nodes, size))
+}

@@ -1,0 +1,418 @@
+//! rivetrun across hosts: namespace hosts on a bridge (`rivet_tests::netns`),
+//! entered through `--launcher-exec`. Shared memory inside a host, tcp
+//! across; an MPICH program; a host that dies. Skipped, saying why, where
+//! network namespaces cannot be made (not root).
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use rivet_tests::netns::Cluster;
+use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+fn cluster(n: usize) -> Option<Cluster> {
+    match Cluster::new(n) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            eprintln!("skipping: cannot create network namespace hosts here: {why}");
+            None
+        }
+    }
+}
+
+/// rivetrun on the hosts `place` names (`-hosts LIST`, `-hostfile FILE`)
+/// through the cluster's wrapper.
+fn on_hosts(
+    c: &Cluster,
+    place: &[&str],
+    n: u32,
+    extra: &[&str],
+    prog: &Path,
+    args: &[&str],
+) -> Command {
+    let n = n.to_string();
+    let exec = c.launcher_exec().display().to_string();
+    let mut v = vec![
+        "--launcher",
+        "rsh",
+        "--launcher-exec",
+        &exec,
+        "-n",
+        &n,
+        "-genv",
+        "RIVET_YIELD",
+        "always",
+        "--launch-stats",
+    ];
+    v.extend_from_slice(place);
+    v.extend_from_slice(extra);
+    let mut cmd = rivetrun(&v);
+    cmd.arg(prog).args(args);
+    cmd
+}
+
+/// The `--launch-stats` line: (hosts, barriers, barrier messages).
+fn stats(o: &Outcome) -> (u64, u64, u64) {
+    let line = o
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("rivetrun: launch stats: "))
+        .unwrap_or_else(|| panic!("no stats line\n{}", o.show()));
+    let nums: Vec<u64> = line
+        .split(|c: char| !c.is_ascii_digit() && c != '.')
+        .filter_map(|w| w.parse().ok())
+        .collect();
+    // hosts, ranks, barriers, barrier messages, per barrier, messages
+    (nums[0], nums[2], nums[3])
+}
+
+#[test]
+fn p2p_on_3_hosts_of_2_ranks_uses_shm_inside_a_host_and_tcp_across() {
+    let _serial = serial();
+    let Some(c) = cluster(3) else { return };
+    let prog = bin("engine_check");
+    let iface = c.iface.clone();
+    for mode in [
+        &["connect_all"][..],
+        &["order"],
+        &["probe"],
+        &["stress", "3000"],
+    ] {
+        let o = run_job(
+            on_hosts(
+                &c,
+                &["-hosts", &c.host_list(2)],
+                6,
+                &["--iface", &iface, "--report-bindings"],
+                &prog,
+                mode,
+            ),
+            DEADLINE,
+        );
+        assert_eq!(o.code(), Some(0), "{mode:?}: {}", o.show());
+        // Each host's proxy placed its own ranks, under its own name.
+        for want in [
+            "rank 0 on h1 (node 0, local 0 of 2)",
+            "rank 3 on h2 (node 1, local 1 of 2)",
+            "rank 4 on h3 (node 2, local 0 of 2)",
+        ] {
+            assert!(o.stderr.contains(want), "{want:?}: {}", o.show());
+        }
+        for rank in 0..6 {
+            let ok = format!("engine_check {} OK rank {rank} of 6 ", mode[0]);
+            assert!(o.stdout.contains(&ok), "{mode:?} rank {rank}: {}", o.show());
+        }
+        if mode[0] == "connect_all" {
+            // Rank 0 on h1: one peer on its host (shm), four on the others (tcp).
+            for want in [
+                "engine_check info: vcs: 1 shm, 4 netmod",
+                "(6 ranks, 2 on this node",
+                "transport.netmod: tcp",
+            ] {
+                assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+            }
+        }
+        // One barrier message per host per barrier, whatever the ranks.
+        let (hosts, barriers, msgs) = stats(&o);
+        assert_eq!(hosts, 3, "{}", o.show());
+        assert!(barriers >= 1, "{}", o.show());
+        assert_eq!(msgs, 3 * barriers, "{}", o.show());
+    }
+    // The ofi netmod across hosts (auto picks it where a provider is
+    // named), shared memory still inside each.
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(2)],
+        6,
+        &[
+            "--iface",
+            &iface,
+            "-genv",
+            "RIVET_OFI_PROVIDER",
+            "tcp;ofi_rxm",
+        ],
+        &prog,
+        &["connect_all"],
+    );
+    cmd.env("FI_TCP_IFACE", &iface);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "ofi: {}", o.show());
+    for want in ["vcs: 1 shm, 4 netmod", "transport.netmod: ofi"] {
+        assert!(o.stdout.contains(want), "ofi {want:?}: {}", o.show());
+    }
+    // The same with one rank per host: the same messages per barrier.
+    let o = run_job(
+        on_hosts(
+            &c,
+            // -ppn overrides the slots: one rank per host.
+            &["-hosts", &c.host_list(4), "-ppn", "1"],
+            3,
+            &["--iface", &iface],
+            &prog,
+            &["connect_all"],
+        ),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("vcs: 0 shm, 2 netmod"), "{}", o.show());
+    let (_, barriers, msgs) = stats(&o);
+    assert_eq!(msgs, 3 * barriers, "{}", o.show());
+}
+
+#[test]
+fn mpich_program_runs_on_2_hosts_of_2_ranks() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let prog = mpicc("mpi_check.c");
+    // Hosts by address, no --iface: rivetrun finds its own address on the
+    // route toward them; the ranks learn which ranks share their host.
+    // A host file (Hydra's host:slots form, comments).
+    let file = std::env::temp_dir().join(format!("rivet-mh-hosts-{}", std::process::id()));
+    let text = format!(
+        "# two hosts\n{}:2\n\n{}:2  # the second\n",
+        c.hosts[0].addr, c.hosts[1].addr
+    );
+    std::fs::write(&file, text).unwrap();
+    let file_arg = file.display().to_string();
+    let cmd = on_hosts(&c, &["-hostfile", &file_arg], 4, &[], &prog, &[]);
+    let o = run_job(cmd, DEADLINE);
+    let _ = std::fs::remove_file(&file);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
+    for rank in 0..4 {
+        let hello = format!("hello from rank {rank} of 4 pid ");
+        let local = format!(" node-local {} of 2", rank % 2);
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
+            "rank {rank}: {}",
+            o.show()
+        );
+    }
+}
+
+#[test]
+fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-hang-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(2)],
+        4,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut killed_at = None;
+    let mut killed = 0;
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {
+        let start = Instant::now();
+        while (0..4).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return; // the job's own failure shows below
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        killed = c.kill_host(1);
+        killed_at = Some(Instant::now());
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let killed_at = killed_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
+    let took = killed_at.elapsed();
+    assert!(killed >= 3, "h2 ran its proxy and 2 ranks, killed {killed}");
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr.contains("host h2 lost"),
+        "the message names the host\n{}",
+        o.show()
+    );
+    // Generous: the job must come down, not hang (the aim is < 5 s).
+    assert!(
+        took < Duration::from_secs(30),
+        "took {took:?}\n{}",
+        o.show()
+    );
+    eprintln!("job down {took:?} after h2 was killed");
+    assert!(c.pids(0).is_empty(), "left on h1: {:?}", c.pids(0));
+}
+
+#[test]
+fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-kill9-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut ready = false;
+    // run_job_with fails the test if any process of the job outlives it.
+    let o = run_job_with(&mut cmd, DEADLINE, |pid| {
+        let start = Instant::now();
+        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        ready = true;
+        // SAFETY: kill(2) takes no pointers.
+        unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(ready, "ranks never got ready\n{}", o.show());
+    assert_eq!(o.status.code(), None, "{}", o.show());
+    for i in 0..2 {
+        let start = Instant::now();
+        while !c.pids(i).is_empty() && start.elapsed() < Duration::from_secs(5) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(c.pids(i).is_empty(), "left on h{}: {:?}", i + 1, c.pids(i));
+    }
+}
+
+#[test]
+fn inside_a_slurm_allocation_srun_starts_the_proxies() {
+    let _serial = serial();
+    rivet_tests::slurm_up();
+    // --launcher slurm, and the default inside an allocation.
+    for launcher in [&["--launcher", "slurm"][..], &[]] {
+        let mut cmd = Command::new("salloc");
+        cmd.args(["-n", "2", "--quiet"])
+            .arg(rivet_tests::bin("rivetrun"))
+            .args(launcher)
+            .args([
+                "--launch-stats",
+                "-n",
+                "2",
+                "-genv",
+                "RIVET_YIELD",
+                "always",
+            ])
+            .arg(bin("engine_check"))
+            .arg("connect_all");
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "{launcher:?}: {}", o.show());
+        for rank in 0..2 {
+            let ok = format!("engine_check connect_all OK rank {rank} of 2 ");
+            assert!(o.stdout.contains(&ok), "{launcher:?}: {}", o.show());
+        }
+        // Both ranks on the allocation's one node: shared memory.
+        assert!(o.stdout.contains("vcs: 1 shm, 0 netmod"), "{}", o.show());
+        let (hosts, barriers, msgs) = stats(&o);
+        assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
+    }
+}
+
+#[test]
+fn a_failing_rank_on_another_host_ends_the_job_naming_rank_and_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    // (pmi_check mode and its arguments, exit code, what stderr must say);
+    // ranks 0 and 1 run on h1, 2 and 3 on h2.
+    let cases: &[(&[&str], i32, &str)] = &[
+        (
+            &["signal", "3", "9"],
+            128 + 9,
+            "rank 3 on h2 was killed by signal 9",
+        ),
+        (&["exit", "1", "3"], 3, "rank 1 on h1 exited with code 3"),
+        (
+            &["nofinalize", "2"],
+            1,
+            "rank 2 on h2 exited with code 0 without finalizing PMI",
+        ),
+        (
+            &["abort", "3", "7"],
+            7,
+            "rank 3 on h2 called abort (exit code 7)",
+        ),
+    ];
+    let iface = c.iface.clone();
+    // A host the launcher cannot reach: the job fails naming it.
+    let cmd = on_hosts(
+        &c,
+        &["-hosts", "h1,nosuch"],
+        2,
+        &["--iface", &iface],
+        &bin("pmi_check"),
+        &[],
+    );
+    let o = run_job(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr
+            .contains("host nosuch: the command starting its proxy ended (exit code 255)"),
+        "{}",
+        o.show()
+    );
+    for (mode, code, message) in cases {
+        let cmd = on_hosts(
+            &c,
+            &["-hosts", &c.host_list(2)],
+            4,
+            &["--iface", &iface],
+            &bin("pmi_check"),
+            mode,
+        );
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(*code), "{mode:?}: {}", o.show());
+        assert!(o.stderr.contains(message), "{mode:?}: {}", o.show());
+        assert!(!o.stderr.contains(" lost"), "{mode:?}: {}", o.show());
+    }
+}
+
+#[test]
+fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let dir = std::env::temp_dir().join(format!("rivet-mh-cut-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let dir_arg = dir.display().to_string();
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &["--iface", &c.iface.clone()],
+        &bin("engine_check"),
+        &["hang", &dir_arg],
+    );
+    cmd.stdin(std::process::Stdio::null());
+    let mut cut_at = None;
+    // No FIN, no reset: only keepalive finds out. run_job_with fails the
+    // test if a process of the job (h2's included) outlives rivetrun.
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {
+        let start = Instant::now();
+        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        c.cut_host(1).unwrap();
+        cut_at = Some(Instant::now());
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    let cut_at = cut_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stderr.contains("host h2 lost"), "{}", o.show());
+    eprintln!("job down {:?} after h2 was cut off", cut_at.elapsed());
+    assert!(c.pids(1).is_empty(), "left on h2: {:?}", c.pids(1));
+}
