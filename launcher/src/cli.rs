@@ -118,7 +118,11 @@ before joining fails the connect unless it is optional; a member that ends still
 group made without early_term fails the job like a failed rank. Names qualified with a cluster \
 id are accepted for this rivetrun's own cluster (--cluster-id, published to every process as \
 PMI_rivet_cluster); processes of other clusters or other rivetrun jobs cannot be connected.\n\n\
-mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn, -nameserver.",
+mpiexec spellings are accepted: any long option with one dash (-np, -env, -genv, -genvlist, \
+-genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -version), \
+-prepend-rank for -l. A single-dash word is never read as a cluster of short options: an \
+unknown one is an error (exit 2) naming it. Options that start ranks on other hosts (-hosts, \
+-host, -f, -hostfile, -machinefile, -launcher, -launcher-exec, -iface) are refused (exit 2).",
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
 process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
 when a process called abort; 126/127 when PROGRAM cannot be executed / is not found; 2 for \
@@ -156,8 +160,8 @@ pub struct Cli {
     #[arg(long = "wdir", value_name = "DIR")]
     pub wdir: Option<PathBuf>,
 
-    /// Prefix every output line with "[RANK] ".
-    #[arg(short = 'l', long = "label")]
+    /// Prefix every output line with "[RANK] " (Hydra: -prepend-rank).
+    #[arg(short = 'l', long = "label", visible_alias = "prepend-rank")]
     pub label: bool,
 
     /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun) instead of an inherited PMI_FD.
@@ -244,7 +248,8 @@ pub struct Cli {
 impl Cli {
     /// Parse the process's arguments, mpiexec spellings included.
     pub fn from_args() -> Cli {
-        let args = normalize(std::env::args_os());
+        let original: Vec<OsString> = std::env::args_os().collect();
+        let args = normalize(original.iter().cloned());
         if let Some(why) = unsupported(&args) {
             eprintln!("rivetrun: {why}");
             std::process::exit(2);
@@ -255,8 +260,10 @@ impl Cli {
             // Printed once, then the process exits: leaking it is free.
             command = command.long_version(&*Box::leak(crate::version::long().into_boxed_str()));
         }
-        let matches = command.get_matches_from(args);
-        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let matches = command
+            .try_get_matches_from(&args)
+            .unwrap_or_else(|e| exit_on(e, &original));
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_on(e, &original))
     }
 
     /// Variables set with -env and -genv, in command-line order (a later one wins).
@@ -267,6 +274,36 @@ impl Cli {
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect()
     }
+}
+
+/// Leave on a clap error (help and version too, exit 0). An unknown option
+/// exits 2 naming it as it was typed: `-bogus`, not the `--bogus` that
+/// `normalize` made of it.
+fn exit_on(e: clap::Error, original: &[OsString]) -> ! {
+    if let Some(name) = unknown_option(&e, original) {
+        eprintln!("rivetrun: unknown option '{name}' (see rivetrun --help)");
+        std::process::exit(2);
+    }
+    e.exit()
+}
+
+/// The unknown option clap complains of, spelled as the user typed it.
+fn unknown_option(e: &clap::Error, original: &[OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let name = arg.split('=').next().unwrap_or(arg);
+    let single = name.strip_prefix('-').filter(|s| s.starts_with('-'));
+    let typed = single.filter(|s| {
+        original
+            .iter()
+            .any(|o| o.to_string_lossy().split('=').next() == Some(*s))
+    });
+    Some(typed.unwrap_or(name).to_string())
 }
 
 /// mpiexec options for starting ranks on other hosts, which rivetrun does
@@ -293,7 +330,8 @@ pub fn unsupported(args: &[OsString]) -> Option<String> {
         }
         let name = text.trim_start_matches('-');
         let name = name.split('=').next().unwrap_or_default();
-        if text.starts_with("--") && OTHER_HOSTS.contains(&name) {
+        // `-f` is Hydra's short -hostfile; it stays single-dash.
+        if (text.starts_with("--") && OTHER_HOSTS.contains(&name)) || text == "-f" {
             return Some(format!(
                 "-{name}: starting ranks on other hosts is not supported yet; rivetrun \
                  runs the whole job on this host (--topology plans for another machine)"
@@ -405,6 +443,36 @@ mod tests {
         );
         // An unknown mpiexec word is an error, not help.
         assert!(parse(&["rivetrun", "-bogus", "-n", "2", "prog"]).is_err());
+    }
+
+    #[test]
+    fn unknown_options_are_named_as_typed_and_f_is_a_hostfile() {
+        let typed = |args: &[&str]| {
+            let original: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let e = Cli::command()
+                .try_get_matches_from(normalize(original.iter().cloned()))
+                .expect_err("must fail");
+            assert_eq!(e.exit_code(), 2, "{e}");
+            unknown_option(&e, &original)
+        };
+        assert_eq!(
+            typed(&["rivetrun", "-bogus", "prog"]).as_deref(),
+            Some("-bogus")
+        );
+        assert_eq!(
+            typed(&["rivetrun", "--bogus", "prog"]).as_deref(),
+            Some("--bogus")
+        );
+        assert_eq!(
+            typed(&["rivetrun", "-hx=1", "prog"]).as_deref(),
+            Some("-hx")
+        );
+        // Not an unknown option: a missing value.
+        assert_eq!(typed(&["rivetrun", "-n"]), None);
+        let args = normalize(["rivetrun", "-f", "hosts", "prog"].map(OsString::from));
+        assert!(unsupported(&args).expect("-f").contains("other hosts"));
+        let cli = parse(&["rivetrun", "-prepend-rank", "prog"]).unwrap();
+        assert!(cli.label);
     }
 
     fn norm(args: &[&str]) -> Vec<String> {
