@@ -90,9 +90,10 @@ fn parse_cluster_id(s: &str) -> Result<String, String> {
 #[command(
     name = "rivetrun",
     version,
-    about = "Start the ranks of a parallel job, serve them PMI-1 (and PMIx), forward their output and signals.",
+    about = "Start the ranks of a parallel job, serve them PMI-1 and PMI-2 (and PMIx), forward their output and signals.",
     long_about = "Start N copies of PROGRAM on this node, each with PMI_FD (or PMI_PORT/PMI_ID), \
-PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them. Unmodified MPICH programs \
+PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them, or PMI-2 to a rank that \
+asks for it (cmd=init pmi_version=2; Rivet ranks with RIVET_PMI=pmi2). Unmodified MPICH programs \
 and Rivet programs run under it. Where OpenPMIx (libpmix.so.2) is installed, rivetrun also \
 serves PMIx (OpenPMIx's server: the PMIX_* variables in each rank's environment, plus \
 FLUX_JOB_ID, which Open MPI 4.1 needs to use it), so unmodified Open MPI programs run too; \
