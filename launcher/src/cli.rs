@@ -71,10 +71,42 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--topology",
     "--mesh-dims",
     "--kill-grace",
+    "--timeout",
     "--nameserver",
     "--port",
     "--cluster-id",
 ];
+
+/// The longest `--timeout`: a year, in seconds.
+pub const MAX_TIMEOUT: f64 = 366.0 * 24.0 * 3600.0;
+
+/// `--timeout` / `MPIEXEC_TIMEOUT`: seconds from 0 (no limit) to a year.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.0..=MAX_TIMEOUT).contains(&secs) {
+        return Err(format!(
+            "{s} is not a number of seconds from 0 (no limit) to {MAX_TIMEOUT}"
+        ));
+    }
+    Ok(secs)
+}
+
+/// The job's time limit: `--timeout`, else `MPIEXEC_TIMEOUT`; `None` when
+/// neither sets one (or it is 0).
+pub fn time_limit(cli: &Cli) -> Result<Option<std::time::Duration>, crate::error::LaunchError> {
+    let secs = match cli.timeout {
+        Some(secs) => secs,
+        None => match std::env::var("MPIEXEC_TIMEOUT") {
+            Ok(v) if !v.trim().is_empty() => parse_timeout(&v)
+                .map_err(|e| crate::error::LaunchError::Usage(format!("MPIEXEC_TIMEOUT: {e}")))?,
+            _ => 0.0,
+        },
+    };
+    Ok((secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs)))
+}
 
 fn parse_nameserver(s: &str) -> Result<String, String> {
     crate::nameserver::check_addr(s)
@@ -127,7 +159,8 @@ unknown one is an error (exit 2) naming it. Options that start ranks on other ho
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
 process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
 when a process called abort; 126/127 when PROGRAM cannot be executed / is not found; 2 for \
-usage errors. --name-server exits 0 on SIGINT/SIGTERM.\n\n\
+usage errors; 255 when the job timed out (--timeout, MPIEXEC_TIMEOUT). --name-server exits 0 on \
+SIGINT/SIGTERM.\n\n\
 Examples: rivetrun -n 2 -l ./a.out\n          \
 rivetrun --name-server --port 7000 &   rivetrun --nameserver $(hostname):7000 -n 2 ./server"
 )]
@@ -178,6 +211,12 @@ pub struct Cli {
     /// Seconds between SIGTERM and SIGKILL when the job is torn down.
     #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0, value_parser = parse_kill_grace)]
     pub kill_grace: f64,
+
+    /// Tear the job down if it still runs after SECS seconds: the ranks get SIGTERM (then
+    /// SIGKILL after --kill-grace) and rivetrun exits 255, as mpiexec.hydra does; 0: no limit
+    /// [default: $MPIEXEC_TIMEOUT, Hydra's variable; unset: no limit]
+    #[arg(long = "timeout", value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<f64>,
 
     /// Place ranks round-robin over objects of this kind: core, hwthread, l3cache, numa, socket, node.
     #[arg(long = "map-by", value_name = "POLICY", default_value = "core", value_parser = parse_map_by)]
@@ -613,6 +652,26 @@ mod tests {
                 .expect_err(bad)
                 .to_string();
             assert!(err.contains("--kill-grace"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn timeout_is_a_bounded_number_of_seconds() {
+        let cli = parse(&["rivetrun", "-timeout", "2.5", "-n", "2", "prog"]).unwrap();
+        assert_eq!(cli.timeout, Some(2.5));
+        assert_eq!(cli.command, ["prog"]);
+        assert_eq!(
+            time_limit(&cli).unwrap(),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        let cli = parse(&["rivetrun", "--timeout", "0", "prog"]).unwrap();
+        assert_eq!(time_limit(&cli).unwrap(), None, "0: no limit");
+        for bad in ["-1", "nan", "inf", "1e12", "later", ""] {
+            let arg = format!("--timeout={bad}");
+            let err = parse(&["rivetrun", &arg, "prog"])
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("--timeout"), "{bad}: {err}");
         }
     }
 

@@ -203,6 +203,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, cli::MAX_KILL_GRACE));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
     supervisor.keep_going(cli.disable_auto_cleanup);
+    if let Some(limit) = cli::time_limit(&cli)? {
+        supervisor.time_limit(limit);
+    }
     if let Some(addr) = name_server {
         supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
     }

@@ -76,6 +76,10 @@ impl fmt::Display for Who {
     }
 }
 
+/// rivetrun's exit code when the job times out: mpiexec.hydra's (4.0.2
+/// exits 255 after "APPLICATION TIMED OUT").
+pub const TIMEOUT_EXIT_CODE: i32 = 255;
+
 /// Why the job failed: the first of these decides rivetrun's exit code.
 #[derive(Debug, Clone)]
 pub enum Failure {
@@ -98,6 +102,10 @@ pub enum Failure {
     Interrupted {
         signal: i32,
     },
+    /// The job ran past `--timeout` / `MPIEXEC_TIMEOUT`.
+    TimedOut {
+        limit: Duration,
+    },
     /// It ended still connected to a group made without `early_term`.
     GroupLeft {
         who: Who,
@@ -119,6 +127,7 @@ impl Failure {
                 }
             }
             Failure::NoFinalize { .. } | Failure::GroupLeft { .. } | Failure::Internal(_) => 1,
+            Failure::TimedOut { .. } => TIMEOUT_EXIT_CODE,
         }
     }
 
@@ -130,7 +139,7 @@ impl Failure {
             | Failure::Aborted { who, .. }
             | Failure::NoFinalize { who }
             | Failure::GroupLeft { who, .. } => Some(who),
-            Failure::Interrupted { .. } | Failure::Internal(_) => None,
+            Failure::Interrupted { .. } | Failure::TimedOut { .. } | Failure::Internal(_) => None,
         }
     }
 
@@ -148,6 +157,10 @@ impl Failure {
                 "{who} exited with code 0 without finalizing PMI; the other processes could wait for it forever"
             ),
             Failure::Interrupted { signal } => format!("rivetrun received {}", signal_name(*signal)),
+            Failure::TimedOut { limit } => format!(
+                "the job timed out: still running after {} s (--timeout / MPIEXEC_TIMEOUT)",
+                limit.as_secs_f64()
+            ),
             Failure::GroupLeft { who, group } => format!(
                 "{who} ended while connected to group {group} (made without \
                  early_term_allowed: every member must disconnect first)"
@@ -306,6 +319,8 @@ pub struct Supervisor {
     phase: Phase,
     failure: Option<Failure>,
     all_exited_at: Option<Instant>,
+    /// When the job times out (`--timeout`), and the limit.
+    timeout: Option<(Instant, Duration)>,
     /// A SIGCHLD arrived (or a process was added): `reap` has work.
     child_exited: bool,
     /// A failed rank does not stop the others (`--disable-auto-cleanup`).
@@ -343,6 +358,7 @@ impl Supervisor {
             grace,
             phase: Phase::Running,
             failure: None,
+            timeout: None,
             all_exited_at: None,
             child_exited: true,
             keep_going: false,
@@ -516,6 +532,11 @@ impl Supervisor {
         self.keep_going = on;
     }
 
+    /// Tear the job down if it still runs `limit` from now (`--timeout`).
+    pub fn time_limit(&mut self, limit: Duration) {
+        self.timeout = Instant::now().checked_add(limit).map(|at| (at, limit));
+    }
+
     /// A process could not be started: record it as the failure and stop the others.
     pub fn fail(&mut self, failure: Failure) {
         self.begin_teardown(failure);
@@ -589,7 +610,8 @@ impl Supervisor {
     fn next_deadline(&self) -> Option<Instant> {
         let kill = match self.phase {
             Phase::TearingDown { kill_at } => Some(kill_at),
-            _ => None,
+            Phase::Running => self.timeout.map(|(at, _)| at),
+            Phase::Killed => None,
         };
         let drain = self.all_exited_at.map(|t| t + DRAIN_AFTER_EXIT);
         match (kill, drain) {
@@ -599,6 +621,12 @@ impl Supervisor {
     }
 
     fn on_deadlines(&mut self) {
+        if let (Phase::Running, Some((at, limit))) = (&self.phase, self.timeout) {
+            if Instant::now() >= at {
+                // Whatever --disable-auto-cleanup says: the job is over.
+                self.begin_teardown(Failure::TimedOut { limit });
+            }
+        }
         if let Phase::TearingDown { kill_at } = self.phase {
             if Instant::now() >= kill_at {
                 if self.procs.iter().any(|p| p.status.is_none()) {
@@ -1206,8 +1234,13 @@ impl Supervisor {
     fn begin_teardown(&mut self, failure: Failure) {
         if self.failure.is_none() {
             if self.procs.iter().any(|p| p.status.is_none()) {
+                let other = if failure.who().is_some() {
+                    "other "
+                } else {
+                    ""
+                };
                 eprintln!(
-                    "rivetrun: {}; terminating the other {}",
+                    "rivetrun: {}; terminating the {other}{}",
                     failure.describe(),
                     self.alive_text(false, failure.who())
                 );
