@@ -72,6 +72,8 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--mesh-dims",
     "--kill-grace",
     "--timeout",
+    "--outfile-pattern",
+    "--errfile-pattern",
     "--nameserver",
     "--port",
     "--cluster-id",
@@ -217,6 +219,17 @@ pub struct Cli {
     /// [default: $MPIEXEC_TIMEOUT, Hydra's variable; unset: no limit]
     #[arg(long = "timeout", value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: Option<f64>,
+
+    /// Write each process's stdout to the file this pattern names instead of rivetrun's stdout:
+    /// %r rank, %g process group (0; N for spawn N), %p proxy (0), %h host, %t seconds from
+    /// rivetrun's start, %% a %. Files are created (emptied) once and shared by ranks that name
+    /// the same one, line by line. Hydra's option of the same name.
+    #[arg(long = "outfile-pattern", value_name = "PATTERN")]
+    pub outfile_pattern: Option<crate::outfiles::Pattern>,
+
+    /// As --outfile-pattern, for stderr.
+    #[arg(long = "errfile-pattern", value_name = "PATTERN")]
+    pub errfile_pattern: Option<crate::outfiles::Pattern>,
 
     /// Place ranks round-robin over objects of this kind: core, hwthread, l3cache, numa, socket, node.
     #[arg(long = "map-by", value_name = "POLICY", default_value = "core", value_parser = parse_map_by)]

@@ -5,7 +5,7 @@
 //! event loop, which serves PMI (spawns included, checked by `spawn`),
 //! forwards output and signals, and decides the exit code. `output` holds the
 //! line buffering, `cli` the mpiexec-style options, `info` the `--info`
-//! probes, `error` the launch errors, `nameserver` the `--name-server` mode
+//! probes, `error` the launch errors, `nameserver` the `--name-server` mode, `outfiles` `-outfile-pattern`
 //! and the client side of `--nameserver`, `leftovers` the job's temporary
 //! directory and the sweep of what dead jobs left.
 
@@ -19,6 +19,7 @@ mod launch;
 mod leftovers;
 mod nameserver;
 mod nonblocking;
+mod outfiles;
 mod output;
 mod pmix_host;
 mod spawn;
@@ -205,6 +206,20 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     supervisor.keep_going(cli.disable_auto_cleanup);
     if let Some(limit) = cli::time_limit(&cli)? {
         supervisor.time_limit(limit);
+    }
+    if cli.outfile_pattern.is_some() || cli.errfile_pattern.is_some() {
+        let mut files = outfiles::OutFiles::new(
+            cli.outfile_pattern.clone(),
+            cli.errfile_pattern.clone(),
+            info::hostname(),
+        );
+        // Every rank's files exist before any rank starts: a bad pattern fails here.
+        for rank in 0..size {
+            files
+                .files_for(0, rank)
+                .map_err(|e| LaunchError::Usage(e.to_string()))?;
+        }
+        supervisor.output_files(files);
     }
     if let Some(addr) = name_server {
         supervisor.use_name_server(addr).map_err(LaunchError::Io)?;

@@ -68,3 +68,57 @@ fn a_job_past_its_time_limit_is_torn_down_with_255() {
     assert_eq!(o.code(), Some(2), "{}", o.show());
     assert!(o.stderr.contains("MPIEXEC_TIMEOUT"), "{}", o.show());
 }
+
+#[test]
+fn output_goes_to_files_named_by_hydras_patterns() {
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("rivet-outfile-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = format!("{}/out.%r.%g", dir.display());
+    let err = format!("{}/err.all", dir.display());
+    let o = run_job(
+        rivetrun(&[
+            "-outfile-pattern",
+            &out,
+            "-errfile-pattern",
+            &err,
+            "-l",
+            "-n",
+            "3",
+            "sh",
+            "-c",
+            "echo out$PMI_RANK; echo err$PMI_RANK >&2",
+        ]),
+        DEADLINE,
+    );
+    let read = |name: &str| std::fs::read_to_string(dir.join(name)).unwrap_or_default();
+    let (out0, out2, errs) = (read("out.0.0"), read("out.2.0"), read("err.all"));
+    let bad = run_job(
+        rivetrun(&["-outfile-pattern", &format!("{}/%x", dir.display()), "true"]),
+        DEADLINE,
+    );
+    let missing = run_job(
+        rivetrun(&[
+            "-outfile-pattern",
+            &format!("{}/no/such/%r", dir.display()),
+            "true",
+        ]),
+        DEADLINE,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        !o.stdout.contains("out") && !o.stderr.contains("err0"),
+        "{}",
+        o.show()
+    );
+    assert_eq!(out0, "[0] out0\n");
+    assert_eq!(out2, "[2] out2\n");
+    let mut lines: Vec<&str> = errs.lines().collect();
+    lines.sort();
+    assert_eq!(lines, ["[0] err0", "[1] err1", "[2] err2"]);
+    assert_eq!(bad.code(), Some(2), "{}", bad.show());
+    assert!(bad.stderr.contains("%x"), "{}", bad.show());
+    assert_eq!(missing.code(), Some(2), "{}", missing.show());
+    assert!(missing.stderr.contains("no/such/0"), "{}", missing.show());
+}
