@@ -72,6 +72,7 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--mesh-dims",
     "--kill-grace",
     "--timeout",
+    "--configfile",
     "--outfile-pattern",
     "--errfile-pattern",
     "--nameserver",
@@ -172,7 +173,7 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nprocs: u32,
 
-    /// Set variable K to V for the ranks (same as -genv here; there is one executable section).
+    /// Set variable K to V for the ranks of the first section (MPMD: a later section's -env is its own).
     #[arg(long = "env", num_args = 2, value_names = ["K", "V"], action = clap::ArgAction::Append)]
     pub env: Vec<String>,
 
@@ -292,8 +293,15 @@ pub struct Cli {
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
     pub port: Option<u16>,
 
-    /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server"],
+    /// Hydra's MPMD config file: one section per line (`-n 2 ./a ARGS`, `#` comments), the
+    /// sections joined as with ':'; instead of a PROGRAM.
+    #[arg(long = "configfile", value_name = "FILE", conflicts_with_all = ["info", "name_server"])]
+    pub configfile: Option<PathBuf>,
+
+    /// The program to run, and its arguments; `PROG1 ARGS : [-n N] [-env K V] [-wdir DIR] PROG2
+    /// ARGS : ...` runs several programs in one job (MPMD: ranks numbered on over the sections,
+    /// each section its own appnum).
+    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "configfile"],
           trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
@@ -319,13 +327,45 @@ impl Cli {
         Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_on(e, &original))
     }
 
-    /// Variables set with -env and -genv, in command-line order (a later one wins).
-    pub fn assignments(&self) -> Vec<(String, String)> {
+    /// Variables set with -genv (every section's).
+    pub fn global_assignments(&self) -> Vec<(String, String)> {
         self.genv
             .chunks(2)
-            .chain(self.env.chunks(2))
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect()
+    }
+
+    /// The job's MPMD sections (`mpmd.rs`): the first from -n, -env, -wdir
+    /// and PROGRAM, more after each `:`; or those of -configfile.
+    pub fn sections(&self) -> Result<Vec<crate::mpmd::Section>, String> {
+        use crate::mpmd;
+        if let Some(file) = &self.configfile {
+            if !self.command.is_empty() {
+                return Err("give either -configfile or a PROGRAM, not both".into());
+            }
+            return mpmd::read_configfile(file);
+        }
+        let first_len = self
+            .command
+            .iter()
+            .position(|a| a == ":")
+            .unwrap_or(self.command.len());
+        let first = mpmd::Section {
+            nprocs: self.nprocs,
+            env: self
+                .env
+                .chunks(2)
+                .map(|kv| (kv[0].clone(), kv[1].clone()))
+                .collect(),
+            wdir: self.wdir.clone(),
+            command: self.command[..first_len].to_vec(),
+        };
+        if first.command.is_empty() {
+            return Err("no PROGRAM before the first ':'".into());
+        }
+        let mut sections = vec![first];
+        sections.extend(mpmd::later_sections(&self.command[first_len..])?);
+        Ok(sections)
     }
 }
 
@@ -594,10 +634,11 @@ mod tests {
         assert_eq!(cli.nprocs, 3);
         assert!(cli.label);
         assert_eq!(cli.wdir, Some(PathBuf::from("/tmp")));
-        assert_eq!(
-            cli.assignments(),
-            vec![("A".into(), "1".into()), ("B".into(), "two words".into())]
-        );
+        assert_eq!(cli.global_assignments(), [("A".into(), "1".into())]);
+        let sections = cli.sections().unwrap();
+        assert_eq!(sections.len(), 1);
+        assert_eq!(sections[0].env, [("B".into(), "two words".into())]);
+        assert_eq!(sections[0].nprocs, 3);
         let cmd: Vec<_> = cli.command.iter().map(|s| s.to_str().unwrap()).collect();
         assert_eq!(cmd, ["prog", "--flag", "-n", "5"]);
     }
@@ -686,6 +727,29 @@ mod tests {
                 .to_string();
             assert!(err.contains("--timeout"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn mpmd_sections_and_configfile() {
+        let cli = parse(&[
+            "rivetrun", "-genv", "G", "1", "-n", "2", "a", "x", ":", "-np", "3", "-env", "K", "V",
+            "b", "-n", "7",
+        ])
+        .unwrap();
+        let s = cli.sections().unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].nprocs, s[0].command.clone()),
+            (2, vec!["a".into(), "x".into()])
+        );
+        assert_eq!(s[1].nprocs, 3);
+        assert_eq!(s[1].command, ["b", "-n", "7"]);
+        assert_eq!(s[1].env, [("K".into(), "V".into())]);
+        assert!(parse(&["rivetrun", "a", ":"]).unwrap().sections().is_err());
+        let cli = parse(&["rivetrun", "-configfile", "/nonexistent/cfg"]).unwrap();
+        assert!(cli.sections().unwrap_err().contains("/nonexistent/cfg"));
+        let both = parse(&["rivetrun", "-configfile", "cfg", "prog"]).unwrap();
+        assert!(both.sections().is_err());
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rivet_tests::{rivetrun, run_job, serial};
+use rivet_tests::{bin, rivetrun, run_job, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -121,4 +121,86 @@ fn output_goes_to_files_named_by_hydras_patterns() {
     assert!(bad.stderr.contains("%x"), "{}", bad.show());
     assert_eq!(missing.code(), Some(2), "{}", missing.show());
     assert!(missing.stderr.contains("no/such/0"), "{}", missing.show());
+}
+
+/// `pmi_check rank R of N ... appnum A over KIND` lines, as (R, A, KIND).
+fn appnums(stdout: &str) -> Vec<(u32, i32, String)> {
+    let mut seen: Vec<(u32, i32, String)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("pmi_check rank ") && l.contains(" appnum "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1];
+            (
+                w[2].parse().unwrap(),
+                at("appnum").parse().unwrap(),
+                at("over").to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
+
+#[test]
+fn mpmd_sections_and_configfile_number_ranks_on_with_one_appnum_each() {
+    let _serial = serial();
+    let check = bin("pmi_check").display().to_string();
+    // Three programs; the last section's own -env makes it speak PMI-2.
+    let o = run_job(
+        rivetrun(&[
+            "-n",
+            "2",
+            &check,
+            ":",
+            "-n",
+            "1",
+            &check,
+            ":",
+            "-np",
+            "2",
+            "-env",
+            "RIVET_PMI",
+            "pmi2",
+            &check,
+        ]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let want: Vec<(u32, i32, String)> = [(0, 0, "pmi1"), (1, 0, "pmi1"), (2, 1, "pmi1")]
+        .into_iter()
+        .chain([(3, 2, "pmi2"), (4, 2, "pmi2")])
+        .map(|(r, a, k)| (r, a, k.to_string()))
+        .collect();
+    assert_eq!(appnums(&o.stdout), want, "{}", o.show());
+    assert_eq!(
+        o.stdout.matches("pmi_check OK rank").count(),
+        5,
+        "{}",
+        o.show()
+    );
+    // The same job from a Hydra config file.
+    let cfg = std::env::temp_dir().join(format!("rivet-mpmd-{}.cfg", std::process::id()));
+    std::fs::write(
+        &cfg,
+        format!("# sections\n-n 2 {check}\n\n-n 1 {check} : -n 2 -env RIVET_PMI pmi2 {check}\n"),
+    )
+    .unwrap();
+    let o = run_job(rivetrun(&["-configfile", cfg.to_str().unwrap()]), DEADLINE);
+    std::fs::remove_file(&cfg).unwrap();
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert_eq!(appnums(&o.stdout), want, "{}", o.show());
+    // A section that cannot run stops everything before anything starts.
+    let o = run_job(
+        rivetrun(&["-n", "1", &check, ":", "-n", "1", "/nonexistent/prog"]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(127), "{}", o.show());
+    assert!(!o.stdout.contains("pmi_check rank"), "{}", o.show());
+    let o = run_job(
+        rivetrun(&["-n", "1", &check, ":", "-bogus", &check]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(2), "{}", o.show());
+    assert!(o.stderr.contains("-bogus"), "{}", o.show());
 }
