@@ -155,8 +155,9 @@ group made without early_term fails the job like a failed rank. Names qualified 
 id are accepted for this rivetrun's own cluster (--cluster-id, published to every process as \
 PMI_rivet_cluster); processes of other clusters or other rivetrun jobs cannot be connected.\n\n\
 mpiexec spellings are accepted: any long option with one dash (-np, -env, -genv, -genvlist, \
--genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -version), \
--prepend-rank for -l. A single-dash word is never read as a cluster of short options: an \
+-genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -timeout, \
+-outfile-pattern, -errfile-pattern, -configfile, -version), -prepend-rank for -l, \
+MPIEXEC_TIMEOUT, and MPMD: PROG1 ARGS : -n 2 PROG2 ARGS. A single-dash word is never read as a cluster of short options: an \
 unknown one is an error (exit 2) naming it. Options that start ranks on other hosts (-hosts, \
 -host, -f, -hostfile, -machinefile, -launcher, -launcher-exec, -iface) are refused (exit 2).",
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
@@ -566,6 +567,40 @@ mod tests {
         assert!(unsupported(&args).expect("-f").contains("other hosts"));
         let cli = parse(&["rivetrun", "-prepend-rank", "prog"]).unwrap();
         assert!(cli.label);
+    }
+
+    #[test]
+    fn hydra_spellings_parse() {
+        let cli = parse(&[
+            "rivetrun",
+            "-genvall",
+            "-prepend-rank",
+            "-pmi-port",
+            "-disable-auto-cleanup",
+            "-timeout",
+            "5",
+            "-outfile-pattern",
+            "o.%r",
+            "-errfile-pattern",
+            "e.%r",
+            "-n",
+            "2",
+            "prog",
+            "-timeout",
+        ])
+        .unwrap();
+        assert!(cli.genvall && cli.label && cli.pmi_port && cli.disable_auto_cleanup);
+        assert_eq!(cli.timeout, Some(5.0));
+        assert!(cli.outfile_pattern.is_some() && cli.errfile_pattern.is_some());
+        assert_eq!(cli.command, ["prog", "-timeout"]);
+        assert_eq!(norm(&["rivetrun", "-version"])[1], "--version");
+        let cli = parse(&["rivetrun", "-configfile", "f.cfg"]).unwrap();
+        assert_eq!(cli.configfile, Some(PathBuf::from("f.cfg")));
+        assert!(cli.command.is_empty());
+        // Hydra's launcher options are left to clap/`unsupported`, spelled long.
+        for opt in ["-launcher", "-launcher-exec", "-iface"] {
+            assert_eq!(norm(&["rivetrun", opt, "x", "prog"])[1], format!("-{opt}"));
+        }
     }
 
     fn norm(args: &[&str]) -> Vec<String> {
