@@ -1,7 +1,8 @@
 //! PMI-2 on both sides: Rivet ranks with `RIVET_PMI=pmi2` bootstrap
 //! through Slurm's PMI-2 server (`srun --mpi=pmi2`) and through rivetrun,
 //! which serves PMI-2 and PMI-1 on the same connections; the engine says
-//! which PMI it used (`bootstrap: process manager (PMI-2)`).
+//! which PMI it used (`bootstrap: process manager (PMI-2)`). The client
+//! also runs under MPICH's `mpiexec.hydra`, whose server speaks PMI-2.
 
 use std::process::Command;
 use std::time::Duration;
@@ -129,4 +130,22 @@ fn the_pmi_client_checks_and_aborts_over_pmi2_under_rivetrun() {
     let o = run_job_checking_shm(cmd, DEADLINE);
     assert_eq!(o.code(), Some(13), "{}", o.show());
     assert!(o.stderr.contains("rank 1 called abort"), "{}", o.show());
+}
+
+/// Rivet's PMI-2 client against MPICH's own PMI-2 server (Hydra's): the
+/// KVS, fence and job attributes carry the engine's start-up, over shared
+/// memory and over tcp.
+#[test]
+fn rivet_ranks_run_under_mpich_hydra_with_pmi2() {
+    let _serial = serial();
+    for (netmod, mode, n) in [("auto", "pingpong", 2), ("tcp", "stress", 3)] {
+        let mut cmd = Command::new("mpiexec.hydra");
+        cmd.args(["-n", &n.to_string(), "-genv", "RIVET_PMI", "pmi2"])
+            .args(["-genv", "RIVET_NETMOD", netmod])
+            .arg(bin("engine_check"))
+            .arg(mode);
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        engine_check_passed(&o, mode, n);
+        assert!(o.stdout.contains(PMI2), "{netmod}: {}", o.show());
+    }
 }

@@ -296,11 +296,14 @@ impl Pmi2 {
 
     pub fn lookup(&mut self, service: &str) -> Result<String> {
         let reply = self.request(V2Message::new("name-lookup").with("name", service))?;
-        Pmi2::found(&reply).ok_or_else(|| Error::Server {
-            cmd: "name-lookup".into(),
-            rc: 1,
-            msg: Some(format!("{service} is not published")),
-        })
+        // Hydra answers `port=`, this crate's server both `port=` and `value=`.
+        let port = reply.get("port").map(str::to_string);
+        port.or_else(|| Pmi2::found(&reply))
+            .ok_or_else(|| Error::Server {
+                cmd: "name-lookup".into(),
+                rc: 1,
+                msg: Some(format!("{service} is not published")),
+            })
     }
 
     pub fn unpublish(&mut self, service: &str) -> Result<()> {
