@@ -223,6 +223,7 @@ impl<T: Threading> Engine<T> {
             match &pmi {
                 Some(c) if c.kind() == "pmix" => "process manager (PMIx, OpenPMIx client)".into(),
                 Some(c) if c.kind() == "singleton" => "none (singleton)".into(),
+                Some(c) if c.kind() == "pmi2" => "process manager (PMI-2)".into(),
                 Some(_) => "process manager (PMI-1)".into(),
                 None => "external (addresses exchanged by the caller)".into(),
             },

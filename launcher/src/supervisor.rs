@@ -19,9 +19,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStdin, ExitStatus};
+use std::rc::Rc;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,6 +42,7 @@ use crate::error::LaunchError;
 use crate::launch::{self, JobSpec, PmiChannel, Priority, RankPlace, Started};
 use crate::nameserver;
 use crate::nonblocking::{interest, write_unsent};
+use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
 use crate::pmix_host::{PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
@@ -76,6 +79,10 @@ impl fmt::Display for Who {
     }
 }
 
+/// rivetrun's exit code when the job times out: mpiexec.hydra's (4.0.2
+/// exits 255 after "APPLICATION TIMED OUT").
+pub const TIMEOUT_EXIT_CODE: i32 = 255;
+
 /// Why the job failed: the first of these decides rivetrun's exit code.
 #[derive(Debug, Clone)]
 pub enum Failure {
@@ -98,6 +105,10 @@ pub enum Failure {
     Interrupted {
         signal: i32,
     },
+    /// The job ran past `--timeout` / `MPIEXEC_TIMEOUT`.
+    TimedOut {
+        limit: Duration,
+    },
     /// It ended still connected to a group made without `early_term`.
     GroupLeft {
         who: Who,
@@ -119,6 +130,7 @@ impl Failure {
                 }
             }
             Failure::NoFinalize { .. } | Failure::GroupLeft { .. } | Failure::Internal(_) => 1,
+            Failure::TimedOut { .. } => TIMEOUT_EXIT_CODE,
         }
     }
 
@@ -130,7 +142,7 @@ impl Failure {
             | Failure::Aborted { who, .. }
             | Failure::NoFinalize { who }
             | Failure::GroupLeft { who, .. } => Some(who),
-            Failure::Interrupted { .. } | Failure::Internal(_) => None,
+            Failure::Interrupted { .. } | Failure::TimedOut { .. } | Failure::Internal(_) => None,
         }
     }
 
@@ -148,6 +160,10 @@ impl Failure {
                 "{who} exited with code 0 without finalizing PMI; the other processes could wait for it forever"
             ),
             Failure::Interrupted { signal } => format!("rivetrun received {}", signal_name(*signal)),
+            Failure::TimedOut { limit } => format!(
+                "the job timed out: still running after {} s (--timeout / MPIEXEC_TIMEOUT)",
+                limit.as_secs_f64()
+            ),
             Failure::GroupLeft { who, group } => format!(
                 "{who} ended while connected to group {group} (made without \
                  early_term_allowed: every member must disconnect first)"
@@ -246,6 +262,8 @@ struct Proc {
     stdout: Option<(Receiver, LineBuffer)>,
     stderr: Option<(Receiver, LineBuffer)>,
     spoke_pmi: bool,
+    /// Where its stdout and stderr go instead of rivetrun's (`outfiles`).
+    files: Files,
 }
 
 /// What spawning needs besides the request (see `Supervisor::enable_spawn`).
@@ -306,6 +324,10 @@ pub struct Supervisor {
     phase: Phase,
     failure: Option<Failure>,
     all_exited_at: Option<Instant>,
+    /// When the job times out (`--timeout`), and the limit.
+    timeout: Option<(Instant, Duration)>,
+    /// `-outfile-pattern` / `-errfile-pattern`.
+    outfiles: Option<OutFiles>,
     /// A SIGCHLD arrived (or a process was added): `reap` has work.
     child_exited: bool,
     /// A failed rank does not stop the others (`--disable-auto-cleanup`).
@@ -343,6 +365,8 @@ impl Supervisor {
             grace,
             phase: Phase::Running,
             failure: None,
+            timeout: None,
+            outfiles: None,
             all_exited_at: None,
             child_exited: true,
             keep_going: false,
@@ -376,19 +400,29 @@ impl Supervisor {
     pub fn add_rank(&mut self, started: Started) -> io::Result<Option<ChildStdin>> {
         let rank = self.procs.len() as u32;
         let label = self.label.then(|| format!("[{rank}] "));
-        self.add_proc(started, Who::Rank(rank), self.ns, rank, label)
+        self.add_proc(started, Who::Rank(rank), (self.ns, 0), rank, label)
     }
 
     /// Take over a started process: watch its output and PMI connection.
+    /// `(ns, pgid)`: its namespace, and its process group for
+    /// `-outfile-pattern` (0 for ranks, N for spawn N).
     fn add_proc(
         &mut self,
         started: Started,
         who: Who,
-        ns: NsId,
+        (ns, pgid): (NsId, u32),
         rank: u32,
         label: Option<String>,
     ) -> io::Result<Option<ChildStdin>> {
         let index = self.procs.len();
+        let files = match self.outfiles.as_mut().map(|o| o.files_for(pgid, rank)) {
+            None => (None, None),
+            Some(Ok(files)) => files,
+            Some(Err(e)) => {
+                eprintln!("rivetrun: {e}; {who}'s output is forwarded instead");
+                (None, None)
+            }
+        };
         let Started {
             child,
             pmi,
@@ -407,6 +441,7 @@ impl Supervisor {
             stdout: None,
             stderr: None,
             spoke_pmi: false,
+            files,
         });
         self.by_rank.insert((ns, rank), index);
         self.child_exited = true;
@@ -516,6 +551,17 @@ impl Supervisor {
         self.keep_going = on;
     }
 
+    /// Send processes' output to the files `files` names (opened already
+    /// for the ranks, so that a bad pattern fails before any rank starts).
+    pub fn output_files(&mut self, files: OutFiles) {
+        self.outfiles = Some(files);
+    }
+
+    /// Tear the job down if it still runs `limit` from now (`--timeout`).
+    pub fn time_limit(&mut self, limit: Duration) {
+        self.timeout = Instant::now().checked_add(limit).map(|at| (at, limit));
+    }
+
     /// A process could not be started: record it as the failure and stop the others.
     pub fn fail(&mut self, failure: Failure) {
         self.begin_teardown(failure);
@@ -589,7 +635,8 @@ impl Supervisor {
     fn next_deadline(&self) -> Option<Instant> {
         let kill = match self.phase {
             Phase::TearingDown { kill_at } => Some(kill_at),
-            _ => None,
+            Phase::Running => self.timeout.map(|(at, _)| at),
+            Phase::Killed => None,
         };
         let drain = self.all_exited_at.map(|t| t + DRAIN_AFTER_EXIT);
         match (kill, drain) {
@@ -599,6 +646,12 @@ impl Supervisor {
     }
 
     fn on_deadlines(&mut self) {
+        if let (Phase::Running, Some((at, limit))) = (&self.phase, self.timeout) {
+            if Instant::now() >= at {
+                // Whatever --disable-auto-cleanup says: the job is over.
+                self.begin_teardown(Failure::TimedOut { limit });
+            }
+        }
         if let Phase::TearingDown { kill_at } = self.phase {
             if Instant::now() >= kill_at {
                 if self.procs.iter().any(|p| p.status.is_none()) {
@@ -878,7 +931,7 @@ impl Supervisor {
                 index,
             };
             let label = self.label.then(|| format!("[s{number}:{index}] "));
-            if let Err(err) = self.add_proc(s, who.clone(), child_ns, index, label) {
+            if let Err(err) = self.add_proc(s, who.clone(), (child_ns, number), index, label) {
                 // It runs but cannot be watched: the job cannot go on.
                 self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
             }
@@ -1070,7 +1123,11 @@ impl Supervisor {
             self.read_buf = buf;
             return;
         };
-        let mut sink = Sink(stream);
+        let file = match stream {
+            Stream::Stdout => state.files.0.clone(),
+            Stream::Stderr => state.files.1.clone(),
+        };
+        let mut sink = Sink(stream, file);
         let mut closed = false;
         loop {
             match rx.read(&mut buf) {
@@ -1206,8 +1263,13 @@ impl Supervisor {
     fn begin_teardown(&mut self, failure: Failure) {
         if self.failure.is_none() {
             if self.procs.iter().any(|p| p.status.is_none()) {
+                let other = if failure.who().is_some() {
+                    "other "
+                } else {
+                    ""
+                };
                 eprintln!(
-                    "rivetrun: {}; terminating the other {}",
+                    "rivetrun: {}; terminating the {other}{}",
                     failure.describe(),
                     self.alive_text(false, failure.who())
                 );
@@ -1242,22 +1304,32 @@ impl Supervisor {
 }
 
 /// rivetrun's own stdout or stderr, written without Rust's extra buffering.
-struct Sink(Stream);
+/// rivetrun's stdout or stderr, or the process's output file.
+struct Sink(Stream, Option<Rc<File>>);
 
 impl Write for Sink {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if let Some(f) = &self.1 {
+            return (&**f).write(buf);
+        }
         match self.0 {
             Stream::Stdout => io::stdout().lock().write(buf),
             Stream::Stderr => io::stderr().lock().write(buf),
         }
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
+        if let Some(f) = &self.1 {
+            return (&**f).write_all(buf);
+        }
         match self.0 {
             Stream::Stdout => io::stdout().lock().write_all(buf),
             Stream::Stderr => io::stderr().lock().write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
+        if self.1.is_some() {
+            return Ok(()); // a File has no buffer
+        }
         match self.0 {
             Stream::Stdout => io::stdout().flush(),
             Stream::Stderr => io::stderr().flush(),

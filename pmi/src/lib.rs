@@ -22,6 +22,10 @@
 //! * `topology` (owned by the topology work) layers placement keys on top
 //!   of the client's `get`.
 //!
+//! * PMI-2 (`wire::v2`, `RIVET_PMI=pmi2`): the client speaks it instead
+//!   of PMI-1 over the same connection (`srun --mpi=pmi2`, rivetrun), and
+//!   the server speaks both, telling them apart per connection.
+//!
 //! All fallible operations return the crate's single [`Error`].
 
 #![deny(clippy::undocumented_unsafe_blocks)]

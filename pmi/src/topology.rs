@@ -916,6 +916,8 @@ mod tests {
                 size: 2,
             },
             spawned: false,
+            pmi2: false,
+            jobid: None,
         })
         .unwrap();
         assert_eq!(c.topo_type().unwrap(), TopoType::Mesh { dims: vec![2, 1] });

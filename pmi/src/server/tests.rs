@@ -529,9 +529,9 @@ fn group_barriers_and_version_checks() {
         "cmd=barrier_out rc=1 msg=caller_not_in_barrier_group\n"
     );
     assert_eq!(
-        s.ask(1, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+        s.ask(1, "cmd=init pmi_version=3 pmi_subversion=0\n"),
         "cmd=response_to_init rc=-1 pmi_version=1 pmi_subversion=2 \
-         msg=unsupported_pmi_version_this_server_speaks_PMI-1\n"
+         msg=unsupported_pmi_version_this_server_speaks_PMI-1_and_PMI-2\n"
     );
     // Responses sent by a client are answered with cmd=error.
     assert_eq!(
