@@ -234,6 +234,9 @@ pub(crate) struct State {
     pub key: Option<JobKey>,
     /// An accepted socket's HELLO must be complete within this.
     pub hs_timeout: Duration,
+    /// The largest frame a peer may send that the engine did not place
+    /// (`TcpConfig::piece`): `Rx`'s receive budget.
+    pub max_unplaced: usize,
     /// TCP keepalive for every socket (`sys::set_keepalive`), if any.
     pub keepalive: Option<Duration>,
     /// Accepted sockets closed because their HELLO was overdue.
@@ -266,6 +269,7 @@ impl State {
             events: 0,
             key: None,
             hs_timeout: super::config::DEFAULT_HANDSHAKE_TIMEOUT,
+            max_unplaced: 1 << 20,
             keepalive: Some(super::config::DEFAULT_KEEPALIVE),
             expired: 0,
             nonblocking: true,
@@ -598,6 +602,7 @@ impl State {
 
     /// Connector: the acceptor answered.
     fn verdict(&mut self, slot: u32, v: Result<Verdict, &'static str>) {
+        let budget = self.max_unplaced;
         let Some(s) = self.sock(slot) else { return };
         let id = s.id(slot);
         if s.detached {
@@ -607,7 +612,7 @@ impl State {
                 return self.close(slot, None);
             }
             s.phase = Phase::Open;
-            s.rx = Some(Rx::new());
+            s.rx = Some(Rx::new(budget));
             self.open.push(slot);
             self.made += 1;
             return self.mark_dirty(slot);
@@ -627,7 +632,7 @@ impl State {
                 p.open = true;
                 if let Some(s) = self.sock(slot) {
                     s.phase = Phase::Open;
-                    s.rx = Some(Rx::new());
+                    s.rx = Some(Rx::new(budget));
                 }
                 self.open.push(slot);
                 self.made += 1;
@@ -651,6 +656,7 @@ impl State {
     /// Acceptor: parse the HELLO so far; answer once it is whole.
     fn hello(&mut self, slot: u32) {
         let me = self.me;
+        let budget = self.max_unplaced;
         let Some(s) = self.slots.get(slot as usize).and_then(|x| x.sock.as_ref()) else {
             return;
         };
@@ -724,7 +730,7 @@ impl State {
         let Some(s) = self.sock(slot) else { return };
         if accept {
             s.peer = peer;
-            s.rx = Some(Rx::new());
+            s.rx = Some(Rx::new(budget));
         }
         s.phase = Phase::Verdict { accept };
         let v = wire::encode_verdict(verdict);
