@@ -35,7 +35,8 @@ fn frames_of(stream: &[u8], step: usize) -> (Vec<String>, bool) {
 
 /// The PMI framer and parser. `data[0]` is a piece size; the rest the
 /// stream. Asserts: the same frames whatever the split; every message
-/// that parsed writes out to bytes that frame and parse back to it.
+/// that parsed writes out to bytes that frame and parse back to a message
+/// that writes the same bytes.
 pub fn pmi_framer(data: &[u8]) {
     let Some((&step, stream)) = data.split_first() else {
         return;
@@ -58,7 +59,13 @@ pub fn pmi_framer(data: &[u8]) {
             .feed(&bytes, &mut again)
             .unwrap_or_else(|e| panic!("{m:?} wrote {bytes:?}, which does not frame: {e}"));
         match &again[..] {
-            [Frame::Message(m2)] => assert_eq!(&m, m2, "round trip of {bytes:?}"),
+            // A failed answer's payload is read but not written, so the
+            // message read back may differ; what it writes may not.
+            [Frame::Message(m2)] => assert_eq!(
+                m2.encode().ok().as_ref(),
+                Some(&bytes),
+                "{m:?} wrote {bytes:?}, read back as {m2:?}"
+            ),
             other => panic!("{m:?} wrote {bytes:?}, read back as {other:?}"),
         }
     }
