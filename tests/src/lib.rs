@@ -9,6 +9,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod procfs;
 pub mod rank_check;
 
 use std::io::Read;
