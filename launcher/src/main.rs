@@ -22,6 +22,7 @@ mod nonblocking;
 mod output;
 mod pmix_host;
 mod spawn;
+mod stdout_queue;
 mod supervisor;
 mod topology;
 mod version;
