@@ -27,6 +27,7 @@ mod pmix_host;
 mod proxy;
 mod remote;
 mod spawn;
+mod stdout_queue;
 mod supervisor;
 mod topology;
 mod version;

@@ -46,6 +46,7 @@ use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
 use crate::pmix_host::{PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
+use crate::stdout_queue::StdoutQueue;
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
@@ -193,7 +194,7 @@ pub fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stream {
     Stdout,
     Stderr,
@@ -335,7 +336,18 @@ pub struct Supervisor {
     /// Scratch space for reads, allocated once (zeroing a fresh buffer per
     /// event was a measurable share of serving PMI).
     read_buf: Box<[u8]>,
+    /// rivetrun's stdout, written by a thread (`stdout_queue.rs`).
+    stdout_q: StdoutQueue,
+    /// Output streams with bytes left unread: the queue was full, or one
+    /// turn's reads were used up. Read again at the next turn.
+    deferred: Vec<(usize, Stream)>,
 }
+
+/// Reads of one output stream per turn (64 KiB each): a rank printing
+/// without pause cannot keep the loop from PMI serving.
+const READS_PER_TURN: usize = 8;
+/// How long the loop waits before trying a stream deferred by a full queue.
+const FULL_QUEUE_RETRY: Duration = Duration::from_millis(20);
 
 impl Supervisor {
     /// Set up polling and signal handling; call before the first rank starts so no SIGCHLD is missed.
@@ -371,6 +383,8 @@ impl Supervisor {
             child_exited: true,
             keep_going: false,
             read_buf: vec![0u8; 65536].into_boxed_slice(),
+            stdout_q: StdoutQueue::start(io::stdout())?,
+            deferred: Vec::new(),
         })
     }
 
@@ -575,13 +589,24 @@ impl Supervisor {
             if self.finished() {
                 break;
             }
-            let timeout = self
+            let mut timeout = self
                 .next_deadline()
                 .map(|d| d.saturating_duration_since(Instant::now()));
+            if !self.deferred.is_empty() {
+                let wait = match self.stdout_q.has_room() {
+                    true => Duration::ZERO,
+                    false => FULL_QUEUE_RETRY,
+                };
+                timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
+            }
             if !self.turn(&mut events, timeout) {
                 break;
             }
+            for (proc, stream) in std::mem::take(&mut self.deferred) {
+                self.read_output(proc, stream);
+            }
         }
+        self.stdout_q.finish();
         if self.failure.is_some() {
             // Whatever a failed job's processes forked must not outlive it.
             self.kill_groups(libc::SIGKILL);
@@ -1127,9 +1152,21 @@ impl Supervisor {
             Stream::Stdout => state.files.0.clone(),
             Stream::Stderr => state.files.1.clone(),
         };
-        let mut sink = Sink(stream, file);
+        let mut sink = Sink {
+            stream,
+            file,
+            queue: &self.stdout_q,
+        };
         let mut closed = false;
+        let mut reads = 0;
         loop {
+            if reads == READS_PER_TURN || (stream == Stream::Stdout && !self.stdout_q.has_room()) {
+                if !self.deferred.contains(&(proc, stream)) {
+                    self.deferred.push((proc, stream));
+                }
+                break;
+            }
+            reads += 1;
             match rx.read(&mut buf) {
                 Ok(0) => {
                     closed = true;
@@ -1303,35 +1340,35 @@ impl Supervisor {
     }
 }
 
-/// rivetrun's own stdout or stderr, written without Rust's extra buffering.
-/// rivetrun's stdout or stderr, or the process's output file.
-struct Sink(Stream, Option<Rc<File>>);
+/// The process's output file (`-outfile-pattern`), else rivetrun's own
+/// stdout (through the queue, never blocking) or stderr (written at once,
+/// without Rust's extra buffering).
+struct Sink<'a> {
+    stream: Stream,
+    file: Option<Rc<File>>,
+    queue: &'a StdoutQueue,
+}
 
-impl Write for Sink {
+impl Write for Sink<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        if let Some(f) = &self.1 {
-            return (&**f).write(buf);
-        }
-        match self.0 {
-            Stream::Stdout => io::stdout().lock().write(buf),
-            Stream::Stderr => io::stderr().lock().write(buf),
-        }
+        self.write_all(buf)?;
+        Ok(buf.len())
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        if let Some(f) = &self.1 {
+        if let Some(f) = &self.file {
             return (&**f).write_all(buf);
         }
-        match self.0 {
-            Stream::Stdout => io::stdout().lock().write_all(buf),
+        match self.stream {
+            Stream::Stdout => {
+                self.queue.push(buf);
+                Ok(())
+            }
             Stream::Stderr => io::stderr().lock().write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        if self.1.is_some() {
-            return Ok(()); // a File has no buffer
-        }
-        match self.0 {
-            Stream::Stdout => io::stdout().flush(),
+        match self.stream {
+            Stream::Stdout => Ok(()), // the queue and files have no buffer
             Stream::Stderr => io::stderr().flush(),
         }
     }

@@ -30,6 +30,9 @@ use std::ptr::NonNull;
 
 pub mod auth;
 mod fabric;
+/// Entry points of the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod fxhash;
 mod jobs;
 pub mod libs;

@@ -27,15 +27,15 @@
 //! | `sys.rs` | socket system calls |
 //! | `poll.rs`, `uring.rs` | the two backends |
 
-mod card;
+pub(crate) mod card;
 mod config;
-mod conn;
+pub(crate) mod conn;
 mod iface;
 mod poll;
 mod state;
 mod sys;
 mod uring;
-mod wire;
+pub(crate) mod wire;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -134,6 +134,7 @@ impl TcpNetmod {
         let mut st = State::new(my_rank, job.as_bytes());
         st.key = config.job_key;
         st.hs_timeout = config.handshake_timeout;
+        st.max_unplaced = config.piece;
         st.keepalive = config.keepalive;
         st.nonblocking = matches!(io, Io::Poll(_));
         Ok(TcpNetmod {

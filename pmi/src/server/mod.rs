@@ -60,7 +60,7 @@ use crate::error::{Error, Result};
 use crate::wire::{Framer, Message, SpawnRequest};
 
 pub use handle::SERVER_VERSION;
-pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
+pub use kvs::{max_entries, MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
 pub use auth::{random_bytes, PortAuth, PORT_SECRET_ENV};

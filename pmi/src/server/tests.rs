@@ -810,3 +810,37 @@ fn random_bytes_never_panic_the_server() {
         }
     }
 }
+
+/// A rank putting keys in a loop fills its namespace's KVS up to the cap
+/// and then gets a clear error answer; overwriting a key still works, the
+/// connection goes on, and the other ranks read what is there.
+#[test]
+fn a_full_kvs_answers_an_error_and_the_job_goes_on() {
+    let (mut s, ns) = three_rank_session();
+    let cap = max_entries(3);
+    // The preput pair is an entry too.
+    let mut batch = String::new();
+    for i in 0..cap - 1 {
+        batch.push_str(&format!("cmd=put kvsname=rivet_1_0 key=k{i} value=v{i}\n"));
+    }
+    let answers = s.ask(1, &batch);
+    assert_eq!(answers.matches("cmd=put_result rc=0\n").count(), cap - 1);
+    assert_eq!(
+        s.ask(1, "cmd=put kvsname=rivet_1_0 key=one_more value=x\n"),
+        "cmd=put_result rc=1 msg=kvs_full\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=put kvsname=rivet_1_0 key=k7 value=again\n"),
+        "cmd=put_result rc=0\n",
+        "an overwrite is not a new entry"
+    );
+    assert_eq!(
+        s.ask(3, "cmd=get kvsname=rivet_1_0 key=k7\n"),
+        "cmd=get_result rc=0 value=again\n"
+    );
+    assert!(
+        s.server.conn_rank(1).is_some(),
+        "the putter stays connected"
+    );
+    let _ = ns;
+}
