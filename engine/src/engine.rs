@@ -358,6 +358,14 @@ impl<T: Threading> Engine<T> {
         }
     }
 
+    /// System calls the netmod has made for I/O so far, where it counts
+    /// them (the tcp netmod does); `None` without a netmod, or if the
+    /// engine's lock is poisoned.
+    pub fn netmod_syscalls(&self) -> Option<u64> {
+        let core = self.inner.lock().ok()?;
+        core.netmod.as_ref().and_then(|n| n.syscalls())
+    }
+
     pub fn info(&self) -> Info {
         let mut items = self.inner.info.clone();
         if let Ok(core) = self.inner.lock() {
@@ -395,6 +403,9 @@ impl<T: Threading> Engine<T> {
                     "shm.single_copy_reads".into(),
                     format!("{} whole, {} shared with the sender", c.whole, c.shared),
                 ));
+            }
+            if let Some(n) = core.netmod.as_ref().and_then(|n| n.syscalls()) {
+                items.push(("netmod.syscalls".into(), n.to_string()));
             }
             if core.netmod.is_some() {
                 let r = &core.st.rma;
