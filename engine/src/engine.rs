@@ -358,6 +358,15 @@ impl<T: Threading> Engine<T> {
         }
     }
 
+    /// A barrier of the whole job through the process manager: this thread
+    /// blocks reading the PMI connection (no CPU) until every process of
+    /// the job has called it. The engine makes no progress meanwhile, so
+    /// nothing this process queued moves: for benchmarks that need ranks
+    /// asleep while others measure (`rivet-bench latency --idle-peers`).
+    pub fn pmi_barrier(&self) -> Result<()> {
+        self.inner.with_pmi(|pmi| pmi.barrier())
+    }
+
     /// System calls the netmod has made for I/O so far, where it counts
     /// them (the tcp netmod does); `None` without a netmod, or if the
     /// engine's lock is poisoned.
