@@ -358,12 +358,15 @@ impl<T: Threading> Engine<T> {
         }
     }
 
-    /// A barrier of the whole job through the process manager: this thread
-    /// blocks reading the PMI connection (no CPU) until every process of
-    /// the job has called it. The engine makes no progress meanwhile, so
-    /// nothing this process queued moves: for benchmarks that need ranks
-    /// asleep while others measure (`rivet-bench latency --idle-peers`).
+    /// A barrier of the whole job through the process manager: first
+    /// everything queued to be sent is handed to the transports (progress
+    /// until the netmod's queues are empty), then this thread blocks
+    /// reading the PMI connection (no CPU) until every process of the job
+    /// has called it. The engine makes no progress meanwhile: for
+    /// benchmarks that need ranks asleep while others measure
+    /// (`rivet-bench latency --idle-peers`).
     pub fn pmi_barrier(&self) -> Result<()> {
+        self.inner.drain(|_| true);
         self.inner.with_pmi(|pmi| pmi.barrier())
     }
 
