@@ -239,6 +239,12 @@ pub trait Netmod: Send {
 
     fn limits(&self) -> Limits;
 
+    /// System calls this netmod made for I/O so far, where it counts them
+    /// (`rivet-bench` reports them per message); `None` if it does not.
+    fn syscalls(&self) -> Option<u64> {
+        None
+    }
+
     /// One-sided reads for the rendezvous protocol, where the transport has
     /// them (RDMA); `None` means rendezvous data is streamed with `try_send`.
     fn rma(&mut self) -> Option<&mut dyn Rma> {

@@ -553,9 +553,12 @@ fn second_address(b: Backend) {
     assert_eq!(nets[0].connections_made(), 1);
 }
 
-/// Above 16 connections the poll backend finds readable ones by epoll.
+/// Many connections: everything arrives, and an idle poll costs at most
+/// one system call whatever their number (the poll backend's one
+/// `epoll_wait`; io_uring enters the kernel only with work), plus the
+/// slow tick's accept and connect checks every 64th poll.
 fn many_peers(b: Backend) {
-    const PEERS: u64 = 18;
+    const PEERS: u64 = 10;
     let Some(mut nets) = open_n(b, "many", PEERS) else {
         return;
     };
@@ -577,6 +580,21 @@ fn many_peers(b: Backend) {
     }
     assert_eq!(nets[0].connected_peers(), PEERS as usize - 1);
     assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    const POLLS: u64 = 640;
+    let before = nets[0].syscalls();
+    for _ in 0..POLLS {
+        nets[0].poll(&mut sinks[0]).unwrap();
+    }
+    let idle_calls = nets[0].syscalls() - before;
+    assert!(
+        idle_calls <= POLLS + 2 * POLLS / 64,
+        "{idle_calls} system calls in {POLLS} idle polls with {} connections",
+        PEERS - 1
+    );
+    // One message still arrives at once through that single call.
+    send(&mut nets, &mut sinks, 3, 0, 10, 8);
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == want + 1);
 }
 
 /// Jobs "xA" (ranks 0, 1) and "xB" (rank 0), each knowing the other as

@@ -167,6 +167,16 @@ impl TcpNetmod {
         self.st.expired
     }
 
+    /// System calls made for I/O so far: on the poll backend every send,
+    /// receive, `epoll_wait`, accept and connect; on io_uring each
+    /// `io_uring_enter` of a poll (submitting SQEs does not count apart).
+    pub fn syscalls(&self) -> u64 {
+        match &self.io {
+            Io::Poll(_) => self.st.calls,
+            Io::Uring(u) => self.st.calls + u.calls,
+        }
+    }
+
     /// Peers with an open connection now.
     pub fn connected_peers(&self) -> usize {
         self.st.peers.values().filter(|p| p.open).count()
@@ -289,6 +299,10 @@ impl Netmod for TcpNetmod {
             Io::Poll(p) => p.poll(&mut self.st, sink),
             Io::Uring(u) => u.poll(&mut self.st, sink),
         }
+    }
+
+    fn syscalls(&self) -> Option<u64> {
+        Some(TcpNetmod::syscalls(self))
     }
 
     fn idle(&self) -> bool {

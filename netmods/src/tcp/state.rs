@@ -256,6 +256,9 @@ pub(crate) struct State {
     /// Sockets made by a redial whose connect the backend must issue (the
     /// poll backend; io_uring's connects follow from `dirty`).
     pub redial: Vec<u32>,
+    /// System calls the backend made for I/O (sends, receives, readiness,
+    /// accepts, connects, `io_uring_enter`), for `TcpNetmod::syscalls`.
+    pub calls: u64,
 }
 
 impl State {
@@ -286,6 +289,7 @@ impl State {
             evicted: 0,
             nonblocking: true,
             redial: Vec::new(),
+            calls: 0,
         }
     }
 
