@@ -55,6 +55,8 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "info",
     "nameserver",
     "port",
+    "auth",
+    "impi-server",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
@@ -74,10 +76,31 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--nameserver",
     "--port",
     "--cluster-id",
+    "--auth",
+    "--impi-server",
 ];
 
 fn parse_nameserver(s: &str) -> Result<String, String> {
     crate::nameserver::check_addr(s)
+}
+
+/// `--auth`'s list of IMPI authentication methods, most preferred first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthPreference(pub Vec<u32>);
+
+fn parse_auth(s: &str) -> Result<AuthPreference, String> {
+    rivet_pmi::impi::auth::parse_preference(s).map(AuthPreference)
+}
+
+fn parse_impi_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of clients"))?;
+    let most = rivet_pmi::impi::MAX_CLIENTS;
+    if n == 0 || n > most {
+        return Err(format!("an IMPI job has 1 to {most} clients, not {n}"));
+    }
+    Ok(n)
 }
 
 fn parse_cluster_id(s: &str) -> Result<String, String> {
@@ -231,12 +254,25 @@ pub struct Cli {
     #[arg(long = "cluster-id", value_name = "NAME", value_parser = parse_cluster_id)]
     pub cluster_id: Option<String>,
 
-    /// TCP port for --name-server [default: any free port].
+    /// TCP port for --name-server or --impi-server [default: any free port].
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
     pub port: Option<u16>,
 
+    /// Run an IMPI rendezvous server for N clients (seed 003) instead of a job: print
+    /// IP:PORT on stdout, authenticate clients (IMPI_AUTH_KEY, IMPI_AUTH_NONE), relay their
+    /// startup data, exit 0 once every client sent FINI (non-zero if one vanishes first).
+    #[arg(long = "impi-server", value_name = "N", value_parser = parse_impi_size,
+          conflicts_with_all = ["command", "nameserver", "info", "name_server"])]
+    pub impi_server: Option<u32>,
+
+    /// With --impi-server: authentication methods in order of preference, as numbers or
+    /// ranges (1 = IMPI_AUTH_KEY, 0 = IMPI_AUTH_NONE; e.g. 1-0) [default: key, then none].
+    #[arg(long = "auth", value_name = "LIST", value_parser = parse_auth, requires = "impi_server",
+          conflicts_with_all = ["command", "info", "name_server"])]
+    pub auth: Option<AuthPreference>,
+
     /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server"],
+    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "impi_server"],
           trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
@@ -497,6 +533,28 @@ mod tests {
             parse(&["rivetrun", "--bogus", "x"]).is_err(),
             "unknown option"
         );
+    }
+
+    #[test]
+    fn impi_server_options() {
+        let cli = parse(&[
+            "rivetrun",
+            "-impi-server",
+            "2",
+            "-port",
+            "7000",
+            "-auth",
+            "3,1-0",
+        ])
+        .unwrap();
+        assert_eq!(cli.impi_server, Some(2));
+        assert_eq!(cli.port, Some(7000));
+        assert_eq!(cli.auth, Some(AuthPreference(vec![3, 1, 0])));
+        assert!(parse(&["rivetrun", "--impi-server", "0"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "33"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "--auth", "x"]).is_err());
+        assert!(parse(&["rivetrun", "--auth", "1", "-n", "2", "prog"]).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! forwards output and signals, and decides the exit code. `output` holds the
 //! line buffering, `cli` the mpiexec-style options, `info` the `--info`
 //! probes, `error` the launch errors, `nameserver` the `--name-server` mode
-//! and the client side of `--nameserver`, `leftovers` the job's temporary
+//! and the client side of `--nameserver`, `impi` the IMPI server and client, `leftovers` the job's temporary
 //! directory and the sweep of what dead jobs left.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
@@ -14,6 +14,7 @@
 mod cli;
 mod error;
 mod generate;
+mod impi;
 mod info;
 mod launch;
 mod leftovers;
@@ -73,6 +74,9 @@ fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
 }
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
+    if let Some(size) = cli.impi_server {
+        return impi::server::serve(size, cli.port.unwrap_or(0), cli.auth.map(|a| a.0));
+    }
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
     }

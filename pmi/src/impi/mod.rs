@@ -15,6 +15,7 @@
 
 pub mod auth;
 pub mod labels;
+pub mod relay;
 
 use std::io::{self, Read, Write};
 
