@@ -57,10 +57,11 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "port",
     "auth",
     "impi-server",
+    "impi-client",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
-const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv"];
+const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv", "--impi-client"];
 const TAKES_ONE_VALUE: &[&str] = &[
     "-n",
     "--np",
@@ -262,7 +263,7 @@ pub struct Cli {
     /// IP:PORT on stdout, authenticate clients (IMPI_AUTH_KEY, IMPI_AUTH_NONE), relay their
     /// startup data, exit 0 once every client sent FINI (non-zero if one vanishes first).
     #[arg(long = "impi-server", value_name = "N", value_parser = parse_impi_size,
-          conflicts_with_all = ["command", "nameserver", "info", "name_server"])]
+          conflicts_with_all = ["command", "nameserver", "info", "name_server", "impi_client"])]
     pub impi_server: Option<u32>,
 
     /// With --impi-server: authentication methods in order of preference, as numbers or
@@ -270,6 +271,13 @@ pub struct Cli {
     #[arg(long = "auth", value_name = "LIST", value_parser = parse_auth, requires = "impi_server",
           conflicts_with_all = ["command", "info", "name_server"])]
     pub auth: Option<AuthPreference>,
+
+    /// Run this job as client RANK of the IMPI job whose server (`rivetrun --impi-server`)
+    /// listens at HOST:PORT: authenticate, exchange the startup data, run the ranks, then
+    /// tell the server FINI.
+    #[arg(long = "impi-client", num_args = 2, value_names = ["RANK", "HOST:PORT"],
+          conflicts_with_all = ["info", "name_server"])]
+    pub impi_client: Option<Vec<String>>,
 
     /// The program to run, and its arguments.
     #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "impi_server"],
@@ -555,6 +563,13 @@ mod tests {
         assert!(parse(&["rivetrun", "--impi-server", "2", "prog"]).is_err());
         assert!(parse(&["rivetrun", "--impi-server", "2", "--auth", "x"]).is_err());
         assert!(parse(&["rivetrun", "--auth", "1", "-n", "2", "prog"]).is_err());
+        let cli = parse(&["rivetrun", "-impi-client", "1", "h:5", "-n", "2", "prog"]).unwrap();
+        assert_eq!(
+            cli.impi_client,
+            Some(vec!["1".to_string(), "h:5".to_string()])
+        );
+        assert_eq!(cli.command, ["prog"]);
+        assert!(parse(&["rivetrun", "--impi-client", "1", "-n", "2", "prog"]).is_err());
     }
 
     #[test]

@@ -117,6 +117,19 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     // Placement is decided, and refused, before any rank starts.
     let placement = topology::plan(&topo, &placement_request(&cli))?;
     let bind = topo.is_this_system();
+    // IMPI: join the other clients before any rank starts (all or nothing).
+    let impi = match &cli.impi_client {
+        Some(args) => {
+            let (rank, addr) = impi::client::parse_args(args)?;
+            let session = impi::client::join(rank, &addr, size)?;
+            eprintln!("rivetrun: {}", session.summary());
+            for (k, v) in session.env() {
+                job.env.push((k.into(), v.into()));
+            }
+            Some(session)
+        }
+        None => None,
+    };
     if placement.nodes > 1 && bind {
         return Err(LaunchError::Usage(format!(
             "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
@@ -280,7 +293,12 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let Some(stdin) = rank0_stdin {
         forward_stdin(stdin);
     }
-    Ok(supervisor.run().map_or(0, |failure| failure.exit_code()))
+    let code = supervisor.run().map_or(0, |failure| failure.exit_code());
+    // IMPI: FINI only after every proc exited successfully (2.4); else hang up.
+    match impi {
+        Some(session) if code == 0 => session.finish().map(|()| 0),
+        _ => Ok(code),
+    }
 }
 
 fn placement_request(cli: &Cli) -> PlacementRequest {

@@ -247,3 +247,126 @@ fn a_client_vanishing_before_fini_fails_the_server() {
     assert_eq!(code, Some(1), "{err}");
     assert!(err.contains("client 1 disconnected before FINI"), "{err}");
 }
+
+/// `rivetrun --impi-client RANK ADDR -n N sh -c SCRIPT` with this auth env.
+fn client(rank: u32, addr: &str, n: u32, script: &str, env: &[(&str, &str)]) -> Command {
+    let mut cmd = rivet_tests::rivetrun(&[
+        "--impi-client",
+        &rank.to_string(),
+        addr,
+        "-n",
+        &n.to_string(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.env_remove("IMPI_AUTH_NONE")
+        .env_remove("IMPI_AUTH_KEY")
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// Run the commands at once; their outcomes in the same order.
+fn run_all(cmds: Vec<Command>) -> Vec<rivet_tests::Outcome> {
+    let handles: Vec<_> = cmds
+        .into_iter()
+        .map(|cmd| std::thread::spawn(move || rivet_tests::run_job(cmd, DEADLINE)))
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+const SHOW: &str = "echo rank=$PMI_RANK client=$IMPI_CLIENT_RANK/$IMPI_CLIENT_SIZE \
+                    offset=$IMPI_WORLD_OFFSET world=$IMPI_WORLD_SIZE procs=$IMPI_CLIENT_NPROCS \
+                    hosts=$IMPI_HOSTS version=$IMPI_VERSION";
+
+#[test]
+fn two_rivetrun_clients_start_up_and_learn_each_other() {
+    let _serial = serial();
+    let key = [("IMPI_AUTH_KEY", "5678")];
+    let server = Server::start(&["2"], &key);
+    let outs = run_all(vec![
+        client(0, &server.addr, 2, SHOW, &key),
+        client(1, &server.addr, 3, SHOW, &key),
+    ]);
+    for o in &outs {
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+    }
+    let hosts: Vec<String> = outs
+        .iter()
+        .map(|o| {
+            let line = o.stdout.lines().next().unwrap_or_default();
+            line.split("hosts=").nth(1).unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(hosts[0], hosts[1], "both learn the same hosts");
+    assert_eq!(hosts[0].split(',').count(), 2, "{hosts:?}");
+    for r in 0..2 {
+        let want = format!("rank={r} client=0/2 offset=0 world=5 procs=2,3 hosts=");
+        assert!(outs[0].stdout.contains(&want), "{}", outs[0].show());
+    }
+    for r in 0..3 {
+        let want = format!("rank={r} client=1/2 offset=2 world=5 procs=2,3 hosts=");
+        assert!(outs[1].stdout.contains(&want), "{}", outs[1].show());
+    }
+    assert!(outs[0].stdout.contains("version=0.0"));
+    assert!(
+        outs[1]
+            .stderr
+            .contains("IMPI client 1 of 2: world ranks 2..5 of 5"),
+        "{}",
+        outs[1].show()
+    );
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(0), "every client sent FINI: {err}");
+}
+
+#[test]
+fn wrong_key_no_common_method_and_a_failing_client() {
+    let _serial = serial();
+    let server = Server::start(&["1"], &[("IMPI_AUTH_KEY", "5678")]);
+    let outs = run_all(vec![
+        client(0, &server.addr, 1, "true", &[("IMPI_AUTH_KEY", "1234")]),
+        client(0, &server.addr, 1, "true", &[("IMPI_AUTH_NONE", "")]),
+        client(0, &server.addr, 1, "true", &[]),
+    ]);
+    assert_ne!(outs[0].code(), Some(0));
+    assert!(
+        outs[0].stderr.contains("wrong authentication key?"),
+        "{}",
+        outs[0].show()
+    );
+    assert_ne!(outs[1].code(), Some(0));
+    assert!(
+        outs[1].stderr.contains("no method in common"),
+        "{}",
+        outs[1].show()
+    );
+    assert_eq!(outs[2].code(), Some(2));
+    assert!(
+        outs[2]
+            .stderr
+            .contains("no authentication methods available"),
+        "{}",
+        outs[2].show()
+    );
+    drop(server);
+
+    // A client whose rank fails sends no FINI: the server reports it, exit 1.
+    let none = [("IMPI_AUTH_NONE", "")];
+    let server = Server::start(&["2"], &none);
+    let outs = run_all(vec![
+        client(0, &server.addr, 1, "true", &none),
+        client(1, &server.addr, 1, "exit 3", &none),
+    ]);
+    assert_eq!(outs[1].code(), Some(3), "{}", outs[1].show());
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("client 1 disconnected before FINI"), "{err}");
+    // Client 0 learns of it from host 1's link closing without IMPI_PK_FINI.
+    assert_ne!(outs[0].code(), Some(0), "{}", outs[0].show());
+    assert!(
+        outs[0].stderr.contains("closed before its IMPI_PK_FINI"),
+        "{}",
+        outs[0].show()
+    );
+}

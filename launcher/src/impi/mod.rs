@@ -1,7 +1,10 @@
 //! IMPI (seed 003): one MPI_COMM_WORLD across separately started jobs.
 //! `server` is `rivetrun --impi-server N`, the rendezvous point of chapter
-//! 2. The bytes it speaks are `rivet_pmi::impi`'s.
+//! 2; `client` is the startup a job run with `--impi-client RANK HOST:PORT`
+//! goes through before its ranks start, and its shutdown after they end.
+//! The bytes both speak are `rivet_pmi::impi`'s.
 
+pub mod client;
 pub mod server;
 
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs, UdpSocket};

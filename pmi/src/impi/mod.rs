@@ -16,6 +16,7 @@
 pub mod auth;
 pub mod labels;
 pub mod relay;
+pub mod world;
 
 use std::io::{self, Read, Write};
 
