@@ -24,6 +24,8 @@ use rivet_pmi::impi::{
     DEFAULT_MAX_PAYLOAD,
 };
 
+use rivet_netmods::impi::packet::{Kind, Packet, HEADER_LEN};
+
 use crate::error::LaunchError;
 
 /// How long connecting to the server or another host may take.
@@ -41,10 +43,6 @@ pub const HIWATER: u32 = 32;
 /// (2.3.5 wants a way; unset sends -1, the version's default).
 pub const ENV_COLL_XSIZE: &str = "IMPI_COLL_XSIZE";
 pub const ENV_COLL_MAXLINEAR: &str = "IMPI_COLL_MAXLINEAR";
-
-/// `IMPI_PK_FINI`'s packet type (3.5) and the packet header's size.
-const PK_FINI: u32 = 7;
-const PACKET_LEN: usize = 128;
 
 fn fail(msg: impl Into<String>) -> LaunchError {
     LaunchError::Usage(format!("IMPI client: {}", msg.into()))
@@ -413,7 +411,8 @@ impl Session {
     /// Every rank exited 0: end each host link (3.8: send `IMPI_PK_FINI`,
     /// wait for the peer's, consuming what comes before it), then FINI.
     pub fn finish(mut self) -> Result<(), LaunchError> {
-        let fini = fini_packet();
+        let fini = Packet::fini().encode();
+        let maxdatalen = self.world.maxdatalen;
         for (h, s) in &mut self.links {
             s.write_all(&fini)
                 .map_err(|e| fail(format!("host {h}: sending IMPI_PK_FINI: {e}")))?;
@@ -421,19 +420,19 @@ impl Session {
         for (h, s) in &mut self.links {
             let _ = s.set_read_timeout(Some(STARTUP_TIMEOUT));
             loop {
-                let mut head = [0u8; PACKET_LEN];
+                let mut head = [0u8; HEADER_LEN];
                 s.read_exact(&mut head).map_err(|e| {
                     fail(format!(
                         "host {h} closed before its IMPI_PK_FINI ({e}): it failed"
                     ))
                 })?;
-                let kind = u32::from_be_bytes([head[0], head[1], head[2], head[3]]);
-                if kind == PK_FINI {
+                let p = Packet::decode(&head, maxdatalen)
+                    .map_err(|e| fail(format!("host {h}: {e}")))?;
+                if p.kind == Kind::Fini {
                     break;
                 }
                 // Consume a packet's data (3.8: unmatched messages are destroyed).
-                let len = u32::from_be_bytes([head[4], head[5], head[6], head[7]]) as u64;
-                io::copy(&mut (&*s).take(len), &mut io::sink())
+                io::copy(&mut (&*s).take(p.len as u64), &mut io::sink())
                     .map_err(|e| fail(format!("host {h}: {e}")))?;
             }
         }
@@ -443,14 +442,6 @@ impl Session {
         let _ = self.server.shutdown(std::net::Shutdown::Write);
         Ok(())
     }
-}
-
-/// A header-only `IMPI_PK_FINI` packet: type 7, every other field zero
-/// (3.5, table 3.1: finalization uses `pk_type` only).
-fn fini_packet() -> [u8; PACKET_LEN] {
-    let mut p = [0u8; PACKET_LEN];
-    p[..4].copy_from_slice(&PK_FINI.to_be_bytes());
-    p
 }
 
 #[cfg(test)]
@@ -467,13 +458,5 @@ mod tests {
         assert!(parse_args(&["x".into(), "h:1".into()]).is_err());
         assert!(parse_args(&["0".into(), "h".into()]).is_err());
         assert!(parse_args(&["0".into(), ":1".into()]).is_err());
-    }
-
-    #[test]
-    fn fini_packet_is_128_bytes_of_type_7() {
-        let p = fini_packet();
-        assert_eq!(p.len(), 128);
-        assert_eq!(&p[..4], &[0, 0, 0, 7]);
-        assert!(p[4..].iter().all(|&b| b == 0));
     }
 }
