@@ -117,6 +117,15 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     // Placement is decided, and refused, before any rank starts.
     let placement = topology::plan(&topo, &placement_request(&cli))?;
     let bind = topo.is_this_system();
+    if placement.nodes > 1 && bind {
+        return Err(LaunchError::Usage(format!(
+            "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
+             (multi-host launch is not implemented); use --topology to simulate another machine",
+            size,
+            cli.ppn.unwrap_or(0),
+            placement.nodes
+        )));
+    }
     // IMPI: join the other clients before any rank starts (all or nothing).
     let impi = match &cli.impi_client {
         Some(args) => {
@@ -130,15 +139,6 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         }
         None => None,
     };
-    if placement.nodes > 1 && bind {
-        return Err(LaunchError::Usage(format!(
-            "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
-             (multi-host launch is not implemented); use --topology to simulate another machine",
-            size,
-            cli.ppn.unwrap_or(0),
-            placement.nodes
-        )));
-    }
     for note in &placement.notes {
         eprintln!("rivetrun: note: {note}");
     }

@@ -56,7 +56,7 @@ impl Kind {
 
 /// `IMPI_Proc` (3.2): a host id (an IPv6 address, or IPv4-mapped) and a
 /// process id unique on that host.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Proc {
     pub hostid: [u8; 16],
     pub pid: i64,
