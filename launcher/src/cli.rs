@@ -64,10 +64,13 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "bootstrap",
     "bootstrap-exec",
     "iface",
+    "auth",
+    "impi-server",
+    "impi-client",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
-const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv"];
+const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv", "--impi-client"];
 const TAKES_ONE_VALUE: &[&str] = &[
     "-n",
     "--np",
@@ -99,6 +102,8 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--iface",
     "--proxy",
     "--proxy-id",
+    "--auth",
+    "--impi-server",
 ];
 
 /// The longest `--timeout`: a year, in seconds.
@@ -138,6 +143,25 @@ fn parse_nameserver(s: &str) -> Result<String, String> {
 
 fn parse_launcher(s: &str) -> Result<crate::remote::start::Kind, String> {
     s.parse()
+}
+
+/// `--auth`'s list of IMPI authentication methods, most preferred first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthPreference(pub Vec<u32>);
+
+fn parse_auth(s: &str) -> Result<AuthPreference, String> {
+    rivet_pmi::impi::auth::parse_preference(s).map(AuthPreference)
+}
+
+fn parse_impi_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of clients"))?;
+    let most = rivet_pmi::impi::MAX_CLIENTS;
+    if n == 0 || n > most {
+        return Err(format!("an IMPI job has 1 to {most} clients, not {n}"));
+    }
+    Ok(n)
 }
 
 fn parse_cluster_id(s: &str) -> Result<String, String> {
@@ -315,7 +339,7 @@ pub struct Cli {
     #[arg(long = "cluster-id", value_name = "NAME", value_parser = parse_cluster_id)]
     pub cluster_id: Option<String>,
 
-    /// TCP port for --name-server [default: any free port].
+    /// TCP port for --name-server or --impi-server [default: any free port].
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
     pub port: Option<u16>,
 
@@ -379,10 +403,31 @@ pub struct Cli {
     #[arg(long = "configfile", value_name = "FILE", conflicts_with_all = ["info", "name_server"])]
     pub configfile: Option<PathBuf>,
 
+    /// Run an IMPI rendezvous server for N clients (seed 003) instead of a job: print
+    /// IP:PORT on stdout, authenticate clients (IMPI_AUTH_KEY, IMPI_AUTH_NONE), relay their
+    /// startup data, exit 0 once every client sent FINI (non-zero if one vanishes first).
+    #[arg(long = "impi-server", value_name = "N", value_parser = parse_impi_size,
+          conflicts_with_all = ["command", "nameserver", "info", "name_server", "impi_client"])]
+    pub impi_server: Option<u32>,
+
+    /// With --impi-server: authentication methods in order of preference, as numbers or
+    /// ranges (1 = IMPI_AUTH_KEY, 0 = IMPI_AUTH_NONE; e.g. 1-0) [default: key, then none].
+    #[arg(long = "auth", value_name = "LIST", value_parser = parse_auth, requires = "impi_server",
+          conflicts_with_all = ["command", "info", "name_server"])]
+    pub auth: Option<AuthPreference>,
+
+    /// Run this job as client RANK of the IMPI job whose server (`rivetrun --impi-server`)
+    /// listens at HOST:PORT: authenticate, exchange the startup data, run the ranks, then
+    /// tell the server FINI.
+    #[arg(long = "impi-client", num_args = 2, value_names = ["RANK", "HOST:PORT"],
+          conflicts_with_all = ["info", "name_server"])]
+    pub impi_client: Option<Vec<String>>,
+
     /// The program to run, and its arguments; `PROG1 ARGS : [-n N] [-env K V] [-wdir DIR] PROG2
     /// ARGS : ...` runs several programs in one job (MPMD: ranks numbered on over the sections,
     /// each section its own appnum).
-    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "proxy", "configfile"],
+    #[arg(value_name = "PROGRAM",
+          required_unless_present_any = ["info", "name_server", "proxy", "configfile", "impi_server"],
           trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
@@ -766,6 +811,35 @@ mod tests {
             parse(&["rivetrun", "--bogus", "x"]).is_err(),
             "unknown option"
         );
+    }
+
+    #[test]
+    fn impi_server_options() {
+        let cli = parse(&[
+            "rivetrun",
+            "-impi-server",
+            "2",
+            "-port",
+            "7000",
+            "-auth",
+            "3,1-0",
+        ])
+        .unwrap();
+        assert_eq!(cli.impi_server, Some(2));
+        assert_eq!(cli.port, Some(7000));
+        assert_eq!(cli.auth, Some(AuthPreference(vec![3, 1, 0])));
+        assert!(parse(&["rivetrun", "--impi-server", "0"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "33"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "--auth", "x"]).is_err());
+        assert!(parse(&["rivetrun", "--auth", "1", "-n", "2", "prog"]).is_err());
+        let cli = parse(&["rivetrun", "-impi-client", "1", "h:5", "-n", "2", "prog"]).unwrap();
+        assert_eq!(
+            cli.impi_client,
+            Some(vec!["1".to_string(), "h:5".to_string()])
+        );
+        assert_eq!(cli.command, ["prog"]);
+        assert!(parse(&["rivetrun", "--impi-client", "1", "-n", "2", "prog"]).is_err());
     }
 
     #[test]

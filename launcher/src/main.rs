@@ -5,9 +5,11 @@
 //! event loop, which serves PMI (spawns included, checked by `spawn`),
 //! forwards output and signals, and decides the exit code. `output` holds the
 //! line buffering, `cli` the mpiexec-style options, `info` the `--info`
-//! probes, `error` the launch errors, `nameserver` the `--name-server` mode, `outfiles` `-outfile-pattern`, `mpmd` the sections of an MPMD job
-//! and the client side of `--nameserver`, `leftovers` the job's temporary
-//! directory and the sweep of what dead jobs left.
+//! probes, `error` the launch errors, `nameserver` the `--name-server` mode
+//! and the client side of `--nameserver`, `outfiles` `-outfile-pattern`,
+//! `mpmd` the sections of an MPMD job, `impi` the IMPI server and client,
+//! `hosts`, `remote` and `proxy` multi-host jobs, `leftovers` the job's
+//! temporary directory and the sweep of what dead jobs left.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -15,6 +17,7 @@ mod cli;
 mod error;
 mod generate;
 mod hosts;
+mod impi;
 mod info;
 mod launch;
 mod leftovers;
@@ -93,6 +96,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         };
         return Ok(proxy::run(control, id));
     }
+    if let Some(size) = cli.impi_server {
+        return impi::server::serve(size, cli.port.unwrap_or(0), cli.auth.map(|a| a.0));
+    }
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
     }
@@ -141,13 +147,26 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let bind = topo.is_this_system();
     if placement.nodes > 1 && bind {
         return Err(LaunchError::Usage(format!(
-            "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
-             (multi-host launch is not implemented); use --topology to simulate another machine",
+            "{} ranks at -ppn {} need {} nodes, but this job runs on this host only: give the \
+             hosts with -hosts or -hostfile, or use --topology to simulate another machine",
             size,
             cli.ppn.unwrap_or(0),
             placement.nodes
         )));
     }
+    // IMPI: join the other clients before any rank starts (all or nothing).
+    let impi = match &cli.impi_client {
+        Some(args) => {
+            let (rank, addr) = impi::client::parse_args(args)?;
+            let session = impi::client::join(rank, &addr, size)?;
+            eprintln!("rivetrun: {}", session.summary());
+            for (k, v) in session.env() {
+                job.env.push((k.into(), v.into()));
+            }
+            Some(session)
+        }
+        None => None,
+    };
     for note in &placement.notes {
         eprintln!("rivetrun: note: {note}");
     }
@@ -324,7 +343,12 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let Some(stdin) = rank0_stdin {
         forward_stdin(stdin);
     }
-    Ok(supervisor.run().map_or(0, |failure| failure.exit_code()))
+    let code = supervisor.run().map_or(0, |failure| failure.exit_code());
+    // IMPI: FINI only after every proc exited successfully (2.4); else hang up.
+    match impi {
+        Some(session) if code == 0 => session.finish().map(|()| 0),
+        _ => Ok(code),
+    }
 }
 
 /// A new random job secret, put in the job's environment and returned.

@@ -14,6 +14,9 @@
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
 //!
+//! [`impi`] is the wire between hosts of different IMPI clients (seed 003,
+//! chapter 3): the packet header and the per-pair flow control so far.
+//!
 //! [`auth`] holds the job secret and the MAC with which a connecting rank
 //! proves it belongs to the job (the tcp HELLO).
 //!
@@ -34,6 +37,7 @@ mod fabric;
 #[doc(hidden)]
 pub mod fuzzing;
 mod fxhash;
+pub mod impi;
 mod jobs;
 pub mod libs;
 #[cfg(feature = "ofi")]
