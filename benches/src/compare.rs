@@ -83,6 +83,13 @@
 //! btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
 //! startup (with its RIVET_* settings).
 //!
+//! Benchmarks of scale (`--benches idle,fanin`, over tcp or ofi, Rivet
+//! stacks only; jobs and verdicts in `scale_compare`): `latency-idle`, 8 B
+//! latency with 0 and `--idle-peers` idle ranks connected, and `memory`,
+//! rank 0's RSS in the same runs, keyed by idle peers; `fanin`, keyed by
+//! `--senders`. Below every table whose Rivet runs report them: rank 0's
+//! netmod system calls per message (median per stack).
+//!
 //! Order: for each rep, every bench, every stack (the stack order rotates by
 //! one each rep). A stack whose launcher or compiler is missing is skipped
 //! with a note; a failed run is reported and left out of the summary.

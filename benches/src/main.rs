@@ -161,6 +161,13 @@ enum Bench {
     /// rivet-ofi(P) / fi_pingpong(P), with the targets latency <= 1.1 and
     /// bw >= 1.0 marked met or MISSED. mr, bibw and startup are rivet-ofi
     /// only, without a ratio.
+    ///
+    /// --benches idle,fanin (tcp, ofi; Rivet stacks only): 8 B latency
+    /// with 0 and --idle-peers idle ranks (asleep in a PMI barrier) and
+    /// rank 0's RSS in those runs (a memory table: KiB per idle peer,
+    /// target at most 64), and fanin from --senders ranks (target uring /
+    /// poll at least 1.3). Rank 0's netmod system calls per message are printed
+    /// below every table whose Rivet runs count them (tcp).
     Compare(Box<compare::Args>),
     /// Draw a `compare --json` document: latency and bandwidth curves per stack, ratio to the best peer.
     ///
