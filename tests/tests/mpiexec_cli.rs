@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rivet_tests::{bin, rivetrun, run_job, serial};
+use rivet_tests::{bin, mpicc, rivetrun, run_job, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -203,4 +203,23 @@ fn mpmd_sections_and_configfile_number_ranks_on_with_one_appnum_each() {
     );
     assert_eq!(o.code(), Some(2), "{}", o.show());
     assert!(o.stderr.contains("-bogus"), "{}", o.show());
+}
+
+#[test]
+fn mpich_sees_each_sections_appnum() {
+    let _serial = serial();
+    let prog = mpicc("mpi_appnum.c").display().to_string();
+    let o = run_job(
+        rivetrun(&["-n", "1", &prog, ":", "-n", "2", &prog]),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for (rank, app) in [(0, 0), (1, 1), (2, 1)] {
+        assert!(
+            o.stdout
+                .contains(&format!("mpi_appnum rank {rank} appnum {app}\n")),
+            "{}",
+            o.show()
+        );
+    }
 }
