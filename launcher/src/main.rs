@@ -161,7 +161,10 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
             let session = impi::client::join(rank, &addr, size)?;
             eprintln!("rivetrun: {}", session.summary());
             for (k, v) in session.env() {
-                job.env.push((k.into(), v.into()));
+                job.env.push((k.clone().into(), v.clone().into()));
+                for app in &mut apps {
+                    app.env.push((k.clone().into(), v.clone().into()));
+                }
             }
             Some(session)
         }
