@@ -123,6 +123,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
     let (xsize, maxlinear) = (env_int(ENV_COLL_XSIZE)?, env_int(ENV_COLL_MAXLINEAR)?);
     let mut server = connect(addr)?;
     let _ = server.set_nodelay(true);
+    let _ = rivet_netmods::tcp::set_keepalive(&server, super::server::KEEPALIVE);
     server
         .set_read_timeout(Some(STARTUP_TIMEOUT))
         .map_err(LaunchError::Io)?;
@@ -174,9 +175,13 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
             )))
         }
     }
-    // Any method-specific bytes the server announced are skipped.
-    let mut extra = vec![0u8; chosen.len.clamp(0, 4096) as usize];
-    server.read_exact(&mut extra).map_err(io)?;
+    // NONE and KEY have no follow-on messages from the server (len 0).
+    if chosen.len != 0 {
+        return Err(fail(format!(
+            "the server announced {} bytes of authentication messages; NONE and KEY have none",
+            chosen.len
+        )));
+    }
 
     // IMPI (2.3.4).
     write_command(&mut server, &Command::impi(rank as i32)).map_err(io)?;
@@ -306,6 +311,7 @@ fn dance(world: &World, listener: TcpListener) -> Result<Vec<(u32, TcpStream)>, 
                 .map_err(|e| fail(format!("cannot connect to host {i} at {target}: {e}")))?;
             s.write_all(&me.to_be_bytes())
                 .map_err(|e| fail(format!("host {i} at {target}: {e}")))?;
+            let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
             links.push((i, s));
         }
     }
@@ -324,6 +330,7 @@ fn dance(world: &World, listener: TcpListener) -> Result<Vec<(u32, TcpStream)>, 
                 "a host connecting from {from} claims host rank {r}"
             )));
         }
+        let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
         links.push((r, s));
     }
     links.sort_by_key(|(h, _)| *h);
