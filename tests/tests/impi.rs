@@ -373,7 +373,9 @@ fn wrong_key_no_common_method_and_a_failing_client() {
     assert_eq!(outs[1].code(), Some(3), "{}", outs[1].show());
     let (code, err) = server.wait();
     assert_eq!(code, Some(1), "{err}");
-    assert!(err.contains("client 1 disconnected before FINI"), "{err}");
+    // Client 1 hangs up first, or client 0 after learning of it: either
+    // way a client vanished before its FINI.
+    assert!(err.contains("disconnected before FINI"), "{err}");
     // Client 0 learns of it from host 1's link closing without IMPI_PK_FINI.
     assert_ne!(outs[0].code(), Some(0), "{}", outs[0].show());
     assert!(

@@ -45,6 +45,10 @@ pub const ENV_COLL_XSIZE: &str = "IMPI_COLL_XSIZE";
 pub const ENV_COLL_MAXLINEAR: &str = "IMPI_COLL_MAXLINEAR";
 
 fn fail(msg: impl Into<String>) -> LaunchError {
+    LaunchError::Impi(msg.into())
+}
+
+fn usage(msg: impl Into<String>) -> LaunchError {
     LaunchError::Usage(format!("IMPI client: {}", msg.into()))
 }
 
@@ -58,18 +62,18 @@ pub struct Session {
 /// Parse `RANK` and `HOST:PORT` of `--impi-client`.
 pub fn parse_args(args: &[String]) -> Result<(u32, String), LaunchError> {
     let [rank, addr] = args else {
-        return Err(fail("--impi-client takes RANK and HOST:PORT"));
+        return Err(usage("--impi-client takes RANK and HOST:PORT"));
     };
     let rank: u32 = rank
         .parse()
         .ok()
         .filter(|&r| r < rivet_pmi::impi::MAX_CLIENTS)
-        .ok_or_else(|| fail(format!("client rank {rank:?} is not a number from 0 to 31")))?;
+        .ok_or_else(|| usage(format!("client rank {rank:?} is not a number from 0 to 31")))?;
     if addr
         .rsplit_once(':')
         .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
     {
-        return Err(fail(format!(
+        return Err(usage(format!(
             "server address {addr:?} is not HOST:PORT (what `rivetrun --impi-server` prints)"
         )));
     }
@@ -83,7 +87,7 @@ fn env_int(name: &str) -> Result<i32, LaunchError> {
             .parse::<i32>()
             .ok()
             .filter(|&n| n >= 0)
-            .ok_or_else(|| fail(format!("{name}={v:?} is not a number >= 0"))),
+            .ok_or_else(|| usage(format!("{name}={v:?} is not a number >= 0"))),
         Err(_) => Ok(-1),
     }
 }
@@ -116,10 +120,10 @@ fn connect(addr: &str) -> Result<TcpStream, LaunchError> {
 
 /// The whole startup: AUTH, IMPI, every label, DONE, the host dance.
 pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> {
-    let available = Available::from_env().map_err(fail)?;
+    let available = Available::from_env().map_err(usage)?;
     available
         .require_some()
-        .map_err(|e| fail(format!("{e}; aborting")))?;
+        .map_err(|e| usage(format!("{e}; aborting")))?;
     let (xsize, maxlinear) = (env_int(ENV_COLL_XSIZE)?, env_int(ENV_COLL_MAXLINEAR)?);
     let mut server = connect(addr)?;
     let _ = server.set_nodelay(true);
