@@ -45,6 +45,10 @@ pub const ENV_COLL_XSIZE: &str = "IMPI_COLL_XSIZE";
 pub const ENV_COLL_MAXLINEAR: &str = "IMPI_COLL_MAXLINEAR";
 
 fn fail(msg: impl Into<String>) -> LaunchError {
+    LaunchError::Impi(msg.into())
+}
+
+fn usage(msg: impl Into<String>) -> LaunchError {
     LaunchError::Usage(format!("IMPI client: {}", msg.into()))
 }
 
@@ -58,18 +62,18 @@ pub struct Session {
 /// Parse `RANK` and `HOST:PORT` of `--impi-client`.
 pub fn parse_args(args: &[String]) -> Result<(u32, String), LaunchError> {
     let [rank, addr] = args else {
-        return Err(fail("--impi-client takes RANK and HOST:PORT"));
+        return Err(usage("--impi-client takes RANK and HOST:PORT"));
     };
     let rank: u32 = rank
         .parse()
         .ok()
         .filter(|&r| r < rivet_pmi::impi::MAX_CLIENTS)
-        .ok_or_else(|| fail(format!("client rank {rank:?} is not a number from 0 to 31")))?;
+        .ok_or_else(|| usage(format!("client rank {rank:?} is not a number from 0 to 31")))?;
     if addr
         .rsplit_once(':')
         .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
     {
-        return Err(fail(format!(
+        return Err(usage(format!(
             "server address {addr:?} is not HOST:PORT (what `rivetrun --impi-server` prints)"
         )));
     }
@@ -83,7 +87,7 @@ fn env_int(name: &str) -> Result<i32, LaunchError> {
             .parse::<i32>()
             .ok()
             .filter(|&n| n >= 0)
-            .ok_or_else(|| fail(format!("{name}={v:?} is not a number >= 0"))),
+            .ok_or_else(|| usage(format!("{name}={v:?} is not a number >= 0"))),
         Err(_) => Ok(-1),
     }
 }
@@ -116,13 +120,14 @@ fn connect(addr: &str) -> Result<TcpStream, LaunchError> {
 
 /// The whole startup: AUTH, IMPI, every label, DONE, the host dance.
 pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> {
-    let available = Available::from_env().map_err(fail)?;
+    let available = Available::from_env().map_err(usage)?;
     available
         .require_some()
-        .map_err(|e| fail(format!("{e}; aborting")))?;
+        .map_err(|e| usage(format!("{e}; aborting")))?;
     let (xsize, maxlinear) = (env_int(ENV_COLL_XSIZE)?, env_int(ENV_COLL_MAXLINEAR)?);
     let mut server = connect(addr)?;
     let _ = server.set_nodelay(true);
+    let _ = rivet_netmods::tcp::set_keepalive(&server, super::server::KEEPALIVE);
     server
         .set_read_timeout(Some(STARTUP_TIMEOUT))
         .map_err(LaunchError::Io)?;
@@ -174,9 +179,13 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
             )))
         }
     }
-    // Any method-specific bytes the server announced are skipped.
-    let mut extra = vec![0u8; chosen.len.clamp(0, 4096) as usize];
-    server.read_exact(&mut extra).map_err(io)?;
+    // NONE and KEY have no follow-on messages from the server (len 0).
+    if chosen.len != 0 {
+        return Err(fail(format!(
+            "the server announced {} bytes of authentication messages; NONE and KEY have none",
+            chosen.len
+        )));
+    }
 
     // IMPI (2.3.4).
     write_command(&mut server, &Command::impi(rank as i32)).map_err(io)?;
@@ -306,6 +315,7 @@ fn dance(world: &World, listener: TcpListener) -> Result<Vec<(u32, TcpStream)>, 
                 .map_err(|e| fail(format!("cannot connect to host {i} at {target}: {e}")))?;
             s.write_all(&me.to_be_bytes())
                 .map_err(|e| fail(format!("host {i} at {target}: {e}")))?;
+            let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
             links.push((i, s));
         }
     }
@@ -324,6 +334,7 @@ fn dance(world: &World, listener: TcpListener) -> Result<Vec<(u32, TcpStream)>, 
                 "a host connecting from {from} claims host rank {r}"
             )));
         }
+        let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
         links.push((r, s));
     }
     links.sort_by_key(|(h, _)| *h);

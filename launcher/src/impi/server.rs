@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,10 @@ const AUTH_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 /// Most AUTH payload bytes read (32 masks).
 const MAX_AUTH_PAYLOAD: usize = 128;
+/// Most connections served at once (each has a thread); more are closed.
+const MAX_CONNS: usize = 256;
+/// A peer host silent this long (no keepalive answer) fails its connection.
+pub const KEEPALIVE: Duration = Duration::from_secs(60);
 
 enum Event {
     Open(ConnId, TcpStream, SocketAddr),
@@ -145,8 +150,21 @@ fn accept_loop(
     policy: Arc<(Available, Option<Vec<u32>>)>,
 ) {
     let mut next: ConnId = 0;
+    let live = Arc::new(AtomicUsize::new(0));
     for conn in listener.incoming() {
-        let Ok(stream) = conn else { continue };
+        let stream = match conn {
+            Ok(s) => s,
+            Err(_) => {
+                // Out of descriptors and the like: do not spin on it.
+                std::thread::sleep(Duration::from_millis(50));
+                continue;
+            }
+        };
+        if live.load(Ordering::Relaxed) >= MAX_CONNS {
+            eprintln!("rivetrun: IMPI server: {MAX_CONNS} connections open; one more refused");
+            continue;
+        }
+        let _ = rivet_netmods::tcp::set_keepalive(&stream, KEEPALIVE);
         let Ok(addr) = stream.peer_addr() else {
             continue;
         };
@@ -162,10 +180,16 @@ fn accept_loop(
         }
         let conn_tx = tx.clone();
         let policy = policy.clone();
+        let conn_live = live.clone();
+        conn_live.fetch_add(1, Ordering::Relaxed);
         let started = std::thread::Builder::new()
             .name(format!("impi-conn-{id}"))
-            .spawn(move || serve_conn(id, stream, addr, &conn_tx, &policy));
+            .spawn(move || {
+                serve_conn(id, stream, addr, &conn_tx, &policy);
+                conn_live.fetch_sub(1, Ordering::Relaxed);
+            });
         if let Err(e) = started {
+            live.fetch_sub(1, Ordering::Relaxed);
             let _ = tx.send(Event::Refused(
                 id,
                 format!("{addr}: no thread to serve it ({e}); closed"),

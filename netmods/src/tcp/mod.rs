@@ -63,6 +63,16 @@ enum Io {
     Uring(UringIo),
 }
 
+/// TCP keepalive (as `TcpConfig::keepalive`) on a socket the
+/// netmod does not own, such as rivetrun's IMPI server and host links, so a
+/// vanished host fails them after about `after`.
+pub fn set_keepalive(
+    socket: &impl std::os::fd::AsRawFd,
+    after: std::time::Duration,
+) -> io::Result<()> {
+    sys::set_keepalive(socket.as_raw_fd(), after)
+}
+
 pub struct TcpNetmod {
     st: State,
     io: Io,

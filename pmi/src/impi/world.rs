@@ -495,4 +495,40 @@ mod tests {
         }
         assert!(w.finish().unwrap_err().to_string().contains("ackmark"));
     }
+
+    #[test]
+    fn arbitrary_broadcasts_never_panic() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            let nclients = (next() % 3 + 1) as u32;
+            let mut w = WorldBuilder::new(0, nclients);
+            for _ in 0..(next() % 20) {
+                let label = labels::LABELS_0_0[(next() % 14) as usize];
+                let len = (next() % 5) as usize * 4;
+                let data: Vec<u8> = (0..len).map(|_| (next() % 3) as u8).collect();
+                let b = Broadcast {
+                    label,
+                    client_mask: (next() % 8) as u32,
+                    data,
+                };
+                let _ = w.take(&b);
+            }
+            let _ = w.finish();
+        }
+        // A valid exchange followed by a second, different NHOSTS.
+        let bs = exchange(&[mine(1, 2, -1), mine(2, 1, -1)]);
+        let mut w = WorldBuilder::new(0, 2);
+        for b in &bs {
+            w.take(b).unwrap();
+        }
+        let two = [Some(&[0u8, 0, 0, 2][..]), Some(&[0u8, 0, 0, 2][..])];
+        w.take(&Broadcast::collect(labels::C_NHOSTS, two)).unwrap();
+        assert!(w.finish().is_err());
+    }
 }
