@@ -131,6 +131,29 @@ pub struct JobOutput {
     pub foreign_pct: Option<f64>,
 }
 
+/// The job gets SIGTERM when rivet-bench (the thread that starts and waits
+/// for it) dies, so a killed `compare` leaves no launcher, hence no ranks,
+/// behind: launchers pass SIGTERM on to their ranks.
+fn ends_with_me(command: &mut Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: getpid has no preconditions.
+    let parent = unsafe { libc::getpid() };
+    // SAFETY: the closure runs in the child between fork and exec and makes
+    // only async-signal-safe calls (prctl, getppid, kill, getpid).
+    unsafe {
+        command.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before prctl took effect.
+            if libc::getppid() != parent {
+                libc::kill(libc::getpid(), libc::SIGTERM);
+            }
+            Ok(())
+        })
+    };
+}
+
 /// Run a job to completion (or until `timeout`, then SIGTERM, and SIGKILL
 /// 5 s later). `Err` if it cannot start, times out or exits non-zero; the
 /// message ends with the tail of its stderr.
@@ -150,8 +173,9 @@ pub fn run_job_lenient(
 ) -> Result<(JobOutput, Option<String>), String> {
     let before = CpuSnapshot::take();
     let start = Instant::now();
-    let mut child = spec
-        .command()
+    let mut command = spec.command();
+    ends_with_me(&mut command);
+    let mut child = command
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
