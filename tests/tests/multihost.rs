@@ -291,33 +291,24 @@ fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
 fn inside_a_slurm_allocation_srun_starts_the_proxies() {
     let _serial = serial();
     rivet_tests::slurm_up();
-    // --launcher slurm, and the default inside an allocation.
-    for launcher in [&["--launcher", "slurm"][..], &[]] {
-        let mut cmd = Command::new("salloc");
-        cmd.args(["-n", "2", "--quiet"])
-            .arg(rivet_tests::bin("rivetrun"))
-            .args(launcher)
-            .args([
-                "--launch-stats",
-                "-n",
-                "2",
-                "-genv",
-                "RIVET_YIELD",
-                "always",
-            ])
-            .arg(bin("engine_check"))
-            .arg("connect_all");
-        let o = run_job(cmd, DEADLINE);
-        assert_eq!(o.code(), Some(0), "{launcher:?}: {}", o.show());
-        for rank in 0..2 {
-            let ok = format!("engine_check connect_all OK rank {rank} of 2 ");
-            assert!(o.stdout.contains(&ok), "{launcher:?}: {}", o.show());
-        }
-        // Both ranks on the allocation's one node: shared memory.
-        assert!(o.stdout.contains("vcs: 1 shm, 0 netmod"), "{}", o.show());
-        let (hosts, barriers, msgs) = stats(&o);
-        assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
+    // (Without --launcher, only an allocation of several nodes uses srun.)
+    let mut cmd = Command::new("salloc");
+    cmd.args(["-n", "2", "--quiet"])
+        .arg(rivet_tests::bin("rivetrun"))
+        .args(["--launcher", "slurm", "--launch-stats", "-n", "2"])
+        .args(["-genv", "RIVET_YIELD", "always"])
+        .arg(bin("engine_check"))
+        .arg("connect_all");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for rank in 0..2 {
+        let ok = format!("engine_check connect_all OK rank {rank} of 2 ");
+        assert!(o.stdout.contains(&ok), "{}", o.show());
     }
+    // Both ranks on the allocation's one node: shared memory.
+    assert!(o.stdout.contains("vcs: 1 shm, 0 netmod"), "{}", o.show());
+    let (hosts, barriers, msgs) = stats(&o);
+    assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
 }
 
 #[test]
