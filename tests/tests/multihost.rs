@@ -407,3 +407,32 @@ fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
     eprintln!("job down {:?} after h2 was cut off", cut_at.elapsed());
     assert!(c.pids(1).is_empty(), "left on h2: {:?}", c.pids(1));
 }
+
+#[test]
+fn stdin_reaches_rank_0_on_its_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let input = std::env::temp_dir().join(format!("rivet-mh-stdin-{}", std::process::id()));
+    std::fs::write(&input, "first line\nsecond line\n").unwrap();
+    let script = "read a; read b; read c || echo \"rank $PMI_RANK on $(hostname): [$a] [$b] eof\"";
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &[],
+        Path::new("/bin/sh"),
+        &["-c", script],
+    );
+    cmd.stdin(std::fs::File::open(&input).unwrap());
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {});
+    let _ = std::fs::remove_file(&input);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("rank 0 on h1: [first line] [second line] eof"),
+        "{}",
+        o.show()
+    );
+    // The others get no input.
+    assert!(o.stdout.contains("rank 1 on h2: [] [] eof"), "{}", o.show());
+}
