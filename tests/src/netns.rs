@@ -2,7 +2,9 @@
 //! namespace with a veth on a bridge, its own address, its own `/etc/hosts`
 //! (`/etc/netns/NS/hosts`, which `ip netns exec` mounts over `/etc/hosts`)
 //! and its own hostname (`unshare --uts`). A wrapper script, given to
-//! `rivetrun --launcher-exec`, runs `SCRIPT HOST COMMAND...` inside HOST.
+//! `rivetrun --launcher-exec` (or Hydra's `-launcher-exec`), runs
+//! `SCRIPT HOST COMMAND...` inside HOST, the command parsed again by a
+//! shell as ssh would (rivetrun and Hydra quote it for that).
 //!
 //! The veth end inside every namespace has the bridge's name, so one
 //! `--iface NAME` names the interface on every host (as `eth1` would on a
@@ -121,7 +123,7 @@ impl Cluster {
         let script = format!(
             "#!/bin/sh\n# rivetrun --launcher-exec: run COMMAND on HOST (a namespace).\n\
              host=$1; shift\ncase \"$host\" in\n{cases}  *) echo \"nsexec: no host $host\" >&2; exit 255 ;;\nesac\n\
-             exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\" && exec \"$@\"' \"$name\" \"$@\"\n"
+             exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\" && eval \"exec $1\"' \"$name\" \"$*\"\n"
         );
         std::fs::write(&cluster.script, script).map_err(|e| e.to_string())?;
         use std::os::unix::fs::PermissionsExt;

@@ -436,3 +436,50 @@ fn stdin_reaches_rank_0_on_its_host() {
     // The others get no input.
     assert!(o.stdout.contains("rank 1 on h2: [] [] eof"), "{}", o.show());
 }
+
+/// Start-up of the MPICH hello on 4 namespace hosts, rivetrun against
+/// `mpiexec.hydra` through its own `-launcher-exec`, interleaved. Only
+/// prints (a figure, not a check: this machine's 2 cores are shared).
+/// `cargo test -p rivet-tests --test multihost -- --ignored --nocapture startup`
+#[test]
+#[ignore]
+fn startup_against_hydra() {
+    let _serial = serial();
+    let Some(c) = cluster(4) else { return };
+    let prog = mpicc("mpi_hello.c");
+    let hosts: Vec<String> = c.hosts.iter().map(|h| h.addr.clone()).collect();
+    let exec = c.launcher_exec().display().to_string();
+    for n in [16u32, 64] {
+        let ns = n.to_string();
+        let mut times = Vec::new();
+        for round in 0..2 {
+            let mut ours = on_hosts(
+                &c,
+                &["-hosts", &hosts.join(",")],
+                n,
+                &["--bind-to", "none"],
+                &prog,
+                &[],
+            );
+            ours.env("RIVET_YIELD", "always");
+            let mut hydra = Command::new("mpiexec.hydra");
+            hydra
+                .args([
+                    "-launcher",
+                    "rsh",
+                    "-launcher-exec",
+                    &exec,
+                    "-iface",
+                    &c.iface,
+                ])
+                .args(["-hosts", &hosts.join(","), "-n", &ns])
+                .arg(&prog);
+            for (name, cmd) in [("rivetrun", ours), ("hydra", hydra)] {
+                let o = run_job(cmd, DEADLINE);
+                assert_eq!(o.code(), Some(0), "{name}: {}", o.show());
+                times.push((name, round, o.elapsed));
+            }
+        }
+        eprintln!("startup of {n} ranks on 4 hosts: {times:?}");
+    }
+}
