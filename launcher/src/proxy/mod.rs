@@ -325,6 +325,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
 
     // Ranks are started by this (the main) thread: their parent-death
     // signal is armed against it, and it lives as long as the proxy.
+    // Like rivetrun on one host: the proxy runs a little ahead of its
+    // ranks (which wait on its answers), each rank back at our old nice.
+    let priority = launch::Priority::raise_own();
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
     let mut start_error = None;
@@ -337,6 +340,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         };
         let mut child = started.child;
+        priority.reset_child(child.id());
         pids.push((rank, child.id(), true));
         if let (Some(mut to_rank), Some(from)) = (started.stdin, stdin_rx.take()) {
             // Rank 0's input, on a thread of its own: a rank that does not
