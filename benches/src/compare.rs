@@ -83,6 +83,13 @@
 //! btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
 //! startup (with its RIVET_* settings).
 //!
+//! Benchmarks of scale (`--benches idle,fanin`, over tcp or ofi, Rivet
+//! stacks only; jobs and verdicts in `scale_compare`): `latency-idle`, 8 B
+//! latency with 0 and `--idle-peers` idle ranks connected, and `memory`,
+//! rank 0's RSS in the same runs, keyed by idle peers; `fanin`, keyed by
+//! `--senders`. Below every table whose Rivet runs report them: rank 0's
+//! netmod system calls per message (median per stack).
+//!
 //! Order: for each rep, every bench, every stack (the stack order rotates by
 //! one each rep). A stack whose launcher or compiler is missing is skipped
 //! with a note; a failed run is reported and left out of the summary.
@@ -111,7 +118,10 @@ pub struct Args {
     #[arg(long, value_delimiter = ',')]
     provider: Option<Vec<String>>,
     /// Benchmarks to compare: latency, bw, bibw (Rivet only), mr (no
-    /// raw-tcp, no fi_pingpong), startup (no raw-tcp, no fi_pingpong).
+    /// raw-tcp, no fi_pingpong), startup (no raw-tcp, no fi_pingpong);
+    /// Rivet only, over tcp or ofi: idle (8 B latency with 0 and
+    /// --idle-peers idle ranks connected; also a `memory` table, rank 0's
+    /// RSS) and fanin (--senders ranks to one).
     #[arg(long, value_delimiter = ',', default_value = "latency,bw,mr")]
     benches: Vec<String>,
     /// Message sizes to report (latency, bw, bibw), comma-separated, with
@@ -142,6 +152,13 @@ pub struct Args {
     /// Rank counts for startup.
     #[arg(long, value_delimiter = ',', default_value = "2,8,32")]
     ranks: Vec<u32>,
+    /// Idle peers of the `idle` bench (8 B latency with none and with N,
+    /// and rank 0's RSS in the `memory` table).
+    #[arg(long, default_value_t = 64, value_name = "N")]
+    idle_peers: u32,
+    /// Senders of the `fanin` bench.
+    #[arg(long, default_value_t = 16, value_name = "N")]
+    senders: u32,
     /// Runs per stack and benchmark.
     #[arg(long, default_value_t = 5)]
     reps: u32,
@@ -209,6 +226,12 @@ pub struct Args {
 enum Bench {
     P2p(Kind),
     Startup,
+    /// 8 B latency keyed by idle peers (`latency --idle-peers`).
+    Idle,
+    /// Rank 0's RSS (KiB) in the idle runs, keyed by idle peers.
+    Memory,
+    /// `fanin`, keyed by senders.
+    Fanin,
 }
 
 /// Which sizes to report.
@@ -552,6 +575,9 @@ struct Table {
     /// Stacks that measure only these keys (raw-tcp): "-" at the others.
     only: BTreeMap<usize, &'static [u64]>,
     samples: BTreeMap<u64, BTreeMap<usize, Vec<f64>>>,
+    /// Rank 0's netmod system calls per message, per (key, stack), where
+    /// the run reported them.
+    calls: BTreeMap<u64, BTreeMap<usize, Vec<f64>>>,
 }
 
 impl Table {
@@ -559,6 +585,9 @@ impl Table {
         match self.bench {
             Bench::P2p(k) => k.name(),
             Bench::Startup => "startup",
+            Bench::Idle => "latency-idle",
+            Bench::Memory => "memory",
+            Bench::Fanin => "fanin",
         }
     }
 
@@ -566,13 +595,17 @@ impl Table {
         match self.bench {
             Bench::P2p(k) => k.unit(),
             Bench::Startup => "s",
+            Bench::Idle => "us",
+            Bench::Memory => "KiB",
+            Bench::Fanin => "msg/s",
         }
     }
 
     fn lower_is_better(&self) -> bool {
         match self.bench {
             Bench::P2p(k) => k.lower_is_better(),
-            Bench::Startup => true,
+            Bench::Startup | Bench::Idle | Bench::Memory => true,
+            Bench::Fanin => false,
         }
     }
 
@@ -580,6 +613,8 @@ impl Table {
         match self.bench {
             Bench::P2p(_) => "size",
             Bench::Startup => "ranks",
+            Bench::Idle | Bench::Memory => "idle_peers",
+            Bench::Fanin => "senders",
         }
     }
 
@@ -597,13 +632,24 @@ impl Table {
                 .into_iter()
                 .map(|s| s as u64)
                 .collect(),
-            (None, Bench::Startup) => Vec::new(),
+            (None, _) => Vec::new(),
         }
     }
 
     /// Whether `stack` measures `key` at all (a missing value is a failure).
     fn measures(&self, stack: usize, key: u64) -> bool {
         self.only.get(&stack).is_none_or(|k| k.contains(&key))
+    }
+
+    fn add_calls(&mut self, key: u64, stack: usize, calls: f64) {
+        if self.wants(key) {
+            self.calls
+                .entry(key)
+                .or_default()
+                .entry(stack)
+                .or_default()
+                .push(calls);
+        }
     }
 
     fn add(&mut self, key: u64, stack: usize, value: f64) {
@@ -625,6 +671,10 @@ struct CellTarget {
     stack: usize,
     /// Startup: the wall time is the sample, under this key.
     wall_key: Option<u64>,
+    /// idle, fanin: the run's one row goes under this key.
+    key: Option<u64>,
+    /// idle: the table its `memory` line goes to.
+    memory: Option<usize>,
 }
 
 pub fn run(args: Args) -> Result<(), String> {
@@ -653,16 +703,25 @@ pub fn run(args: Args) -> Result<(), String> {
         }
         None => parse_sizes(&args.sizes)?,
     };
+    let transport = args.transport;
     let mut benches = Vec::new();
     for b in &args.benches {
         let bench = match b.trim() {
             "startup" => Bench::Startup,
+            "idle" if transport == Transport::Shm => {
+                return Err("idle needs --transport tcp or ofi (a netmod between the ranks)".into())
+            }
+            "fanin" => Bench::Fanin,
+            "idle" => Bench::Idle,
             other => Bench::P2p(Kind::from_name(other).ok_or_else(|| {
-                format!("unknown bench {other:?}: latency, bw, bibw, mr or startup")
+                format!("unknown bench {other:?}: latency, bw, bibw, mr, startup, idle or fanin")
             })?),
         };
         if !benches.contains(&bench) {
             benches.push(bench);
+            if bench == Bench::Idle {
+                benches.push(Bench::Memory);
+            }
         }
     }
     if benches.contains(&Bench::Startup) && (args.ranks.is_empty() || args.ranks.contains(&0)) {
@@ -676,7 +735,6 @@ pub fn run(args: Args) -> Result<(), String> {
         .iter()
         .any(|b| matches!(b, Bench::P2p(Kind::Latency | Kind::Bw)));
 
-    let transport = args.transport;
     let providers = select_providers(transport, args.provider.as_deref())?;
     let names = select_stacks(transport, args.stacks.as_deref(), &providers)?;
     // The stacks, in a fixed order: Rivet first.
@@ -777,6 +835,7 @@ pub fn run(args: Args) -> Result<(), String> {
             stacks: Vec::new(),
             only: BTreeMap::new(),
             samples: BTreeMap::new(),
+            calls: BTreeMap::new(),
         };
         match bench {
             Bench::P2p(kind) => {
@@ -824,7 +883,71 @@ pub fn run(args: Args) -> Result<(), String> {
                         table: t,
                         stack: i,
                         wall_key: None,
+                        key: None,
+                        memory: None,
                     });
+                }
+                groups.push(cells);
+                targets.push(tgts);
+            }
+            Bench::Memory => {
+                // Filled by the idle runs.
+                table.stacks = stacks
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, s)| matches!(s.status, Ok(StackRun::Rivet { .. })))
+                    .map(|(i, _)| i)
+                    .collect();
+                table.keys = Some(vec![0, u64::from(args.idle_peers)]);
+                groups.push(Vec::new());
+                targets.push(Vec::new());
+            }
+            Bench::Idle | Bench::Fanin => {
+                let keys: Vec<u64> = if bench == Bench::Idle {
+                    vec![0, u64::from(args.idle_peers)]
+                } else {
+                    vec![u64::from(args.senders)]
+                };
+                table.keys = Some(keys.clone());
+                let mut cells = Vec::new();
+                let mut tgts = Vec::new();
+                for (i, s) in stacks.iter().enumerate() {
+                    let Ok(StackRun::Rivet {
+                        rivetrun,
+                        bench: program,
+                        env,
+                    }) = &s.status
+                    else {
+                        continue;
+                    };
+                    table.stacks.push(i);
+                    for &k in &keys {
+                        let kind = if bench == Bench::Idle {
+                            Kind::Latency
+                        } else {
+                            Kind::Mr
+                        };
+                        let spec = crate::scale_compare::spec(
+                            rivet_cmd(rivetrun, env),
+                            program,
+                            bench == Bench::Idle,
+                            k,
+                            loops.args(kind, ["--iters", "--warmup", "--window"]),
+                        );
+                        cells.push(Cell {
+                            label: format!("{} {k}/{}", table.name(), s.name),
+                            spec,
+                            warmup: false,
+                        });
+                        tgts.push(CellTarget {
+                            table: t,
+                            stack: i,
+                            wall_key: None,
+                            key: Some(k),
+                            // The memory table follows the idle one.
+                            memory: (bench == Bench::Idle).then_some(t + 1),
+                        });
+                    }
                 }
                 groups.push(cells);
                 targets.push(tgts);
@@ -850,6 +973,8 @@ pub fn run(args: Args) -> Result<(), String> {
                             table: t,
                             stack: i,
                             wall_key: Some(u64::from(n)),
+                            key: None,
+                            memory: None,
                         });
                     }
                     groups.push(cells);
@@ -1055,8 +1180,39 @@ fn record(
         table.add(key, target.stack, out.wall);
         return Ok(String::new());
     }
+    if let Some(key) = target.key {
+        let name = if table.bench == Bench::Idle {
+            Kind::Latency.name()
+        } else {
+            table.name()
+        };
+        let rows = report::parse_json_rows(&out.stdout, name)?;
+        let &(_, v, calls) = rows.first().ok_or("no row in the output")?;
+        table.add(key, target.stack, v);
+        if let Some(c) = calls {
+            table.add_calls(key, target.stack, c);
+        }
+        let unit = table.unit();
+        let mut note = format!(" — {}", fmt_value(unit, v));
+        if let Some(m) = target.memory {
+            let mem = report::parse_json_rows(&out.stdout, "memory")?;
+            let &(_, rss, _) = mem.first().ok_or("no memory row in the output")?;
+            tables[m].add(key, target.stack, rss);
+            note += &format!(" {unit}, rank 0 RSS {rss:.0} KiB");
+            return Ok(note);
+        }
+        return Ok(note + " " + unit);
+    }
     let rows = match &stacks[target.stack].status {
-        Ok(StackRun::Rivet { .. }) => report::parse_json_output(&out.stdout, table.name())?,
+        Ok(StackRun::Rivet { .. }) => {
+            let rows = report::parse_json_rows(&out.stdout, table.name())?;
+            for &(k, _, calls) in &rows {
+                if let Some(c) = calls {
+                    table.add_calls(k, target.stack, c);
+                }
+            }
+            rows.into_iter().map(|(k, v, _)| (k, v)).collect()
+        }
         Ok(StackRun::RawTcp(_)) => peers::parse_raw_tcp(&out.stdout, table.name())?,
         Ok(StackRun::FiPingpong { .. }) => fi_pingpong::parse_table(&out.stdout, table.name())?,
         _ => peers::parse_table(&out.stdout),
@@ -1289,6 +1445,24 @@ fn summarize_table(table: &Table, stacks: &[&str]) -> Vec<RowSummary> {
 
 fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
     let raw = table.stacks.iter().any(|&i| role(stacks[i]) == Role::Raw);
+    match table.bench {
+        Bench::Idle => {
+            return "latency-idle: 8 B half round trip, us (lower is better), with N idle ranks \
+                connected to both measuring ranks and asleep in a PMI barrier; Rivet only"
+                .into()
+        }
+        Bench::Memory => {
+            return "memory: rank 0's RSS, KiB (lower is better), once connected to N idle peers \
+                (one message each way); Rivet only"
+                .into()
+        }
+        Bench::Fanin => {
+            return "fanin: N ranks send windows of 64 8-byte messages to rank 0, messages/s \
+                received (higher is better); Rivet only, unbound (more ranks than cores)"
+                .into()
+        }
+        Bench::P2p(_) | Bench::Startup => {}
+    }
     if transport == Transport::Ofi {
         return match table.bench {
             Bench::P2p(Kind::Latency) => {
@@ -1313,6 +1487,7 @@ fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
                 s (lower is better); Rivet only"
                     .into()
             }
+            Bench::Idle | Bench::Memory | Bench::Fanin => unreachable!("titled above"),
         };
     }
     match table.bench {
@@ -1332,6 +1507,7 @@ fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
             "startup: whole N-rank job (init, barrier, finalize), launcher start to exit, s (lower is better)"
                 .into()
         }
+        Bench::Idle | Bench::Memory | Bench::Fanin => unreachable!("titled above"),
     }
 }
 
@@ -1437,8 +1613,56 @@ fn text_report(
         if transport != Transport::Shm {
             out += &ratio_grid(transport, table, stacks, &rows, key_header);
         }
+        out += &scale_notes(table, stacks, &rows);
     }
     out
+}
+
+/// Below a table: the verdicts of the benchmarks of scale (idle peers /
+/// none, memory per idle peer, fanin uring / poll) and rank 0's netmod
+/// system calls per message, where the runs reported them.
+fn scale_notes(table: &Table, stacks: &[&str], rows: &[RowSummary]) -> String {
+    use crate::scale_compare as sc;
+    let median_of = |key: u64, i: usize| {
+        rows.iter()
+            .find(|r| r.key == key)
+            .and_then(|r| r.per_stack.iter().find(|(j, _)| *j == i))
+            .and_then(|(_, s)| s.map(|(s, _)| s.median))
+    };
+    let mut out = String::new();
+    match table.bench {
+        Bench::Idle | Bench::Memory => {
+            let n = table
+                .keys
+                .as_ref()
+                .and_then(|k| k.last().copied())
+                .unwrap_or(0);
+            let per: Vec<(&str, Option<f64>, Option<f64>)> = table
+                .stacks
+                .iter()
+                .map(|&i| (stacks[i], median_of(0, i), median_of(n, i)))
+                .collect();
+            out += &if table.bench == Bench::Idle {
+                sc::idle_lines(&per, n)
+            } else {
+                sc::memory_lines(&per, n)
+            };
+        }
+        Bench::Fanin => out += &sc::fanin_line(rows.first().and_then(|r| r.uring_over_poll)),
+        Bench::P2p(_) | Bench::Startup => {}
+    }
+    let calls: Vec<(u64, Vec<(&str, f64)>)> = table
+        .calls
+        .iter()
+        .map(|(k, m)| {
+            let per = m
+                .iter()
+                .filter_map(|(i, v)| summarize(v).map(|s| (stacks[*i], s.median)))
+                .collect();
+            (*k, per)
+        })
+        .collect();
+    out + &sc::calls_lines(&calls, table.key_name())
 }
 
 /// Over tcp and ofi, the ratios of a table, below its values: per Rivet
@@ -1732,8 +1956,25 @@ fn json_doc(
                             )
                         }
                     };
+                    // Rank 0's netmod system calls per message, median per stack.
+                    let calls: Vec<String> = table
+                        .calls
+                        .get(&r.key)
+                        .into_iter()
+                        .flatten()
+                        .filter_map(|(i, v)| {
+                            summarize(v).map(|c| {
+                                format!("{}:{}", json::string(stacks[*i]), json::num(c.median))
+                            })
+                        })
+                        .collect();
+                    let calls = if calls.is_empty() {
+                        String::new()
+                    } else {
+                        format!(",\"syscalls_per_msg\":{{{}}}", calls.join(","))
+                    };
                     format!(
-                        "{{\"{}\":{},\"stacks\":{{{}}},{ratios}}}",
+                        "{{\"{}\":{},\"stacks\":{{{}}},{ratios}{calls}}}",
                         table.key_name(),
                         r.key,
                         per.join(",")
@@ -1796,6 +2037,7 @@ mod tests {
             stacks,
             only: BTreeMap::new(),
             samples: BTreeMap::new(),
+            calls: BTreeMap::new(),
         }
     }
 
@@ -2144,6 +2386,8 @@ latency,us,lower,size,16,\"fi_pingpong(tcp;ofi_rxm)\",,,,0,,
             table: 0,
             stack: 1,
             wall_key: None,
+            key: None,
+            memory: None,
         };
         let note = record(&mut tables, &stacks, target, &out(RAW_LAT)).unwrap();
         assert_eq!(note, " — 8:4.054 1024:3.755 us");

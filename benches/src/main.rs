@@ -3,7 +3,7 @@
 //! Each subcommand is one benchmark. Rank-side programs run under a
 //! launcher (`rivetrun -n 2 rivet-bench latency`, or MPICH's
 //! `mpiexec.hydra`): `latency`, `bw`, `bibw`, `mr` (`p2p`, output in
-//! `report`), `startup`, `info`, `pmi-startup`, and the dynamic-process
+//! `report`), `latency --idle-peers` and `fanin` (`scale`), `startup`, `info`, `pmi-startup`, and the dynamic-process
 //! ones `spawn`, `accept` and `connect` (`dynamic`, rivetrun only).
 //! Harnesses start launchers themselves and compare Rivet with its peers in
 //! the same run, interleaved, because this machine's speed drifts between
@@ -33,6 +33,8 @@ mod plot;
 mod pmi_startup;
 mod progress;
 mod report;
+mod scale;
+mod scale_compare;
 mod sizes;
 mod stats;
 mod version;
@@ -98,6 +100,14 @@ enum Bench {
     /// rate is that of all threads together, from the first thread's start to
     /// the last one's end. Sizes: 8 B only, unless --min or --max is given.
     Mr(p2p::MrArgs),
+    /// Fan-in: every rank but 0 sends windows of 8 B messages to rank 0, which acks each window; messages/s received.
+    ///
+    /// Per window rank 0 posts --window receives per sender, waits for all,
+    /// then acks every sender. Also rank 0's netmod system calls per
+    /// message received (where the netmod counts them: tcp).
+    ///
+    ///   RIVET_NETMOD=tcp rivetrun -n 17 rivet-bench fanin
+    Fanin(scale::FaninArgs),
     /// Print the engine's configuration: transports, paths, thresholds, yield mode (rank 0).
     Info {
         /// Also list every RIVET_* setting: value in force, source (environment or
@@ -151,6 +161,13 @@ enum Bench {
     /// rivet-ofi(P) / fi_pingpong(P), with the targets latency <= 1.1 and
     /// bw >= 1.0 marked met or MISSED. mr, bibw and startup are rivet-ofi
     /// only, without a ratio.
+    ///
+    /// --benches idle,fanin (tcp, ofi; Rivet stacks only): 8 B latency
+    /// with 0 and --idle-peers idle ranks (asleep in a PMI barrier) and
+    /// rank 0's RSS in those runs (a memory table: KiB per idle peer,
+    /// target at most 64), and fanin from --senders ranks (target uring /
+    /// poll at least 1.3). Rank 0's netmod system calls per message are printed
+    /// below every table whose Rivet runs count them (tcp).
     Compare(Box<compare::Args>),
     /// Draw a `compare --json` document: latency and bandwidth curves per stack, ratio to the best peer.
     ///
@@ -249,6 +266,7 @@ fn main() -> std::process::ExitCode {
         Some(Bench::Bw(args)) => p2p::run(Kind::Bw, args),
         Some(Bench::Bibw(args)) => p2p::run(Kind::Bibw, args),
         Some(Bench::Mr(args)) => p2p::mr(args),
+        Some(Bench::Fanin(args)) => scale::fanin(args),
         Some(Bench::Info { all }) => p2p::info(all),
         Some(Bench::Startup { json }) => p2p::startup(main_start, json),
         Some(Bench::Compare(args)) => compare::run(*args),

@@ -22,11 +22,11 @@ use rivet::{Comm, Engine, Local, Request, Shared, ThreadLevel, Threading};
 use crate::report::{self, Row};
 use crate::sizes::{self, Kind};
 
-const TAG_PING: i32 = 1;
-const TAG_DATA: i32 = 100;
-const TAG_ACK: i32 = 101;
-const TAG_SYNC: i32 = 102;
-const ACK_LEN: usize = 4;
+pub(crate) const TAG_PING: i32 = 1;
+pub(crate) const TAG_DATA: i32 = 100;
+pub(crate) const TAG_ACK: i32 = 101;
+pub(crate) const TAG_SYNC: i32 = 102;
+pub(crate) const ACK_LEN: usize = 4;
 
 /// This process's rank, for error messages (set after init).
 static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
@@ -67,6 +67,12 @@ pub struct P2pArgs {
     /// Print the engine's configuration (rank 0) and exit.
     #[arg(long)]
     pub info: bool,
+    /// latency only: the job has exactly 2 + N ranks; ranks 2 and up
+    /// connect to ranks 0 and 1 (one message each way), then sleep in a
+    /// blocking PMI barrier (no CPU) while 0 and 1 ping-pong. Rank 0 also
+    /// reports its RSS once connected (a `memory` JSON line).
+    #[arg(long, value_name = "N")]
+    pub idle_peers: Option<u32>,
     /// The thread level asked for (single, funneled, serialized, multiple),
     /// as `MPI_Init_thread`. Below multiple the engine takes no lock;
     /// `RIVET_THREAD_LEVEL` may raise it.
@@ -131,7 +137,7 @@ pub struct MrArgs {
     pub pairs: u32,
 }
 
-fn init<T: Threading>(level: ThreadLevel) -> Result<Engine<T>, String> {
+pub(crate) fn init<T: Threading>(level: ThreadLevel) -> Result<Engine<T>, String> {
     let engine = Engine::init_thread(level).map_err(|e| format!("engine init: {e}"))?;
     RANK.store(engine.rank(), Ordering::Relaxed);
     Ok(engine)
@@ -146,7 +152,7 @@ fn die(what: &str, err: rivet::Error) -> ! {
     std::process::exit(1)
 }
 
-fn check<T>(what: &str, r: rivet::Result<T>) -> T {
+pub(crate) fn check<T>(what: &str, r: rivet::Result<T>) -> T {
     r.unwrap_or_else(|e| die(what, e))
 }
 
@@ -180,13 +186,13 @@ fn print_info<T: Threading>(engine: &Engine<T>) {
 
 /// A zero-copy-friendly buffer: page-aligned (`posix_memalign(4096)`, as
 /// the peers' `mpi_p2p.c`), filled so every page is touched before timing.
-struct AlignedBuf {
+pub(crate) struct AlignedBuf {
     ptr: *mut u8,
     len: usize,
 }
 
 impl AlignedBuf {
-    fn new(len: usize, fill: u8) -> AlignedBuf {
+    pub(crate) fn new(len: usize, fill: u8) -> AlignedBuf {
         let layout = Layout::from_size_align(len.max(1), 4096).expect("buffer layout");
         // SAFETY: the layout has a non-zero size.
         let ptr = unsafe { alloc(layout) };
@@ -198,12 +204,12 @@ impl AlignedBuf {
         AlignedBuf { ptr, len }
     }
 
-    fn as_slice(&self) -> &[u8] {
+    pub(crate) fn as_slice(&self) -> &[u8] {
         // SAFETY: `ptr` holds `len` initialised bytes owned by `self`.
         unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
     }
 
-    fn as_mut_slice(&mut self) -> &mut [u8] {
+    pub(crate) fn as_mut_slice(&mut self) -> &mut [u8] {
         // SAFETY: as `as_slice`, and `&mut self` makes the access unique.
         unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
     }
@@ -223,7 +229,7 @@ unsafe impl Send for AlignedBuf {}
 unsafe impl Sync for AlignedBuf {}
 
 /// The (warm-up, timed) iterations of one size, after --iters/--warmup.
-fn plan(kind: Kind, size: usize, args: &P2pArgs) -> (u32, u32) {
+pub(crate) fn plan(kind: Kind, size: usize, args: &P2pArgs) -> (u32, u32) {
     let (warm, iters) = sizes::iterations(kind, size);
     match args.iters {
         Some(n) => (args.warmup.unwrap_or(n / 10), n),
@@ -233,6 +239,15 @@ fn plan(kind: Kind, size: usize, args: &P2pArgs) -> (u32, u32) {
 
 /// latency, bw and bibw (mr goes through [`mr`]).
 pub fn run(kind: Kind, args: P2pArgs) -> Result<(), String> {
+    if let Some(n) = args.idle_peers {
+        if kind != Kind::Latency {
+            return Err(format!(
+                "--idle-peers is for latency only, not {}",
+                kind.name()
+            ));
+        }
+        return crate::scale::latency_idle(args.clone(), n);
+    }
     match args.thread_level {
         ThreadLevel::Multiple => run_with::<Shared>(kind, args),
         _ => run_with::<Local>(kind, args),
@@ -274,6 +289,7 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
         }
         let peer = 1 - rank;
         let s = &sbuf.as_slice()[..size];
+        let calls0 = engine.netmod_syscalls();
         let secs = match kind {
             Kind::Latency => {
                 let r = &mut rbuf.as_mut_slice()[..size];
@@ -310,13 +326,38 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
                 Kind::Bibw => bandwidth(size, window, iters, 2, secs),
                 Kind::Mr => unreachable!(),
             };
-            out.row(Row { size, value, iters });
+            // Messages rank 0 sent or received (acks not counted).
+            let per_iter = match kind {
+                Kind::Latency => 2,
+                Kind::Bibw => 2 * window,
+                _ => window,
+            };
+            let syscalls = per_message(calls0, engine.netmod_syscalls(), per_iter, warm + iters);
+            out.row(Row {
+                size,
+                value,
+                iters,
+                syscalls,
+            });
         }
     }
     drop(reqs);
     out.finish();
     drop(world);
     engine.finalize().map_err(|e| format!("finalize: {e}"))
+}
+
+/// Netmod system calls per message between two counter readings, over
+/// `iters` iterations of `per_iter` messages; `None` without a counter.
+pub(crate) fn per_message(
+    before: Option<u64>,
+    after: Option<u64>,
+    per_iter: usize,
+    iters: u32,
+) -> Option<f64> {
+    let (b, a) = before.zip(after)?;
+    let msgs = per_iter as f64 * f64::from(iters);
+    (msgs > 0.0).then(|| a.saturating_sub(b) as f64 / msgs)
 }
 
 /// An engine and its world communicator.
@@ -359,7 +400,7 @@ fn bandwidth(size: usize, window: usize, iters: u32, directions: u32, secs: f64)
 }
 
 /// Blocking ping-pong between ranks 0 and 1; seconds of the timed part.
-fn ping_pong<T: Threading>(
+pub(crate) fn ping_pong<T: Threading>(
     comm: &Comm<T>,
     sbuf: &[u8],
     rbuf: &mut [u8],
@@ -489,7 +530,7 @@ fn exchange_window<'c, T: Threading>(
 
 /// Append `window` sends of `buf` to `reqs`. The caller waits for all of
 /// `reqs` before `buf`'s borrow ends.
-fn post_sends<'c, T: Threading>(
+pub(crate) fn post_sends<'c, T: Threading>(
     comm: &'c Comm<T>,
     buf: &[u8],
     window: usize,
@@ -510,7 +551,7 @@ fn post_sends<'c, T: Threading>(
 /// Append `window` receives into the same `buf` (as osu_bw: its contents
 /// are never read). The caller waits for all of `reqs` before `buf`'s
 /// borrow ends.
-fn post_recvs<'c, T: Threading>(
+pub(crate) fn post_recvs<'c, T: Threading>(
     comm: &'c Comm<T>,
     buf: &mut [u8],
     window: usize,
@@ -664,6 +705,7 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
             warm,
             iters,
         };
+        let calls0 = engine.netmod_syscalls();
         let spans = if measures {
             T::spans(&comms, &mut bufs, job)
         } else {
@@ -683,10 +725,13 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
             let secs = (t1 - t0).as_secs_f64();
             let msgs =
                 f64::from(pairs) * comms.len() as f64 * common.window as f64 * f64::from(iters);
+            let per_iter = comms.len() * common.window;
+            let syscalls = per_message(calls0, engine.netmod_syscalls(), per_iter, warm + iters);
             out.row(Row {
                 size,
                 value: msgs / secs,
                 iters,
+                syscalls,
             });
         }
     }

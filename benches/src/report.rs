@@ -25,11 +25,14 @@
 use crate::json;
 use crate::sizes::Kind;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Row {
     pub size: usize,
     pub value: f64,
     pub iters: u32,
+    /// Rank 0's netmod system calls per message it sent or received
+    /// (acks of a window not counted), where the netmod counts them.
+    pub syscalls: Option<f64>,
 }
 
 /// The first line of a table.
@@ -64,11 +67,25 @@ pub fn table_row(kind: Kind, size: usize, value: f64) -> String {
 
 /// `window`: as `title`'s; latency's is 1.
 pub fn json_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row]) -> String {
+    let window = if kind == Kind::Latency { 1 } else { window };
+    json_doc_named(kind.name(), kind.unit(), (ranks, threads, window), rows)
+}
+
+/// `json_doc` for a benchmark outside `Kind` (`fanin`, `memory`).
+pub fn json_doc_named(
+    bench: &str,
+    unit: &str,
+    (ranks, threads, window): (u32, u32, usize),
+    rows: &[Row],
+) -> String {
     let rows: Vec<String> = rows
         .iter()
         .map(|r| {
+            let calls = r
+                .syscalls
+                .map_or(String::new(), |c| format!(",\"syscalls\":{}", json::num(c)));
             format!(
-                "{{\"size\":{},\"value\":{},\"iters\":{}}}",
+                "{{\"size\":{},\"value\":{},\"iters\":{}{calls}}}",
                 r.size,
                 json::num(r.value),
                 r.iters
@@ -76,10 +93,9 @@ pub fn json_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row
         })
         .collect();
     format!(
-        "{{\"bench\":{},\"ranks\":{ranks},\"threads\":{threads},\"window\":{},\"unit\":{},\"rows\":[{}]}}",
-        json::string(kind.name()),
-        if kind == Kind::Latency { 1 } else { window },
-        json::string(kind.unit()),
+        "{{\"bench\":{},\"ranks\":{ranks},\"threads\":{threads},\"window\":{window},\"unit\":{},\"rows\":[{}]}}",
+        json::string(bench),
+        json::string(unit),
         rows.join(",")
     )
 }
@@ -102,12 +118,16 @@ pub fn csv_doc(kind: Kind, ranks: u32, threads: u32, window: usize, rows: &[Row]
 }
 
 /// Find the `json_doc` of benchmark `bench` in a job's stdout (other lines,
-/// e.g. from the launcher, are skipped) and return its (size, value) rows.
-pub fn parse_json_output(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, String> {
-    let line = stdout
-        .lines()
-        .map(str::trim)
-        .find(|l| l.starts_with("{\"bench\""))
+/// e.g. from the launcher, are skipped; of several JSON lines, the one of
+/// `bench`) and return its (size, value, system calls per message) rows.
+pub fn parse_json_rows(stdout: &str, bench: &str) -> Result<Vec<(u64, f64, Option<f64>)>, String> {
+    // The line of `bench` (a run may print several), else the first.
+    let mine = format!("{{\"bench\":{}", json::string(bench));
+    let mut lines = stdout.lines().map(str::trim);
+    let line = lines
+        .clone()
+        .find(|l| l.starts_with(&mine))
+        .or_else(|| lines.find(|l| l.starts_with("{\"bench\"")))
         .ok_or("no JSON result line in the output")?;
     let doc = json::parse(line).map_err(|e| format!("bad JSON result: {e}"))?;
     let got = doc.get("bench").and_then(|v| v.as_str()).unwrap_or("?");
@@ -122,8 +142,9 @@ pub fn parse_json_output(stdout: &str, bench: &str) -> Result<Vec<(u64, f64)>, S
         .map(|r| {
             let size = r.get("size").and_then(|v| v.as_f64());
             let value = r.get("value").and_then(|v| v.as_f64());
+            let calls = r.get("syscalls").and_then(|v| v.as_f64());
             match (size, value) {
-                (Some(s), Some(v)) if s >= 0.0 && s.fract() == 0.0 => Ok((s as u64, v)),
+                (Some(s), Some(v)) if s >= 0.0 && s.fract() == 0.0 => Ok((s as u64, v, calls)),
                 _ => Err(format!("bad JSON row {r:?}")),
             }
         })
@@ -175,11 +196,13 @@ mod tests {
                 size: 0,
                 value: 0.5,
                 iters: 10000,
+                syscalls: None,
             },
             Row {
                 size: 1024,
                 value: 1.25,
                 iters: 10000,
+                syscalls: None,
             },
         ];
         let doc = json_doc(Kind::Latency, 2, 1, 64, &rows);
@@ -190,13 +213,38 @@ mod tests {
         );
         let out = format!("rivetrun: some note\n{doc}\n");
         assert_eq!(
-            parse_json_output(&out, "latency"),
-            Ok(vec![(0, 0.5), (1024, 1.25)])
+            parse_json_rows(&out, "latency"),
+            Ok(vec![(0, 0.5, None), (1024, 1.25, None)])
         );
-        assert!(parse_json_output(&out, "bw")
+        assert!(parse_json_rows(&out, "bw")
             .unwrap_err()
             .contains("expected \"bw\""));
-        assert!(parse_json_output("# table\n8 1.0\n", "bw").is_err());
+        assert!(parse_json_rows("# table\n8 1.0\n", "bw").is_err());
+        // System calls per message ride along; of two lines, the named one.
+        let row = Row {
+            size: 8,
+            value: 3.0,
+            iters: 5,
+            syscalls: Some(0.25),
+        };
+        let two = format!(
+            "{}\n{}\n",
+            json_doc(Kind::Latency, 4, 1, 64, &[row]),
+            json_doc_named(
+                "memory",
+                "KiB",
+                (4, 1, 1),
+                &[Row {
+                    syscalls: None,
+                    ..row
+                }]
+            )
+        );
+        assert_eq!(
+            parse_json_rows(&two, "latency"),
+            Ok(vec![(8, 3.0, Some(0.25))])
+        );
+        assert_eq!(parse_json_rows(&two, "memory"), Ok(vec![(8, 3.0, None)]));
         let csv = csv_doc(
             Kind::Bw,
             2,
@@ -206,6 +254,7 @@ mod tests {
                 size: 8,
                 value: 12.5,
                 iters: 100,
+                syscalls: None,
             }],
         );
         assert_eq!(
@@ -221,10 +270,11 @@ mod tests {
                 size: 8,
                 value: f64::NAN,
                 iters: 1,
+                syscalls: None,
             }],
         );
         assert!(mr.contains("\"threads\":4,\"window\":16,\"unit\":\"msg/s\""));
-        assert!(parse_json_output(&mr, "mr")
+        assert!(parse_json_rows(&mr, "mr")
             .unwrap_err()
             .contains("bad JSON row"));
     }

@@ -127,22 +127,33 @@ pub fn invalid(what: impl Into<String>) -> Fail {
 pub type CResult = Result<(), Fail>;
 
 /// Run an export's body: its error as a code (message kept for
-/// `rivet_last_error`), a panic as `RIVET_ERR_PANIC`.
-pub fn boundary(name: &str, body: impl FnOnce() -> CResult) -> c_int {
+/// `rivet_last_error`), a panic as `RIVET_ERR_PANIC`. Inlined into every
+/// export so that success costs no call; failures leave through cold
+/// functions.
+#[inline(always)]
+pub fn boundary(name: &'static str, body: impl FnOnce() -> CResult) -> c_int {
     match catch_unwind(AssertUnwindSafe(body)) {
         Ok(Ok(())) => RIVET_SUCCESS,
-        Ok(Err(Fail(code, message))) => {
-            remember(format!("{name}: {message}"));
-            code
-        }
-        Err(panic) => {
-            let why = panic
-                .downcast_ref::<&str>()
-                .map(|s| s.to_string())
-                .or_else(|| panic.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "unknown panic".into());
-            remember(format!("{name}: internal error: {why}"));
-            RIVET_ERR_PANIC
-        }
+        Ok(Err(fail)) => failed(name, fail),
+        Err(panic) => panicked(name, panic),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn failed(name: &str, Fail(code, message): Fail) -> c_int {
+    remember(format!("{name}: {message}"));
+    code
+}
+
+#[cold]
+#[inline(never)]
+fn panicked(name: &str, panic: Box<dyn std::any::Any + Send>) -> c_int {
+    let why = panic
+        .downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| panic.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "unknown panic".into());
+    remember(format!("{name}: internal error: {why}"));
+    RIVET_ERR_PANIC
 }

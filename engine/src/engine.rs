@@ -223,6 +223,7 @@ impl<T: Threading> Engine<T> {
             match &pmi {
                 Some(c) if c.kind() == "pmix" => "process manager (PMIx, OpenPMIx client)".into(),
                 Some(c) if c.kind() == "singleton" => "none (singleton)".into(),
+                Some(c) if c.kind() == "pmi2" => "process manager (PMI-2)".into(),
                 Some(_) => "process manager (PMI-1)".into(),
                 None => "external (addresses exchanged by the caller)".into(),
             },
@@ -358,6 +359,26 @@ impl<T: Threading> Engine<T> {
         }
     }
 
+    /// A barrier of the whole job through the process manager: first
+    /// everything queued to be sent is handed to the transports (progress
+    /// until the netmod's queues are empty), then this thread blocks
+    /// reading the PMI connection (no CPU) until every process of the job
+    /// has called it. The engine makes no progress meanwhile: for
+    /// benchmarks that need ranks asleep while others measure
+    /// (`rivet-bench latency --idle-peers`).
+    pub fn pmi_barrier(&self) -> Result<()> {
+        self.inner.drain(|_| true);
+        self.inner.with_pmi(|pmi| pmi.barrier())
+    }
+
+    /// System calls the netmod has made for I/O so far, where it counts
+    /// them (the tcp netmod does); `None` without a netmod, or if the
+    /// engine's lock is poisoned.
+    pub fn netmod_syscalls(&self) -> Option<u64> {
+        let core = self.inner.lock().ok()?;
+        core.netmod.as_ref().and_then(|n| n.syscalls())
+    }
+
     pub fn info(&self) -> Info {
         let mut items = self.inner.info.clone();
         if let Ok(core) = self.inner.lock() {
@@ -395,6 +416,9 @@ impl<T: Threading> Engine<T> {
                     "shm.single_copy_reads".into(),
                     format!("{} whole, {} shared with the sender", c.whole, c.shared),
                 ));
+            }
+            if let Some(n) = core.netmod.as_ref().and_then(|n| n.syscalls()) {
+                items.push(("netmod.syscalls".into(), n.to_string()));
             }
             if core.netmod.is_some() {
                 let r = &core.st.rma;

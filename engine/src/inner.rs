@@ -328,7 +328,7 @@ impl Inner {
 
     /// Progress until `done` holds and nothing waits to be sent, in the
     /// engine's queues or the netmod's, or until the engine has failed.
-    fn drain(&self, done: impl Fn(&mut Core) -> bool) {
+    pub(crate) fn drain(&self, done: impl Fn(&mut Core) -> bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
             {

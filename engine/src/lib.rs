@@ -36,6 +36,9 @@ mod engine;
 mod error;
 mod external;
 mod failure;
+/// Entry points of the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod groups;
 mod inner;
 mod intercomm;

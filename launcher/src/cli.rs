@@ -64,10 +64,13 @@ const SINGLE_DASH_LONG: &[&str] = &[
     "bootstrap",
     "bootstrap-exec",
     "iface",
+    "auth",
+    "impi-server",
+    "impi-client",
 ];
 
 /// Options that take values, so `normalize` can find where the program starts.
-const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv"];
+const TAKES_TWO_VALUES: &[&str] = &["--env", "--genv", "--impi-client"];
 const TAKES_ONE_VALUE: &[&str] = &[
     "-n",
     "--np",
@@ -80,6 +83,10 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--topology",
     "--mesh-dims",
     "--kill-grace",
+    "--timeout",
+    "--configfile",
+    "--outfile-pattern",
+    "--errfile-pattern",
     "--nameserver",
     "--port",
     "--cluster-id",
@@ -95,7 +102,40 @@ const TAKES_ONE_VALUE: &[&str] = &[
     "--iface",
     "--proxy",
     "--proxy-id",
+    "--auth",
+    "--impi-server",
 ];
+
+/// The longest `--timeout`: a year, in seconds.
+pub const MAX_TIMEOUT: f64 = 366.0 * 24.0 * 3600.0;
+
+/// `--timeout` / `MPIEXEC_TIMEOUT`: seconds from 0 (no limit) to a year.
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let secs: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("'{s}' is not a number of seconds"))?;
+    if !secs.is_finite() || !(0.0..=MAX_TIMEOUT).contains(&secs) {
+        return Err(format!(
+            "{s} is not a number of seconds from 0 (no limit) to {MAX_TIMEOUT}"
+        ));
+    }
+    Ok(secs)
+}
+
+/// The job's time limit: `--timeout`, else `MPIEXEC_TIMEOUT`; `None` when
+/// neither sets one (or it is 0).
+pub fn time_limit(cli: &Cli) -> Result<Option<std::time::Duration>, crate::error::LaunchError> {
+    let secs = match cli.timeout {
+        Some(secs) => secs,
+        None => match std::env::var("MPIEXEC_TIMEOUT") {
+            Ok(v) if !v.trim().is_empty() => parse_timeout(&v)
+                .map_err(|e| crate::error::LaunchError::Usage(format!("MPIEXEC_TIMEOUT: {e}")))?,
+            _ => 0.0,
+        },
+    };
+    Ok((secs > 0.0).then(|| std::time::Duration::from_secs_f64(secs)))
+}
 
 fn parse_nameserver(s: &str) -> Result<String, String> {
     crate::nameserver::check_addr(s)
@@ -103,6 +143,25 @@ fn parse_nameserver(s: &str) -> Result<String, String> {
 
 fn parse_launcher(s: &str) -> Result<crate::remote::start::Kind, String> {
     s.parse()
+}
+
+/// `--auth`'s list of IMPI authentication methods, most preferred first.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AuthPreference(pub Vec<u32>);
+
+fn parse_auth(s: &str) -> Result<AuthPreference, String> {
+    rivet_pmi::impi::auth::parse_preference(s).map(AuthPreference)
+}
+
+fn parse_impi_size(s: &str) -> Result<u32, String> {
+    let n: u32 = s
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of clients"))?;
+    let most = rivet_pmi::impi::MAX_CLIENTS;
+    if n == 0 || n > most {
+        return Err(format!("an IMPI job has 1 to {most} clients, not {n}"));
+    }
+    Ok(n)
 }
 
 fn parse_cluster_id(s: &str) -> Result<String, String> {
@@ -115,9 +174,10 @@ fn parse_cluster_id(s: &str) -> Result<String, String> {
 #[command(
     name = "rivetrun",
     version,
-    about = "Start the ranks of a parallel job, serve them PMI-1 (and PMIx), forward their output and signals.",
+    about = "Start the ranks of a parallel job, serve them PMI-1 and PMI-2 (and PMIx), forward their output and signals.",
     long_about = "Start N copies of PROGRAM on this node, each with PMI_FD (or PMI_PORT/PMI_ID), \
-PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them. Unmodified MPICH programs \
+PMI_RANK and PMI_SIZE set, and serve the PMI-1 wire protocol to them, or PMI-2 to a rank that \
+asks for it (cmd=init pmi_version=2; Rivet ranks with RIVET_PMI=pmi2). Unmodified MPICH programs \
 and Rivet programs run under it. Where OpenPMIx (libpmix.so.2) is installed, rivetrun also \
 serves PMIx (OpenPMIx's server: the PMIX_* variables in each rank's environment, plus \
 FLUX_JOB_ID, which Open MPI 4.1 needs to use it), so unmodified Open MPI programs run too; \
@@ -143,11 +203,17 @@ before joining fails the connect unless it is optional; a member that ends still
 group made without early_term fails the job like a failed rank. Names qualified with a cluster \
 id are accepted for this rivetrun's own cluster (--cluster-id, published to every process as \
 PMI_rivet_cluster); processes of other clusters or other rivetrun jobs cannot be connected.\n\n\
-mpiexec spellings are accepted: -np, -env, -genv, -genvlist, -genvnone, -wdir, -ppn, -nameserver.",
+mpiexec spellings are accepted: any long option with one dash (-np, -env, -genv, -genvlist, \
+-genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -timeout, \
+-outfile-pattern, -errfile-pattern, -configfile, -version), -prepend-rank for -l, \
+MPIEXEC_TIMEOUT, and MPMD: PROG1 ARGS : -n 2 PROG2 ARGS. A single-dash word is never read as a cluster of short options: an \
+unknown one is an error (exit 2) naming it. Options that start ranks on other hosts (-hosts, \
+-host, -f, -hostfile, -machinefile, -launcher, -launcher-exec, -iface) are refused (exit 2).",
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
 process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
 when a process called abort; 126/127 when PROGRAM cannot be executed / is not found; 2 for \
-usage errors. --name-server exits 0 on SIGINT/SIGTERM.\n\n\
+usage errors; 255 when the job timed out (--timeout, MPIEXEC_TIMEOUT). --name-server exits 0 on \
+SIGINT/SIGTERM.\n\n\
 Examples: rivetrun -n 2 -l ./a.out\n          \
 rivetrun --name-server --port 7000 &   rivetrun --nameserver $(hostname):7000 -n 2 ./server"
 )]
@@ -157,7 +223,7 @@ pub struct Cli {
           value_parser = clap::value_parser!(u32).range(1..=4096))]
     pub nprocs: u32,
 
-    /// Set variable K to V for the ranks (same as -genv here; there is one executable section).
+    /// Set variable K to V for the ranks of the first section (MPMD: a later section's -env is its own).
     #[arg(long = "env", num_args = 2, value_names = ["K", "V"], action = clap::ArgAction::Append)]
     pub env: Vec<String>,
 
@@ -181,8 +247,8 @@ pub struct Cli {
     #[arg(long = "wdir", value_name = "DIR")]
     pub wdir: Option<PathBuf>,
 
-    /// Prefix every output line with "[RANK] ".
-    #[arg(short = 'l', long = "label")]
+    /// Prefix every output line with "[RANK] " (Hydra: -prepend-rank).
+    #[arg(short = 'l', long = "label", visible_alias = "prepend-rank")]
     pub label: bool,
 
     /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun) instead of an inherited PMI_FD.
@@ -198,6 +264,23 @@ pub struct Cli {
     /// Seconds between SIGTERM and SIGKILL when the job is torn down.
     #[arg(long = "kill-grace", value_name = "SECS", default_value_t = 3.0, value_parser = parse_kill_grace)]
     pub kill_grace: f64,
+
+    /// Tear the job down if it still runs after SECS seconds: the ranks get SIGTERM (then
+    /// SIGKILL after --kill-grace) and rivetrun exits 255, as mpiexec.hydra does; 0: no limit
+    /// [default: $MPIEXEC_TIMEOUT, Hydra's variable; unset: no limit]
+    #[arg(long = "timeout", value_name = "SECS", value_parser = parse_timeout)]
+    pub timeout: Option<f64>,
+
+    /// Write each process's stdout to the file this pattern names instead of rivetrun's stdout:
+    /// %r rank, %g process group (0; N for spawn N), %p proxy (0), %h host, %t seconds from
+    /// rivetrun's start, %% a %. Files are created (emptied) once and shared by ranks that name
+    /// the same one, line by line. Hydra's option of the same name.
+    #[arg(long = "outfile-pattern", value_name = "PATTERN")]
+    pub outfile_pattern: Option<crate::outfiles::Pattern>,
+
+    /// As --outfile-pattern, for stderr.
+    #[arg(long = "errfile-pattern", value_name = "PATTERN")]
+    pub errfile_pattern: Option<crate::outfiles::Pattern>,
 
     /// Place ranks round-robin over objects of this kind: core, hwthread, l3cache, numa, socket, node.
     #[arg(long = "map-by", value_name = "POLICY", default_value = "core", value_parser = parse_map_by)]
@@ -256,7 +339,7 @@ pub struct Cli {
     #[arg(long = "cluster-id", value_name = "NAME", value_parser = parse_cluster_id)]
     pub cluster_id: Option<String>,
 
-    /// TCP port for --name-server [default: any free port].
+    /// TCP port for --name-server or --impi-server [default: any free port].
     #[arg(long = "port", value_name = "PORT", conflicts_with_all = ["command", "nameserver", "info"])]
     pub port: Option<u16>,
 
@@ -316,8 +399,36 @@ pub struct Cli {
     #[arg(long = "proxy-id", value_name = "N", hide = true, requires = "proxy")]
     pub proxy_id: Option<u32>,
 
-    /// The program to run, and its arguments.
-    #[arg(value_name = "PROGRAM", required_unless_present_any = ["info", "name_server", "proxy"],
+    /// Hydra's MPMD config file: one section per line (`-n 2 ./a ARGS`, `#` comments), the
+    /// sections joined as with ':'; instead of a PROGRAM.
+    #[arg(long = "configfile", value_name = "FILE", conflicts_with_all = ["info", "name_server"])]
+    pub configfile: Option<PathBuf>,
+
+    /// Run an IMPI rendezvous server for N clients (seed 003) instead of a job: print
+    /// IP:PORT on stdout, authenticate clients (IMPI_AUTH_KEY, IMPI_AUTH_NONE), relay their
+    /// startup data, exit 0 once every client sent FINI (non-zero if one vanishes first).
+    #[arg(long = "impi-server", value_name = "N", value_parser = parse_impi_size,
+          conflicts_with_all = ["command", "nameserver", "info", "name_server", "impi_client"])]
+    pub impi_server: Option<u32>,
+
+    /// With --impi-server: authentication methods in order of preference, as numbers or
+    /// ranges (1 = IMPI_AUTH_KEY, 0 = IMPI_AUTH_NONE; e.g. 1-0) [default: key, then none].
+    #[arg(long = "auth", value_name = "LIST", value_parser = parse_auth, requires = "impi_server",
+          conflicts_with_all = ["command", "info", "name_server"])]
+    pub auth: Option<AuthPreference>,
+
+    /// Run this job as client RANK of the IMPI job whose server (`rivetrun --impi-server`)
+    /// listens at HOST:PORT: authenticate, exchange the startup data, run the ranks, then
+    /// tell the server FINI.
+    #[arg(long = "impi-client", num_args = 2, value_names = ["RANK", "HOST:PORT"],
+          conflicts_with_all = ["info", "name_server"])]
+    pub impi_client: Option<Vec<String>>,
+
+    /// The program to run, and its arguments; `PROG1 ARGS : [-n N] [-env K V] [-wdir DIR] PROG2
+    /// ARGS : ...` runs several programs in one job (MPMD: ranks numbered on over the sections,
+    /// each section its own appnum).
+    #[arg(value_name = "PROGRAM",
+          required_unless_present_any = ["info", "name_server", "proxy", "configfile", "impi_server"],
           trailing_var_arg = true, num_args = 1..)]
     pub command: Vec<OsString>,
 }
@@ -325,25 +436,90 @@ pub struct Cli {
 impl Cli {
     /// Parse the process's arguments, mpiexec spellings included.
     pub fn from_args() -> Cli {
-        let args = normalize(std::env::args_os());
+        let original: Vec<OsString> = std::env::args_os().collect();
+        let args = normalize(original.iter().cloned());
         // The long version probes libraries: only when it is asked for.
         let mut command = Cli::command();
         if args.iter().any(|a| a == "--version") {
             // Printed once, then the process exits: leaking it is free.
             command = command.long_version(&*Box::leak(crate::version::long().into_boxed_str()));
         }
-        let matches = command.get_matches_from(args);
-        Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+        let matches = command
+            .try_get_matches_from(&args)
+            .unwrap_or_else(|e| exit_on(e, &original));
+        Cli::from_arg_matches(&matches).unwrap_or_else(|e| exit_on(e, &original))
     }
 
-    /// Variables set with -env and -genv, in command-line order (a later one wins).
-    pub fn assignments(&self) -> Vec<(String, String)> {
+    /// Variables set with -genv (every section's).
+    pub fn global_assignments(&self) -> Vec<(String, String)> {
         self.genv
             .chunks(2)
-            .chain(self.env.chunks(2))
             .map(|kv| (kv[0].clone(), kv[1].clone()))
             .collect()
     }
+
+    /// The job's MPMD sections (`mpmd.rs`): the first from -n, -env, -wdir
+    /// and PROGRAM, more after each `:`; or those of -configfile.
+    pub fn sections(&self) -> Result<Vec<crate::mpmd::Section>, String> {
+        use crate::mpmd;
+        if let Some(file) = &self.configfile {
+            if !self.command.is_empty() {
+                return Err("give either -configfile or a PROGRAM, not both".into());
+            }
+            return mpmd::read_configfile(file);
+        }
+        let first_len = self
+            .command
+            .iter()
+            .position(|a| a == ":")
+            .unwrap_or(self.command.len());
+        let first = mpmd::Section {
+            nprocs: self.nprocs,
+            env: self
+                .env
+                .chunks(2)
+                .map(|kv| (kv[0].clone(), kv[1].clone()))
+                .collect(),
+            wdir: self.wdir.clone(),
+            command: self.command[..first_len].to_vec(),
+        };
+        if first.command.is_empty() {
+            return Err("no PROGRAM before the first ':'".into());
+        }
+        let mut sections = vec![first];
+        sections.extend(mpmd::later_sections(&self.command[first_len..])?);
+        Ok(sections)
+    }
+}
+
+/// Leave on a clap error (help and version too, exit 0). An unknown option
+/// exits 2 naming it as it was typed: `-bogus`, not the `--bogus` that
+/// `normalize` made of it.
+fn exit_on(e: clap::Error, original: &[OsString]) -> ! {
+    if let Some(name) = unknown_option(&e, original) {
+        eprintln!("rivetrun: unknown option '{name}' (see rivetrun --help)");
+        std::process::exit(2);
+    }
+    e.exit()
+}
+
+/// The unknown option clap complains of, spelled as the user typed it.
+fn unknown_option(e: &clap::Error, original: &[OsString]) -> Option<String> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    if e.kind() != ErrorKind::UnknownArgument {
+        return None;
+    }
+    let Some(ContextValue::String(arg)) = e.get(ContextKind::InvalidArg) else {
+        return None;
+    };
+    let name = arg.split('=').next().unwrap_or(arg);
+    let single = name.strip_prefix('-').filter(|s| s.starts_with('-'));
+    let typed = single.filter(|s| {
+        original
+            .iter()
+            .any(|o| o.to_string_lossy().split('=').next() == Some(*s))
+    });
+    Some(typed.unwrap_or(name).to_string())
 }
 
 /// Rewrite mpiexec's single-dash long options (`-np`, `-genv`, ...) as `--np`,
@@ -468,6 +644,83 @@ mod tests {
         assert!(parse(&["rivetrun", "-bogus", "-n", "2", "prog"]).is_err());
     }
 
+    #[test]
+    fn unknown_options_are_named_as_typed_and_f_is_a_hostfile() {
+        let typed = |args: &[&str]| {
+            let original: Vec<OsString> = args.iter().map(OsString::from).collect();
+            let e = Cli::command()
+                .try_get_matches_from(normalize(original.iter().cloned()))
+                .expect_err("must fail");
+            assert_eq!(e.exit_code(), 2, "{e}");
+            unknown_option(&e, &original)
+        };
+        assert_eq!(
+            typed(&["rivetrun", "-bogus", "prog"]).as_deref(),
+            Some("-bogus")
+        );
+        assert_eq!(
+            typed(&["rivetrun", "--bogus", "prog"]).as_deref(),
+            Some("--bogus")
+        );
+        assert_eq!(
+            typed(&["rivetrun", "-hx=1", "prog"]).as_deref(),
+            Some("-hx")
+        );
+        // Not an unknown option: a missing value.
+        assert_eq!(typed(&["rivetrun", "-n"]), None);
+        let cli = parse(&["rivetrun", "-f", "hosts", "prog"]).unwrap();
+        assert_eq!(cli.hostfile, Some(PathBuf::from("hosts")));
+        let cli = parse(&["rivetrun", "-prepend-rank", "prog"]).unwrap();
+        assert!(cli.label);
+    }
+
+    #[test]
+    fn hydra_spellings_parse() {
+        let cli = parse(&[
+            "rivetrun",
+            "-genvall",
+            "-prepend-rank",
+            "-pmi-port",
+            "-disable-auto-cleanup",
+            "-timeout",
+            "5",
+            "-outfile-pattern",
+            "o.%r",
+            "-errfile-pattern",
+            "e.%r",
+            "-n",
+            "2",
+            "prog",
+            "-timeout",
+        ])
+        .unwrap();
+        assert!(cli.genvall && cli.label && cli.pmi_port && cli.disable_auto_cleanup);
+        assert_eq!(cli.timeout, Some(5.0));
+        assert!(cli.outfile_pattern.is_some() && cli.errfile_pattern.is_some());
+        assert_eq!(cli.command, ["prog", "-timeout"]);
+        assert_eq!(norm(&["rivetrun", "-version"])[1], "--version");
+        let cli = parse(&["rivetrun", "-configfile", "f.cfg"]).unwrap();
+        assert_eq!(cli.configfile, Some(PathBuf::from("f.cfg")));
+        assert!(cli.command.is_empty());
+        // Hydra's launcher options, spelled with one dash.
+        let cli = parse(&[
+            "rivetrun",
+            "-launcher",
+            "fork",
+            "-launcher-exec",
+            "x",
+            "-iface",
+            "lo",
+            "-hosts",
+            "a,b",
+            "prog",
+        ])
+        .unwrap();
+        assert_eq!(cli.launcher_exec.as_deref(), Some("x"));
+        assert_eq!(cli.iface.as_deref(), Some("lo"));
+        assert_eq!(cli.hosts.as_deref(), Some("a,b"));
+    }
+
     fn norm(args: &[&str]) -> Vec<String> {
         normalize(args.iter().map(OsString::from))
             .into_iter()
@@ -534,10 +787,11 @@ mod tests {
         assert_eq!(cli.nprocs, 3);
         assert!(cli.label);
         assert_eq!(cli.wdir, Some(PathBuf::from("/tmp")));
-        assert_eq!(
-            cli.assignments(),
-            vec![("A".into(), "1".into()), ("B".into(), "two words".into())]
-        );
+        assert_eq!(cli.global_assignments(), [("A".into(), "1".into())]);
+        let sections = cli.sections().unwrap();
+        assert_eq!(sections.len(), 1);
+        assert_eq!(sections[0].env, [("B".into(), "two words".into())]);
+        assert_eq!(sections[0].nprocs, 3);
         let cmd: Vec<_> = cli.command.iter().map(|s| s.to_str().unwrap()).collect();
         assert_eq!(cmd, ["prog", "--flag", "-n", "5"]);
     }
@@ -558,6 +812,35 @@ mod tests {
             parse(&["rivetrun", "--bogus", "x"]).is_err(),
             "unknown option"
         );
+    }
+
+    #[test]
+    fn impi_server_options() {
+        let cli = parse(&[
+            "rivetrun",
+            "-impi-server",
+            "2",
+            "-port",
+            "7000",
+            "-auth",
+            "3,1-0",
+        ])
+        .unwrap();
+        assert_eq!(cli.impi_server, Some(2));
+        assert_eq!(cli.port, Some(7000));
+        assert_eq!(cli.auth, Some(AuthPreference(vec![3, 1, 0])));
+        assert!(parse(&["rivetrun", "--impi-server", "0"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "33"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "prog"]).is_err());
+        assert!(parse(&["rivetrun", "--impi-server", "2", "--auth", "x"]).is_err());
+        assert!(parse(&["rivetrun", "--auth", "1", "-n", "2", "prog"]).is_err());
+        let cli = parse(&["rivetrun", "-impi-client", "1", "h:5", "-n", "2", "prog"]).unwrap();
+        assert_eq!(
+            cli.impi_client,
+            Some(vec!["1".to_string(), "h:5".to_string()])
+        );
+        assert_eq!(cli.command, ["prog"]);
+        assert!(parse(&["rivetrun", "--impi-client", "1", "-n", "2", "prog"]).is_err());
     }
 
     #[test]
@@ -606,6 +889,49 @@ mod tests {
                 .to_string();
             assert!(err.contains("--kill-grace"), "{bad}: {err}");
         }
+    }
+
+    #[test]
+    fn timeout_is_a_bounded_number_of_seconds() {
+        let cli = parse(&["rivetrun", "-timeout", "2.5", "-n", "2", "prog"]).unwrap();
+        assert_eq!(cli.timeout, Some(2.5));
+        assert_eq!(cli.command, ["prog"]);
+        assert_eq!(
+            time_limit(&cli).unwrap(),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        let cli = parse(&["rivetrun", "--timeout", "0", "prog"]).unwrap();
+        assert_eq!(time_limit(&cli).unwrap(), None, "0: no limit");
+        for bad in ["-1", "nan", "inf", "1e12", "later", ""] {
+            let arg = format!("--timeout={bad}");
+            let err = parse(&["rivetrun", &arg, "prog"])
+                .expect_err(bad)
+                .to_string();
+            assert!(err.contains("--timeout"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn mpmd_sections_and_configfile() {
+        let cli = parse(&[
+            "rivetrun", "-genv", "G", "1", "-n", "2", "a", "x", ":", "-np", "3", "-env", "K", "V",
+            "b", "-n", "7",
+        ])
+        .unwrap();
+        let s = cli.sections().unwrap();
+        assert_eq!(s.len(), 2);
+        assert_eq!(
+            (s[0].nprocs, s[0].command.clone()),
+            (2, vec!["a".into(), "x".into()])
+        );
+        assert_eq!(s[1].nprocs, 3);
+        assert_eq!(s[1].command, ["b", "-n", "7"]);
+        assert_eq!(s[1].env, [("K".into(), "V".into())]);
+        assert!(parse(&["rivetrun", "a", ":"]).unwrap().sections().is_err());
+        let cli = parse(&["rivetrun", "-configfile", "/nonexistent/cfg"]).unwrap();
+        assert!(cli.sections().unwrap_err().contains("/nonexistent/cfg"));
+        let both = parse(&["rivetrun", "-configfile", "cfg", "prog"]).unwrap();
+        assert!(both.sections().is_err());
     }
 
     #[test]

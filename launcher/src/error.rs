@@ -26,6 +26,9 @@ pub enum LaunchError {
     Pmi(#[from] rivet_pmi::Error),
     #[error("{0}")]
     Io(#[source] std::io::Error),
+    /// An IMPI job failed (startup refused, another client gone): exit 1.
+    #[error("IMPI client: {0}")]
+    Impi(String),
 }
 
 impl LaunchError {

@@ -30,7 +30,7 @@ pub enum PmiChannel {
 }
 
 /// What every rank of the job shares.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct JobSpec {
     /// The program as resolved by `resolve_program` (a path).
     pub program: PathBuf,

@@ -6,8 +6,10 @@
 //! forwards output and signals, and decides the exit code. `output` holds the
 //! line buffering, `cli` the mpiexec-style options, `info` the `--info`
 //! probes, `error` the launch errors, `nameserver` the `--name-server` mode
-//! and the client side of `--nameserver`, `leftovers` the job's temporary
-//! directory and the sweep of what dead jobs left.
+//! and the client side of `--nameserver`, `outfiles` `-outfile-pattern`,
+//! `mpmd` the sections of an MPMD job, `impi` the IMPI server and client,
+//! `hosts`, `remote` and `proxy` multi-host jobs, `leftovers` the job's
+//! temporary directory and the sweep of what dead jobs left.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -15,16 +17,20 @@ mod cli;
 mod error;
 mod generate;
 mod hosts;
+mod impi;
 mod info;
 mod launch;
 mod leftovers;
+mod mpmd;
 mod nameserver;
 mod nonblocking;
+mod outfiles;
 mod output;
 mod pmix_host;
 mod proxy;
 mod remote;
 mod spawn;
+mod stdout_queue;
 mod supervisor;
 mod topology;
 mod version;
@@ -90,6 +96,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         };
         return Ok(proxy::run(control, id));
     }
+    if let Some(size) = cli.impi_server {
+        return impi::server::serve(size, cli.port.unwrap_or(0), cli.auth.map(|a| a.0));
+    }
     if cli.name_server {
         return nameserver::serve(cli.port.unwrap_or(0), &info::hostname());
     }
@@ -108,35 +117,59 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     } else {
         Some(job_spec(&cli)?)
     };
-    if let (Some((job, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
+    if let (Some((job, apps, ..)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
+        if apps.len() > 1 {
+            return Err(LaunchError::Usage(
+                "MPMD (':' or -configfile) cannot be combined with -hosts/-hostfile yet".into(),
+            ));
+        }
         return run_on_hosts(&cli, job, &entries);
     }
-    let pmix = job.as_ref().and_then(|(job, _)| start_pmix_server(job));
+    let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
     };
-    let Some((mut job, search_path)) = job else {
+    let Some((mut job, mut apps, appnums, search_path)) = job else {
         info::print(&topo, cli.all);
         return Ok(0);
     };
     // The job's processes (spawned ones too) prove to each other that they
     // belong to it (the tcp netmod's HELLO); set last, so -genv cannot.
-    add_job_secret(&mut job)?;
+    let secret = add_job_secret(&mut job)?;
+    for app in &mut apps {
+        app.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
+    }
     let size = job.size;
 
     // Placement is decided, and refused, before any rank starts.
-    let placement = topology::plan(&topo, &placement_request(&cli))?;
+    let placement = topology::plan(&topo, &placement_request(&cli, size as usize))?;
     let bind = topo.is_this_system();
     if placement.nodes > 1 && bind {
         return Err(LaunchError::Usage(format!(
-            "{} ranks at -ppn {} need {} nodes, but rivetrun launches on this host only \
-             (multi-host launch is not implemented); use --topology to simulate another machine",
+            "{} ranks at -ppn {} need {} nodes, but this job runs on this host only: give the \
+             hosts with -hosts or -hostfile, or use --topology to simulate another machine",
             size,
             cli.ppn.unwrap_or(0),
             placement.nodes
         )));
     }
+    // IMPI: join the other clients before any rank starts (all or nothing).
+    let impi = match &cli.impi_client {
+        Some(args) => {
+            let (rank, addr) = impi::client::parse_args(args)?;
+            let session = impi::client::join(rank, &addr, size)?;
+            eprintln!("rivetrun: {}", session.summary());
+            for (k, v) in session.env() {
+                job.env.push((k.clone().into(), v.clone().into()));
+                for app in &mut apps {
+                    app.env.push((k.clone().into(), v.clone().into()));
+                }
+            }
+            Some(session)
+        }
+        None => None,
+    };
     for note in &placement.notes {
         eprintln!("rivetrun: note: {note}");
     }
@@ -187,7 +220,11 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         name: job.kvsname.clone(),
         size,
         appnum: 0,
-        appnum_of_rank: Vec::new(),
+        appnum_of_rank: if apps.len() > 1 {
+            appnums.clone()
+        } else {
+            Vec::new()
+        },
         universe_size: size,
         node_of_rank: placement.node_of_rank(),
         attributes,
@@ -218,6 +255,23 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, cli::MAX_KILL_GRACE));
     let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
     supervisor.keep_going(cli.disable_auto_cleanup);
+    if let Some(limit) = cli::time_limit(&cli)? {
+        supervisor.time_limit(limit);
+    }
+    if cli.outfile_pattern.is_some() || cli.errfile_pattern.is_some() {
+        let mut files = outfiles::OutFiles::new(
+            cli.outfile_pattern.clone(),
+            cli.errfile_pattern.clone(),
+            info::hostname(),
+        );
+        // Every rank's files exist before any rank starts: a bad pattern fails here.
+        for rank in 0..size {
+            files
+                .files_for(0, rank)
+                .map_err(|e| LaunchError::Usage(e.to_string()))?;
+        }
+        supervisor.output_files(files);
+    }
     if let Some(addr) = name_server {
         supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
     }
@@ -247,7 +301,8 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
             }),
             None => Vec::new(),
         };
-        match launch::start_rank(&job, rank as u32, place, &pmix_env) {
+        let app_job = apps[appnums[rank] as usize].job(&job);
+        match launch::start_rank(&app_job, rank as u32, place, &pmix_env) {
             Ok(started) => {
                 priority.reset_child(started.child.id());
                 let stdin = supervisor.add_rank(started).map_err(LaunchError::Io)?;
@@ -291,17 +346,23 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let Some(stdin) = rank0_stdin {
         forward_stdin(stdin);
     }
-    Ok(supervisor.run().map_or(0, |failure| failure.exit_code()))
+    let code = supervisor.run().map_or(0, |failure| failure.exit_code());
+    // IMPI: FINI only after every proc exited successfully (2.4); else hang up.
+    match impi {
+        Some(session) if code == 0 => session.finish().map(|()| 0),
+        _ => Ok(code),
+    }
 }
 
-fn add_job_secret(job: &mut JobSpec) -> Result<(), LaunchError> {
+/// A new random job secret, put in the job's environment and returned.
+fn add_job_secret(job: &mut JobSpec) -> Result<String, LaunchError> {
     let secret: String = rivet_pmi::server::random_bytes(16)
         .map_err(LaunchError::Io)?
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect();
-    job.env.push((JOB_SECRET_ENV.into(), secret.into()));
-    Ok(())
+    job.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
+    Ok(secret)
 }
 
 /// The host list of `-hosts` or `-hostfile`, if either was given.
@@ -366,9 +427,9 @@ fn run_on_hosts(
     remote::run(job, nodes, &opts)
 }
 
-fn placement_request(cli: &Cli) -> PlacementRequest {
+fn placement_request(cli: &Cli, nranks: usize) -> PlacementRequest {
     PlacementRequest {
-        nranks: cli.nprocs as usize,
+        nranks,
         map_by: cli.map_by,
         bind_to: cli.bind_to,
         ppn: cli.ppn.map(|p| p as usize),
@@ -380,70 +441,123 @@ fn placement_request(cli: &Cli) -> PlacementRequest {
     }
 }
 
-/// Check the command line and the program, and gather what every rank
-/// shares; also the PATH the ranks see (where spawned programs are looked up).
-fn job_spec(cli: &Cli) -> Result<(JobSpec, Option<OsString>), LaunchError> {
-    let Some(program) = cli.command.first() else {
-        return Err(LaunchError::Usage("no PROGRAM given".into()));
-    };
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
+/// Check the command line and every program, and gather what every rank
+/// shares (`JobSpec`, with the first section's program), each MPMD
+/// section's program, arguments, variables and directory (`apps`, in app
+/// order), the app of every rank, and the PATH the ranks see (where spawned programs are looked up).
+fn job_spec(cli: &Cli) -> Result<JobParts, LaunchError> {
+    let sections = cli.sections().map_err(LaunchError::Usage)?;
+    let appnums = mpmd::appnums(&sections).map_err(LaunchError::Usage)?;
+    let mut global: Vec<(OsString, OsString)> = Vec::new();
     for name in &cli.genvlist {
         match std::env::var_os(name) {
-            Some(value) => env.push((name.into(), value)),
+            Some(value) => global.push((name.into(), value)),
             None => {
                 eprintln!("rivetrun: warning: -genvlist names {name}, which is not set; not passed")
             }
         }
     }
-    for (k, v) in cli.assignments() {
+    let check_name = |k: &str| {
         if k.is_empty() || k.contains('=') {
-            return Err(LaunchError::Usage(format!(
+            Err(LaunchError::Usage(format!(
                 "invalid variable name '{k}' in -env/-genv"
-            )));
+            )))
+        } else {
+            Ok(())
         }
-        env.push((k.into(), v.into()));
-    }
-    // The PATH the ranks will see decides where the program is looked up.
-    let path = env
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "PATH")
-        .map(|(_, v)| v.clone())
-        .or_else(|| {
-            if cli.genvnone {
-                None
-            } else {
-                std::env::var_os("PATH")
-            }
-        });
-    let resolved = launch::resolve_program(program, path.as_deref())?;
-    if let Some(dir) = &cli.wdir {
-        if !dir.is_dir() {
-            return Err(LaunchError::BadWdir(dir.display().to_string()));
-        }
-    }
-    // A relative program path is relative to where rivetrun was started, not to -wdir.
-    let resolved = if resolved.is_relative() && cli.wdir.is_some() {
-        std::env::current_dir()
-            .map_err(LaunchError::Io)?
-            .join(resolved)
-    } else {
-        resolved
     };
+    for (k, v) in cli.global_assignments() {
+        check_name(&k)?;
+        global.push((k.into(), v.into()));
+    }
+    let mut apps = Vec::new();
+    let mut first_path = None;
+    for (i, section) in sections.iter().enumerate() {
+        let mut env = global.clone();
+        for (k, v) in &section.env {
+            check_name(k)?;
+            env.push((k.into(), v.into()));
+        }
+        // The PATH the ranks will see decides where the program is looked up.
+        let path = env
+            .iter()
+            .rev()
+            .find(|(k, _)| k == "PATH")
+            .map(|(_, v)| v.clone())
+            .or_else(|| {
+                if cli.genvnone {
+                    None
+                } else {
+                    std::env::var_os("PATH")
+                }
+            });
+        let program = &section.command[0];
+        let resolved = launch::resolve_program(program, path.as_deref())?;
+        if let Some(dir) = &section.wdir {
+            if !dir.is_dir() {
+                return Err(LaunchError::BadWdir(dir.display().to_string()));
+            }
+        }
+        // A relative program path is relative to where rivetrun was started, not to -wdir.
+        let resolved = if resolved.is_relative() && section.wdir.is_some() {
+            std::env::current_dir()
+                .map_err(LaunchError::Io)?
+                .join(resolved)
+        } else {
+            resolved
+        };
+        if i == 0 {
+            first_path = path;
+        }
+        apps.push(App {
+            program: resolved,
+            argv0: program.clone(),
+            args: section.command[1..].to_vec(),
+            env,
+            wdir: section.wdir.clone(),
+        });
+    }
+    let first = &apps[0];
     let job = JobSpec {
-        program: resolved,
-        argv0: program.clone(),
-        args: cli.command[1..].to_vec(),
-        env,
+        program: first.program.clone(),
+        argv0: first.argv0.clone(),
+        args: first.args.clone(),
+        env: first.env.clone(),
         clear_env: cli.genvnone,
-        wdir: cli.wdir.clone(),
-        size: cli.nprocs,
+        wdir: first.wdir.clone(),
+        size: appnums.len() as u32,
         kvsname: format!("rivet_{}_0", std::process::id()),
         channel: PmiChannel::Fd,
         default_affinity: None,
         spawned: false,
     };
-    Ok((job, path))
+    Ok((job, apps, appnums, first_path))
+}
+
+/// `job_spec`'s answer: the job, its apps, each rank's app, the ranks' PATH.
+type JobParts = (JobSpec, Vec<App>, Vec<u32>, Option<OsString>);
+
+/// What one MPMD section's ranks run (see `mpmd.rs`).
+struct App {
+    program: std::path::PathBuf,
+    argv0: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    wdir: Option<std::path::PathBuf>,
+}
+
+impl App {
+    /// The job as this app's ranks start it.
+    fn job(&self, base: &JobSpec) -> JobSpec {
+        JobSpec {
+            program: self.program.clone(),
+            argv0: self.argv0.clone(),
+            args: self.args.clone(),
+            env: self.env.clone(),
+            wdir: self.wdir.clone(),
+            ..base.clone()
+        }
+    }
 }
 
 /// Copy rivetrun's stdin to rank 0 on a thread of its own: stdin may be a

@@ -19,9 +19,11 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::fs::File;
 use std::io::{self, ErrorKind, Read, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{ChildStdin, ExitStatus};
+use std::rc::Rc;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -40,9 +42,11 @@ use crate::error::LaunchError;
 use crate::launch::{self, JobSpec, PmiChannel, Priority, RankPlace, Started};
 use crate::nameserver;
 use crate::nonblocking::{interest, write_unsent};
+use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
 use crate::pmix_host::{PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
+use crate::stdout_queue::StdoutQueue;
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
@@ -76,6 +80,10 @@ impl fmt::Display for Who {
     }
 }
 
+/// rivetrun's exit code when the job times out: mpiexec.hydra's (4.0.2
+/// exits 255 after "APPLICATION TIMED OUT").
+pub const TIMEOUT_EXIT_CODE: i32 = 255;
+
 /// Why the job failed: the first of these decides rivetrun's exit code.
 #[derive(Debug, Clone)]
 pub enum Failure {
@@ -98,6 +106,10 @@ pub enum Failure {
     Interrupted {
         signal: i32,
     },
+    /// The job ran past `--timeout` / `MPIEXEC_TIMEOUT`.
+    TimedOut {
+        limit: Duration,
+    },
     /// It ended still connected to a group made without `early_term`.
     GroupLeft {
         who: Who,
@@ -119,6 +131,7 @@ impl Failure {
                 }
             }
             Failure::NoFinalize { .. } | Failure::GroupLeft { .. } | Failure::Internal(_) => 1,
+            Failure::TimedOut { .. } => TIMEOUT_EXIT_CODE,
         }
     }
 
@@ -130,7 +143,7 @@ impl Failure {
             | Failure::Aborted { who, .. }
             | Failure::NoFinalize { who }
             | Failure::GroupLeft { who, .. } => Some(who),
-            Failure::Interrupted { .. } | Failure::Internal(_) => None,
+            Failure::Interrupted { .. } | Failure::TimedOut { .. } | Failure::Internal(_) => None,
         }
     }
 
@@ -148,6 +161,10 @@ impl Failure {
                 "{who} exited with code 0 without finalizing PMI; the other processes could wait for it forever"
             ),
             Failure::Interrupted { signal } => format!("rivetrun received {}", signal_name(*signal)),
+            Failure::TimedOut { limit } => format!(
+                "the job timed out: still running after {} s (--timeout / MPIEXEC_TIMEOUT)",
+                limit.as_secs_f64()
+            ),
             Failure::GroupLeft { who, group } => format!(
                 "{who} ended while connected to group {group} (made without \
                  early_term_allowed: every member must disconnect first)"
@@ -177,7 +194,7 @@ pub fn signal_name(signal: i32) -> &'static str {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stream {
     Stdout,
     Stderr,
@@ -246,6 +263,8 @@ struct Proc {
     stdout: Option<(Receiver, LineBuffer)>,
     stderr: Option<(Receiver, LineBuffer)>,
     spoke_pmi: bool,
+    /// Where its stdout and stderr go instead of rivetrun's (`outfiles`).
+    files: Files,
 }
 
 /// What spawning needs besides the request (see `Supervisor::enable_spawn`).
@@ -306,6 +325,10 @@ pub struct Supervisor {
     phase: Phase,
     failure: Option<Failure>,
     all_exited_at: Option<Instant>,
+    /// When the job times out (`--timeout`), and the limit.
+    timeout: Option<(Instant, Duration)>,
+    /// `-outfile-pattern` / `-errfile-pattern`.
+    outfiles: Option<OutFiles>,
     /// A SIGCHLD arrived (or a process was added): `reap` has work.
     child_exited: bool,
     /// A failed rank does not stop the others (`--disable-auto-cleanup`).
@@ -313,7 +336,18 @@ pub struct Supervisor {
     /// Scratch space for reads, allocated once (zeroing a fresh buffer per
     /// event was a measurable share of serving PMI).
     read_buf: Box<[u8]>,
+    /// rivetrun's stdout, written by a thread (`stdout_queue.rs`).
+    stdout_q: StdoutQueue,
+    /// Output streams with bytes left unread: the queue was full, or one
+    /// turn's reads were used up. Read again at the next turn.
+    deferred: Vec<(usize, Stream)>,
 }
+
+/// Reads of one output stream per turn (64 KiB each): a rank printing
+/// without pause cannot keep the loop from PMI serving.
+const READS_PER_TURN: usize = 8;
+/// How long the loop waits before trying a stream deferred by a full queue.
+const FULL_QUEUE_RETRY: Duration = Duration::from_millis(20);
 
 impl Supervisor {
     /// Set up polling and signal handling; call before the first rank starts so no SIGCHLD is missed.
@@ -343,10 +377,14 @@ impl Supervisor {
             grace,
             phase: Phase::Running,
             failure: None,
+            timeout: None,
+            outfiles: None,
             all_exited_at: None,
             child_exited: true,
             keep_going: false,
             read_buf: vec![0u8; 65536].into_boxed_slice(),
+            stdout_q: StdoutQueue::start(io::stdout())?,
+            deferred: Vec::new(),
         })
     }
 
@@ -376,19 +414,29 @@ impl Supervisor {
     pub fn add_rank(&mut self, started: Started) -> io::Result<Option<ChildStdin>> {
         let rank = self.procs.len() as u32;
         let label = self.label.then(|| format!("[{rank}] "));
-        self.add_proc(started, Who::Rank(rank), self.ns, rank, label)
+        self.add_proc(started, Who::Rank(rank), (self.ns, 0), rank, label)
     }
 
     /// Take over a started process: watch its output and PMI connection.
+    /// `(ns, pgid)`: its namespace, and its process group for
+    /// `-outfile-pattern` (0 for ranks, N for spawn N).
     fn add_proc(
         &mut self,
         started: Started,
         who: Who,
-        ns: NsId,
+        (ns, pgid): (NsId, u32),
         rank: u32,
         label: Option<String>,
     ) -> io::Result<Option<ChildStdin>> {
         let index = self.procs.len();
+        let files = match self.outfiles.as_mut().map(|o| o.files_for(pgid, rank)) {
+            None => (None, None),
+            Some(Ok(files)) => files,
+            Some(Err(e)) => {
+                eprintln!("rivetrun: {e}; {who}'s output is forwarded instead");
+                (None, None)
+            }
+        };
         let Started {
             child,
             pmi,
@@ -407,6 +455,7 @@ impl Supervisor {
             stdout: None,
             stderr: None,
             spoke_pmi: false,
+            files,
         });
         self.by_rank.insert((ns, rank), index);
         self.child_exited = true;
@@ -516,6 +565,17 @@ impl Supervisor {
         self.keep_going = on;
     }
 
+    /// Send processes' output to the files `files` names (opened already
+    /// for the ranks, so that a bad pattern fails before any rank starts).
+    pub fn output_files(&mut self, files: OutFiles) {
+        self.outfiles = Some(files);
+    }
+
+    /// Tear the job down if it still runs `limit` from now (`--timeout`).
+    pub fn time_limit(&mut self, limit: Duration) {
+        self.timeout = Instant::now().checked_add(limit).map(|at| (at, limit));
+    }
+
     /// A process could not be started: record it as the failure and stop the others.
     pub fn fail(&mut self, failure: Failure) {
         self.begin_teardown(failure);
@@ -529,13 +589,24 @@ impl Supervisor {
             if self.finished() {
                 break;
             }
-            let timeout = self
+            let mut timeout = self
                 .next_deadline()
                 .map(|d| d.saturating_duration_since(Instant::now()));
+            if !self.deferred.is_empty() {
+                let wait = match self.stdout_q.has_room() {
+                    true => Duration::ZERO,
+                    false => FULL_QUEUE_RETRY,
+                };
+                timeout = Some(timeout.map_or(wait, |t| t.min(wait)));
+            }
             if !self.turn(&mut events, timeout) {
                 break;
             }
+            for (proc, stream) in std::mem::take(&mut self.deferred) {
+                self.read_output(proc, stream);
+            }
         }
+        self.stdout_q.finish();
         if self.failure.is_some() {
             // Whatever a failed job's processes forked must not outlive it.
             self.kill_groups(libc::SIGKILL);
@@ -589,7 +660,8 @@ impl Supervisor {
     fn next_deadline(&self) -> Option<Instant> {
         let kill = match self.phase {
             Phase::TearingDown { kill_at } => Some(kill_at),
-            _ => None,
+            Phase::Running => self.timeout.map(|(at, _)| at),
+            Phase::Killed => None,
         };
         let drain = self.all_exited_at.map(|t| t + DRAIN_AFTER_EXIT);
         match (kill, drain) {
@@ -599,6 +671,12 @@ impl Supervisor {
     }
 
     fn on_deadlines(&mut self) {
+        if let (Phase::Running, Some((at, limit))) = (&self.phase, self.timeout) {
+            if Instant::now() >= at {
+                // Whatever --disable-auto-cleanup says: the job is over.
+                self.begin_teardown(Failure::TimedOut { limit });
+            }
+        }
         if let Phase::TearingDown { kill_at } = self.phase {
             if Instant::now() >= kill_at {
                 if self.procs.iter().any(|p| p.status.is_none()) {
@@ -878,7 +956,7 @@ impl Supervisor {
                 index,
             };
             let label = self.label.then(|| format!("[s{number}:{index}] "));
-            if let Err(err) = self.add_proc(s, who.clone(), child_ns, index, label) {
+            if let Err(err) = self.add_proc(s, who.clone(), (child_ns, number), index, label) {
                 // It runs but cannot be watched: the job cannot go on.
                 self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
             }
@@ -1070,9 +1148,25 @@ impl Supervisor {
             self.read_buf = buf;
             return;
         };
-        let mut sink = Sink(stream);
+        let file = match stream {
+            Stream::Stdout => state.files.0.clone(),
+            Stream::Stderr => state.files.1.clone(),
+        };
+        let mut sink = Sink {
+            stream,
+            file,
+            queue: &self.stdout_q,
+        };
         let mut closed = false;
+        let mut reads = 0;
         loop {
+            if reads == READS_PER_TURN || (stream == Stream::Stdout && !self.stdout_q.has_room()) {
+                if !self.deferred.contains(&(proc, stream)) {
+                    self.deferred.push((proc, stream));
+                }
+                break;
+            }
+            reads += 1;
             match rx.read(&mut buf) {
                 Ok(0) => {
                     closed = true;
@@ -1206,8 +1300,13 @@ impl Supervisor {
     fn begin_teardown(&mut self, failure: Failure) {
         if self.failure.is_none() {
             if self.procs.iter().any(|p| p.status.is_none()) {
+                let other = if failure.who().is_some() {
+                    "other "
+                } else {
+                    ""
+                };
                 eprintln!(
-                    "rivetrun: {}; terminating the other {}",
+                    "rivetrun: {}; terminating the {other}{}",
                     failure.describe(),
                     self.alive_text(false, failure.who())
                 );
@@ -1241,25 +1340,35 @@ impl Supervisor {
     }
 }
 
-/// rivetrun's own stdout or stderr, written without Rust's extra buffering.
-struct Sink(Stream);
+/// The process's output file (`-outfile-pattern`), else rivetrun's own
+/// stdout (through the queue, never blocking) or stderr (written at once,
+/// without Rust's extra buffering).
+struct Sink<'a> {
+    stream: Stream,
+    file: Option<Rc<File>>,
+    queue: &'a StdoutQueue,
+}
 
-impl Write for Sink {
+impl Write for Sink<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self.0 {
-            Stream::Stdout => io::stdout().lock().write(buf),
-            Stream::Stderr => io::stderr().lock().write(buf),
-        }
+        self.write_all(buf)?;
+        Ok(buf.len())
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        match self.0 {
-            Stream::Stdout => io::stdout().lock().write_all(buf),
+        if let Some(f) = &self.file {
+            return (&**f).write_all(buf);
+        }
+        match self.stream {
+            Stream::Stdout => {
+                self.queue.push(buf);
+                Ok(())
+            }
             Stream::Stderr => io::stderr().lock().write_all(buf),
         }
     }
     fn flush(&mut self) -> io::Result<()> {
-        match self.0 {
-            Stream::Stdout => io::stdout().flush(),
+        match self.stream {
+            Stream::Stdout => Ok(()), // the queue and files have no buffer
             Stream::Stderr => io::stderr().flush(),
         }
     }

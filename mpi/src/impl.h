@@ -17,7 +17,7 @@
 #define slot_alloc rmpi_slot_alloc
 #define slot_free rmpi_slot_free
 #define from_rivet_err rmpi_from_rivet_err
-#define raise_err rmpi_raise_err
+#define raise_fail rmpi_raise_fail
 #define comm_get rmpi_comm_get
 #define comm_new rmpi_comm_new
 #define comm_release rmpi_comm_release
@@ -35,7 +35,7 @@
 #define status_empty rmpi_status_empty
 #define req_get rmpi_req_get
 #define req_done rmpi_req_done
-#define req_comm_set rmpi_req_comm_set
+#define req_comm_grow rmpi_req_comm_grow
 #define req_comm rmpi_req_comm
 #define req_forget_all rmpi_req_forget_all
 #define g_engine rmpi_g_engine
@@ -132,7 +132,13 @@ int from_rivet_err(int rc);
 static inline int from_rivet(int rc) {
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : from_rivet_err(rc);
 }
-int raise_err(MPI_Comm comm, int code, const char *fn);
+/* Raise `code` on `comm` (its error handler: return it, or abort). */
+int raise_fail(MPI_Comm comm, int code, const char *fn);
+/* `code` as the call's return, raised first unless it is success (inline:
+ * every call ends here, and success must cost no call). */
+static inline int raise_err(MPI_Comm comm, int code, const char *fn) {
+    return code == MPI_SUCCESS ? MPI_SUCCESS : raise_fail(comm, code, fn);
+}
 #define NOT_INIT() (!g_initialized || g_finalized)
 
 /* Communicators (comm.c). The handle's communicator, or NULL if it is
@@ -194,7 +200,22 @@ MPI_Request req_done(MPI_Comm comm, const MPI_Status *st);
 
 /* The communicator a librivet request was started on (its error handler
  * applies), remembered by librivet's slot index; MPI_COMM_WORLD if none. */
-void req_comm_set(MPI_Request h, MPI_Comm comm);
+void req_comm_grow(MPI_Request h, MPI_Comm comm); /* allocates the chunk */
+#define RC_CHUNK 4096
+#define RC_CHUNKS 256
+#define rc_chunk rmpi_rc_chunk
+extern MPI_Comm *rc_chunk[RC_CHUNKS];
+/* Inline: every isend and irecv records its communicator. */
+static inline void req_comm_set(MPI_Request h, MPI_Comm comm) {
+    uint64_t idx = (h & 0xffffffffu) - 1;
+    MPI_Comm *chunk;
+    if (idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return; /* complete at once, or huge */
+    chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
+    if (chunk)
+        chunk[idx % RC_CHUNK] = comm;
+    else
+        req_comm_grow(h, comm);
+}
 MPI_Comm req_comm(MPI_Request h);
 void req_forget_all(void); /* at MPI_Finalize */
 /* Bytes of `count` elements of `t`, or an error class. */

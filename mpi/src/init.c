@@ -115,7 +115,7 @@ static const char *class_text(int code) {
     }
 }
 
-int raise_err(MPI_Comm comm, int code, const char *fn) {
+int raise_fail(MPI_Comm comm, int code, const char *fn) {
     struct comm *c;
     MPI_Errhandler eh = MPI_ERRORS_ARE_FATAL;
     const char *text;

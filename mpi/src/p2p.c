@@ -30,7 +30,7 @@ static void put_status(MPI_Status *out, const MPI_Status *st) {
 
 /* The checks every p2p call makes: engine up, live communicator, buffer
  * size. Sets `c` and `len`; returns an error class. */
-static int check(MPI_Comm comm, struct comm **c, const void *buf, int count, MPI_Datatype t,
+static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct comm **c, const void *buf, int count, MPI_Datatype t,
                  size_t *len) {
     int rc;
     if (NOT_INIT()) return MPI_ERR_OTHER;
@@ -98,7 +98,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
 
 enum { ISEND, ISSEND, IRECV };
 
-static int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
+static inline __attribute__((always_inline)) int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
                  MPI_Comm comm, MPI_Request *request, const char *fn) {
     struct comm *c = NULL;
     size_t len;

@@ -10,25 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The communicator of each librivet request, by librivet's slot index. */
-#define RC_CHUNK 4096
-#define RC_CHUNKS 256
-static MPI_Comm *rc_chunk[RC_CHUNKS];
+/* The communicator of each librivet request, by librivet's slot index
+ * (the inline fast path is in impl.h). */
+MPI_Comm *rc_chunk[RC_CHUNKS];
 
-void req_comm_set(MPI_Request h, MPI_Comm comm) {
+void req_comm_grow(MPI_Request h, MPI_Comm comm) {
     uint64_t idx = (h & 0xffffffffu) - 1;
     MPI_Comm *chunk;
-    if (idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return; /* complete at once, or huge */
-    chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
-    if (!chunk) {
-        lock();
-        chunk = rc_chunk[idx / RC_CHUNK];
-        if (!chunk && (chunk = calloc(RC_CHUNK, sizeof *chunk)) != NULL)
-            __atomic_store_n(&rc_chunk[idx / RC_CHUNK], chunk, __ATOMIC_RELEASE);
-        unlock();
-        if (!chunk) return;
-    }
-    chunk[idx % RC_CHUNK] = comm;
+    lock();
+    chunk = rc_chunk[idx / RC_CHUNK];
+    if (!chunk && (chunk = calloc(RC_CHUNK, sizeof *chunk)) != NULL)
+        __atomic_store_n(&rc_chunk[idx / RC_CHUNK], chunk, __ATOMIC_RELEASE);
+    unlock();
+    if (chunk) chunk[idx % RC_CHUNK] = comm;
 }
 
 void req_forget_all(void) {

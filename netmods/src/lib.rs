@@ -14,6 +14,9 @@
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
 //!
+//! [`impi`] is the wire between hosts of different IMPI clients (seed 003,
+//! chapter 3): the packet header and the per-pair flow control so far.
+//!
 //! [`auth`] holds the job secret and the MAC with which a connecting rank
 //! proves it belongs to the job (the tcp HELLO).
 //!
@@ -30,7 +33,11 @@ use std::ptr::NonNull;
 
 pub mod auth;
 mod fabric;
+/// Entry points of the fuzz targets (`fuzz/`); not an API.
+#[doc(hidden)]
+pub mod fuzzing;
 mod fxhash;
+pub mod impi;
 mod jobs;
 pub mod libs;
 #[cfg(feature = "ofi")]
@@ -235,6 +242,12 @@ pub trait Netmod: Send {
     fn idle(&self) -> bool;
 
     fn limits(&self) -> Limits;
+
+    /// System calls this netmod made for I/O so far, where it counts them
+    /// (`rivet-bench` reports them per message); `None` if it does not.
+    fn syscalls(&self) -> Option<u64> {
+        None
+    }
 
     /// One-sided reads for the rendezvous protocol, where the transport has
     /// them (RDMA); `None` means rendezvous data is streamed with `try_send`.

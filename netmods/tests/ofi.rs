@@ -1187,6 +1187,36 @@ fn describe_says_what_runs() {
     }
 }
 
+/// The receive budget: a LARGE above the receiver's largest piece with no
+/// receive posted (`place` declines) fails its sender instead of being
+/// buffered; one within it, or placed, still arrives.
+fn unplaced_large_over_budget(prov: &str) {
+    let big = config(prov);
+    let small = OfiConfig {
+        piece: 1 << 20,
+        ..config(prov)
+    };
+    let mut nets = vec![
+        OfiNetmod::new(big, "budget", 0).unwrap(),
+        OfiNetmod::new(small, "budget", 1).unwrap(),
+    ];
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 0, 1, 0, 1 << 20);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    sinks[1].place = true;
+    send(&mut nets, &mut sinks, 0, 1, 1, 3 << 20);
+    pump(&mut nets, &mut sinks, |_, s| s[1].msgs.len() == 2);
+    assert_eq!(sinks[1].from(0), expect(0, &[1 << 20, 3 << 20]));
+    sinks[1].place = false;
+    send(&mut nets, &mut sinks, 0, 1, 2, 3 << 20);
+    pump(&mut nets, &mut sinks, |_, s| !s[1].failed.is_empty());
+    assert_eq!(sinks[1].msgs.len(), 2, "nothing past the budget arrived");
+    let (peer, why) = &sinks[1].failed[0];
+    assert_eq!(*peer, 0);
+    assert!(why.contains("no receive posted"), "{why}");
+}
+
 macro_rules! both_providers {
     ($($name:ident),*) => {
         mod tcp_rxm {
@@ -1199,6 +1229,7 @@ macro_rules! both_providers {
 }
 
 both_providers!(
+    unplaced_large_over_budget,
     lazy_connect_and_sizes,
     registered_local_buffers,
     ordering,

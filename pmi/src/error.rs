@@ -154,6 +154,13 @@ pub enum Error {
     )]
     PmixUnsupported { op: &'static str },
 
+    /// What Rivet's PMI-2 client does not offer.
+    #[error(
+        "{op} is not available over PMI-2 (Rivet's PMI-2 client maps the KVS, fence, job \
+         attributes, names, abort and finalize); unset RIVET_PMI=pmi2 to use PMI-1 for it"
+    )]
+    Pmi2Unsupported { op: &'static str },
+
     /// The server speaks a PMI version this client does not.
     #[error("process manager speaks PMI-{version}.{subversion}; this client speaks PMI-1.1/1.2")]
     VersionMismatch { version: i32, subversion: i32 },

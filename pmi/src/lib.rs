@@ -19,8 +19,15 @@
 //! * [`group`] names processes (`[cluster:]nspace:rank|*`) and flags for
 //!   Rivet's group-connect extension (PMIx RFC0003's connect/disconnect),
 //!   which rivetrun serves and [`Client::group_connect`] asks for.
+//! * [`impi`] is the startup wire of IMPI (seed 003, chapter 2): commands,
+//!   AUTH, and the COLL labels a rendezvous server relays between
+//!   separately started jobs (`rivetrun --impi-server` / `--impi-client`).
 //! * `topology` (owned by the topology work) layers placement keys on top
 //!   of the client's `get`.
+//!
+//! * PMI-2 (`wire::v2`, `RIVET_PMI=pmi2`): the client speaks it instead
+//!   of PMI-1 over the same connection (`srun --mpi=pmi2`, rivetrun), and
+//!   the server speaks both, telling them apart per connection.
 //!
 //! All fallible operations return the crate's single [`Error`].
 
@@ -29,6 +36,7 @@
 pub mod client;
 mod error;
 pub mod group;
+pub mod impi;
 pub mod pmix_ffi;
 pub mod server;
 pub mod topology;

@@ -411,7 +411,25 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
     if s.trim().is_empty() {
         return Err("empty CPU list".into());
     }
-    let mut cpus = Vec::new();
+    // One bit per CPU up to the largest named: repeated ranges cost their
+    // text, not their width (a list of many `0-1048576` stays small).
+    let mut bits: Vec<u64> = Vec::new();
+    let mut mark = |a: u32, b: u32| {
+        let need = b as usize / 64 + 1;
+        if bits.len() < need {
+            bits.resize(need, 0);
+        }
+        let (mut c, b) = (a as usize, b as usize);
+        while c <= b {
+            if c % 64 == 0 && c + 63 <= b {
+                bits[c / 64] = u64::MAX;
+                c += 64;
+            } else {
+                bits[c / 64] |= 1 << (c % 64);
+                c += 1;
+            }
+        }
+    };
     for item in s.split(',') {
         match item.split_once('-') {
             Some((a, b)) => {
@@ -419,14 +437,18 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<u32>, String> {
                 if a > b {
                     return Err(format!("range '{item}' goes backwards"));
                 }
-                cpus.extend(a..=b);
+                mark(a, b);
             }
-            None => cpus.push(num(item)?),
+            None => {
+                let n = num(item)?;
+                mark(n, n);
+            }
         }
     }
-    cpus.sort_unstable();
-    cpus.dedup();
-    Ok(cpus)
+    Ok((0..bits.len() * 64)
+        .filter(|&c| bits[c / 64] & (1 << (c % 64)) != 0)
+        .map(|c| c as u32)
+        .collect())
 }
 
 /// Writes CPU numbers as `0x<hex>`, bit i = CPU i, most significant digit first.
@@ -746,6 +768,19 @@ mod tests {
         assert_eq!(format_cpu_mask(&[0, 1, 2, 3, 8]), "0x10f");
         assert_eq!(parse_cpu_mask("0x10f").unwrap(), vec![0, 1, 2, 3, 8]);
         assert!(parse_cpu_mask("0x0").is_err());
+        assert_eq!(
+            parse_cpu_list("60-130,64").unwrap(),
+            (60..=130).collect::<Vec<_>>()
+        );
+    }
+
+    /// A list repeating the widest range costs its text, not its width
+    /// times its items (which held 4 MiB per 9 bytes of text before).
+    #[test]
+    fn repeated_wide_ranges_stay_small() {
+        let wide = vec![format!("0-{MAX_CPU}"); 4000].join(",");
+        let cpus = parse_cpu_list(&wide).unwrap();
+        assert_eq!(cpus.len(), MAX_CPU as usize + 1);
     }
 
     #[test]
@@ -916,6 +951,8 @@ mod tests {
                 size: 2,
             },
             spawned: false,
+            pmi2: false,
+            jobid: None,
         })
         .unwrap();
         assert_eq!(c.topo_type().unwrap(), TopoType::Mesh { dims: vec![2, 1] });

@@ -87,6 +87,8 @@ fn three_ranks_over_socketpairs() {
                         size: 3,
                     },
                     spawned: false,
+                    pmi2: false,
+                    jobid: None,
                 })?;
                 assert_eq!(c.kvs_name(), "rivet_job_1");
                 assert_eq!(c.universe_size(), 16);
@@ -153,6 +155,8 @@ fn port_mode_with_initack_over_tcp() {
                         size: 1,
                     },
                     spawned: false,
+                    pmi2: false,
+                    jobid: None,
                 })?;
                 assert_eq!((c.rank(), c.size()), (id as u32, 2));
                 c.put("who", &format!("rank{}", c.rank())).ok();
@@ -227,6 +231,8 @@ fn garbage_connection_is_closed_while_others_work() {
             size: 2,
         },
         spawned: false,
+        pmi2: false,
+        jobid: None,
     })
     .unwrap();
     c.put("alive", "yes").unwrap();

@@ -74,6 +74,8 @@ fn four_processes_of_two_namespaces_connect_and_hear_of_each_other() {
                         size: 2,
                     },
                     spawned: name != "job",
+                    pmi2: false,
+                    jobid: None,
                 })
                 .unwrap();
                 let card = format!("card-{name}-{rank}");

@@ -10,6 +10,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod netns;
+pub mod procfs;
 pub mod rank_check;
 
 use std::io::Read;

@@ -116,3 +116,52 @@ fn raw_tcp_peer_program_builds_and_runs() {
         "{json}"
     );
 }
+
+/// The benchmarks of scale over tcp, on both backends: `latency
+/// --idle-peers` (idle ranks asleep in a PMI barrier; the measuring ranks'
+/// last messages must still leave), its memory line, `fanin`, and the
+/// netmod's system calls per message beside the latency rows.
+#[test]
+fn idle_peers_fanin_and_system_calls_over_tcp() {
+    let _g = serial();
+    let dir = build_dir("scale");
+    let json = compare(
+        &dir,
+        &[
+            "--transport",
+            "tcp",
+            "--stacks",
+            "rivet",
+            "--benches",
+            "idle,fanin,latency",
+            "--sizes",
+            "8",
+            "--idle-peers",
+            "2",
+            "--senders",
+            "3",
+        ],
+    );
+    assert!(json.contains("\"failed_runs\":0"), "{json}");
+    for (bench, key) in [
+        ("latency-idle", "\"idle_peers\":0"),
+        ("latency-idle", "\"idle_peers\":2"),
+        ("memory", "\"idle_peers\":0"),
+        ("memory", "\"idle_peers\":2"),
+        ("fanin", "\"senders\":3"),
+        ("latency", "\"size\":8"),
+    ] {
+        let r = row(&json, bench, key);
+        for stack in ["rivet-uring", "rivet-poll"] {
+            assert!(
+                r.contains(&format!("\"{stack}\":{{\"median\":")),
+                "{stack} has no {bench} value at {key}: {r}\n{json}"
+            );
+        }
+    }
+    let at = json.find("{\"bench\":\"latency\"").expect("latency");
+    assert!(
+        json[at..].contains("\"syscalls_per_msg\":{\"rivet-uring\":"),
+        "no system calls per message: {json}"
+    );
+}

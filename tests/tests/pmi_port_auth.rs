@@ -8,33 +8,10 @@ use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use rivet_tests::procfs::pmi_port_of_child;
 use rivet_tests::{bin, rivetrun, run_job_with, serial};
 
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// The `PMI_PORT` in the environment of a child of `parent`.
-fn pmi_port_of_child(parent: u32) -> Option<String> {
-    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
-        let path = entry.path();
-        let stat = std::fs::read_to_string(path.join("stat")).unwrap_or_default();
-        // The parent pid is the second field after the parenthesised name.
-        let ppid = stat
-            .rsplit(") ")
-            .next()
-            .and_then(|s| s.split_whitespace().nth(1))
-            .and_then(|s| s.parse::<u32>().ok());
-        if ppid != Some(parent) {
-            continue;
-        }
-        let environ = std::fs::read(path.join("environ")).unwrap_or_default();
-        for var in environ.split(|&b| b == 0) {
-            if let Some(v) = var.strip_prefix(b"PMI_PORT=") {
-                return Some(String::from_utf8_lossy(v).into_owned());
-            }
-        }
-    }
-    None
-}
 
 /// Send `bytes` on a fresh connection and return all the server says
 /// before it closes the connection.

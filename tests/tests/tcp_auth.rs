@@ -4,80 +4,14 @@
 //! and the job completes with exit 0.
 
 use std::io::{Read, Write};
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use rivet_tests::procfs::{listening, rank_pid};
 use rivet_tests::{bin, rivetrun, run_job_with, serial};
 
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// Fields of `/proc/<pid>/stat` after the command name.
-fn stat_fields(pid: u32) -> Vec<String> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-    stat.rsplit(") ")
-        .next()
-        .unwrap_or("")
-        .split_whitespace()
-        .map(str::to_string)
-        .collect()
-}
-
-/// The child of `parent` whose environment has `PMI_RANK=rank`.
-fn rank_pid(parent: u32, rank: u32) -> Option<u32> {
-    let want = format!("PMI_RANK={rank}");
-    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-        if stat_fields(pid).get(1)? != &parent.to_string() {
-            return None;
-        }
-        let env = std::fs::read(e.path().join("environ")).ok()?;
-        env.split(|&b| b == 0)
-            .any(|v| v == want.as_bytes())
-            .then_some(pid)
-    })
-}
-
-/// The TCP addresses process `pid` listens on (from its socket inodes and
-/// /proc/net/tcp).
-fn listening(pid: u32) -> Vec<SocketAddr> {
-    let inodes: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/fd"))
-        .map(|d| {
-            d.flatten()
-                .filter_map(|f| std::fs::read_link(f.path()).ok())
-                .filter_map(|l| {
-                    let l = l.to_string_lossy().into_owned();
-                    l.strip_prefix("socket:[")?
-                        .strip_suffix(']')
-                        .map(str::to_string)
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp")).unwrap_or_default();
-    table
-        .lines()
-        .skip(1)
-        .filter_map(|line| {
-            let f: Vec<&str> = line.split_whitespace().collect();
-            // local_address st ... inode
-            if f.get(3) != Some(&"0A") || !inodes.iter().any(|i| Some(&i.as_str()) == f.get(9)) {
-                return None;
-            }
-            let (ip, port) = f.get(1)?.split_once(':')?;
-            let ip = u32::from_str_radix(ip, 16).ok()?;
-            let port = u16::from_str_radix(port, 16).ok()?;
-            // /proc prints the network-order word as a host (little-endian) integer.
-            let ip = Ipv4Addr::from(ip.to_le_bytes());
-            let ip = if ip.is_unspecified() {
-                Ipv4Addr::LOCALHOST
-            } else {
-                ip
-            };
-            Some(SocketAddr::new(ip.into(), port))
-        })
-        .collect()
-}
 
 /// A HELLO "I am rank `rank` of `job`" without the secret's MAC; the
 /// acceptor's verdict byte, or `None` if it closed without one.

@@ -48,6 +48,11 @@ impl MemberDesc {
     }
 
     pub fn parse(line: &str) -> Result<MemberDesc> {
+        // A control byte (a newline above all) in a field would let one
+        // member's line become several in the description its root sends.
+        if line.bytes().any(|b| b.is_ascii_control()) {
+            return Err(bad(format!("member line {line:?} has a control byte")));
+        }
         let mut f = line.split(' ');
         let (Some(pg), Some(size), Some(rank), Some(card), None) =
             (f.next(), f.next(), f.next(), f.next(), f.next())
@@ -144,5 +149,21 @@ mod tests {
                 String::from_utf8_lossy(bad)
             );
         }
+    }
+
+    /// Found by the `parsers` fuzz target: a member line (as a member sends
+    /// it to its root) with a newline inside a field parsed, and its root's
+    /// description would then have carried an extra member.
+    #[test]
+    fn a_member_line_with_a_control_byte_is_refused() {
+        for bad in [
+            "kvs 2 1 -\n",
+            "kvs 2 1 tcp:1.2.3.4:5\nkvs 2 0 -",
+            "k\0vs 2 1 -",
+            "kvs 2 1 c\r",
+        ] {
+            assert!(MemberDesc::parse(bad).is_err(), "{bad:?}");
+        }
+        assert!(MemberDesc::parse("kvs 2 1 -").is_ok());
     }
 }

@@ -66,7 +66,7 @@ mod provider;
 mod rma;
 mod state;
 pub mod sys;
-mod wire;
+pub(crate) mod wire;
 mod xfer;
 
 use std::collections::VecDeque;

@@ -101,7 +101,7 @@ pub(crate) const KIND_PAYLOAD: u8 = 8;
 pub(crate) const ANY_TAG: u64 = 0;
 pub(crate) const ANY_IGNORE: u64 = !(1 << 63);
 
-const AUX_MASK: u32 = (1 << 28) - 1;
+pub(crate) const AUX_MASK: u32 = (1 << 28) - 1;
 
 /// Identity kinds of a HELLO (as in the tcp netmod).
 pub(crate) const IDENT_RANK: u8 = 1;

@@ -930,6 +930,12 @@ impl OfiNetmod {
 
     /// Receives and drops the payload with `tag`.
     fn drain(&mut self, tag: u64, len: usize) {
+        if len > self.cfg.piece {
+            // No sender that follows the rules sends it: not worth memory.
+            return self
+                .st
+                .drop_msg(format!("a {len}-byte payload above the largest piece"));
+        }
         let buf = vec![0u8; len];
         let mr = match self.local_mr(buf.as_ptr(), len, FI_RECV) {
             Ok(mr) => mr,
@@ -981,6 +987,15 @@ impl OfiNetmod {
                     return;
                 };
                 if aux != c.rx_next || c.rx_payload.is_some() {
+                    // A sender has at most CREDITS messages unhandled here:
+                    // one further ahead is not held (bounded memory).
+                    if aux.wrapping_sub(c.rx_next) & AUX_MASK >= 2 * CREDITS {
+                        let why = format!(
+                            "protocol error: message {aux} far beyond the credit window (next {})",
+                            c.rx_next
+                        );
+                        return self.fail_conn(id, why);
+                    }
                     let held = Held {
                         kind,
                         body: body.to_vec(),
@@ -1041,6 +1056,16 @@ impl OfiNetmod {
         };
         let dst = match placed {
             Some(p) => Dest::Engine(p),
+            // The receive budget: nothing larger than a piece is taken
+            // without a receive posted for it.
+            None if len > self.cfg.piece => {
+                let why = format!(
+                    "protocol error: a {len}-byte LARGE above the largest piece ({}) \
+                     with no receive posted for it",
+                    self.cfg.piece
+                );
+                return self.fail_conn(id, why);
+            }
             None => Dest::Own(vec![0u8; len]),
         };
         let p = match &dst {

@@ -65,19 +65,31 @@ pub(crate) struct Rx {
     end: usize,
     state: RxState,
     /// For frames that do not fit `buf` and were not placed; kept (and only
-    /// ever grown) for reuse.
+    /// ever grown) for reuse, up to `max_unplaced`.
     overflow: Vec<u8>,
+    /// Largest payload buffered without a place for it (the largest piece
+    /// a peer may send unasked): a longer frame that `Sink::place` declines
+    /// is a protocol violation, so no peer makes us allocate more than this.
+    max_unplaced: usize,
 }
 
 impl Rx {
-    pub(crate) fn new() -> Rx {
+    /// `max_unplaced`: see the field; at least the input buffer.
+    pub(crate) fn new(max_unplaced: usize) -> Rx {
         Rx {
             buf: vec![0u8; RX_BUF].into_boxed_slice(),
             start: 0,
             end: 0,
             state: RxState::Frames { declined: false },
             overflow: Vec::new(),
+            max_unplaced: max_unplaced.max(RX_BUF),
         }
+    }
+
+    /// Bytes this connection holds for framing (the bound a peer can make
+    /// it allocate: `RX_BUF` + `max_unplaced`).
+    pub(crate) fn footprint(&self) -> usize {
+        self.buf.len() + self.overflow.capacity()
     }
 
     /// Where the next receive should write, and at most how many bytes.
@@ -206,6 +218,10 @@ impl Rx {
                         None if total <= self.buf.len() => {
                             *declined = true;
                             return Ok(count);
+                        }
+                        None if plen > self.max_unplaced => {
+                            return Err("protocol error: a frame larger than the largest \
+                                        piece with no receive posted for it");
                         }
                         None => {
                             if self.overflow.len() < plen {
@@ -410,7 +426,7 @@ mod tests {
                 if step == 1 && !place {
                     continue; // slow; covered by step 7
                 }
-                let mut rx = Rx::new();
+                let mut rx = Rx::new(1 << 20);
                 let mut sink = Rec {
                     place,
                     ..Rec::default()
@@ -435,14 +451,43 @@ mod tests {
 
     #[test]
     fn bad_prefix_is_an_error() {
-        let mut rx = Rx::new();
+        let mut rx = Rx::new(1 << 20);
         let mut sink = Rec::default();
         let mut b = wire::encode_prefix(300, 0).to_vec();
         b.extend_from_slice(&[0; 300]);
         assert!(feed(&mut rx, &mut sink, &b, 64).is_err());
-        let mut rx = Rx::new();
+        let mut rx = Rx::new(1 << 20);
         let b = wire::encode_prefix(0, (1 << 30) + 1);
         assert!(feed(&mut rx, &mut sink, &b, 64).is_err());
+    }
+
+    /// A peer announcing a frame larger than the receive budget that the
+    /// engine has no receive for fails its connection instead of making us
+    /// allocate it; one within the budget still arrives.
+    #[test]
+    fn an_unplaced_frame_over_the_budget_fails_the_connection() {
+        let budget = 1 << 20;
+        let mut sink = Rec::default();
+        let mut rx = Rx::new(budget);
+        let mut b = wire::encode_prefix(40, 1 << 30).to_vec();
+        b.extend_from_slice(&[7; 40 + 4096]);
+        assert!(feed(&mut rx, &mut sink, &b, 1 << 16).is_err());
+        assert!(rx.footprint() <= RX_BUF, "{} bytes held", rx.footprint());
+        let (bytes, want) = frames(&[budget]);
+        let mut rx = Rx::new(budget);
+        assert_eq!(feed(&mut rx, &mut sink, &bytes, 1 << 16), Ok(1));
+        assert_eq!(sink.got.last().map(|g| &g.1), Some(&want[0]));
+        // Placed (a posted receive), the same frame needs no budget.
+        let (bytes, _) = frames(&[budget + 1]);
+        let mut rx = Rx::new(budget);
+        assert!(feed(&mut rx, &mut sink, &bytes, 1 << 16).is_err());
+        let mut placing = Rec {
+            place: true,
+            ..Rec::default()
+        };
+        let mut rx = Rx::new(budget);
+        assert_eq!(feed(&mut rx, &mut placing, &bytes, 1 << 16), Ok(1));
+        assert!(rx.footprint() <= RX_BUF);
     }
 
     #[test]

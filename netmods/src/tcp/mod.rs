@@ -27,15 +27,15 @@
 //! | `sys.rs` | socket system calls |
 //! | `poll.rs`, `uring.rs` | the two backends |
 
-mod card;
+pub(crate) mod card;
 mod config;
-mod conn;
+pub(crate) mod conn;
 mod iface;
 mod poll;
 mod state;
 mod sys;
 mod uring;
-mod wire;
+pub(crate) mod wire;
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -61,6 +61,16 @@ use uring::UringIo;
 enum Io {
     Poll(PollIo),
     Uring(UringIo),
+}
+
+/// TCP keepalive (as `TcpConfig::keepalive`) on a socket the
+/// netmod does not own, such as rivetrun's IMPI server and host links, so a
+/// vanished host fails them after about `after`.
+pub fn set_keepalive(
+    socket: &impl std::os::fd::AsRawFd,
+    after: std::time::Duration,
+) -> io::Result<()> {
+    sys::set_keepalive(socket.as_raw_fd(), after)
 }
 
 pub struct TcpNetmod {
@@ -134,6 +144,7 @@ impl TcpNetmod {
         let mut st = State::new(my_rank, job.as_bytes());
         st.key = config.job_key;
         st.hs_timeout = config.handshake_timeout;
+        st.max_unplaced = config.piece;
         st.keepalive = config.keepalive;
         st.nonblocking = matches!(io, Io::Poll(_));
         Ok(TcpNetmod {
@@ -164,6 +175,16 @@ impl TcpNetmod {
     /// within `TcpConfig::handshake_timeout`.
     pub fn handshakes_expired(&self) -> u64 {
         self.st.expired
+    }
+
+    /// System calls made for I/O so far: on the poll backend every send,
+    /// receive, `epoll_wait`, accept and connect; on io_uring each
+    /// `io_uring_enter` of a poll (submitting SQEs does not count apart).
+    pub fn syscalls(&self) -> u64 {
+        match &self.io {
+            Io::Poll(_) => self.st.calls,
+            Io::Uring(u) => self.st.calls + u.calls,
+        }
     }
 
     /// Peers with an open connection now.
@@ -288,6 +309,10 @@ impl Netmod for TcpNetmod {
             Io::Poll(p) => p.poll(&mut self.st, sink),
             Io::Uring(u) => u.poll(&mut self.st, sink),
         }
+    }
+
+    fn syscalls(&self) -> Option<u64> {
+        Some(TcpNetmod::syscalls(self))
     }
 
     fn idle(&self) -> bool {

@@ -1,11 +1,16 @@
 //! The poll backend: nonblocking sockets and plain system calls, for when
 //! io_uring is unavailable or not wanted.
 //!
-//! Tuned for few peers: each `poll` receives directly on every open
-//! connection (one syscall each when idle, no readiness call); the
-//! listener and connects in progress are looked at only while some socket
-//! is not yet open, or every 64th call. Above 16 open connections one
-//! `epoll_wait` finds the readable ones instead.
+//! A poll costs the same whatever the number of connections: with one open
+//! connection it receives on it directly (the receive is the readiness
+//! check: one system call when idle, none extra when data is there); with
+//! two or more, one level-triggered `epoll_wait` (zero timeout) finds the
+//! readable sockets and only those are received on. The listener is in the
+//! epoll set too, so a connection arriving is accepted at once. Otherwise
+//! the listener and connects in progress are looked at only while some
+//! socket of ours is not yet open, or every 64th call. One system call
+//! when nothing is ready is the floor here: readiness lives in the kernel,
+//! and only io_uring's shared rings let a process see it without a call.
 
 use std::io;
 use std::net::SocketAddr;
@@ -17,8 +22,8 @@ use super::state::{Phase, State};
 use super::sys::{self, Epoll};
 use super::wire;
 
-/// Above this many open connections, find readable ones with epoll.
-const EPOLL_ABOVE: usize = 16;
+/// The listener's epoll token (sockets' carry slot and generation).
+const LISTENER: u64 = u64::MAX;
 /// Frames taken from one connection per `poll`, so one busy peer cannot
 /// starve the others.
 const FRAME_BUDGET: usize = 64;
@@ -41,6 +46,7 @@ pub(crate) struct PollIo {
     wrote_since_poll: bool,
     /// Reused lists, so a poll allocates nothing.
     work: Vec<u32>,
+    ready: Vec<u64>,
     pollfds: Vec<libc::pollfd>,
     pollslots: Vec<u32>,
 }
@@ -66,6 +72,9 @@ impl PollIo {
         let (listener, local) =
             sys::listen(bind, true).map_err(|e| io_err(&format!("listen on {bind}"), e))?;
         let epoll = Epoll::new().map_err(|e| io_err("epoll_create1", e))?;
+        epoll
+            .add(listener.as_raw_fd(), LISTENER)
+            .map_err(|e| io_err("epoll_ctl", e))?;
         Ok((
             PollIo {
                 listener,
@@ -74,6 +83,7 @@ impl PollIo {
                 awaiting_hello: 0,
                 wrote_since_poll: false,
                 work: Vec::new(),
+                ready: Vec::new(),
                 pollfds: Vec::new(),
                 pollslots: Vec::new(),
             },
@@ -83,8 +93,9 @@ impl PollIo {
 
     fn watch(&self, st: &mut State, slot: u32) {
         if let Some(s) = st.sock(slot) {
-            // An unwatched socket is only missed above EPOLL_ABOVE peers.
+            // An unwatched socket is only missed with two or more open.
             let _ = self.epoll.add(s.fd.as_raw_fd(), token(slot, s.gen));
+            st.calls += 1;
         }
     }
 
@@ -100,7 +111,9 @@ impl PollIo {
     fn connect(&mut self, st: &mut State, mut slot: u32) {
         loop {
             let Some(s) = st.sock(slot) else { return };
-            match sys::connect(s.fd.as_raw_fd(), &s.addr) {
+            let r = sys::connect(s.fd.as_raw_fd(), &s.addr);
+            st.calls += 1;
+            match r {
                 Ok(true) => {
                     self.watch(st, slot);
                     return st.connected(slot);
@@ -141,6 +154,7 @@ impl PollIo {
         self.wrote_since_poll = true;
         let prefix = wire::encode_prefix(header.len(), payload.len());
         let total = prefix.len() + header.len() + payload.len();
+        st.calls += 1;
         let written = match sys::send(fd, &[&prefix, header, payload]) {
             Ok(n) => n,
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
@@ -164,10 +178,26 @@ impl PollIo {
         while let Some(slot) = st.redial.pop() {
             self.connect(st, slot);
         }
+        // With two or more open connections one epoll_wait says which are
+        // readable (and whether the listener is); with one, its receive
+        // below is the check.
+        let mut listener_ready = false;
+        self.ready.clear();
+        if st.open.len() > 1 {
+            st.calls += 1;
+            let ready = self.epoll.ready().map_err(|e| io_err("epoll_wait", e))?;
+            for t in ready {
+                if t == LISTENER {
+                    listener_ready = true;
+                } else {
+                    self.ready.push(t);
+                }
+            }
+        }
         // Every poll while a connection of ours is being made; else
-        // every SLOW_EVERY-th.
+        // every SLOW_EVERY-th, or when the listener has one waiting.
         let ours_pending = st.live > st.open.len() + self.awaiting_hello;
-        if st.open.is_empty() || ours_pending || self.tick % SLOW_EVERY == 0 {
+        if st.open.is_empty() || ours_pending || listener_ready || self.tick % SLOW_EVERY == 0 {
             self.accept_all(st);
             self.check_connects(st)?;
             self.awaiting_hello = st.wake_awaiting_hello();
@@ -178,24 +208,26 @@ impl PollIo {
             self.drive(st, slot);
         }
         self.work.clear();
-        if st.open.len() > EPOLL_ABOVE {
-            let ready = self.epoll.ready().map_err(|e| io_err("epoll_wait", e))?;
-            for t in ready {
-                let (slot, gen) = ((t >> 32) as u32, t as u32);
-                if st.sock(slot).is_some_and(|s| s.gen == gen) {
-                    read(st, slot, sink);
-                }
-            }
-        } else {
-            for i in 0..st.open.len() {
-                let slot = st.open[i];
-                read(st, slot, sink);
+        if st.open.len() == 1 && self.ready.is_empty() {
+            let slot = st.open[0];
+            read(st, slot, sink);
+        }
+        for i in 0..self.ready.len() {
+            let t = self.ready[i];
+            let (slot, gen) = ((t >> 32) as u32, t as u32);
+            match st.sock(slot).filter(|s| s.gen == gen).map(|s| s.phase) {
+                Some(Phase::Open) => read(st, slot, sink),
+                // A handshake's bytes arrived: served now, not at the
+                // next slow tick.
+                Some(Phase::AwaitHello | Phase::Hello { .. }) => self.drive(st, slot),
+                _ => {}
             }
         }
         std::mem::swap(&mut st.closing, &mut self.work);
         for i in 0..self.work.len() {
             if let Some(s) = st.release(self.work[i]) {
                 self.epoll.del(s.fd.as_raw_fd());
+                st.calls += 1;
                 st.finish(s);
             }
         }
@@ -206,6 +238,7 @@ impl PollIo {
 
     fn accept_all(&mut self, st: &mut State) {
         loop {
+            st.calls += 1;
             match sys::accept(self.listener.as_raw_fd()) {
                 Ok(fd) => {
                     let _ = sys::set_nodelay(fd.as_raw_fd());
@@ -236,6 +269,7 @@ impl PollIo {
                 self.pollslots.push(slot);
             }
         }
+        st.calls += !self.pollfds.is_empty() as u64;
         if self.pollfds.is_empty()
             || sys::poll_now(&mut self.pollfds).map_err(|e| io_err("poll", e))? == 0
         {
@@ -246,6 +280,7 @@ impl PollIo {
                 continue;
             }
             let slot = self.pollslots[i];
+            st.calls += 1;
             match sys::take_error(self.pollfds[i].fd) {
                 Ok(None) => st.connected(slot),
                 Ok(Some(e)) | Err(e) => {
@@ -271,7 +306,9 @@ impl PollIo {
         }
         // Handshake bytes first: they precede any frame.
         if !s.hs_pending().is_empty() {
-            match sys::send(fd, &[s.hs_pending()]) {
+            let r = sys::send(fd, &[s.hs_pending()]);
+            st.calls += 1;
+            match r {
                 Ok(n) => st.hs_sent(slot, n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
                 Err(e) => return st.sock_failed(slot, format!("send: {e}")),
@@ -285,7 +322,9 @@ impl PollIo {
                 };
                 // SAFETY: recv_target gives `len` writable bytes of the
                 // socket's handshake buffer.
-                match unsafe { sys::recv(fd, ptr, len) } {
+                let r = unsafe { sys::recv(fd, ptr, len) };
+                st.calls += 1;
+                match r {
                     Ok(0) => st.sock_failed(slot, "connection closed during the handshake".into()),
                     Ok(n) => st.hs_received(slot, n),
                     // An acceptor waits for the next slow tick (see
@@ -321,20 +360,28 @@ fn write_queue(st: &mut State, slot: u32, fd: i32) {
             None => return,
         }
     };
-    loop {
+    let mut calls = 0;
+    let err = loop {
         let chunk = out.front();
         if chunk.is_empty() {
-            break;
+            break None;
         }
+        calls += 1;
         match sys::send(fd, &[chunk]) {
             Ok(n) => out.advance(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
-            Err(e) => return st.sock_failed(slot, format!("send: {e}")),
+            Err(e) => break Some(e),
         }
-    }
-    if s.detached && !s.wr_shut {
+    };
+    if err.is_none() && s.detached && !s.wr_shut {
         s.wr_shut = true;
         sys::shutdown_write(fd);
+        calls += 1;
+    }
+    st.calls += calls;
+    match err {
+        Some(e) if e.kind() == io::ErrorKind::WouldBlock => st.mark_dirty(slot),
+        Some(e) => st.sock_failed(slot, format!("send: {e}")),
+        None => {}
     }
 }
 
@@ -351,7 +398,9 @@ fn read(st: &mut State, slot: u32, sink: &mut dyn Sink) {
         };
         // SAFETY: recv_target gives `len` writable bytes: the input buffer,
         // the overflow buffer, or the engine's placement memory.
-        match unsafe { sys::recv(fd, ptr, len) } {
+        let r = unsafe { sys::recv(fd, ptr, len) };
+        st.calls += 1;
+        match r {
             Ok(0) => return st.sock_failed(slot, "connection closed by the peer".into()),
             Ok(n) => {
                 frames += st.rx_data(slot, n, sink);

@@ -200,6 +200,11 @@ struct Slot {
     sock: Option<Sock>,
 }
 
+/// Accepted sockets that may be without their HELLO at once: a job's
+/// ranks connecting to one rank at once stay far below (each sends its
+/// HELLO as it connects); a stranger opening sockets in a loop holds no more.
+pub(crate) const MAX_AWAITING_HELLO: usize = 512;
+
 pub(crate) struct State {
     /// Our rank in our own job.
     pub me: PeerId,
@@ -234,15 +239,26 @@ pub(crate) struct State {
     pub key: Option<JobKey>,
     /// An accepted socket's HELLO must be complete within this.
     pub hs_timeout: Duration,
+    /// The largest frame a peer may send that the engine did not place
+    /// (`TcpConfig::piece`): `Rx`'s receive budget.
+    pub max_unplaced: usize,
     /// TCP keepalive for every socket (`sys::set_keepalive`), if any.
     pub keepalive: Option<Duration>,
     /// Accepted sockets closed because their HELLO was overdue.
     pub expired: u64,
+    /// Accepted sockets that may wait for their HELLO at once
+    /// ([`MAX_AWAITING_HELLO`]).
+    pub max_awaiting: usize,
+    /// Accepted sockets closed without their HELLO to make room.
+    pub evicted: u64,
     /// Sockets are nonblocking (the poll backend).
     pub nonblocking: bool,
     /// Sockets made by a redial whose connect the backend must issue (the
     /// poll backend; io_uring's connects follow from `dirty`).
     pub redial: Vec<u32>,
+    /// System calls the backend made for I/O (sends, receives, readiness,
+    /// accepts, connects, `io_uring_enter`), for `TcpNetmod::syscalls`.
+    pub calls: u64,
 }
 
 impl State {
@@ -266,10 +282,14 @@ impl State {
             events: 0,
             key: None,
             hs_timeout: super::config::DEFAULT_HANDSHAKE_TIMEOUT,
+            max_unplaced: 1 << 20,
             keepalive: Some(super::config::DEFAULT_KEEPALIVE),
             expired: 0,
+            max_awaiting: MAX_AWAITING_HELLO,
+            evicted: 0,
             nonblocking: true,
             redial: Vec::new(),
+            calls: 0,
         }
     }
 
@@ -429,8 +449,27 @@ impl State {
         slot
     }
 
-    /// A socket accepted on the listener: its HELLO is awaited.
+    /// A socket accepted on the listener: its HELLO is awaited. At most
+    /// `max_awaiting` sockets wait so: the oldest is closed to make room
+    /// (a rank sends its HELLO as it connects, so only a stranger waits
+    /// long; a rank cut so redials).
     pub(crate) fn add_acceptor(&mut self, fd: OwnedFd) -> u32 {
+        let mut waiting: Vec<(Instant, u32)> = self
+            .slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, x)| x.sock.as_ref().map(|s| (s, i as u32)))
+            .filter(|(s, _)| s.phase == Phase::AwaitHello)
+            .map(|(s, i)| (s.born, i))
+            .collect();
+        if waiting.len() >= self.max_awaiting.max(1) {
+            waiting.sort_unstable();
+            let excess = waiting.len() + 1 - self.max_awaiting.max(1);
+            for &(_, slot) in &waiting[..excess] {
+                self.evicted += 1;
+                self.close(slot, None);
+            }
+        }
         let any: SocketAddr = ([0, 0, 0, 0], 0).into();
         self.insert(fd, Phase::AwaitHello, None, SockAddr::new(any))
     }
@@ -598,6 +637,7 @@ impl State {
 
     /// Connector: the acceptor answered.
     fn verdict(&mut self, slot: u32, v: Result<Verdict, &'static str>) {
+        let budget = self.max_unplaced;
         let Some(s) = self.sock(slot) else { return };
         let id = s.id(slot);
         if s.detached {
@@ -607,7 +647,7 @@ impl State {
                 return self.close(slot, None);
             }
             s.phase = Phase::Open;
-            s.rx = Some(Rx::new());
+            s.rx = Some(Rx::new(budget));
             self.open.push(slot);
             self.made += 1;
             return self.mark_dirty(slot);
@@ -627,7 +667,7 @@ impl State {
                 p.open = true;
                 if let Some(s) = self.sock(slot) {
                     s.phase = Phase::Open;
-                    s.rx = Some(Rx::new());
+                    s.rx = Some(Rx::new(budget));
                 }
                 self.open.push(slot);
                 self.made += 1;
@@ -651,6 +691,7 @@ impl State {
     /// Acceptor: parse the HELLO so far; answer once it is whole.
     fn hello(&mut self, slot: u32) {
         let me = self.me;
+        let budget = self.max_unplaced;
         let Some(s) = self.slots.get(slot as usize).and_then(|x| x.sock.as_ref()) else {
             return;
         };
@@ -724,7 +765,7 @@ impl State {
         let Some(s) = self.sock(slot) else { return };
         if accept {
             s.peer = peer;
-            s.rx = Some(Rx::new());
+            s.rx = Some(Rx::new(budget));
         }
         s.phase = Phase::Verdict { accept };
         let v = wire::encode_verdict(verdict);
@@ -1023,6 +1064,39 @@ mod tests {
         let s = st.sock(slot).unwrap();
         let v = wire::parse_verdict(s.hs_pending()).unwrap();
         (slot, v)
+    }
+
+    /// A stranger opening sockets and saying nothing holds at most
+    /// `max_awaiting` of them: the oldest silent one goes; ranks that sent
+    /// their HELLO are never touched.
+    #[test]
+    fn silent_sockets_are_capped_oldest_first() {
+        let mut st = State::new(0, b"job");
+        st.max_awaiting = 4;
+        let (ranked, v) = hello_from(&mut st, 1, b"job");
+        assert_eq!(v, Verdict::Accept);
+        let mut keep = Vec::new();
+        let mut silent = Vec::new();
+        for _ in 0..10 {
+            let (fd, other) = sock_pair();
+            keep.push(other);
+            silent.push(st.add_acceptor(fd));
+        }
+        let waiting = silent
+            .iter()
+            .filter(|&&s| st.sock(s).is_some_and(|s| s.phase == Phase::AwaitHello))
+            .count();
+        assert_eq!(waiting, 4);
+        assert_eq!(st.evicted, 6);
+        for &s in &silent[6..] {
+            assert_eq!(
+                st.sock(s).unwrap().phase,
+                Phase::AwaitHello,
+                "the newest stay"
+            );
+        }
+        assert_ne!(st.sock(ranked).unwrap().phase, Phase::Closing);
+        assert!(st.failures.is_empty());
     }
 
     #[test]

@@ -140,6 +140,8 @@ pub(crate) struct UringIo {
     work: Vec<u32>,
     /// Completions reaped by `quiesce`, handled first by the next reap.
     deferred: Vec<(u64, i32, u32)>,
+    /// `io_uring_enter` calls so far (`TcpNetmod::syscalls`).
+    pub(crate) calls: u64,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -161,6 +163,7 @@ impl UringIo {
             tick: 0,
             work: Vec::new(),
             deferred: Vec::new(),
+            calls: 0,
         }
     }
 
@@ -203,6 +206,7 @@ impl UringIo {
             return true;
         }
         let _ = self.ring.submit();
+        self.calls += 1;
         // SAFETY: as above.
         unsafe { self.ring.submission().push(e) }.is_ok()
     }
@@ -229,6 +233,7 @@ impl UringIo {
             !sq.is_empty() || sq.taskrun() || sq.cq_overflow()
         };
         if enter {
+            self.calls += 1;
             match self.ring.submit() {
                 Ok(_) => {}
                 Err(e)
@@ -555,6 +560,7 @@ impl UringIo {
         }
         loop {
             // The kernel completes every request, a cancelled one at once.
+            self.calls += 1;
             match self.ring.submit_and_wait(1) {
                 Ok(_) => {}
                 Err(e) if matches!(e.raw_os_error(), Some(libc::EINTR | libc::EBUSY)) => {}

@@ -4,7 +4,9 @@
 //! Order (MPICH's `PMIU_get_pmi_fd`): `PMI_FD` wins; else `PMI_PORT`
 //! (`host:port`, with `PMI_ID` for the initack handshake); else the process
 //! is a singleton — unless a PMIx launcher started it (`PMIX_NAMESPACE` and
-//! `PMIX_RANK`): then the PMIx client (`pmix.rs`). `RIVET_PMI=pmi1` refuses
+//! `PMIX_RANK`): then the PMIx client (`pmix.rs`). `RIVET_PMI=pmi2` speaks PMI-2 over
+//! `PMI_FD`/`PMI_PORT` (`pmi2.rs`; `auto` and `pmi1` speak PMI-1 there), and
+//! is an error without them. `RIVET_PMI=pmi1` refuses
 //! PMIx (a PMIx-only launch is then an error rather than a silent size-1
 //! job); `RIVET_PMI=pmix` requires it. Tests build a [`ClientConfig`]
 //! directly instead of touching the process environment.
@@ -48,6 +50,10 @@ pub struct ClientConfig {
     pub transport: Transport,
     /// `PMI_SPAWNED`: this process was started by a spawn.
     pub spawned: bool,
+    /// Speak PMI-2 over `Fd`, `Stream` or `Port` (`RIVET_PMI=pmi2`).
+    pub pmi2: bool,
+    /// `PMI_JOBID` (Slurm sets it), sent in PMI-2's `fullinit`.
+    pub jobid: Option<String>,
 }
 
 /// Variables that mean "a PMIx launcher started us" (MPICH checks these).
@@ -72,6 +78,8 @@ impl ClientConfig {
         ClientConfig {
             transport: Transport::Singleton,
             spawned: false,
+            pmi2: false,
+            jobid: None,
         }
     }
 
@@ -107,12 +115,15 @@ impl ClientConfig {
         };
         let choice = var("RIVET_PMI").unwrap_or_default();
         let pmix_env = var("PMIX_NAMESPACE").is_some() && var("PMIX_RANK").is_some();
+        let jobid = var("PMI_JOBID");
         match choice.as_str() {
-            "" | "auto" | "pmi1" => {}
+            "" | "auto" | "pmi1" | "pmi2" => {}
             "pmix" if pmix_env => {
                 return Ok(ClientConfig {
                     transport: Transport::Pmix,
                     spawned,
+                    pmi2: false,
+                    jobid,
                 })
             }
             "pmix" => {
@@ -128,7 +139,7 @@ impl ClientConfig {
                 return Err(Error::Env {
                     var: "RIVET_PMI",
                     value: choice,
-                    reason: "expected auto, pmi1 or pmix".to_string(),
+                    reason: "expected auto, pmi1, pmi2 or pmix".to_string(),
                 })
             }
         }
@@ -169,6 +180,14 @@ impl ClientConfig {
                 rank,
                 size,
             }
+        } else if choice == "pmi2" {
+            return Err(Error::Env {
+                var: "RIVET_PMI",
+                value: choice,
+                reason: "pmi2 asked for, but neither PMI_FD nor PMI_PORT is set: start the job \
+                         with rivetrun or srun --mpi=pmi2"
+                    .to_string(),
+            });
         } else if pmix_env && choice != "pmi1" {
             Transport::Pmix
         } else if let Some(v) = PMIX_VARS.into_iter().find(|v| var(v).is_some()) {
@@ -176,7 +195,12 @@ impl ClientConfig {
         } else {
             Transport::Singleton
         };
-        Ok(ClientConfig { transport, spawned })
+        Ok(ClientConfig {
+            transport,
+            spawned,
+            pmi2: choice == "pmi2",
+            jobid,
+        })
     }
 }
 

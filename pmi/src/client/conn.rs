@@ -43,6 +43,12 @@ impl Conn {
         }
     }
 
+    /// The stream, for PMI-2 after PMI-1's `initack` (nothing is left
+    /// unread then: the server sends nothing unasked before a group connect).
+    pub fn into_stream(self) -> Box<dyn Duplex> {
+        self.stream
+    }
+
     /// The connection's descriptor (for a watch on it hanging up).
     pub fn raw_fd(&self) -> std::os::fd::RawFd {
         self.stream.as_raw_fd()

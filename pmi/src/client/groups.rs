@@ -218,6 +218,11 @@ impl Client {
                     op: "group connect",
                 })
             }
+            Mode::Pmi2(_) => {
+                return Err(Error::Pmi2Unsupported {
+                    op: "group connect",
+                })
+            }
             Mode::Remote(conn) => conn,
         };
         let Message::GroupConnectResult {
@@ -274,6 +279,9 @@ impl Client {
             Mode::Pmix(_) => Err(Error::PmixUnsupported {
                 op: "group connect",
             }),
+            Mode::Pmi2(_) => Err(Error::Pmi2Unsupported {
+                op: "group connect",
+            }),
             Mode::Remote(conn) => {
                 group_request(conn, &Message::GroupReady { op }, "group_ready_result").map(|_| ())
             }
@@ -289,6 +297,9 @@ impl Client {
             Mode::Pmix(_) => Err(Error::PmixUnsupported {
                 op: "group disconnect",
             }),
+            Mode::Pmi2(_) => Err(Error::Pmi2Unsupported {
+                op: "group disconnect",
+            }),
             Mode::Remote(conn) => {
                 let msg = Message::GroupDisconnect {
                     group: group.to_string(),
@@ -302,7 +313,7 @@ impl Client {
     /// calls, then any readable now. Never blocks; empty for a singleton.
     pub fn poll_events(&mut self) -> Result<Vec<GroupEvent>> {
         match &mut self.mode {
-            Mode::Singleton(_) | Mode::Pmix(_) => Ok(Vec::new()),
+            Mode::Singleton(_) | Mode::Pmix(_) | Mode::Pmi2(_) => Ok(Vec::new()),
             Mode::Remote(conn) => conn.poll_events(),
         }
     }

@@ -14,6 +14,7 @@ mod config;
 mod conn;
 mod groups;
 mod local;
+mod pmi2;
 mod pmix;
 
 use std::fs::File;
@@ -30,6 +31,7 @@ pub use config::{ClientConfig, Transport};
 use conn::{check, Conn};
 pub use groups::{GroupConnectReply, GroupConnectRequest, GroupMember};
 use local::Local;
+use pmi2::Pmi2;
 use pmix::Pmix;
 
 /// How this client reaches its process manager.
@@ -39,6 +41,8 @@ enum Mode {
     Singleton(Local),
     /// Started by a PMIx server (`pmix.rs`).
     Pmix(Box<Pmix>),
+    /// PMI-2 over `PMI_FD`/`PMI_PORT` (`pmi2.rs`, `RIVET_PMI=pmi2`).
+    Pmi2(Box<Pmi2>),
 }
 
 /// A PMI-1 client (one per process). `Send`, not `Sync`: calls take
@@ -99,6 +103,7 @@ impl Client {
     /// Connect with explicit settings and run the start-up sequence.
     pub fn connect(config: ClientConfig) -> Result<Client> {
         let spawned = config.spawned;
+        let (pmi2, jobid) = (config.pmi2, config.jobid);
         let (stream, rank, size, pmiid): (Box<dyn conn::Duplex>, u32, u32, Option<i32>) =
             match config.transport {
                 Transport::Singleton => return Ok(Client::singleton(spawned)),
@@ -132,7 +137,11 @@ impl Client {
         if let Some(id) = pmiid {
             client.initack(id)?;
         }
-        client.handshake()?;
+        if pmi2 {
+            client.start_pmi2(jobid.as_deref())?;
+        } else {
+            client.handshake()?;
+        }
         Ok(client)
     }
 
@@ -141,6 +150,8 @@ impl Client {
         Client::connect(ClientConfig {
             transport: Transport::Fd { fd, rank, size },
             spawned: false,
+            pmi2: false,
+            jobid: None,
         })
     }
 
@@ -180,6 +191,8 @@ impl Client {
             // SAFETY: the descriptor is open while `self.mode` owns the stream,
             // which outlives the borrow.
             Mode::Remote(c) => Some(unsafe { std::os::fd::BorrowedFd::borrow_raw(c.raw_fd()) }),
+            // SAFETY: as above; the PMI-2 stream is owned by `self.mode`.
+            Mode::Pmi2(p) => Some(unsafe { std::os::fd::BorrowedFd::borrow_raw(p.raw_fd()) }),
             Mode::Singleton(_) | Mode::Pmix(_) => None,
         }
     }
@@ -187,14 +200,15 @@ impl Client {
     fn conn(&mut self) -> Option<&mut Conn> {
         match &mut self.mode {
             Mode::Remote(c) => Some(c),
-            Mode::Singleton(_) | Mode::Pmix(_) => None,
+            Mode::Singleton(_) | Mode::Pmix(_) | Mode::Pmi2(_) => None,
         }
     }
 
-    /// Which bootstrap serves this client: `pmi1`, `pmix` or `singleton`.
+    /// Which bootstrap serves this client: `pmi1`, `pmi2`, `pmix` or `singleton`.
     pub fn kind(&self) -> &'static str {
         match self.mode {
             Mode::Remote(_) => "pmi1",
+            Mode::Pmi2(_) => "pmi2",
             Mode::Singleton(_) => "singleton",
             Mode::Pmix(_) => "pmix",
         }
@@ -247,6 +261,27 @@ impl Client {
                 got: format!("initack set lines without a valid rank and size ({rank:?}/{size:?})"),
             }),
         }
+    }
+
+    /// Switch the connection to PMI-2 and run its start-up (`pmi2.rs`).
+    fn start_pmi2(&mut self, jobid: Option<&str>) -> Result<()> {
+        let placeholder = Mode::Singleton(Local::default());
+        let stream = match std::mem::replace(&mut self.mode, placeholder) {
+            Mode::Remote(conn) => conn.into_stream(),
+            other => {
+                self.mode = other;
+                return Ok(());
+            }
+        };
+        let (p, started) = Pmi2::start(stream, self.rank, jobid)?;
+        self.mode = Mode::Pmi2(Box::new(p));
+        self.rank = started.rank;
+        self.size = started.size;
+        self.appnum = started.appnum;
+        self.kvs_name = started.jobid;
+        self.universe_size = started.universe_size;
+        self.server_version = Some((2, 0));
+        Ok(())
     }
 
     /// MPICH's start-up sequence.
@@ -414,6 +449,7 @@ impl Client {
                 p.put(key, value);
                 Ok(())
             }
+            Mode::Pmi2(p) => p.put(key, value),
         }
     }
 
@@ -452,6 +488,11 @@ impl Client {
                 p.get(key, size)?.ok_or_else(not_found)
             }
             Mode::Pmix(_) => Err(not_found()),
+            // Job attributes are PMI-2's info-getjobattr (Slurm's KVS has none).
+            Mode::Pmi2(p) if own && key.starts_with(RESERVED_PREFIX) => {
+                p.job_attr(key)?.ok_or_else(not_found)
+            }
+            Mode::Pmi2(p) => p.get(kvsname, key)?.ok_or_else(not_found),
             Mode::Remote(conn) => {
                 let msg = Message::Get {
                     kvsname: Some(kvsname.to_string()),
@@ -509,6 +550,7 @@ impl Client {
                 check(reply, "barrier_in").map(|_| ())
             }
             Mode::Pmix(p) => p.barrier(),
+            Mode::Pmi2(p) => p.fence(),
         }
     }
 
@@ -523,6 +565,9 @@ impl Client {
         if let Mode::Pmix(p) = &self.mode {
             p.abort(exit_code, message);
             return Ok(());
+        }
+        if let Mode::Pmi2(p) = &mut self.mode {
+            return p.abort(exit_code, message);
         }
         let Some(conn) = self.conn() else {
             return Ok(());
@@ -548,6 +593,9 @@ impl Client {
         if let Mode::Pmix(p) = self.mode {
             return (*p).finalize();
         }
+        if let Mode::Pmi2(p) = &mut self.mode {
+            return p.finalize();
+        }
         match self.conn() {
             None => Ok(()),
             Some(conn) => check(
@@ -565,6 +613,7 @@ impl Client {
         match &mut self.mode {
             Mode::Singleton(local) => local.publish(service, port),
             Mode::Pmix(p) => p.publish(service, port),
+            Mode::Pmi2(p) => p.publish(service, port),
             Mode::Remote(conn) => {
                 let msg = Message::PublishName {
                     service: service.to_string(),
@@ -580,6 +629,7 @@ impl Client {
         match &mut self.mode {
             Mode::Singleton(local) => local.lookup(service),
             Mode::Pmix(p) => p.lookup(service),
+            Mode::Pmi2(p) => p.lookup(service),
             Mode::Remote(conn) => {
                 let msg = Message::LookupName {
                     service: service.to_string(),
@@ -600,6 +650,7 @@ impl Client {
         match &mut self.mode {
             Mode::Singleton(local) => local.unpublish(service),
             Mode::Pmix(p) => p.unpublish(service),
+            Mode::Pmi2(p) => p.unpublish(service),
             Mode::Remote(conn) => {
                 let msg = Message::UnpublishName {
                     service: service.to_string(),
@@ -620,6 +671,9 @@ impl Client {
     pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
         if let Mode::Pmix(_) = self.mode {
             return Err(Error::PmixUnsupported { op: "spawn" });
+        }
+        if let Mode::Pmi2(_) = self.mode {
+            return Err(Error::Pmi2Unsupported { op: "spawn" });
         }
         let Some(conn) = self.conn() else {
             return Err(Error::NoProcessManager { op: "spawn" });

@@ -139,6 +139,8 @@ pub(super) fn connect(stream: UnixStream, rank: u32, size: u32) -> Result<Client
     Client::connect(ClientConfig {
         transport: Transport::Stream { stream, rank, size },
         spawned: true,
+        pmi2: false,
+        jobid: None,
     })
 }
 
@@ -369,6 +371,8 @@ fn initack_handshake_reads_rank_and_size() {
             size: 1,
         },
         spawned: false,
+        pmi2: false,
+        jobid: None,
     })
     .unwrap();
     assert_eq!((c.rank(), c.size()), (3, 4));

@@ -77,7 +77,7 @@ impl Server {
         }
     }
 
-    fn handle(&mut self, conn: ConnId, msg: Message, out: &mut Vec<Output>) {
+    pub(super) fn handle(&mut self, conn: ConnId, msg: Message, out: &mut Vec<Output>) {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
@@ -100,6 +100,17 @@ impl Server {
         let kvsname = ns.name.clone();
         use Message as M;
         match msg {
+            M::Init { version: 2, .. } => {
+                // PMI-2 (`v2.rs`): answered in PMI-1, then PMI-2 framing.
+                let reply = M::InitResponse {
+                    rc: 0,
+                    version: 2,
+                    subversion: 0,
+                    msg: None,
+                };
+                reply_to(out, conn, &reply);
+                self.switch_to_v2(conn);
+            }
             M::Init { version, .. } => {
                 let (v, s) = SERVER_VERSION;
                 let reply = if version == v {
@@ -114,7 +125,9 @@ impl Server {
                         rc: -1,
                         version: v,
                         subversion: s,
-                        msg: Some("unsupported_pmi_version_this_server_speaks_PMI-1".into()),
+                        msg: Some(
+                            "unsupported_pmi_version_this_server_speaks_PMI-1_and_PMI-2".into(),
+                        ),
                     }
                 };
                 reply_to(out, conn, &reply);

@@ -62,6 +62,21 @@ fn check_pair(ns: &str, what: &str, key: &str, value: &str) -> Result<()> {
     Ok(())
 }
 
+/// Entries a namespace of `size` ranks may hold: generous for ranks that
+/// put a few cards each, and a bound on what a rank that puts in a loop
+/// makes the launcher keep (a put over it answers `rc=1 msg=kvs_full`;
+/// overwriting a key always works).
+pub fn max_entries(size: u32) -> usize {
+    MAX_ENTRIES_PER_RANK
+        .saturating_mul(size as usize)
+        .max(MIN_MAX_ENTRIES)
+}
+
+/// See [`max_entries`].
+pub const MAX_ENTRIES_PER_RANK: usize = 64;
+/// See [`max_entries`].
+pub const MIN_MAX_ENTRIES: usize = 1 << 16;
+
 /// State of one namespace.
 #[derive(Debug)]
 pub struct Namespace {
@@ -188,6 +203,9 @@ impl Namespace {
         }
         if !fits_reply(value) {
             return Err("value_too_long_to_get_back");
+        }
+        if self.kvs.len() >= max_entries(self.size) && !self.kvs.contains_key(key) {
+            return Err("kvs_full");
         }
         self.kvs.insert(key.to_string(), value.to_string());
         Ok(())

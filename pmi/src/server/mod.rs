@@ -44,11 +44,14 @@ mod handle;
 mod kvs;
 pub mod mapping;
 pub mod names;
+mod v2;
 
 #[cfg(test)]
 mod group_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v2_tests;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -57,7 +60,7 @@ use crate::error::{Error, Result};
 use crate::wire::{Framer, Message, SpawnRequest};
 
 pub use handle::SERVER_VERSION;
-pub use kvs::{MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
+pub use kvs::{max_entries, MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
 pub use auth::{random_bytes, PortAuth, PORT_SECRET_ENV};
@@ -188,6 +191,11 @@ struct Conn {
     spawn_pending: Option<u64>,
     /// The name request awaiting `name_done`.
     name_pending: Option<NameRequest>,
+    /// Nothing but spaces received yet: PMI-1 or PMI-2 is still open
+    /// (`v2.rs`); the spaces are kept here.
+    fresh: Option<Vec<u8>>,
+    /// Set once the connection speaks PMI-2.
+    v2: Option<v2::V2Conn>,
 }
 
 /// The server core. See the module docs.
@@ -205,6 +213,8 @@ pub struct Server {
     cluster: Option<String>,
     /// Namespaces whose `PMI_PORT` connections must authenticate.
     port_gates: HashMap<NsId, auth::PortGate>,
+    /// PMI-2 node attributes (`info-putnodeattr`).
+    node_attrs: v2::NodeAttrs,
 }
 
 impl Server {
@@ -306,8 +316,10 @@ impl Server {
         out.push(Output::Close { conn, reason });
     }
 
-    /// Bytes read from a connection; any split points.
+    /// Bytes read from a connection; any split points. A connection speaks
+    /// PMI-1 or, from its first bytes or `cmd=init pmi_version=2` on, PMI-2.
     pub fn receive(&mut self, conn: ConnId, bytes: &[u8], out: &mut Vec<Output>) {
+        let start = out.len();
         let Some(c) = self.conns.get_mut(&conn) else {
             out.push(Output::Close {
                 conn,
@@ -315,17 +327,42 @@ impl Server {
             });
             return;
         };
-        let mut frames = Vec::new();
-        let fed = c.framer.feed(bytes, &mut frames);
-        for frame in frames {
-            self.handle_frame(conn, frame, out);
+        let joined: Vec<u8>;
+        let bytes = match c.fresh.take() {
+            Some(mut head) => {
+                head.extend_from_slice(bytes);
+                match v2::looks_like_v2(&head) {
+                    None => {
+                        c.fresh = Some(head);
+                        return;
+                    }
+                    Some(is_v2) => {
+                        if is_v2 {
+                            c.v2 = Some(v2::V2Conn::default());
+                        }
+                        joined = head;
+                        &joined[..]
+                    }
+                }
+            }
+            None => bytes,
+        };
+        if c.v2.is_some() {
+            self.receive_v2(conn, bytes, out);
+        } else {
+            let mut frames = Vec::new();
+            let fed = c.framer.feed(bytes, &mut frames);
+            for frame in frames {
+                self.handle_frame(conn, frame, out);
+            }
+            if let (Err(e), true) = (fed, self.conns.contains_key(&conn)) {
+                out.push(Output::Close {
+                    conn,
+                    reason: e.to_string(),
+                });
+            }
         }
-        if let (Err(e), true) = (fed, self.conns.contains_key(&conn)) {
-            out.push(Output::Close {
-                conn,
-                reason: e.to_string(),
-            });
-        }
+        self.translate_v2(start, out);
     }
 
     /// The connection closed (EOF or error). Forget it; a pending barrier stays pending.
@@ -422,7 +459,9 @@ impl Server {
             Ok(_) => Message::error_reply(query, -1, "name_server_sent_an_unexpected_answer"),
             Err(message) => Message::error_reply(query, 1, message),
         };
+        let start = out.len();
         reply_to(out, conn, &reply);
+        self.translate_v2(start, out);
     }
 
     pub fn is_finalized(&self, ns: NsId, rank: u32) -> bool {
@@ -448,6 +487,8 @@ impl Conn {
             framer: Framer::new(),
             spawn_pending: None,
             name_pending: None,
+            fresh: Some(Vec::new()),
+            v2: None,
         }
     }
 }

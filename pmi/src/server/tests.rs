@@ -529,9 +529,9 @@ fn group_barriers_and_version_checks() {
         "cmd=barrier_out rc=1 msg=caller_not_in_barrier_group\n"
     );
     assert_eq!(
-        s.ask(1, "cmd=init pmi_version=2 pmi_subversion=0\n"),
+        s.ask(1, "cmd=init pmi_version=3 pmi_subversion=0\n"),
         "cmd=response_to_init rc=-1 pmi_version=1 pmi_subversion=2 \
-         msg=unsupported_pmi_version_this_server_speaks_PMI-1\n"
+         msg=unsupported_pmi_version_this_server_speaks_PMI-1_and_PMI-2\n"
     );
     // Responses sent by a client are answered with cmd=error.
     assert_eq!(
@@ -809,4 +809,38 @@ fn random_bytes_never_panic_the_server() {
             s.server.process_ended(ns, (x % 4) as u32, &mut out);
         }
     }
+}
+
+/// A rank putting keys in a loop fills its namespace's KVS up to the cap
+/// and then gets a clear error answer; overwriting a key still works, the
+/// connection goes on, and the other ranks read what is there.
+#[test]
+fn a_full_kvs_answers_an_error_and_the_job_goes_on() {
+    let (mut s, ns) = three_rank_session();
+    let cap = max_entries(3);
+    // The preput pair is an entry too.
+    let mut batch = String::new();
+    for i in 0..cap - 1 {
+        batch.push_str(&format!("cmd=put kvsname=rivet_1_0 key=k{i} value=v{i}\n"));
+    }
+    let answers = s.ask(1, &batch);
+    assert_eq!(answers.matches("cmd=put_result rc=0\n").count(), cap - 1);
+    assert_eq!(
+        s.ask(1, "cmd=put kvsname=rivet_1_0 key=one_more value=x\n"),
+        "cmd=put_result rc=1 msg=kvs_full\n"
+    );
+    assert_eq!(
+        s.ask(2, "cmd=put kvsname=rivet_1_0 key=k7 value=again\n"),
+        "cmd=put_result rc=0\n",
+        "an overwrite is not a new entry"
+    );
+    assert_eq!(
+        s.ask(3, "cmd=get kvsname=rivet_1_0 key=k7\n"),
+        "cmd=get_result rc=0 value=again\n"
+    );
+    assert!(
+        s.server.conn_rank(1).is_some(),
+        "the putter stays connected"
+    );
+    let _ = ns;
 }

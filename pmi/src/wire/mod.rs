@@ -1,4 +1,4 @@
-//! The PMI-1 wire codec: [`Message`] (both directions), its parser and
+//! The PMI-1 wire codec (and PMI-2's, in `v2.rs`): [`Message`] (both directions), its parser and
 //! writer, the [`Framer`] for byte streams, and the [`limits`].
 //!
 //! `parse.rs` and `write.rs` are the only places that know field names and
@@ -13,6 +13,7 @@ pub mod limits;
 mod message;
 mod parse;
 mod spawn;
+pub mod v2;
 mod write;
 
 #[cfg(test)]
@@ -21,6 +22,8 @@ mod exact_tests;
 mod framer_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod v2_tests;
 
 pub use framer::{Frame, Framer};
 pub use limits::Limits;

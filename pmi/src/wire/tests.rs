@@ -549,3 +549,29 @@ fn group_commands_pair_up_and_tolerate_bare_errors() {
     };
     assert!(matches!(big.encode(), Err(Error::LineTooLong { .. })));
 }
+
+/// Found by the `pmi_framer` fuzz target: a `set` key is read verbatim
+/// (no unescaping), but was written escaped, so a key with a backslash
+/// came back with two. Now it is written verbatim, and keys no reader
+/// can get back are refused.
+#[test]
+fn set_keys_are_written_as_they_are_read() {
+    use Message as M;
+    let m = M::Set {
+        key: s("debug\\x"),
+        value: s("a b\\c"),
+    };
+    let bytes = m.encode().unwrap();
+    assert_eq!(bytes, b"cmd=set debug\\x=a\\ b\\\\c\n");
+    assert_eq!(
+        Message::parse(std::str::from_utf8(&bytes).unwrap().trim_end()).unwrap(),
+        m
+    );
+    for key in ["", "a=b", "a b", "a\tb", "a\nb"] {
+        let bad = M::Set {
+            key: s(key),
+            value: s("1"),
+        };
+        assert!(bad.encode().is_err(), "{key:?}");
+    }
+}

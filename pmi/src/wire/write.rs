@@ -10,7 +10,7 @@ use std::fmt::Display;
 
 use crate::error::{Error, Result};
 use crate::group::ProcName;
-use crate::wire::escape::escape_value;
+use crate::wire::escape::{check_encodable, escape_value};
 use crate::wire::limits::{MAX_LINE, MAX_SEND_LINE};
 use crate::wire::message::Message;
 use crate::wire::spawn::write_spawn;
@@ -208,7 +208,16 @@ impl Message {
             }
             M::Set { key, value } => {
                 let mut l = Line::new("set");
-                let k = escape_value("set key", key)?;
+                // A key is read verbatim up to `=` or a space (no
+                // unescaping), so it is written verbatim, or refused.
+                check_encodable("set key", key)?;
+                if key.is_empty() || key.contains(['=', ' ', '\t']) {
+                    return Err(Error::Unencodable {
+                        field: "set key",
+                        what: "an empty key, '=', a space or a tab",
+                    });
+                }
+                let k = key;
                 let v = escape_value("set value", value)?;
                 l.0.push_str(&format!(" {k}={v}"));
                 l

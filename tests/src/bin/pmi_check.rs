@@ -40,9 +40,11 @@ fn main() {
     let size = pmi.size();
     let r = rank as i64;
     println!(
-        "pmi_check rank {rank} of {size} pid {} kvs {}",
+        "pmi_check rank {rank} of {size} pid {} kvs {} appnum {} over {}",
         std::process::id(),
-        pmi.kvs_name()
+        pmi.kvs_name(),
+        pmi.appnum(),
+        pmi.kind()
     );
 
     match mode {

@@ -1,0 +1,43 @@
+//! Fuzz targets for everything in Rivet that decodes a peer's bytes.
+//!
+//! Each target is a function of arbitrary bytes that must not panic and
+//! asserts what must hold whatever arrives (round trips, memory bounds,
+//! no unauthenticated abort). They run two ways:
+//!
+//! * coverage-guided, as libFuzzer binaries (`fuzz_targets/`, feature
+//!   `libfuzzer`), built and run by `fuzz/run.sh TARGET` on stable rustc;
+//! * as a short smoke run in `cargo test` (`tests/smoke.rs`): every input
+//!   of the target's committed corpus (`fuzz/corpus/TARGET/`) and a few
+//!   thousand deterministic mutations of them.
+//!
+//! The targets reaching crate internals (the tcp frame parser and
+//! handshake, the engine's `deliver`) live in those crates' hidden
+//! `fuzzing` modules; the PMI ones here, on the public API.
+
+mod pmi;
+pub use pmi::{name_server, parsers as pmi_parsers, pmi_framer, pmi_server};
+
+pub use rivet::fuzzing::deliver as engine_deliver;
+pub use rivet_netmods::fuzzing::{tcp_frames, tcp_handshake};
+
+/// The text parsers of every crate: PMI's (process mapping, process
+/// names, cpu lists, topology values), the engine's (port names, group
+/// descriptions) and the tcp business card (in `tcp_handshake`).
+pub fn parsers(data: &[u8]) {
+    pmi_parsers(data);
+    rivet::fuzzing::parsers(data);
+}
+
+/// A fuzz target: arbitrary bytes in, a panic on a finding.
+pub type Target = fn(&[u8]);
+
+/// Every target by name, as `fuzz/run.sh` and the smoke test know them.
+pub const TARGETS: &[(&str, Target)] = &[
+    ("pmi_framer", pmi_framer),
+    ("pmi_server", pmi_server),
+    ("name_server", name_server),
+    ("tcp_frames", tcp_frames),
+    ("tcp_handshake", tcp_handshake),
+    ("engine_deliver", engine_deliver),
+    ("parsers", parsers),
+];

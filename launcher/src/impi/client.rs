@@ -1,0 +1,473 @@
+//! `rivetrun --impi-client RANK HOST:PORT -n K PROGRAM`: this job as client
+//! RANK of an IMPI job (seed 003, chapter 2).
+//!
+//! Before any rank starts, rivetrun (the client's one host agent) connects
+//! to the server, authenticates (AUTH: what `IMPI_AUTH_KEY` /
+//! `IMPI_AUTH_NONE` offer), joins (IMPI), sends every label of version 0.0
+//! in ascending order, each answered by the server's broadcast, then DONE.
+//! Then the host dance of 2.3.8: the host listening on the port it sent
+//! accepts from every higher host and connects to every lower one, sending
+//! its host rank as 4 bytes. The ranks learn the job from `IMPI_*`
+//! variables. When every rank has exited 0 the hosts exchange the
+//! end-of-connection packet (3.8) and the client sends FINI; otherwise it
+//! just hangs up, which the server reports as a failure.
+
+use std::io::{self, Read, Write};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use rivet_pmi::impi::auth::{self, Available, ClientAuth, ServerAuth};
+use rivet_pmi::impi::labels::{Broadcast, Coll};
+use rivet_pmi::impi::world::{Mine, World, WorldBuilder};
+use rivet_pmi::impi::{
+    read_command, write_command, Command, CMD_AUTH, CMD_COLL, CMD_DONE, CMD_FINI, CMD_IMPI,
+    DEFAULT_MAX_PAYLOAD,
+};
+
+use rivet_netmods::impi::packet::{Kind, Packet, HEADER_LEN};
+
+use crate::error::LaunchError;
+
+/// How long connecting to the server or another host may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long a client waits for the others at any step of the startup.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
+/// Most user-data bytes per packet this client asks for (`C_DATALEN`).
+pub const DATALEN: u32 = 64 * 1024;
+/// The highest tag this client uses between hosts (`C_TAGUB`).
+pub const TAG_UB: i32 = i32::MAX;
+/// Flow control this host asks for (`H_ACKMARK`, `H_HIWATER`; 3.9).
+pub const ACKMARK: u32 = 16;
+pub const HIWATER: u32 = 32;
+/// Environment variables a user sets to choose the collective crossovers
+/// (2.3.5 wants a way; unset sends -1, the version's default).
+pub const ENV_COLL_XSIZE: &str = "IMPI_COLL_XSIZE";
+pub const ENV_COLL_MAXLINEAR: &str = "IMPI_COLL_MAXLINEAR";
+
+fn fail(msg: impl Into<String>) -> LaunchError {
+    LaunchError::Impi(msg.into())
+}
+
+fn usage(msg: impl Into<String>) -> LaunchError {
+    LaunchError::Usage(format!("IMPI client: {}", msg.into()))
+}
+
+/// A joined client: its server connection, host links and the job.
+pub struct Session {
+    server: TcpStream,
+    links: Vec<(u32, TcpStream)>,
+    pub world: World,
+}
+
+/// Parse `RANK` and `HOST:PORT` of `--impi-client`.
+pub fn parse_args(args: &[String]) -> Result<(u32, String), LaunchError> {
+    let [rank, addr] = args else {
+        return Err(usage("--impi-client takes RANK and HOST:PORT"));
+    };
+    let rank: u32 = rank
+        .parse()
+        .ok()
+        .filter(|&r| r < rivet_pmi::impi::MAX_CLIENTS)
+        .ok_or_else(|| usage(format!("client rank {rank:?} is not a number from 0 to 31")))?;
+    if addr
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        return Err(usage(format!(
+            "server address {addr:?} is not HOST:PORT (what `rivetrun --impi-server` prints)"
+        )));
+    }
+    Ok((rank, addr.clone()))
+}
+
+fn env_int(name: &str) -> Result<i32, LaunchError> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .trim()
+            .parse::<i32>()
+            .ok()
+            .filter(|&n| n >= 0)
+            .ok_or_else(|| usage(format!("{name}={v:?} is not a number >= 0"))),
+        Err(_) => Ok(-1),
+    }
+}
+
+/// This host's address as `IMPI_H_IPV6` holds it (IPv4-mapped).
+fn ipv6_of(ip: IpAddr) -> [u8; 16] {
+    match ip {
+        IpAddr::V4(v4) => v4.to_ipv6_mapped().octets(),
+        IpAddr::V6(v6) => v6.octets(),
+    }
+}
+
+fn connect(addr: &str) -> Result<TcpStream, LaunchError> {
+    let targets: Vec<SocketAddr> = addr
+        .to_socket_addrs()
+        .map_err(|e| fail(format!("cannot resolve {addr}: {e}")))?
+        .collect();
+    let mut last = None;
+    for t in targets {
+        match TcpStream::connect_timeout(&t, CONNECT_TIMEOUT) {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(fail(format!(
+        "cannot connect to the IMPI server at {addr}: {}",
+        last.map_or("no address".to_string(), |e| e.to_string())
+    )))
+}
+
+/// The whole startup: AUTH, IMPI, every label, DONE, the host dance.
+pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> {
+    let available = Available::from_env().map_err(usage)?;
+    available
+        .require_some()
+        .map_err(|e| usage(format!("{e}; aborting")))?;
+    let (xsize, maxlinear) = (env_int(ENV_COLL_XSIZE)?, env_int(ENV_COLL_MAXLINEAR)?);
+    let mut server = connect(addr)?;
+    let _ = server.set_nodelay(true);
+    let _ = rivet_netmods::tcp::set_keepalive(&server, super::server::KEEPALIVE);
+    server
+        .set_read_timeout(Some(STARTUP_TIMEOUT))
+        .map_err(LaunchError::Io)?;
+    let local_ip = server.local_addr().map_err(LaunchError::Io)?.ip();
+    let io = |e: io::Error| fail(format!("talking to the IMPI server at {addr}: {e}"));
+
+    // AUTH (2.3.3).
+    write_command(
+        &mut server,
+        &Command::new(
+            CMD_AUTH,
+            ClientAuth::offering(&available.methods()).encode(),
+        ),
+    )
+    .map_err(io)?;
+    let mut reply = [0u8; ServerAuth::LEN];
+    read_or_gone(&mut server, &mut reply).map_err(|gone| {
+        if gone {
+            fail(format!(
+                "the server at {addr} disconnected during authentication: no method in common \
+                 (this client offers {:?}: {} set {}, {} {})",
+                available.methods(),
+                auth::ENV_KEY,
+                if available.key.is_some() {
+                    "is"
+                } else {
+                    "is not"
+                },
+                auth::ENV_NONE,
+                if available.none {
+                    "is set"
+                } else {
+                    "is not set"
+                },
+            ))
+        } else {
+            fail(format!("no AUTH reply from the server at {addr}"))
+        }
+    })?;
+    let chosen = ServerAuth::decode(&reply).map_err(|e| fail(e.to_string()))?;
+    match (chosen.which, available.key) {
+        (w, _) if w == auth::AUTH_NONE as i32 && available.none => {}
+        (w, Some(key)) if w == auth::AUTH_KEY as i32 => {
+            server.write_all(&auth::encode_key(key)).map_err(io)?;
+        }
+        (w, _) => {
+            return Err(fail(format!(
+                "the server chose authentication method {w}, which this client did not offer"
+            )))
+        }
+    }
+    // NONE and KEY have no follow-on messages from the server (len 0).
+    if chosen.len != 0 {
+        return Err(fail(format!(
+            "the server announced {} bytes of authentication messages; NONE and KEY have none",
+            chosen.len
+        )));
+    }
+
+    // IMPI (2.3.4).
+    write_command(&mut server, &Command::impi(rank as i32)).map_err(io)?;
+    let size = loop {
+        let cmd = next_command(&mut server, addr, chosen.which)?;
+        if cmd.cmd == CMD_IMPI {
+            break cmd.impi_value().map_err(|e| fail(e.to_string()))?;
+        }
+    };
+    if size < 1 || rank >= size as u32 {
+        return Err(fail(format!(
+            "this client's rank {rank} is not below the job's size {size}"
+        )));
+    }
+
+    // The host's listening port for the dance, sent as IMPI_H_PORT.
+    let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
+    let port = listener.local_addr().map_err(LaunchError::Io)?.port();
+    let pid = std::process::id() as i64;
+    let mine = Mine {
+        versions: vec![(0, 0)],
+        datalen: DATALEN,
+        tag_ub: TAG_UB,
+        coll_xsize: xsize,
+        coll_maxlinear: maxlinear,
+        host_ipv6: ipv6_of(local_ip),
+        host_port: port as u32,
+        ackmark: ACKMARK,
+        hiwater: HIWATER,
+        // Unique among procs of this address: rivetrun's pid, then the local rank.
+        pids: (0..nprocs as i64).map(|r| (pid << 32) | r).collect(),
+    };
+
+    // COLL (2.3.5): each label, then its broadcast (others' may come between).
+    let mut builder = WorldBuilder::new(rank, size as u32);
+    for (label, data) in mine.labels() {
+        write_command(
+            &mut server,
+            &Command::new(CMD_COLL, Coll { label, data }.encode()),
+        )
+        .map_err(io)?;
+        loop {
+            let cmd = next_command(&mut server, addr, chosen.which)?;
+            if cmd.cmd != CMD_COLL {
+                continue;
+            }
+            let b = Broadcast::decode(&cmd.payload).map_err(|e| fail(e.to_string()))?;
+            builder.take(&b).map_err(|e| fail(e.to_string()))?;
+            if b.label == label {
+                break;
+            }
+        }
+    }
+    // DONE (2.3.6): labels others send after ours still come before DONE.
+    write_command(&mut server, &Command::empty(CMD_DONE)).map_err(io)?;
+    loop {
+        let cmd = next_command(&mut server, addr, chosen.which)?;
+        match cmd.cmd {
+            CMD_DONE => break,
+            CMD_COLL => {
+                let b = Broadcast::decode(&cmd.payload).map_err(|e| fail(e.to_string()))?;
+                builder.take(&b).map_err(|e| fail(e.to_string()))?;
+            }
+            _ => {}
+        }
+    }
+    let world = builder.finish().map_err(|e| fail(e.to_string()))?;
+    let links = dance(&world, listener)?;
+    let _ = server.set_read_timeout(None);
+    Ok(Session {
+        server,
+        links,
+        world,
+    })
+}
+
+/// Read exactly `buf`; `Err(true)` when the peer closed, `Err(false)` otherwise.
+fn read_or_gone(s: &mut TcpStream, buf: &mut [u8]) -> Result<(), bool> {
+    s.read_exact(buf).map_err(|e| {
+        matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof | io::ErrorKind::ConnectionReset
+        )
+    })
+}
+
+/// The next command from the server; a hang-up is explained.
+fn next_command(server: &mut TcpStream, addr: &str, which: i32) -> Result<Command, LaunchError> {
+    match read_command(server, DEFAULT_MAX_PAYLOAD) {
+        Ok(Some(c)) => Ok(c),
+        Ok(None) => Err(fail(format!(
+            "the server at {addr} disconnected{} (see its messages)",
+            if which == auth::AUTH_KEY as i32 {
+                " (wrong authentication key? the server and every client need the same IMPI_AUTH_KEY)"
+            } else {
+                ""
+            }
+        ))),
+        Err(e) if e.kind() == io::ErrorKind::ConnectionReset => Err(fail(format!(
+            "the server at {addr} reset the connection{}",
+            if which == auth::AUTH_KEY as i32 {
+                " (wrong authentication key?)"
+            } else {
+                ""
+            }
+        ))),
+        Err(e) => Err(fail(format!(
+            "waiting for the IMPI server at {addr}: {e} (another client missing?)"
+        ))),
+    }
+}
+
+/// 2.3.8: connect to every lower host, accept from every higher one;
+/// after a connect the connector sends its host rank (4 bytes).
+fn dance(world: &World, listener: TcpListener) -> Result<Vec<(u32, TcpStream)>, LaunchError> {
+    let me = world.first_host(world.client);
+    let mut links = Vec::new();
+    for (i, host) in world.hosts.iter().enumerate() {
+        let i = i as u32;
+        if i < me {
+            let ip = Ipv6Addr::from(host.ipv6);
+            let ip = ip.to_ipv4_mapped().map_or(IpAddr::V6(ip), IpAddr::V4);
+            let port = u16::try_from(host.port)
+                .map_err(|_| fail(format!("host {i} has port {}, not a TCP port", host.port)))?;
+            let target = SocketAddr::new(ip, port);
+            let mut s = TcpStream::connect_timeout(&target, CONNECT_TIMEOUT)
+                .map_err(|e| fail(format!("cannot connect to host {i} at {target}: {e}")))?;
+            s.write_all(&me.to_be_bytes())
+                .map_err(|e| fail(format!("host {i} at {target}: {e}")))?;
+            let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
+            links.push((i, s));
+        }
+    }
+    let higher = world.hosts.len() as u32 - me - 1;
+    listener.set_nonblocking(false).map_err(LaunchError::Io)?;
+    for _ in 0..higher {
+        let (mut s, from) = accept_timeout(&listener)?;
+        s.set_read_timeout(Some(STARTUP_TIMEOUT))
+            .map_err(LaunchError::Io)?;
+        let mut rank = [0u8; 4];
+        s.read_exact(&mut rank)
+            .map_err(|e| fail(format!("a host connecting from {from} sent no rank: {e}")))?;
+        let r = u32::from_be_bytes(rank);
+        if r <= me || r as usize >= world.hosts.len() || links.iter().any(|(h, _)| *h == r) {
+            return Err(fail(format!(
+                "a host connecting from {from} claims host rank {r}"
+            )));
+        }
+        let _ = rivet_netmods::tcp::set_keepalive(&s, super::server::KEEPALIVE);
+        links.push((r, s));
+    }
+    links.sort_by_key(|(h, _)| *h);
+    Ok(links)
+}
+
+fn accept_timeout(listener: &TcpListener) -> Result<(TcpStream, SocketAddr), LaunchError> {
+    listener.set_nonblocking(true).map_err(LaunchError::Io)?;
+    let start = std::time::Instant::now();
+    loop {
+        match listener.accept() {
+            Ok((s, a)) => {
+                s.set_nonblocking(false).map_err(LaunchError::Io)?;
+                return Ok((s, a));
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                if start.elapsed() > STARTUP_TIMEOUT {
+                    return Err(fail("a higher host never connected"));
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(LaunchError::Io(e)),
+        }
+    }
+}
+
+impl Session {
+    /// What the ranks are told about the IMPI job.
+    pub fn env(&self) -> Vec<(String, String)> {
+        let w = &self.world;
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        let hosts: Vec<String> = w
+            .hosts
+            .iter()
+            .map(|h| {
+                let ip = Ipv6Addr::from(h.ipv6);
+                match ip.to_ipv4_mapped() {
+                    Some(v4) => format!("{v4}:{}", h.port),
+                    None => format!("[{ip}]:{}", h.port),
+                }
+            })
+            .collect();
+        vec![
+            ("IMPI_CLIENT_RANK".into(), w.client.to_string()),
+            ("IMPI_CLIENT_SIZE".into(), w.nclients.to_string()),
+            ("IMPI_CLIENT_NPROCS".into(), list(&w.nprocs)),
+            ("IMPI_CLIENT_NHOSTS".into(), list(&w.nhosts)),
+            ("IMPI_WORLD_SIZE".into(), w.procs.len().to_string()),
+            (
+                "IMPI_WORLD_OFFSET".into(),
+                w.first_rank(w.client).to_string(),
+            ),
+            ("IMPI_HOSTS".into(), hosts.join(",")),
+            (
+                "IMPI_VERSION".into(),
+                format!("{}.{}", w.version.0, w.version.1),
+            ),
+            ("IMPI_MAXDATALEN".into(), w.maxdatalen.to_string()),
+            ("IMPI_TAG_UB".into(), w.tag_ub.to_string()),
+        ]
+    }
+
+    /// One line for stderr saying what this client joined.
+    pub fn summary(&self) -> String {
+        let w = &self.world;
+        let first = w.first_rank(w.client);
+        let mine = w.nprocs[w.client as usize];
+        format!(
+            "IMPI client {} of {}: world ranks {}..{} of {} (procs per client {:?}), version {}.{}, \
+             maxdatalen {}, tag ub {}, {} host link(s)",
+            w.client,
+            w.nclients,
+            first,
+            first + mine,
+            w.procs.len(),
+            w.nprocs,
+            w.version.0,
+            w.version.1,
+            w.maxdatalen,
+            w.tag_ub,
+            self.links.len()
+        )
+    }
+
+    /// Every rank exited 0: end each host link (3.8: send `IMPI_PK_FINI`,
+    /// wait for the peer's, consuming what comes before it), then FINI.
+    pub fn finish(mut self) -> Result<(), LaunchError> {
+        let fini = Packet::fini().encode();
+        let maxdatalen = self.world.maxdatalen;
+        for (h, s) in &mut self.links {
+            s.write_all(&fini)
+                .map_err(|e| fail(format!("host {h}: sending IMPI_PK_FINI: {e}")))?;
+        }
+        for (h, s) in &mut self.links {
+            let _ = s.set_read_timeout(Some(STARTUP_TIMEOUT));
+            loop {
+                let mut head = [0u8; HEADER_LEN];
+                s.read_exact(&mut head).map_err(|e| {
+                    fail(format!(
+                        "host {h} closed before its IMPI_PK_FINI ({e}): it failed"
+                    ))
+                })?;
+                let p = Packet::decode(&head, maxdatalen)
+                    .map_err(|e| fail(format!("host {h}: {e}")))?;
+                if p.kind == Kind::Fini {
+                    break;
+                }
+                // Consume a packet's data (3.8: unmatched messages are destroyed).
+                io::copy(&mut (&*s).take(p.len as u64), &mut io::sink())
+                    .map_err(|e| fail(format!("host {h}: {e}")))?;
+            }
+        }
+        self.links.clear();
+        write_command(&mut self.server, &Command::empty(CMD_FINI))
+            .map_err(|e| fail(format!("sending FINI to the server: {e}")))?;
+        let _ = self.server.shutdown(std::net::Shutdown::Write);
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_checked() {
+        assert_eq!(
+            parse_args(&["1".into(), "10.0.0.1:5000".into()]).unwrap(),
+            (1, "10.0.0.1:5000".into())
+        );
+        assert!(parse_args(&["32".into(), "h:1".into()]).is_err());
+        assert!(parse_args(&["x".into(), "h:1".into()]).is_err());
+        assert!(parse_args(&["0".into(), "h".into()]).is_err());
+        assert!(parse_args(&["0".into(), ":1".into()]).is_err());
+    }
+}

@@ -1,0 +1,386 @@
+//! `rivetrun --impi-server` against fake clients that speak seed 003's
+//! chapter 2 byte for byte (the worked examples), and the IMPI client
+//! startup of `rivetrun --impi-client`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rivet_tests::{bin, serial};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// A running `rivetrun --impi-server`: its address, killed when dropped.
+struct Server {
+    child: Child,
+    addr: String,
+    stderr: Option<std::thread::JoinHandle<String>>,
+}
+
+impl Server {
+    fn start(args: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut cmd = Command::new(bin("rivetrun"));
+        cmd.arg("--impi-server")
+            .args(args)
+            .env_remove("IMPI_AUTH_NONE")
+            .env_remove("IMPI_AUTH_KEY")
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("starting rivetrun --impi-server");
+        let mut err = child.stderr.take().expect("piped");
+        let stderr = std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = err.read_to_string(&mut s);
+            s
+        });
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("reading the server's first line");
+        let addr = line.trim().to_string();
+        let (ip, port) = addr.rsplit_once(':').expect("IP:PORT");
+        assert!(ip.parse::<std::net::Ipv4Addr>().is_ok(), "{addr:?}");
+        assert!(port.parse::<u16>().is_ok(), "{addr:?}");
+        Server {
+            child,
+            addr,
+            stderr: Some(stderr),
+        }
+    }
+
+    fn connect(&self) -> TcpStream {
+        let s = TcpStream::connect(&self.addr).expect("connecting to the IMPI server");
+        s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        s
+    }
+
+    /// Wait for the server to exit by itself: exit code and stderr.
+    fn wait(mut self) -> (Option<i32>, String) {
+        let start = Instant::now();
+        let status = loop {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                break st;
+            }
+            assert!(start.elapsed() < DEADLINE, "the IMPI server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        let err = self.stderr.take().unwrap().join().unwrap();
+        (status.code(), err)
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn words(ws: &[u32]) -> Vec<u8> {
+    ws.iter().flat_map(|w| w.to_be_bytes()).collect()
+}
+
+fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
+    let mut b = vec![0u8; n];
+    s.read_exact(&mut b).expect("reading from the server");
+    b
+}
+
+/// The server closed the connection (a read sees end of stream or a reset).
+fn closed(s: &mut TcpStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+const AUTH: u32 = 0x4155_5448;
+const IMPI: u32 = 0x494D_5049;
+const COLL: u32 = 0x434F_4C4C;
+const DONE: u32 = 0x444F_4E45;
+const FINI: u32 = 0x4649_4E49;
+
+/// AUTH with KEY 5678, as the seed's example: {AUTH,4}{0x2} / {1,0} / key.
+fn auth_key(s: &mut TcpStream, key: u64) {
+    s.write_all(&words(&[AUTH, 4, 2])).unwrap();
+    assert_eq!(read_n(s, 8), words(&[1, 0]), "server picks IMPI_AUTH_KEY");
+    s.write_all(&key.to_be_bytes()).unwrap();
+}
+
+#[test]
+fn server_relays_the_seed_examples_for_three_fake_clients() {
+    let _serial = serial();
+    let server = Server::start(&["3"], &[("IMPI_AUTH_KEY", "5678")]);
+    // A stranger with the wrong key is cut off and does not count.
+    let mut stranger = server.connect();
+    auth_key(&mut stranger, 1234);
+    assert!(
+        closed(&mut stranger),
+        "a wrong key must close the connection"
+    );
+
+    let mut c: Vec<TcpStream> = (0..3).map(|_| server.connect()).collect();
+    for s in &mut c {
+        auth_key(s, 5678);
+    }
+    for (rank, s) in c.iter_mut().enumerate() {
+        s.write_all(&words(&[IMPI, 4, rank as u32])).unwrap();
+    }
+    for s in &mut c {
+        assert_eq!(read_n(s, 12), words(&[IMPI, 4, 3]));
+    }
+    // IMPI_C_VERSION: 0.0 0.1 / 0.0 0.1 0.2 / 0.0 0.1 0.2, relayed as len 72.
+    let lists: [&[u32]; 3] = [&[0, 0, 0, 1], &[0, 0, 0, 1, 0, 2], &[0, 0, 0, 1, 0, 2]];
+    for (s, list) in c.iter_mut().zip(lists) {
+        let mut cmd = words(&[COLL, 4 + 4 * list.len() as u32, 0x1000]);
+        cmd.extend(words(list));
+        s.write_all(&cmd).unwrap();
+    }
+    let mut want = words(&[COLL, 72, 0x1000, 0x7]);
+    want.extend(words(&lists.concat()));
+    for s in &mut c {
+        assert_eq!(read_n(s, 80), want);
+    }
+    // IMPI_C_NHOSTS 3, 2, 2.
+    for (s, n) in c.iter_mut().zip([3, 2, 2]) {
+        s.write_all(&words(&[COLL, 8, 0x1100, n])).unwrap();
+    }
+    for s in &mut c {
+        assert_eq!(read_n(s, 28), words(&[COLL, 20, 0x1100, 0x7, 3, 2, 2]));
+    }
+    // IMPI_C_DATALEN without client 1 (mask 0x5); an unknown command in between.
+    c[1].write_all(&words(&[0x1234_5678, 4, 99])).unwrap();
+    c[0].write_all(&words(&[COLL, 8, 0x1300, 8000])).unwrap();
+    c[2].write_all(&words(&[COLL, 8, 0x1300, 4000])).unwrap();
+    // Client 1's next label says it skipped DATALEN.
+    c[1].write_all(&words(&[COLL, 12, 0x2100, 6001, 6002]))
+        .unwrap();
+    for s in &mut c {
+        assert_eq!(read_n(s, 24), words(&[COLL, 16, 0x1300, 0x5, 8000, 4000]));
+    }
+    // IMPI_H_PORT, figure 2.3.
+    c[0].write_all(&words(&[COLL, 16, 0x2100, 5001, 5002, 5003]))
+        .unwrap();
+    c[2].write_all(&words(&[COLL, 12, 0x2100, 7001, 7002]))
+        .unwrap();
+    let ports = words(&[
+        COLL, 36, 0x2100, 0x7, 5001, 5002, 5003, 6001, 6002, 7001, 7002,
+    ]);
+    for s in &mut c {
+        assert_eq!(read_n(s, 44), ports);
+    }
+    // A label this server does not know is relayed as opaque bytes.
+    c[2].write_all(&words(&[COLL, 7, 0x7000])).unwrap();
+    c[2].write_all(b"abc").unwrap();
+    c[0].write_all(&words(&[DONE, 0])).unwrap();
+    c[1].write_all(&words(&[DONE, 0])).unwrap();
+    let mut want = words(&[COLL, 11, 0x7000, 0x4]);
+    want.extend_from_slice(b"abc");
+    for s in &mut c {
+        assert_eq!(read_n(s, 19), want);
+    }
+    c[2].write_all(&words(&[DONE, 0])).unwrap();
+    for s in &mut c {
+        assert_eq!(read_n(s, 8), words(&[DONE, 0]));
+    }
+    for s in &mut c {
+        s.write_all(&words(&[FINI, 0])).unwrap();
+    }
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("wrong IMPI_AUTH_KEY key"), "{err}");
+}
+
+#[test]
+fn auth_none_by_preference_and_no_common_method() {
+    let _serial = serial();
+    // Both methods available, `-auth 0-1` prefers NONE.
+    let server = Server::start(
+        &["1", "-auth", "0-1"],
+        &[("IMPI_AUTH_KEY", "9"), ("IMPI_AUTH_NONE", "")],
+    );
+    // A client offering both gets NONE, the first of the list.
+    let mut s = server.connect();
+    s.write_all(&words(&[AUTH, 4, 0x3])).unwrap();
+    assert_eq!(read_n(&mut s, 8), words(&[0, 0]), "the seed's NONE reply");
+    s.write_all(&words(&[IMPI, 4, 0])).unwrap();
+    assert_eq!(read_n(&mut s, 12), words(&[IMPI, 4, 1]));
+    s.write_all(&words(&[DONE, 0])).unwrap();
+    assert_eq!(read_n(&mut s, 8), words(&[DONE, 0]));
+    s.write_all(&words(&[FINI, 0])).unwrap();
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("IMPI_AUTH_NONE"), "the NONE warning: {err}");
+
+    // KEY only on the server, NONE only on the client: refused with a message.
+    let server = Server::start(&["1"], &[("IMPI_AUTH_KEY", "9")]);
+    let mut s = server.connect();
+    s.write_all(&words(&[AUTH, 4, 0x1])).unwrap();
+    assert!(closed(&mut s));
+    // Anything but AUTH first is refused too.
+    let mut s = server.connect();
+    s.write_all(&words(&[IMPI, 4, 0])).unwrap();
+    assert!(closed(&mut s));
+    drop(s);
+    let mut server = server;
+    let _ = server.child.kill();
+    let (_, err) = server.wait();
+    assert!(err.contains("no authentication method"), "{err}");
+    assert!(err.contains("sent IMPI before AUTH"), "{err}");
+
+    // A server with no method at all refuses to start.
+    let out = Command::new(bin("rivetrun"))
+        .args(["--impi-server", "2"])
+        .env_remove("IMPI_AUTH_NONE")
+        .env_remove("IMPI_AUTH_KEY")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no authentication methods"));
+}
+
+#[test]
+fn a_client_vanishing_before_fini_fails_the_server() {
+    let _serial = serial();
+    let server = Server::start(&["2"], &[("IMPI_AUTH_NONE", "1")]);
+    let mut c: Vec<TcpStream> = (0..2).map(|_| server.connect()).collect();
+    for (rank, s) in c.iter_mut().enumerate() {
+        s.write_all(&words(&[AUTH, 4, 1])).unwrap();
+        assert_eq!(read_n(s, 8), words(&[0, 0]));
+        s.write_all(&words(&[IMPI, 4, rank as u32])).unwrap();
+    }
+    for s in &mut c {
+        assert_eq!(read_n(s, 12), words(&[IMPI, 4, 2]));
+    }
+    c[0].write_all(&words(&[FINI, 0])).unwrap();
+    drop(c.pop());
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("client 1 disconnected before FINI"), "{err}");
+}
+
+/// `rivetrun --impi-client RANK ADDR -n N sh -c SCRIPT` with this auth env.
+fn client(rank: u32, addr: &str, n: u32, script: &str, env: &[(&str, &str)]) -> Command {
+    let mut cmd = rivet_tests::rivetrun(&[
+        "--impi-client",
+        &rank.to_string(),
+        addr,
+        "-n",
+        &n.to_string(),
+        "sh",
+        "-c",
+        script,
+    ]);
+    cmd.env_remove("IMPI_AUTH_NONE")
+        .env_remove("IMPI_AUTH_KEY")
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// Run the commands at once; their outcomes in the same order.
+fn run_all(cmds: Vec<Command>) -> Vec<rivet_tests::Outcome> {
+    let handles: Vec<_> = cmds
+        .into_iter()
+        .map(|cmd| std::thread::spawn(move || rivet_tests::run_job(cmd, DEADLINE)))
+        .collect();
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
+
+const SHOW: &str = "echo rank=$PMI_RANK client=$IMPI_CLIENT_RANK/$IMPI_CLIENT_SIZE \
+                    offset=$IMPI_WORLD_OFFSET world=$IMPI_WORLD_SIZE procs=$IMPI_CLIENT_NPROCS \
+                    hosts=$IMPI_HOSTS version=$IMPI_VERSION";
+
+#[test]
+fn two_rivetrun_clients_start_up_and_learn_each_other() {
+    let _serial = serial();
+    let key = [("IMPI_AUTH_KEY", "5678")];
+    let server = Server::start(&["2"], &key);
+    let outs = run_all(vec![
+        client(0, &server.addr, 2, SHOW, &key),
+        client(1, &server.addr, 3, SHOW, &key),
+    ]);
+    for o in &outs {
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+    }
+    let hosts: Vec<String> = outs
+        .iter()
+        .map(|o| {
+            let line = o.stdout.lines().next().unwrap_or_default();
+            line.split("hosts=").nth(1).unwrap_or_default().to_string()
+        })
+        .collect();
+    assert_eq!(hosts[0], hosts[1], "both learn the same hosts");
+    assert_eq!(hosts[0].split(',').count(), 2, "{hosts:?}");
+    for r in 0..2 {
+        let want = format!("rank={r} client=0/2 offset=0 world=5 procs=2,3 hosts=");
+        assert!(outs[0].stdout.contains(&want), "{}", outs[0].show());
+    }
+    for r in 0..3 {
+        let want = format!("rank={r} client=1/2 offset=2 world=5 procs=2,3 hosts=");
+        assert!(outs[1].stdout.contains(&want), "{}", outs[1].show());
+    }
+    assert!(outs[0].stdout.contains("version=0.0"));
+    assert!(
+        outs[1]
+            .stderr
+            .contains("IMPI client 1 of 2: world ranks 2..5 of 5"),
+        "{}",
+        outs[1].show()
+    );
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(0), "every client sent FINI: {err}");
+}
+
+#[test]
+fn wrong_key_no_common_method_and_a_failing_client() {
+    let _serial = serial();
+    let server = Server::start(&["1"], &[("IMPI_AUTH_KEY", "5678")]);
+    let outs = run_all(vec![
+        client(0, &server.addr, 1, "true", &[("IMPI_AUTH_KEY", "1234")]),
+        client(0, &server.addr, 1, "true", &[("IMPI_AUTH_NONE", "")]),
+        client(0, &server.addr, 1, "true", &[]),
+    ]);
+    assert_ne!(outs[0].code(), Some(0));
+    assert!(
+        outs[0].stderr.contains("wrong authentication key?"),
+        "{}",
+        outs[0].show()
+    );
+    assert_ne!(outs[1].code(), Some(0));
+    assert!(
+        outs[1].stderr.contains("no method in common"),
+        "{}",
+        outs[1].show()
+    );
+    assert_eq!(outs[2].code(), Some(2));
+    assert!(
+        outs[2]
+            .stderr
+            .contains("no authentication methods available"),
+        "{}",
+        outs[2].show()
+    );
+    drop(server);
+
+    // A client whose rank fails sends no FINI: the server reports it, exit 1.
+    let none = [("IMPI_AUTH_NONE", "")];
+    let server = Server::start(&["2"], &none);
+    let outs = run_all(vec![
+        client(0, &server.addr, 1, "true", &none),
+        client(1, &server.addr, 1, "exit 3", &none),
+    ]);
+    assert_eq!(outs[1].code(), Some(3), "{}", outs[1].show());
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(1), "{err}");
+    // Client 1 hangs up first, or client 0 after learning of it: either
+    // way a client vanished before its FINI.
+    assert!(err.contains("disconnected before FINI"), "{err}");
+    // Client 0 learns of it from host 1's link closing without IMPI_PK_FINI.
+    assert_ne!(outs[0].code(), Some(0), "{}", outs[0].show());
+    assert!(
+        outs[0].stderr.contains("closed before its IMPI_PK_FINI"),
+        "{}",
+        outs[0].show()
+    );
+}
