@@ -370,7 +370,8 @@ pub struct Cli {
           value_parser = parse_launcher)]
     pub launcher: Option<crate::remote::start::Kind>,
 
-    /// Start proxies with `PROG HOST COMMAND...` where ssh would be run.
+    /// Start proxies with `PROG HOST COMMAND` where ssh would be run (the
+    /// command as one shell-quoted word, as ssh gets it).
     #[arg(
         long = "launcher-exec",
         visible_alias = "bootstrap-exec",

@@ -370,8 +370,10 @@ fn host_entries(cli: &Cli) -> Result<Option<Vec<hosts::HostEntry>>, LaunchError>
     use remote::start::Kind;
     let slurm = match cli.launcher {
         Some(Kind::Slurm) => true,
-        // Inside an allocation, Slurm is the default (as in Hydra).
-        None => remote::slurm::in_allocation(),
+        // Inside an allocation of several nodes, Slurm is the default (as
+        // in Hydra); on one node, rivetrun runs the job itself (spawn,
+        // names and PMIx work there).
+        None => remote::slurm::in_allocation() && remote::slurm::hosts().is_ok_and(|h| h.len() > 1),
         Some(_) => false,
     };
     let entries = match (&cli.hosts, &cli.hostfile) {

@@ -2,7 +2,9 @@
 //! namespace with a veth on a bridge, its own address, its own `/etc/hosts`
 //! (`/etc/netns/NS/hosts`, which `ip netns exec` mounts over `/etc/hosts`)
 //! and its own hostname (`unshare --uts`). A wrapper script, given to
-//! `rivetrun --launcher-exec`, runs `SCRIPT HOST COMMAND...` inside HOST.
+//! `rivetrun --launcher-exec` (or Hydra's `-launcher-exec`), runs
+//! `SCRIPT HOST COMMAND...` inside HOST, the command parsed again by a
+//! shell as ssh would (rivetrun and Hydra quote it for that).
 //!
 //! The veth end inside every namespace has the bridge's name, so one
 //! `--iface NAME` names the interface on every host (as `eth1` would on a
@@ -59,11 +61,12 @@ impl Cluster {
     /// `n` hosts `h1..hN`. An error means namespaces cannot be made here
     /// (not root, no `ip`): the caller skips, saying why.
     pub fn new(n: usize) -> Result<Cluster, String> {
+        sweep_dead_runs();
         static COUNT: AtomicU32 = AtomicU32::new(0);
         let k = COUNT.fetch_add(1, Ordering::Relaxed);
         let pid = std::process::id();
-        let tag = format!("{}{k}", pid % 100_000);
-        // Interface names: at most 15 bytes.
+        // At most 15 bytes with the prefixes: pid (7 digits), k, host (1).
+        let tag = format!("{pid}x{}", k % 100);
         let iface = format!("rvb{tag}");
         let net = format!("10.{}.{}", 100 + (k % 100), pid % 250);
         let dir = std::env::temp_dir().join(format!("rivet-netns-{pid}-{k}"));
@@ -121,7 +124,7 @@ impl Cluster {
         let script = format!(
             "#!/bin/sh\n# rivetrun --launcher-exec: run COMMAND on HOST (a namespace).\n\
              host=$1; shift\ncase \"$host\" in\n{cases}  *) echo \"nsexec: no host $host\" >&2; exit 255 ;;\nesac\n\
-             exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\" && exec \"$@\"' \"$name\" \"$@\"\n"
+             exec ip netns exec \"$ns\" unshare --uts sh -c 'hostname \"$0\" && eval \"exec $1\"' \"$name\" \"$*\"\n"
         );
         std::fs::write(&cluster.script, script).map_err(|e| e.to_string())?;
         use std::os::unix::fs::PermissionsExt;
@@ -190,5 +193,47 @@ impl Drop for Cluster {
         }
         let _ = ip(&["link", "del", &self.iface]);
         let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Remove what a test run killed before its drops ran left behind: the
+/// namespaces (with their processes), `/etc/netns` entries and bridges
+/// named after a process that no longer exists.
+fn sweep_dead_runs() {
+    let Ok(out) = Command::new("ip").args(["netns", "list"]).output() else {
+        return;
+    };
+    let mut dead = std::collections::BTreeSet::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let Some(name) = line.split_whitespace().next() else {
+            continue;
+        };
+        let Some(pid) = name
+            .strip_prefix("rivet-")
+            .and_then(|r| r.split('-').next())
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        if let Ok(o) = Command::new("ip").args(["netns", "pids", name]).output() {
+            for p in String::from_utf8_lossy(&o.stdout).split_whitespace() {
+                if let Ok(p) = p.parse::<i32>() {
+                    // SAFETY: kill(2) takes no pointers.
+                    unsafe { libc::kill(p, libc::SIGKILL) };
+                }
+            }
+        }
+        let _ = ip(&["netns", "del", name]);
+        let _ = std::fs::remove_dir_all(Path::new("/etc/netns").join(name));
+        dead.insert(pid);
+    }
+    for pid in dead {
+        for k in 0..100 {
+            // Only bridges that exist answer; the rest is a quiet error.
+            let _ = ip(&["link", "del", &format!("rvb{pid}x{k}")]);
+        }
     }
 }

@@ -291,33 +291,24 @@ fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
 fn inside_a_slurm_allocation_srun_starts_the_proxies() {
     let _serial = serial();
     rivet_tests::slurm_up();
-    // --launcher slurm, and the default inside an allocation.
-    for launcher in [&["--launcher", "slurm"][..], &[]] {
-        let mut cmd = Command::new("salloc");
-        cmd.args(["-n", "2", "--quiet"])
-            .arg(rivet_tests::bin("rivetrun"))
-            .args(launcher)
-            .args([
-                "--launch-stats",
-                "-n",
-                "2",
-                "-genv",
-                "RIVET_YIELD",
-                "always",
-            ])
-            .arg(bin("engine_check"))
-            .arg("connect_all");
-        let o = run_job(cmd, DEADLINE);
-        assert_eq!(o.code(), Some(0), "{launcher:?}: {}", o.show());
-        for rank in 0..2 {
-            let ok = format!("engine_check connect_all OK rank {rank} of 2 ");
-            assert!(o.stdout.contains(&ok), "{launcher:?}: {}", o.show());
-        }
-        // Both ranks on the allocation's one node: shared memory.
-        assert!(o.stdout.contains("vcs: 1 shm, 0 netmod"), "{}", o.show());
-        let (hosts, barriers, msgs) = stats(&o);
-        assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
+    // (Without --launcher, only an allocation of several nodes uses srun.)
+    let mut cmd = Command::new("salloc");
+    cmd.args(["-n", "2", "--quiet"])
+        .arg(rivet_tests::bin("rivetrun"))
+        .args(["--launcher", "slurm", "--launch-stats", "-n", "2"])
+        .args(["-genv", "RIVET_YIELD", "always"])
+        .arg(bin("engine_check"))
+        .arg("connect_all");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for rank in 0..2 {
+        let ok = format!("engine_check connect_all OK rank {rank} of 2 ");
+        assert!(o.stdout.contains(&ok), "{}", o.show());
     }
+    // Both ranks on the allocation's one node: shared memory.
+    assert!(o.stdout.contains("vcs: 1 shm, 0 netmod"), "{}", o.show());
+    let (hosts, barriers, msgs) = stats(&o);
+    assert_eq!((hosts, msgs), (1, barriers), "{}", o.show());
 }
 
 #[test]
@@ -415,4 +406,80 @@ fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
     assert!(o.stderr.contains("host h2 lost"), "{}", o.show());
     eprintln!("job down {:?} after h2 was cut off", cut_at.elapsed());
     assert!(c.pids(1).is_empty(), "left on h2: {:?}", c.pids(1));
+}
+
+#[test]
+fn stdin_reaches_rank_0_on_its_host() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let input = std::env::temp_dir().join(format!("rivet-mh-stdin-{}", std::process::id()));
+    std::fs::write(&input, "first line\nsecond line\n").unwrap();
+    let script = "read a; read b; read c || echo \"rank $PMI_RANK on $(hostname): [$a] [$b] eof\"";
+    let mut cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &[],
+        Path::new("/bin/sh"),
+        &["-c", script],
+    );
+    cmd.stdin(std::fs::File::open(&input).unwrap());
+    let o = run_job_with(&mut cmd, DEADLINE, |_| {});
+    let _ = std::fs::remove_file(&input);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("rank 0 on h1: [first line] [second line] eof"),
+        "{}",
+        o.show()
+    );
+    // The others get no input.
+    assert!(o.stdout.contains("rank 1 on h2: [] [] eof"), "{}", o.show());
+}
+
+/// Start-up of the MPICH hello on 4 namespace hosts, rivetrun against
+/// `mpiexec.hydra` through its own `-launcher-exec`, interleaved. Only
+/// prints (a figure, not a check: this machine's 2 cores are shared).
+/// `cargo test -p rivet-tests --test multihost -- --ignored --nocapture startup`
+#[test]
+#[ignore]
+fn startup_against_hydra() {
+    let _serial = serial();
+    let Some(c) = cluster(4) else { return };
+    let prog = mpicc("mpi_hello.c");
+    let hosts: Vec<String> = c.hosts.iter().map(|h| h.addr.clone()).collect();
+    let exec = c.launcher_exec().display().to_string();
+    for n in [16u32, 64] {
+        let ns = n.to_string();
+        let mut times = Vec::new();
+        for round in 0..2 {
+            let mut ours = on_hosts(
+                &c,
+                &["-hosts", &hosts.join(",")],
+                n,
+                &["--bind-to", "none"],
+                &prog,
+                &[],
+            );
+            ours.env("RIVET_YIELD", "always");
+            let mut hydra = Command::new("mpiexec.hydra");
+            hydra
+                .args([
+                    "-launcher",
+                    "rsh",
+                    "-launcher-exec",
+                    &exec,
+                    "-iface",
+                    &c.iface,
+                ])
+                .args(["-hosts", &hosts.join(","), "-n", &ns])
+                .arg(&prog);
+            for (name, cmd) in [("rivetrun", ours), ("hydra", hydra)] {
+                let o = run_job(cmd, DEADLINE);
+                assert_eq!(o.code(), Some(0), "{name}: {}", o.show());
+                times.push((name, round, o.elapsed));
+            }
+        }
+        eprintln!("startup of {n} ranks on 4 hosts: {times:?}");
+    }
 }

@@ -286,6 +286,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     };
     let kvs = NodeKvs::new(&job.kvsname, job.size, job.ranks.len(), job.attrs.clone());
     let (tx, rx) = mpsc::channel();
+    // rivetrun's stdin, for rank 0 (None: end of input).
+    let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>();
+    let mut stdin_rx = Some(stdin_rx);
     {
         let (kvs, tx) = (kvs.clone(), tx.clone());
         std::thread::spawn(move || {
@@ -303,6 +306,12 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         let sig = msg.get(1).and_then(|s| wire::text(s).parse().ok());
                         let _ = tx.send(Event::Signal(sig.unwrap_or(libc::SIGTERM)));
                     }
+                    "stdin" => {
+                        let _ = stdin_tx.send(msg.into_iter().nth(1));
+                    }
+                    "stdin_eof" => {
+                        let _ = stdin_tx.send(None);
+                    }
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
@@ -316,6 +325,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
 
     // Ranks are started by this (the main) thread: their parent-death
     // signal is armed against it, and it lives as long as the proxy.
+    // Like rivetrun on one host: the proxy runs a little ahead of its
+    // ranks (which wait on its answers), each rank back at our old nice.
+    let priority = launch::Priority::raise_own();
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
     let mut start_error = None;
@@ -328,8 +340,19 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         };
         let mut child = started.child;
+        priority.reset_child(child.id());
         pids.push((rank, child.id(), true));
-        drop(started.stdin);
+        if let (Some(mut to_rank), Some(from)) = (started.stdin, stdin_rx.take()) {
+            // Rank 0's input, on a thread of its own: a rank that does not
+            // read must not stall the control connection.
+            std::thread::spawn(move || {
+                while let Ok(Some(data)) = from.recv() {
+                    if to_rank.write_all(&data).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
         let label = job.label.then(|| format!("[{rank}] "));
         outputs.extend(output_threads(started.stdout, started.stderr, label));
         let said = Arc::new(pmi::Said::default());

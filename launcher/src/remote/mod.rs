@@ -53,6 +53,8 @@ enum Ev {
     Hello(u32, TcpStream),
     Msg(u32, Vec<Vec<u8>>),
     Closed(u32),
+    /// rivetrun's stdin for rank 0 (None: end of input).
+    Stdin(Option<Vec<u8>>),
     /// A launcher command ended; the proxies it was starting.
     LauncherExit(Vec<u32>, ExitStatus),
 }
@@ -186,6 +188,8 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
         }
     }
 
+    // The node of rank 0, which gets rivetrun's stdin.
+    let stdin_node = nodes.iter().position(|n| n.ranks.contains(&0)).unwrap_or(0) as u32;
     let started = Instant::now();
     let mut teardown_at: Option<Instant> = None;
     let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
@@ -277,6 +281,17 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                 };
                 p.conn = Some(conn);
                 read_proxy(id, read, tx.clone());
+                if id == stdin_node {
+                    forward_stdin(tx.clone());
+                }
+            }
+            Ev::Stdin(data) => {
+                if let Some(c) = &mut proxies[stdin_node as usize].conn {
+                    let _ = match data {
+                        Some(d) => wire::send(c, &[&b"stdin"[..], &d]),
+                        None => wire::send(c, &["stdin_eof"]),
+                    };
+                }
             }
             Ev::Msg(id, msg) => {
                 msgs += 1;
@@ -500,6 +515,28 @@ fn accept_proxies(listener: TcpListener, secret: String, nproxies: u32, tx: mpsc
                 }
             });
         }
+    });
+}
+
+/// Copy rivetrun's stdin to rank 0 (through the event loop, which owns the
+/// connection), on a thread of its own: stdin may be a terminal or a file.
+fn forward_stdin(tx: mpsc::Sender<Ev>) {
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        let mut buf = vec![0u8; 16384];
+        loop {
+            match std::io::Read::read(&mut stdin, &mut buf) {
+                Ok(0) => break,
+                Ok(n) => {
+                    if tx.send(Ev::Stdin(Some(buf[..n].to_vec()))).is_err() {
+                        return;
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(_) => break,
+            }
+        }
+        let _ = tx.send(Ev::Stdin(None));
     });
 }
 

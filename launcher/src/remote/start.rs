@@ -1,7 +1,8 @@
 //! Starting one proxy per host: `--launcher ssh|rsh|fork|manual|slurm` and
-//! `--launcher-exec PROG` (run as `PROG HOST COMMAND...` where ssh would be).
-//! ssh and rsh get the command as one shell-quoted word (the remote shell
-//! parses it again); `--launcher-exec` gets it word by word. A host that is
+//! `--launcher-exec PROG` (run as `PROG HOST COMMAND` where ssh would be).
+//! ssh, rsh and `--launcher-exec` get the command as one shell-quoted word
+//! (the remote shell parses it again), so a wrapper written for Hydra's
+//! `-launcher-exec` serves rivetrun too. A host that is
 //! this machine (its name, `localhost`, a loopback address) is forked
 //! directly by ssh/rsh, as Hydra does. The job secret goes on the proxy's
 //! stdin, never on a command line (`manual` prints it as a variable).
@@ -77,9 +78,7 @@ pub fn argv(
     let words = |v: Vec<String>| Some(v.into_iter().map(OsString::from).collect());
     if let Some(prog) = exec {
         if kind == Kind::Ssh || kind == Kind::Rsh {
-            let mut v = vec![prog.to_string(), host.to_string()];
-            v.extend(proxy.iter().cloned());
-            return Ok(words(v));
+            return Ok(words(vec![prog.to_string(), host.to_string(), joined()]));
         }
     }
     Ok(match kind {
@@ -146,7 +145,7 @@ mod tests {
         );
         assert_eq!(
             s(argv(Kind::Ssh, Some("/x/nsexec"), "n1", &p).unwrap()),
-            vec!["/x/nsexec", "n1", "/bin/rivetrun", "--proxy", "a b"]
+            vec!["/x/nsexec", "n1", "/bin/rivetrun --proxy 'a b'"]
         );
         assert_eq!(s(argv(Kind::Fork, None, "n1", &p).unwrap()), p);
         assert_eq!(s(argv(Kind::Ssh, None, "localhost", &p).unwrap()), p);

@@ -2,9 +2,10 @@
 //! message per line, words separated by one space, each word
 //! percent-encoded (so values may hold spaces, newlines, any byte).
 //!
-//! rivetrun → proxy: the job (`size`, `kvs`, `prog`, `arg`, `env`, `rank`,
-//! `attr`, `opt`, then `start`), `barrier_out K V ...` (every key put since
-//! the last barrier, job-wide), `signal N`, `term`.
+//! rivetrun → proxy: the job (`job SIZE KVS`, `prog`, `arg`, `env`, `wdir`,
+//! `rank`, `attr`, options, then `start`), `barrier_out K V ...` (every key
+//! put since the last barrier, job-wide), `stdin DATA` and `stdin_eof`
+//! (rank 0's input), `signal N`, `term`.
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then
 //! `barrier K V ...` (once per barrier per node, with the node's puts),
 //! `exit RANK CODE SIGNAL UNFINALIZED`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
