@@ -44,7 +44,7 @@ use crate::nameserver;
 use crate::nonblocking::{interest, write_unsent};
 use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
-use crate::pmix_host::{PmixEvent, PmixHost};
+use crate::pmix_host::{self, NameCall, PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
 use crate::stdout_queue::StdoutQueue;
 
@@ -307,6 +307,10 @@ pub struct Supervisor {
     waker: Arc<Waker>,
     /// rivetrun's PMIx server, when the job is served PMIx too.
     pmix: Option<PmixHost>,
+    /// PMIx lookups waiting for names (`PMIX_WAIT`), tried again at
+    /// `pmix_retry_at`.
+    pmix_waiting: Vec<NameCall>,
+    pmix_retry_at: Option<Instant>,
     signals: Signals,
     listener: Option<TcpListener>,
     sources: HashMap<Token, Source>,
@@ -361,6 +365,8 @@ impl Supervisor {
             poll,
             waker,
             pmix: None,
+            pmix_waiting: Vec::new(),
+            pmix_retry_at: None,
             signals,
             listener: None,
             sources: HashMap::new(),
@@ -535,7 +541,29 @@ impl Supervisor {
                     code,
                     message: (!message.is_empty()).then_some(message),
                 }),
+                PmixEvent::Names(call) => self.pmix_names(call),
             }
+        }
+    }
+
+    /// A PMIx publish, lookup or unpublish: from the job's name table (as
+    /// PMI-1's), or its name server.
+    fn pmix_names(&mut self, call: NameCall) {
+        if let Some(names) = &self.names {
+            return pmix_host::serve_from_name_server(call, names.addr.clone());
+        }
+        if let Some(call) = pmix_host::serve_from_job(call, &mut self.server, self.ns) {
+            self.pmix_waiting.push(call);
+            self.pmix_retry_at
+                .get_or_insert_with(|| Instant::now() + pmix_host::NAME_RETRY);
+        }
+    }
+
+    /// Try the waiting PMIx lookups again.
+    fn retry_pmix_lookups(&mut self) {
+        self.pmix_retry_at = None;
+        for call in std::mem::take(&mut self.pmix_waiting) {
+            self.pmix_names(call);
         }
     }
 
@@ -664,13 +692,16 @@ impl Supervisor {
             Phase::Killed => None,
         };
         let drain = self.all_exited_at.map(|t| t + DRAIN_AFTER_EXIT);
-        match (kill, drain) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [kill, drain, self.pmix_retry_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadlines(&mut self) {
+        if self.pmix_retry_at.is_some_and(|t| Instant::now() >= t) {
+            self.retry_pmix_lookups();
+        }
         if let (Phase::Running, Some((at, limit))) = (&self.phase, self.timeout) {
             if Instant::now() >= at {
                 // Whatever --disable-auto-cleanup says: the job is over.

@@ -10,10 +10,12 @@
 //!   gathered everything; the data is handed back as the result;
 //! * `abort`: queued as an event for the supervisor, which tears the job
 //!   down with the rank's code, as for a PMI-1 abort;
-//! * `client_connected`, `client_finalized`: acknowledged.
+//! * `client_connected`, `client_finalized`: acknowledged;
+//! * `publish`, `lookup`, `unpublish`: queued for the supervisor, which
+//!   answers from the job's name table or its name server (`names.rs`).
 //!
-//! Everything else (spawn, publish, connect, groups) is left out of the
-//! module, which the library answers with "not supported".
+//! Everything else (spawn, connect, groups) is left out of the module,
+//! which the library answers with "not supported".
 //!
 //! The server's rendezvous files live in a private directory that is removed
 //! when the host is dropped; the server listens on loopback only and admits
@@ -24,15 +26,20 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+mod names;
+
 use mio::Waker;
+pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
     Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
     PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
 };
 
 /// What the library's thread tells the supervisor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum PmixEvent {
+    /// A publish, lookup or unpublish to answer.
+    Names(NameCall),
     /// `PMIx_Abort` from this rank of the job.
     Aborted {
         rank: u32,
@@ -81,7 +88,11 @@ struct Module {
     client_finalized: Option<ConnectedUp>,
     abort: Option<AbortUp>,
     fence_nb: Option<FenceUp>,
-    rest: [*const c_void; 25],
+    direct_modex: *const c_void,
+    publish: Option<names::PublishUp>,
+    lookup: Option<names::LookupUp>,
+    unpublish: Option<names::UnpublishUp>,
+    rest: [*const c_void; 21],
 }
 
 type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
@@ -202,6 +213,22 @@ struct Upcalls {
 /// Upcalls carry no pointer of ours, so their target is process-wide (one
 /// PMIx server per process is the library's own rule too).
 static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
+
+/// Queue `event` for the supervisor and wake it; the event comes back if
+/// no server runs.
+fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
+    let Some(up) = UPCALLS.get() else {
+        return Err(event);
+    };
+    up.events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(event);
+    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let _ = waker.wake();
+    }
+    Ok(())
+}
 
 /// A list of `pmix_info_t` built with the library's own loader (which copies
 /// strings), released with it.
@@ -331,9 +358,6 @@ unsafe extern "C" fn on_abort(
     _cb: Option<OpCb>,
     _cbdata: *mut c_void,
 ) -> c_int {
-    let Some(up) = UPCALLS.get() else {
-        return PMIX_OPERATION_SUCCEEDED;
-    };
     // SAFETY: the library passes the caller's valid proc.
     let rank = unsafe { (*proc).rank };
     let message = if msg.is_null() {
@@ -344,17 +368,11 @@ unsafe extern "C" fn on_abort(
             .to_string_lossy()
             .into_owned()
     };
-    up.events
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(PmixEvent::Aborted {
-            rank,
-            code: status,
-            message,
-        });
-    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        let _ = waker.wake();
-    }
+    let _ = push_event(PmixEvent::Aborted {
+        rank,
+        code: status,
+        message,
+    });
     // The caller is released at once; the supervisor ends the job.
     PMIX_OPERATION_SUCCEEDED
 }
@@ -456,7 +474,11 @@ impl PmixHost {
             client_finalized: Some(on_connected),
             abort: Some(on_abort),
             fence_nb: Some(on_fence),
-            rest: [std::ptr::null(); 25],
+            direct_modex: std::ptr::null(),
+            publish: Some(names::on_publish),
+            lookup: Some(names::on_lookup),
+            unpublish: Some(names::on_unpublish),
+            rest: [std::ptr::null(); 21],
         });
         let dir = self.tmpdir.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
