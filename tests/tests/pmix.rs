@@ -250,6 +250,27 @@ fn open_mpi_ranks_publish_look_up_and_unpublish_names_under_rivetrun() {
     );
 }
 
+/// Rivet's own PMIx client against rivetrun's PMIx server: the strict
+/// checks (a duplicate publish and an unpublish of a missing name fail)
+/// hold there as over PMI-1.
+#[test]
+fn rivet_ranks_publish_through_rivetruns_pmix_server() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "2", "-genv", "RIVET_PMI", "pmix"]);
+    cmd.arg(bin("dyn_check")).arg("names");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..2 {
+        assert!(
+            o.stdout.contains(&format!(
+                "dyn_check names OK rank {r} of 2 at thread level single"
+            )),
+            "{}",
+            o.show()
+        );
+    }
+}
+
 /// `rivetrun --name-server` in the background; killed on drop.
 struct NameServer {
     child: Child,
