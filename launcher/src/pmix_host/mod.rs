@@ -80,8 +80,9 @@ type FenceUp = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// `pmix_server_module_t` (OpenPMIx 4.x): 29 function pointers; the unset
-/// ones are answered "not supported" by the library.
+/// `pmix_server_module_t` (OpenPMIx 4.x): 28 function pointers (and one
+/// spare null slot); the unset ones are answered "not supported" by the
+/// library.
 #[repr(C)]
 struct Module {
     client_connected: Option<ConnectedUp>,
@@ -666,4 +667,20 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     // SAFETY: the array itself was malloc'd by the library.
     unsafe { libc::free(argv.cast()) };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The upcalls sit where `pmix_server.h` (4.x) puts them.
+    #[test]
+    fn module_slots_match_the_header_order() {
+        let slot = std::mem::size_of::<*const c_void>();
+        assert_eq!(std::mem::offset_of!(Module, fence_nb), 3 * slot);
+        assert_eq!(std::mem::offset_of!(Module, publish), 5 * slot);
+        assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
+        assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
+        assert_eq!(std::mem::size_of::<Module>(), 29 * slot);
+    }
 }
