@@ -47,6 +47,7 @@ use crate::output::LineBuffer;
 use crate::pmix_host::{self, NameCall, PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
 use crate::stdout_queue::StdoutQueue;
+use rivet_pmi::pmix_ffi::PMIX_ERROR;
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
@@ -542,6 +543,10 @@ impl Supervisor {
                     message: (!message.is_empty()).then_some(message),
                 }),
                 PmixEvent::Names(call) => self.pmix_names(call),
+                PmixEvent::Spawn(call) => {
+                    let result = self.spawn(self.ns, call.rank, &call.request);
+                    call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
+                }
             }
         }
     }
@@ -878,7 +883,7 @@ impl Supervisor {
                     rank,
                     request,
                 } => {
-                    let result = self.spawn(ns, rank, &request);
+                    let result = self.spawn(ns, rank, &request).map(|(codes, _)| codes);
                     let mut replies = Vec::new();
                     self.server.spawn_done(conn, result, &mut replies);
                     self.apply(replies);
@@ -919,7 +924,7 @@ impl Supervisor {
         ns: NsId,
         rank: u32,
         request: &SpawnRequest,
-    ) -> Result<Vec<i32>, SpawnFailure> {
+    ) -> Result<(Vec<i32>, String), SpawnFailure> {
         let parent = self.who(ns, rank);
         let refuse = |message: String, errcodes: Vec<i32>| {
             eprintln!("rivetrun: spawn requested by {parent} failed: {message}");
@@ -965,7 +970,20 @@ impl Supervisor {
             Ok(id) => id,
             Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
         };
-        let started = match self.start_children(&plan, &kvsname) {
+        // Served PMIx too, where the job is: registered before they start.
+        let pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
+            Some(host) => match host.register_spawned(&kvsname, plan.total) {
+                Ok(()) => (0..plan.total)
+                    .map(|i| host.fork_env_in(&kvsname, i).unwrap_or_default())
+                    .collect(),
+                Err(why) => {
+                    eprintln!("rivetrun: warning: {kvsname} gets no PMIx: {why}");
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        };
+        let started = match self.start_children(&plan, &kvsname, &pmix_env) {
             Ok(started) => started,
             Err((index, code, message)) => {
                 // Its namespace stays, without processes: a group connect
@@ -992,7 +1010,7 @@ impl Supervisor {
                 self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
             }
         }
-        Ok(vec![0; plan.total as usize])
+        Ok((vec![0; plan.total as usize], kvsname))
     }
 
     /// Start every process of `plan`; on the first that cannot start, kill
@@ -1002,6 +1020,7 @@ impl Supervisor {
         &self,
         plan: &Plan,
         kvsname: &str,
+        pmix_env: &[Vec<(String, String)>],
     ) -> Result<Vec<Started>, (u32, i32, String)> {
         let Some(spawner) = self.spawner.as_ref() else {
             return Err((0, 1, "spawning is not enabled".into()));
@@ -1029,7 +1048,8 @@ impl Supervisor {
                     local_size: plan.total,
                     affinity: None,
                 };
-                match launch::start_rank(&job, index, &place, &[]) {
+                let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
+                match launch::start_rank(&job, index, &place, env) {
                     Ok(s) => {
                         spawner.priority.reset_child(s.child.id());
                         started.push(s);

@@ -5,15 +5,16 @@
 //!   shared memory and tcp;
 //! * rivetrun serves PMIx, so Open MPI programs run under it unchanged,
 //!   and an `MPI_Abort` ends the job with its code; their name service
-//!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server.
+//!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server;
+//!   `PMIx_Spawn` starts processes that are served PMIx in turn.
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm, serial,
-    Outcome,
+    bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm,
+    serial, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -333,4 +334,35 @@ fn names_cross_between_open_mpi_and_mpich_jobs_through_a_name_server() {
         "{}",
         o.show()
     );
+}
+
+/// `PMIx_Spawn` (OpenPMIx's client, no MPI) under rivetrun: the children
+/// start in a namespace of their own, registered with rivetrun's PMIx
+/// server, and read their job's size from it.
+#[test]
+fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
+    let _serial = serial();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.arg(&prog).arg("2");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let line = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("pmix_spawn parent spawned "))
+        .unwrap_or_else(|| panic!("no spawn reported: {}", o.show()));
+    assert!(line.ends_with("_s1"), "{}", o.show());
+    for r in 0..2 {
+        assert!(
+            o.stdout
+                .contains(&format!("pmix_spawn child rank {r} of 2 in {line}")),
+            "{}",
+            o.show()
+        );
+    }
 }

@@ -12,9 +12,11 @@
 //!   down with the rank's code, as for a PMI-1 abort;
 //! * `client_connected`, `client_finalized`: acknowledged;
 //! * `publish`, `lookup`, `unpublish`: queued for the supervisor, which
-//!   answers from the job's name table or its name server (`names.rs`).
+//!   answers from the job's name table or its name server (`names.rs`);
+//! * `spawn`: queued for the supervisor, which starts the processes as for
+//!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`).
 //!
-//! Everything else (spawn, connect, groups) is left out of the module,
+//! Everything else (connect, groups) is left out of the module,
 //! which the library answers with "not supported".
 //!
 //! The server's rendezvous files live in a private directory that is removed
@@ -27,6 +29,7 @@ use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
 mod names;
+mod spawn;
 
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
@@ -34,12 +37,15 @@ use rivet_pmi::pmix_ffi::{
     Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
     PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
 };
+pub use spawn::SpawnCall;
 
 /// What the library's thread tells the supervisor.
 #[derive(Debug)]
 pub enum PmixEvent {
     /// A publish, lookup or unpublish to answer.
     Names(NameCall),
+    /// A spawn to carry out.
+    Spawn(SpawnCall),
     /// `PMIx_Abort` from this rank of the job.
     Aborted {
         rank: u32,
@@ -93,7 +99,8 @@ struct Module {
     publish: Option<names::PublishUp>,
     lookup: Option<names::LookupUp>,
     unpublish: Option<names::UnpublishUp>,
-    rest: [*const c_void; 21],
+    spawn: Option<spawn::SpawnUp>,
+    rest: [*const c_void; 20],
 }
 
 type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
@@ -441,6 +448,8 @@ pub struct PmixHost {
     api: Api,
     nspace: CString,
     tmpdir: PathBuf,
+    /// This node's name, as registered.
+    host: String,
 }
 
 impl PmixHost {
@@ -454,6 +463,7 @@ impl PmixHost {
             api,
             nspace,
             tmpdir,
+            host: host.to_string(),
         };
         if UPCALLS
             .set(Upcalls {
@@ -465,7 +475,7 @@ impl PmixHost {
             return Err("a PMIx server is already running in this process".into());
         }
         host_obj.init()?;
-        host_obj.register(size, host)?;
+        host_obj.register(job, size, false)?;
         Ok(host_obj)
     }
 
@@ -479,7 +489,8 @@ impl PmixHost {
             publish: Some(names::on_publish),
             lookup: Some(names::on_lookup),
             unpublish: Some(names::on_unpublish),
-            rest: [std::ptr::null(); 21],
+            spawn: Some(spawn::on_spawn),
+            rest: [std::ptr::null(); 20],
         });
         let dir = self.tmpdir.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
@@ -494,12 +505,19 @@ impl PmixHost {
         self.api.check("PMIx_server_init", rc)
     }
 
-    fn register(&self, size: u32, host: &str) -> Result<(), String> {
+    /// Register the spawned job `job` of `size` processes (before they
+    /// start), so they are served PMIx as the job's ranks are.
+    pub fn register_spawned(&self, job: &str, size: u32) -> Result<(), String> {
+        self.register(job, size, true)
+    }
+
+    fn register(&self, job: &str, size: u32, spawned: bool) -> Result<(), String> {
+        let host = self.host.as_str();
+        let ns = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
         let ranks: Vec<String> = (0..size).map(|r| r.to_string()).collect();
         let peers = ranks.join(",");
         let node_map = self.generate(self.api.generate_regex, host)?;
         let proc_map = self.generate(self.api.generate_ppn, &peers)?;
-        let job = self.nspace.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
         info.u32(c"pmix.univ.size", size);
         info.u32(c"pmix.job.size", size);
@@ -509,11 +527,11 @@ impl PmixHost {
         info.u32(c"pmix.num.nodes", 1);
         info.u32(c"pmix.appnum", 0);
         info.rank(c"pmix.lldr", 0);
-        info.flag(c"pmix.spawned", false);
+        info.flag(c"pmix.spawned", spawned);
         info.string(c"pmix.lpeers", &peers);
         info.string(c"pmix.nmap", &node_map);
         info.string(c"pmix.pmap", &proc_map);
-        info.string(c"pmix.jobid", &job);
+        info.string(c"pmix.jobid", job);
         info.string(c"pmix.hname", host);
         // More ranks than CPUs: MPI libraries then yield when idle (Open
         // MPI reads this), instead of spinning against each other.
@@ -521,7 +539,7 @@ impl PmixHost {
         if size as usize > cpus {
             info.flag(c"pmix.ndosub", true);
         }
-        let (api, ns) = (&self.api, &self.nspace);
+        let (api, ns) = (&self.api, &ns);
         Done::run("PMIx_server_register_nspace", api, |cb, data| {
             // SAFETY: a valid namespace and info array, alive until the
             // completion (this function waits for it).
@@ -539,7 +557,7 @@ impl PmixHost {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         for rank in 0..size {
-            let proc = PmixProc::new(&job, rank);
+            let proc = PmixProc::new(job, rank);
             Done::run("PMIx_server_register_client", api, |cb, data| {
                 // SAFETY: a valid proc; no server object.
                 unsafe { (api.register_client)(&proc, uid, gid, std::ptr::null_mut(), cb, data) }
@@ -570,7 +588,12 @@ impl PmixHost {
     /// The variables rank `rank` needs to reach this server
     /// (`PMIx_server_setup_fork`).
     pub fn fork_env(&self, rank: u32) -> Result<Vec<(String, String)>, String> {
-        let proc = PmixProc::new(&self.nspace.to_string_lossy(), rank);
+        self.fork_env_in(&self.nspace.to_string_lossy(), rank)
+    }
+
+    /// [`Self::fork_env`] for process `rank` of job `job`.
+    pub fn fork_env_in(&self, job: &str, rank: u32) -> Result<Vec<(String, String)>, String> {
+        let proc = PmixProc::new(job, rank);
         let mut env: *mut *mut c_char = std::ptr::null_mut();
         // SAFETY: a valid proc; `env` is an empty argv the library grows
         // with malloc'd strings.
@@ -586,10 +609,7 @@ impl PmixHost {
         // environments claims the job (open-mpi/ompi#13180); otherwise it
         // starts as a singleton with its own daemon. Its Flux one asks for
         // no more than this variable, and leaves binding to the launcher.
-        env.push((
-            "FLUX_JOB_ID".into(),
-            self.nspace.to_string_lossy().into_owned(),
-        ));
+        env.push(("FLUX_JOB_ID".into(), job.to_string()));
         Ok(env)
     }
 
@@ -681,6 +701,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Module, publish), 5 * slot);
         assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
         assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
+        assert_eq!(std::mem::offset_of!(Module, spawn), 8 * slot);
         assert_eq!(std::mem::size_of::<Module>(), 29 * slot);
     }
 }
