@@ -47,7 +47,7 @@ use crate::output::LineBuffer;
 use crate::pmix_host::{self, NameCall, PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
 use crate::stdout_queue::StdoutQueue;
-use rivet_pmi::pmix_ffi::PMIX_ERROR;
+use rivet_pmi::pmix_ffi::{PMIX_ERROR, PMIX_ERR_BAD_PARAM};
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
@@ -534,17 +534,29 @@ impl Supervisor {
         for event in host.take_events() {
             match event {
                 PmixEvent::Aborted {
+                    nspace,
                     rank,
                     code,
                     message,
-                } => self.job_failed(Failure::Aborted {
-                    who: Who::Rank(rank),
-                    code,
-                    message: (!message.is_empty()).then_some(message),
-                }),
+                } => {
+                    let who = match self.server.namespace_id(&nspace) {
+                        Some(ns) => self.who(ns, rank),
+                        None => Who::Rank(rank),
+                    };
+                    self.job_failed(Failure::Aborted {
+                        who,
+                        code,
+                        message: (!message.is_empty()).then_some(message),
+                    })
+                }
                 PmixEvent::Names(call) => self.pmix_names(call),
                 PmixEvent::Spawn(call) => {
-                    let result = self.spawn(self.ns, call.rank, &call.request);
+                    // The caller's own namespace: the job's, or a spawned one.
+                    let Some(ns) = self.server.namespace_id(&call.nspace) else {
+                        call.finish(Err(PMIX_ERR_BAD_PARAM));
+                        continue;
+                    };
+                    let result = self.spawn(ns, call.rank, &call.request);
                     call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
                 }
             }
@@ -557,7 +569,11 @@ impl Supervisor {
         if let Some(names) = &self.names {
             return pmix_host::serve_from_name_server(call, names.addr.clone());
         }
-        if let Some(call) = pmix_host::serve_from_job(call, &mut self.server, self.ns) {
+        // The caller's namespace, as the table records publishers.
+        let Some(ns) = self.server.namespace_id(&call.nspace) else {
+            return call.refuse(PMIX_ERR_BAD_PARAM);
+        };
+        if let Some(call) = pmix_host::serve_from_job(call, &mut self.server, ns) {
             self.pmix_waiting.push(call);
             self.pmix_retry_at
                 .get_or_insert_with(|| Instant::now() + pmix_host::NAME_RETRY);

@@ -46,8 +46,9 @@ pub enum PmixEvent {
     Names(NameCall),
     /// A spawn to carry out.
     Spawn(SpawnCall),
-    /// `PMIx_Abort` from this rank of the job.
+    /// `PMIx_Abort` from rank `rank` of namespace `nspace`.
     Aborted {
+        nspace: String,
         rank: u32,
         code: i32,
         message: String,
@@ -367,7 +368,7 @@ unsafe extern "C" fn on_abort(
     _cbdata: *mut c_void,
 ) -> c_int {
     // SAFETY: the library passes the caller's valid proc.
-    let rank = unsafe { (*proc).rank };
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
     let message = if msg.is_null() {
         String::new()
     } else {
@@ -377,6 +378,7 @@ unsafe extern "C" fn on_abort(
             .into_owned()
     };
     let _ = push_event(PmixEvent::Aborted {
+        nspace,
         rank,
         code: status,
         message,

@@ -89,8 +89,10 @@ enum Callback {
     Lookup(LookupCb),
 }
 
-/// One name call of rank `rank`, answered (once) by [`NameCall::finish`].
+/// One name call of rank `rank` of `nspace`, answered (once) by
+/// [`NameCall::finish`].
 pub struct NameCall {
+    pub nspace: String,
     pub rank: u32,
     pub op: NameOp,
     callback: Callback,
@@ -103,7 +105,11 @@ unsafe impl Send for NameCall {}
 
 impl std::fmt::Debug for NameCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NameCall {{ rank: {}, op: {:?} }}", self.rank, self.op)
+        write!(
+            f,
+            "NameCall {{ {}:{}, op: {:?} }}",
+            self.nspace, self.rank, self.op
+        )
     }
 }
 
@@ -285,6 +291,11 @@ pub fn answer(op: &NameOp, table: &mut dyn Table, warn: &mut dyn FnMut(&str)) ->
 }
 
 impl NameCall {
+    /// Refuse the call with `status`.
+    pub fn refuse(self, status: c_int) {
+        self.finish(Answer::status(status));
+    }
+
     /// Give the library the answer (this ends the call).
     pub fn finish(self, answer: Answer) {
         match self.callback {
@@ -418,8 +429,9 @@ fn hand_over(proc: *const PmixProc, op: NameOp, callback: Callback, cbdata: *mut
         return PMIX_ERR_BAD_PARAM;
     }
     // SAFETY: non-null: the caller's proc, valid for the upcall.
-    let rank = unsafe { (*proc).rank };
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
     let call = NameCall {
+        nspace,
         rank,
         op,
         callback,

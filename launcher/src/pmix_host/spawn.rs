@@ -46,8 +46,10 @@ pub(super) struct PmixApp {
     ninfo: usize,
 }
 
-/// A spawn asked by rank `rank`, answered (once) by [`SpawnCall::finish`].
+/// A spawn asked by rank `rank` of `nspace`, answered (once) by
+/// [`SpawnCall::finish`].
 pub struct SpawnCall {
+    pub nspace: String,
     pub rank: u32,
     pub request: SpawnRequest,
     cb: SpawnCb,
@@ -62,8 +64,8 @@ impl std::fmt::Debug for SpawnCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "SpawnCall {{ rank: {}, request: {:?} }}",
-            self.rank, self.request
+            "SpawnCall {{ {}:{}, request: {:?} }}",
+            self.nspace, self.rank, self.request
         )
     }
 }
@@ -155,8 +157,9 @@ pub(super) unsafe extern "C" fn on_spawn(
         Err(status) => return status,
     };
     // SAFETY: non-null: the caller's proc, valid for the upcall.
-    let rank = unsafe { (*proc).rank };
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
     let call = SpawnCall {
+        nspace,
         rank,
         request,
         cb,
