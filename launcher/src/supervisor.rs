@@ -556,7 +556,7 @@ impl Supervisor {
                         call.finish(Err(PMIX_ERR_BAD_PARAM));
                         continue;
                     };
-                    let result = self.spawn(ns, call.rank, &call.request);
+                    let result = self.spawn(ns, call.rank, &call.request, &call.env);
                     call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
                 }
             }
@@ -899,7 +899,7 @@ impl Supervisor {
                     rank,
                     request,
                 } => {
-                    let result = self.spawn(ns, rank, &request).map(|(codes, _)| codes);
+                    let result = self.spawn(ns, rank, &request, &[]).map(|(codes, _)| codes);
                     let mut replies = Vec::new();
                     self.server.spawn_done(conn, result, &mut replies);
                     self.apply(replies);
@@ -940,6 +940,7 @@ impl Supervisor {
         ns: NsId,
         rank: u32,
         request: &SpawnRequest,
+        command_env: &[Vec<(String, String)>],
     ) -> Result<(Vec<i32>, String), SpawnFailure> {
         let parent = self.who(ns, rank);
         let refuse = |message: String, errcodes: Vec<i32>| {
@@ -987,8 +988,12 @@ impl Supervisor {
             Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
         };
         // Served PMIx too, where the job is: registered before they start.
-        let pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
-            Some(host) => match host.register_spawned(&kvsname, plan.total) {
+        let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
+            Some(host) => match host.register_spawned(
+                &kvsname,
+                plan.total,
+                (self.server.namespace_name(ns), rank),
+            ) {
                 Ok(()) => (0..plan.total)
                     .map(|i| host.fork_env_in(&kvsname, i).unwrap_or_default())
                     .collect(),
@@ -999,6 +1004,17 @@ impl Supervisor {
             },
             None => Vec::new(),
         };
+        // Each command's own additions (PMIx apps' env), after PMIx's.
+        if !command_env.is_empty() {
+            pmix_env.resize(plan.total as usize, Vec::new());
+            let mut index = 0;
+            for (command, extra) in plan.commands.iter().zip(command_env) {
+                for _ in 0..command.nprocs {
+                    pmix_env[index].extend(extra.iter().cloned());
+                    index += 1;
+                }
+            }
+        }
         let started = match self.start_children(&plan, &kvsname, &pmix_env) {
             Ok(started) => started,
             Err((index, code, message)) => {

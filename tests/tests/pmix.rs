@@ -338,7 +338,8 @@ fn names_cross_between_open_mpi_and_mpich_jobs_through_a_name_server() {
 
 /// `PMIx_Spawn` (OpenPMIx's client, no MPI) under rivetrun: the children
 /// start in a namespace of their own, registered with rivetrun's PMIx
-/// server, and read their job's size from it.
+/// server, and read their job's size and parent from it; the app's
+/// environment reaches them.
 #[test]
 fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
     let _serial = serial();
@@ -351,18 +352,24 @@ fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
     cmd.arg(&prog).arg("2");
     let o = run_job_checking_shm(cmd, DEADLINE);
     assert_eq!(o.code(), Some(0), "{}", o.show());
-    let line = o
+    let (parent, line) = o
         .stdout
         .lines()
-        .find_map(|l| l.strip_prefix("pmix_spawn parent spawned "))
+        .find_map(|l| {
+            l.strip_prefix("pmix_spawn parent ")?
+                .split_once(" spawned ")
+        })
         .unwrap_or_else(|| panic!("no spawn reported: {}", o.show()));
     assert!(line.ends_with("_s1"), "{}", o.show());
     for r in 0..2 {
-        assert!(
-            o.stdout
-                .contains(&format!("pmix_spawn child rank {r} of 2 in {line}")),
-            "{}",
-            o.show()
-        );
+        for expected in [
+            format!("pmix_spawn child rank {r} of 2 in {line}"),
+            // The app's environment reaches its processes.
+            format!("pmix_spawn child {r} env PMIX_SPAWN_TEST=from-the-app"),
+            // PMIX_PARENT_ID names the rank that asked.
+            format!("pmix_spawn child {r} parent {parent}"),
+        ] {
+            assert!(o.stdout.contains(&expected), "{expected}: {}", o.show());
+        }
     }
 }

@@ -37,6 +37,8 @@ use rivet_pmi::pmix_ffi::{
     Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
     PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
 };
+/// `PMIX_PROC`: a `pmix_proc_t` value.
+const PMIX_PROC: u16 = 22;
 pub use spawn::SpawnCall;
 
 /// What the library's thread tells the supervisor.
@@ -477,7 +479,7 @@ impl PmixHost {
             return Err("a PMIx server is already running in this process".into());
         }
         host_obj.init()?;
-        host_obj.register(job, size, false)?;
+        host_obj.register(job, size, None)?;
         Ok(host_obj)
     }
 
@@ -509,11 +511,17 @@ impl PmixHost {
 
     /// Register the spawned job `job` of `size` processes (before they
     /// start), so they are served PMIx as the job's ranks are.
-    pub fn register_spawned(&self, job: &str, size: u32) -> Result<(), String> {
-        self.register(job, size, true)
+    /// `parent`: the process that asked, as (namespace, rank).
+    pub fn register_spawned(
+        &self,
+        job: &str,
+        size: u32,
+        parent: (&str, u32),
+    ) -> Result<(), String> {
+        self.register(job, size, Some(PmixProc::new(parent.0, parent.1)))
     }
 
-    fn register(&self, job: &str, size: u32, spawned: bool) -> Result<(), String> {
+    fn register(&self, job: &str, size: u32, parent: Option<PmixProc>) -> Result<(), String> {
         let host = self.host.as_str();
         let ns = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
         let ranks: Vec<String> = (0..size).map(|r| r.to_string()).collect();
@@ -529,7 +537,14 @@ impl PmixHost {
         info.u32(c"pmix.num.nodes", 1);
         info.u32(c"pmix.appnum", 0);
         info.rank(c"pmix.lldr", 0);
-        info.flag(c"pmix.spawned", spawned);
+        info.flag(c"pmix.spawned", parent.is_some());
+        if let Some(parent) = &parent {
+            info.load(
+                c"pmix.parent",
+                (parent as *const PmixProc).cast(),
+                PMIX_PROC,
+            );
+        }
         info.string(c"pmix.lpeers", &peers);
         info.string(c"pmix.nmap", &node_map);
         info.string(c"pmix.pmap", &proc_map);

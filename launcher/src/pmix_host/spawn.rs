@@ -9,9 +9,9 @@
 //! children, so they are served PMIx as the job's ranks are, and calls back
 //! with the namespace's name.
 //!
-//! Not mapped: the job-level directives (mapping, binding) and the apps'
-//! environments and info; `PMIx_Connect`, which Open MPI's
-//! `MPI_Comm_spawn` calls next, is not served.
+//! Each app's environment additions go to its processes (Open MPI passes
+//! the parent's port there). Not mapped: the job-level directives (mapping,
+//! binding) and the apps' info.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -52,6 +52,8 @@ pub struct SpawnCall {
     pub nspace: String,
     pub rank: u32,
     pub request: SpawnRequest,
+    /// Each command's environment additions (`pmix_app_t.env`).
+    pub env: Vec<Vec<(String, String)>>,
     cb: SpawnCb,
     cbdata: *mut c_void,
 }
@@ -108,6 +110,19 @@ fn strings(p: *const *const c_char) -> Vec<String> {
     out
 }
 
+/// Each app's `NAME=VALUE` environment additions.
+fn envs(apps: &[PmixApp]) -> Vec<Vec<(String, String)>> {
+    apps.iter()
+        .map(|app| {
+            strings(app.env)
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
 /// The PMI-1 request for `apps`, or why there is none.
 fn request(apps: &[PmixApp]) -> Result<SpawnRequest, c_int> {
     let mut commands = Vec::new();
@@ -162,6 +177,7 @@ pub(super) unsafe extern "C" fn on_spawn(
         nspace,
         rank,
         request,
+        env: envs(apps),
         cb,
         cbdata,
     };
