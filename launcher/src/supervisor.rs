@@ -44,9 +44,10 @@ use crate::nameserver;
 use crate::nonblocking::{interest, write_unsent};
 use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
-use crate::pmix_host::{PmixEvent, PmixHost};
+use crate::pmix_host::{self, NameCall, PmixEvent, PmixHost};
 use crate::spawn::{self, Plan, SpawnBase};
 use crate::stdout_queue::StdoutQueue;
+use rivet_pmi::pmix_ffi::{PMIX_ERROR, PMIX_ERR_BAD_PARAM};
 
 const SIGNALS: Token = Token(0);
 const LISTENER: Token = Token(1);
@@ -307,6 +308,10 @@ pub struct Supervisor {
     waker: Arc<Waker>,
     /// rivetrun's PMIx server, when the job is served PMIx too.
     pmix: Option<PmixHost>,
+    /// PMIx lookups waiting for names (`PMIX_WAIT`), tried again at
+    /// `pmix_retry_at`.
+    pmix_waiting: Vec<NameCall>,
+    pmix_retry_at: Option<Instant>,
     signals: Signals,
     listener: Option<TcpListener>,
     sources: HashMap<Token, Source>,
@@ -361,6 +366,8 @@ impl Supervisor {
             poll,
             waker,
             pmix: None,
+            pmix_waiting: Vec::new(),
+            pmix_retry_at: None,
             signals,
             listener: None,
             sources: HashMap::new(),
@@ -527,15 +534,57 @@ impl Supervisor {
         for event in host.take_events() {
             match event {
                 PmixEvent::Aborted {
+                    nspace,
                     rank,
                     code,
                     message,
-                } => self.job_failed(Failure::Aborted {
-                    who: Who::Rank(rank),
-                    code,
-                    message: (!message.is_empty()).then_some(message),
-                }),
+                } => {
+                    let who = match self.server.namespace_id(&nspace) {
+                        Some(ns) => self.who(ns, rank),
+                        None => Who::Rank(rank),
+                    };
+                    self.job_failed(Failure::Aborted {
+                        who,
+                        code,
+                        message: (!message.is_empty()).then_some(message),
+                    })
+                }
+                PmixEvent::Names(call) => self.pmix_names(call),
+                PmixEvent::Spawn(call) => {
+                    // The caller's own namespace: the job's, or a spawned one.
+                    let Some(ns) = self.server.namespace_id(&call.nspace) else {
+                        call.finish(Err(PMIX_ERR_BAD_PARAM));
+                        continue;
+                    };
+                    let result = self.spawn(ns, call.rank, &call.request, &call.env);
+                    call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
+                }
             }
+        }
+    }
+
+    /// A PMIx publish, lookup or unpublish: from the job's name table (as
+    /// PMI-1's), or its name server.
+    fn pmix_names(&mut self, call: NameCall) {
+        if let Some(names) = &self.names {
+            return pmix_host::serve_from_name_server(call, names.addr.clone());
+        }
+        // The caller's namespace, as the table records publishers.
+        let Some(ns) = self.server.namespace_id(&call.nspace) else {
+            return call.refuse(PMIX_ERR_BAD_PARAM);
+        };
+        if let Some(call) = pmix_host::serve_from_job(call, &mut self.server, ns) {
+            self.pmix_waiting.push(call);
+            self.pmix_retry_at
+                .get_or_insert_with(|| Instant::now() + pmix_host::NAME_RETRY);
+        }
+    }
+
+    /// Try the waiting PMIx lookups again.
+    fn retry_pmix_lookups(&mut self) {
+        self.pmix_retry_at = None;
+        for call in std::mem::take(&mut self.pmix_waiting) {
+            self.pmix_names(call);
         }
     }
 
@@ -664,13 +713,16 @@ impl Supervisor {
             Phase::Killed => None,
         };
         let drain = self.all_exited_at.map(|t| t + DRAIN_AFTER_EXIT);
-        match (kill, drain) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        [kill, drain, self.pmix_retry_at]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     fn on_deadlines(&mut self) {
+        if self.pmix_retry_at.is_some_and(|t| Instant::now() >= t) {
+            self.retry_pmix_lookups();
+        }
         if let (Phase::Running, Some((at, limit))) = (&self.phase, self.timeout) {
             if Instant::now() >= at {
                 // Whatever --disable-auto-cleanup says: the job is over.
@@ -847,7 +899,7 @@ impl Supervisor {
                     rank,
                     request,
                 } => {
-                    let result = self.spawn(ns, rank, &request);
+                    let result = self.spawn(ns, rank, &request, &[]).map(|(codes, _)| codes);
                     let mut replies = Vec::new();
                     self.server.spawn_done(conn, result, &mut replies);
                     self.apply(replies);
@@ -888,7 +940,8 @@ impl Supervisor {
         ns: NsId,
         rank: u32,
         request: &SpawnRequest,
-    ) -> Result<Vec<i32>, SpawnFailure> {
+        command_env: &[Vec<(String, String)>],
+    ) -> Result<(Vec<i32>, String), SpawnFailure> {
         let parent = self.who(ns, rank);
         let refuse = |message: String, errcodes: Vec<i32>| {
             eprintln!("rivetrun: spawn requested by {parent} failed: {message}");
@@ -934,7 +987,35 @@ impl Supervisor {
             Ok(id) => id,
             Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
         };
-        let started = match self.start_children(&plan, &kvsname) {
+        // Served PMIx too, where the job is: registered before they start.
+        let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
+            Some(host) => match host.register_spawned(
+                &kvsname,
+                plan.total,
+                (self.server.namespace_name(ns), rank),
+            ) {
+                Ok(()) => (0..plan.total)
+                    .map(|i| host.fork_env_in(&kvsname, i).unwrap_or_default())
+                    .collect(),
+                Err(why) => {
+                    eprintln!("rivetrun: warning: {kvsname} gets no PMIx: {why}");
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        };
+        // Each command's own additions (PMIx apps' env), after PMIx's.
+        if !command_env.is_empty() {
+            pmix_env.resize(plan.total as usize, Vec::new());
+            let mut index = 0;
+            for (command, extra) in plan.commands.iter().zip(command_env) {
+                for _ in 0..command.nprocs {
+                    pmix_env[index].extend(extra.iter().cloned());
+                    index += 1;
+                }
+            }
+        }
+        let started = match self.start_children(&plan, &kvsname, &pmix_env) {
             Ok(started) => started,
             Err((index, code, message)) => {
                 // Its namespace stays, without processes: a group connect
@@ -961,7 +1042,7 @@ impl Supervisor {
                 self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
             }
         }
-        Ok(vec![0; plan.total as usize])
+        Ok((vec![0; plan.total as usize], kvsname))
     }
 
     /// Start every process of `plan`; on the first that cannot start, kill
@@ -971,6 +1052,7 @@ impl Supervisor {
         &self,
         plan: &Plan,
         kvsname: &str,
+        pmix_env: &[Vec<(String, String)>],
     ) -> Result<Vec<Started>, (u32, i32, String)> {
         let Some(spawner) = self.spawner.as_ref() else {
             return Err((0, 1, "spawning is not enabled".into()));
@@ -998,7 +1080,8 @@ impl Supervisor {
                     local_size: plan.total,
                     affinity: None,
                 };
-                match launch::start_rank(&job, index, &place, &[]) {
+                let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
+                match launch::start_rank(&job, index, &place, env) {
                     Ok(s) => {
                         spawner.priority.reset_child(s.child.id());
                         started.push(s);

@@ -11,6 +11,12 @@ use crate::error::{Error, Result};
 pub const LIBRARY: &CStr = c"libpmix.so.2";
 
 pub const PMIX_SUCCESS: c_int = 0;
+pub const PMIX_ERROR: c_int = -1;
+pub const PMIX_ERR_NO_PERMISSIONS: c_int = -23;
+pub const PMIX_ERR_UNREACH: c_int = -25;
+pub const PMIX_ERR_BAD_PARAM: c_int = -27;
+pub const PMIX_ERR_OUT_OF_RESOURCE: c_int = -29;
+pub const PMIX_ERR_PARTIAL_SUCCESS: c_int = -52;
 pub const PMIX_ERR_NOT_FOUND: c_int = -46;
 pub const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
 pub const PMIX_ERR_DUPLICATE_KEY: c_int = -53;
@@ -18,12 +24,15 @@ pub const PMIX_ERR_DUPLICATE_KEY: c_int = -53;
 pub const PMIX_OPERATION_SUCCEEDED: c_int = -157;
 pub const PMIX_BOOL: u16 = 1;
 pub const PMIX_STRING: u16 = 3;
+pub const PMIX_INT: u16 = 6;
+pub const PMIX_INT32: u16 = 9;
 pub const PMIX_UINT16: u16 = 13;
 pub const PMIX_UINT32: u16 = 14;
 pub const PMIX_PROC_RANK: u16 = 40;
 /// `PMIX_GLOBAL`: visible to processes on every node.
 pub const PMIX_GLOBAL: u8 = 3;
 pub const PMIX_RANK_WILDCARD: u32 = u32::MAX - 1;
+pub const PMIX_RANK_UNDEF: u32 = u32::MAX;
 
 /// `pmix_proc_t` (OpenPMIx 4.x: 256-byte namespace, then the rank).
 #[repr(C)]
@@ -235,6 +244,19 @@ mod tests {
             value("PMIX_OPERATION_SUCCEEDED"),
             PMIX_OPERATION_SUCCEEDED as i64
         );
+        for (name, code) in [
+            ("PMIX_ERROR", PMIX_ERROR),
+            ("PMIX_ERR_NO_PERMISSIONS", PMIX_ERR_NO_PERMISSIONS),
+            ("PMIX_ERR_UNREACH", PMIX_ERR_UNREACH),
+            ("PMIX_ERR_BAD_PARAM", PMIX_ERR_BAD_PARAM),
+            ("PMIX_ERR_OUT_OF_RESOURCE", PMIX_ERR_OUT_OF_RESOURCE),
+            ("PMIX_ERR_PARTIAL_SUCCESS", PMIX_ERR_PARTIAL_SUCCESS),
+            ("PMIX_ERR_DUPLICATE_KEY", PMIX_ERR_DUPLICATE_KEY),
+        ] {
+            assert_eq!(value(name), code as i64, "{name}");
+        }
+        assert_eq!(value("PMIX_INT"), PMIX_INT as i64);
+        assert_eq!(value("PMIX_INT32"), PMIX_INT32 as i64);
         assert_eq!(value("PMIX_BOOL"), PMIX_BOOL as i64);
         assert_eq!(value("PMIX_STRING"), PMIX_STRING as i64);
         assert_eq!(value("PMIX_UINT16"), PMIX_UINT16 as i64);

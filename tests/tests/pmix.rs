@@ -4,13 +4,17 @@
 //!   exchange business cards through it, and run the engine suites on
 //!   shared memory and tcp;
 //! * rivetrun serves PMIx, so Open MPI programs run under it unchanged,
-//!   and an `MPI_Abort` ends the job with its code.
+//!   and an `MPI_Abort` ends the job with its code; their name service
+//!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server;
+//!   `PMIx_Spawn` starts processes that are served PMIx in turn.
 
-use std::process::Command;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, mpi_check_passed, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm, serial, Outcome,
+    bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm,
+    serial, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -210,4 +214,162 @@ fn an_open_mpi_abort_under_rivetrun_ends_the_job_with_its_code() {
         "{}",
         o.show()
     );
+}
+
+fn names_ok(o: &Outcome, mode: &str, n: u32) {
+    assert_eq!(o.code(), Some(0), "{mode}: {}", o.show());
+    for r in 0..n {
+        assert!(
+            o.stdout
+                .contains(&format!("mpi_names {mode} OK rank {r} of {n}")),
+            "{mode} rank {r}: {}",
+            o.show()
+        );
+    }
+}
+
+#[test]
+fn open_mpi_ranks_publish_look_up_and_unpublish_names_under_rivetrun() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_names.c");
+    let service = format!("pmix-names-{}", std::process::id());
+    let mut cmd = rivetrun(&["-n", "2"]);
+    cmd.arg(&prog).args(["names", &service]);
+    let o = run_job(cmd, DEADLINE);
+    names_ok(&o, "names", 2);
+    assert!(
+        o.stdout
+            .contains("rank 1: unpublish by a non-publisher failed"),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stdout
+            .contains("rank 1: lookup after unpublish failed with MPI_ERR_NAME"),
+        "{}",
+        o.show()
+    );
+}
+
+/// Rivet's own PMIx client against rivetrun's PMIx server: the strict
+/// checks (a duplicate publish and an unpublish of a missing name fail)
+/// hold there as over PMI-1.
+#[test]
+fn rivet_ranks_publish_through_rivetruns_pmix_server() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "2", "-genv", "RIVET_PMI", "pmix"]);
+    cmd.arg(bin("dyn_check")).arg("names");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..2 {
+        assert!(
+            o.stdout.contains(&format!(
+                "dyn_check names OK rank {r} of 2 at thread level single"
+            )),
+            "{}",
+            o.show()
+        );
+    }
+}
+
+/// `rivetrun --name-server` in the background; killed on drop.
+struct NameServer {
+    child: Child,
+    addr: String,
+}
+
+impl NameServer {
+    fn start() -> NameServer {
+        let mut child = rivetrun(&["--name-server"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting rivetrun --name-server");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("piped"))
+            .read_line(&mut line)
+            .expect("reading the name server's address");
+        let addr = line.trim().to_string();
+        assert!(addr.contains(':'), "name server printed {line:?}");
+        NameServer { child, addr }
+    }
+}
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A name an Open MPI rank publishes over PMIx is found over PMI-1 by an
+/// MPICH rank of another job sharing the name server, and the other way
+/// round.
+#[test]
+fn names_cross_between_open_mpi_and_mpich_jobs_through_a_name_server() {
+    let _serial = serial();
+    let (ompi, mpich) = (mpicc_openmpi("mpi_names.c"), mpicc("mpi_names.c"));
+    let ns = NameServer::start();
+    let id = std::process::id();
+    let job = |prog: &std::path::Path, n: &str, args: [&str; 3]| {
+        let mut cmd = rivetrun(&["-n", n, "--nameserver", &ns.addr]);
+        cmd.arg(prog).args(args);
+        run_job(cmd, DEADLINE)
+    };
+    let (a, b) = (format!("from-ompi-{id}"), format!("from-mpich-{id}"));
+    names_ok(&job(&ompi, "2", ["publish", &a, "ompi-port"]), "publish", 2);
+    names_ok(&job(&mpich, "1", ["lookup", &a, "ompi-port"]), "lookup", 1);
+    names_ok(
+        &job(&mpich, "1", ["publish", &b, "mpich-port"]),
+        "publish",
+        1,
+    );
+    names_ok(&job(&ompi, "2", ["lookup", &b, "mpich-port"]), "lookup", 2);
+    // A name nobody published: Open MPI's lookup fails at once (it does
+    // not ask to wait), and the job says so.
+    let o = job(&ompi, "1", ["lookup", &format!("never-{id}"), "x"]);
+    assert_eq!(o.code(), Some(5), "{}", o.show());
+    assert!(
+        o.stderr.contains("called abort (exit code 5)"),
+        "{}",
+        o.show()
+    );
+}
+
+/// `PMIx_Spawn` (OpenPMIx's client, no MPI) under rivetrun: the children
+/// start in a namespace of their own, registered with rivetrun's PMIx
+/// server, and read their job's size and parent from it; the app's
+/// environment reaches them.
+#[test]
+fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
+    let _serial = serial();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.arg(&prog).arg("2");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let (parent, line) = o
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("pmix_spawn parent ")?
+                .split_once(" spawned ")
+        })
+        .unwrap_or_else(|| panic!("no spawn reported: {}", o.show()));
+    assert!(line.ends_with("_s1"), "{}", o.show());
+    for r in 0..2 {
+        for expected in [
+            format!("pmix_spawn child rank {r} of 2 in {line}"),
+            // The app's environment reaches its processes.
+            format!("pmix_spawn child {r} env PMIX_SPAWN_TEST=from-the-app"),
+            // PMIX_PARENT_ID names the rank that asked.
+            format!("pmix_spawn child {r} parent {parent}"),
+        ] {
+            assert!(o.stdout.contains(&expected), "{expected}: {}", o.show());
+        }
+    }
 }

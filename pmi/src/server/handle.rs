@@ -8,7 +8,7 @@
 use crate::error::Error;
 use crate::server::barrier::Arrival;
 use crate::server::groups::Join;
-use crate::server::{reply_to, ConnId, NameRequest, NsId, Output, Server};
+use crate::server::{caller_id, reply_to, ConnId, NameRequest, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
 
@@ -267,7 +267,7 @@ impl Server {
     ) {
         if !self.forward_names {
             // The caller, as the table records publishers.
-            let caller = rank.map(|r| format!("{ns_id}:{r}"));
+            let caller = rank.map(|r| caller_id(ns_id, r));
             let reply = self.names.answer_for(&request, caller.as_deref());
             return reply_to(out, conn, &reply);
         }

@@ -464,6 +464,27 @@ impl Server {
         self.translate_v2(start, out);
     }
 
+    /// Answer `request` from rank `rank` of `ns` from this server's name
+    /// table, for a request that did not come over PMI-1 (rivetrun's PMIx
+    /// server): the same table, and the same rule that only the publisher
+    /// may unpublish.
+    pub fn answer_name(&mut self, ns: NsId, rank: u32, request: &NameRequest) -> Message {
+        self.names.answer_for(request, Some(&caller_id(ns, rank)))
+    }
+
+    /// The `(namespace, rank)` that published `service` in this server's
+    /// table, if a known process did.
+    pub fn name_publisher(&self, service: &str) -> Option<(String, u32)> {
+        let (ns, rank) = self.names.publisher(service)?.split_once(':')?;
+        let ns = self.namespaces.get(ns.parse::<usize>().ok()?)?;
+        Some((ns.name.clone(), rank.parse().ok()?))
+    }
+
+    /// Remove every name rank `rank` of `ns` published; how many.
+    pub fn unpublish_names_of(&mut self, ns: NsId, rank: u32) -> usize {
+        self.names.unpublish_all_by(&caller_id(ns, rank))
+    }
+
     pub fn is_finalized(&self, ns: NsId, rank: u32) -> bool {
         self.namespaces
             .get(ns as usize)
@@ -539,4 +560,9 @@ fn reply_to(out: &mut Vec<Output>, conn: ConnId, msg: &Message) {
     });
     let bytes = bytes.unwrap_or_else(|_| b"cmd=error rc=-1\n".to_vec());
     out.push(Output::Send { conn, bytes });
+}
+
+/// How the name table records a process as publisher.
+fn caller_id(ns: NsId, rank: u32) -> String {
+    format!("{ns}:{rank}")
 }

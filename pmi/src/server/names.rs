@@ -100,6 +100,21 @@ impl NameService {
         Ok(())
     }
 
+    /// Who published `service` (the `owner` given to [`Self::publish_by`]).
+    pub fn publisher(&self, service: &str) -> Option<&str> {
+        self.ports
+            .get(service)
+            .and_then(|(_, owner)| owner.as_deref())
+    }
+
+    /// Remove every name `owner` published (PMIx's unpublish without keys);
+    /// how many there were.
+    pub fn unpublish_all_by(&mut self, owner: &str) -> usize {
+        let before = self.ports.len();
+        self.ports.retain(|_, (_, o)| o.as_deref() != Some(owner));
+        before - self.ports.len()
+    }
+
     /// The port `service` was published at.
     pub fn lookup(&self, service: &str) -> Result<&str, NameError> {
         self.ports
@@ -309,6 +324,22 @@ impl NameServer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_table_names_publishers_and_drops_all_of_ones_names() {
+        let mut n = NameService::new();
+        n.publish_by("a", "p1", Some("0:1")).unwrap();
+        n.publish_by("b", "p2", Some("0:1")).unwrap();
+        n.publish_by("c", "p3", Some("0:2")).unwrap();
+        n.publish("d", "p4").unwrap();
+        assert_eq!(n.publisher("a"), Some("0:1"));
+        assert_eq!(n.publisher("d"), None);
+        assert_eq!(n.unpublish_all_by("0:1"), 2);
+        assert_eq!(n.lookup("a"), Err(NameError::NotFound));
+        assert_eq!(n.lookup("c"), Ok("p3"));
+        assert_eq!(n.lookup("d"), Ok("p4"));
+        assert_eq!(n.unpublish_all_by("0:1"), 0);
+    }
 
     #[test]
     fn publish_lookup_unpublish() {

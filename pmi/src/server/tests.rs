@@ -844,3 +844,66 @@ fn a_full_kvs_answers_an_error_and_the_job_goes_on() {
     );
     let _ = ns;
 }
+
+/// Names asked for outside PMI-1 (rivetrun's PMIx server) share the PMI-1
+/// table and its rule: only the publisher may unpublish.
+#[test]
+fn names_from_pmix_share_the_pmi1_table_and_its_owner_rule() {
+    let (mut s, ns) = three_rank_session();
+    let publish = |service: &str, port: &str| NameRequest::Publish {
+        service: service.into(),
+        port: port.into(),
+    };
+    let lookup = |service: &str| NameRequest::Lookup {
+        service: service.into(),
+    };
+    let unpublish = |service: &str| NameRequest::Unpublish {
+        service: service.into(),
+    };
+    // Rank 0 publishes over PMIx; rank 2 finds it over PMI-1.
+    assert_eq!(
+        s.server.answer_name(ns, 0, &publish("svc", "p#0")),
+        Message::PublishResult { rc: 0, msg: None }
+    );
+    assert_eq!(
+        s.ask(3, "cmd=lookup_name service=svc\n"),
+        "cmd=lookup_result rc=0 port=p#0\n"
+    );
+    assert_eq!(
+        s.server.name_publisher("svc"),
+        Some(("rivet_1_0".to_string(), 0))
+    );
+    // Neither rank 1 over PMIx nor rank 2 over PMI-1 may take it away.
+    assert_eq!(
+        s.server.answer_name(ns, 1, &unpublish("svc")).status(),
+        Some((1, Some("not_the_publisher")))
+    );
+    assert_eq!(
+        s.ask(3, "cmd=unpublish_name service=svc\n"),
+        "cmd=unpublish_result rc=1 msg=not_the_publisher\n"
+    );
+    // A name rank 1 publishes over PMI-1 is found over PMIx, and goes with
+    // rank 1's unpublish-all.
+    assert_eq!(
+        s.ask(2, "cmd=publish_name service=other port=p#1\n"),
+        "cmd=publish_result rc=0\n"
+    );
+    assert_eq!(
+        s.server.answer_name(ns, 0, &lookup("other")),
+        Message::LookupResult {
+            rc: 0,
+            port: Some("p#1".into()),
+            msg: None
+        }
+    );
+    assert_eq!(s.server.unpublish_names_of(ns, 1), 1);
+    assert_eq!(s.server.name_publisher("other"), None);
+    assert_eq!(
+        s.server.answer_name(ns, 0, &unpublish("svc")),
+        Message::UnpublishResult { rc: 0, msg: None }
+    );
+    assert_eq!(
+        s.server.answer_name(ns, 2, &lookup("svc")).status(),
+        Some((1, Some("service_not_found")))
+    );
+}

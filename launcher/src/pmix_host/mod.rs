@@ -10,10 +10,14 @@
 //!   gathered everything; the data is handed back as the result;
 //! * `abort`: queued as an event for the supervisor, which tears the job
 //!   down with the rank's code, as for a PMI-1 abort;
-//! * `client_connected`, `client_finalized`: acknowledged.
+//! * `client_connected`, `client_finalized`: acknowledged;
+//! * `publish`, `lookup`, `unpublish`: queued for the supervisor, which
+//!   answers from the job's name table or its name server (`names.rs`);
+//! * `spawn`: queued for the supervisor, which starts the processes as for
+//!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`).
 //!
-//! Everything else (spawn, publish, connect, groups) is left out of the
-//! module, which the library answers with "not supported".
+//! Everything else (connect, groups) is left out of the module,
+//! which the library answers with "not supported".
 //!
 //! The server's rendezvous files live in a private directory that is removed
 //! when the host is dropped; the server listens on loopback only and admits
@@ -24,17 +28,29 @@ use std::path::PathBuf;
 use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::Duration;
 
+mod names;
+mod spawn;
+
 use mio::Waker;
+pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
     Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
     PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
 };
+/// `PMIX_PROC`: a `pmix_proc_t` value.
+const PMIX_PROC: u16 = 22;
+pub use spawn::SpawnCall;
 
 /// What the library's thread tells the supervisor.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum PmixEvent {
-    /// `PMIx_Abort` from this rank of the job.
+    /// A publish, lookup or unpublish to answer.
+    Names(NameCall),
+    /// A spawn to carry out.
+    Spawn(SpawnCall),
+    /// `PMIx_Abort` from rank `rank` of namespace `nspace`.
     Aborted {
+        nspace: String,
         rank: u32,
         code: i32,
         message: String,
@@ -73,15 +89,21 @@ type FenceUp = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// `pmix_server_module_t` (OpenPMIx 4.x): 29 function pointers; the unset
-/// ones are answered "not supported" by the library.
+/// `pmix_server_module_t` (OpenPMIx 4.x): 28 function pointers (and one
+/// spare null slot); the unset ones are answered "not supported" by the
+/// library.
 #[repr(C)]
 struct Module {
     client_connected: Option<ConnectedUp>,
     client_finalized: Option<ConnectedUp>,
     abort: Option<AbortUp>,
     fence_nb: Option<FenceUp>,
-    rest: [*const c_void; 25],
+    direct_modex: *const c_void,
+    publish: Option<names::PublishUp>,
+    lookup: Option<names::LookupUp>,
+    unpublish: Option<names::UnpublishUp>,
+    spawn: Option<spawn::SpawnUp>,
+    rest: [*const c_void; 20],
 }
 
 type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
@@ -202,6 +224,22 @@ struct Upcalls {
 /// Upcalls carry no pointer of ours, so their target is process-wide (one
 /// PMIx server per process is the library's own rule too).
 static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
+
+/// Queue `event` for the supervisor and wake it; the event comes back if
+/// no server runs.
+fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
+    let Some(up) = UPCALLS.get() else {
+        return Err(event);
+    };
+    up.events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(event);
+    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let _ = waker.wake();
+    }
+    Ok(())
+}
 
 /// A list of `pmix_info_t` built with the library's own loader (which copies
 /// strings), released with it.
@@ -331,11 +369,8 @@ unsafe extern "C" fn on_abort(
     _cb: Option<OpCb>,
     _cbdata: *mut c_void,
 ) -> c_int {
-    let Some(up) = UPCALLS.get() else {
-        return PMIX_OPERATION_SUCCEEDED;
-    };
     // SAFETY: the library passes the caller's valid proc.
-    let rank = unsafe { (*proc).rank };
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
     let message = if msg.is_null() {
         String::new()
     } else {
@@ -344,17 +379,12 @@ unsafe extern "C" fn on_abort(
             .to_string_lossy()
             .into_owned()
     };
-    up.events
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(PmixEvent::Aborted {
-            rank,
-            code: status,
-            message,
-        });
-    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        let _ = waker.wake();
-    }
+    let _ = push_event(PmixEvent::Aborted {
+        nspace,
+        rank,
+        code: status,
+        message,
+    });
     // The caller is released at once; the supervisor ends the job.
     PMIX_OPERATION_SUCCEEDED
 }
@@ -422,6 +452,8 @@ pub struct PmixHost {
     api: Api,
     nspace: CString,
     tmpdir: PathBuf,
+    /// This node's name, as registered.
+    host: String,
 }
 
 impl PmixHost {
@@ -435,6 +467,7 @@ impl PmixHost {
             api,
             nspace,
             tmpdir,
+            host: host.to_string(),
         };
         if UPCALLS
             .set(Upcalls {
@@ -446,7 +479,7 @@ impl PmixHost {
             return Err("a PMIx server is already running in this process".into());
         }
         host_obj.init()?;
-        host_obj.register(size, host)?;
+        host_obj.register(job, size, None)?;
         Ok(host_obj)
     }
 
@@ -456,7 +489,12 @@ impl PmixHost {
             client_finalized: Some(on_connected),
             abort: Some(on_abort),
             fence_nb: Some(on_fence),
-            rest: [std::ptr::null(); 25],
+            direct_modex: std::ptr::null(),
+            publish: Some(names::on_publish),
+            lookup: Some(names::on_lookup),
+            unpublish: Some(names::on_unpublish),
+            spawn: Some(spawn::on_spawn),
+            rest: [std::ptr::null(); 20],
         });
         let dir = self.tmpdir.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
@@ -471,12 +509,25 @@ impl PmixHost {
         self.api.check("PMIx_server_init", rc)
     }
 
-    fn register(&self, size: u32, host: &str) -> Result<(), String> {
+    /// Register the spawned job `job` of `size` processes (before they
+    /// start), so they are served PMIx as the job's ranks are.
+    /// `parent`: the process that asked, as (namespace, rank).
+    pub fn register_spawned(
+        &self,
+        job: &str,
+        size: u32,
+        parent: (&str, u32),
+    ) -> Result<(), String> {
+        self.register(job, size, Some(PmixProc::new(parent.0, parent.1)))
+    }
+
+    fn register(&self, job: &str, size: u32, parent: Option<PmixProc>) -> Result<(), String> {
+        let host = self.host.as_str();
+        let ns = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
         let ranks: Vec<String> = (0..size).map(|r| r.to_string()).collect();
         let peers = ranks.join(",");
         let node_map = self.generate(self.api.generate_regex, host)?;
         let proc_map = self.generate(self.api.generate_ppn, &peers)?;
-        let job = self.nspace.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
         info.u32(c"pmix.univ.size", size);
         info.u32(c"pmix.job.size", size);
@@ -486,11 +537,18 @@ impl PmixHost {
         info.u32(c"pmix.num.nodes", 1);
         info.u32(c"pmix.appnum", 0);
         info.rank(c"pmix.lldr", 0);
-        info.flag(c"pmix.spawned", false);
+        info.flag(c"pmix.spawned", parent.is_some());
+        if let Some(parent) = &parent {
+            info.load(
+                c"pmix.parent",
+                (parent as *const PmixProc).cast(),
+                PMIX_PROC,
+            );
+        }
         info.string(c"pmix.lpeers", &peers);
         info.string(c"pmix.nmap", &node_map);
         info.string(c"pmix.pmap", &proc_map);
-        info.string(c"pmix.jobid", &job);
+        info.string(c"pmix.jobid", job);
         info.string(c"pmix.hname", host);
         // More ranks than CPUs: MPI libraries then yield when idle (Open
         // MPI reads this), instead of spinning against each other.
@@ -498,7 +556,7 @@ impl PmixHost {
         if size as usize > cpus {
             info.flag(c"pmix.ndosub", true);
         }
-        let (api, ns) = (&self.api, &self.nspace);
+        let (api, ns) = (&self.api, &ns);
         Done::run("PMIx_server_register_nspace", api, |cb, data| {
             // SAFETY: a valid namespace and info array, alive until the
             // completion (this function waits for it).
@@ -516,7 +574,7 @@ impl PmixHost {
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
         for rank in 0..size {
-            let proc = PmixProc::new(&job, rank);
+            let proc = PmixProc::new(job, rank);
             Done::run("PMIx_server_register_client", api, |cb, data| {
                 // SAFETY: a valid proc; no server object.
                 unsafe { (api.register_client)(&proc, uid, gid, std::ptr::null_mut(), cb, data) }
@@ -547,7 +605,12 @@ impl PmixHost {
     /// The variables rank `rank` needs to reach this server
     /// (`PMIx_server_setup_fork`).
     pub fn fork_env(&self, rank: u32) -> Result<Vec<(String, String)>, String> {
-        let proc = PmixProc::new(&self.nspace.to_string_lossy(), rank);
+        self.fork_env_in(&self.nspace.to_string_lossy(), rank)
+    }
+
+    /// [`Self::fork_env`] for process `rank` of job `job`.
+    pub fn fork_env_in(&self, job: &str, rank: u32) -> Result<Vec<(String, String)>, String> {
+        let proc = PmixProc::new(job, rank);
         let mut env: *mut *mut c_char = std::ptr::null_mut();
         // SAFETY: a valid proc; `env` is an empty argv the library grows
         // with malloc'd strings.
@@ -563,10 +626,7 @@ impl PmixHost {
         // environments claims the job (open-mpi/ompi#13180); otherwise it
         // starts as a singleton with its own daemon. Its Flux one asks for
         // no more than this variable, and leaves binding to the launcher.
-        env.push((
-            "FLUX_JOB_ID".into(),
-            self.nspace.to_string_lossy().into_owned(),
-        ));
+        env.push(("FLUX_JOB_ID".into(), job.to_string()));
         Ok(env)
     }
 
@@ -644,4 +704,21 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     // SAFETY: the array itself was malloc'd by the library.
     unsafe { libc::free(argv.cast()) };
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The upcalls sit where `pmix_server.h` (4.x) puts them.
+    #[test]
+    fn module_slots_match_the_header_order() {
+        let slot = std::mem::size_of::<*const c_void>();
+        assert_eq!(std::mem::offset_of!(Module, fence_nb), 3 * slot);
+        assert_eq!(std::mem::offset_of!(Module, publish), 5 * slot);
+        assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
+        assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
+        assert_eq!(std::mem::offset_of!(Module, spawn), 8 * slot);
+        assert_eq!(std::mem::size_of::<Module>(), 29 * slot);
+    }
 }

@@ -1,0 +1,227 @@
+//! The PMIx server's `spawn` upcall, mapped onto rivetrun's spawn (the
+//! PMI-1 `spawn` command's planning and starting, `spawn.rs` and the
+//! supervisor).
+//!
+//! The upcall copies the applications into a PMI-1 [`SpawnRequest`] (a
+//! command per application: program, arguments, count, and its working
+//! directory as the `wdir` info key) and hands it to the supervisor, which
+//! registers the new namespace with the PMIx server before starting the
+//! children, so they are served PMIx as the job's ranks are, and calls back
+//! with the namespace's name.
+//!
+//! Each app's environment additions go to its processes (Open MPI passes
+//! the parent's port there). Not mapped: the job-level directives (mapping,
+//! binding) and the apps' info.
+
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+
+use rivet_pmi::pmix_ffi::{
+    PmixInfo, PmixProc, PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS,
+};
+use rivet_pmi::wire::{SpawnCommand, SpawnRequest};
+
+use super::{push_event, PmixEvent};
+
+/// `pmix_spawn_cbfunc_t`.
+type SpawnCb = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);
+pub(super) type SpawnUp = unsafe extern "C" fn(
+    *const PmixProc,
+    *const PmixInfo,
+    usize,
+    *const PmixApp,
+    usize,
+    Option<SpawnCb>,
+    *mut c_void,
+) -> c_int;
+
+/// `pmix_app_t` (OpenPMIx 4.x).
+#[repr(C)]
+pub(super) struct PmixApp {
+    cmd: *const c_char,
+    argv: *const *const c_char,
+    env: *const *const c_char,
+    cwd: *const c_char,
+    maxprocs: c_int,
+    info: *const PmixInfo,
+    ninfo: usize,
+}
+
+/// A spawn asked by rank `rank` of `nspace`, answered (once) by
+/// [`SpawnCall::finish`].
+pub struct SpawnCall {
+    pub nspace: String,
+    pub rank: u32,
+    pub request: SpawnRequest,
+    /// Each command's environment additions (`pmix_app_t.env`).
+    pub env: Vec<Vec<(String, String)>>,
+    cb: SpawnCb,
+    cbdata: *mut c_void,
+}
+
+// SAFETY: `cbdata` is the library's token for this call, which it lets the
+// host hand back from any thread; nothing here dereferences it.
+unsafe impl Send for SpawnCall {}
+
+impl std::fmt::Debug for SpawnCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SpawnCall {{ {}:{}, request: {:?} }}",
+            self.nspace, self.rank, self.request
+        )
+    }
+}
+
+impl SpawnCall {
+    /// Tell the caller: the new namespace, or why there is none.
+    pub fn finish(self, result: Result<String, c_int>) {
+        let (status, ns) = match result {
+            Ok(ns) => (
+                PMIX_SUCCESS,
+                CString::new(ns.replace('\0', "")).expect("NULs removed"),
+            ),
+            Err(status) => (status, CString::default()),
+        };
+        // SAFETY: the library's callback with its own cbdata, called once;
+        // the name lives through the call (the library copies it).
+        unsafe { (self.cb)(status, ns.as_ptr(), self.cbdata) };
+    }
+}
+
+fn string(p: *const c_char) -> Option<String> {
+    // SAFETY: null or a NUL-terminated string of the caller's.
+    (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// A NULL-terminated array's strings (empty for null).
+fn strings(p: *const *const c_char) -> Vec<String> {
+    let mut out = Vec::new();
+    if p.is_null() {
+        return out;
+    }
+    for i in 0.. {
+        // SAFETY: NULL-terminated: every index up to the terminator is valid.
+        let s = unsafe { *p.add(i) };
+        match string(s) {
+            Some(s) => out.push(s),
+            None => break,
+        }
+    }
+    out
+}
+
+/// Each app's `NAME=VALUE` environment additions.
+fn envs(apps: &[PmixApp]) -> Vec<Vec<(String, String)>> {
+    apps.iter()
+        .map(|app| {
+            strings(app.env)
+                .iter()
+                .filter_map(|kv| kv.split_once('='))
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        })
+        .collect()
+}
+
+/// The PMI-1 request for `apps`, or why there is none.
+fn request(apps: &[PmixApp]) -> Result<SpawnRequest, c_int> {
+    let mut commands = Vec::new();
+    for app in apps {
+        let execname = string(app.cmd).ok_or(PMIX_ERR_BAD_PARAM)?;
+        let nprocs = u32::try_from(app.maxprocs).map_err(|_| PMIX_ERR_BAD_PARAM)?;
+        // argv[0] is the program's own name; the request carries the rest.
+        let args = strings(app.argv).into_iter().skip(1).collect();
+        let info = string(app.cwd)
+            .map(|wdir| vec![("wdir".to_string(), wdir)])
+            .unwrap_or_default();
+        commands.push(SpawnCommand {
+            execname,
+            nprocs,
+            args,
+            info,
+        });
+    }
+    if commands.is_empty() {
+        return Err(PMIX_ERR_BAD_PARAM);
+    }
+    Ok(SpawnRequest {
+        commands,
+        preput: Vec::new(),
+    })
+}
+
+pub(super) unsafe extern "C" fn on_spawn(
+    proc: *const PmixProc,
+    _job_info: *const PmixInfo,
+    _ninfo: usize,
+    apps: *const PmixApp,
+    napps: usize,
+    cb: Option<SpawnCb>,
+    cbdata: *mut c_void,
+) -> c_int {
+    let Some(cb) = cb else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    if proc.is_null() || apps.is_null() {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    // SAFETY: the library passes `napps` valid apps.
+    let apps = unsafe { std::slice::from_raw_parts(apps, napps) };
+    let request = match request(apps) {
+        Ok(r) => r,
+        Err(status) => return status,
+    };
+    // SAFETY: non-null: the caller's proc, valid for the upcall.
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
+    let call = SpawnCall {
+        nspace,
+        rank,
+        request,
+        env: envs(apps),
+        cb,
+        cbdata,
+    };
+    match push_event(PmixEvent::Spawn(call)) {
+        Ok(()) => PMIX_SUCCESS,
+        Err(_) => PMIX_ERR_NOT_SUPPORTED,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_app_becomes_a_pmi1_spawn_command() {
+        let cmd = c"./child";
+        let (a0, a1) = (c"child", c"--flag");
+        let argv = [a0.as_ptr(), a1.as_ptr(), std::ptr::null()];
+        let cwd = c"/tmp";
+        let app = PmixApp {
+            cmd: cmd.as_ptr(),
+            argv: argv.as_ptr(),
+            env: std::ptr::null(),
+            cwd: cwd.as_ptr(),
+            maxprocs: 3,
+            info: std::ptr::null(),
+            ninfo: 0,
+        };
+        let r = request(std::slice::from_ref(&app)).unwrap();
+        assert_eq!(
+            r.commands,
+            vec![SpawnCommand {
+                execname: "./child".into(),
+                nprocs: 3,
+                args: vec!["--flag".into()],
+                info: vec![("wdir".into(), "/tmp".into())],
+            }]
+        );
+        let bad = PmixApp {
+            maxprocs: -1,
+            ..app
+        };
+        assert_eq!(request(std::slice::from_ref(&bad)), Err(PMIX_ERR_BAD_PARAM));
+        assert_eq!(request(&[]), Err(PMIX_ERR_BAD_PARAM));
+        assert_eq!(std::mem::size_of::<PmixApp>(), 56);
+    }
+}
