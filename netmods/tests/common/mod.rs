@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use rivet_netmods::{Netmod, PeerId, Sink};
+use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -180,4 +180,22 @@ pub fn describe<N: Netmod>(n: &N, key: &str) -> String {
         .find(|(k, _)| k == key)
         .map(|(_, v)| v)
         .unwrap_or_default()
+}
+
+/// Whether `e`, from opening the io_uring backend, says only that this
+/// kernel has no io_uring (ENOSYS) or forbids it (EPERM: a sysctl or a
+/// seccomp filter): the one reason an io_uring variant may skip. Any other
+/// failure fails the test, and `NEED_IO_URING=1` (a machine
+/// known to have io_uring) allows no skip at all.
+pub fn uring_missing_here(e: &NetmodError) -> bool {
+    let why = e.to_string();
+    let missing = why.contains("io_uring_setup: ")
+        && (why.contains("(os error 1)") || why.contains("(os error 38)"));
+    let required = std::env::var_os("NEED_IO_URING").is_some_and(|v| v == "1");
+    assert!(
+        missing && !required,
+        "the io_uring backend failed to open: {why}"
+    );
+    eprintln!("note: skipping the io_uring variant: {why}");
+    true
 }
