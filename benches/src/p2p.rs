@@ -27,6 +27,7 @@ pub(crate) const TAG_DATA: i32 = 100;
 pub(crate) const TAG_ACK: i32 = 101;
 pub(crate) const TAG_SYNC: i32 = 102;
 pub(crate) const ACK_LEN: usize = 4;
+pub(crate) const TAG_VERIFY: i32 = 103;
 
 /// This process's rank, for error messages (set after init).
 static RANK: AtomicU32 = AtomicU32::new(u32::MAX);
@@ -266,10 +267,9 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
     let rank = world.rank();
     let buf_len = sizes.iter().copied().max().unwrap_or(0).max(ACK_LEN);
     let (sbuf, mut rbuf) = if rank < 2 {
-        (
-            AlignedBuf::new(buf_len, b'a'),
-            AlignedBuf::new(buf_len, b'b'),
-        )
+        let mut sbuf = AlignedBuf::new(buf_len, 0);
+        pattern(rank, sbuf.as_mut_slice());
+        (sbuf, AlignedBuf::new(buf_len, b'b'))
     } else {
         (AlignedBuf::new(0, 0), AlignedBuf::new(0, 0))
     };
@@ -319,6 +319,7 @@ fn run_with<T: Threading>(kind: Kind, args: P2pArgs) -> Result<(), String> {
             }
             Kind::Mr => unreachable!(),
         };
+        verify(&world, &sbuf, &mut rbuf, size);
         if rank == 0 {
             let value = match kind {
                 Kind::Latency => secs * 1e6 / (2.0 * f64::from(iters)),
@@ -430,6 +431,49 @@ pub(crate) fn ping_pong<T: Threading>(
         }
     }
     t0.elapsed().as_secs_f64()
+}
+
+/// The bytes rank `rank` sends: a pseudo-random stream seeded by the
+/// sender (no period a misplaced piece could hide in).
+fn pattern(rank: u32, buf: &mut [u8]) {
+    let mut x = (u64::from(rank) + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    for chunk in buf.chunks_mut(8) {
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        let v = x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes();
+        chunk.copy_from_slice(&v[..chunk.len()]);
+    }
+}
+
+/// Once per size, after its timing: one `size`-byte exchange each way
+/// into a cleared buffer, checked byte for byte against the sender's
+/// pattern, so no benchmark times a path that delivers wrong bytes.
+fn verify<T: Threading>(comm: &Comm<T>, sbuf: &AlignedBuf, rbuf: &mut AlignedBuf, size: usize) {
+    let rank = comm.rank();
+    let peer = 1 - rank;
+    let r = &mut rbuf.as_mut_slice()[..size];
+    r.fill(0);
+    let s = &sbuf.as_slice()[..size];
+    let st = if rank == 0 {
+        check("verify send", comm.send(s, peer, TAG_VERIFY));
+        check("verify recv", comm.recv(r, peer as i32, TAG_VERIFY))
+    } else {
+        let st = check("verify recv", comm.recv(r, peer as i32, TAG_VERIFY));
+        check("verify send", comm.send(s, peer, TAG_VERIFY));
+        st
+    };
+    if st.count != size {
+        die_count(size, st.count);
+    }
+    let mut want = vec![0u8; size];
+    pattern(peer, &mut want);
+    if let Some(at) = r.iter().zip(&want).position(|(a, b)| a != b) {
+        eprintln!(
+            "rivet-bench: rank {rank}: a {size}-byte message from rank {peer} is wrong at byte {at}"
+        );
+        std::process::exit(1);
+    }
 }
 
 fn die_count(expected: usize, got: usize) -> ! {

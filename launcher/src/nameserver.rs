@@ -275,6 +275,18 @@ fn serve_client(
         if outputs.iter().any(|o| matches!(o, Output::Close { .. })) {
             break;
         }
+        // Bounded per read: a client that sends requests faster than it
+        // reads answers is cut off before its answers pile up.
+        let answers: usize = outputs
+            .iter()
+            .map(|o| match o {
+                Output::Send { bytes, .. } => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        if c.unsent.len() + answers > MAX_UNSENT {
+            return Some(Some("the client does not read its answers".into()));
+        }
     }
     let mut close = None;
     for output in outputs {

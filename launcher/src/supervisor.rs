@@ -348,6 +348,10 @@ pub struct Supervisor {
     deferred: Vec<(usize, Stream)>,
 }
 
+/// Answers a PMI connection may leave unread before it is closed (far
+/// above any answer, a group connect's member lines included).
+const MAX_PMI_UNSENT: usize = 64 << 20;
+
 /// Reads of one output stream per turn (64 KiB each): a rank printing
 /// without pause cannot keep the loop from PMI serving.
 const READS_PER_TURN: usize = 8;
@@ -818,6 +822,15 @@ impl Supervisor {
         let mut outputs = Vec::new();
         let mut closed = false;
         while let Some(c) = self.conns.get_mut(&conn) {
+            if c.unsent.len() > MAX_PMI_UNSENT {
+                // A rank that asks without reading its answers: no more
+                // of its requests are read, so its answers stop growing.
+                outputs.push(Output::Close {
+                    conn,
+                    reason: format!("more than {MAX_PMI_UNSENT} bytes of answers unread"),
+                });
+                break;
+            }
             match c.stream.read(&mut buf) {
                 Ok(0) => {
                     closed = true;

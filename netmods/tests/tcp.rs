@@ -39,10 +39,7 @@ fn open_jobs(backend: Backend, procs: &[(&str, u64)]) -> Option<Vec<TcpNetmod>> 
                 assert_eq!(m.backend(), backend);
                 v.push(m);
             }
-            Err(e) if backend == Backend::Uring => {
-                eprintln!("note: skipping the io_uring variant: {e}");
-                return None;
-            }
+            Err(e) if backend == Backend::Uring && uring_missing_here(&e) => return None,
             Err(e) => panic!("{e}"),
         }
     }
@@ -311,10 +308,7 @@ fn keyed_peers(b: Backend) {
         };
         match TcpNetmod::new(c, "keyed", rank) {
             Ok(m) => nets.push(m),
-            Err(e) if b == Backend::Uring => {
-                eprintln!("note: skipping the io_uring variant: {e}");
-                return;
-            }
+            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
             Err(e) => panic!("{e}"),
         }
     }
@@ -436,7 +430,7 @@ fn silent_stranger(b: Backend) {
         };
         match TcpNetmod::new(cfg, "silent", rank) {
             Ok(m) => nets.push(m),
-            Err(e) if b == Backend::Uring => return eprintln!("note: skipping io_uring: {e}"),
+            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
             Err(e) => panic!("{e}"),
         }
     }

@@ -199,3 +199,48 @@ fn spawn_works_under_mpich_hydra() {
         );
     }
 }
+
+/// A name-server client that sends requests and never reads the answers
+/// is cut off once a bounded amount of answers waits for it (checked after
+/// every read), so the name server's memory stays bounded; the next client
+/// is served.
+#[test]
+fn a_name_server_client_that_never_reads_is_cut_off() {
+    use std::io::{Read, Write};
+    let ns = NameServer::start();
+    let mut s = std::net::TcpStream::connect(&ns.addr).expect("connect to the name server");
+    s.set_write_timeout(Some(Duration::from_secs(30))).unwrap();
+    let requests = b"cmd=lookup_name service=nothing-here\n".repeat(1 << 14);
+    let mut sent = 0usize;
+    // Until the server closes on us (a write fails) or far past its bound.
+    while sent < 256 << 20 && s.write_all(&requests).is_ok() {
+        sent += requests.len();
+    }
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let mut sink = Vec::new();
+    let end = s.read_to_end(&mut sink);
+    assert!(
+        end.is_ok()
+            || end
+                .as_ref()
+                .is_err_and(|e| e.kind() == std::io::ErrorKind::ConnectionReset),
+        "the name server kept a client that never reads: {end:?} after {sent} bytes"
+    );
+    assert!(sent < 256 << 20, "{sent} bytes of requests were all taken");
+    let peak = rivet_tests::procfs::peak_rss(ns.child.id()).expect("name server alive");
+    assert!(peak < 128 << 20, "the name server peaked at {peak} bytes");
+    // The next client is served.
+    let mut c = std::net::TcpStream::connect(&ns.addr).unwrap();
+    c.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    c.write_all(b"cmd=lookup_name service=nothing-here\n")
+        .unwrap();
+    let mut answer = [0u8; 256];
+    let n = c.read(&mut answer).unwrap();
+    assert!(
+        String::from_utf8_lossy(&answer[..n]).starts_with("cmd=lookup_result rc="),
+        "{:?}",
+        String::from_utf8_lossy(&answer[..n])
+    );
+    let status = ns.stop();
+    assert!(status.success(), "{status:?}");
+}

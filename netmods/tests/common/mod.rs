@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use rivet_netmods::{Netmod, PeerId, Sink};
+use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
@@ -35,11 +35,22 @@ pub fn fnv(b: &[u8]) -> u64 {
     })
 }
 
-/// Payload `seq` from `from`: a pattern that differs per message.
+/// Payload `seq` from `from`: a pseudo-random stream seeded by (sender,
+/// sequence), so no two messages and no two places in one message look
+/// alike (a pattern repeating every 256 bytes hid pieces landing at a
+/// wrong multiple of 256).
 pub fn payload(from: u64, seq: u32, len: usize) -> Vec<u8> {
-    (0..len)
-        .map(|i| (i as u64 * 7 + seq as u64 * 13 + from * 101) as u8)
-        .collect()
+    let mut x = (from << 32 | seq as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut out = Vec::with_capacity(len + 8);
+    while out.len() < len {
+        // xorshift64*
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        out.extend_from_slice(&x.wrapping_mul(0x2545_f491_4f6c_dd1d).to_le_bytes());
+    }
+    out.truncate(len);
+    out
 }
 
 pub fn header(seq: u32, len: usize) -> Vec<u8> {
@@ -180,4 +191,22 @@ pub fn describe<N: Netmod>(n: &N, key: &str) -> String {
         .find(|(k, _)| k == key)
         .map(|(_, v)| v)
         .unwrap_or_default()
+}
+
+/// Whether `e`, from opening the io_uring backend, says only that this
+/// kernel has no io_uring (ENOSYS) or forbids it (EPERM: a sysctl or a
+/// seccomp filter): the one reason an io_uring variant may skip. Any other
+/// failure fails the test, and `NEED_IO_URING=1` (a machine
+/// known to have io_uring) allows no skip at all.
+pub fn uring_missing_here(e: &NetmodError) -> bool {
+    let why = e.to_string();
+    let missing = why.contains("io_uring_setup: ")
+        && (why.contains("(os error 1)") || why.contains("(os error 38)"));
+    let required = std::env::var_os("NEED_IO_URING").is_some_and(|v| v == "1");
+    assert!(
+        missing && !required,
+        "the io_uring backend failed to open: {why}"
+    );
+    eprintln!("note: skipping the io_uring variant: {why}");
+    true
 }
