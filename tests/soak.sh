@@ -12,9 +12,9 @@
 # (sender, receiver, sequence); each receiver knows what it must get and
 # fails on anything lost, duplicated, reordered or corrupt.
 #
-# Every fifth run is a kill run: a random rank is killed with SIGKILL while
-# the job streams, and the job must end non-zero within 20 s naming that
-# rank. The next run is the relaunch.
+# Every fifth run is a kill run: once all its ranks run, a random rank is
+# killed with SIGKILL while the job streams, and the job must end non-zero
+# within 20 s naming that rank. The next run is the relaunch.
 #
 # After every run: no engine_check process is left, and no /dev/shm segment
 # of the job. The summary counts runs, messages and bytes checked; the exit
@@ -108,7 +108,11 @@ while [ "$(date +%s)" -lt "$end" ]; do
         n=3
         env $(transport_env "$t") "$run" -n $n "$check" stress 2000000 "$s" >"$log" 2>&1 &
         job=$!
-        sleep "$((1 + RANDOM % 3)).$((RANDOM % 10))"
+        # Every rank started (a loaded machine can take seconds), then a while.
+        waited=0
+        while [ "$(pgrep -P $job -f "$check stress" | wc -l)" -lt $n ] && kill -0 $job 2>/dev/null \
+            && [ $waited -lt 600 ]; do sleep 0.1; waited=$((waited + 1)); done
+        sleep "$((RANDOM % 3)).$((RANDOM % 10))"
         victim_rank=$((RANDOM % n))
         victim=""
         found=0
