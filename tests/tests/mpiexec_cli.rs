@@ -12,13 +12,22 @@ fn single_dash_words_are_options_never_help() {
     let _serial = serial();
     // Host options are options (here: hosts that do not resolve, a host
     // file that does not exist), never `-h` for help.
+    // (Both hosts' proxies start at once: either may be named first.)
     for (args, names, code) in [
-        (&["-hosts", "a,b", "-n", "2", "true"][..], "host a", None),
-        (&["-hostfile", "hf", "-n", "2", "true"][..], "hf", None),
-        (&["-host", "a", "true"][..], "host a", None),
-        (&["-f", "hf", "true"][..], "hf", None),
-        (&["-bogus", "true"][..], "'-bogus'", Some(2)),
-        (&["--bogus", "true"][..], "'--bogus'", Some(2)),
+        (
+            &["-hosts", "a,b", "-n", "2", "true"][..],
+            &["host a", "host b"][..],
+            None,
+        ),
+        (
+            &["-hostfile", "hf", "-n", "2", "true"][..],
+            &["hf"][..],
+            None,
+        ),
+        (&["-host", "a", "true"][..], &["host a"][..], None),
+        (&["-f", "hf", "true"][..], &["hf"][..], None),
+        (&["-bogus", "true"][..], &["'-bogus'"][..], Some(2)),
+        (&["--bogus", "true"][..], &["'--bogus'"][..], Some(2)),
     ] {
         let o = run_job(rivetrun(args), DEADLINE);
         match code {
@@ -29,7 +38,11 @@ fn single_dash_words_are_options_never_help() {
                 o.show()
             ),
         }
-        assert!(o.stderr.contains(names), "{args:?}: {}", o.show());
+        assert!(
+            names.iter().any(|n| o.stderr.contains(n)),
+            "{args:?}: {}",
+            o.show()
+        );
         assert!(
             !o.stdout.contains("Usage"),
             "{args:?} printed help: {}",

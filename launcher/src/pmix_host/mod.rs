@@ -25,20 +25,20 @@
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::{Arc, Condvar, Mutex, OnceLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, OnceLock};
 
+mod calls;
 mod names;
 mod spawn;
 
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
-    Library, PmixInfo, PmixProc, PmixValue, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK,
-    PMIX_STRING, PMIX_SUCCESS, PMIX_UINT32,
+    Library, PmixInfo, PmixProc, PmixValue, PMIX_OPERATION_SUCCEEDED, PMIX_SUCCESS,
 };
 /// `PMIX_PROC`: a `pmix_proc_t` value.
 const PMIX_PROC: u16 = 22;
+use calls::{Done, InfoList};
 pub use spawn::SpawnCall;
 
 /// What the library's thread tells the supervisor.
@@ -239,115 +239,6 @@ fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
         let _ = waker.wake();
     }
     Ok(())
-}
-
-/// A list of `pmix_info_t` built with the library's own loader (which copies
-/// strings), released with it.
-struct InfoList<'a> {
-    api: &'a Api,
-    infos: Vec<PmixInfo>,
-}
-
-impl<'a> InfoList<'a> {
-    fn new(api: &'a Api) -> InfoList<'a> {
-        InfoList {
-            api,
-            infos: Vec::new(),
-        }
-    }
-
-    fn load(&mut self, key: &CStr, data: *const c_void, ty: u16) {
-        // SAFETY: an all-zero pmix_info_t is the library's own "constructed"
-        // state (PMIX_INFO_CONSTRUCT memsets it).
-        let mut info: PmixInfo = unsafe { std::mem::zeroed() };
-        // SAFETY: a valid info to fill, a NUL-terminated key, and `data`
-        // pointing at a value of type `ty` (a C string for PMIX_STRING),
-        // which the loader copies.
-        unsafe { (self.api.info_load)(&mut info, key.as_ptr(), data, ty) };
-        self.infos.push(info);
-    }
-
-    fn string(&mut self, key: &CStr, value: &str) {
-        let v = CString::new(value.replace('\0', "")).expect("NULs removed");
-        self.load(key, v.as_ptr().cast(), PMIX_STRING);
-    }
-
-    fn u32(&mut self, key: &CStr, value: u32) {
-        self.load(key, (&value as *const u32).cast(), PMIX_UINT32);
-    }
-
-    fn rank(&mut self, key: &CStr, value: u32) {
-        self.load(key, (&value as *const u32).cast(), PMIX_PROC_RANK);
-    }
-
-    fn flag(&mut self, key: &CStr, value: bool) {
-        self.load(key, (&value as *const bool).cast(), PMIX_BOOL);
-    }
-}
-
-impl Drop for InfoList<'_> {
-    fn drop(&mut self) {
-        for info in &mut self.infos {
-            // SAFETY: each value was loaded by PMIx_Info_load and is
-            // destructed once (frees the string copies).
-            unsafe { (self.api.value_destruct)(&mut info.value) };
-        }
-    }
-}
-
-/// Waits for one `pmix_op_cbfunc_t` completion.
-#[derive(Default)]
-struct Done {
-    status: Mutex<Option<c_int>>,
-    cond: Condvar,
-}
-
-unsafe extern "C" fn op_done(status: c_int, cbdata: *mut c_void) {
-    // SAFETY: `cbdata` is the `Done` that `Done::wait`'s caller keeps alive
-    // until this callback has run (or the wait gave up and leaked it).
-    let done = unsafe { &*(cbdata as *const Done) };
-    *done.status.lock().unwrap_or_else(|e| e.into_inner()) = Some(status);
-    done.cond.notify_all();
-}
-
-impl Done {
-    /// Run `call` with this completion as its callback; `rc` is the call's
-    /// immediate answer. Leaks the completion if the library never calls
-    /// back, so a late callback cannot touch freed memory.
-    fn run(
-        op: &'static str,
-        api: &Api,
-        call: impl FnOnce(Option<OpCb>, *mut c_void) -> c_int,
-    ) -> Result<(), String> {
-        let done = Box::into_raw(Box::<Done>::default());
-        let rc = call(Some(op_done), done.cast());
-        if rc == PMIX_OPERATION_SUCCEEDED {
-            // SAFETY: the library will not call back: the box is ours again.
-            drop(unsafe { Box::from_raw(done) });
-            return Ok(());
-        }
-        if rc != PMIX_SUCCESS {
-            // SAFETY: as above, a refused call does not call back.
-            drop(unsafe { Box::from_raw(done) });
-            return api.check(op, rc);
-        }
-        // SAFETY: alive (leaked below if the callback never comes).
-        let d = unsafe { &*done };
-        let guard = d.status.lock().unwrap_or_else(|e| e.into_inner());
-        let (guard, _) = d
-            .cond
-            .wait_timeout_while(guard, Duration::from_secs(30), |s| s.is_none())
-            .unwrap_or_else(|e| e.into_inner());
-        match *guard {
-            Some(status) => {
-                drop(guard);
-                // SAFETY: the callback has run and will not run again.
-                drop(unsafe { Box::from_raw(done) });
-                api.check(op, status)
-            }
-            None => Err(format!("{op}: the PMIx server did not answer in 30 s")),
-        }
-    }
 }
 
 unsafe extern "C" fn on_connected(
