@@ -194,37 +194,63 @@ fn mpich_program_runs_on_2_hosts_of_2_ranks() {
     }
 }
 
-#[test]
-fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() {
-    let _serial = serial();
-    let Some(c) = cluster(2) else { return };
-    let dir = std::env::temp_dir().join(format!("rivet-mh-hang-{}", std::process::id()));
+/// Where `engine_check hang DIR` ranks mark themselves ready; removed on
+/// drop, so also when an assertion fails.
+struct ReadyMarks(std::path::PathBuf);
+
+impl ReadyMarks {
+    /// Whether ranks 0..n all marked themselves ready within 60 s.
+    fn all_ready(&self, n: u32) -> bool {
+        let start = Instant::now();
+        while (0..n).any(|r| !self.0.join(format!("ready-{r}")).exists()) {
+            if start.elapsed() > Duration::from_secs(60) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        true
+    }
+}
+
+impl Drop for ReadyMarks {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A job of `ranks` ranks on the cluster's hosts (`slots` each) that
+/// exchange a ring and then wait forever (`engine_check hang`).
+fn hanging_job(c: &Cluster, name: &str, slots: u32, ranks: u32) -> (ReadyMarks, Command) {
+    let dir = std::env::temp_dir().join(format!("rivet-mh-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let dir_arg = dir.display().to_string();
     let mut cmd = on_hosts(
-        &c,
-        &["-hosts", &c.host_list(2)],
-        4,
+        c,
+        &["-hosts", &c.host_list(slots)],
+        ranks,
         &["--iface", &c.iface.clone()],
         &bin("engine_check"),
         &["hang", &dir_arg],
     );
     cmd.stdin(std::process::Stdio::null());
+    (ReadyMarks(dir), cmd)
+}
+
+#[test]
+fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    let (marks, mut cmd) = hanging_job(&c, "hang", 2, 4);
     let mut killed_at = None;
     let mut killed = 0;
     let o = run_job_with(&mut cmd, DEADLINE, |_| {
-        let start = Instant::now();
-        while (0..4).any(|r| !dir.join(format!("ready-{r}")).exists()) {
-            if start.elapsed() > Duration::from_secs(60) {
-                return; // the job's own failure shows below
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !marks.all_ready(4) {
+            return; // the job's own failure shows below
         }
         killed = c.kill_host(1);
         killed_at = Some(Instant::now());
     });
-    let _ = std::fs::remove_dir_all(&dir);
     let killed_at = killed_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
     let took = killed_at.elapsed();
     assert!(killed >= 3, "h2 ran its proxy and 2 ranks, killed {killed}");
@@ -248,34 +274,17 @@ fn a_host_that_dies_fails_the_job_naming_it_and_nothing_is_left_on_the_others() 
 fn when_rivetrun_is_killed_nothing_is_left_on_any_host() {
     let _serial = serial();
     let Some(c) = cluster(2) else { return };
-    let dir = std::env::temp_dir().join(format!("rivet-mh-kill9-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir_arg = dir.display().to_string();
-    let mut cmd = on_hosts(
-        &c,
-        &["-hosts", &c.host_list(1)],
-        2,
-        &["--iface", &c.iface.clone()],
-        &bin("engine_check"),
-        &["hang", &dir_arg],
-    );
-    cmd.stdin(std::process::Stdio::null());
+    let (marks, mut cmd) = hanging_job(&c, "kill9", 1, 2);
     let mut ready = false;
     // run_job_with fails the test if any process of the job outlives it.
     let o = run_job_with(&mut cmd, DEADLINE, |pid| {
-        let start = Instant::now();
-        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
-            if start.elapsed() > Duration::from_secs(60) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !marks.all_ready(2) {
+            return;
         }
         ready = true;
         // SAFETY: kill(2) takes no pointers.
         unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
     });
-    let _ = std::fs::remove_dir_all(&dir);
     assert!(ready, "ranks never got ready\n{}", o.show());
     assert_eq!(o.status.code(), None, "{}", o.show());
     for i in 0..2 {
@@ -373,34 +382,17 @@ fn a_failing_rank_on_another_host_ends_the_job_naming_rank_and_host() {
 fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
     let _serial = serial();
     let Some(c) = cluster(2) else { return };
-    let dir = std::env::temp_dir().join(format!("rivet-mh-cut-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let dir_arg = dir.display().to_string();
-    let mut cmd = on_hosts(
-        &c,
-        &["-hosts", &c.host_list(1)],
-        2,
-        &["--iface", &c.iface.clone()],
-        &bin("engine_check"),
-        &["hang", &dir_arg],
-    );
-    cmd.stdin(std::process::Stdio::null());
+    let (marks, mut cmd) = hanging_job(&c, "cut", 1, 2);
     let mut cut_at = None;
     // No FIN, no reset: only keepalive finds out. run_job_with fails the
     // test if a process of the job (h2's included) outlives rivetrun.
     let o = run_job_with(&mut cmd, DEADLINE, |_| {
-        let start = Instant::now();
-        while (0..2).any(|r| !dir.join(format!("ready-{r}")).exists()) {
-            if start.elapsed() > Duration::from_secs(60) {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        if !marks.all_ready(2) {
+            return;
         }
         c.cut_host(1).unwrap();
         cut_at = Some(Instant::now());
     });
-    let _ = std::fs::remove_dir_all(&dir);
     let cut_at = cut_at.unwrap_or_else(|| panic!("ranks never got ready\n{}", o.show()));
     assert_ne!(o.code(), Some(0), "{}", o.show());
     assert!(o.stderr.contains("host h2 lost"), "{}", o.show());
