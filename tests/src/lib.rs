@@ -786,3 +786,43 @@ pub fn mpi_check_passed(o: &Outcome, n: u32) {
         );
     }
 }
+
+/// `rivetrun --name-server` in the background (its `HOST:PORT` in `addr`);
+/// killed on drop, or stopped with SIGTERM by `stop`.
+pub struct NameServer {
+    pub child: std::process::Child,
+    pub addr: String,
+}
+
+impl NameServer {
+    pub fn start() -> NameServer {
+        let mut child = rivetrun(&["--name-server"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("starting rivetrun --name-server");
+        let mut line = String::new();
+        let out = child.stdout.take().expect("piped");
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(out), &mut line)
+            .expect("reading the name server's address");
+        let addr = line.trim().to_string();
+        assert!(addr.contains(':'), "name server printed {line:?}");
+        NameServer { child, addr }
+    }
+
+    /// SIGTERM, and its exit status.
+    pub fn stop(mut self) -> std::process::ExitStatus {
+        // SAFETY: kill(2) on our own child's pid.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let status = self.child.wait().expect("reaping the name server");
+        std::mem::forget(self);
+        status
+    }
+}
+
+impl Drop for NameServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

@@ -11,14 +11,13 @@
 //! Every job must end by itself and leave no process and no shared-memory
 //! segment behind.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rivet::ThreadLevel;
 use rivet_tests::{
-    bin, every_transport_and_level, job_over, level_env, oks_at, rivetrun, run_job,
-    run_job_checking_shm, serial, Outcome, ShmWatch, LEVELS,
+    bin, every_transport_and_level, job_over, level_env, oks_at, run_job, run_job_checking_shm,
+    serial, NameServer, Outcome, ShmWatch, LEVELS,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -44,44 +43,6 @@ fn reference_counts_return_to_their_baseline() {
     for over in every_transport_and_level() {
         let o = run_job_checking_shm(dyn_job(2, &["refcounts"], &over.env, &[]), DEADLINE);
         expect_ok(&o, &over.to_string(), "refcounts", 2, over.level);
-    }
-}
-
-/// `rivetrun --name-server` in the background; killed (SIGTERM) on drop.
-struct NameServer {
-    child: Child,
-    addr: String,
-}
-
-impl NameServer {
-    fn start() -> NameServer {
-        let mut child = rivetrun(&["--name-server"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting rivetrun --name-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("reading the name server's address");
-        let addr = line.trim().to_string();
-        assert!(addr.contains(':'), "name server printed {line:?}");
-        NameServer { child, addr }
-    }
-
-    fn stop(mut self) -> std::process::ExitStatus {
-        // SAFETY: kill(2) on our own child's pid.
-        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
-        let status = self.child.wait().expect("reaping the name server");
-        std::mem::forget(self);
-        status
-    }
-}
-
-impl Drop for NameServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

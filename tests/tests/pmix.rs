@@ -8,13 +8,12 @@
 //!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server;
 //!   `PMIx_Spawn` starts processes that are served PMIx in turn.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
     bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm,
-    serial, Outcome,
+    serial, NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -269,36 +268,6 @@ fn rivet_ranks_publish_through_rivetruns_pmix_server() {
             "{}",
             o.show()
         );
-    }
-}
-
-/// `rivetrun --name-server` in the background; killed on drop.
-struct NameServer {
-    child: Child,
-    addr: String,
-}
-
-impl NameServer {
-    fn start() -> NameServer {
-        let mut child = rivetrun(&["--name-server"])
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("starting rivetrun --name-server");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("piped"))
-            .read_line(&mut line)
-            .expect("reading the name server's address");
-        let addr = line.trim().to_string();
-        assert!(addr.contains(':'), "name server printed {line:?}");
-        NameServer { child, addr }
-    }
-}
-
-impl Drop for NameServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
