@@ -10,12 +10,16 @@
 //! builds the list. The tcp-only tests (simultaneous connects, a peer
 //! killed mid-stream, io_uring unavailable) are at the end.
 //!
-//! Every case runs at two thread levels (`rivet_tests::LEVELS`): without
+//! Cases run at two thread levels (`rivet_tests::LEVELS`): without
 //! `RIVET_THREAD_LEVEL`, where `engine_check`'s `Engine<Local>` runs at
 //! SINGLE without a lock, and with `RIVET_THREAD_LEVEL=multiple`, where it
-//! locks. The ranks check they run at the level asked for and say it in
-//! their OK line, which the tests match. `threads` is MULTIPLE by nature
-//! (`Engine<Shared>`) and runs once.
+//! locks. Each transport's plain case runs at both; each variant of a
+//! setting (an eager limit, a copy mechanism, a piece size) at one, the
+//! levels taking turns down the list, so that every level meets every
+//! transport and most variants without the matrix doubling. The ranks check
+//! they run at the level asked for and say it in their OK line, which the
+//! tests match. `threads` is MULTIPLE by nature (`Engine<Shared>`) and runs
+//! once.
 
 use std::ops::Deref;
 use std::path::Path;
@@ -138,12 +142,34 @@ fn ofi_knob(tcp_knob: &'static str) -> &'static str {
 /// `net` setting over tcp on both backends and over ofi on both providers
 /// (`RIVET_TCP_EAGER_MAX` and `RIVET_TCP_PIECE` become their `RIVET_OFI_`
 /// twins there; `RIVET_OFI_*` settings are left out for tcp), without
-/// duplicates; each at every thread level.
+/// duplicates; a transport's plain case at every thread level, the
+/// variants at one level each, in turn.
 fn cases(
     shm: &[&[(&'static str, &'static str)]],
     net: &[&[(&'static str, &'static str)]],
 ) -> Vec<Case> {
-    at_levels(settings(shm, net))
+    let mut turn = LEVELS.iter().cycle();
+    settings(shm, net)
+        .into_iter()
+        .flat_map(|env| {
+            if is_plain(&env) {
+                at_levels(vec![env])
+            } else {
+                let level = *turn.next().expect("cycle never ends");
+                vec![Case::at(env, level)]
+            }
+        })
+        .collect()
+}
+
+/// Whether `env` only chooses a transport (no variant of its settings).
+fn is_plain(env: &Env) -> bool {
+    env.iter().all(|(k, _)| {
+        matches!(
+            *k,
+            "RIVET_NETMOD" | "RIVET_TCP_BACKEND" | "RIVET_OFI_PROVIDER"
+        )
+    })
 }
 
 /// The settings of `cases`, at no particular thread level.
@@ -615,13 +641,14 @@ fn pingpong_under_mpich_hydra() {
 #[test]
 fn pingpong_under_rivetrun_with_every_yield_mode() {
     let _serial = serial();
+    // Each (policy, transport) once, the thread levels taking turns.
+    let mut turn = LEVELS.iter().cycle();
     for y in ["auto", "always", "never"] {
         for net in [&[][..], &TCP[0][..], &TCP[1][..]] {
             let settings: Env = net.iter().copied().chain([("RIVET_YIELD", y)]).collect();
-            for env in at_levels(vec![settings]) {
-                let o = pass(2, &["pingpong"], &env);
-                knobs_took_effect(&o, &env);
-            }
+            let env = Case::at(settings, *turn.next().expect("cycle never ends"));
+            let o = pass(2, &["pingpong"], &env);
+            knobs_took_effect(&o, &env);
         }
     }
 }
@@ -632,7 +659,15 @@ fn pingpong_under_rivetrun_with_every_yield_mode() {
 #[test]
 fn dup_isolates_traffic_and_barriers_hold_on_1_to_4_ranks() {
     let _serial = serial();
-    for (n, env) in (1..=4).flat_map(|n| cases(&[&[]], &[&[]]).into_iter().map(move |e| (n, e))) {
+    // Each transport on each size once, the thread levels taking turns
+    // (the barrier does not depend on the level; the lock does not on n).
+    let jobs = (1..=4u32).flat_map(|n| {
+        settings(&[&[]], &[&[]])
+            .into_iter()
+            .enumerate()
+            .map(move |(i, env)| (n, Case::at(env, LEVELS[(n as usize + i) % 2])))
+    });
+    for (n, env) in jobs {
         let dir = std::env::temp_dir().join(format!("rivet-barrier-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
