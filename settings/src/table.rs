@@ -103,7 +103,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_JOBID", "", Scope::Launcher,
       "set by rivetrun for its ranks; names their shm segments so rivetrun can remove leftovers"),
     s("RIVET_JOB_SECRET", "", Scope::Launcher,
-      "set by rivetrun for every process of the job (a random key): tcp HELLOs between them carry a MAC with it; never printed"),
+      "set by rivetrun for every process of the job (a random key): tcp and ofi HELLOs between them carry a MAC with it; never printed"),
     s("RIVET_PMI_SECRET", "", Scope::Launcher,
       "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
     s("RIVET_NAMESERVER", "", Scope::Launcher,

@@ -24,6 +24,7 @@ use crate::{NetmodError, PeerId, Sink};
 use super::card;
 use super::fid::{strerror, FiError, Mr};
 use super::ops::{Dest, OpKind};
+use super::pool::PageBuf;
 use super::state::{Handshake, Held, HelloOutcome, Tx};
 use super::sys::*;
 use super::wire::{self, *};
@@ -134,7 +135,10 @@ impl OfiNetmod {
 
     /// Adds and posts one generic receive buffer.
     pub(super) fn add_generic_recv(&mut self) -> Result<(), FiError> {
-        let buf = vec![0u8; self.slot].into_boxed_slice();
+        let buf = PageBuf::new(self.slot).map_err(|e| FiError {
+            code: e.raw_os_error().unwrap_or(libc::ENOMEM),
+            what: "mmap of a receive buffer",
+        })?;
         let mr = self.local_mr(buf.as_ptr(), buf.len(), FI_RECV)?;
         let ctx = self.ops.add(OpKind::Recv { buf }, mr);
         self.generic += 1;
@@ -521,19 +525,27 @@ impl OfiNetmod {
             Some(t) => (IDENT_PORT, t),
             None => (IDENT_RANK, self.st.me as u64),
         };
+        // A rank of our own job is told the secret's proof.
+        let target = match (c.port, c.peer.map(crate::split_peer)) {
+            (None, Some((0, rank))) => Some(rank),
+            _ => None,
+        };
         let addr = c.addr;
         let mut body = self.buf(HELLO_MAX);
-        wire::encode_hello(
-            &mut body,
-            &wire::Hello {
-                ident,
-                who,
-                conn: id,
-                inline: self.eager_max() as u32,
-                job: &self.st.jobs.own,
-                name: &self.name,
-            },
-        );
+        let mut h = wire::Hello {
+            ident,
+            who,
+            conn: id,
+            inline: self.eager_max() as u32,
+            job: &self.st.jobs.own,
+            name: &self.name,
+            nonce: crate::auth::nonce(),
+            mac: [0; 8],
+        };
+        if let (Some(key), Some(t)) = (self.st.key.as_ref(), target) {
+            h.mac = wire::hello_mac(key, &h, t);
+        }
+        wire::encode_hello(&mut body, &h);
         match self.post_send(Some(id), addr, tag(KIND_HELLO, 0, 0), body, 0) {
             Ok(()) => {
                 if let Some(c) = self.st.conns.get_mut(&id) {
@@ -651,8 +663,7 @@ impl OfiNetmod {
     /// Per-poll upkeep: receives and reads the provider refused before,
     /// queued messages, handshake deadlines, refusals.
     pub(super) fn work(&mut self) {
-        let conns = self.st.conns.len().min(super::MAX_CONN_RECVS);
-        while self.generic < super::RX_DEPTH + CONN_RECVS * conns {
+        while self.generic < self.rx_pool.target(self.st.conns.len()) {
             if let Err(e) = self.add_generic_recv() {
                 self.st
                     .drop_msg(format!("could not post a receive buffer: {e}"));
@@ -891,6 +902,11 @@ impl OfiNetmod {
                     Completion::Failed { why, .. } => {
                         self.st.drop_msg(format!("receive failed: {why}"));
                     }
+                }
+                if self.generic > self.rx_pool.target(self.st.conns.len()) {
+                    // The pool shrinks: its pages go back.
+                    self.generic -= 1;
+                    return;
                 }
                 let ctx = self.ops.add(OpKind::Recv { buf }, mr);
                 if let Err(e) = self.post_rx(ctx) {
@@ -1156,11 +1172,16 @@ impl OfiNetmod {
         }
     }
 
-    /// One more message of `id` handled: return credits every half window.
+    /// One more message of `id` handled: return credits every half window;
+    /// the peer counts as busy for the receive pool.
     fn handled(&mut self, id: u32) {
         let Some(c) = self.st.conns.get_mut(&id).filter(|c| c.failed.is_none()) else {
             return;
         };
+        if !c.busy {
+            c.busy = true;
+            self.rx_pool.busy();
+        }
         c.consumed += 1;
         if c.consumed >= CREDITS / 2 {
             let n = std::mem::take(&mut c.consumed);
@@ -1206,6 +1227,7 @@ impl OfiNetmod {
         }
         self.ka_next = now + self.cfg.keepalive_interval();
         self.pings_sent += self.st.keepalive() as u64;
+        self.rx_pool.round();
         // Same-node providers deliver into a dead process's queue without
         // complaint (shm: its mapping outlives it), so PINGs to it succeed;
         // its process id tells.
