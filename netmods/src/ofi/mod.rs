@@ -54,15 +54,20 @@
 //! | `provider.rs` | hints, choosing the provider, what it offers |
 //! | `card.rs`, `wire.rs` | the business card; tags and handshake encoding |
 //! | `state.rs` | peers, connections, handshake and failure rules |
+//! | `order.rs` | the receive order of a connection's messages |
 //! | `ops.rs` | posted operations and the memory they own |
 //! | `pool.rs` | the shared receive pool: its size, its buffers |
 //! | `xfer.rs` | posting sends and receives, reaping the completion queue |
 //! | `rma.rs` | memory registration and one-sided reads |
+//! | `fuzz.rs` | the fuzz target over HELLO and message sequences |
 
 mod card;
 mod config;
 mod fid;
+#[doc(hidden)]
+pub mod fuzz;
 mod ops;
+mod order;
 mod pool;
 mod provider;
 mod rma;

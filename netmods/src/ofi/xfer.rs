@@ -24,8 +24,9 @@ use crate::{NetmodError, PeerId, Sink};
 use super::card;
 use super::fid::{strerror, FiError, Mr};
 use super::ops::{Dest, OpKind};
+use super::order::Arrival;
 use super::pool::PageBuf;
-use super::state::{Handshake, Held, HelloOutcome, Tx};
+use super::state::{Handshake, HelloOutcome, Tx};
 use super::sys::*;
 use super::wire::{self, *};
 use super::OfiNetmod;
@@ -983,45 +984,23 @@ impl OfiNetmod {
                 self.st.mark(id);
             }
             KIND_MSG | KIND_LARGE | KIND_BYE => {
-                let live = self
-                    .st
-                    .conns
-                    .get_mut(&id)
-                    .filter(|c| c.peer.is_some() && c.failed.is_none());
-                let Some(c) = live else {
-                    // Unknown, detached or failed: dropped, but a payload
-                    // is still taken so that its sender completes.
-                    if kind == KIND_LARGE {
-                        if let Ok(len) = split_body(body).and_then(|(_, r)| parse_large_suffix(r)) {
-                            self.drain(payload_tag(aux, id), len);
+                match self.st.arrive(id, kind, aux, body) {
+                    Arrival::Now => {}
+                    Arrival::Held | Arrival::Twice => return,
+                    Arrival::Fail(why) => return self.fail_conn(id, why),
+                    Arrival::Gone { .. } => {
+                        // Dropped, but a payload is still taken so that
+                        // its sender completes.
+                        if kind == KIND_LARGE {
+                            if let Ok(len) =
+                                split_body(body).and_then(|(_, r)| parse_large_suffix(r))
+                            {
+                                self.drain(payload_tag(aux, id), len);
+                            }
                         }
+                        return;
                     }
-                    if !self.st.conns.contains_key(&id) {
-                        self.st
-                            .drop_msg(format!("message for unknown connection {id}"));
-                    }
-                    return;
-                };
-                if aux != c.rx_next || c.rx_payload.is_some() {
-                    // A sender has at most CREDITS messages unhandled here:
-                    // one further ahead is not held (bounded memory).
-                    if aux.wrapping_sub(c.rx_next) & AUX_MASK >= 2 * CREDITS {
-                        let why = format!(
-                            "protocol error: message {aux} far beyond the credit window (next {})",
-                            c.rx_next
-                        );
-                        return self.fail_conn(id, why);
-                    }
-                    let held = Held {
-                        kind,
-                        body: body.to_vec(),
-                    };
-                    if c.held.insert(aux, held).is_some() {
-                        self.st.drop_msg(format!("message {aux} twice from {id}"));
-                    }
-                    return;
                 }
-                c.rx_next = next_seq(aux);
                 self.handle(id, kind, aux, body, sink);
                 self.handled(id);
                 self.release(id, sink);
@@ -1155,18 +1134,7 @@ impl OfiNetmod {
 
     /// Handles the held messages whose turn has come, until a payload.
     fn release(&mut self, id: u32, sink: &mut dyn Sink) {
-        loop {
-            let Some(c) = self.st.conns.get_mut(&id) else {
-                return;
-            };
-            if c.rx_payload.is_some() || c.failed.is_some() || c.peer.is_none() {
-                return;
-            }
-            let seq = c.rx_next;
-            let Some(h) = c.held.remove(&seq) else {
-                return;
-            };
-            c.rx_next = next_seq(seq);
+        while let Some((seq, h)) = self.st.take_next(id) {
             self.handle(id, h.kind, seq, &h.body, sink);
             self.handled(id);
         }
