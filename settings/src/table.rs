@@ -55,7 +55,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_OFI_PROVIDER", "", Scope::Ofi,
       "ofi: a provider name as `fi_info` prints it (`tcp;ofi_rxm`, `shm`, `verbs;ofi_rxm`), matched exactly; setting it also makes `auto` use ofi for other nodes. Unset: libfabric's choice, which honours its own `FI_PROVIDER`"),
     s("RIVET_OFI_DOMAIN", "", Scope::Ofi,
-      "ofi: a domain (`mlx5_0`, `eth0`); unset: the provider's first"),
+      "ofi: a domain (`mlx5_0`, `eth0`); unset: the provider's first (its `lo` where it has one, for a job all on one node)"),
     s("RIVET_OFI_EAGER_MAX", "", Scope::Ofi,
       "ofi: largest eager message; unset: `RIVET_EAGER_MAX`, else 64K (8K on `shm`, whose rendezvous reads are single copy)"),
     s("RIVET_OFI_PIECE", "1M", Scope::Ofi,
