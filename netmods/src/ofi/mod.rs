@@ -187,6 +187,11 @@ impl OfiNetmod {
         let slot = (wire::MAX_HEADER + eager_max).max(wire::HELLO_MAX);
         let mut st = State::new(me, job.as_bytes(), eager_max as u32);
         st.key = config.job_key;
+        let (a, b) = (crate::auth::nonce(), crate::auth::nonce());
+        let mut id_key = [0u8; 16];
+        id_key[..8].copy_from_slice(&a);
+        id_key[8..].copy_from_slice(&b);
+        st.id_key = Some(crate::auth::JobKey::new(id_key));
         let mut n = OfiNetmod {
             ep,
             ops: Ops::default(),

@@ -222,6 +222,12 @@ pub(crate) struct State {
     pub key: Option<JobKey>,
     next_temp: u32,
     next_id: u32,
+    /// Makes connection ids unguessable (a keyed permutation of the
+    /// counter): every message's tag carries the id its receiver gave the
+    /// sender, and RDM endpoints take messages from anyone, so a stranger
+    /// must not be able to name another peer's connection. `None` in
+    /// tests and the fuzz target: ids count up from 1.
+    pub id_key: Option<JobKey>,
     pub peers: HashMap<PeerId, u32, FxBuildHasher>,
     pub conns: HashMap<u32, Conn, FxBuildHasher>,
     /// Endpoint names inserted in the address vector.
@@ -251,6 +257,7 @@ impl State {
             key: None,
             next_temp: 0,
             next_id: 1,
+            id_key: None,
             peers: HashMap::default(),
             conns: HashMap::default(),
             names: HashMap::new(),
@@ -276,12 +283,17 @@ impl State {
 
     /// A new connection to `addr` for `peer` (or detached); its id. Ids are
     /// not reused while another connection might still send with them:
-    /// 0 is never one, and a live one is skipped after wrapping.
+    /// they are a counter's values (through `id_key`'s permutation), 0 is
+    /// never one, and a live one is skipped after wrapping.
     pub(crate) fn add_conn(&mut self, peer: Option<PeerId>, addr: fi_addr_t) -> u32 {
         let id = loop {
-            let id = self.next_id;
+            let n = self.next_id;
             self.next_id = self.next_id.wrapping_add(1).max(1);
-            if !self.conns.contains_key(&id) {
+            let id = match &self.id_key {
+                Some(k) => permute(k, n),
+                None => n,
+            };
+            if id != 0 && !self.conns.contains_key(&id) {
                 break id;
             }
         };
@@ -504,6 +516,18 @@ impl State {
         self.mark(id);
         Some(id)
     }
+}
+
+/// `n` through a four-round Feistel network keyed by `key` (16-bit
+/// halves, SipHash rounds): a bijection of `u32`, so distinct counter
+/// values give distinct ids.
+fn permute(key: &JobKey, n: u32) -> u32 {
+    let (mut l, mut r) = ((n >> 16) as u16, n as u16);
+    for round in 0u8..4 {
+        let f = key.mac(&[&[round], &r.to_le_bytes()]);
+        (l, r) = (r, l ^ u16::from_le_bytes([f[0], f[1]]));
+    }
+    (u32::from(l) << 16) | u32::from(r)
 }
 
 #[cfg(test)]
@@ -764,5 +788,23 @@ mod tests {
         let a = st.add_conn(None, 0);
         let b = st.add_conn(None, 0);
         assert_eq!((a, b), (u32::MAX, 1));
+    }
+
+    #[test]
+    fn keyed_ids_are_a_permutation() {
+        let k = JobKey::new([3; 16]);
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..1u32 << 17 {
+            assert!(seen.insert(permute(&k, n)), "{n} collides");
+        }
+        // Not the counter, and another key gives others.
+        assert!((1..100).filter(|&n| permute(&k, n) == n).count() < 2);
+        let other = JobKey::new([4; 16]);
+        assert!((1..100).all(|n| permute(&k, n) != permute(&other, n)));
+        let mut st = State::new(0, b"j", 100);
+        st.id_key = Some(k);
+        let a = st.add_conn(Some(1), 1);
+        let b = st.add_conn(Some(2), 1);
+        assert!(a != 0 && b != 0 && a != b && b != a.wrapping_add(1));
     }
 }

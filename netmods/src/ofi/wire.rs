@@ -4,7 +4,8 @@
 //!
 //! RDM is connectionless, and not every provider reports who sent a message
 //! (`FI_SOURCE`), so the tag says it. Each side of a pair gives the other a
-//! 32-bit *connection id* (never reused while the process lives); whoever
+//! 32-bit *connection id* (not reused while a peer may still use it, and
+//! unguessable: a keyed permutation of a counter, `State::add_conn`); whoever
 //! sends puts the id the *receiver* gave it in the tag. Ids are handed out
 //! by a handshake, the first thing a process sends to a peer:
 //!
