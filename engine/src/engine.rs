@@ -134,7 +134,8 @@ impl<T: Threading> Engine<T> {
         let needs_netmod =
             size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
         let netmod = if needs_netmod {
-            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank)?;
+            let one_node = local.len() == size as usize;
+            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank, one_node)?;
             pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
             Some(opened)
         } else {

@@ -75,7 +75,7 @@ impl Inner {
             return Ok(net.business_card().to_string());
         }
         let job = core.st.pgs.world.id.clone();
-        let net = netmod::open(self.netmod_choice, &job, self.rank)?.netmod;
+        let net = netmod::open(self.netmod_choice, &job, self.rank, false)?.netmod;
         let limits = net.limits();
         core.st.net_eager_max = limits.eager_max;
         core.st.net_piece = limits.max_payload.max(1);

@@ -36,14 +36,17 @@ fn named_provider() -> Option<String> {
 }
 
 /// Open the netmod `choice` names for process group `job`, as `rank`.
-pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
+/// `one_node`: every rank of the job runs on this node (a netmod forced
+/// there): libfabric's loopback domain is preferred to its first
+/// interface, which may be any bridge or tunnel (`OfiConfig::prefer_domain`).
+pub fn open(choice: NetmodChoice, job: &str, rank: u32, one_node: bool) -> Result<Opened> {
     let tcp = |why: String| -> Result<Opened> {
         let config = TcpConfig::from_env()?;
         let netmod = Box::new(TcpNetmod::new(config, job, rank.into())?);
         Ok(Opened { netmod, why })
     };
     let ofi = |provider: Option<&str>, why: String| -> Result<Opened> {
-        let netmod = rivet_netmods::open_ofi(job, rank.into(), provider)?;
+        let netmod = rivet_netmods::open_ofi(job, rank.into(), provider, one_node)?;
         Ok(Opened { netmod, why })
     };
     match choice {

@@ -11,14 +11,15 @@
 //!   thousand deterministic mutations of them.
 //!
 //! The targets reaching crate internals (the tcp frame parser and
-//! handshake, the engine's `deliver`) live in those crates' hidden
+//! handshake, the ofi netmod's HELLO and message sequences, the engine's
+//! `deliver`) live in those crates' hidden
 //! `fuzzing` modules; the PMI ones here, on the public API.
 
 mod pmi;
 pub use pmi::{name_server, parsers as pmi_parsers, pmi_framer, pmi_server};
 
 pub use rivet::fuzzing::deliver as engine_deliver;
-pub use rivet_netmods::fuzzing::{tcp_frames, tcp_handshake};
+pub use rivet_netmods::fuzzing::{ofi_sequences, tcp_frames, tcp_handshake};
 
 /// The text parsers of every crate: PMI's (process mapping, process
 /// names, cpu lists, topology values), the engine's (port names, group
@@ -38,6 +39,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("name_server", name_server),
     ("tcp_frames", tcp_frames),
     ("tcp_handshake", tcp_handshake),
+    ("ofi_sequences", ofi_sequences),
     ("engine_deliver", engine_deliver),
     ("parsers", parsers),
 ];

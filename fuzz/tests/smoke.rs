@@ -149,6 +149,11 @@ fn tcp_handshake() {
 }
 
 #[test]
+fn ofi_sequences() {
+    smoke("ofi_sequences");
+}
+
+#[test]
 fn engine_deliver() {
     smoke("engine_deliver");
 }

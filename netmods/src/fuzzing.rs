@@ -132,3 +132,14 @@ pub fn tcp_handshake(data: &[u8]) {
         }
     }
 }
+
+/// The ofi netmod's connection table and receive order over sequences of
+/// HELLOs (forged ones among them), VERDICTs and messages in sequence
+/// (`ofi/fuzz.rs` has the steps and what is asserted). Without the `ofi`
+/// feature: nothing.
+pub fn ofi_sequences(data: &[u8]) {
+    #[cfg(feature = "ofi")]
+    crate::ofi::fuzz::sequences(data);
+    #[cfg(not(feature = "ofi"))]
+    let _ = data;
+}

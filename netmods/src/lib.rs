@@ -101,6 +101,7 @@ pub fn open_ofi(
     job: &str,
     rank: u64,
     provider: Option<&str>,
+    loopback: bool,
 ) -> Result<Box<dyn Netmod>, NetmodError> {
     #[cfg(feature = "ofi")]
     {
@@ -108,11 +109,14 @@ pub fn open_ofi(
         if config.provider.is_none() {
             config.provider = provider.map(str::to_string);
         }
+        if loopback {
+            config.prefer_domain = Some("lo".into());
+        }
         Ok(Box::new(OfiNetmod::new(config, job, rank)?))
     }
     #[cfg(not(feature = "ofi"))]
     {
-        let _ = (job, rank, provider);
+        let _ = (job, rank, provider, loopback);
         Err(NetmodError::Unavailable(
             "this build has no libfabric netmod (rivet-netmods was built without its `ofi` \
              feature)"

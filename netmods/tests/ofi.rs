@@ -1270,3 +1270,28 @@ fn providers_here_and_the_fast_one() {
     assert!(!rivet_netmods::ofi::is_fast(TCP) && !rivet_netmods::ofi::is_fast(SHM));
     eprintln!("providers here: {all:?}; faster than tcp: {fast:?}");
 }
+
+/// A preferred domain is taken where the provider offers it, and is no
+/// requirement where it does not; a set domain wins.
+#[test]
+fn preferred_domain() {
+    let open = |prefer: &str| {
+        let cfg = OfiConfig {
+            provider: Some(TCP.into()),
+            domain: None,
+            prefer_domain: Some(prefer.into()),
+            ..OfiConfig::default()
+        };
+        let n = OfiNetmod::new(cfg, "pref", 0).unwrap();
+        describe(&n, "ofi.provider")
+    };
+    assert!(open("lo").contains("domain lo,"), "{}", open("lo"));
+    let any = open("no-such-nic9");
+    assert!(any.contains(TCP), "{any}");
+    let set = OfiConfig {
+        prefer_domain: Some("no-such-nic9".into()),
+        ..config(TCP)
+    };
+    let n = OfiNetmod::new(set, "pref", 1).unwrap();
+    assert!(describe(&n, "ofi.provider").contains("domain lo,"));
+}

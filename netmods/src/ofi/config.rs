@@ -4,6 +4,7 @@
 use std::io;
 use std::time::Duration;
 
+use crate::auth::{JobKey, JOB_SECRET_ENV};
 use crate::size::parse_duration;
 use crate::{parse_size, NetmodError};
 
@@ -40,6 +41,14 @@ pub struct OfiConfig {
     /// with `FI_MR_LOCAL` require, even where the provider does not (tests
     /// that path on providers without the requirement).
     pub force_mr_local: bool,
+    /// A domain taken before the provider's first where the provider
+    /// offers it, without requiring it (`domain` wins): `lo` for a job on
+    /// one node, so that a tcp provider does not pick whatever interface
+    /// comes first (a container bridge that may vanish).
+    pub prefer_domain: Option<String>,
+    /// The job secret (`RIVET_JOB_SECRET`): rank HELLOs within the job
+    /// prove it (`wire::hello_mac`); without it nothing is checked.
+    pub job_key: Option<JobKey>,
 }
 
 impl Default for OfiConfig {
@@ -52,6 +61,8 @@ impl Default for OfiConfig {
             timeout: Duration::from_secs(60),
             rma: true,
             force_mr_local: false,
+            prefer_domain: None,
+            job_key: None,
         }
     }
 }
@@ -120,6 +131,9 @@ impl OfiConfig {
                     ))
                 }
             };
+        }
+        if let Some(v) = set(JOB_SECRET_ENV) {
+            c.job_key = Some(JobKey::from_hex(&v).map_err(|why| invalid(JOB_SECRET_ENV, why))?);
         }
         c.validate()?;
         Ok(c)

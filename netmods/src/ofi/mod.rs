@@ -54,14 +54,21 @@
 //! | `provider.rs` | hints, choosing the provider, what it offers |
 //! | `card.rs`, `wire.rs` | the business card; tags and handshake encoding |
 //! | `state.rs` | peers, connections, handshake and failure rules |
+//! | `order.rs` | the receive order of a connection's messages |
 //! | `ops.rs` | posted operations and the memory they own |
+//! | `pool.rs` | the shared receive pool: its size, its buffers |
 //! | `xfer.rs` | posting sends and receives, reaping the completion queue |
 //! | `rma.rs` | memory registration and one-sided reads |
+//! | `fuzz.rs` | the fuzz target over HELLO and message sequences |
 
 mod card;
 mod config;
 mod fid;
+#[doc(hidden)]
+pub mod fuzz;
 mod ops;
+mod order;
+mod pool;
 mod provider;
 mod rma;
 mod state;
@@ -80,19 +87,12 @@ pub use provider::{is_fast, provider_domains, providers};
 
 use fid::{Base, Endpoint, Fabric};
 use ops::Ops;
+use pool::Pool;
 use provider::{caps_str, fi_err, mr_mode_str, version_str, Chosen};
 use rma::Regions;
 use state::State;
 use xfer::{Completion, Refusal};
 
-/// Receive buffers kept posted for control and inline messages. Providers
-/// queue what arrives beyond them (`FI_RM_ENABLED`), so this is a speed
-/// setting, not a limit.
-const RX_DEPTH: usize = 32;
-/// Connections whose credit windows get receive buffers of their own
-/// (`wire::CONN_RECVS` each); beyond them peers share what is posted and
-/// the provider's store of unexpected messages.
-const MAX_CONN_RECVS: usize = 64;
 /// Polls between two looks at the clock for the keepalive round.
 const KEEPALIVE_POLLS: u32 = 16;
 
@@ -114,6 +114,8 @@ pub struct OfiNetmod {
     slot: usize,
     /// Generic receive buffers made (posted, or being handled).
     generic: usize,
+    /// How many to keep posted (`pool.rs`).
+    rx_pool: Pool,
     /// Receives the provider refused for now ("again"), to post at `poll`.
     unposted: Vec<usize>,
     /// Completions read while waiting for another (cancel) or without a
@@ -183,6 +185,13 @@ impl OfiNetmod {
             .eager_max
             .get_or_insert_with(|| config::default_eager_max(&chosen.provider));
         let slot = (wire::MAX_HEADER + eager_max).max(wire::HELLO_MAX);
+        let mut st = State::new(me, job.as_bytes(), eager_max as u32);
+        st.key = config.job_key;
+        let (a, b) = (crate::auth::nonce(), crate::auth::nonce());
+        let mut id_key = [0u8; 16];
+        id_key[..8].copy_from_slice(&a);
+        id_key[8..].copy_from_slice(&b);
+        st.id_key = Some(crate::auth::JobKey::new(id_key));
         let mut n = OfiNetmod {
             ep,
             ops: Ops::default(),
@@ -194,13 +203,14 @@ impl OfiNetmod {
                 fabric,
                 info,
             },
-            st: State::new(me, job.as_bytes(), eager_max as u32),
+            st,
             card: card::format(&chosen.provider, &name),
             cfg: config,
             chosen,
             name,
             slot,
             generic: 0,
+            rx_pool: Pool::new(&prov),
             unposted: Vec::new(),
             deferred: VecDeque::new(),
             refusals: VecDeque::new(),
@@ -213,7 +223,7 @@ impl OfiNetmod {
             pings_sent: 0,
             pongs: 0,
         };
-        for _ in 0..RX_DEPTH {
+        for _ in 0..pool::RX_DEPTH {
             n.add_generic_recv().map_err(err)?;
         }
         Ok(n)
@@ -409,6 +419,16 @@ impl Netmod for OfiNetmod {
             (
                 "ofi.peers".into(),
                 format!("{} connected", self.connected_peers()),
+            ),
+            (
+                "ofi.receives".into(),
+                format!(
+                    "{} buffers of {} B posted, shared by all peers (up to {}: {})",
+                    self.generic,
+                    self.slot,
+                    self.rx_pool.most(),
+                    self.rx_pool.describe()
+                ),
             ),
         ];
         if self.st.dropped > 0 || self.stuck > 0 {

@@ -13,6 +13,7 @@ use libc::c_void;
 use crate::{FxBuildHasher, PeerId};
 
 use super::fid::Mr;
+use super::pool::PageBuf;
 use super::sys::fi_context2;
 
 /// Where a large payload is received.
@@ -25,7 +26,7 @@ pub(crate) enum Dest {
 
 pub(crate) enum OpKind {
     /// A generic receive: control messages and inline ones.
-    Recv { buf: Box<[u8]> },
+    Recv { buf: PageBuf },
     /// A send from our copy; `conn` fails if it does. An `optional` one
     /// (PING, PONG, CREDIT: bookkeeping whose loss costs no data) is not
     /// counted in `Ops::sends`.

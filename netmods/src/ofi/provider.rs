@@ -128,6 +128,7 @@ pub(crate) fn select(cfg: &OfiConfig) -> Result<(Info, Chosen), NetmodError> {
         let Some(list) = Info::get(&h).map_err(|e| fi_err(want, e))? else {
             continue;
         };
+        let mut first = None;
         for i in list.iter() {
             let (prov, dom) = names(i);
             if cfg.provider.as_ref().is_some_and(|p| *p != prov)
@@ -139,6 +140,18 @@ pub(crate) fn select(cfg: &OfiConfig) -> Result<(Info, Chosen), NetmodError> {
                 why_not.push(format!("{prov} ({dom}): {why}"));
                 continue;
             }
+            // The first provider's entries only: a preferred domain does
+            // not change the provider libfabric put first.
+            if first.as_ref().is_some_and(|(_, p)| *p != prov) {
+                break;
+            }
+            if cfg.domain.is_none() && cfg.prefer_domain.as_ref() == Some(&dom) {
+                first = Some((i, prov));
+                break;
+            }
+            first.get_or_insert((i, prov));
+        }
+        if let Some((i, prov)) = first {
             let info = Info::dup(i).map_err(|e| fi_err(&prov, e))?;
             let chosen = Chosen::of(info.first(), cfg);
             return Ok((info, chosen));

@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
+use crate::auth::{self, JobKey};
 use crate::jobs::Jobs;
 use crate::{peer_id, FxBuildHasher, PeerId, TEMP_GROUP};
 
@@ -142,6 +143,9 @@ pub(crate) struct Conn {
     pub active: bool,
     /// Our PINGs not answered yet (at most `wire::PINGS`).
     pub pings: u32,
+    /// A message in sequence from the peer was handled in this keepalive
+    /// round (the receive pool grows for busy peers).
+    pub busy: bool,
 }
 
 impl Conn {
@@ -171,6 +175,7 @@ impl Conn {
             in_work: false,
             active: false,
             pings: 0,
+            busy: false,
         }
     }
 
@@ -213,8 +218,16 @@ pub(crate) struct State {
     /// Our inline limit, told to peers in VERDICTs.
     pub inline: u32,
     pub jobs: Jobs,
+    /// The job secret: rank HELLOs from our own job must prove it.
+    pub key: Option<JobKey>,
     next_temp: u32,
     next_id: u32,
+    /// Makes connection ids unguessable (a keyed permutation of the
+    /// counter): every message's tag carries the id its receiver gave the
+    /// sender, and RDM endpoints take messages from anyone, so a stranger
+    /// must not be able to name another peer's connection. `None` in
+    /// tests and the fuzz target: ids count up from 1.
+    pub id_key: Option<JobKey>,
     pub peers: HashMap<PeerId, u32, FxBuildHasher>,
     pub conns: HashMap<u32, Conn, FxBuildHasher>,
     /// Endpoint names inserted in the address vector.
@@ -241,8 +254,10 @@ impl State {
             me,
             inline,
             jobs: Jobs::new(job),
+            key: None,
             next_temp: 0,
             next_id: 1,
+            id_key: None,
             peers: HashMap::default(),
             conns: HashMap::default(),
             names: HashMap::new(),
@@ -268,12 +283,17 @@ impl State {
 
     /// A new connection to `addr` for `peer` (or detached); its id. Ids are
     /// not reused while another connection might still send with them:
-    /// 0 is never one, and a live one is skipped after wrapping.
+    /// they are a counter's values (through `id_key`'s permutation), 0 is
+    /// never one, and a live one is skipped after wrapping.
     pub(crate) fn add_conn(&mut self, peer: Option<PeerId>, addr: fi_addr_t) -> u32 {
         let id = loop {
-            let id = self.next_id;
+            let n = self.next_id;
             self.next_id = self.next_id.wrapping_add(1).max(1);
-            if !self.conns.contains_key(&id) {
+            let id = match &self.id_key {
+                Some(k) => permute(k, n),
+                None => n,
+            };
+            if id != 0 && !self.conns.contains_key(&id) {
                 break id;
             }
         };
@@ -305,10 +325,11 @@ impl State {
     /// but PONGs queued (anything else queued is watched by the flush
     /// already), to which nothing but keepalives was posted since the last
     /// round, and that has fewer than `wire::PINGS` PINGs unanswered. The
-    /// number of PINGs queued.
+    /// number of PINGs queued. Every connection's `busy` starts over.
     pub(crate) fn keepalive(&mut self) -> usize {
         let mut n = 0;
         for (&id, c) in self.conns.iter_mut() {
+            c.busy = false;
             if std::mem::take(&mut c.active)
                 || !c.ready()
                 || c.peer.is_none()
@@ -362,6 +383,12 @@ impl State {
                 (Some(0), Ok(r)) if r == self.me => {
                     return HelloOutcome::Refuse(Verdict::Unsupported)
                 }
+                (Some(0), Ok(r)) if !self.proven(h) => {
+                    self.drop_msg(format!(
+                        "HELLO as rank {r} without the job secret's proof: refused"
+                    ));
+                    return HelloOutcome::Refuse(Verdict::Unsupported);
+                }
                 (Some(g), Ok(r)) => peer_id(g, r),
                 (Some(_), Err(_)) => return HelloOutcome::Refuse(Verdict::Unsupported),
             },
@@ -381,6 +408,14 @@ impl State {
             conn: id,
             port: None,
         }
+    }
+
+    /// A rank HELLO from our own job carries the secret's MAC (always
+    /// true without a secret).
+    fn proven(&self, h: &Hello<'_>) -> bool {
+        self.key
+            .as_ref()
+            .is_none_or(|k| auth::same(&wire::hello_mac(k, h, self.me), &h.mac))
     }
 
     fn accept(&mut self, id: u32, h: &Hello<'_>, addr: fi_addr_t) {
@@ -483,6 +518,18 @@ impl State {
     }
 }
 
+/// `n` through a four-round Feistel network keyed by `key` (16-bit
+/// halves, SipHash rounds): a bijection of `u32`, so distinct counter
+/// values give distinct ids.
+fn permute(key: &JobKey, n: u32) -> u32 {
+    let (mut l, mut r) = ((n >> 16) as u16, n as u16);
+    for round in 0u8..4 {
+        let f = key.mac(&[&[round], &r.to_le_bytes()]);
+        (l, r) = (r, l ^ u16::from_le_bytes([f[0], f[1]]));
+    }
+    (u32::from(l) << 16) | u32::from(r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -495,6 +542,8 @@ mod tests {
             inline: 100,
             job,
             name: b"x",
+            nonce: [1; 8],
+            mac: [0; 8],
         }
     }
 
@@ -556,6 +605,48 @@ mod tests {
             HelloOutcome::Refuse(Verdict::OtherJob)
         );
         assert_eq!(st.peer_count(), 1);
+    }
+
+    #[test]
+    fn with_a_secret_rank_hellos_of_our_job_prove_it() {
+        let key = JobKey::new([5; 16]);
+        let mut st = State::new(1, b"job", 100);
+        st.key = Some(key);
+        st.jobs.add(4, b"other").unwrap();
+        let proven = |mut h: Hello<'static>, target: u32, k: &JobKey| {
+            h.mac = wire::hello_mac(k, &h, target);
+            h
+        };
+        // No MAC, a MAC for another target, or made with another key.
+        for h in [
+            hello(IDENT_RANK, 0, b"job", 5),
+            proven(hello(IDENT_RANK, 0, b"job", 5), 2, &key),
+            proven(hello(IDENT_RANK, 0, b"job", 5), 1, &JobKey::new([6; 16])),
+        ] {
+            assert_eq!(st.hello(&h, 7), HelloOutcome::Refuse(Verdict::Unsupported));
+        }
+        assert!(st.conns.is_empty() && st.peers.is_empty(), "nothing held");
+        assert_eq!(st.dropped, 3);
+        assert!(st.last_drop.as_deref().unwrap().contains("job secret"));
+        // A MAC over other fields than those sent: another endpoint name.
+        let mut h = proven(hello(IDENT_RANK, 0, b"job", 5), 1, &key);
+        h.name = b"y";
+        assert_eq!(st.hello(&h, 7), HelloOutcome::Refuse(Verdict::Unsupported));
+        // The genuine rank 0 is then accepted.
+        let h = proven(hello(IDENT_RANK, 0, b"job", 5), 1, &key);
+        assert!(matches!(
+            st.hello(&h, 7),
+            HelloOutcome::Accept { port: None, .. }
+        ));
+        // Other jobs (added groups) and ports are not checked (yet).
+        assert!(matches!(
+            st.hello(&hello(IDENT_RANK, 0, b"other", 6), 8),
+            HelloOutcome::Accept { port: None, .. }
+        ));
+        assert!(matches!(
+            st.hello(&hello(IDENT_PORT, 9, b"x", 7), 9),
+            HelloOutcome::Accept { port: Some(_), .. }
+        ));
     }
 
     #[test]
@@ -697,5 +788,23 @@ mod tests {
         let a = st.add_conn(None, 0);
         let b = st.add_conn(None, 0);
         assert_eq!((a, b), (u32::MAX, 1));
+    }
+
+    #[test]
+    fn keyed_ids_are_a_permutation() {
+        let k = JobKey::new([3; 16]);
+        let mut seen = std::collections::HashSet::new();
+        for n in 0..1u32 << 17 {
+            assert!(seen.insert(permute(&k, n)), "{n} collides");
+        }
+        // Not the counter, and another key gives others.
+        assert!((1..100).filter(|&n| permute(&k, n) == n).count() < 2);
+        let other = JobKey::new([4; 16]);
+        assert!((1..100).all(|n| permute(&k, n) != permute(&other, n)));
+        let mut st = State::new(0, b"j", 100);
+        st.id_key = Some(k);
+        let a = st.add_conn(Some(1), 1);
+        let b = st.add_conn(Some(2), 1);
+        assert!(a != 0 && b != 0 && a != b && b != a.wrapping_add(1));
     }
 }

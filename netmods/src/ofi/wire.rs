@@ -4,7 +4,8 @@
 //!
 //! RDM is connectionless, and not every provider reports who sent a message
 //! (`FI_SOURCE`), so the tag says it. Each side of a pair gives the other a
-//! 32-bit *connection id* (never reused while the process lives); whoever
+//! 32-bit *connection id* (not reused while a peer may still use it, and
+//! unguessable: a keyed permutation of a counter, `State::add_conn`); whoever
 //! sends puts the id the *receiver* gave it in the tag. Ids are handed out
 //! by a handshake, the first thing a process sends to a peer:
 //!
@@ -12,7 +13,7 @@
 //! tag = kind:4 | aux:28 | id:32          (bit 63 set: kind PAYLOAD)
 //!
 //! HELLO   id 0          magic[8] ident:u8 who:u64 conn:u32 inline:u32
-//!                       job_len:u16 job name_len:u16 name
+//!                       job_len:u16 job name_len:u16 name nonce[8] mac[8]
 //! VERDICT id = conn     magic[8] verdict:u8 conn:u32 inline:u32
 //! MSG     aux = seq     hlen:u16 header payload
 //! LARGE   aux = seq     hlen:u16 header len:u64
@@ -28,7 +29,13 @@
 //! am rank `who` of job `job`"; `ident` port: "I connect to port `who`"),
 //! carries its endpoint name (`fi_getname`) so the receiver can answer, the
 //! id `conn` the receiver is to tag its messages with, and the largest
-//! inline payload the sender's receive buffers take. The VERDICT answers
+//! inline payload the sender's receive buffers take. A rank HELLO to a
+//! rank of the sender's own job proves membership: `mac` is the job
+//! secret's MAC ([`hello_mac`], `crate::auth`) over all of the HELLO's
+//! fields and the target's rank, with a fresh `nonce`, so a stranger can
+//! neither pose as a rank nor turn a HELLO it saw into one naming its own
+//! endpoint or another target; zero where there is nothing to prove (port
+//! HELLOs, other jobs, no secret). The VERDICT answers
 //! with the acceptor's id and inline limit, or a refusal (another job,
 //! unsupported identity). Messages wait at the sender until the verdict
 //! has come; one whose payload exceeds the peer's inline limit goes as a
@@ -48,10 +55,11 @@
 //!
 //! Flow control: a sender has at most [`CREDITS`] MSG, LARGE or BYE
 //! messages to a receiver not yet handled there; the receiver returns
-//! credits (CREDIT) as it handles them, and keeps [`CONN_RECVS`] receive
-//! buffers posted per connection. So a sender cannot outrun the posted
-//! buffers into the provider's unexpected-message store, which is small
-//! in `shm` (1.17 loses messages beyond it).
+//! credits (CREDIT) as it handles them. Its receive pool (`pool.rs`)
+//! keeps [`CONN_RECVS`] buffers posted per busy peer (per connection on
+//! `shm`, whose 1.17 unexpected-message store is small and loses messages
+//! beyond it), so a sender outruns the posted buffers into the provider's
+//! store by at most its window, and only where that store buffers.
 //!
 //! Keepalive: a ready connection nothing was sent to for a while gets a
 //! PING, so that a dead peer shows up as a send that fails or makes no
@@ -65,8 +73,10 @@
 //! Receives for everything but PAYLOAD are posted with bit 63 clear and the
 //! other 63 bits ignored.
 
+use crate::auth::JobKey;
+
 /// Opens HELLO and VERDICT: a stray sender is recognised.
-pub(crate) const MAGIC: [u8; 8] = *b"RVOFI\x01\0\0";
+pub(crate) const MAGIC: [u8; 8] = *b"RVOFI\x02\0\0";
 
 /// PING (`aux` [`PING`]) or PONG (`aux` [`PONG`]).
 pub(crate) const KIND_KEEPALIVE: u8 = 0;
@@ -82,7 +92,7 @@ pub(crate) const KIND_CREDIT: u8 = 7;
 /// with 8, a ping-pong sent a CREDIT every fourth message and a stream
 /// stalled every eighth (8 B over shm: 1.1 us and 1.6 M msg/s at 8, 0.96
 /// us and 2.4 M msg/s at 32). The price is `CONN_RECVS` receive buffers of
-/// `eager_max` plus a header posted per connected peer.
+/// `eager_max` plus a header posted per busy peer (`pool.rs`).
 pub(crate) const CREDITS: u32 = 32;
 /// PINGs a sender may have unanswered. Two, not one: a PING the provider
 /// took just before it noticed the peer's death is lost without a word,
@@ -117,7 +127,9 @@ pub(crate) const MAX_NAME: usize = 256;
 
 const HELLO_FIXED: usize = 8 + 1 + 8 + 4 + 4;
 /// The largest HELLO: fixed part, both lengths, the longest job and name.
-pub(crate) const HELLO_MAX: usize = HELLO_FIXED + 2 + MAX_JOB + 2 + MAX_NAME;
+pub(crate) const HELLO_MAX: usize = HELLO_FIXED + 2 + MAX_JOB + 2 + MAX_NAME + HELLO_AUTH;
+/// HELLO after the name: nonce and MAC.
+pub(crate) const HELLO_AUTH: usize = 16;
 pub(crate) const VERDICT_LEN: usize = 8 + 1 + 4 + 4;
 /// What precedes the header in MSG and LARGE: its length.
 pub(crate) const PREFIX: usize = 2;
@@ -154,7 +166,7 @@ pub(crate) enum Verdict {
     Unsupported = 2,
 }
 
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Hello<'a> {
     pub ident: u8,
     /// The rank (`IDENT_RANK`) or the port tag (`IDENT_PORT`).
@@ -164,6 +176,26 @@ pub(crate) struct Hello<'a> {
     pub inline: u32,
     pub job: &'a [u8],
     pub name: &'a [u8],
+    pub nonce: [u8; 8],
+    /// [`hello_mac`] of the rest, or zero.
+    pub mac: [u8; 8],
+}
+
+/// The MAC proving a rank HELLO `h` to rank `target` of the sender's job.
+/// Lengths go in with the variable fields, so no two HELLOs share input.
+pub(crate) fn hello_mac(key: &JobKey, h: &Hello<'_>, target: u32) -> [u8; 8] {
+    key.mac(&[
+        &[h.ident],
+        &h.who.to_le_bytes(),
+        &target.to_le_bytes(),
+        &h.conn.to_le_bytes(),
+        &h.inline.to_le_bytes(),
+        &(h.job.len() as u16).to_le_bytes(),
+        h.job,
+        &(h.name.len() as u16).to_le_bytes(),
+        h.name,
+        &h.nonce,
+    ])
 }
 
 /// Writes a HELLO into `out` (cleared first). `job` and `name` are at
@@ -179,6 +211,8 @@ pub(crate) fn encode_hello(out: &mut Vec<u8>, h: &Hello<'_>) {
         out.extend_from_slice(&(part.len() as u16).to_le_bytes());
         out.extend_from_slice(part);
     }
+    out.extend_from_slice(&h.nonce);
+    out.extend_from_slice(&h.mac);
 }
 
 fn le_u32(b: &[u8]) -> u32 {
@@ -212,7 +246,11 @@ pub(crate) fn parse_hello(b: &[u8]) -> Result<Hello<'_>, &'static str> {
     }
     let (job, at) = field(b, HELLO_FIXED, MAX_JOB)?;
     let (name, end) = field(b, at, MAX_NAME)?;
-    if end != b.len() {
+    let auth = b.get(end..).ok_or("truncated HELLO")?;
+    if auth.len() < HELLO_AUTH {
+        return Err("truncated HELLO");
+    }
+    if auth.len() > HELLO_AUTH {
         return Err("bytes after the HELLO");
     }
     Ok(Hello {
@@ -222,6 +260,8 @@ pub(crate) fn parse_hello(b: &[u8]) -> Result<Hello<'_>, &'static str> {
         inline: le_u32(&b[21..25]),
         job,
         name,
+        nonce: auth[..8].try_into().unwrap_or_default(),
+        mac: auth[8..].try_into().unwrap_or_default(),
     })
 }
 
@@ -314,6 +354,8 @@ mod tests {
             inline: 65536,
             job: b"kvs_1",
             name: b"fi_shm://1:0:0\0",
+            nonce: *b"12345678",
+            mac: *b"abcdefgh",
         };
         let mut b = Vec::new();
         encode_hello(&mut b, &h);
@@ -329,6 +371,52 @@ mod tests {
         bad[HELLO_FIXED + 1] = 0xff;
         assert!(parse_hello(&bad).is_err());
         assert!(parse_hello(b"GET / HTTP/1.0\r\n\r\n..........").is_err());
+    }
+
+    #[test]
+    fn hello_macs_cover_every_field_and_the_target() {
+        let key = JobKey::new([7; 16]);
+        let h = Hello {
+            ident: IDENT_RANK,
+            who: 3,
+            conn: 42,
+            inline: 65536,
+            job: b"kvs_1",
+            name: b"fi_sockets://1.2.3.4:5\0",
+            nonce: *b"12345678",
+            mac: [0; 8],
+        };
+        let m = hello_mac(&key, &h, 0);
+        assert_eq!(m, hello_mac(&key, &h, 0));
+        assert_ne!(m, hello_mac(&key, &h, 1), "another target");
+        assert_ne!(m, hello_mac(&JobKey::new([8; 16]), &h, 0), "another key");
+        let variants = [
+            Hello { who: 4, ..h },
+            Hello { conn: 43, ..h },
+            Hello { inline: 1, ..h },
+            Hello { job: b"kvs_2", ..h },
+            Hello {
+                name: b"fi_sockets://6.6.6.6:5\0",
+                ..h
+            },
+            Hello {
+                nonce: *b"12345679",
+                ..h
+            },
+            Hello {
+                ident: IDENT_PORT,
+                ..h
+            },
+            // The same bytes split differently between job and name.
+            Hello {
+                job: b"kvs_1f",
+                name: b"i_sockets://1.2.3.4:5\0",
+                ..h
+            },
+        ];
+        for v in &variants {
+            assert_ne!(m, hello_mac(&key, v, 0), "{v:?}");
+        }
     }
 
     #[test]

@@ -24,7 +24,9 @@ use crate::{NetmodError, PeerId, Sink};
 use super::card;
 use super::fid::{strerror, FiError, Mr};
 use super::ops::{Dest, OpKind};
-use super::state::{Handshake, Held, HelloOutcome, Tx};
+use super::order::Arrival;
+use super::pool::PageBuf;
+use super::state::{Handshake, HelloOutcome, Tx};
 use super::sys::*;
 use super::wire::{self, *};
 use super::OfiNetmod;
@@ -134,7 +136,10 @@ impl OfiNetmod {
 
     /// Adds and posts one generic receive buffer.
     pub(super) fn add_generic_recv(&mut self) -> Result<(), FiError> {
-        let buf = vec![0u8; self.slot].into_boxed_slice();
+        let buf = PageBuf::new(self.slot).map_err(|e| FiError {
+            code: e.raw_os_error().unwrap_or(libc::ENOMEM),
+            what: "mmap of a receive buffer",
+        })?;
         let mr = self.local_mr(buf.as_ptr(), buf.len(), FI_RECV)?;
         let ctx = self.ops.add(OpKind::Recv { buf }, mr);
         self.generic += 1;
@@ -521,19 +526,27 @@ impl OfiNetmod {
             Some(t) => (IDENT_PORT, t),
             None => (IDENT_RANK, self.st.me as u64),
         };
+        // A rank of our own job is told the secret's proof.
+        let target = match (c.port, c.peer.map(crate::split_peer)) {
+            (None, Some((0, rank))) => Some(rank),
+            _ => None,
+        };
         let addr = c.addr;
         let mut body = self.buf(HELLO_MAX);
-        wire::encode_hello(
-            &mut body,
-            &wire::Hello {
-                ident,
-                who,
-                conn: id,
-                inline: self.eager_max() as u32,
-                job: &self.st.jobs.own,
-                name: &self.name,
-            },
-        );
+        let mut h = wire::Hello {
+            ident,
+            who,
+            conn: id,
+            inline: self.eager_max() as u32,
+            job: &self.st.jobs.own,
+            name: &self.name,
+            nonce: crate::auth::nonce(),
+            mac: [0; 8],
+        };
+        if let (Some(key), Some(t)) = (self.st.key.as_ref(), target) {
+            h.mac = wire::hello_mac(key, &h, t);
+        }
+        wire::encode_hello(&mut body, &h);
         match self.post_send(Some(id), addr, tag(KIND_HELLO, 0, 0), body, 0) {
             Ok(()) => {
                 if let Some(c) = self.st.conns.get_mut(&id) {
@@ -651,8 +664,7 @@ impl OfiNetmod {
     /// Per-poll upkeep: receives and reads the provider refused before,
     /// queued messages, handshake deadlines, refusals.
     pub(super) fn work(&mut self) {
-        let conns = self.st.conns.len().min(super::MAX_CONN_RECVS);
-        while self.generic < super::RX_DEPTH + CONN_RECVS * conns {
+        while self.generic < self.rx_pool.target(self.st.conns.len()) {
             if let Err(e) = self.add_generic_recv() {
                 self.st
                     .drop_msg(format!("could not post a receive buffer: {e}"));
@@ -892,6 +904,11 @@ impl OfiNetmod {
                         self.st.drop_msg(format!("receive failed: {why}"));
                     }
                 }
+                if self.generic > self.rx_pool.target(self.st.conns.len()) {
+                    // The pool shrinks: its pages go back.
+                    self.generic -= 1;
+                    return;
+                }
                 let ctx = self.ops.add(OpKind::Recv { buf }, mr);
                 if let Err(e) = self.post_rx(ctx) {
                     self.st
@@ -967,45 +984,23 @@ impl OfiNetmod {
                 self.st.mark(id);
             }
             KIND_MSG | KIND_LARGE | KIND_BYE => {
-                let live = self
-                    .st
-                    .conns
-                    .get_mut(&id)
-                    .filter(|c| c.peer.is_some() && c.failed.is_none());
-                let Some(c) = live else {
-                    // Unknown, detached or failed: dropped, but a payload
-                    // is still taken so that its sender completes.
-                    if kind == KIND_LARGE {
-                        if let Ok(len) = split_body(body).and_then(|(_, r)| parse_large_suffix(r)) {
-                            self.drain(payload_tag(aux, id), len);
+                match self.st.arrive(id, kind, aux, body) {
+                    Arrival::Now => {}
+                    Arrival::Held | Arrival::Twice => return,
+                    Arrival::Fail(why) => return self.fail_conn(id, why),
+                    Arrival::Gone { .. } => {
+                        // Dropped, but a payload is still taken so that
+                        // its sender completes.
+                        if kind == KIND_LARGE {
+                            if let Ok(len) =
+                                split_body(body).and_then(|(_, r)| parse_large_suffix(r))
+                            {
+                                self.drain(payload_tag(aux, id), len);
+                            }
                         }
+                        return;
                     }
-                    if !self.st.conns.contains_key(&id) {
-                        self.st
-                            .drop_msg(format!("message for unknown connection {id}"));
-                    }
-                    return;
-                };
-                if aux != c.rx_next || c.rx_payload.is_some() {
-                    // A sender has at most CREDITS messages unhandled here:
-                    // one further ahead is not held (bounded memory).
-                    if aux.wrapping_sub(c.rx_next) & AUX_MASK >= 2 * CREDITS {
-                        let why = format!(
-                            "protocol error: message {aux} far beyond the credit window (next {})",
-                            c.rx_next
-                        );
-                        return self.fail_conn(id, why);
-                    }
-                    let held = Held {
-                        kind,
-                        body: body.to_vec(),
-                    };
-                    if c.held.insert(aux, held).is_some() {
-                        self.st.drop_msg(format!("message {aux} twice from {id}"));
-                    }
-                    return;
                 }
-                c.rx_next = next_seq(aux);
                 self.handle(id, kind, aux, body, sink);
                 self.handled(id);
                 self.release(id, sink);
@@ -1139,28 +1134,22 @@ impl OfiNetmod {
 
     /// Handles the held messages whose turn has come, until a payload.
     fn release(&mut self, id: u32, sink: &mut dyn Sink) {
-        loop {
-            let Some(c) = self.st.conns.get_mut(&id) else {
-                return;
-            };
-            if c.rx_payload.is_some() || c.failed.is_some() || c.peer.is_none() {
-                return;
-            }
-            let seq = c.rx_next;
-            let Some(h) = c.held.remove(&seq) else {
-                return;
-            };
-            c.rx_next = next_seq(seq);
+        while let Some((seq, h)) = self.st.take_next(id) {
             self.handle(id, h.kind, seq, &h.body, sink);
             self.handled(id);
         }
     }
 
-    /// One more message of `id` handled: return credits every half window.
+    /// One more message of `id` handled: return credits every half window;
+    /// the peer counts as busy for the receive pool.
     fn handled(&mut self, id: u32) {
         let Some(c) = self.st.conns.get_mut(&id).filter(|c| c.failed.is_none()) else {
             return;
         };
+        if !c.busy {
+            c.busy = true;
+            self.rx_pool.busy();
+        }
         c.consumed += 1;
         if c.consumed >= CREDITS / 2 {
             let n = std::mem::take(&mut c.consumed);
@@ -1206,6 +1195,7 @@ impl OfiNetmod {
         }
         self.ka_next = now + self.cfg.keepalive_interval();
         self.pings_sent += self.st.keepalive() as u64;
+        self.rx_pool.round();
         // Same-node providers deliver into a dead process's queue without
         // complaint (shm: its mapping outlives it), so PINGs to it succeed;
         // its process id tells.

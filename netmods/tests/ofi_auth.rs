@@ -1,0 +1,96 @@
+//! The ofi netmod's HELLO with a job secret (issue 20): a process that
+//! names itself a rank of our job without the secret's MAC is refused
+//! and holds nothing; the genuine rank then connects as usual. For
+//! `tcp;ofi_rxm` (on loopback) and `shm`, between instances in this
+//! process; every wait is bounded.
+
+#![cfg(feature = "ofi")]
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use rivet_netmods::auth::JobKey;
+use rivet_netmods::{Netmod, OfiConfig, OfiNetmod};
+
+fn config(prov: &str, key: Option<JobKey>) -> OfiConfig {
+    OfiConfig {
+        provider: Some(prov.into()),
+        domain: (prov == "tcp;ofi_rxm").then(|| "lo".to_string()),
+        timeout: Duration::from_secs(5),
+        job_key: key,
+        ..OfiConfig::default()
+    }
+}
+
+fn open(prov: &str, key: Option<JobKey>, rank: u64) -> OfiNetmod {
+    OfiNetmod::new(config(prov, key), "authjob", rank)
+        .unwrap_or_else(|e| panic!("cannot open provider {prov}: {e}"))
+}
+
+fn forged_hello_refused(prov: &str) {
+    let key = JobKey::new([0x5a; 16]);
+    // 0: the rank attacked; 1: the genuine rank 1; 2, 3: strangers posing
+    // as rank 1 (no secret, a wrong one).
+    let mut nets = vec![
+        open(prov, Some(key), 0),
+        open(prov, Some(key), 1),
+        open(prov, None, 1),
+        open(prov, Some(JobKey::new([0x5b; 16])), 1),
+    ];
+    let mut sinks: Vec<Rec> = (0..4).map(|_| Rec::default()).collect();
+    let c0 = card(&nets, 0);
+    for i in [2, 3] {
+        nets[i].connect(0, &c0).unwrap();
+        send(&mut nets, &mut sinks, i, 0, 0, 10);
+        pump(&mut nets, &mut sinks, |_, s| !s[i].failed.is_empty());
+        let (peer, why) = &sinks[i].failed[0];
+        assert_eq!(*peer, 0);
+        assert!(why.contains("rejected by the peer"), "{why}");
+    }
+    // Nothing of theirs reached rank 0, which holds no peer for them.
+    assert!(sinks[0].msgs.is_empty() && sinks[0].failed.is_empty());
+    assert!(!nets[0].knows(1));
+    assert_eq!(nets[0].peer_count(), 0);
+    assert_eq!(nets[0].connections_made(), 0);
+    assert_eq!(nets[0].dropped(), 2, "{:?}", nets[0].describe());
+    assert!(describe(&nets[0], "ofi.dropped").contains("job secret"));
+    // The genuine rank 1 connects and is heard, in both directions.
+    nets[1].connect(0, &c0).unwrap();
+    let c1 = card(&nets, 1);
+    nets[0].connect(1, &c1).unwrap();
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    send(&mut nets, &mut sinks, 0, 1, 0, 20);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[0].msgs.len() == 1 && s[1].msgs.len() == 1
+    });
+    assert_eq!(sinks[0].from(1), expect(1, &[10]));
+    assert_eq!(sinks[1].from(0), expect(0, &[20]));
+    assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
+    assert_eq!(nets[0].dropped(), 2);
+}
+
+/// Without a secret (Hydra, singletons) nothing is checked, as before.
+fn no_secret_no_check(prov: &str) {
+    let mut nets = vec![open(prov, None, 0), open(prov, None, 1)];
+    let mut sinks: Vec<Rec> = (0..2).map(|_| Rec::default()).collect();
+    connect_all(&mut nets);
+    send(&mut nets, &mut sinks, 1, 0, 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    assert_eq!(sinks[0].from(1), expect(1, &[10]));
+    assert_eq!(nets[0].dropped(), 0);
+}
+
+macro_rules! both_providers {
+    ($($name:ident),*) => {
+        mod tcp_rxm {
+            $(#[test] fn $name() { super::$name("tcp;ofi_rxm") })*
+        }
+        mod shm {
+            $(#[test] fn $name() { super::$name("shm") })*
+        }
+    };
+}
+
+both_providers!(forged_hello_refused, no_secret_no_check);
