@@ -1,0 +1,479 @@
+//! The text report: a titled table per benchmark, medians [min-max] per
+//! stack, the ratio columns and notes below.
+
+use super::args::Bench;
+use super::stacks::{role, split_provider, Role};
+use super::summary::{fmt_mpi_ratio, fmt_summary, raw_target, summarize_table, RowSummary, Target};
+use super::table::Table;
+use crate::harness;
+use crate::peers::Transport;
+use crate::sizes::Kind;
+use crate::stats::summarize;
+
+pub(super) fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
+    let raw = table.stacks.iter().any(|&i| role(stacks[i]) == Role::Raw);
+    match table.bench {
+        Bench::Idle => {
+            return "latency-idle: 8 B half round trip, us (lower is better), with N idle ranks \
+                connected to both measuring ranks and asleep in a PMI barrier; Rivet only"
+                .into()
+        }
+        Bench::Memory => {
+            return "memory: rank 0's RSS, KiB (lower is better), once connected to N idle peers \
+                (one message each way); Rivet only"
+                .into()
+        }
+        Bench::Fanin => {
+            return "fanin: N ranks send windows of 64 8-byte messages to rank 0, messages/s \
+                received (higher is better); Rivet only, unbound (more ranks than cores)"
+                .into()
+        }
+        Bench::P2p(_) | Bench::Startup => {}
+    }
+    if transport == Transport::Ofi {
+        return match table.bench {
+            Bench::P2p(Kind::Latency) => {
+                "latency: half round trip, us (lower is better); fi_pingpong: usec/xfer".into()
+            }
+            Bench::P2p(Kind::Bw) => {
+                "bw: MB/s with 1 MB = 1e6 B (higher is better); rivet-ofi: window of 64; \
+                fi_pingpong: ping-pong, size / half round trip (not a streaming figure)"
+                    .into()
+            }
+            Bench::P2p(Kind::Bibw) => {
+                "bibw: both directions, window of 64, MB/s (higher is better); Rivet only, no ratio"
+                    .into()
+            }
+            Bench::P2p(Kind::Mr) => {
+                "mr: 8-byte messages, window of 64, messages/s (higher is better); \
+                Rivet only, no ratio (fi_pingpong has no mr)"
+                    .into()
+            }
+            Bench::Startup => {
+                "startup: whole N-rank job (init, barrier, finalize), launcher start to exit, \
+                s (lower is better); Rivet only"
+                    .into()
+            }
+            Bench::Idle | Bench::Memory | Bench::Fanin => unreachable!("titled above"),
+        };
+    }
+    match table.bench {
+        Bench::P2p(Kind::Latency) if raw => {
+            "latency: half round trip, us (lower is better); raw-tcp: busy-poll recv".into()
+        }
+        Bench::P2p(Kind::Latency) => "latency: half round trip, us (lower is better)".into(),
+        Bench::P2p(Kind::Bw) if raw => "bw: window of 64, MB/s with 1 MB = 1e6 B (higher is better); \
+            raw-tcp: one stream of back-to-back sends"
+            .into(),
+        Bench::P2p(Kind::Bw) => "bw: window of 64, MB/s with 1 MB = 1e6 B (higher is better)".into(),
+        Bench::P2p(Kind::Bibw) => {
+            "bibw: both directions, window of 64, MB/s (higher is better); no peer has bibw, Rivet only".into()
+        }
+        Bench::P2p(Kind::Mr) => "mr: 8-byte messages, window of 64, messages/s (higher is better)".into(),
+        Bench::Startup => {
+            "startup: whole N-rank job (init, barrier, finalize), launcher start to exit, s (lower is better)"
+                .into()
+        }
+        Bench::Idle | Bench::Memory | Bench::Fanin => unreachable!("titled above"),
+    }
+}
+
+/// The tables, aligned in columns.
+pub(super) fn text_report(
+    transport: Transport,
+    tables: &[Table],
+    stacks: &[&str],
+    skipped: &[(&str, &str)],
+    reps: u32,
+    loads: &harness::Loads,
+) -> String {
+    let mut out = match transport {
+        Transport::Shm => format!(
+            "# Rivet vs peers: median [min-max] over {reps} interleaved runs per stack; ratio = rivet / best peer\n"
+        ),
+        Transport::Tcp => format!(
+            "# Rivet vs peers over TCP (loopback): median [min-max] over {reps} interleaved runs per stack\n\
+             # ratios = Rivet stack / best peer (mpich or openmpi), / raw-tcp (the loopback limit), rivet-uring / rivet-poll\n\
+             # targets: 8 B latency {} x raw-tcp, 1 MiB bw {} x raw-tcp\n",
+            Target::AtMost(1.1).describe(),
+            Target::AtLeast(0.9).describe()
+        ),
+        Transport::Ofi => format!(
+            "# Rivet over libfabric vs fi_pingpong: median [min-max] over {reps} interleaved runs per stack\n\
+             # rivet-ofi(P): RIVET_NETMOD=ofi RIVET_OFI_PROVIDER=P rivetrun -n 2 --bind-to core; \
+             fi_pingpong(P): fi_pingpong -p P -e rdm, server CPU 1, client CPU 0\n\
+             # ratios = rivet-ofi(P) / fi_pingpong(P); targets at every size: latency {}, bw {}\n\
+             # fi_pingpong's MB/s is ping-pong bandwidth (size / half round trip, one message in flight), \
+             Rivet's bw a window of 64: not the same kind of figure\n",
+            Target::AtMost(1.1).describe(),
+            Target::AtLeast(1.0).describe()
+        ),
+    };
+    for (name, why) in skipped {
+        out += &format!("# skipped {name}: {why}\n");
+    }
+    if let Some(l) = loads.describe() {
+        out += &format!("# {l}\n");
+    }
+    if loads.failures > 0 {
+        out += &format!(
+            "# {} run(s) failed or gave unusable output (see stderr)\n",
+            loads.failures
+        );
+    }
+    for table in tables {
+        out += &format!("\n# {}\n", bench_title(transport, table, stacks));
+        let rows = summarize_table(table, stacks);
+        let mut grid: Vec<Vec<String>> = Vec::new();
+        let key_header = if table.key_name() == "size" {
+            "Size".to_string()
+        } else {
+            "N".to_string()
+        };
+        let mut header = vec![key_header.clone()];
+        header.extend(table.stacks.iter().map(|&i| stacks[i].to_string()));
+        let has_ratio = transport == Transport::Shm
+            && table.stacks.len() > 1
+            && stacks.first() == Some(&"rivet");
+        if has_ratio {
+            header.push("rivet/best".into());
+        }
+        // The MPI layer's stack: its own ratio to the best peer, and its
+        // cost over the engine alone.
+        let layer = table
+            .stacks
+            .iter()
+            .copied()
+            .find(|&i| stacks[i] == "rivet-mpi");
+        let layer_ratios = has_ratio && layer.is_some();
+        if layer_ratios {
+            header.push("rivet-mpi/best".into());
+            header.push("rivet-mpi/rivet".into());
+        }
+        grid.push(header);
+        for r in &rows {
+            let mut line = vec![r.key.to_string()];
+            for (i, s) in &r.per_stack {
+                line.push(match s {
+                    Some((s, n)) => fmt_summary(table.unit(), s, *n, reps),
+                    None if !table.measures(*i, r.key) => "-".into(),
+                    None => "failed".into(),
+                });
+            }
+            if has_ratio {
+                line.push(match r.ratio {
+                    Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
+                    None => "-".into(),
+                });
+            }
+            if layer_ratios {
+                let vs_best = r.rivets.iter().find(|x| Some(x.stack) == layer);
+                line.push(match vs_best.and_then(|x| x.vs_best) {
+                    Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
+                    None => "-".into(),
+                });
+                line.push(fmt_mpi_ratio(table.bench, r.key, r.mpi_over_rivet));
+            }
+            grid.push(line);
+        }
+        out += &align(&grid);
+        if transport != Transport::Shm {
+            out += &ratio_grid(transport, table, stacks, &rows, key_header);
+        }
+        out += &scale_notes(table, stacks, &rows);
+    }
+    out
+}
+
+/// Below a table: the verdicts of the benchmarks of scale (idle peers /
+/// none, memory per idle peer, fanin uring / poll) and rank 0's netmod
+/// system calls per message, where the runs reported them.
+pub(super) fn scale_notes(table: &Table, stacks: &[&str], rows: &[RowSummary]) -> String {
+    use crate::scale_compare as sc;
+    let median_of = |key: u64, i: usize| {
+        rows.iter()
+            .find(|r| r.key == key)
+            .and_then(|r| r.per_stack.iter().find(|(j, _)| *j == i))
+            .and_then(|(_, s)| s.map(|(s, _)| s.median))
+    };
+    let mut out = String::new();
+    match table.bench {
+        Bench::Idle | Bench::Memory => {
+            let n = table
+                .keys
+                .as_ref()
+                .and_then(|k| k.last().copied())
+                .unwrap_or(0);
+            let per: Vec<(&str, Option<f64>, Option<f64>)> = table
+                .stacks
+                .iter()
+                .map(|&i| (stacks[i], median_of(0, i), median_of(n, i)))
+                .collect();
+            out += &if table.bench == Bench::Idle {
+                sc::idle_lines(&per, n)
+            } else {
+                sc::memory_lines(&per, n)
+            };
+        }
+        Bench::Fanin => out += &sc::fanin_line(rows.first().and_then(|r| r.uring_over_poll)),
+        Bench::P2p(_) | Bench::Startup => {}
+    }
+    let calls: Vec<(u64, Vec<(&str, f64)>)> = table
+        .calls
+        .iter()
+        .map(|(k, m)| {
+            let per = m
+                .iter()
+                .filter_map(|(i, v)| summarize(v).map(|s| (stacks[*i], s.median)))
+                .collect();
+            (*k, per)
+        })
+        .collect();
+    out + &sc::calls_lines(&calls, table.key_name())
+}
+
+/// Over tcp and ofi, the ratios of a table, below its values: per Rivet
+/// stack /best and /raw-tcp or /fi_pingpong (with the target where there
+/// is one), and uring/poll.
+pub(super) fn ratio_grid(
+    transport: Transport,
+    table: &Table,
+    stacks: &[&str],
+    rows: &[RowSummary],
+    key_header: String,
+) -> String {
+    let has = |r: Role| table.stacks.iter().any(|&i| role(stacks[i]) == r);
+    let (has_peer, has_raw) = (has(Role::Peer), has(Role::Raw));
+    // raw-tcp, fi_pingpong
+    let raw_name = table
+        .stacks
+        .iter()
+        .find(|&&i| role(stacks[i]) == Role::Raw)
+        .map_or("raw", |&i| split_provider(stacks[i]).0);
+    let rivets: Vec<usize> = rows
+        .first()
+        .map(|r| r.rivets.iter().map(|x| x.stack).collect())
+        .unwrap_or_default();
+    let uring_poll = ["rivet-uring", "rivet-poll"]
+        .iter()
+        .all(|n| rivets.iter().any(|&i| stacks[i] == *n));
+    let mut header = vec![key_header];
+    for &i in &rivets {
+        if has_peer {
+            header.push(format!("{}/best", stacks[i]));
+        }
+        if has_raw {
+            header.push(format!("{}/{raw_name}", stacks[i]));
+        }
+    }
+    if uring_poll {
+        header.push("uring/poll".into());
+    }
+    if header.len() == 1 {
+        return String::new();
+    }
+    let mut grid = vec![header];
+    for r in rows {
+        let mut line = vec![r.key.to_string()];
+        for x in &r.rivets {
+            if has_peer {
+                line.push(match x.vs_best {
+                    Some((v, peer)) => format!("{v:.2} vs {}", stacks[peer]),
+                    None => "-".into(),
+                });
+            }
+            if has_raw {
+                line.push(
+                    match (x.vs_raw, raw_target(transport, table.bench, r.key)) {
+                        (Some(v), Some(t)) => format!(
+                            "{v:.2} {} ({})",
+                            if t.met(v) { "met" } else { "MISSED" },
+                            t.describe()
+                        ),
+                        (Some(v), None) => format!("{v:.2}"),
+                        (None, _) => "-".into(),
+                    },
+                );
+            }
+        }
+        if uring_poll {
+            line.push(match r.uring_over_poll {
+                Some(v) => format!("{v:.2}"),
+                None => "-".into(),
+            });
+        }
+        grid.push(line);
+    }
+    align(&grid)
+}
+
+/// Right-align columns; the first line is the header, prefixed with '#'.
+pub(super) fn align(grid: &[Vec<String>]) -> String {
+    let cols = grid.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            grid.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for (i, row) in grid.iter().enumerate() {
+        out += if i == 0 { "# " } else { "  " };
+        let cells: Vec<String> = row
+            .iter()
+            .zip(&widths)
+            .map(|(s, w)| format!("{s:>w$}"))
+            .collect();
+        out += cells.join("  ").trim_end();
+        out += "\n";
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::fixtures::{ofi_tables, table, tcp_tables, OFI_NAMES};
+    use super::super::json_report::json_doc;
+    use super::super::stacks::TCP_STACKS;
+    use super::*;
+    use crate::harness;
+    use crate::json;
+
+    #[test]
+    fn text_and_json_reports() {
+        let names = ["rivet", "mpich"];
+        let mut mr = table(Bench::P2p(Kind::Mr), Some(vec![8]), vec![0, 1]);
+        for v in [6.0e6, 5.0e6, 7.0e6] {
+            mr.add(8, 0, v);
+        }
+        mr.add(8, 1, 5.0e6);
+        mr.add(8, 1, 5.5e6);
+        let mut st = table(Bench::Startup, Some(vec![8]), vec![0, 1]);
+        st.add(8, 0, 0.0112);
+        st.add(8, 1, 0.321);
+        let loads = harness::Loads {
+            samples: vec![1.0, 3.0, 40.0],
+            failures: 1,
+        };
+        let skipped = [("openmpi", "mpirun.openmpi not found")];
+        let text = text_report(Transport::Shm, &[mr, st], &names, &skipped, 3, &loads);
+        let expected = "\
+# Rivet vs peers: median [min-max] over 3 interleaved runs per stack; ratio = rivet / best peer
+# skipped openmpi: mpirun.openmpi not found
+# CPU load of other processes during the runs: median 3%, max 40%; 1 of 3 runs above 20%
+# 1 run(s) failed or gave unusable output (see stderr)
+
+# mr: 8-byte messages, window of 64, messages/s (higher is better)
+# Size                rivet                           mpich     rivet/best
+     8  6.00M [5.00M-7.00M]  5.25M [5.00M-5.50M] (2/3 runs)  1.14 vs mpich
+
+# startup: whole N-rank job (init, barrier, finalize), launcher start to exit, s (lower is better)
+# N                              rivet                              mpich     rivet/best
+  8  0.0112 [0.0112-0.0112] (1/3 runs)  0.3210 [0.3210-0.3210] (1/3 runs)  0.03 vs mpich
+";
+        assert_eq!(text, expected);
+
+        let mut lat = table(Bench::P2p(Kind::Latency), Some(vec![0]), vec![0, 1]);
+        lat.add(0, 0, 0.25);
+        let doc = json_doc(
+            Transport::Shm,
+            &[lat],
+            &names,
+            &skipped,
+            1,
+            &harness::Loads::default(),
+        );
+        assert_eq!(
+            doc,
+            "{\"benchmark\":\"compare\",\"reps\":1,\"stacks\":[\"rivet\",\"mpich\"],\
+             \"skipped\":[{\"stack\":\"openmpi\",\"why\":\"mpirun.openmpi not found\"}],\
+             \"other_load_pct\":null,\"failed_runs\":0,\"results\":[{\"bench\":\"latency\",\
+             \"unit\":\"us\",\"better\":\"lower\",\"rows\":[{\"size\":0,\"stacks\":{\"rivet\":\
+             {\"median\":0.25,\"min\":0.25,\"max\":0.25,\"runs\":1},\"mpich\":null},\
+             \"best_peer\":null,\"ratio\":null}]}]}"
+        );
+        assert!(json::parse(&doc).is_ok());
+    }
+
+    #[test]
+    fn tcp_text_report() {
+        let text = text_report(
+            Transport::Tcp,
+            &tcp_tables(),
+            &TCP_STACKS,
+            &[],
+            1,
+            &harness::Loads::default(),
+        );
+        // raw-tcp: "-" where it measures nothing; a failed run: "failed".
+        let expected = "\
+# Rivet vs peers over TCP (loopback): median [min-max] over 1 interleaved runs per stack
+# ratios = Rivet stack / best peer (mpich or openmpi), / raw-tcp (the loopback limit), rivet-uring / rivet-poll
+# targets: 8 B latency <= 1.1 x raw-tcp, 1 MiB bw >= 0.9 x raw-tcp
+
+# latency: half round trip, us (lower is better); raw-tcp: busy-poll recv
+#    Size          rivet-uring           rivet-poll              raw-tcp                mpich              openmpi
+        8  3.200 [3.200-3.200]  3.600 [3.600-3.600]  3.000 [3.000-3.000]  3.500 [3.500-3.500]  3.800 [3.800-3.800]
+     1024  3.500 [3.500-3.500]  3.900 [3.900-3.900]  3.300 [3.300-3.300]  3.900 [3.900-3.900]               failed
+  1048576  150.0 [150.0-150.0]               failed                    -  149.7 [149.7-149.7]  230.3 [230.3-230.3]
+#    Size  rivet-uring/best  rivet-uring/raw-tcp  rivet-poll/best    rivet-poll/raw-tcp  uring/poll
+        8     0.91 vs mpich    1.07 met (<= 1.1)    1.03 vs mpich  1.20 MISSED (<= 1.1)        0.89
+     1024     0.90 vs mpich                 1.06    1.00 vs mpich                  1.18        0.90
+  1048576     1.00 vs mpich                    -                -                     -           -
+
+# bw: window of 64, MB/s with 1 MB = 1e6 B (higher is better); raw-tcp: one stream of back-to-back sends
+#    Size       rivet-uring        rivet-poll           raw-tcp             mpich           openmpi
+     1024     400 [400-400]     380 [380-380]                 -     131 [131-131]     361 [361-361]
+  1048576  4500 [4500-4500]  4000 [4000-4000]  4800 [4800-4800]  5000 [5000-5000]  5400 [5400-5400]
+#    Size  rivet-uring/best  rivet-uring/raw-tcp  rivet-poll/best    rivet-poll/raw-tcp  uring/poll
+     1024   1.11 vs openmpi                    -  1.05 vs openmpi                     -        1.05
+  1048576   0.83 vs openmpi    0.94 met (>= 0.9)  0.74 vs openmpi  0.83 MISSED (>= 0.9)        1.12
+";
+        assert_eq!(text, expected);
+    }
+
+    #[test]
+    fn ofi_text_report() {
+        let skipped = [("fi_pingpong(verbs;ofi_rxm)", "no such provider")];
+        let text = text_report(
+            Transport::Ofi,
+            &ofi_tables(),
+            &OFI_NAMES,
+            &skipped,
+            1,
+            &harness::Loads::default(),
+        );
+        // Each rivet-ofi(P) over fi_pingpong(P); "-" where fi_pingpong(shm) failed; mr without ratio.
+        let expected = "\
+# Rivet over libfabric vs fi_pingpong: median [min-max] over 1 interleaved runs per stack
+# rivet-ofi(P): RIVET_NETMOD=ofi RIVET_OFI_PROVIDER=P rivetrun -n 2 --bind-to core; fi_pingpong(P): fi_pingpong -p P -e rdm, server CPU 1, client CPU 0
+# ratios = rivet-ofi(P) / fi_pingpong(P); targets at every size: latency <= 1.1, bw >= 1
+# fi_pingpong's MB/s is ping-pong bandwidth (size / half round trip, one message in flight), Rivet's bw a window of 64: not the same kind of figure
+# skipped fi_pingpong(verbs;ofi_rxm): no such provider
+
+# latency: half round trip, us (lower is better); fi_pingpong: usec/xfer
+#  Size  rivet-ofi(tcp;ofi_rxm)  fi_pingpong(tcp;ofi_rxm)       rivet-ofi(shm)     fi_pingpong(shm)
+      8     14.50 [14.50-14.50]       13.80 [13.80-13.80]  1.900 [1.900-1.900]  1.710 [1.710-1.710]
+  65536     120.0 [120.0-120.0]       60.00 [60.00-60.00]  55.00 [55.00-55.00]               failed
+#  Size  rivet-ofi(tcp;ofi_rxm)/fi_pingpong  rivet-ofi(shm)/fi_pingpong
+      8                   1.05 met (<= 1.1)        1.11 MISSED (<= 1.1)
+  65536                2.00 MISSED (<= 1.1)                           -
+
+# bw: MB/s with 1 MB = 1e6 B (higher is better); rivet-ofi: window of 64; fi_pingpong: ping-pong, size / half round trip (not a streaming figure)
+#  Size  rivet-ofi(tcp;ofi_rxm)  fi_pingpong(tcp;ofi_rxm)    rivet-ofi(shm)  fi_pingpong(shm)
+      8        2.00 [2.00-2.00]          0.58 [0.58-0.58]  6.00 [6.00-6.00]  4.68 [4.68-4.68]
+  65536           900 [900-900]          1092 [1092-1092]  5200 [5200-5200]  5168 [5168-5168]
+#  Size  rivet-ofi(tcp;ofi_rxm)/fi_pingpong  rivet-ofi(shm)/fi_pingpong
+      8                     3.45 met (>= 1)             1.28 met (>= 1)
+  65536                  0.82 MISSED (>= 1)             1.01 met (>= 1)
+
+# mr: 8-byte messages, window of 64, messages/s (higher is better); Rivet only, no ratio (fi_pingpong has no mr)
+# Size  rivet-ofi(tcp;ofi_rxm)       rivet-ofi(shm)
+     8  600.0k [600.0k-600.0k]  2.00M [2.00M-2.00M]
+";
+        assert_eq!(text, expected);
+    }
+}
