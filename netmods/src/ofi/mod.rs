@@ -57,7 +57,10 @@
 //! | `order.rs` | the receive order of a connection's messages |
 //! | `ops.rs` | posted operations and the memory they own |
 //! | `pool.rs` | the shared receive pool: its size, its buffers |
-//! | `xfer.rs` | posting sends and receives, reaping the completion queue |
+//! | `xfer.rs` | posting sends and receives, send buffers, memory keys |
+//! | `send.rs` | the send path: queues, back-pressure, HELLO, peer addresses |
+//! | `reap.rs` | reaping the completion queue; stopping a placed receive |
+//! | `recv.rs` | what arrives: messages by kind and in turn, keepalive round |
 //! | `rma.rs` | memory registration and one-sided reads |
 //! | `fuzz.rs` | the fuzz target over HELLO and message sequences |
 
@@ -70,7 +73,10 @@ mod ops;
 mod order;
 mod pool;
 mod provider;
+mod reap;
+mod recv;
 mod rma;
+mod send;
 mod state;
 pub mod sys;
 pub(crate) mod wire;
@@ -89,9 +95,10 @@ use fid::{Base, Endpoint, Fabric};
 use ops::Ops;
 use pool::Pool;
 use provider::{caps_str, fi_err, mr_mode_str, version_str, Chosen};
+use reap::Completion;
 use rma::Regions;
+use send::Refusal;
 use state::State;
-use xfer::{Completion, Refusal};
 
 /// Polls between two looks at the clock for the keepalive round.
 const KEEPALIVE_POLLS: u32 = 16;
@@ -128,7 +135,7 @@ pub struct OfiNetmod {
     /// Spare send buffers.
     pool: Vec<Vec<u8>>,
     /// Receives into engine memory that did not stop within the timeout
-    /// at `disconnect` or failure (see `xfer::quiesce`).
+    /// at `disconnect` or failure (see `reap::quiesce`).
     stuck: u64,
     /// Events of the current `poll`.
     events: usize,
