@@ -15,8 +15,9 @@
 use crate::auth::JobKey;
 use crate::peer_id;
 
+use super::handshake::HelloOutcome;
 use super::order::Arrival;
-use super::state::{HelloOutcome, State};
+use super::state::State;
 use super::wire::{self, *};
 
 const KEY: [u8; 16] = [0x11; 16];

@@ -53,7 +53,9 @@
 //! | `config.rs` | `OfiConfig`, `RIVET_OFI_*` parsing |
 //! | `provider.rs` | hints, choosing the provider, what it offers |
 //! | `card.rs`, `wire.rs` | the business card; tags and handshake encoding |
-//! | `state.rs` | peers, connections, handshake and failure rules |
+//! | `state.rs` | peers, the connection table, failure and detach rules |
+//! | `conn.rs` | one connection: send queue, handshake phase, credits |
+//! | `handshake.rs` | accepting or refusing a HELLO; a VERDICT's effect |
 //! | `order.rs` | the receive order of a connection's messages |
 //! | `ops.rs` | posted operations and the memory they own |
 //! | `pool.rs` | the shared receive pool: its size, its buffers |
@@ -66,9 +68,11 @@
 
 mod card;
 mod config;
+mod conn;
 mod fid;
 #[doc(hidden)]
 pub mod fuzz;
+mod handshake;
 mod ops;
 mod order;
 mod pool;
@@ -354,8 +358,8 @@ impl Netmod for OfiNetmod {
     /// Keepalives aside: a connection with only PINGs and PONGs queued or
     /// in flight is idle.
     fn idle(&self) -> bool {
-        let quiet = |c: &state::Conn| {
-            c.out.iter().all(state::Tx::optional) && c.awaiting.is_empty() && !c.bye
+        let quiet = |c: &conn::Conn| {
+            c.out.iter().all(conn::Tx::optional) && c.awaiting.is_empty() && !c.bye
         };
         self.ops.sends() == 0 && self.refusals.is_empty() && self.st.conns.values().all(quiet)
     }

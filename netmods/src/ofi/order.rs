@@ -7,7 +7,8 @@
 //! a connection hold at most `2 * CREDITS` messages. No libfabric calls
 //! (`xfer` acts on what this decides; the fuzz target drives it alone).
 
-use super::state::{Held, State};
+use super::conn::Held;
+use super::state::State;
 use super::wire::{next_seq, AUX_MASK, CREDITS};
 
 /// What became of a message in sequence.
@@ -78,7 +79,7 @@ impl State {
 
 #[cfg(test)]
 mod tests {
-    use super::super::state::Handshake;
+    use super::super::conn::Handshake;
     use super::super::wire::{KIND_LARGE, KIND_MSG};
     use super::*;
 

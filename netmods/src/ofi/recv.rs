@@ -9,10 +9,11 @@ use libc::c_void;
 
 use crate::{PeerId, Sink};
 
+use super::conn::Tx;
+use super::handshake::HelloOutcome;
 use super::ops::{Dest, OpKind};
 use super::order::Arrival;
 use super::send::{process_exists, Refusal};
-use super::state::{HelloOutcome, Tx};
 use super::sys::*;
 use super::wire::*;
 use super::OfiNetmod;

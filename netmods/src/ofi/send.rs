@@ -10,9 +10,9 @@ use libc::c_void;
 use crate::{NetmodError, PeerId};
 
 use super::card;
+use super::conn::{Handshake, Tx};
 use super::fid::FiError;
 use super::ops::OpKind;
-use super::state::{Handshake, Tx};
 use super::sys::*;
 use super::wire::{self, *};
 use super::xfer::PostErr;
