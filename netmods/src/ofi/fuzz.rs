@@ -3,7 +3,7 @@
 //! VERDICTs, messages in sequence on any connection with any sequence
 //! number, payloads finishing, disconnects, failures and keepalive rounds,
 //! driven through the connection table and the receive order (`state`,
-//! `order`) exactly as `xfer` drives them, with no libfabric. Reached
+//! `order`) exactly as `recv` and `send` drive them, with no libfabric. Reached
 //! through `crate::fuzzing::ofi_sequences`.
 //!
 //! Asserted after every step, whatever the bytes: no HELLO of our job

@@ -5,7 +5,7 @@
 //! `wire::CREDITS` messages unhandled here, so one further ahead than
 //! twice that is a protocol error, not something to hold: a peer can make
 //! a connection hold at most `2 * CREDITS` messages. No libfabric calls
-//! (`xfer` acts on what this decides; the fuzz target drives it alone).
+//! (`recv` acts on what this decides; the fuzz target drives it alone).
 
 use super::conn::Held;
 use super::state::State;
