@@ -134,7 +134,12 @@ impl<T: Threading> Engine<T> {
         let needs_netmod =
             size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
         let netmod = if needs_netmod {
-            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank)?;
+            let opened = netmod::open(
+                config.netmod,
+                pmi.kvs_name(),
+                rank,
+                level <= ThreadLevel::Funneled,
+            )?;
             pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
             Some(opened)
         } else {

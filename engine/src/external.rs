@@ -142,7 +142,12 @@ impl<T: Threading> Engine<T> {
         let config = Config::from_env()?;
         let level = ThreadLevel::provided(level.max(T::FLOOR), config.thread_level);
         let netmod = if size > 1 {
-            Some(netmod::open(config.netmod, job, rank)?)
+            Some(netmod::open(
+                config.netmod,
+                job,
+                rank,
+                level <= ThreadLevel::Funneled,
+            )?)
         } else {
             None
         };

@@ -75,7 +75,8 @@ impl Inner {
             return Ok(net.business_card().to_string());
         }
         let job = core.st.pgs.world.id.clone();
-        let net = netmod::open(self.netmod_choice, &job, self.rank)?.netmod;
+        let one_thread = self.level <= crate::thread::ThreadLevel::Funneled;
+        let net = netmod::open(self.netmod_choice, &job, self.rank, one_thread)?.netmod;
         let limits = net.limits();
         core.st.net_eager_max = limits.eager_max;
         core.st.net_piece = limits.max_payload.max(1);

@@ -36,9 +36,12 @@ fn named_provider() -> Option<String> {
 }
 
 /// Open the netmod `choice` names for process group `job`, as `rank`.
-pub fn open(choice: NetmodChoice, job: &str, rank: u32) -> Result<Opened> {
+/// `one_thread`: only this thread will drive it (thread level FUNNELED or
+/// lower), which lets the tcp netmod's io_uring ring skip locking.
+pub fn open(choice: NetmodChoice, job: &str, rank: u32, one_thread: bool) -> Result<Opened> {
     let tcp = |why: String| -> Result<Opened> {
-        let config = TcpConfig::from_env()?;
+        let mut config = TcpConfig::from_env()?;
+        config.one_thread = one_thread;
         let netmod = Box::new(TcpNetmod::new(config, job, rank.into())?);
         Ok(Opened { netmod, why })
     };

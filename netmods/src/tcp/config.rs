@@ -37,6 +37,10 @@ pub struct TcpConfig {
     pub piece: usize,
     /// Make the io_uring set-up fail, to test the fallback to poll.
     pub inject_uring_failure: bool,
+    /// Only the thread that opens the netmod ever drives it (the engine
+    /// sets this from its thread level: FUNNELED or lower). io_uring can
+    /// then use SINGLE_ISSUER + DEFER_TASKRUN; else COOP_TASKRUN.
+    pub one_thread: bool,
     /// The job secret (`RIVET_JOB_SECRET`): HELLOs within the job prove it.
     pub job_key: Option<JobKey>,
     /// `RIVET_TCP_KEEPALIVE`: how long a connection's host may stay
@@ -60,6 +64,7 @@ impl Default for TcpConfig {
             eager_max: 64 * 1024,
             piece: 1 << 20,
             inject_uring_failure: false,
+            one_thread: true,
             job_key: None,
             keepalive: Some(DEFAULT_KEEPALIVE),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,

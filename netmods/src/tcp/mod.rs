@@ -112,7 +112,9 @@ impl TcpNetmod {
         };
         let uring = match config.backend {
             Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
-            Backend::Uring | Backend::Auto => uring::setup(config.inject_uring_failure),
+            Backend::Uring | Backend::Auto => {
+                uring::setup(config.inject_uring_failure, config.one_thread)
+            }
         };
         let (io, local, why) = match uring {
             Ok(setup) => {
@@ -183,7 +185,7 @@ impl TcpNetmod {
     pub fn syscalls(&self) -> u64 {
         match &self.io {
             Io::Poll(_) => self.st.calls,
-            Io::Uring(u) => self.st.calls + u.calls,
+            Io::Uring(u) => self.st.calls + u.calls(),
         }
     }
 
