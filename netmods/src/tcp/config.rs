@@ -15,13 +15,13 @@ use super::wire::MAX_PAYLOAD;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// io_uring if the ring can be set up with the operations we need,
-    /// else poll (the reason is kept for `describe`).
+    /// else poll (the reason is kept for `describe`). The default: io_uring
+    /// measured at least as fast as poll (BENCHMARKS.md).
+    #[default]
     Auto,
     /// io_uring or an error saying why not.
     Uring,
-    /// Nonblocking sockets and plain system calls. The default: it
-    /// measured faster than io_uring at every size (BENCHMARKS.md).
-    #[default]
+    /// Nonblocking sockets, epoll and plain system calls.
     Poll,
 }
 
@@ -59,7 +59,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
         TcpConfig {
-            backend: Backend::Poll,
+            backend: Backend::Auto,
             ifaces: Vec::new(),
             eager_max: 64 * 1024,
             piece: 1 << 20,
@@ -199,6 +199,7 @@ mod tests {
         let ka = TcpConfig::from_vars(vars(&[("RIVET_TCP_KEEPALIVE", "20s")])).unwrap();
         assert_eq!(ka.keepalive, Some(Duration::from_secs(20)));
         assert_eq!(c.backend, Backend::Poll);
+        assert_eq!(TcpConfig::default().backend, Backend::Auto);
         assert_eq!(c.ifaces, ["lo", "eth0"]);
         assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
         assert!(c.inject_uring_failure);

@@ -111,7 +111,7 @@ impl TcpNetmod {
             source,
         };
         let uring = match config.backend {
-            Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
+            Backend::Poll => Err("RIVET_TCP_BACKEND=poll".to_string()),
             Backend::Uring | Backend::Auto => {
                 uring::setup(config.inject_uring_failure, config.one_thread)
             }
@@ -120,7 +120,11 @@ impl TcpNetmod {
             Ok(setup) => {
                 let (fd, local) = sys::listen(bind, false).map_err(listen_err)?;
                 let u = UringIo::new(setup, fd);
-                let why = u.features();
+                let how = match config.backend {
+                    Backend::Auto => "auto",
+                    _ => "RIVET_TCP_BACKEND=uring",
+                };
+                let why = format!("{how}: {}", u.features());
                 (Io::Uring(u), local, why)
             }
             Err(why) if config.backend == Backend::Uring => {

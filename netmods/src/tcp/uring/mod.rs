@@ -4,7 +4,11 @@
 //! - Receive: an open connection has one multishot RECV armed on the
 //!   shared provided-buffer ring (`bufs.rs`); each completion's bytes are
 //!   copied into the connection's frame parser and the buffer is given
-//!   back at once. Armed once, it needs no SQE per message. Handshakes use
+//!   back at once. Armed once, it needs no SQE per message. A payload the
+//!   engine places with 64 KiB or more still to come skips the copy: the
+//!   multishot RECV is cancelled and, once it has ended, one RECV
+//!   (MSG_WAITALL) takes the rest into the engine's memory; then multishot
+//!   is armed again. Handshakes use
 //!   single-shot RECVs into the socket's handshake buffer (they must not
 //!   read past the verdict). Without a buffer ring (kernels before 5.19)
 //!   open connections use single-shot RECVs into the parser's target.
@@ -58,16 +62,15 @@ mod bufs;
 mod ring;
 
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
-use io_uring::{cqueue, opcode, squeue, types};
+use io_uring::{opcode, squeue, types};
 
 use crate::{NetmodError, PeerId, Sink};
 
-use super::state::{Phase, State};
+use super::state::State;
 use super::sys;
-use super::wire;
 use bufs::BufRing;
 use ring::{Ring, ENTER_GETEVENTS};
 
@@ -81,6 +84,8 @@ const IO_RECV: u8 = 1;
 const IO_SEND: u8 = 2;
 const IO_CONNECT: u8 = 4;
 const IO_MULTI: u8 = 8;
+/// The multishot RECV was asked to stop (a large payload is being placed).
+const IO_STOP: u8 = 16;
 
 /// Operation kinds, the low byte of `user_data`.
 const K_RECV: u64 = 1;
@@ -91,6 +96,11 @@ const K_CANCEL: u64 = 5;
 const K_MULTI: u64 = 6;
 const K_DIRECT: u64 = 7;
 const LISTENER: u32 = u32::MAX;
+
+/// A placed payload with at least this much still to come is received
+/// straight into the engine's memory by one single-shot RECV (MSG_WAITALL)
+/// instead of through provided buffers and a copy.
+const DIRECT_RECV_MIN: usize = 64 * 1024;
 
 /// Messages below this size may wait for the next poll (see `send`).
 const COALESCE_BELOW: usize = 16 * 1024;
@@ -134,6 +144,11 @@ macro_rules! on {
         }
     };
 }
+
+// After `on!`: macros are in scope from their definition on.
+mod arm;
+mod complete;
+mod send;
 
 pub(crate) struct UringIo {
     ring: Ring,
@@ -220,135 +235,6 @@ impl UringIo {
         } else {
             Target::Fd(fd)
         })
-    }
-
-    /// Takes a message for `peer` (room checked by the caller): sent from
-    /// the caller's buffers when nothing is queued for the peer and it is
-    /// large or the first small one since the last poll; else queued.
-    pub(crate) fn send(&mut self, st: &mut State, peer: PeerId, header: &[u8], payload: &[u8]) {
-        let total = wire::PREFIX + header.len() + payload.len();
-        let queued = st.peers.get(&peer).map_or(0, |p| p.out.len());
-        let conn = st.open_conn(peer);
-        let mut skip = 0;
-        if let Some(id) = conn {
-            if queued == 0 && (total >= COALESCE_BELOW || !self.wrote_since_poll) {
-                match self.send_direct(st, id.slot, header, payload) {
-                    Some(n) if n == total => return,
-                    Some(n) => skip = n,
-                    None => {}
-                }
-            }
-        }
-        if let Some(p) = st.peers.get_mut(&peer) {
-            if p.failed.is_none() {
-                p.out.push(header, payload, skip);
-            }
-        }
-        if let Some(id) = conn {
-            st.mark_dirty(id.slot);
-        }
-    }
-
-    /// Sends `prefix + header + payload` on `slot` without copying them and
-    /// waits for the (inline) completion; `None` if the socket cannot take
-    /// a direct send now, else the bytes written (on error the socket has
-    /// failed).
-    fn send_direct(
-        &mut self,
-        st: &mut State,
-        slot: u32,
-        header: &[u8],
-        payload: &[u8],
-    ) -> Option<usize> {
-        let s = st.sock(slot)?;
-        if s.phase != Phase::Open || s.detached || s.io & IO_SEND != 0 {
-            return None;
-        }
-        let gen = s.gen;
-        let target = self.target(st, slot)?;
-        self.wrote_since_poll = true;
-        let prefix = wire::encode_prefix(header.len(), payload.len());
-        let iov = [
-            libc::iovec {
-                iov_base: prefix.as_ptr() as *mut _,
-                iov_len: prefix.len(),
-            },
-            libc::iovec {
-                iov_base: header.as_ptr() as *mut _,
-                iov_len: header.len(),
-            },
-            libc::iovec {
-                iov_base: payload.as_ptr() as *mut _,
-                iov_len: payload.len(),
-            },
-        ];
-        // SAFETY: a msghdr of zeros is valid (no name, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_ptr() as *mut _;
-        msg.msg_iovlen = iov.len();
-        let ud = user_data(slot, gen, K_DIRECT);
-        let e = on!(target, |fd| opcode::SendMsg::new(fd, &msg)
-            .flags((libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32)
-            .build()
-            .user_data(ud));
-        // SAFETY: `msg`, `iov` and the buffers they name outlive the
-        // operation: `wait_for` returns only after its completion.
-        if !unsafe { self.push(&e) } {
-            return None;
-        }
-        let res = self.wait_for(ud);
-        if res >= 0 {
-            Some(res as usize)
-        } else if res == -libc::EAGAIN {
-            Some(0)
-        } else {
-            st.sock_failed(
-                slot,
-                format!("send: {}", io::Error::from_raw_os_error(-res)),
-            );
-            Some(0)
-        }
-    }
-
-    /// Submits what is queued and returns the result of operation `ud`,
-    /// entering the kernel until its completion is there; other
-    /// completions are kept for the next poll.
-    fn wait_for(&mut self, ud: u64) -> i32 {
-        let mut first = true;
-        loop {
-            let n = self.ring.queued();
-            let r = if first {
-                // Submission only: a send on a socket with room (or
-                // MSG_DONTWAIT) completes inline.
-                self.ring.enter(n, 0, 0)
-            } else {
-                self.ring.enter(n, 1, ENTER_GETEVENTS)
-            };
-            first = false;
-            if let Err(e) = r {
-                if !matches!(
-                    e.raw_os_error(),
-                    Some(libc::EINTR | libc::EAGAIN | libc::EBUSY)
-                ) {
-                    // The SQE may be unsubmitted, pointing at memory about
-                    // to go: going on would be unsound.
-                    eprintln!("rivet tcp: io_uring_enter failed while a send was in flight: {e}");
-                    std::process::abort();
-                }
-                std::thread::yield_now();
-            }
-            let mut found = None;
-            for e in self.ring.ring.completion() {
-                if e.user_data() == ud {
-                    found = Some(e.result());
-                } else {
-                    self.deferred.push((e.user_data(), e.result(), e.flags()));
-                }
-            }
-            if let Some(res) = found {
-                return res;
-            }
-        }
     }
 
     /// Queues one SQE, submitting first if the queue is full.
@@ -443,135 +329,6 @@ impl UringIo {
         }
     }
 
-    /// Pushes the operations a dirty socket needs and has not in flight.
-    fn arm(&mut self, st: &mut State, slot: u32) {
-        let Some(s) = st.sock(slot) else { return };
-        s.dirty = false;
-        if s.phase == Phase::Closing {
-            return;
-        }
-        let Some(t) = self.target(st, slot) else {
-            return;
-        };
-        let multi = self.bufs.is_some();
-        let Some((s, peers)) = st.sock_and_peers(slot) else {
-            return;
-        };
-        let gen = s.gen;
-        let mut retry = false;
-        match s.phase {
-            Phase::Closing => return,
-            Phase::Connecting { .. } => {
-                if s.io & IO_CONNECT == 0 {
-                    let e = on!(t, |fd| opcode::Connect::new(
-                        fd,
-                        s.addr.as_ptr(),
-                        s.addr.len()
-                    )
-                    .build()
-                    .user_data(user_data(slot, gen, K_CONNECT)));
-                    // SAFETY: `s.addr` is boxed in the socket, which is not
-                    // released while IO_CONNECT is set.
-                    if unsafe { self.push(&e) } {
-                        s.io |= IO_CONNECT;
-                    } else {
-                        retry = true;
-                    }
-                }
-            }
-            phase => {
-                let parsed = matches!(phase, Phase::Open | Phase::Verdict { accept: true });
-                if s.io & (IO_RECV | IO_MULTI) == 0 {
-                    if parsed && multi {
-                        let e = on!(t, |fd| opcode::RecvMulti::new(fd, bufs::GROUP)
-                            .build()
-                            .user_data(user_data(slot, gen, K_MULTI)));
-                        // SAFETY: it writes only into provided buffers,
-                        // which live as long as the ring.
-                        if unsafe { self.push(&e) } {
-                            s.io |= IO_MULTI;
-                        } else {
-                            retry = true;
-                        }
-                    } else if let Some((ptr, len)) = s.recv_target() {
-                        let e = on!(t, |fd| opcode::Recv::new(fd, ptr, len.min(MAX_IO) as u32)
-                            .build()
-                            .user_data(user_data(slot, gen, K_RECV)));
-                        // SAFETY: the target is the socket's handshake or
-                        // input buffer (not moved or freed while IO_RECV is
-                        // set), or the engine's placement memory, valid until
-                        // deliver or peer_failed, which wait for this RECV.
-                        if unsafe { self.push(&e) } {
-                            s.io |= IO_RECV;
-                        } else {
-                            retry = true;
-                        }
-                    }
-                }
-                if s.io & IO_SEND == 0 {
-                    let hs = s.hs_pending();
-                    if !hs.is_empty() {
-                        let e = on!(t, |fd| opcode::Send::new(fd, hs.as_ptr(), hs.len() as u32)
-                            .flags(libc::MSG_NOSIGNAL)
-                            .build()
-                            .user_data(user_data(slot, gen, K_SEND)));
-                        // SAFETY: `s.hs` is boxed in the socket, which is not
-                        // released while IO_SEND is set.
-                        if unsafe { self.push(&e) } {
-                            s.io |= IO_SEND;
-                            s.send_hs = true;
-                        } else {
-                            retry = true;
-                        }
-                    } else if s.phase == Phase::Open {
-                        // A detached socket writes its own queue.
-                        let out = if s.detached {
-                            Some(&mut s.drain)
-                        } else {
-                            s.peer
-                                .and_then(|q| peers.get_mut(&q))
-                                .filter(|p| p.open)
-                                .map(|p| &mut p.out)
-                        };
-                        match out {
-                            Some(out) if out.in_flight() => {}
-                            Some(out) if !out.is_empty() => {
-                                let (ptr, len) = out.start_flight();
-                                let e =
-                                    on!(t, |fd| opcode::Send::new(fd, ptr, len.min(MAX_IO) as u32)
-                                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-                                        .build()
-                                        .user_data(user_data(slot, gen, K_SEND)));
-                                // SAFETY: the queue's sending buffer is frozen
-                                // until `end_flight`, called on this
-                                // completion, and lives until then (moved
-                                // into this socket if the peer goes).
-                                if unsafe { self.push(&e) } {
-                                    s.io |= IO_SEND;
-                                    s.send_hs = false;
-                                    s.out_flight = true;
-                                } else {
-                                    out.end_flight(0);
-                                    retry = true;
-                                }
-                            }
-                            Some(_) if s.detached && !s.wr_shut => {
-                                // Drained (nothing in flight or left):
-                                // the other side reads end of stream.
-                                s.wr_shut = true;
-                                sys::shutdown_write(s.fd.as_raw_fd());
-                            }
-                            _ => {}
-                        }
-                    }
-                }
-            }
-        }
-        if retry {
-            st.mark_dirty(slot);
-        }
-    }
-
     /// Shuts down closing sockets and cancels their operations; releases
     /// those with none left in flight.
     fn closing(&mut self, st: &mut State) {
@@ -615,160 +372,12 @@ impl UringIo {
         self.work.clear();
     }
 
-    fn reap(&mut self, st: &mut State, sink: &mut dyn Sink) {
-        if !self.deferred.is_empty() {
-            let deferred = std::mem::take(&mut self.deferred);
-            for &(ud, res, flags) in &deferred {
-                self.complete(st, sink, ud, res, flags);
-            }
-        }
-        let mut batch = [(0u64, 0i32, 0u32); 32];
-        loop {
-            let mut k = 0;
-            for e in self.ring.ring.completion() {
-                batch[k] = (e.user_data(), e.result(), e.flags());
-                k += 1;
-                if k == batch.len() {
-                    break;
-                }
-            }
-            for &(ud, res, flags) in &batch[..k] {
-                self.complete(st, sink, ud, res, flags);
-            }
-            if k < batch.len() {
-                break;
-            }
-        }
-        if let Some(b) = &mut self.bufs {
-            b.publish();
-        }
-    }
-
-    fn complete(&mut self, st: &mut State, sink: &mut dyn Sink, ud: u64, res: i32, flags: u32) {
-        let kind = ud & 0xFF;
-        let slot = (ud >> 32) as u32;
-        let gen = ((ud >> 8) & 0xFF_FFFF) as u32;
-        match kind {
-            K_CANCEL | K_DIRECT => return,
-            K_ACCEPT => {
-                if !cqueue::more(flags) {
-                    self.accept_armed = false;
-                }
-                if res >= 0 {
-                    // SAFETY: the kernel gave us this new descriptor.
-                    let fd = unsafe { OwnedFd::from_raw_fd(res) };
-                    let _ = sys::set_nodelay(fd.as_raw_fd());
-                    st.add_acceptor(fd);
-                } else if res == -libc::EINVAL && self.ring.multishot_accept {
-                    self.ring.multishot_accept = false;
-                }
-                // Other errors (out of descriptors, cancelled): re-armed
-                // by the next poll.
-                return;
-            }
-            _ => {}
-        }
-        // A provided buffer goes back to the kernel whatever happens here.
-        let buf = cqueue::buffer_select(flags);
-        let live = st.sock(slot).is_some_and(|s| s.gen & 0xFF_FFFF == gen);
-        if !live {
-            if let (Some(bid), Some(b)) = (buf, &mut self.bufs) {
-                b.give(bid);
-            }
-            return;
-        }
-        let Some((s, peers)) = st.sock_and_peers(slot) else {
-            return;
-        };
-        let closing = s.phase == Phase::Closing;
-        match kind {
-            K_MULTI => {
-                if !cqueue::more(flags) {
-                    s.io &= !IO_MULTI;
-                }
-                let more = s.io & IO_MULTI != 0;
-                if let (Some(bid), Some(b)) = (buf, &mut self.bufs) {
-                    if !closing && res > 0 {
-                        st.rx_feed(slot, b.data(bid, res as usize), sink);
-                    }
-                    b.give(bid);
-                }
-                if closing {
-                } else if res > 0 || res == -libc::ENOBUFS {
-                    // Out of buffers: re-armed once the poll gave them back.
-                    if !more {
-                        st.mark_dirty(slot);
-                    }
-                } else if res == 0 {
-                    st.sock_failed(slot, "connection closed by the peer".into());
-                } else if res == -libc::EINVAL && self.bufs.is_some() {
-                    // The kernel has no multishot RECV (before 6.0):
-                    // single-shot from now on.
-                    self.bufs = None;
-                    self.no_bufs = Some("multishot recv refused".into());
-                    st.mark_dirty(slot);
-                } else {
-                    op_error(st, slot, "recv", res);
-                }
-            }
-            K_RECV => {
-                s.io &= !IO_RECV;
-                let hs = matches!(s.phase, Phase::Hello { .. } | Phase::AwaitHello);
-                if closing {
-                } else if res > 0 {
-                    if hs {
-                        st.hs_received(slot, res as usize);
-                    } else {
-                        st.rx_data(slot, res as usize, sink);
-                    }
-                    st.mark_dirty(slot);
-                } else if res == 0 {
-                    st.sock_failed(slot, "connection closed by the peer".into());
-                } else {
-                    op_error(st, slot, "recv", res);
-                }
-            }
-            K_SEND => {
-                s.io &= !IO_SEND;
-                let (hs, sent) = (s.send_hs, res.max(0) as usize);
-                if !hs {
-                    s.out_flight = false;
-                    if s.detached {
-                        s.drain.end_flight(sent);
-                    } else if let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) {
-                        p.out.end_flight(sent);
-                    }
-                }
-                if closing {
-                } else if res < 0 {
-                    op_error(st, slot, "send", res);
-                } else if hs {
-                    st.hs_sent(slot, sent);
-                } else {
-                    st.mark_dirty(slot);
-                }
-            }
-            K_CONNECT => {
-                s.io &= !IO_CONNECT;
-                if closing {
-                } else if res == 0 {
-                    st.connected(slot);
-                } else if res == -libc::EINTR || res == -libc::EAGAIN {
-                    st.mark_dirty(slot);
-                } else {
-                    st.connect_failed(slot, &io::Error::from_raw_os_error(-res), false);
-                }
-            }
-            _ => {}
-        }
-    }
-
     /// Before `peer` is disconnected: a single-shot RECV of one of its
     /// sockets that writes into a placement destination (the engine's
     /// memory, which it may free once the peer is forgotten) is cancelled,
     /// and its completion waited for. Other completions reaped meanwhile
-    /// are handled by the next poll. Only without a buffer ring: a
-    /// multishot RECV never writes into the engine's memory.
+    /// are handled by the next poll. A multishot RECV never writes into
+    /// the engine's memory.
     pub(crate) fn quiesce(&mut self, st: &mut State, peer: PeerId) {
         for slot in 0..st.slot_count() {
             let Some(s) = st.sock(slot).filter(|s| s.peer == Some(peer)) else {
@@ -834,15 +443,5 @@ impl UringIo {
         }
         st.leak();
         std::mem::forget(self.bufs.take());
-    }
-}
-
-fn op_error(st: &mut State, slot: u32, what: &str, res: i32) {
-    match -res {
-        // Not closing, so not our cancel: the thread that submitted the
-        // operation exited (io_uring cancels a task's requests when it
-        // does), and nothing was transferred. Submit it again.
-        libc::EAGAIN | libc::EINTR | libc::ECANCELED => st.mark_dirty(slot),
-        e => st.sock_failed(slot, format!("{what}: {}", io::Error::from_raw_os_error(e))),
     }
 }
