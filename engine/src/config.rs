@@ -183,7 +183,7 @@ mod tests {
         );
         assert_eq!(
             (word("RIVET_TCP_BACKEND"), tcp.backend),
-            ("auto", rivet_netmods::tcp::Backend::Auto)
+            ("poll", rivet_netmods::tcp::Backend::Poll)
         );
     }
 

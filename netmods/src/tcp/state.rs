@@ -164,6 +164,9 @@ pub(crate) struct Sock {
     pub out_flight: bool,
     /// In the io_uring fixed-file table at the socket's slot.
     pub fixed: bool,
+    /// io_uring: frames still to receive by single-shot RECVs into the
+    /// parser (not multishot) since a large payload was placed.
+    pub single_rx: u32,
 }
 
 impl Sock {
@@ -446,6 +449,7 @@ impl State {
             wr_shut: false,
             out_flight: false,
             fixed: false,
+            single_rx: 0,
         });
         self.live += 1;
         self.mark_dirty(slot);

@@ -51,7 +51,7 @@ impl UringIo {
                 let left = s.rx.as_ref().map_or(0, |rx| rx.placing_left());
                 let big = left >= DIRECT_RECV_MIN;
                 if s.io & (IO_RECV | IO_MULTI) == 0 {
-                    if parsed && multi && !big {
+                    if parsed && multi && !big && s.single_rx == 0 {
                         let e = on!(t, |fd| opcode::RecvMulti::new(fd, bufs::GROUP)
                             .build()
                             .user_data(user_data(slot, gen, K_MULTI)));

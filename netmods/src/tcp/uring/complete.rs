@@ -117,7 +117,13 @@ impl UringIo {
                     if hs {
                         st.hs_received(slot, res as usize);
                     } else {
-                        st.rx_data(slot, res as usize, sink);
+                        let k = st.rx_data(slot, res as usize, sink) as u32;
+                        if let Some(s) = st.sock(slot) {
+                            s.single_rx = s.single_rx.saturating_sub(k);
+                            if s.rx.as_ref().map_or(0, |rx| rx.placing_left()) >= DIRECT_RECV_MIN {
+                                s.single_rx = SINGLE_RX_FRAMES;
+                            }
+                        }
                     }
                     st.mark_dirty(slot);
                 } else if res == 0 {
@@ -170,6 +176,7 @@ impl UringIo {
             return;
         }
         s.io |= IO_STOP;
+        s.single_rx = SINGLE_RX_FRAMES;
         let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
             .build()
             .user_data(user_data(slot, gen, K_CANCEL));

@@ -8,7 +8,9 @@
 //!   engine places with 64 KiB or more still to come skips the copy: the
 //!   multishot RECV is cancelled and, once it has ended, one RECV
 //!   (MSG_WAITALL) takes the rest into the engine's memory; then multishot
-//!   is armed again. Handshakes use
+//!   is armed again. A connection that carried such a payload keeps to
+//!   single-shot RECVs into the parser for its next `SINGLE_RX_FRAMES`
+//!   frames (see there). Handshakes use
 //!   single-shot RECVs into the socket's handshake buffer (they must not
 //!   read past the verdict). Without a buffer ring (kernels before 5.19)
 //!   open connections use single-shot RECVs into the parser's target.
@@ -101,6 +103,14 @@ const LISTENER: u32 = u32::MAX;
 /// straight into the engine's memory by one single-shot RECV (MSG_WAITALL)
 /// instead of through provided buffers and a copy.
 const DIRECT_RECV_MIN: usize = 64 * 1024;
+
+/// After a large payload was placed, the connection's next frames come
+/// through single-shot RECVs into the parser (as the poll backend reads):
+/// by the time the first provided buffer of a large frame is reaped, one
+/// task-work run has drained most of it into more provided buffers, which
+/// then cost a copy each. Multishot is armed again after this many frames
+/// without a large placement.
+const SINGLE_RX_FRAMES: u32 = 64;
 
 /// Messages below this size may wait for the next poll (see `send`).
 const COALESCE_BELOW: usize = 16 * 1024;
