@@ -134,8 +134,11 @@ impl<T: Threading> Engine<T> {
         let needs_netmod =
             size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
         let netmod = if needs_netmod {
-            let one_node = local.len() == size as usize;
-            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank, one_node)?;
+            let hints = netmod::Hints {
+                one_node: local.len() == size as usize,
+                one_thread: level <= ThreadLevel::Funneled,
+            };
+            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank, hints)?;
             pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
             Some(opened)
         } else {

@@ -142,7 +142,11 @@ impl<T: Threading> Engine<T> {
         let config = Config::from_env()?;
         let level = ThreadLevel::provided(level.max(T::FLOOR), config.thread_level);
         let netmod = if size > 1 {
-            Some(netmod::open(config.netmod, job, rank, false)?)
+            let hints = netmod::Hints {
+                one_node: false,
+                one_thread: level <= ThreadLevel::Funneled,
+            };
+            Some(netmod::open(config.netmod, job, rank, hints)?)
         } else {
             None
         };

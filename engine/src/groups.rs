@@ -75,7 +75,11 @@ impl Inner {
             return Ok(net.business_card().to_string());
         }
         let job = core.st.pgs.world.id.clone();
-        let net = netmod::open(self.netmod_choice, &job, self.rank, false)?.netmod;
+        let hints = netmod::Hints {
+            one_node: false,
+            one_thread: self.level <= crate::thread::ThreadLevel::Funneled,
+        };
+        let net = netmod::open(self.netmod_choice, &job, self.rank, hints)?.netmod;
         let limits = net.limits();
         core.st.net_eager_max = limits.eager_max;
         core.st.net_piece = limits.max_payload.max(1);

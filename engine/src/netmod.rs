@@ -35,18 +35,28 @@ fn named_provider() -> Option<String> {
     rivet_settings::var("RIVET_OFI_PROVIDER").filter(|p| !p.trim().is_empty())
 }
 
+/// What the engine knows about how a netmod will be used.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hints {
+    /// Every rank of the job runs on this node (a netmod forced there):
+    /// libfabric's loopback domain is preferred to its first interface,
+    /// which may be any bridge or tunnel (`OfiConfig::prefer_domain`).
+    pub one_node: bool,
+    /// Only this thread will drive it (thread level FUNNELED or lower),
+    /// which lets the tcp netmod's io_uring ring skip locking.
+    pub one_thread: bool,
+}
+
 /// Open the netmod `choice` names for process group `job`, as `rank`.
-/// `one_node`: every rank of the job runs on this node (a netmod forced
-/// there): libfabric's loopback domain is preferred to its first
-/// interface, which may be any bridge or tunnel (`OfiConfig::prefer_domain`).
-pub fn open(choice: NetmodChoice, job: &str, rank: u32, one_node: bool) -> Result<Opened> {
+pub fn open(choice: NetmodChoice, job: &str, rank: u32, hints: Hints) -> Result<Opened> {
     let tcp = |why: String| -> Result<Opened> {
-        let config = TcpConfig::from_env()?;
+        let mut config = TcpConfig::from_env()?;
+        config.one_thread = hints.one_thread;
         let netmod = Box::new(TcpNetmod::new(config, job, rank.into())?);
         Ok(Opened { netmod, why })
     };
     let ofi = |provider: Option<&str>, why: String| -> Result<Opened> {
-        let netmod = rivet_netmods::open_ofi(job, rank.into(), provider, one_node)?;
+        let netmod = rivet_netmods::open_ofi(job, rank.into(), provider, hints.one_node)?;
         Ok(Opened { netmod, why })
     };
     match choice {

@@ -65,7 +65,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_OFI_TIMEOUT", "60s", Scope::Ofi,
       "ofi: how long a peer may leave us without progress before it counts as failed (`500ms`, `30s`)"),
     s("RIVET_TCP_BACKEND", "poll", Scope::Tcp,
-      "`poll` (measured faster here, BENCHMARKS.md), `uring` (io_uring; a start-up error where it is unavailable), `auto` (io_uring where the kernel allows it, else poll)"),
+      "`poll` (epoll and plain system calls), `auto` (io_uring where the kernel allows it, else poll; `rivet-bench info` says which and why), `uring` (a start-up error where it is unavailable); BENCHMARKS.md compares them"),
     s("RIVET_TCP_IFACE", "", Scope::Tcp,
       "comma-separated interface names whose addresses peers connect to; unset: every up non-loopback interface (`lo` if that is all)"),
     s("RIVET_TCP_EAGER_MAX", "", Scope::Tcp,

@@ -19,8 +19,9 @@ pub enum Backend {
     Auto,
     /// io_uring or an error saying why not.
     Uring,
-    /// Nonblocking sockets and plain system calls. The default: it
-    /// measured faster than io_uring at every size (BENCHMARKS.md).
+    /// Nonblocking sockets, epoll and plain system calls. Still the
+    /// default: the rebuilt io_uring backend was not at least as fast at
+    /// every measured point (1 MiB latency, message rate; BENCHMARKS.md).
     #[default]
     Poll,
 }
@@ -37,6 +38,10 @@ pub struct TcpConfig {
     pub piece: usize,
     /// Make the io_uring set-up fail, to test the fallback to poll.
     pub inject_uring_failure: bool,
+    /// Only the thread that opens the netmod ever drives it (the engine
+    /// sets this from its thread level: FUNNELED or lower). io_uring can
+    /// then use SINGLE_ISSUER + DEFER_TASKRUN; else COOP_TASKRUN.
+    pub one_thread: bool,
     /// The job secret (`RIVET_JOB_SECRET`): HELLOs within the job prove it.
     pub job_key: Option<JobKey>,
     /// `RIVET_TCP_KEEPALIVE`: how long a connection's host may stay
@@ -60,6 +65,7 @@ impl Default for TcpConfig {
             eager_max: 64 * 1024,
             piece: 1 << 20,
             inject_uring_failure: false,
+            one_thread: true,
             job_key: None,
             keepalive: Some(DEFAULT_KEEPALIVE),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
@@ -194,6 +200,7 @@ mod tests {
         let ka = TcpConfig::from_vars(vars(&[("RIVET_TCP_KEEPALIVE", "20s")])).unwrap();
         assert_eq!(ka.keepalive, Some(Duration::from_secs(20)));
         assert_eq!(c.backend, Backend::Poll);
+        assert_eq!(TcpConfig::default().backend, Backend::Poll);
         assert_eq!(c.ifaces, ["lo", "eth0"]);
         assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
         assert!(c.inject_uring_failure);

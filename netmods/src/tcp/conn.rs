@@ -247,6 +247,15 @@ impl Rx {
         }
     }
 
+    /// Payload bytes still to come into a placement destination (0 when
+    /// none is being placed).
+    pub(crate) fn placing_left(&self) -> usize {
+        match &self.state {
+            RxState::Placed { len, got, .. } => len - got,
+            _ => 0,
+        }
+    }
+
     /// Whether a placement pointer is held (dropped with the `Rx`).
     pub(crate) fn placed(&self) -> bool {
         matches!(self.state, RxState::Placed { .. })

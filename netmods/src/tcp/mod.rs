@@ -112,13 +112,19 @@ impl TcpNetmod {
         };
         let uring = match config.backend {
             Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
-            Backend::Uring | Backend::Auto => uring::setup(config.inject_uring_failure),
+            Backend::Uring | Backend::Auto => {
+                uring::setup(config.inject_uring_failure, config.one_thread)
+            }
         };
         let (io, local, why) = match uring {
             Ok(setup) => {
                 let (fd, local) = sys::listen(bind, false).map_err(listen_err)?;
                 let u = UringIo::new(setup, fd);
-                let why = u.features();
+                let how = match config.backend {
+                    Backend::Auto => "auto",
+                    _ => "RIVET_TCP_BACKEND=uring",
+                };
+                let why = format!("{how}: {}", u.features());
                 (Io::Uring(u), local, why)
             }
             Err(why) if config.backend == Backend::Uring => {
@@ -183,7 +189,7 @@ impl TcpNetmod {
     pub fn syscalls(&self) -> u64 {
         match &self.io {
             Io::Poll(_) => self.st.calls,
-            Io::Uring(u) => self.st.calls + u.calls,
+            Io::Uring(u) => self.st.calls + u.calls(),
         }
     }
 

@@ -162,6 +162,11 @@ pub(crate) struct Sock {
     /// The SEND in flight reads the peer's queue (io_uring): on disconnect
     /// the queue moves here, so its frozen buffer lives until completion.
     pub out_flight: bool,
+    /// In the io_uring fixed-file table at the socket's slot.
+    pub fixed: bool,
+    /// io_uring: frames still to receive by single-shot RECVs into the
+    /// parser (not multishot) since a large payload was placed.
+    pub single_rx: u32,
 }
 
 impl Sock {
@@ -443,6 +448,8 @@ impl State {
             drain: Outq::default(),
             wr_shut: false,
             out_flight: false,
+            fixed: false,
+            single_rx: 0,
         });
         self.live += 1;
         self.mark_dirty(slot);
@@ -797,6 +804,43 @@ impl State {
                 0
             }
         }
+    }
+
+    /// `bytes` arrived on `slot` in a buffer of the backend's (io_uring's
+    /// provided buffers): copied into the frame parser, whole frames
+    /// delivered. A detached socket's input is dropped.
+    pub(crate) fn rx_feed(&mut self, slot: u32, mut bytes: &[u8], sink: &mut dyn Sink) -> usize {
+        if !self.ports.is_empty() {
+            self.report_ports(sink);
+        }
+        let Some(s) = self.sock(slot) else { return 0 };
+        let (Some(rx), Some(peer)) = (s.rx.as_mut(), s.peer) else {
+            return 0;
+        };
+        let mut k = 0;
+        let mut bad = None;
+        while !bytes.is_empty() {
+            let (ptr, room) = rx.target();
+            let n = room.min(bytes.len());
+            // SAFETY: `target` gives `room` writable bytes (the parser's
+            // buffers or the engine's placement memory), which cannot
+            // overlap the backend's buffer `bytes`.
+            unsafe { std::ptr::copy_nonoverlapping(bytes.as_ptr(), ptr, n) };
+            rx.received(n);
+            bytes = &bytes[n..];
+            match rx.parse(peer, sink) {
+                Ok(c) => k += c,
+                Err(e) => {
+                    bad = Some(e);
+                    break;
+                }
+            }
+        }
+        self.events += k;
+        if let Some(e) = bad {
+            self.sock_failed(slot, e.into());
+        }
+        k
     }
 
     /// `slot` hit an error or end of stream. A failure of an accepted

@@ -1,0 +1,145 @@
+//! Arming a dirty socket: the CONNECT, RECV (multishot or single-shot)
+//! and SEND it needs and has not in flight.
+
+use std::os::fd::AsRawFd;
+
+use io_uring::opcode;
+
+use super::super::state::{Phase, State};
+use super::super::sys;
+use super::*;
+
+impl UringIo {
+    /// Pushes the operations a dirty socket needs and has not in flight.
+    pub(super) fn arm(&mut self, st: &mut State, slot: u32) {
+        let Some(s) = st.sock(slot) else { return };
+        s.dirty = false;
+        if s.phase == Phase::Closing {
+            return;
+        }
+        let Some(t) = self.target(st, slot) else {
+            return;
+        };
+        let multi = self.bufs.is_some();
+        let Some((s, peers)) = st.sock_and_peers(slot) else {
+            return;
+        };
+        let gen = s.gen;
+        let mut retry = false;
+        match s.phase {
+            Phase::Closing => return,
+            Phase::Connecting { .. } => {
+                if s.io & IO_CONNECT == 0 {
+                    let e = on!(t, |fd| opcode::Connect::new(
+                        fd,
+                        s.addr.as_ptr(),
+                        s.addr.len()
+                    )
+                    .build()
+                    .user_data(user_data(slot, gen, K_CONNECT)));
+                    // SAFETY: `s.addr` is boxed in the socket, which is not
+                    // released while IO_CONNECT is set.
+                    if unsafe { self.push(&e) } {
+                        s.io |= IO_CONNECT;
+                    } else {
+                        retry = true;
+                    }
+                }
+            }
+            phase => {
+                let parsed = matches!(phase, Phase::Open | Phase::Verdict { accept: true });
+                let left = s.rx.as_ref().map_or(0, |rx| rx.placing_left());
+                let big = left >= DIRECT_RECV_MIN;
+                if s.io & (IO_RECV | IO_MULTI) == 0 {
+                    if parsed && multi && !big && s.single_rx == 0 {
+                        let e = on!(t, |fd| opcode::RecvMulti::new(fd, bufs::GROUP)
+                            .build()
+                            .user_data(user_data(slot, gen, K_MULTI)));
+                        // SAFETY: it writes only into provided buffers,
+                        // which live as long as the ring.
+                        if unsafe { self.push(&e) } {
+                            s.io |= IO_MULTI;
+                        } else {
+                            retry = true;
+                        }
+                    } else if let Some((ptr, len)) = s.recv_target() {
+                        let wait = if big { libc::MSG_WAITALL } else { 0 };
+                        let e = on!(t, |fd| opcode::Recv::new(fd, ptr, len.min(MAX_IO) as u32)
+                            .flags(wait)
+                            .build()
+                            .user_data(user_data(slot, gen, K_RECV)));
+                        // SAFETY: the target is the socket's handshake or
+                        // input buffer (not moved or freed while IO_RECV is
+                        // set), or the engine's placement memory, valid until
+                        // deliver or peer_failed, which wait for this RECV.
+                        if unsafe { self.push(&e) } {
+                            s.io |= IO_RECV;
+                        } else {
+                            retry = true;
+                        }
+                    }
+                }
+                if s.io & IO_SEND == 0 {
+                    let hs = s.hs_pending();
+                    if !hs.is_empty() {
+                        let e = on!(t, |fd| opcode::Send::new(fd, hs.as_ptr(), hs.len() as u32)
+                            .flags(libc::MSG_NOSIGNAL)
+                            .build()
+                            .user_data(user_data(slot, gen, K_SEND)));
+                        // SAFETY: `s.hs` is boxed in the socket, which is not
+                        // released while IO_SEND is set.
+                        if unsafe { self.push(&e) } {
+                            s.io |= IO_SEND;
+                            s.send_hs = true;
+                        } else {
+                            retry = true;
+                        }
+                    } else if s.phase == Phase::Open {
+                        // A detached socket writes its own queue.
+                        let out = if s.detached {
+                            Some(&mut s.drain)
+                        } else {
+                            s.peer
+                                .and_then(|q| peers.get_mut(&q))
+                                .filter(|p| p.open)
+                                .map(|p| &mut p.out)
+                        };
+                        match out {
+                            Some(out) if out.in_flight() => {}
+                            Some(out) if !out.is_empty() => {
+                                let (ptr, len) = out.start_flight();
+                                let e =
+                                    on!(t, |fd| opcode::Send::new(fd, ptr, len.min(MAX_IO) as u32)
+                                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
+                                        .build()
+                                        .user_data(user_data(slot, gen, K_SEND)));
+                                // SAFETY: the queue's sending buffer is frozen
+                                // until `end_flight`, called on this
+                                // completion, and lives until then (moved
+                                // into this socket if the peer goes).
+                                if unsafe { self.push(&e) } {
+                                    s.io |= IO_SEND;
+                                    s.send_hs = false;
+                                    s.out_flight = true;
+                                } else {
+                                    out.end_flight(0);
+                                    retry = true;
+                                }
+                            }
+                            Some(_) if s.detached && !s.wr_shut => {
+                                // Drained (nothing in flight or left):
+                                // the other side reads end of stream.
+                                s.wr_shut = true;
+                                sys::shutdown_write(s.fd.as_raw_fd());
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        }
+        if retry {
+            st.mark_dirty(slot);
+        }
+    }
+}

@@ -1,0 +1,196 @@
+//! Reaping completions and acting on them.
+
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+
+use io_uring::{cqueue, opcode};
+
+use super::super::state::{Phase, State};
+use super::super::sys;
+use super::*;
+
+impl UringIo {
+    pub(super) fn reap(&mut self, st: &mut State, sink: &mut dyn Sink) {
+        if !self.deferred.is_empty() {
+            let deferred = std::mem::take(&mut self.deferred);
+            for &(ud, res, flags) in &deferred {
+                self.complete(st, sink, ud, res, flags);
+            }
+        }
+        let mut batch = [(0u64, 0i32, 0u32); 32];
+        loop {
+            let mut k = 0;
+            for e in self.ring.ring.completion() {
+                batch[k] = (e.user_data(), e.result(), e.flags());
+                k += 1;
+                if k == batch.len() {
+                    break;
+                }
+            }
+            for &(ud, res, flags) in &batch[..k] {
+                self.complete(st, sink, ud, res, flags);
+            }
+            if k < batch.len() {
+                break;
+            }
+        }
+        if let Some(b) = &mut self.bufs {
+            b.publish();
+        }
+    }
+
+    fn complete(&mut self, st: &mut State, sink: &mut dyn Sink, ud: u64, res: i32, flags: u32) {
+        let kind = ud & 0xFF;
+        let slot = (ud >> 32) as u32;
+        let gen = ((ud >> 8) & 0xFF_FFFF) as u32;
+        match kind {
+            K_CANCEL | K_DIRECT => return,
+            K_ACCEPT => {
+                if !cqueue::more(flags) {
+                    self.accept_armed = false;
+                }
+                if res >= 0 {
+                    // SAFETY: the kernel gave us this new descriptor.
+                    let fd = unsafe { OwnedFd::from_raw_fd(res) };
+                    let _ = sys::set_nodelay(fd.as_raw_fd());
+                    st.add_acceptor(fd);
+                } else if res == -libc::EINVAL && self.ring.multishot_accept {
+                    self.ring.multishot_accept = false;
+                }
+                // Other errors (out of descriptors, cancelled): re-armed
+                // by the next poll.
+                return;
+            }
+            _ => {}
+        }
+        // A provided buffer goes back to the kernel whatever happens here.
+        let buf = cqueue::buffer_select(flags);
+        let live = st.sock(slot).is_some_and(|s| s.gen & 0xFF_FFFF == gen);
+        if !live {
+            if let (Some(bid), Some(b)) = (buf, &mut self.bufs) {
+                b.give(bid);
+            }
+            return;
+        }
+        let Some((s, peers)) = st.sock_and_peers(slot) else {
+            return;
+        };
+        let closing = s.phase == Phase::Closing;
+        match kind {
+            K_MULTI => {
+                if !cqueue::more(flags) {
+                    s.io &= !(IO_MULTI | IO_STOP);
+                }
+                let (more, stopping) = (s.io & IO_MULTI != 0, s.io & IO_STOP != 0);
+                if let (Some(bid), Some(b)) = (buf, &mut self.bufs) {
+                    if !closing && res > 0 {
+                        st.rx_feed(slot, b.data(bid, res as usize), sink);
+                    }
+                    b.give(bid);
+                }
+                if more && !stopping && !closing {
+                    self.stop_for_placement(st, slot, gen);
+                }
+                if closing {
+                } else if res > 0 || res == -libc::ENOBUFS {
+                    // Out of buffers: re-armed once the poll gave them back.
+                    if !more {
+                        st.mark_dirty(slot);
+                    }
+                } else if res == 0 {
+                    st.sock_failed(slot, "connection closed by the peer".into());
+                } else if res == -libc::EINVAL && self.bufs.is_some() {
+                    // The kernel has no multishot RECV (before 6.0):
+                    // single-shot from now on.
+                    self.bufs = None;
+                    self.no_bufs = Some("multishot recv refused".into());
+                    st.mark_dirty(slot);
+                } else {
+                    op_error(st, slot, "recv", res);
+                }
+            }
+            K_RECV => {
+                s.io &= !IO_RECV;
+                let hs = matches!(s.phase, Phase::Hello { .. } | Phase::AwaitHello);
+                if closing {
+                } else if res > 0 {
+                    if hs {
+                        st.hs_received(slot, res as usize);
+                    } else {
+                        let k = st.rx_data(slot, res as usize, sink) as u32;
+                        if let Some(s) = st.sock(slot) {
+                            s.single_rx = s.single_rx.saturating_sub(k);
+                            if s.rx.as_ref().map_or(0, |rx| rx.placing_left()) >= DIRECT_RECV_MIN {
+                                s.single_rx = SINGLE_RX_FRAMES;
+                            }
+                        }
+                    }
+                    st.mark_dirty(slot);
+                } else if res == 0 {
+                    st.sock_failed(slot, "connection closed by the peer".into());
+                } else {
+                    op_error(st, slot, "recv", res);
+                }
+            }
+            K_SEND => {
+                s.io &= !IO_SEND;
+                let (hs, sent) = (s.send_hs, res.max(0) as usize);
+                if !hs {
+                    s.out_flight = false;
+                    if s.detached {
+                        s.drain.end_flight(sent);
+                    } else if let Some(p) = s.peer.and_then(|q| peers.get_mut(&q)) {
+                        p.out.end_flight(sent);
+                    }
+                }
+                if closing {
+                } else if res < 0 {
+                    op_error(st, slot, "send", res);
+                } else if hs {
+                    st.hs_sent(slot, sent);
+                } else {
+                    st.mark_dirty(slot);
+                }
+            }
+            K_CONNECT => {
+                s.io &= !IO_CONNECT;
+                if closing {
+                } else if res == 0 {
+                    st.connected(slot);
+                } else if res == -libc::EINTR || res == -libc::EAGAIN {
+                    st.mark_dirty(slot);
+                } else {
+                    st.connect_failed(slot, &io::Error::from_raw_os_error(-res), false);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// A large payload started being placed: the multishot RECV is
+    /// cancelled so that, once it ends, one RECV takes the rest straight
+    /// into the destination (see `arm`).
+    fn stop_for_placement(&mut self, st: &mut State, slot: u32, gen: u32) {
+        let Some(s) = st.sock(slot) else { return };
+        if s.rx.as_ref().map_or(0, |rx| rx.placing_left()) < DIRECT_RECV_MIN {
+            return;
+        }
+        s.io |= IO_STOP;
+        s.single_rx = SINGLE_RX_FRAMES;
+        let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
+            .build()
+            .user_data(user_data(slot, gen, K_CANCEL));
+        // SAFETY: a cancel carries no pointers.
+        unsafe { self.push(&e) };
+    }
+}
+
+fn op_error(st: &mut State, slot: u32, what: &str, res: i32) {
+    match -res {
+        // Not closing, so not our cancel: the thread that submitted the
+        // operation exited (io_uring cancels a task's requests when it
+        // does), and nothing was transferred. Submit it again.
+        libc::EAGAIN | libc::EINTR | libc::ECANCELED => st.mark_dirty(slot),
+        e => st.sock_failed(slot, format!("{what}: {}", io::Error::from_raw_os_error(e))),
+    }
+}
