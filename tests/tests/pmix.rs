@@ -342,3 +342,35 @@ fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
         }
     }
 }
+
+/// Open MPI's `MPI_Comm_spawn` under rivetrun: 2 children start, exchange
+/// messages with their parents over the intercommunicator, merge and
+/// disconnect (mpi_dynamic.c checks each step). Open MPI agrees on the new
+/// communicator's id through PMIx publish/lookup of byte objects read
+/// once, which rivetrun's name upcalls serve; connect/accept between the
+/// job's halves goes the same way.
+#[test]
+fn open_mpi_comm_spawn_and_connect_accept_run_under_rivetrun() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let each = |o: &Outcome, n: u32, line: &dyn Fn(u32) -> String| {
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+        for r in 0..n {
+            assert!(o.stdout.contains(&line(r)), "{}: {}", line(r), o.show());
+        }
+    };
+    for n in [1u32, 2] {
+        let mut cmd = rivetrun(&["-n", &n.to_string()]);
+        cmd.arg(&prog).arg("spawn");
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        each(&o, n, &|r| format!("spawn parent {r} of {n} OK\n"));
+        each(&o, 2, &|r| format!("spawn child {r} of 2 OK\n"));
+    }
+    let mut cmd = rivetrun(&["-n", "2"]);
+    cmd.arg(&prog).arg("ports");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    each(&o, 2, &|r| {
+        let side = if r == 0 { "accept" } else { "connect" };
+        format!("ports rank {r} of 2 OK ({side})\n")
+    });
+}

@@ -30,6 +30,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 mod calls;
 mod names;
 mod spawn;
+mod values;
 
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
