@@ -27,7 +27,8 @@ use crate::client::groups::{GroupConnectReply, GroupConnectRequest, GroupMember}
 use crate::error::{Error, Result};
 use crate::group::ProcName;
 use crate::pmix_ffi::{
-    PmixInfo, PmixProc, PmixValue, PMIX_GLOBAL, PMIX_RANK_WILDCARD, PMIX_STRING, PMIX_SUCCESS,
+    PmixInfo, PmixProc, PmixValue, PMIX_ERR_NOT_SUPPORTED, PMIX_GLOBAL, PMIX_RANK_WILDCARD,
+    PMIX_STRING, PMIX_SUCCESS,
 };
 
 use super::pmix::Pmix;
@@ -155,6 +156,11 @@ impl Pmix {
                 )
             };
             self.free_infos(results, nresults);
+            if rc == PMIX_ERR_NOT_SUPPORTED {
+                return Err(Error::PmixUnsupported {
+                    op: "group connect (this PMIx server does not serve PMIx groups)",
+                });
+            }
             if rc != PMIX_SUCCESS {
                 return Err(failed(
                     OP,
