@@ -342,3 +342,85 @@ fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
         }
     }
 }
+
+/// Open MPI's `MPI_Comm_spawn` under rivetrun: 2 children start, exchange
+/// messages with their parents over the intercommunicator, merge and
+/// disconnect (mpi_dynamic.c checks each step). Open MPI agrees on the new
+/// communicator's id through PMIx publish/lookup of byte objects read
+/// once, which rivetrun's name upcalls serve; connect/accept between the
+/// job's halves goes the same way.
+#[test]
+fn open_mpi_comm_spawn_and_connect_accept_run_under_rivetrun() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let each = |o: &Outcome, n: u32, line: &dyn Fn(u32) -> String| {
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+        for r in 0..n {
+            assert!(o.stdout.contains(&line(r)), "{}: {}", line(r), o.show());
+        }
+    };
+    for n in [1u32, 2] {
+        let mut cmd = rivetrun(&["-n", &n.to_string()]);
+        cmd.arg(&prog).arg("spawn");
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        each(&o, n, &|r| format!("spawn parent {r} of {n} OK\n"));
+        each(&o, 2, &|r| format!("spawn child {r} of 2 OK\n"));
+    }
+    let mut cmd = rivetrun(&["-n", "2"]);
+    cmd.arg(&prog).arg("ports");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    each(&o, 2, &|r| {
+        let side = if r == 0 { "accept" } else { "connect" };
+        format!("ports rank {r} of 2 OK ({side})\n")
+    });
+}
+
+/// `PMIx_Group_construct` straight through OpenPMIx's client (no MPI)
+/// under rivetrun: every rank joins a group of the whole job, gets a
+/// context id from rivetrun's group upcall, reads every member's card and
+/// destructs the group.
+#[test]
+fn pmix_groups_are_served_by_rivetrun() {
+    let _serial = serial();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_group.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let ctx: Vec<&str> = (0..3)
+        .map(|r| {
+            let prefix = format!("pmix_group rank {r} ctx ");
+            o.stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix)?.strip_suffix(" members 3 OK"))
+                .unwrap_or_else(|| panic!("rank {r}: {}", o.show()))
+        })
+        .collect();
+    // One context id, the same for every member.
+    assert!(ctx.iter().all(|c| *c == ctx[0]), "{}", o.show());
+}
+
+/// Rivet's group connect (seed 004) for ranks bootstrapped by PMIx, on
+/// PMIx groups: under rivetrun's PMIx server (`RIVET_PMI=pmix`) the job
+/// connects as one group and as a subset, runs a ring on each and
+/// disconnects.
+#[test]
+fn rivet_group_connect_runs_over_pmix_groups() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "3", "-genv", "RIVET_PMI", "pmix"]);
+    cmd.arg(bin("group_check")).arg("flat");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..3 {
+        assert!(
+            o.stdout
+                .contains(&format!("group_check flat OK rank {r} of 3")),
+            "{}",
+            o.show()
+        );
+    }
+}

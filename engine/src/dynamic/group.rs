@@ -170,9 +170,13 @@ impl<T: Threading> Engine<T> {
         }
         let me = self.nspace();
         let cluster = self.cluster()?;
-        // Only rivetrun serves group connect (it names a cluster); Hydra
-        // would end the whole job on the unknown command.
-        if cluster.is_none() && !self.inner.with_pmi(|pmi| Ok(pmi.is_singleton()))? {
+        // Only rivetrun serves group connect over PMI-1 (it names a
+        // cluster); Hydra would end the whole job on the unknown command.
+        // Under a PMIx server it goes to PMIx groups.
+        let served = self
+            .inner
+            .with_pmi(|pmi| Ok(pmi.is_singleton() || pmi.kind() == "pmix"))?;
+        if cluster.is_none() && !served {
             return Err(Error::Unsupported(
                 "group connect needs rivetrun as the process manager; this one \
                  (e.g. mpiexec.hydra) does not serve it"

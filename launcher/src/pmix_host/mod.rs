@@ -14,10 +14,13 @@
 //! * `publish`, `lookup`, `unpublish`: queued for the supervisor, which
 //!   answers from the job's name table or its name server (`names.rs`);
 //! * `spawn`: queued for the supervisor, which starts the processes as for
-//!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`).
+//!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`);
+//! * `group`: construct and destruct, complete once the library has
+//!   gathered its clients; a context id when asked (`group.rs`).
 //!
-//! Everything else (connect, groups) is left out of the module,
-//! which the library answers with "not supported".
+//! Everything else is left out of the module, which the library answers
+//! with "not supported" (connect and disconnect among clients of this one
+//! server the library completes itself).
 //!
 //! The server's rendezvous files live in a private directory that is removed
 //! when the host is dropped; the server listens on loopback only and admits
@@ -28,8 +31,10 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 
 mod calls;
+mod group;
 mod names;
 mod spawn;
+mod values;
 
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
@@ -103,7 +108,11 @@ struct Module {
     lookup: Option<names::LookupUp>,
     unpublish: Option<names::UnpublishUp>,
     spawn: Option<spawn::SpawnUp>,
-    rest: [*const c_void; 20],
+    /// connect ... push_stdin.
+    middle: [*const c_void; 16],
+    group: Option<group::GroupUp>,
+    /// fabric, client_connected2, the spare slot.
+    rest: [*const c_void; 3],
 }
 
 type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
@@ -385,7 +394,9 @@ impl PmixHost {
             lookup: Some(names::on_lookup),
             unpublish: Some(names::on_unpublish),
             spawn: Some(spawn::on_spawn),
-            rest: [std::ptr::null(); 20],
+            middle: [std::ptr::null(); 16],
+            group: Some(group::on_group),
+            rest: [std::ptr::null(); 3],
         });
         let dir = self.tmpdir.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
@@ -610,6 +621,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
         assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
         assert_eq!(std::mem::offset_of!(Module, spawn), 8 * slot);
+        assert_eq!(std::mem::offset_of!(Module, group), 25 * slot);
         assert_eq!(std::mem::size_of::<Module>(), 29 * slot);
     }
 }

@@ -28,9 +28,15 @@ use rivet_pmi::pmix_ffi::{
     PMIX_ERR_OUT_OF_RESOURCE, PMIX_ERR_PARTIAL_SUCCESS, PMIX_ERR_UNREACH, PMIX_INT, PMIX_INT32,
     PMIX_RANK_UNDEF, PMIX_STRING, PMIX_SUCCESS,
 };
+/// `PMIX_BYTE_OBJECT`, `PMIX_PERSIST` (`pmix_persistence_t`, a `u8`) and
+/// its `PMIX_PERSIST_FIRST_READ`.
+const PMIX_BYTE_OBJECT: u16 = 27;
+const PMIX_PERSIST: u16 = 30;
+const PMIX_PERSIST_FIRST_READ: u8 = 1;
 use rivet_pmi::server::{NameRequest, NsId, Server};
 use rivet_pmi::wire::Message;
 
+use super::values::{Data, Stored};
 use super::{push_event, OpCb, PmixEvent};
 
 /// How often a lookup that waits is tried again.
@@ -146,6 +152,8 @@ pub trait Table {
     fn publisher(&self, service: &str) -> Option<(String, u32)>;
     /// Remove everything the caller published; `None` if the table cannot.
     fn unpublish_all(&mut self) -> Option<usize>;
+    /// Remove `service` whoever published it (a value read once).
+    fn take(&mut self, service: &str);
 }
 
 /// The job's own table, on behalf of rank `rank` of `ns`.
@@ -167,6 +175,21 @@ impl Table for JobTable<'_> {
     fn unpublish_all(&mut self) -> Option<usize> {
         Some(self.server.unpublish_names_of(self.ns, self.rank))
     }
+
+    fn take(&mut self, service: &str) {
+        // On behalf of its publisher, who alone may remove it.
+        let (ns, rank) = match self.server.name_publisher(service) {
+            Some((name, rank)) => match self.server.namespace_id(&name) {
+                Some(ns) => (ns, rank),
+                None => return,
+            },
+            None => (self.ns, self.rank),
+        };
+        let request = NameRequest::Unpublish {
+            service: service.to_string(),
+        };
+        self.server.answer_name(ns, rank, &request);
+    }
 }
 
 /// An outside name server (`--nameserver HOST:PORT`), which knows no
@@ -186,6 +209,14 @@ impl Table for NameServerTable {
 
     fn unpublish_all(&mut self) -> Option<usize> {
         None
+    }
+
+    fn take(&mut self, service: &str) {
+        // The name server lets anyone remove a name.
+        let request = NameRequest::Unpublish {
+            service: service.to_string(),
+        };
+        let _ = crate::nameserver::ask(&self.addr, &request);
     }
 }
 
@@ -254,11 +285,17 @@ pub fn answer(op: &NameOp, table: &mut dyn Table, warn: &mut dyn FnMut(&str)) ->
                         rc: 0,
                         port: Some(port),
                         ..
-                    }) => found.push(Found {
-                        key: key.clone(),
-                        port,
-                        publisher: table.publisher(key),
-                    }),
+                    }) => {
+                        let publisher = table.publisher(key);
+                        if Stored::decode(&port).once {
+                            table.take(key);
+                        }
+                        found.push(Found {
+                            key: key.clone(),
+                            port,
+                            publisher,
+                        })
+                    }
                     Ok(_) => {}
                     Err(why) => {
                         warn(&format!("{why}; lookup_name of '{key}' fails"));
@@ -303,16 +340,21 @@ impl NameCall {
             // once for this call.
             Callback::Op(cb) => unsafe { cb(answer.status, self.cbdata) },
             Callback::Lookup(cb) => {
-                let ports: Vec<CString> = answer
+                let values: Vec<Owned> = answer
                     .found
                     .iter()
-                    .map(|f| CString::new(f.port.replace('\0', "")).expect("NULs removed"))
+                    .map(|f| match Stored::decode(&f.port).data {
+                        Data::Str(s) => {
+                            Owned::Str(CString::new(s.replace('\0', "")).expect("NULs removed"))
+                        }
+                        Data::Bytes(b) => Owned::Bytes(b),
+                    })
                     .collect();
                 let data: Vec<PmixPdata> = answer
                     .found
                     .iter()
-                    .zip(&ports)
-                    .map(|(f, port)| pdata(f, port))
+                    .zip(&values)
+                    .map(|(f, value)| pdata(f, value))
                     .collect();
                 let (ptr, n) = match answer.status {
                     PMIX_SUCCESS | PMIX_ERR_PARTIAL_SUCCESS => (data.as_ptr(), data.len()),
@@ -327,8 +369,14 @@ impl NameCall {
     }
 }
 
-/// A `pmix_pdata_t` for `found`, its string value pointing into `port`.
-fn pdata(found: &Found, port: &CStr) -> PmixPdata {
+/// A found value's data, kept alive while the library copies it.
+enum Owned {
+    Str(CString),
+    Bytes(Vec<u8>),
+}
+
+/// A `pmix_pdata_t` for `found`, its value pointing into `value`.
+fn pdata(found: &Found, value: &Owned) -> PmixPdata {
     let proc = match &found.publisher {
         Some((ns, rank)) => PmixProc::new(ns, *rank),
         None => PmixProc::new("", PMIX_RANK_UNDEF),
@@ -336,10 +384,18 @@ fn pdata(found: &Found, port: &CStr) -> PmixPdata {
     let mut d = PmixPdata {
         proc,
         key: [0; 512],
-        value: PmixValue {
-            ty: PMIX_STRING,
-            _pad: [0; 6],
-            data: [port.as_ptr() as u64, 0, 0],
+        value: match value {
+            Owned::Str(s) => PmixValue {
+                ty: PMIX_STRING,
+                _pad: [0; 6],
+                data: [s.as_ptr() as u64, 0, 0],
+            },
+            // pmix_byte_object_t: the bytes, then their count.
+            Owned::Bytes(b) => PmixValue {
+                ty: PMIX_BYTE_OBJECT,
+                _pad: [0; 6],
+                data: [b.as_ptr() as u64, b.len() as u64, 0],
+            },
         },
     };
     load_key(&mut d.key, found.key.as_bytes());
@@ -424,6 +480,31 @@ fn wait_of(info: &[PmixInfo]) -> Option<Wait> {
     })
 }
 
+/// A string or byte object value's data (`None` for other types).
+///
+/// # Safety
+/// `value` holds data of the type its tag says.
+unsafe fn data_of(value: &PmixValue) -> Option<Data> {
+    let ptr = value.data[0] as *const c_char;
+    match value.ty {
+        PMIX_STRING if !ptr.is_null() => {
+            // SAFETY: a PMIX_STRING value holds a NUL-terminated char *.
+            let s = unsafe { CStr::from_ptr(ptr) };
+            Some(Data::Str(s.to_string_lossy().into_owned()))
+        }
+        PMIX_BYTE_OBJECT => {
+            let len = usize::try_from(value.data[1]).ok()?;
+            if ptr.is_null() || len == 0 {
+                return Some(Data::Bytes(Vec::new()));
+            }
+            // SAFETY: a pmix_byte_object_t: `len` bytes at `ptr`.
+            let b = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
+            Some(Data::Bytes(b.to_vec()))
+        }
+        _ => None,
+    }
+}
+
 fn hand_over(proc: *const PmixProc, op: NameOp, callback: Callback, cbdata: *mut c_void) -> c_int {
     if proc.is_null() {
         return PMIX_ERR_BAD_PARAM;
@@ -456,18 +537,25 @@ pub(super) unsafe extern "C" fn on_publish(
     };
     let mut entries = Vec::new();
     // SAFETY: the library passes `ninfo` valid entries.
-    for i in unsafe { infos(info, ninfo) } {
+    let info = unsafe { infos(info, ninfo) };
+    // Removed on its first read, or kept until unpublished (any longer
+    // persistence is kept too: the job's table ends with the job).
+    let once = info.iter().any(|i| {
+        key_of(i) == "pmix.persist"
+            && i.value.ty == PMIX_PERSIST
+            && i.value.data[0] as u8 == PMIX_PERSIST_FIRST_READ
+    });
+    for i in info {
         let key = key_of(i);
         // Directives (range, persistence, the caller's uid) are not data.
         if key.starts_with("pmix.") {
             continue;
         }
-        if i.value.ty != PMIX_STRING || i.value.data[0] == 0 {
-            return PMIX_ERR_BAD_PARAM; // a port name is a string
-        }
-        // SAFETY: a PMIX_STRING value holds a NUL-terminated char *.
-        let port = unsafe { CStr::from_ptr(i.value.data[0] as *const c_char) };
-        entries.push((key, port.to_string_lossy().into_owned()));
+        // SAFETY: the value is of the type its tag says.
+        let Some(data) = (unsafe { data_of(&i.value) }) else {
+            return PMIX_ERR_BAD_PARAM;
+        };
+        entries.push((key, Stored { data, once }.encode()));
     }
     if entries.is_empty() {
         return PMIX_ERR_BAD_PARAM;

@@ -24,6 +24,9 @@ impl Table for Fake {
     fn unpublish_all(&mut self) -> Option<usize> {
         Some(self.names.unpublish_all_by("me"))
     }
+    fn take(&mut self, service: &str) {
+        let _ = self.names.unpublish_by(service, Some("me"));
+    }
 }
 
 fn run(op: NameOp, t: &mut Fake) -> Option<Answer> {
@@ -150,4 +153,37 @@ fn wait_and_timeout_are_read_from_the_directives() {
     assert_eq!(w.count, 0);
     assert!(w.until.is_some_and(|t| t > Instant::now()));
     assert_eq!(wait_of(&[entry(c"pmix.wait", PMIX_BOOL, 0)]), None);
+}
+
+/// Open MPI's id agreement: a byte object published to be read once is
+/// found by the first lookup, which removes it; a kept one stays.
+#[test]
+fn a_value_published_to_be_read_once_goes_with_its_first_lookup() {
+    let mut t = Fake::default();
+    let once = Stored {
+        data: Data::Bytes(vec![1, 2, 3]),
+        once: true,
+    }
+    .encode();
+    let publish = NameOp::Publish(vec![("cid:send:0".into(), once.clone())]);
+    assert_eq!(run(publish, &mut t).unwrap().status, PMIX_SUCCESS);
+    let found = run(lookup(&["cid:send:0"], None), &mut t).unwrap();
+    assert_eq!(found.status, PMIX_SUCCESS);
+    assert_eq!(found.found[0].port, once);
+    assert_eq!(
+        Stored::decode(&found.found[0].port).data,
+        Data::Bytes(vec![1, 2, 3])
+    );
+    let again = run(lookup(&["cid:send:0"], None), &mut t).unwrap();
+    assert_eq!(again.status, PMIX_ERR_NOT_FOUND);
+    // The next round may publish the same key again.
+    let publish = NameOp::Publish(vec![("cid:send:0".into(), once)]);
+    assert_eq!(run(publish, &mut t).unwrap().status, PMIX_SUCCESS);
+
+    let kept = NameOp::Publish(vec![("port".into(), "tcp://x".into())]);
+    assert_eq!(run(kept, &mut t).unwrap().status, PMIX_SUCCESS);
+    for _ in 0..2 {
+        let found = run(lookup(&["port"], None), &mut t).unwrap();
+        assert_eq!(found.status, PMIX_SUCCESS);
+    }
 }

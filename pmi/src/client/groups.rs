@@ -1,5 +1,6 @@
 //! The client side of Rivet's group connect (PMIx RFC0003's
-//! connect/disconnect over PMI-1 lines; served by rivetrun only).
+//! connect/disconnect over PMI-1 lines; served by rivetrun only). Under a
+//! PMIx server the same calls go to PMIx groups (`pmix_groups.rs`).
 //!
 //! A process manager that does not know the commands (Hydra answers
 //! `cmd=error`) gives [`Error::GroupUnsupported`]; a refusal or failure
@@ -213,11 +214,7 @@ impl Client {
         let kvs = self.kvs_name.clone();
         let conn = match &mut self.mode {
             Mode::Singleton(local) => return local.groups.connect(&kvs, req),
-            Mode::Pmix(_) => {
-                return Err(Error::PmixUnsupported {
-                    op: "group connect",
-                })
-            }
+            Mode::Pmix(p) => return p.group_connect(req),
             Mode::Pmi2(_) => {
                 return Err(Error::Pmi2Unsupported {
                     op: "group connect",
@@ -276,9 +273,7 @@ impl Client {
     pub fn group_ready(&mut self, op: u64) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.groups.ready(op),
-            Mode::Pmix(_) => Err(Error::PmixUnsupported {
-                op: "group connect",
-            }),
+            Mode::Pmix(p) => p.group_ready(op),
             Mode::Pmi2(_) => Err(Error::Pmi2Unsupported {
                 op: "group connect",
             }),
@@ -294,9 +289,7 @@ impl Client {
     pub fn group_disconnect(&mut self, group: &str) -> Result<()> {
         match &mut self.mode {
             Mode::Singleton(local) => local.groups.disconnect(group),
-            Mode::Pmix(_) => Err(Error::PmixUnsupported {
-                op: "group disconnect",
-            }),
+            Mode::Pmix(p) => p.group_disconnect(group),
             Mode::Pmi2(_) => Err(Error::Pmi2Unsupported {
                 op: "group disconnect",
             }),

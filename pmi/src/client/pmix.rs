@@ -19,12 +19,13 @@
 //!   with the name server's error codes;
 //! * abort and finalize: `PMIx_Abort`, `PMIx_Finalize`.
 //!
-//! Spawn and group connect are not mapped yet: they fail with
-//! [`Error::PmixUnsupported`].
+//! Group connect is mapped onto PMIx groups (`pmix_groups.rs`). Spawn is
+//! not mapped yet: it fails with [`Error::PmixUnsupported`].
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
+use super::pmix_groups::{ConstructFn, DestructFn as GroupDestructFn, PmixGroups};
 use crate::error::{Error, Result};
 use crate::pmix_ffi::{
     load_key, Library, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_ERR_DUPLICATE_KEY,
@@ -65,6 +66,8 @@ struct Api {
     publish: PublishFn,
     lookup: LookupFn,
     unpublish: UnpublishFn,
+    /// `PMIx_Group_construct`/`_destruct` (absent before OpenPMIx 4).
+    group: Option<(ConstructFn, GroupDestructFn)>,
 }
 
 impl Api {
@@ -93,6 +96,16 @@ impl Api {
                 unpublish: std::mem::transmute::<*mut c_void, UnpublishFn>(
                     lib.symbol(c"PMIx_Unpublish")?,
                 ),
+                group: match (
+                    lib.symbol(c"PMIx_Group_construct"),
+                    lib.symbol(c"PMIx_Group_destruct"),
+                ) {
+                    (Ok(c), Ok(d)) => Some((
+                        std::mem::transmute::<*mut c_void, ConstructFn>(c),
+                        std::mem::transmute::<*mut c_void, GroupDestructFn>(d),
+                    )),
+                    _ => None,
+                },
                 lib,
             })
         }
@@ -114,6 +127,8 @@ pub(crate) struct Pmix {
     mine: Vec<(String, String)>,
     /// Other ranks' sets, read on first use.
     cache: HashMap<u32, HashMap<String, String>>,
+    /// Group connects made (`pmix_groups.rs`).
+    groups: PmixGroups,
 }
 
 impl std::fmt::Debug for Pmix {
@@ -168,6 +183,7 @@ impl Pmix {
             pending: Vec::new(),
             mine: Vec::new(),
             cache: HashMap::new(),
+            groups: PmixGroups::default(),
         };
         let size = pmix
             .job_u32("pmix.job.size")?
@@ -188,8 +204,62 @@ impl Pmix {
         })
     }
 
-    fn proc_of(&self, rank: u32) -> PmixProc {
-        PmixProc { rank, ..self.me }
+    pub(super) fn rank(&self) -> u32 {
+        self.me.rank
+    }
+
+    pub(super) fn describe(&self, rc: c_int) -> String {
+        self.api.describe(rc)
+    }
+
+    pub(super) fn groups_state(&mut self) -> &mut PmixGroups {
+        &mut self.groups
+    }
+
+    /// The library's group calls, or why there are none.
+    pub(super) fn group_fns(&self) -> Result<(ConstructFn, GroupDestructFn)> {
+        self.api.group.ok_or(Error::PmixUnsupported {
+            op: "group connect (the PMIx library has no PMIx_Group_construct)",
+        })
+    }
+
+    /// Free an info array the library returned (`PMIX_INFO_FREE`: each
+    /// value destructed, then the array).
+    pub(super) fn free_infos(&self, infos: *mut PmixInfo, n: usize) {
+        if infos.is_null() {
+            return;
+        }
+        for i in 0..n {
+            // SAFETY: `n` infos the library allocated and filled for us.
+            unsafe { (self.api.destruct)(&mut (*infos.add(i)).value) };
+        }
+        // SAFETY: the array was malloc'd by the library.
+        unsafe { libc::free(infos.cast()) };
+    }
+
+    /// `PMIx_Put` of one value in `scope`, then commit.
+    pub(super) fn put_value(&self, scope: u8, key: &CStr, value: &mut PmixValue) -> Result<()> {
+        // SAFETY: a valid key and value; PMIx_Put copies it.
+        let rc = unsafe { (self.api.put)(scope, key.as_ptr(), value) };
+        self.check("PMIx_Put", rc)?;
+        // SAFETY: no arguments.
+        let rc = unsafe { (self.api.commit)() };
+        self.check("PMIx_Commit", rc)
+    }
+
+    /// `PMIx_Fence` over `procs` (no data collected).
+    pub(super) fn fence_over(&self, procs: &[PmixProc]) -> Result<()> {
+        // SAFETY: `procs.len()` valid procs; no info.
+        let rc = unsafe { (self.api.fence)(procs.as_ptr(), procs.len(), std::ptr::null(), 0) };
+        self.check("PMIx_Fence", rc)
+    }
+
+    pub(super) fn string_of_value(v: &PmixValue) -> Option<String> {
+        Pmix::string_of(v)
+    }
+
+    pub(super) fn u32_of_value(v: &PmixValue) -> Option<u32> {
+        Pmix::u32_of(v)
     }
 
     /// One value: `Ok(None)` if the server has none under `key`.
@@ -199,12 +269,25 @@ impl Pmix {
         key: &str,
         read: impl FnOnce(&PmixValue) -> Option<R>,
     ) -> Result<Option<R>> {
-        let proc = self.proc_of(rank);
+        let nspace = self.nspace.clone();
+        self.get_with(&nspace, rank, key, &[], read)
+    }
+
+    /// One value of rank `rank` of `nspace`, with directives `info`.
+    pub(super) fn get_with<R>(
+        &self,
+        nspace: &str,
+        rank: u32,
+        key: &str,
+        info: &[PmixInfo],
+        read: impl FnOnce(&PmixValue) -> Option<R>,
+    ) -> Result<Option<R>> {
+        let proc = PmixProc::new(nspace, rank);
         let k = c_key(key)?;
         let mut out: *mut PmixValue = std::ptr::null_mut();
-        // SAFETY: valid proc and key; `out` receives a value the library
-        // allocated (freed below).
-        let rc = unsafe { (self.api.get)(&proc, k.as_ptr(), std::ptr::null(), 0, &mut out) };
+        // SAFETY: valid proc, key and infos; `out` receives a value the
+        // library allocated (freed below).
+        let rc = unsafe { (self.api.get)(&proc, k.as_ptr(), info.as_ptr(), info.len(), &mut out) };
         if rc == PMIX_ERR_NOT_FOUND {
             return Ok(None);
         }

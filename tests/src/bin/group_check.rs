@@ -29,6 +29,10 @@
 //!   others get a `Terminated` event for it, and a receive from it on the
 //!   group completes with an error instead of waiting; they disconnect.
 //!   Without `early`, rivetrun must fail the job.
+//! - `flat` (any size, also under a PMIx server): the job connects as
+//!   group "f1" (size N, new rank = world rank), runs a ring on it, then
+//!   ranks 1.. connect as "f2" (rank 0 not named), run a ring there; both
+//!   groups are disconnected.
 //! - `unserved` (under mpiexec.hydra): group connect is refused with a
 //!   clear error before anything reaches Hydra (which would end the job).
 
@@ -60,6 +64,7 @@ fn main() {
         "optional" => optional(&engine),
         "term" => term(&engine, arg == "early"),
         "unserved" => unserved(&engine),
+        "flat" => flat(&engine),
         other => die(format!("unknown mode {other:?}")),
     }
     let (rank, size) = (world.rank(), world.size());
@@ -367,6 +372,36 @@ fn together<T: Threading>(
     // 5.
     g1.comm().barrier().or_die("barrier on g1");
     engine.group_disconnect(g1).or_die("disconnect g1");
+}
+
+fn flat<T: Threading>(engine: &Engine<T>) {
+    let world = engine.world();
+    let (rank, size) = (world.rank(), world.size());
+    let ns = engine.nspace();
+    let g = connect(engine, &[whole(&ns)], &attrs("f1"));
+    ensure!(
+        g.size() == size && g.rank() == rank,
+        "f1: rank {} of {}, expected {rank} of {size}",
+        g.rank(),
+        g.size()
+    );
+    let all: Vec<ProcName> = (0..size).map(|r| proc(&ns, r)).collect();
+    ensure!(g.members() == all, "f1 members {:?}", g.members());
+    ring(g.comm(), 1);
+    if rank > 0 && size > 2 {
+        // Named one by one, in reverse: the same group for everyone.
+        let some: Vec<ProcName> = (1..size).rev().map(|r| proc(&ns, r)).collect();
+        let h = connect(engine, &some, &attrs("f2"));
+        ensure!(
+            h.size() == size - 1 && h.rank() == rank - 1,
+            "f2: rank {} of {}",
+            h.rank(),
+            h.size()
+        );
+        ring(h.comm(), 2);
+        engine.group_disconnect(h).or_die("disconnect f2");
+    }
+    engine.group_disconnect(g).or_die("disconnect f1");
 }
 
 fn optional<T: Threading>(engine: &Engine<T>) {
