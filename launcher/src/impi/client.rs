@@ -57,7 +57,16 @@ pub struct Session {
     server: TcpStream,
     links: Vec<(u32, TcpStream)>,
     pub world: World,
+    /// One listening socket per proc, bound before the labels went (their
+    /// ports are `RIVET_P_PORT`), inherited by the ranks (`IMPI_LISTEN_FDS`):
+    /// the `impi` netmod's direct channels are accepted on them.
+    listeners: Vec<TcpListener>,
 }
+
+/// Environment variable naming the inherited listening sockets, by local rank.
+pub const ENV_LISTEN_FDS: &str = "IMPI_LISTEN_FDS";
+/// Environment variable describing every proc of the job (see `Session::env`).
+pub const ENV_PROCS: &str = "IMPI_PROCS";
 
 /// Parse `RANK` and `HOST:PORT` of `--impi-client`.
 pub fn parse_args(args: &[String]) -> Result<(u32, String), LaunchError> {
@@ -205,6 +214,15 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
     let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
     let port = listener.local_addr().map_err(LaunchError::Io)?.port();
     let pid = std::process::id() as i64;
+    // One listener per proc for the direct channels, inheritable by the ranks.
+    let mut listeners = Vec::with_capacity(nprocs as usize);
+    let mut proc_ports = Vec::with_capacity(nprocs as usize);
+    for _ in 0..nprocs {
+        let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
+        proc_ports.push(l.local_addr().map_err(LaunchError::Io)?.port() as u32);
+        inheritable(&l)?;
+        listeners.push(l);
+    }
     let mine = Mine {
         versions: vec![(0, 0)],
         datalen: DATALEN,
@@ -217,6 +235,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         hiwater: HIWATER,
         // Unique among procs of this address: rivetrun's pid, then the local rank.
         pids: (0..nprocs as i64).map(|r| (pid << 32) | r).collect(),
+        proc_ports,
     };
 
     // COLL (2.3.5): each label, then its broadcast (others' may come between).
@@ -259,7 +278,34 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         server,
         links,
         world,
+        listeners,
     })
+}
+
+/// Let a rank inherit `l` across exec (ranks find it by `IMPI_LISTEN_FDS`
+/// and close the others'; the launcher's copy closes when the session ends).
+fn inheritable(l: &TcpListener) -> Result<(), LaunchError> {
+    use std::os::fd::AsRawFd;
+    let fd = l.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, no pointers.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(LaunchError::Io(io::Error::last_os_error()))
+    }
+}
+
+/// `IP:PORT` with IPv4-mapped addresses in dot notation.
+fn addr_text(ipv6: [u8; 16], port: u32) -> String {
+    let ip = Ipv6Addr::from(ipv6);
+    match ip.to_ipv4_mapped() {
+        Some(v4) => format!("{v4}:{port}"),
+        None => format!("[{ip}]:{port}"),
+    }
 }
 
 /// Read exactly `buf`; `Err(true)` when the peer closed, `Err(false)` otherwise.
@@ -366,16 +412,29 @@ impl Session {
     pub fn env(&self) -> Vec<(String, String)> {
         let w = &self.world;
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let hosts: Vec<String> = w
-            .hosts
+        let hosts: Vec<String> = w.hosts.iter().map(|h| addr_text(h.ipv6, h.port)).collect();
+        // Per global rank: `IP:PORT/PID/ACKMARK/HIWATER` (its direct channel's
+        // address, its IMPI_Proc pid, its host's flow control).
+        let procs: Vec<String> = w
+            .procs
             .iter()
-            .map(|h| {
-                let ip = Ipv6Addr::from(h.ipv6);
-                match ip.to_ipv4_mapped() {
-                    Some(v4) => format!("{v4}:{}", h.port),
-                    None => format!("[{ip}]:{}", h.port),
-                }
+            .enumerate()
+            .map(|(g, p)| {
+                let h = &w.hosts[p.host as usize];
+                format!(
+                    "{}/{}/{}/{}",
+                    addr_text(p.ipv6, w.proc_ports.get(g).copied().unwrap_or(0)),
+                    p.pid,
+                    h.ackmark,
+                    h.hiwater
+                )
             })
+            .collect();
+        use std::os::fd::AsRawFd;
+        let fds: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|l| l.as_raw_fd().to_string())
             .collect();
         vec![
             ("IMPI_CLIENT_RANK".into(), w.client.to_string()),
@@ -394,6 +453,8 @@ impl Session {
             ),
             ("IMPI_MAXDATALEN".into(), w.maxdatalen.to_string()),
             ("IMPI_TAG_UB".into(), w.tag_ub.to_string()),
+            (ENV_PROCS.into(), procs.join(",")),
+            (ENV_LISTEN_FDS.into(), fds.join(",")),
         ]
     }
 
