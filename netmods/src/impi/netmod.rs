@@ -506,14 +506,13 @@ impl Netmod for ImpiNetmod {
             (
                 "impi".to_string(),
                 format!(
-                    "world rank {} of {}, this client's ranks {}..{}, maxdatalen {}, {} direct \
-                     channel(s)",
+                    "world rank {} of {}, this client's ranks {}..{}, maxdatalen {}, one direct \
+                     channel per peer of another client (dialled to lower ranks at init)",
                     self.cfg.rank,
                     self.cfg.size(),
                     self.cfg.offset,
                     self.cfg.offset + self.cfg.client_size,
                     self.cfg.maxdatalen,
-                    self.chans.len()
                 ),
             ),
             (
