@@ -189,6 +189,11 @@ impl<T: Threading> Engine<T> {
                 .collect();
         }
         let engine = Engine::assemble(&config, level, world, shm, netmod, Some(pmi))?;
+        if let Some(cfg) = &impi {
+            let _ = engine.inner.impi.set(crate::impi_coll::ClientMap {
+                firsts: cfg.client_firsts.clone(),
+            });
+        }
         if spawned {
             let link = engine.connect_to_parent()?.into_link();
             *engine
@@ -296,6 +301,7 @@ impl<T: Threading> Engine<T> {
                 vcrts: AtomicUsize::new(0),
                 parent: Mutex::new(None),
                 groups: Mutex::default(),
+                impi: std::sync::OnceLock::new(),
             }),
             _threads: PhantomData,
         })

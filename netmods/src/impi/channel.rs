@@ -67,6 +67,8 @@ pub struct Channel {
     max_msg: u64,
     out: Vec<u8>,
     out_at: usize,
+    /// Read buffer, kept (zeroing 256 KiB per read would cost more than the read).
+    rbuf: Vec<u8>,
     framer: Framer,
     incoming: Incoming,
     credit: Credit,
@@ -108,6 +110,7 @@ impl Channel {
             max_msg,
             out: Vec::new(),
             out_at: 0,
+            rbuf: Vec::new(),
             framer: Framer::new(maxdatalen),
             incoming: Incoming::new(maxdatalen, my_ackmark),
             credit: Credit::new(their_flow.0, their_flow.1),
@@ -147,10 +150,6 @@ impl Channel {
             return Ok(false);
         }
         let len = 4 + header.len() + payload.len();
-        let mut data = Vec::with_capacity(len);
-        data.extend_from_slice(&(header.len() as u32).to_be_bytes());
-        data.extend_from_slice(header);
-        data.extend_from_slice(payload);
         let env = Envelope {
             src: self.me,
             dest: self.them,
@@ -160,7 +159,35 @@ impl Channel {
         };
         let srqid = self.next_srqid;
         self.next_srqid += 1;
-        let out = Outgoing::new(env, srqid, len as u64, false, self.maxdatalen);
+        let mut out = Outgoing::new(env, srqid, len as u64, false, self.maxdatalen);
+        // Fast path: a short message with credit and nothing queued goes
+        // straight into the output buffer (one copy).
+        if !out.is_long()
+            && self.queue.is_empty()
+            && self.ctl.is_empty()
+            && self.streaming.is_empty()
+            && self.credit.can_send()
+            && !self.fini_sent
+        {
+            let (p, _) = out.first();
+            if self.out_at == self.out.len() {
+                self.out.clear();
+                self.out_at = 0;
+            }
+            self.out.extend_from_slice(&p.encode());
+            self.out
+                .extend_from_slice(&(header.len() as u32).to_be_bytes());
+            self.out.extend_from_slice(header);
+            self.out.extend_from_slice(payload);
+            self.packets_out += 1;
+            self.credit.sent();
+            self.flush()?;
+            return Ok(true);
+        }
+        let mut data = Vec::with_capacity(len);
+        data.extend_from_slice(&(header.len() as u32).to_be_bytes());
+        data.extend_from_slice(header);
+        data.extend_from_slice(payload);
         self.queue.push_back(Pending { data, out });
         self.pump();
         self.flush()?;
@@ -236,13 +263,20 @@ impl Channel {
 
     /// Read what arrived and act on it; `Ok(false)` once the peer closed.
     pub fn read(&mut self, events: &mut Vec<Event>) -> io::Result<bool> {
-        let mut buf = vec![0u8; READ_CHUNK];
+        let mut buf = std::mem::take(&mut self.rbuf);
+        buf.resize(READ_CHUNK, 0);
+        let r = self.read_into(&mut buf, events);
+        self.rbuf = buf;
+        r
+    }
+
+    fn read_into(&mut self, buf: &mut [u8], events: &mut Vec<Event>) -> io::Result<bool> {
         for _ in 0..READS_PER_POLL {
             let Some(sock) = self.sock.as_mut() else {
                 return Ok(true);
             };
             self.syscalls += 1;
-            let n = match sock.read(&mut buf) {
+            let n = match sock.read(buf) {
                 Ok(0) => return Ok(false),
                 Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,

@@ -38,6 +38,8 @@ pub struct ImpiConfig {
     pub listen_fd: i32,
     /// The other ranks' inherited sockets, which this one closes.
     pub other_fds: Vec<i32>,
+    /// Each client's first global rank (`IMPI_CLIENT_NPROCS` summed up).
+    pub client_firsts: Vec<u32>,
 }
 
 fn bad(what: &str, why: impl std::fmt::Display) -> String {
@@ -78,6 +80,23 @@ fn parse_proc(entry: &str) -> Result<ProcInfo, String> {
     })
 }
 
+/// Each client's first global rank; the counts must add up to `size`.
+fn firsts(nprocs: &[u32], size: u32) -> Result<Vec<u32>, String> {
+    let mut at = 0u64;
+    let mut out = Vec::with_capacity(nprocs.len());
+    for &n in nprocs {
+        out.push(at as u32);
+        at += n as u64;
+    }
+    if at != size as u64 {
+        return Err(bad(
+            "IMPI_CLIENT_NPROCS",
+            format!("adds up to {at}, IMPI_PROCS lists {size}"),
+        ));
+    }
+    Ok(out)
+}
+
 impl ImpiConfig {
     /// From the environment, for this client's rank `local` of `local_size`
     /// (the process manager's); `Ok(None)` when this is no IMPI job.
@@ -96,7 +115,13 @@ impl ImpiConfig {
             .split(',')
             .map(|f| f.parse().map_err(|e| bad("IMPI_LISTEN_FDS", e)))
             .collect::<Result<_, _>>()?;
-        Self::parse(&procs, offset, maxdatalen, &fds, local, local_size).map(Some)
+        let nprocs: Vec<u32> = var("IMPI_CLIENT_NPROCS")?
+            .split(',')
+            .map(|n| n.parse().map_err(|e| bad("IMPI_CLIENT_NPROCS", e)))
+            .collect::<Result<_, _>>()?;
+        let mut c = Self::parse(&procs, offset, maxdatalen, &fds, local, local_size)?;
+        c.client_firsts = firsts(&nprocs, c.size())?;
+        Ok(Some(c))
     }
 
     /// The checks of `from_env` on given values.
@@ -139,6 +164,7 @@ impl ImpiConfig {
             maxdatalen,
             procs,
             listen_fd: fds[local as usize],
+            client_firsts: vec![0],
             other_fds: fds
                 .iter()
                 .enumerate()
@@ -184,5 +210,7 @@ mod tests {
         assert!(ImpiConfig::parse(procs, 2, 100, &[3, 4], 0, 2).is_err());
         assert!(ImpiConfig::parse(procs, 0, 100, &[3], 0, 2).is_err());
         assert!(ImpiConfig::parse(procs, 0, 0, &[3, 4], 0, 2).is_err());
+        assert_eq!(firsts(&[2, 1], 3).unwrap(), vec![0, 2]);
+        assert!(firsts(&[2, 2], 3).is_err());
     }
 }
