@@ -513,9 +513,13 @@ fn a_client_that_dies_fails_the_others_and_the_server() {
     );
     let o = survivor.join().unwrap();
     assert_ne!(o.code(), Some(0), "{}", o.show());
+    // Its ranks see their channels to client 1 close, or its rivetrun sees
+    // host 1's link close first and ends the job: either way it says so.
     assert!(
         o.stderr
-            .contains("closed its channel without IMPI_PK_FINI: its process or its client failed"),
+            .contains("closed its channel without IMPI_PK_FINI: its process or its client failed")
+            || o.stderr
+                .contains("host 1 (client 1) closed before its IMPI_PK_FINI"),
         "{}",
         o.show()
     );

@@ -14,6 +14,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use rivet_pmi::impi::auth::{self, Available, ClientAuth, ServerAuth};
@@ -61,6 +63,12 @@ pub struct Session {
     /// ports are `RIVET_P_PORT`), inherited by the ranks (`IMPI_LISTEN_FDS`):
     /// the `impi` netmod's direct channels are accepted on them.
     listeners: Vec<TcpListener>,
+    /// Set once this client finishes: a host link closing is then
+    /// reported to `finish`, not acted on.
+    finishing: Arc<AtomicBool>,
+    /// Per host link: `Ok(host)` for its `IMPI_PK_FINI`, `Err` for its end
+    /// without one (from the watch threads).
+    fini: Option<mpsc::Receiver<Result<u32, String>>>,
 }
 
 /// Environment variable naming the inherited listening sockets, by local rank.
@@ -279,6 +287,8 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         links,
         world,
         listeners,
+        finishing: Arc::new(AtomicBool::new(false)),
+        fini: None,
     })
 }
 
@@ -480,35 +490,74 @@ impl Session {
         )
     }
 
+    /// Watch every host link while the ranks run: another client's link
+    /// ending without `IMPI_PK_FINI` means that client failed, and this
+    /// one ends its job (SIGTERM to itself: the supervisor tears down as
+    /// for any signal) after saying so. `finish` learns of each FINI.
+    pub fn watch(&mut self) -> Result<(), LaunchError> {
+        let (tx, rx) = mpsc::channel();
+        for (h, s) in &self.links {
+            let mut s = s.try_clone().map_err(LaunchError::Io)?;
+            let (h, tx) = (*h, tx.clone());
+            let finishing = self.finishing.clone();
+            let maxdatalen = self.world.maxdatalen;
+            let client = self.world.hosts.get(h as usize).map_or(0, |x| x.client);
+            std::thread::spawn(move || {
+                let why = loop {
+                    let mut head = [0u8; HEADER_LEN];
+                    if let Err(e) = s.read_exact(&mut head) {
+                        break e.to_string();
+                    }
+                    match Packet::decode(&head, maxdatalen) {
+                        Ok(p) if p.kind == Kind::Fini => {
+                            let _ = tx.send(Ok(h));
+                            return;
+                        }
+                        // 3.8: what comes before FINI is consumed.
+                        Ok(p) => {
+                            if let Err(e) = io::copy(&mut (&s).take(p.len as u64), &mut io::sink())
+                            {
+                                break e.to_string();
+                            }
+                        }
+                        Err(e) => break e.to_string(),
+                    }
+                };
+                let msg = format!(
+                    "host {h} (client {client}) closed before its IMPI_PK_FINI ({why}): it failed"
+                );
+                if !finishing.load(Ordering::SeqCst) {
+                    eprintln!("rivetrun: IMPI: {msg}; ending this client's job");
+                    // SAFETY: kill and getpid take no pointers.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                }
+                let _ = tx.send(Err(msg));
+            });
+        }
+        self.fini = Some(rx);
+        Ok(())
+    }
+
     /// Every rank exited 0: end each host link (3.8: send `IMPI_PK_FINI`,
     /// wait for the peer's, consuming what comes before it), then FINI.
     pub fn finish(mut self) -> Result<(), LaunchError> {
+        self.finishing.store(true, Ordering::SeqCst);
         let fini = Packet::fini().encode();
-        let maxdatalen = self.world.maxdatalen;
         for (h, s) in &mut self.links {
             s.write_all(&fini)
                 .map_err(|e| fail(format!("host {h}: sending IMPI_PK_FINI: {e}")))?;
         }
-        for (h, s) in &mut self.links {
-            let _ = s.set_read_timeout(Some(STARTUP_TIMEOUT));
-            loop {
-                let mut head = [0u8; HEADER_LEN];
-                s.read_exact(&mut head).map_err(|e| {
-                    fail(format!(
-                        "host {h} closed before its IMPI_PK_FINI ({e}): it failed"
-                    ))
-                })?;
-                let p = Packet::decode(&head, maxdatalen)
-                    .map_err(|e| fail(format!("host {h}: {e}")))?;
-                if p.kind == Kind::Fini {
-                    break;
+        if let Some(rx) = self.fini.take() {
+            for _ in 0..self.links.len() {
+                match rx.recv_timeout(STARTUP_TIMEOUT) {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(msg)) => return Err(fail(msg)),
+                    Err(_) => return Err(fail("a host sent no IMPI_PK_FINI")),
                 }
-                // Consume a packet's data (3.8: unmatched messages are destroyed).
-                io::copy(&mut (&*s).take(p.len as u64), &mut io::sink())
-                    .map_err(|e| fail(format!("host {h}: {e}")))?;
             }
         }
         self.links.clear();
+        self.listeners.clear();
         write_command(&mut self.server, &Command::empty(CMD_FINI))
             .map_err(|e| fail(format!("sending FINI to the server: {e}")))?;
         let _ = self.server.shutdown(std::net::Shutdown::Write);
