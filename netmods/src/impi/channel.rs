@@ -399,3 +399,103 @@ pub fn split_message(buf: &[u8]) -> Option<(&[u8], &[u8])> {
     let rest = &buf[4..];
     (len <= rest.len()).then(|| rest.split_at(len))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::TcpListener;
+
+    fn pair() -> (Channel, Channel) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let a_sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (b_sock, _) = l.accept().unwrap();
+        let pa = Proc {
+            hostid: [1; 16],
+            pid: 1,
+        };
+        let pb = Proc {
+            hostid: [2; 16],
+            pid: 2,
+        };
+        let mut a = Channel::new(pa, pb, 1000, 1 << 20, (2, 4), 2);
+        let mut b = Channel::new(pb, pa, 1000, 1 << 20, (2, 4), 2);
+        for (c, s) in [(&mut a, a_sock), (&mut b, b_sock)] {
+            s.set_nonblocking(true).unwrap();
+            c.sock = Some(s);
+        }
+        (a, b)
+    }
+
+    #[test]
+    fn long_and_short_messages_arrive_whole_and_in_send_order_under_flow_control() {
+        let (mut a, mut b) = pair();
+        let msgs: Vec<(Vec<u8>, Vec<u8>)> = [5000usize, 10, 0, 2500, 996]
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                let header = vec![i as u8; 3 + i];
+                (header, (0..n).map(|x| (x * 7 + i) as u8).collect())
+            })
+            .collect();
+        let mut next = 0;
+        let mut got = Vec::new();
+        for _ in 0..100_000 {
+            if next < msgs.len() && a.take(&msgs[next].0, &msgs[next].1).unwrap() {
+                next += 1;
+            }
+            let mut ev = Vec::new();
+            assert!(b.read(&mut ev).unwrap());
+            assert!(a.read(&mut Vec::new()).unwrap());
+            for e in ev {
+                if let Event::Message(buf) = e {
+                    let (h, p) = split_message(&buf).unwrap();
+                    got.push((h.to_vec(), p.to_vec()));
+                }
+            }
+            if got.len() == msgs.len() {
+                break;
+            }
+        }
+        assert_eq!(got, msgs, "every message whole, in send order");
+        assert!(a.packets_out > 12, "the long ones went as several packets");
+        // FINI both ways, then both sides are idle.
+        a.send_fini();
+        b.send_fini();
+        let (mut ea, mut eb) = (Vec::new(), Vec::new());
+        for _ in 0..10_000 {
+            a.flush().unwrap();
+            b.flush().unwrap();
+            a.read(&mut ea).unwrap();
+            b.read(&mut eb).unwrap();
+            if a.fini_got && b.fini_got {
+                break;
+            }
+        }
+        assert!(a.fini_got && b.fini_got);
+        assert!(a.idle() && b.idle());
+    }
+
+    #[test]
+    fn a_message_over_the_limit_breaks_the_channel() {
+        let (mut a, mut b) = pair();
+        b.max_msg = 100;
+        assert!(a.take(b"h", &[0u8; 200]).unwrap());
+        let mut err = None;
+        for _ in 0..10_000 {
+            match b.read(&mut Vec::new()) {
+                Err(e) => {
+                    err = Some(e);
+                    break;
+                }
+                Ok(_) => a.flush().unwrap(),
+            }
+        }
+        let e = err.expect("refused");
+        assert!(e.to_string().contains("this side takes"), "{e}");
+        assert_eq!(split_message(&[0, 0, 0, 9, 1]), None);
+        assert_eq!(
+            split_message(&[0, 0, 0, 1, 7, 8]),
+            Some((&[7u8][..], &[8u8][..]))
+        );
+    }
+}
