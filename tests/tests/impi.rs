@@ -406,10 +406,15 @@ fn data_client(rank: u32, addr: &str, n: u32, prog: &[&str], env: &[(&str, &str)
 /// A server and two clients of two ranks each, all running `prog`; both
 /// clients' outcomes, after the server ended (it must exit 0).
 fn across_two_clients(prog: &[&str], env: &[(&str, &str)]) -> Vec<rivet_tests::Outcome> {
+    across_two_clients_of(2, prog, env)
+}
+
+/// As `across_two_clients`, with `n` ranks per client.
+fn across_two_clients_of(n: u32, prog: &[&str], env: &[(&str, &str)]) -> Vec<rivet_tests::Outcome> {
     let server = Server::start(&["2"], env);
     let handles: Vec<_> = (0..2)
         .map(|c| {
-            let cmd = data_client(c, &server.addr, 2, prog, env);
+            let cmd = data_client(c, &server.addr, n, prog, env);
             std::thread::spawn(move || rivet_tests::run_job(cmd, DATA_DEADLINE))
         })
         .collect();
@@ -473,6 +478,23 @@ fn the_point_to_point_suite_runs_across_two_clients() {
             ] {
                 assert!(outs[0].stdout.contains(want), "{}", outs[0].show());
             }
+        }
+    }
+}
+
+#[test]
+fn the_two_rank_modes_run_between_ranks_of_two_clients() {
+    let _serial = serial();
+    let check = bin("engine_check");
+    let check = check.to_str().unwrap();
+    let none = [("IMPI_AUTH_NONE", "")];
+    // World rank 0 under client 0, world rank 1 under client 1: every
+    // message between them crosses the impi netmod.
+    for mode in ["pingpong", "ssend", "cancel", "sizes", "trunc", "mprobe"] {
+        let outs = across_two_clients_of(1, &[check, mode], &none);
+        for (g, o) in outs.iter().enumerate() {
+            let want = format!("engine_check {mode} OK rank {g} of 2 at thread level");
+            assert!(o.stdout.contains(&want), "{mode}: {}", o.show());
         }
     }
 }
