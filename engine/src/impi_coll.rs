@@ -7,7 +7,8 @@
 //! Where the text is silent (the source of chapter 4 is cut short: the
 //! collective tag values and the rest of the barrier's global phase are
 //! missing), Rivet chose:
-//! * `IMPI_BARRIER_TAG` = [`IMPI_BARRIER_TAG`] (-1001), on the
+//! * `IMPI_BARRIER_TAG` = [`IMPI_BARRIER_TAG`] (1001: the engine refuses
+//!   negative tags, and its own collective tags are 1..=5), on the
 //!   communicator's collective context (`context + 1`, as 4.4 gives every
 //!   communicator a point-to-point context `newcid` and a collective one
 //!   `newcid + 1`); local phases use the same tag (4.1 leaves them free).
@@ -21,7 +22,7 @@ use crate::error::Result;
 use crate::thread::Threading;
 
 /// The tag of the barrier's messages (not given by the seed's text).
-pub const IMPI_BARRIER_TAG: i32 = -1001;
+pub const IMPI_BARRIER_TAG: i32 = 1001;
 
 /// Which client each world rank runs under: client `c` holds world ranks
 /// `firsts[c]..firsts[c + 1]`.
