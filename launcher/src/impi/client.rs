@@ -498,6 +498,8 @@ impl Session {
         let (tx, rx) = mpsc::channel();
         for (h, s) in &self.links {
             let mut s = s.try_clone().map_err(LaunchError::Io)?;
+            // The startup's read timeout must not end a long job.
+            s.set_read_timeout(None).map_err(LaunchError::Io)?;
             let (h, tx) = (*h, tx.clone());
             let finishing = self.finishing.clone();
             let maxdatalen = self.world.maxdatalen;
@@ -549,10 +551,11 @@ impl Session {
         }
         if let Some(rx) = self.fini.take() {
             for _ in 0..self.links.len() {
-                match rx.recv_timeout(STARTUP_TIMEOUT) {
+                // A client whose ranks still run sends its FINI later: wait.
+                match rx.recv() {
                     Ok(Ok(_)) => {}
                     Ok(Err(msg)) => return Err(fail(msg)),
-                    Err(_) => return Err(fail("a host sent no IMPI_PK_FINI")),
+                    Err(_) => return Err(fail("the host links' watch ended early")),
                 }
             }
         }
