@@ -21,6 +21,7 @@
 
 mod compare;
 mod dynamic;
+mod exchange;
 mod fi_pingpong;
 #[path = "../../launcher/src/generate.rs"]
 mod generate;
@@ -108,6 +109,15 @@ enum Bench {
     ///
     ///   RIVET_NETMOD=tcp rivetrun -n 17 rivet-bench fanin
     Fanin(scale::FaninArgs),
+    /// Every rank ping-pongs with every other: 8 B, 1 KiB, 100 KiB, each byte checked; `exchange ok: R ranks`.
+    ///
+    /// Per size a rank sends to every peer first, then receives from every
+    /// peer, then echoes each message back and receives its own back. A
+    /// payload depends only on its size and tag. Exits non-zero on any
+    /// mismatch. For jobs whose ranks reach each other by different paths:
+    ///
+    ///   rivetrun --impi-client 0 HOST:PORT -n 2 rivet-bench exchange
+    Exchange,
     /// Print the engine's configuration: transports, paths, thresholds, yield mode (rank 0).
     Info {
         /// Also list every RIVET_* setting: value in force, source (environment or
@@ -268,6 +278,7 @@ fn main() -> std::process::ExitCode {
         Some(Bench::Mr(args)) => p2p::mr(args),
         Some(Bench::Fanin(args)) => scale::fanin(args),
         Some(Bench::Info { all }) => p2p::info(all),
+        Some(Bench::Exchange) => exchange::run(),
         Some(Bench::Startup { json }) => p2p::startup(main_start, json),
         Some(Bench::Compare(args)) => compare::run(*args),
         Some(Bench::Plot(args)) => plot::run(args),

@@ -28,6 +28,11 @@ impl<T: Threading> Comm<T> {
         self.with_context(self.context + COLLECTIVE_OFFSET)
     }
 
+    /// This communicator on its collective context.
+    pub(crate) fn collective_comm(&self) -> Comm<T> {
+        self.collective()
+    }
+
     /// An intercommunicator's local group as an intracommunicator.
     pub(crate) fn local_comm(&self) -> Comm<T> {
         match &self.remote {
@@ -100,6 +105,10 @@ impl<T: Threading> Comm<T> {
             local.barrier()?;
             self.root_swap(&[])?;
             return Ok(());
+        }
+        // Across IMPI clients: the seed's barrier (4.10).
+        if let Some(done) = self.impi_barrier() {
+            return done;
         }
         self.dissemination(|comm, to, from| {
             comm.scope(|s| {

@@ -123,27 +123,46 @@ impl<T: Threading> Engine<T> {
         let config = Config::from_env()?;
         let level = ThreadLevel::provided(level.max(T::FLOOR), config.thread_level);
         let mut pmi = Client::init()?;
-        let (rank, size) = (pmi.rank(), pmi.size());
-        let node_map =
-            NodeMap::from_client(&mut pmi).with_force_netmod(config.netmod != NetmodChoice::Auto);
+        let (client_rank, client_size) = (pmi.rank(), pmi.size());
+        // Under `rivetrun --impi-client`, the world is every client's procs
+        // (seed 003): this client's ranks start at `offset`.
+        let impi = rivet_netmods::impi::ImpiConfig::from_env(client_rank, client_size)
+            .map_err(Error::Failed)?;
+        let (rank, size, offset) = match &impi {
+            Some(c) => (c.rank, c.size(), c.offset),
+            None => (client_rank, client_size, 0),
+        };
+        let node_map = NodeMap::from_client(&mut pmi)
+            .shifted(offset)
+            .with_force_netmod(config.netmod != NetmodChoice::Auto);
         let local: Vec<u32> = node_map.local_ranks().to_vec();
         let my_local = node_map.my_local_index();
         let use_shm = local.len() > 1 && config.netmod == NetmodChoice::Auto;
 
-        // A netmod for peers off this node, or for all when forced.
-        let needs_netmod =
-            size > 1 && (config.netmod != NetmodChoice::Auto || local.len() < size as usize);
-        let netmod = if needs_netmod {
+        // A netmod for peers off this node, or for all when forced; under
+        // IMPI the `impi` netmod wraps it and also reaches the other clients.
+        let needs_netmod = client_size > 1
+            && (config.netmod != NetmodChoice::Auto || local.len() < client_size as usize);
+        let mut netmod = if needs_netmod {
             let hints = netmod::Hints {
-                one_node: local.len() == size as usize,
+                one_node: local.len() == client_size as usize,
                 one_thread: level <= ThreadLevel::Funneled,
             };
-            let opened = netmod::open(config.netmod, pmi.kvs_name(), rank, hints)?;
-            pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
-            Some(opened)
+            Some(netmod::open(
+                config.netmod,
+                pmi.kvs_name(),
+                client_rank,
+                hints,
+            )?)
         } else {
             None
         };
+        if let Some(cfg) = impi.clone() {
+            netmod = Some(netmod::wrap_impi(cfg, netmod)?);
+        }
+        if let Some(opened) = &netmod {
+            pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
+        }
 
         let mut shm = None;
         if use_shm && my_local == 0 {
@@ -158,14 +177,32 @@ impl<T: Threading> Engine<T> {
             shm = Some(ShmNode::attach(&name, local.len(), my_local)?);
         }
         let spawned = pmi.spawned();
-        let world = ProcessGroup::new(
+        let mut world = ProcessGroup::new(
             pmi.kvs_name().to_string(),
             size,
             rank,
             node_map,
             config.eager_window,
         );
+        if let Some(cfg) = &impi {
+            // Other clients' ranks need no card from our KVS (the impi
+            // netmod knows their channels); ours publish theirs there.
+            world.cards = (0..size)
+                .map(|g| {
+                    if cfg.is_own(g) {
+                        String::new()
+                    } else {
+                        "impi".into()
+                    }
+                })
+                .collect();
+        }
         let engine = Engine::assemble(&config, level, world, shm, netmod, Some(pmi))?;
+        if let Some(cfg) = &impi {
+            let _ = engine.inner.impi.set(crate::impi_coll::ClientMap {
+                firsts: cfg.client_firsts.clone(),
+            });
+        }
         if spawned {
             let link = engine.connect_to_parent()?.into_link();
             *engine
@@ -273,6 +310,7 @@ impl<T: Threading> Engine<T> {
                 vcrts: AtomicUsize::new(0),
                 parent: Mutex::new(None),
                 groups: Mutex::default(),
+                impi: std::sync::OnceLock::new(),
             }),
             _threads: PhantomData,
         })

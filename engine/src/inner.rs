@@ -55,6 +55,9 @@ pub struct Inner {
     /// Groups made by group connect, their events and handlers. Lock
     /// order: before the engine lock, never while holding it.
     pub(crate) groups: Mutex<GroupTable>,
+    /// Under IMPI: which client each world rank runs under (chapter 4's
+    /// collectives need it); unset otherwise.
+    pub(crate) impi: std::sync::OnceLock<crate::impi_coll::ClientMap>,
 }
 
 /// The parent intercommunicator of a spawned process, as the engine keeps

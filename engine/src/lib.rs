@@ -40,6 +40,7 @@ mod failure;
 #[doc(hidden)]
 pub mod fuzzing;
 mod groups;
+mod impi_coll;
 mod inner;
 mod intercomm;
 pub mod matching;

@@ -30,6 +30,24 @@ pub struct Opened {
     pub why: String,
 }
 
+/// Under IMPI: the `impi` netmod, reaching other clients' ranks itself and
+/// this client's through `inner` (if any).
+pub fn wrap_impi(cfg: rivet_netmods::impi::ImpiConfig, inner: Option<Opened>) -> Result<Opened> {
+    let why = format!(
+        "IMPI world rank {} of {}: other clients' ranks over seed 003's packets{}",
+        cfg.rank,
+        cfg.size(),
+        inner
+            .as_ref()
+            .map_or(String::new(), |o| format!("; this client's over {}", o.why))
+    );
+    let netmod = Box::new(rivet_netmods::impi::ImpiNetmod::new(
+        cfg,
+        inner.map(|o| o.netmod),
+    )?);
+    Ok(Opened { netmod, why })
+}
+
 /// `RIVET_OFI_PROVIDER`, if set: naming a provider asks for ofi.
 fn named_provider() -> Option<String> {
     rivet_settings::var("RIVET_OFI_PROVIDER").filter(|p| !p.trim().is_empty())

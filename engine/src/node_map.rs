@@ -91,6 +91,16 @@ impl NodeMap {
         }
     }
 
+    /// The same map with every rank `offset` higher: an IMPI client's
+    /// ranks in the world of all clients (seed 003).
+    pub fn shifted(mut self, offset: u32) -> NodeMap {
+        self.my_rank += offset;
+        for r in &mut self.local {
+            *r += offset;
+        }
+        self
+    }
+
     /// Send on-node traffic through the network module too (the engine
     /// sets this from `RIVET_NETMOD`).
     pub fn with_force_netmod(mut self, force: bool) -> NodeMap {

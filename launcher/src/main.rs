@@ -158,7 +158,8 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let impi = match &cli.impi_client {
         Some(args) => {
             let (rank, addr) = impi::client::parse_args(args)?;
-            let session = impi::client::join(rank, &addr, size)?;
+            let mut session = impi::client::join(rank, &addr, size)?;
+            session.watch()?;
             eprintln!("rivetrun: {}", session.summary());
             for (k, v) in session.env() {
                 job.env.push((k.clone().into(), v.clone().into()));

@@ -14,8 +14,9 @@
 //! driven from the engine's progress loop only, under the engine's lock, so
 //! it needs `Send` but not `Sync`.
 //!
-//! [`impi`] is the wire between hosts of different IMPI clients (seed 003,
-//! chapter 3): the packet header and the per-pair flow control so far.
+//! [`impi`] reaches ranks of other IMPI clients (seed 003, chapter 3):
+//! packets, flow control, the message protocols, and `ImpiNetmod`, which
+//! wraps the netmod a client uses for its own ranks.
 //!
 //! [`auth`] holds the job secret and the MAC with which a connecting rank
 //! proves it belongs to the job (the tcp HELLO).

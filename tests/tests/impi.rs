@@ -384,3 +384,185 @@ fn wrong_key_no_common_method_and_a_failing_client() {
         outs[0].show()
     );
 }
+
+/// Deadline of a job whose ranks move data across clients (debug builds,
+/// four or more processes on two shared cores).
+const DATA_DEADLINE: Duration = Duration::from_secs(180);
+
+/// `rivetrun --impi-client RANK ADDR -n N PROGRAM ARGS...` with this env.
+fn data_client(rank: u32, addr: &str, n: u32, prog: &[&str], env: &[(&str, &str)]) -> Command {
+    let n = n.to_string();
+    let rank = rank.to_string();
+    let mut args = vec!["--impi-client", &rank, addr, "-n", &n];
+    args.extend_from_slice(prog);
+    let mut cmd = rivet_tests::rivetrun(&args);
+    cmd.env_remove("IMPI_AUTH_NONE")
+        .env_remove("IMPI_AUTH_KEY")
+        .env("RIVET_YIELD", "always")
+        .envs(env.iter().copied());
+    cmd
+}
+
+/// A server and two clients of two ranks each, all running `prog`; both
+/// clients' outcomes, after the server ended (it must exit 0).
+fn across_two_clients(prog: &[&str], env: &[(&str, &str)]) -> Vec<rivet_tests::Outcome> {
+    across_two_clients_of(2, prog, env)
+}
+
+/// As `across_two_clients`, with `n` ranks per client.
+fn across_two_clients_of(n: u32, prog: &[&str], env: &[(&str, &str)]) -> Vec<rivet_tests::Outcome> {
+    let server = Server::start(&["2"], env);
+    let handles: Vec<_> = (0..2)
+        .map(|c| {
+            let cmd = data_client(c, &server.addr, n, prog, env);
+            std::thread::spawn(move || rivet_tests::run_job(cmd, DATA_DEADLINE))
+        })
+        .collect();
+    let outs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    for o in &outs {
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+    }
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(0), "every client sent FINI: {err}");
+    outs
+}
+
+#[test]
+fn exchange_across_two_clients_with_key_and_with_none() {
+    let _serial = serial();
+    let exchange = bin("rivet-bench");
+    let exchange = exchange.to_str().unwrap();
+    for env in [
+        &[("IMPI_AUTH_KEY", "5678")][..],
+        &[("IMPI_AUTH_NONE", "")],
+        // This client's ranks over tcp (the impi netmod's inner netmod).
+        &[("IMPI_AUTH_NONE", ""), ("RIVET_NETMOD", "tcp")],
+    ] {
+        let outs = across_two_clients(&[exchange, "exchange"], env);
+        assert!(
+            outs[0].stdout.contains("exchange ok: 4 ranks"),
+            "{env:?}: {}",
+            outs[0].show()
+        );
+    }
+}
+
+#[test]
+fn the_point_to_point_suite_runs_across_two_clients() {
+    let _serial = serial();
+    let check = bin("engine_check");
+    let check = check.to_str().unwrap();
+    let none = [("IMPI_AUTH_NONE", "")];
+    for mode in [
+        &["order"][..],
+        &["probe"],
+        &["stress", "3000", "7"],
+        &["connect_all"],
+    ] {
+        let mut prog = vec![check];
+        prog.extend_from_slice(mode);
+        let outs = across_two_clients(&prog, &none);
+        for (c, o) in outs.iter().enumerate() {
+            for r in [0, 1] {
+                let g = 2 * c + r;
+                let want = format!("engine_check {} OK rank {g} of 4 at thread level", mode[0]);
+                assert!(o.stdout.contains(&want), "{mode:?}: {}", o.show());
+            }
+        }
+        if mode[0] == "connect_all" {
+            // Rank 0 reached rank 1 through shm, ranks 2 and 3 through the impi netmod.
+            for want in [
+                "engine_check info: transport.netmod: impi for peers on other nodes (IMPI world \
+                 rank 0 of 4",
+                "engine_check info: vcs: 1 shm, 2 netmod",
+            ] {
+                assert!(outs[0].stdout.contains(want), "{}", outs[0].show());
+            }
+        }
+    }
+}
+
+#[test]
+fn the_two_rank_modes_run_between_ranks_of_two_clients() {
+    let _serial = serial();
+    let check = bin("engine_check");
+    let check = check.to_str().unwrap();
+    let none = [("IMPI_AUTH_NONE", "")];
+    // World rank 0 under client 0, world rank 1 under client 1: every
+    // message between them crosses the impi netmod.
+    for mode in ["pingpong", "ssend", "cancel", "sizes", "trunc", "mprobe"] {
+        let outs = across_two_clients_of(1, &[check, mode], &none);
+        for (g, o) in outs.iter().enumerate() {
+            let want = format!("engine_check {mode} OK rank {g} of 2 at thread level");
+            assert!(o.stdout.contains(&want), "{mode}: {}", o.show());
+        }
+    }
+}
+
+#[test]
+fn a_client_that_dies_fails_the_others_and_the_server() {
+    let _serial = serial();
+    let dir = tempfile_dir();
+    let none = [("IMPI_AUTH_NONE", "")];
+    let server = Server::start(&["2"], &none);
+    let check = bin("engine_check");
+    let check = check.to_str().unwrap();
+    let prog = [check, "hang", dir.0.to_str().unwrap()];
+    let c0 = data_client(0, &server.addr, 2, &prog, &none);
+    let survivor = std::thread::spawn(move || rivet_tests::run_job(c0, DATA_DEADLINE));
+    let mut c1 = data_client(1, &server.addr, 2, &prog, &none);
+    let ready = dir.0.clone();
+    let victim = rivet_tests::run_job_with(&mut c1, DATA_DEADLINE, move |pid| {
+        // Once all four ranks wait (their ring and barrier went across
+        // clients), client 1's rivetrun dies; its ranks die with it.
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            while !(0..4).all(|r| ready.join(format!("ready-{r}")).exists()) {
+                if start.elapsed() > DATA_DEADLINE {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            // SAFETY: kill takes no pointers; the pid is our child's.
+            unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        });
+    });
+    assert_eq!(
+        victim.status.code(),
+        None,
+        "client 1 was killed: {}",
+        victim.show()
+    );
+    let o = survivor.join().unwrap();
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    // Its ranks see their channels to client 1 close, or its rivetrun sees
+    // host 1's link close first and ends the job: either way it says so.
+    assert!(
+        o.stderr
+            .contains("closed its channel without IMPI_PK_FINI: its process or its client failed")
+            || o.stderr
+                .contains("host 1 (client 1) closed before its IMPI_PK_FINI"),
+        "{}",
+        o.show()
+    );
+    let (code, err) = server.wait();
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("disconnected before FINI"), "{err}");
+}
+
+/// A fresh empty directory for ready marks, removed when dropped (also
+/// when an assertion fails).
+struct MarkDir(std::path::PathBuf);
+
+impl Drop for MarkDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempfile_dir() -> MarkDir {
+    let dir = std::env::temp_dir().join(format!("rivet-impi-test-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("creating a temp directory");
+    MarkDir(dir)
+}

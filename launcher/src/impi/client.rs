@@ -14,6 +14,8 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use rivet_pmi::impi::auth::{self, Available, ClientAuth, ServerAuth};
@@ -57,7 +59,22 @@ pub struct Session {
     server: TcpStream,
     links: Vec<(u32, TcpStream)>,
     pub world: World,
+    /// One listening socket per proc, bound before the labels went (their
+    /// ports are `RIVET_P_PORT`), inherited by the ranks (`IMPI_LISTEN_FDS`):
+    /// the `impi` netmod's direct channels are accepted on them.
+    listeners: Vec<TcpListener>,
+    /// Set once this client finishes: a host link closing is then
+    /// reported to `finish`, not acted on.
+    finishing: Arc<AtomicBool>,
+    /// Per host link: `Ok(host)` for its `IMPI_PK_FINI`, `Err` for its end
+    /// without one (from the watch threads).
+    fini: Option<mpsc::Receiver<Result<u32, String>>>,
 }
+
+/// Environment variable naming the inherited listening sockets, by local rank.
+pub const ENV_LISTEN_FDS: &str = "IMPI_LISTEN_FDS";
+/// Environment variable describing every proc of the job (see `Session::env`).
+pub const ENV_PROCS: &str = "IMPI_PROCS";
 
 /// Parse `RANK` and `HOST:PORT` of `--impi-client`.
 pub fn parse_args(args: &[String]) -> Result<(u32, String), LaunchError> {
@@ -205,6 +222,15 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
     let listener = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
     let port = listener.local_addr().map_err(LaunchError::Io)?.port();
     let pid = std::process::id() as i64;
+    // One listener per proc for the direct channels, inheritable by the ranks.
+    let mut listeners = Vec::with_capacity(nprocs as usize);
+    let mut proc_ports = Vec::with_capacity(nprocs as usize);
+    for _ in 0..nprocs {
+        let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
+        proc_ports.push(l.local_addr().map_err(LaunchError::Io)?.port() as u32);
+        inheritable(&l)?;
+        listeners.push(l);
+    }
     let mine = Mine {
         versions: vec![(0, 0)],
         datalen: DATALEN,
@@ -217,6 +243,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         hiwater: HIWATER,
         // Unique among procs of this address: rivetrun's pid, then the local rank.
         pids: (0..nprocs as i64).map(|r| (pid << 32) | r).collect(),
+        proc_ports,
     };
 
     // COLL (2.3.5): each label, then its broadcast (others' may come between).
@@ -259,7 +286,36 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         server,
         links,
         world,
+        listeners,
+        finishing: Arc::new(AtomicBool::new(false)),
+        fini: None,
     })
+}
+
+/// Let a rank inherit `l` across exec (ranks find it by `IMPI_LISTEN_FDS`
+/// and close the others'; the launcher's copy closes when the session ends).
+fn inheritable(l: &TcpListener) -> Result<(), LaunchError> {
+    use std::os::fd::AsRawFd;
+    let fd = l.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own, no pointers.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFD);
+        flags >= 0 && libc::fcntl(fd, libc::F_SETFD, flags & !libc::FD_CLOEXEC) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(LaunchError::Io(io::Error::last_os_error()))
+    }
+}
+
+/// `IP:PORT` with IPv4-mapped addresses in dot notation.
+fn addr_text(ipv6: [u8; 16], port: u32) -> String {
+    let ip = Ipv6Addr::from(ipv6);
+    match ip.to_ipv4_mapped() {
+        Some(v4) => format!("{v4}:{port}"),
+        None => format!("[{ip}]:{port}"),
+    }
 }
 
 /// Read exactly `buf`; `Err(true)` when the peer closed, `Err(false)` otherwise.
@@ -366,16 +422,29 @@ impl Session {
     pub fn env(&self) -> Vec<(String, String)> {
         let w = &self.world;
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
-        let hosts: Vec<String> = w
-            .hosts
+        let hosts: Vec<String> = w.hosts.iter().map(|h| addr_text(h.ipv6, h.port)).collect();
+        // Per global rank: `IP:PORT/PID/ACKMARK/HIWATER` (its direct channel's
+        // address, its IMPI_Proc pid, its host's flow control).
+        let procs: Vec<String> = w
+            .procs
             .iter()
-            .map(|h| {
-                let ip = Ipv6Addr::from(h.ipv6);
-                match ip.to_ipv4_mapped() {
-                    Some(v4) => format!("{v4}:{}", h.port),
-                    None => format!("[{ip}]:{}", h.port),
-                }
+            .enumerate()
+            .map(|(g, p)| {
+                let h = &w.hosts[p.host as usize];
+                format!(
+                    "{}/{}/{}/{}",
+                    addr_text(p.ipv6, w.proc_ports.get(g).copied().unwrap_or(0)),
+                    p.pid,
+                    h.ackmark,
+                    h.hiwater
+                )
             })
+            .collect();
+        use std::os::fd::AsRawFd;
+        let fds: Vec<String> = self
+            .listeners
+            .iter()
+            .map(|l| l.as_raw_fd().to_string())
             .collect();
         vec![
             ("IMPI_CLIENT_RANK".into(), w.client.to_string()),
@@ -394,6 +463,8 @@ impl Session {
             ),
             ("IMPI_MAXDATALEN".into(), w.maxdatalen.to_string()),
             ("IMPI_TAG_UB".into(), w.tag_ub.to_string()),
+            (ENV_PROCS.into(), procs.join(",")),
+            (ENV_LISTEN_FDS.into(), fds.join(",")),
         ]
     }
 
@@ -419,35 +490,77 @@ impl Session {
         )
     }
 
+    /// Watch every host link while the ranks run: another client's link
+    /// ending without `IMPI_PK_FINI` means that client failed, and this
+    /// one ends its job (SIGTERM to itself: the supervisor tears down as
+    /// for any signal) after saying so. `finish` learns of each FINI.
+    pub fn watch(&mut self) -> Result<(), LaunchError> {
+        let (tx, rx) = mpsc::channel();
+        for (h, s) in &self.links {
+            let mut s = s.try_clone().map_err(LaunchError::Io)?;
+            // The startup's read timeout must not end a long job.
+            s.set_read_timeout(None).map_err(LaunchError::Io)?;
+            let (h, tx) = (*h, tx.clone());
+            let finishing = self.finishing.clone();
+            let maxdatalen = self.world.maxdatalen;
+            let client = self.world.hosts.get(h as usize).map_or(0, |x| x.client);
+            std::thread::spawn(move || {
+                let why = loop {
+                    let mut head = [0u8; HEADER_LEN];
+                    if let Err(e) = s.read_exact(&mut head) {
+                        break e.to_string();
+                    }
+                    match Packet::decode(&head, maxdatalen) {
+                        Ok(p) if p.kind == Kind::Fini => {
+                            let _ = tx.send(Ok(h));
+                            return;
+                        }
+                        // 3.8: what comes before FINI is consumed.
+                        Ok(p) => {
+                            if let Err(e) = io::copy(&mut (&s).take(p.len as u64), &mut io::sink())
+                            {
+                                break e.to_string();
+                            }
+                        }
+                        Err(e) => break e.to_string(),
+                    }
+                };
+                let msg = format!(
+                    "host {h} (client {client}) closed before its IMPI_PK_FINI ({why}): it failed"
+                );
+                if !finishing.load(Ordering::SeqCst) {
+                    eprintln!("rivetrun: IMPI: {msg}; ending this client's job");
+                    // SAFETY: kill and getpid take no pointers.
+                    unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
+                }
+                let _ = tx.send(Err(msg));
+            });
+        }
+        self.fini = Some(rx);
+        Ok(())
+    }
+
     /// Every rank exited 0: end each host link (3.8: send `IMPI_PK_FINI`,
     /// wait for the peer's, consuming what comes before it), then FINI.
     pub fn finish(mut self) -> Result<(), LaunchError> {
+        self.finishing.store(true, Ordering::SeqCst);
         let fini = Packet::fini().encode();
-        let maxdatalen = self.world.maxdatalen;
         for (h, s) in &mut self.links {
             s.write_all(&fini)
                 .map_err(|e| fail(format!("host {h}: sending IMPI_PK_FINI: {e}")))?;
         }
-        for (h, s) in &mut self.links {
-            let _ = s.set_read_timeout(Some(STARTUP_TIMEOUT));
-            loop {
-                let mut head = [0u8; HEADER_LEN];
-                s.read_exact(&mut head).map_err(|e| {
-                    fail(format!(
-                        "host {h} closed before its IMPI_PK_FINI ({e}): it failed"
-                    ))
-                })?;
-                let p = Packet::decode(&head, maxdatalen)
-                    .map_err(|e| fail(format!("host {h}: {e}")))?;
-                if p.kind == Kind::Fini {
-                    break;
+        if let Some(rx) = self.fini.take() {
+            for _ in 0..self.links.len() {
+                // A client whose ranks still run sends its FINI later: wait.
+                match rx.recv() {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(msg)) => return Err(fail(msg)),
+                    Err(_) => return Err(fail("the host links' watch ended early")),
                 }
-                // Consume a packet's data (3.8: unmatched messages are destroyed).
-                io::copy(&mut (&*s).take(p.len as u64), &mut io::sink())
-                    .map_err(|e| fail(format!("host {h}: {e}")))?;
             }
         }
         self.links.clear();
+        self.listeners.clear();
         write_command(&mut self.server, &Command::empty(CMD_FINI))
             .map_err(|e| fail(format!("sending FINI to the server: {e}")))?;
         let _ = self.server.shutdown(std::net::Shutdown::Write);

@@ -1,15 +1,22 @@
-//! The `impi` netmod's wire (seed 003, chapter 3): traffic between hosts of
-//! different IMPI clients. So far, sans I/O: the 128-byte packet header
+//! The `impi` netmod (seed 003, chapter 3): traffic between ranks of
+//! different IMPI clients. Sans I/O: the 128-byte packet header
 //! ([`packet`]) and the cutting of a link's bytes into packets
 //! ([`framer`]), the per-pair flow control of 3.6 ([`flow`]) and the
 //! message protocols of 3.7 (short, long, synchronous, cancel:
-//! [`protocol`]). The netmod that drives them over the host links, and
-//! the engine's routing of other clients' ranks to it, are not written yet.
+//! [`protocol`]). Driven over direct TCP channels by [`channel`] (one per
+//! pair of procs), behind the [`Netmod`](crate::Netmod) trait by
+//! [`netmod`], from what the launcher tells a rank ([`config`]).
 
+mod channel;
+pub mod config;
 pub mod flow;
 pub mod framer;
+pub mod netmod;
 pub mod packet;
 pub mod protocol;
+
+pub use config::ImpiConfig;
+pub use netmod::ImpiNetmod;
 
 #[cfg(test)]
 mod tests {

@@ -41,6 +41,12 @@ pub const P_IPV6: u32 = 0x3000;
 /// Per proc: id unique among procs of the same address (8 bytes).
 pub const P_PID: u32 = 0x3100;
 
+/// Rivet's own per-proc label (not in the seed; clients that do not know
+/// it ignore its broadcast, 2.3.5): the TCP port each proc listens on for
+/// the `impi` netmod's direct channels, 4 bytes per proc, 0 for none. Sent
+/// after `P_PID`, so the ascending order holds.
+pub const RIVET_P_PORT: u32 = 0x3F00;
+
 /// Every label of version 0.0, in the ascending order clients send them.
 pub const LABELS_0_0: [u32; 14] = [
     C_VERSION,
@@ -85,6 +91,7 @@ pub fn shape(label: u32) -> (Scope, usize) {
         H_PORT | H_NPROCS | H_ACKMARK | H_HIWATER => (Scope::Host, 4),
         P_IPV6 => (Scope::Proc, 16),
         P_PID => (Scope::Proc, 8),
+        RIVET_P_PORT => (Scope::Proc, 4),
         _ => (Scope::Unknown, 1),
     }
 }
@@ -107,6 +114,7 @@ pub fn label_name(label: u32) -> String {
         H_HIWATER => "IMPI_H_HIWATER",
         P_IPV6 => "IMPI_P_IPV6",
         P_PID => "IMPI_P_PID",
+        RIVET_P_PORT => "RIVET_P_PORT",
         other => return format!("label 0x{other:x}"),
     };
     name.into()

@@ -23,6 +23,9 @@ pub struct Mine {
     pub hiwater: u32,
     /// One id per proc, unique among procs of `host_ipv6`.
     pub pids: Vec<i64>,
+    /// Rivet's `RIVET_P_PORT`: each proc's listening port for direct
+    /// channels; empty: the label is not sent.
+    pub proc_ports: Vec<u32>,
 }
 
 impl Mine {
@@ -48,7 +51,15 @@ impl Mine {
             ),
             (labels::P_PID, Value::Pids(self.pids.clone())),
         ];
-        values.into_iter().map(|(l, v)| (l, v.encode())).collect()
+        let mut out: Vec<(u32, Vec<u8>)> =
+            values.into_iter().map(|(l, v)| (l, v.encode())).collect();
+        if !self.proc_ports.is_empty() {
+            out.push((
+                labels::RIVET_P_PORT,
+                Value::Counts(self.proc_ports.clone()).encode(),
+            ));
+        }
+        out
     }
 }
 
@@ -88,6 +99,9 @@ pub struct World {
     pub coll_maxlinear: i32,
     pub hosts: Vec<Host>,
     pub procs: Vec<Proc>,
+    /// `RIVET_P_PORT` per proc (global rank); 0 for procs of clients that
+    /// did not send it (they are reached through their host only).
+    pub proc_ports: Vec<u32>,
 }
 
 impl World {
@@ -387,6 +401,18 @@ impl WorldBuilder {
                 procs.len()
             )));
         }
+        let mut proc_ports = vec![0u32; procs.len()];
+        if let Some((_, values)) = self.seen.iter().find(|(l, _)| *l == labels::RIVET_P_PORT) {
+            for (c, v) in values.iter().enumerate() {
+                if let Some(Value::Counts(ports)) = v {
+                    let first: u32 = nprocs[..c].iter().sum();
+                    if ports.len() == nprocs[c] as usize {
+                        proc_ports[first as usize..first as usize + ports.len()]
+                            .copy_from_slice(ports);
+                    }
+                }
+            }
+        }
         Ok(World {
             client: self.client,
             nclients: self.nclients as u32,
@@ -400,6 +426,7 @@ impl WorldBuilder {
             nprocs,
             hosts,
             procs,
+            proc_ports,
         })
     }
 }
@@ -421,6 +448,7 @@ mod tests {
             ackmark: 2,
             hiwater: 4,
             pids: (0..nprocs as i64).collect(),
+            proc_ports: (0..nprocs as u32).map(|p| port * 100 + p).collect(),
         }
     }
 
@@ -455,6 +483,7 @@ mod tests {
         assert_eq!(world.procs[3].pid, 1);
         assert_eq!(world.hosts[1].port, 2);
         assert_eq!(world.hosts[1].ipv6, [2; 16]);
+        assert_eq!(world.proc_ports, vec![100, 101, 200, 201, 202]);
     }
 
     #[test]
