@@ -16,6 +16,7 @@ mod groups;
 mod local;
 mod pmi2;
 mod pmix;
+mod resources;
 
 use std::fs::File;
 use std::net::TcpStream;
