@@ -24,7 +24,8 @@ use std::time::Duration;
 
 use rivet::ThreadLevel;
 use rivet_tests::{
-    bin, level_env, release_bin, rivetrun, run_job_checking_shm, serial, Outcome, LEVELS,
+    assert_only_failure, bin, level_env, release_bin, rivetrun, run_job_checking_shm,
+    run_killed_job_checking_shm, serial, Outcome, LEVELS,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -572,7 +573,9 @@ fn a_killed_rank_ends_the_job_and_leaves_nothing() {
     ];
     for (mode, settings) in runs {
         for env in at_levels(vec![settings.to_vec()]) {
-            let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, &env), DEADLINE);
+            // Killed before attaching (`early`), rank 2 leaves the node
+            // segment to rivetrun: only what outlives rivetrun counts.
+            let o = run_killed_job_checking_shm(job(3, &bin("engine_check"), mode, &env), DEADLINE);
             let case = format!("{mode:?} {env:?}");
             assert_eq!(o.code(), Some(128 + 9), "{case}: {}", o.show());
             assert!(
@@ -810,6 +813,9 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
             has(&o, &env, &ok_line("netkill", rank, 3, env.level));
         }
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
+        // A survivor crashing after its OK line would not change the exit
+        // code; rivetrun would report it.
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
     }
 }
 
@@ -829,6 +835,7 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
         has(&o, &env, "engine_check readkill: rank 0's receive ended: ");
         has(&o, &env, &ok_line("readkill", 0, 2, env.level));
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
         let line = o
             .stdout
             .lines()

@@ -217,6 +217,7 @@ fn disable_auto_cleanup_lets_the_other_ranks_finish() {
         DEADLINE,
     );
     assert_eq!(o.code(), Some(3), "{}", o.show());
+    rivet_tests::assert_only_failure(&o, "rank 1", "sh");
     assert!(
         o.stderr
             .contains("rank 1 exited with code 3; 2 other rank(s) keep running"),
