@@ -845,6 +845,27 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
     }
 }
 
+/// The deterministic case: rank 1's rendezvous request has arrived and
+/// rank 1 is dead before rank 0 posts the receive, so no byte of the
+/// payload can come: the receive must end with `PeerFailed` naming rank 1.
+#[test]
+fn a_receive_of_a_dead_senders_rendezvous_fails_naming_it() {
+    let _serial = serial();
+    for env in cases(&[&[]], &[&[("RIVET_OFI_TIMEOUT", "3s")]]) {
+        let mut cmd = rivetrun(&["-n", "2", "--disable-auto-cleanup"]);
+        cmd.arg(bin("engine_check")).args(["readkill", "dead"]);
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        has(
+            &o,
+            &env,
+            "engine_check readkill: rank 0's receive ended: PeerFailed { rank: 1 }",
+        );
+        has(&o, &env, &ok_line("readkill", 0, 2, env.level));
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
+    }
+}
+
 /// A panic inside a scope whose receive is being filled through the
 /// netmod (rendezvous streamed over tcp) aborts the process: the unwind
 /// would free the buffer the netmod writes into. rivetrun reports rank 0
