@@ -804,6 +804,7 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         );
         has(&o, &env, "engine_check netkill: rank 1 raises SIGKILL");
         has(&o, &env, "then the send failed: ");
+        has(&o, &env, "engine_check netkill: the ANY_SOURCE receive: ");
         has(
             &o,
             &env,

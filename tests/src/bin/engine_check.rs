@@ -41,7 +41,8 @@
 //!   sides simultaneously; every message must arrive exactly once, in order.
 //! - `netkill` (3, tcp, under `rivetrun --disable-auto-cleanup`): rank 1
 //!   kills itself while rank 0 streams messages to it and has a receive
-//!   posted for it; rank 0 must see errors on both, then finish an exchange
+//!   posted for it and an `ANY_SOURCE` one; rank 0 must see errors on
+//!   all three (naming rank 1), then finish an exchange
 //!   with rank 2 and exit cleanly.
 //! - `readkill` (2, a netmod, under `rivetrun --disable-auto-cleanup`):
 //!   rank 1 dies while rank 0 pulls its 48 MiB rendezvous message.
@@ -2029,9 +2030,12 @@ fn netkill<T: Threading>(world: &Comm<T>) {
                 .map(|&n| vec![0x5a; n])
                 .collect();
             let mut never = [0u8; 8];
+            let mut never_any = [0u8; 8];
             let failure = world.scope(|s| {
-                // Nothing will ever come from rank 1 on tag 99.
+                // Nothing will ever come from rank 1 on tag 99, nor from
+                // anyone on tag 98 (rank 2 sends only tag 4, and only later).
                 let posted = s.irecv(&mut never, 1, 99).or_die("irecv");
+                let any = s.irecv(&mut never_any, ANY_SOURCE, 98).or_die("irecv any");
                 let mut send_error = None;
                 for i in 0..1_000_000usize {
                     match world.send(&payload[i % 3], 1, 1) {
@@ -2053,6 +2057,18 @@ fn netkill<T: Threading>(world: &Comm<T>) {
                     },
                     Err(e) => e.to_string(),
                 };
+                // ARCHITECTURE.md: an ANY_SOURCE receive fails on a netmod
+                // peer's death too (any peer could have been its sender).
+                let any_error = match any.wait() {
+                    Ok(st) if st.error == Some(MsgError::PeerFailed { rank: 1 }) => {
+                        "PeerFailed { rank: 1 }".to_string()
+                    }
+                    Err(e) if e.to_string().contains("rank 1") => e.to_string(),
+                    other => die(format!(
+                        "the ANY_SOURCE receive ended with {other:?}, not rank 1's failure"
+                    )),
+                };
+                println!("engine_check netkill: the ANY_SOURCE receive: {any_error}");
                 (send_error, recv_error)
             });
             let (Some(send_error), recv_error) = failure else {
