@@ -106,7 +106,7 @@ fn concurrent_ranks_lines_arrive_whole() {
     }
     assert_eq!(next, [300; 4], "every line of every rank arrived");
     // The ranks' stderr lines: "[R] eR lI <body>".
-    let rank_line = |l: &&str| l.len() > 5 && l.starts_with('[') && l[3..].starts_with("] e");
+    let rank_line = |l: &&str| l.starts_with('[') && l.as_bytes().get(3..6) == Some(b"] e");
     let errs = o.stderr.lines().filter(rank_line).count();
     assert_eq!(errs, 4 * 100, "stderr lines\n{:.2000}", o.stderr);
     for line in o.stderr.lines().filter(rank_line) {
