@@ -61,9 +61,9 @@ fn label_prefixes_every_line_with_its_rank() {
 
 /// ARCHITECTURE.md: output is forwarded in whole lines, no line from two
 /// ranks interleaves. Four ranks write 300 lines each at once, lines of
-/// 1-9 KiB (past a pipe's atomic 4 KiB write, in several writes each):
-/// every line arrives whole, labelled with the rank that wrote it, each
-/// rank's lines in order.
+/// 1-9 KiB (past a pipe's atomic 4 KiB write, in several writes each),
+/// every third one to stderr too: every line arrives whole, labelled with
+/// the rank that wrote it, each rank's stdout lines in order.
 #[test]
 fn concurrent_ranks_lines_arrive_whole() {
     let _serial = serial();
@@ -71,7 +71,9 @@ fn concurrent_ranks_lines_arrive_whole() {
     let script = "i=0; while [ $i -lt 300 ]; do n=$(( (i % 9 + 1) * 1024 )); \
                   body=$(head -c $n /dev/zero | tr '\\0' \"$PMI_RANK\"); \
                   printf 'r%s l%s ' $PMI_RANK $i; printf '%s' \"$body\"; \
-                  printf ' r%s\\n' $PMI_RANK; i=$((i+1)); done";
+                  printf ' r%s\\n' $PMI_RANK; \
+                  if [ $((i % 3)) = 0 ]; then printf 'e%s l%s %s\\n' $PMI_RANK $i \"$body\" >&2; fi; \
+                  i=$((i+1)); done";
     let o = run_job(
         rivetrun_with(
             &["-n", "4", "-l"],
@@ -103,6 +105,21 @@ fn concurrent_ranks_lines_arrive_whole() {
         next[rank] += 1;
     }
     assert_eq!(next, [300; 4], "every line of every rank arrived");
+    // stderr too: "[R] eR lI <body>" for every third line.
+    let rank_line = |l: &&str| l.starts_with('[') && l.as_bytes().get(2..5) == Some(b"] e");
+    let errs: Vec<&str> = o.stderr.lines().filter(rank_line).collect();
+    assert_eq!(errs.len(), 4 * 100, "stderr lines");
+    for line in errs {
+        let rank = &line[1..2];
+        let f: Vec<&str> = line[4..].split(' ').collect();
+        assert!(
+            f.len() == 3
+                && f[0] == format!("e{rank}")
+                && f[2].bytes().all(|b| b == rank.as_bytes()[0]),
+            "stderr line not whole: {:.200}",
+            line
+        );
+    }
 }
 
 #[test]
