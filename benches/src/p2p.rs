@@ -730,10 +730,9 @@ fn mr_with<T: MrThreads>(args: MrArgs) -> Result<(), String> {
         comms
             .iter()
             .map(|_| {
-                (
-                    AlignedBuf::new(buf_len, b'a'),
-                    AlignedBuf::new(buf_len, b'b'),
-                )
+                let mut sbuf = AlignedBuf::new(buf_len, b'a');
+                pattern(rank, sbuf.as_mut_slice());
+                (sbuf, AlignedBuf::new(buf_len, b'b'))
             })
             .collect()
     } else {
@@ -814,7 +813,44 @@ fn mr_thread<T: Threading>(
     for _ in 0..job.iters {
         pair_window(comm, sbuf, rbuf, job, sender, &mut reqs);
     }
-    (t0, Instant::now())
+    let t1 = Instant::now();
+    verify_pair(comm, sbuf, rbuf, job, sender);
+    (t0, t1)
+}
+
+/// [`verify`] for one pair of `mr`, after its timing: the sender's
+/// pattern, one way, into a cleared buffer, checked byte for byte.
+fn verify_pair<T: Threading>(
+    comm: &Comm<T>,
+    sbuf: &AlignedBuf,
+    rbuf: &mut AlignedBuf,
+    job: MrJob,
+    sender: bool,
+) {
+    let size = job.size;
+    if sender {
+        check(
+            "verify send",
+            comm.send(&sbuf.as_slice()[..size], job.peer, TAG_VERIFY),
+        );
+        return;
+    }
+    let r = &mut rbuf.as_mut_slice()[..size];
+    r.fill(0);
+    let st = check("verify recv", comm.recv(r, job.peer as i32, TAG_VERIFY));
+    if st.count != size {
+        die_count(size, st.count);
+    }
+    let mut want = vec![0u8; size];
+    pattern(job.peer, &mut want);
+    if let Some(at) = r.iter().zip(&want).position(|(a, b)| a != b) {
+        eprintln!(
+            "rivet-bench: rank {}: a {size}-byte mr message from rank {} is wrong at byte {at}",
+            comm.rank(),
+            job.peer
+        );
+        std::process::exit(1);
+    }
 }
 
 /// `bw_window` between any pair: the sender posts 64 sends, the receiver

@@ -170,6 +170,17 @@ impl<T: Threading> Engine<T> {
             let shm_config = ShmConfig::from_env()?;
             shm = Some(ShmNode::create(&name, local.len(), 0, &shm_config)?);
             pmi.put(&shm_key(rank), &name)?;
+            // If every local rank dies before attaching, nobody unlinks the
+            // name: rivetrun does (seed 002's registration; elsewhere the
+            // launcher's sweep or nothing, as before). Never released: the
+            // last rank to attach unlinks it, and freeing a name already
+            // gone is a no-op. A refusal (a proxy that does not free) only
+            // leaves things as they were.
+            if pmi.frees_resources() {
+                if let Ok(r) = rivet_pmi::resource::Resource::shm(&name) {
+                    let _ = pmi.register_resource(&r);
+                }
+            }
         }
         pmi.barrier()?;
         if use_shm && my_local != 0 {

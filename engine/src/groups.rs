@@ -98,6 +98,7 @@ impl Inner {
             pg_size: world.size,
             rank: world.my_rank,
             card,
+            key: group_key(),
         })
     }
 
@@ -125,6 +126,10 @@ impl Inner {
                     .as_mut()
                     .ok_or_else(|| Error::Failed("no netmod open".into()))?;
                 net.add_group(slot, &m.pg)?;
+                // Its ranks' HELLOs must prove the key its members sent.
+                if let Some(key) = m.key {
+                    net.set_group_key(slot, key)?;
+                }
             }
             if let Some(pg) = core.st.pgs.group(slot) {
                 if !m.card.is_empty() {
@@ -164,6 +169,15 @@ impl Inner {
         }
         self.vcrts.fetch_sub(1, Ordering::Relaxed);
     }
+}
+
+/// Our job's group key (`rivet_netmods::auth`), shipped in our member
+/// description; `None` for a job without a secret (Hydra, singletons).
+pub(crate) fn group_key() -> Option<rivet_netmods::auth::JobKey> {
+    rivet_netmods::auth::job_key_from_env()
+        .ok()
+        .flatten()
+        .map(|k| k.group_key())
 }
 
 impl Core {

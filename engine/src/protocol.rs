@@ -701,3 +701,7 @@ impl State {
 #[cfg(test)]
 #[path = "protocol_tests.rs"]
 pub(crate) mod tests;
+
+#[cfg(test)]
+#[path = "credit_tests.rs"]
+mod credit_tests;

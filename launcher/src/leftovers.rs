@@ -74,7 +74,8 @@ impl Drop for JobDir {
 
 /// Removes the job's shared-memory segments when the job ends. Rivet ranks
 /// unlink their node segment once every local rank attached; this catches a
-/// job that died before that (`/dev/shm/rivet-<RIVET_JOBID>-*`).
+/// job that died before that (`/dev/shm/rivet-<RIVET_JOBID>-*`), naming
+/// each one it removed on stderr ([`SWEPT`]).
 pub struct ShmSweep(pub u32);
 
 impl Drop for ShmSweep {
@@ -84,12 +85,20 @@ impl Drop for ShmSweep {
             return;
         };
         for entry in dir.flatten() {
-            if entry.file_name().to_string_lossy().starts_with(&prefix) {
-                let _ = std::fs::remove_file(entry.path());
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(&prefix) && std::fs::remove_file(entry.path()).is_ok() {
+                // Said out loud: a sweep that removes something means a
+                // rank did not unlink its segment (a test fails on it,
+                // unless it killed a rank on purpose).
+                eprintln!("{SWEPT}{name} (the job's ranks left it behind)");
             }
         }
     }
 }
+
+/// How rivetrun reports each segment its end-of-job sweep removed.
+pub const SWEPT: &str = "rivetrun: swept /dev/shm/";
 
 /// The pid in a name `rivet-<pid>-...`, if it has that shape.
 fn job_pid(name: &str) -> Option<libc::pid_t> {

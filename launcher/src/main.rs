@@ -29,6 +29,7 @@ mod output;
 mod pmix_host;
 mod proxy;
 mod remote;
+mod resources;
 mod spawn;
 mod stdout_queue;
 mod supervisor;
@@ -217,6 +218,15 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     let cluster_key = (rivet_pmi::group::KEY_CLUSTER.to_string(), cluster);
     attributes.push(cluster_key.clone());
     spawn_attributes.push(cluster_key);
+    // Seed 002's resource registration: what a rank registers and does not
+    // release is freed when it ends (`resources.rs`).
+    server.serve_resources();
+    let resources_key = (
+        rivet_pmi::resource::KEY_RESOURCES.to_string(),
+        "shm,file,pid".to_string(),
+    );
+    attributes.push(resources_key.clone());
+    spawn_attributes.push(resources_key);
     let ns = server.create_namespace(NamespaceSpec {
         name: job.kvsname.clone(),
         size,

@@ -1324,9 +1324,29 @@ impl Supervisor {
             let mut outputs = Vec::new();
             self.server.process_ended(ns, rank, &mut outputs);
             self.apply(outputs);
+            self.free_resources(proc);
         }
         if self.all_exited_at.is_none() && self.procs.iter().all(|p| p.status.is_some()) {
             self.all_exited_at = Some(Instant::now());
+        }
+    }
+
+    /// What the process registered and did not release (seed 002): freed
+    /// now that it ended, each one that was still there named on stderr.
+    fn free_resources(&mut self, proc: usize) {
+        let (ns, rank) = (self.procs[proc].ns, self.procs[proc].rank);
+        for r in self.server.take_resources(ns, rank) {
+            match crate::resources::free(&r) {
+                Ok(true) => eprintln!(
+                    "rivetrun: {} ended without freeing {r}: freed it",
+                    self.procs[proc].who
+                ),
+                Ok(false) => {}
+                Err(e) => eprintln!(
+                    "rivetrun: cannot free {r} that {} registered: {e}",
+                    self.procs[proc].who
+                ),
+            }
         }
     }
 

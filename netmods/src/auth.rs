@@ -10,6 +10,12 @@
 //! bits out); the target's rank in it keeps a HELLO seen by one rank from
 //! being replayed to another. Without the variable (Hydra, singletons,
 //! external start-up) nothing is checked, as before.
+//!
+//! Between jobs (accept/connect, spawn, group connect) a rank proves its
+//! job with the job's *group key* ([`JobKey::group_key`]), derived from
+//! the secret and carried in the group description the connect step
+//! exchanges: the other job learns a key good only for HELLOs between
+//! jobs, never the secret that admits a rank into our own job.
 
 use std::fmt;
 
@@ -48,6 +54,22 @@ impl JobKey {
         Ok(JobKey(key))
     }
 
+    /// The key a process of this job proves itself with to other jobs,
+    /// shipped to them in group descriptions. A one-way function of the
+    /// secret, so knowing it does not let anyone pose as a rank to its
+    /// own job.
+    pub fn group_key(&self) -> JobKey {
+        let mut k = [0u8; 16];
+        k[..8].copy_from_slice(&self.mac(&[b"rivet group key", &[0]]));
+        k[8..].copy_from_slice(&self.mac(&[b"rivet group key", &[1]]));
+        JobKey(k)
+    }
+
+    /// 32 hex digits (what [`JobKey::from_hex`] reads).
+    pub fn to_hex(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+
     /// The MAC of the concatenation of `parts`.
     pub fn mac(&self, parts: &[&[u8]]) -> [u8; 8] {
         let k0 = u64::from_le_bytes(self.0[..8].try_into().expect("8 bytes"));
@@ -57,6 +79,14 @@ impl JobKey {
             h.write(p);
         }
         h.finish().to_le_bytes()
+    }
+}
+
+/// The job secret from the environment (`RIVET_JOB_SECRET`), if set.
+pub fn job_key_from_env() -> Result<Option<JobKey>, String> {
+    match rivet_settings::var(JOB_SECRET_ENV) {
+        Some(v) if !v.trim().is_empty() => JobKey::from_hex(&v).map(Some),
+        _ => Ok(None),
     }
 }
 
@@ -190,6 +220,11 @@ mod tests {
             assert!(JobKey::from_hex(bad).is_err(), "{bad}");
         }
         assert_eq!(format!("{k:?}"), "JobKey(..)");
+        assert_eq!(JobKey::from_hex(&k.to_hex()).unwrap(), k);
+        let g = k.group_key();
+        assert_ne!(g, k);
+        assert_eq!(g, k.group_key());
+        assert_ne!(g, JobKey::new([1; 16]).group_key());
         assert_ne!(nonce(), nonce());
     }
 }

@@ -1,9 +1,12 @@
 //! Which job a peer belongs to, for both netmods' handshakes: our own job
 //! is group 0, another job is the group slot the engine gave it with
-//! `Netmod::add_group`, and any other job is refused.
+//! `Netmod::add_group`, and any other job is refused. An added job may
+//! come with its group key (`Netmod::set_group_key`), which its HELLOs
+//! must then prove.
 
 use std::io;
 
+use crate::auth::JobKey;
 use crate::{split_peer, NetmodError, PeerId, TEMP_GROUP};
 
 /// Longest job id (the PMI KVS name) a HELLO carries: KVS names are far
@@ -13,8 +16,9 @@ pub(crate) const MAX_JOB: usize = 256;
 pub(crate) struct Jobs {
     /// Our own job's id.
     pub own: Vec<u8>,
-    /// Other jobs whose processes are peers: (group slot, job id).
-    added: Vec<(u32, Box<[u8]>)>,
+    /// Other jobs whose processes are peers: (group slot, job id, the
+    /// job's group key if it has one).
+    added: Vec<(u32, Box<[u8]>, Option<JobKey>)>,
 }
 
 impl Jobs {
@@ -36,7 +40,7 @@ impl Jobs {
         if job == self.own.as_slice() {
             return Err("that is this process's own job".into());
         }
-        for (g, j) in &self.added {
+        for (g, j, _) in &self.added {
             if *g == group {
                 return Err(format!("group {group} was added already"));
             }
@@ -44,8 +48,30 @@ impl Jobs {
                 return Err(format!("that job was added already, as group {g}"));
             }
         }
-        self.added.push((group, job.into()));
+        self.added.push((group, job.into(), None));
         Ok(())
+    }
+
+    /// `Netmod::set_group_key`: HELLOs from `group` must prove `key`.
+    pub(crate) fn set_key(&mut self, group: u32, key: JobKey) -> Result<(), NetmodError> {
+        match self.added.iter_mut().find(|(g, _, _)| *g == group) {
+            Some((_, _, k)) => {
+                *k = Some(key);
+                Ok(())
+            }
+            None => Err(NetmodError::Io {
+                what: format!("set_group_key({group})"),
+                source: io::Error::new(io::ErrorKind::InvalidInput, "group not added"),
+            }),
+        }
+    }
+
+    /// The job id and group key of added group `group`.
+    pub(crate) fn added(&self, group: u32) -> Option<(&[u8], Option<&JobKey>)> {
+        self.added
+            .iter()
+            .find(|(g, _, _)| *g == group)
+            .map(|(_, j, k)| (&**j, k.as_ref()))
     }
 
     /// `Netmod::add_group`.
@@ -58,11 +84,11 @@ impl Jobs {
     }
 
     pub(crate) fn remove(&mut self, group: u32) {
-        self.added.retain(|(g, _)| *g != group);
+        self.added.retain(|(g, _, _)| *g != group);
     }
 
     pub(crate) fn has(&self, group: u32) -> bool {
-        group == 0 || self.added.iter().any(|(g, _)| *g == group)
+        group == 0 || self.added.iter().any(|(g, _, _)| *g == group)
     }
 
     /// The group slot of a connector's job, if it is ours or an added one.
@@ -72,8 +98,8 @@ impl Jobs {
         }
         self.added
             .iter()
-            .find(|(_, j)| **j == *job)
-            .map(|(g, _)| *g)
+            .find(|(_, j, _)| **j == *job)
+            .map(|(g, _, _)| *g)
     }
 
     /// Whether `Netmod::connect` may name `peer`: temporary peers come
@@ -109,8 +135,12 @@ mod tests {
         assert!(jobs.check_connect(peer_id(1, 3)).is_ok());
         assert!(jobs.check_connect(peer_id(2, 3)).is_err());
         assert!(jobs.check_connect(peer_id(TEMP_GROUP, 0)).is_err());
+        assert!(jobs.set_key(2, JobKey::new([1; 16])).is_err(), "not added");
+        jobs.set_key(1, JobKey::new([1; 16])).unwrap();
+        assert_eq!(jobs.added(1).unwrap().1, Some(&JobKey::new([1; 16])));
         jobs.remove(1);
         jobs.add(2, b"y").unwrap();
+        assert_eq!(jobs.added(2), Some((&b"y"[..], None)));
         assert!(!jobs.has(1) && jobs.has(2));
         assert_eq!(jobs.group_of(&[b'j'; MAX_JOB]), None);
     }

@@ -210,6 +210,16 @@ pub trait Netmod: Send {
     /// another job. Existing peers are not touched (the engine disconnects them).
     fn remove_group(&mut self, group: u32);
 
+    /// HELLOs from processes of added group `group` must prove `key`,
+    /// that job's group key (`auth::JobKey::group_key`, carried in the
+    /// group description the connect step exchanged); this netmod proves
+    /// ours with our own job's group key. The default ignores it (a netmod
+    /// that does not check HELLOs between jobs). Error: `group` not added.
+    fn set_group_key(&mut self, group: u32, key: auth::JobKey) -> Result<(), NetmodError> {
+        let _ = (group, key);
+        Ok(())
+    }
+
     /// Open a temporary connection to the process with business card `card`,
     /// naming port `tag` in the handshake (MPI_Comm_connect's first step).
     /// Returns a new peer id in TEMP_GROUP; messages may be sent at once.

@@ -329,6 +329,61 @@ fn keyed_peers(b: Backend) {
     assert!(sinks[0].failed.is_empty() && sinks[1].failed.is_empty());
 }
 
+/// Between jobs (accept/connect, spawn, group connect): each job's ranks
+/// prove themselves with their job's group key, which the other job was
+/// given (`set_group_key`). The real ranks connect and exchange both ways;
+/// a stranger naming job gA without the key's MAC is refused; and a job
+/// told a wrong key for gA refuses gA's real rank.
+fn cross_job_keys(b: Backend) {
+    let (ka, kb) = (JobKey::new([0xa1; 16]), JobKey::new([0xb2; 16]));
+    let mut nets = Vec::new();
+    for (job, rank, key) in [
+        ("gA", 0, ka),
+        ("gB", 0, kb),
+        ("gC", 0, JobKey::new([3; 16])),
+    ] {
+        let c = TcpConfig {
+            job_key: Some(key),
+            ..config(b)
+        };
+        match TcpNetmod::new(c, job, rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    nets[0].add_group(5, "gB").unwrap();
+    nets[0].set_group_key(5, kb.group_key()).unwrap();
+    nets[0].add_group(6, "gC").unwrap();
+    nets[1].add_group(2, "gA").unwrap();
+    nets[1].set_group_key(2, ka.group_key()).unwrap();
+    // gC was told a wrong key for gA.
+    nets[2].add_group(9, "gA").unwrap();
+    nets[2].set_group_key(9, kb.group_key()).unwrap();
+    let mut sinks: Vec<Rec> = (0..3).map(|_| Rec::default()).collect();
+    let (cb, cc) = (card(&nets, 1), card(&nets, 2));
+    nets[0].connect(peer_id(5, 0), &cb).unwrap();
+    nets[0].connect(peer_id(6, 0), &cc).unwrap();
+    send(&mut nets, &mut sinks, 0, peer_id(5, 0), 0, 10);
+    send(&mut nets, &mut sinks, 0, peer_id(6, 0), 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[1].msgs.len() == 1 && !s[0].failed.is_empty()
+    });
+    assert_eq!(sinks[1].from(peer_id(2, 0)), expect(0, &[10]));
+    assert!(sinks[2].msgs.is_empty(), "gC took a HELLO it cannot check");
+    assert_eq!(sinks[0].failed.len(), 1);
+    assert_eq!(sinks[0].failed[0].0, peer_id(6, 0));
+    send(&mut nets, &mut sinks, 1, peer_id(2, 0), 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    // A stranger who knows gA's name (and where gB listens), posing as
+    // gA's rank 1 or rank 0, without the key: refused.
+    for rank in [1, 0] {
+        let refused = raw_client(&mut nets, &mut sinks, 1, &hello(1, rank, b"gA"));
+        assert_eq!(refused, b"RVTCP\x02\0\0\x03", "posing as gA rank {rank}");
+    }
+    assert!(sinks[1].failed.is_empty());
+}
+
 fn bad_peers(b: Backend) {
     let Some(mut nets) = open_n(b, "badpeer", 2) else {
         return;
@@ -990,6 +1045,7 @@ both_backends!(
     peer_failure,
     bad_peers,
     keyed_peers,
+    cross_job_keys,
     silent_stranger,
     flow_control,
     second_address,

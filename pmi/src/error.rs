@@ -192,6 +192,15 @@ pub enum Error {
     )]
     GroupUnsupported { cmd: &'static str, got: String },
 
+    /// Resource registration (seed 002) was refused: the process manager
+    /// does not free resources (not rivetrun, or a part of it that does
+    /// not), or refused this one. The caller must free it itself.
+    #[error(
+        "{op} failed: {message}; the process manager will not free it, so the program must \
+         (resource registration is a Rivet extension of PMI-1, served by rivetrun)"
+    )]
+    ResourceRefused { op: &'static str, message: String },
+
     // ---- server ----
     /// A cluster id that process names cannot carry.
     #[error(

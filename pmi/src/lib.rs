@@ -22,6 +22,9 @@
 //! * [`impi`] is the startup wire of IMPI (seed 003, chapter 2): commands,
 //!   AUTH, and the COLL labels a rendezvous server relays between
 //!   separately started jobs (`rivetrun --impi-server` / `--impi-client`).
+//! * [`resource`] is seed 002's resource registration: shm segments, files
+//!   and child processes a rank registers, which rivetrun frees when the
+//!   rank ends ([`Client::register_resource`]).
 //! * `topology` (owned by the topology work) layers placement keys on top
 //!   of the client's `get`.
 //!
@@ -38,6 +41,7 @@ mod error;
 pub mod group;
 pub mod impi;
 pub mod pmix_ffi;
+pub mod resource;
 pub mod server;
 pub mod topology;
 pub mod wire;

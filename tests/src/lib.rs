@@ -664,9 +664,33 @@ impl Default for ShmWatch {
     }
 }
 
-/// `run_job`, then fail if the job left a Rivet segment in /dev/shm; the
-/// check runs (and is reported) also when `run_job` itself fails.
+/// What rivetrun says when its end-of-job sweep of `/dev/shm/rivet-<job>-*`
+/// removed a segment, or when it freed a segment a rank registered and
+/// left behind: either way an engine did not unlink its segment.
+pub const SWEEP_MARKS: [&str; 2] = [
+    "rivetrun: swept /dev/shm/",
+    "ended without freeing shm rivet-",
+];
+
+/// Run a job and fail if it left a segment in `/dev/shm` or rivetrun had
+/// to remove one of the job's segments for it (the sweep would otherwise
+/// hide an engine that never unlinks): for every test that kills no rank.
 pub fn run_job_checking_shm(cmd: Command, deadline: Duration) -> Outcome {
+    let o = run_killed_job_checking_shm(cmd, deadline);
+    for mark in SWEEP_MARKS {
+        assert!(
+            !o.stderr.contains(mark),
+            "rivetrun removed a segment the job's ranks left behind ({mark:?})\n{}",
+            o.show()
+        );
+    }
+    o
+}
+
+/// [`run_job_checking_shm`] for a job that kills a rank on purpose: a
+/// rank killed before the others attached leaves the node segment to
+/// rivetrun's sweep, so only what is left after rivetrun is checked.
+pub fn run_killed_job_checking_shm(cmd: Command, deadline: Duration) -> Outcome {
     let watch = ShmWatch::new();
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run_job(cmd, deadline)));
     let leaked = watch.leaked();
@@ -825,4 +849,27 @@ impl Drop for NameServer {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// The failures rivetrun reported under `--disable-auto-cleanup` (one line
+/// each, the first sets the exit code): a survivor that crashes after its
+/// OK line shows up here even though the exit code does not change.
+pub fn reported_failures(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("rivetrun: ") && l.ends_with("keep running (--disable-auto-cleanup)")
+        })
+        .collect()
+}
+
+/// Under `--disable-auto-cleanup`: the only failure rivetrun reported is
+/// `who`'s (e.g. "rank 2"): no survivor failed after it.
+pub fn assert_only_failure(o: &Outcome, who: &str, case: &str) {
+    let failures = reported_failures(&o.stderr);
+    assert!(
+        failures.len() == 1 && failures[0].starts_with(&format!("rivetrun: {who} ")),
+        "{case}: the only failure must be {who}'s, not {failures:?}\n{}",
+        o.show()
+    );
 }

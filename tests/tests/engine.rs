@@ -28,7 +28,8 @@ use std::time::Duration;
 
 use rivet::ThreadLevel;
 use rivet_tests::{
-    bin, level_env, release_bin, rivetrun, run_job_checking_shm, serial, Outcome, LEVELS,
+    assert_only_failure, bin, level_env, release_bin, rivetrun, run_job_checking_shm,
+    run_killed_job_checking_shm, serial, Outcome, LEVELS,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -598,7 +599,9 @@ fn a_killed_rank_ends_the_job_and_leaves_nothing() {
     ];
     for (mode, settings) in runs {
         for env in at_levels(vec![settings.to_vec()]) {
-            let o = run_job_checking_shm(job(3, &bin("engine_check"), mode, &env), DEADLINE);
+            // Killed before attaching (`early`), rank 2 leaves the node
+            // segment to rivetrun: only what outlives rivetrun counts.
+            let o = run_killed_job_checking_shm(job(3, &bin("engine_check"), mode, &env), DEADLINE);
             let case = format!("{mode:?} {env:?}");
             assert_eq!(o.code(), Some(128 + 9), "{case}: {}", o.show());
             assert!(
@@ -836,6 +839,7 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         );
         has(&o, &env, "engine_check netkill: rank 1 raises SIGKILL");
         has(&o, &env, "then the send failed: ");
+        has(&o, &env, "engine_check netkill: the ANY_SOURCE receive: ");
         has(
             &o,
             &env,
@@ -845,6 +849,9 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
             has(&o, &env, &ok_line("netkill", rank, 3, env.level));
         }
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
+        // A survivor crashing after its OK line would not change the exit
+        // code; rivetrun would report it.
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
     }
 }
 
@@ -864,12 +871,34 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
         has(&o, &env, "engine_check readkill: rank 0's receive ended: ");
         has(&o, &env, &ok_line("readkill", 0, 2, env.level));
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
         let line = o
             .stdout
             .lines()
             .find(|l| l.contains("receive ended"))
             .unwrap_or_default();
         eprintln!("{env:?}: {line}");
+    }
+}
+
+/// The deterministic case: rank 1's rendezvous request has arrived and
+/// rank 1 is dead before rank 0 posts the receive, so no byte of the
+/// payload can come: the receive must end with `PeerFailed` naming rank 1.
+#[test]
+fn a_receive_of_a_dead_senders_rendezvous_fails_naming_it() {
+    let _serial = serial();
+    for env in cases(&[&[]], &[&[("RIVET_OFI_TIMEOUT", "3s")]]) {
+        let mut cmd = rivetrun(&["-n", "2", "--disable-auto-cleanup"]);
+        cmd.arg(bin("engine_check")).args(["readkill", "dead"]);
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        has(
+            &o,
+            &env,
+            "engine_check readkill: rank 0's receive ended: PeerFailed { rank: 1 }",
+        );
+        has(&o, &env, &ok_line("readkill", 0, 2, env.level));
+        assert_only_failure(&o, "rank 1", &format!("{env:?}"));
     }
 }
 

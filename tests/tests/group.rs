@@ -59,6 +59,7 @@ fn optional_goes_on_without_a_dead_participant() {
         // Rank 2 aborted: rivetrun reports it, the others finished.
         assert_eq!(o.code(), Some(128 + libc::SIGABRT), "{name}: {}", o.show());
         assert_eq!(oks(&o, "optional", level), 2, "{name}: {}", o.show());
+        rivet_tests::assert_only_failure(&o, "rank 2", &name);
         assert_eq!(
             o.stdout.matches("refused").count(),
             2,

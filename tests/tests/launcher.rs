@@ -59,6 +59,69 @@ fn label_prefixes_every_line_with_its_rank() {
     }
 }
 
+/// ARCHITECTURE.md: output is forwarded in whole lines, no line from two
+/// ranks interleaves. Four ranks write 300 lines each at once, lines of
+/// 1-9 KiB (past a pipe's atomic 4 KiB write, in several writes each),
+/// every third one to stderr too: every line arrives whole, labelled with
+/// the rank that wrote it, each rank's stdout lines in order.
+#[test]
+fn concurrent_ranks_lines_arrive_whole() {
+    let _serial = serial();
+    // printf of a line in three writes: head, a long body, the rank again.
+    let script = "i=0; while [ $i -lt 300 ]; do n=$(( (i % 9 + 1) * 1024 )); \
+                  body=$(head -c $n /dev/zero | tr '\\0' \"$PMI_RANK\"); \
+                  printf 'r%s l%s ' $PMI_RANK $i; printf '%s' \"$body\"; \
+                  printf ' r%s\\n' $PMI_RANK; \
+                  if [ $((i % 3)) = 0 ]; then printf 'e%s l%s %s\\n' $PMI_RANK $i \"$body\" >&2; fi; \
+                  i=$((i+1)); done";
+    let o = run_job(
+        rivetrun_with(
+            &["-n", "4", "-l"],
+            std::path::Path::new("sh"),
+            &["-c", script],
+        ),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let mut next = [0u32; 4];
+    for line in o.stdout.lines() {
+        let (label, rest) = line.split_at(4.min(line.len()));
+        let rank: usize = label
+            .strip_prefix('[')
+            .and_then(|l| l.strip_suffix("] "))
+            .and_then(|r| r.parse().ok())
+            .filter(|&r| r < 4)
+            .unwrap_or_else(|| panic!("unlabelled line {:.80}", line));
+        let f: Vec<&str> = rest.split(' ').collect();
+        let i = next[rank];
+        let want_len = ((i % 9 + 1) * 1024) as usize;
+        let ok = f.len() == 4
+            && f[0] == format!("r{rank}")
+            && f[1] == format!("l{i}")
+            && f[2].len() == want_len
+            && f[2].bytes().all(|b| b == b'0' + rank as u8)
+            && f[3] == format!("r{rank}");
+        assert!(ok, "rank {rank} line {i} is not whole: {:.200}", line);
+        next[rank] += 1;
+    }
+    assert_eq!(next, [300; 4], "every line of every rank arrived");
+    // stderr too: "[R] eR lI <body>" for every third line.
+    let rank_line = |l: &&str| l.starts_with('[') && l.as_bytes().get(2..5) == Some(b"] e");
+    let errs: Vec<&str> = o.stderr.lines().filter(rank_line).collect();
+    assert_eq!(errs.len(), 4 * 100, "stderr lines");
+    for line in errs {
+        let rank = &line[1..2];
+        let f: Vec<&str> = line[4..].split(' ').collect();
+        assert!(
+            f.len() == 3
+                && f[0] == format!("e{rank}")
+                && f[2].bytes().all(|b| b == rank.as_bytes()[0]),
+            "stderr line not whole: {:.200}",
+            line
+        );
+    }
+}
+
 #[test]
 fn mpi_abort_tears_the_job_down_with_the_abort_code() {
     let _serial = serial();
@@ -217,6 +280,7 @@ fn disable_auto_cleanup_lets_the_other_ranks_finish() {
         DEADLINE,
     );
     assert_eq!(o.code(), Some(3), "{}", o.show());
+    rivet_tests::assert_only_failure(&o, "rank 1", "sh");
     assert!(
         o.stderr
             .contains("rank 1 exited with code 3; 2 other rank(s) keep running"),

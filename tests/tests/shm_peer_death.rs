@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use rivet::ThreadLevel;
-use rivet_tests::{bin, level_env, rivetrun, run_job_checking_shm, serial};
+use rivet_tests::{assert_only_failure, bin, level_env, rivetrun, run_job_checking_shm, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -43,5 +43,7 @@ fn a_dead_shm_peer_fails_its_waiters_with_peer_failed() {
             assert!(o.stdout.contains(&ok), "{level}: no {ok:?} in {show}");
         }
         assert!(!o.stderr.contains("FAILED"), "{level}: {show}");
+        // Survivors that crash after their OK line fail the test too.
+        assert_only_failure(&o, "rank 2", &level.to_string());
     }
 }

@@ -1,7 +1,9 @@
 //! A stranger poses as a rank of a running job on the tcp netmod: it knows
 //! the job's name and where rank 0 listens, but not the job secret
 //! rivetrun gave the ranks. Its HELLO is refused (verdict "unsupported"),
-//! and the job completes with exit 0.
+//! and the job completes with exit 0. The same job shows another invariant
+//! of ARCHITECTURE.md: a process that never opens the ofi netmod never
+//! loads libfabric (no rank maps it).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -47,6 +49,7 @@ fn a_stranger_posing_as_a_rank_over_tcp_is_refused() {
     let d = dir.clone();
     let mut verdicts = Vec::new();
     let mut found = Vec::new();
+    let mut maps = Vec::new();
     let o = run_job_with(&mut cmd, DEADLINE, |launcher| {
         let start = Instant::now();
         while !marked(&d) && start.elapsed() < DEADLINE / 2 {
@@ -64,6 +67,12 @@ fn a_stranger_posing_as_a_rank_over_tcp_is_refused() {
             }
         }
         eprintln!("posed after {:?}", start.elapsed());
+        for rank in 0..4 {
+            if let Some(pid) = rank_pid(launcher, rank) {
+                let m = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+                maps.push((rank, m));
+            }
+        }
         std::fs::write(d.join("go"), b"").unwrap();
     });
     let _ = std::fs::remove_dir_all(&dir);
@@ -75,6 +84,14 @@ fn a_stranger_posing_as_a_rank_over_tcp_is_refused() {
         o.show()
     );
     assert!(!found.is_empty(), "rank 0's tcp listener was not found");
+    assert_eq!(maps.len(), 4, "every rank's memory map was read");
+    for (rank, m) in &maps {
+        assert!(m.contains("[stack]"), "rank {rank}: no map read");
+        assert!(
+            !m.contains("libfabric"),
+            "rank {rank} loaded libfabric without opening ofi:\n{m}"
+        );
+    }
     for (addr, rank, verdict) in &verdicts {
         // 3: Verdict::Unsupported. 0 (accept) would let the stranger in.
         assert_eq!(

@@ -188,7 +188,9 @@ impl<T: Threading> Engine<T> {
         let card = if procs.iter().all(ours) {
             String::new()
         } else {
-            self.inner.ensure_netmod()?
+            // With our group key: the others' netmods check our HELLOs.
+            let card = self.inner.ensure_netmod()?;
+            crate::pg::contact(&card, crate::groups::group_key().as_ref())
         };
         let request = GroupConnectRequest {
             procs: procs.to_vec(),
@@ -223,13 +225,15 @@ impl<T: Threading> Engine<T> {
             .members
             .iter()
             .map(|m| {
+                let (card, key) = crate::pg::split_contact(&m.card)?;
                 Ok(MemberDesc {
                     pg: m.proc.nspace.clone(),
                     pg_size: m.pg_size,
                     rank: m.proc.rank.ok_or_else(|| {
                         Error::Failed(format!("the process manager named {} as a member", m.proc))
                     })?,
-                    card: m.card.clone(),
+                    card,
+                    key,
                 })
             })
             .collect::<Result<Vec<_>>>()?;

@@ -360,6 +360,29 @@ mod tests {
         assert!(st.pgs.vc(rank).unwrap().failed);
     }
 
+    /// A process that knows where a port's process listens but not the
+    /// port's random tag cannot join: its connection is refused, nothing
+    /// reaches the accept queue or an inbox, and a message it sends is
+    /// dropped; the right tag is queued.
+    #[test]
+    fn a_connection_without_the_ports_tag_is_refused() {
+        let mut st = state(2, false);
+        let tag = random_tag().unwrap();
+        st.ports.open.insert(tag, VecDeque::new());
+        let (stranger, real) = (peer_id(TEMP_GROUP, 1), peer_id(TEMP_GROUP, 2));
+        for guess in [0, 1, tag ^ 1, tag.wrapping_add(1)] {
+            st.port_connection(stranger, guess);
+        }
+        assert_eq!(st.ports.refused, [stranger; 4]);
+        assert!(st.ports.open[&tag].is_empty());
+        let id = VcId::from_peer(stranger);
+        assert!(!st.ports.inbox.contains_key(&id));
+        st.deliver(id, &header(MsgKind::Port, 2), b"hi");
+        assert!(!st.ports.inbox.contains_key(&id));
+        st.port_connection(real, tag);
+        assert_eq!(st.ports.open[&tag], [VcId::from_peer(real)]);
+    }
+
     #[test]
     fn port_names_round_trip_and_bad_ones_are_refused() {
         let p = PortName {

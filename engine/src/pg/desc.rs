@@ -8,10 +8,41 @@
 //!
 //! ```text
 //! rivet-group 1 <context> <members>
-//! <pg> <pg size> <rank> <card or ->        one line per member
+//! <pg> <pg size> <rank> <contact>          one line per member
 //! ```
+//!
+//! A member's contact is its business card (`-` for none), followed by
+//! `#` and its job's group key in hex when its job has a secret
+//! ([`contact`]): the key its rank HELLOs prove between jobs
+//! (`rivet_netmods::auth`). Group connect sends the same contact string
+//! through the process manager.
+
+use rivet_netmods::auth::JobKey;
 
 use crate::error::{Error, Result};
+
+/// A business card and group key as one string (the form descriptions
+/// and group connect carry).
+pub fn contact(card: &str, key: Option<&JobKey>) -> String {
+    let card = if card.is_empty() { "-" } else { card };
+    match key {
+        Some(k) => format!("{card}#{}", k.to_hex()),
+        None => card.to_string(),
+    }
+}
+
+/// The card (empty for none) and group key of a [`contact`] string.
+pub fn split_contact(s: &str) -> Result<(String, Option<JobKey>)> {
+    let (card, key) = match s.rsplit_once('#') {
+        Some((card, hex)) => (
+            card,
+            Some(JobKey::from_hex(hex).map_err(|e| bad(format!("group key: {e}")))?),
+        ),
+        None => (s, None),
+    };
+    let card = if card == "-" { "" } else { card };
+    Ok((card.to_string(), key))
+}
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MemberDesc {
@@ -20,6 +51,8 @@ pub struct MemberDesc {
     pub rank: u32,
     /// Empty when the member has no network module open.
     pub card: String,
+    /// Its job's group key, if its job has a secret.
+    pub key: Option<JobKey>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,12 +72,8 @@ fn bad(why: impl std::fmt::Display) -> Error {
 impl MemberDesc {
     /// One member as a line (the form members send their root, too).
     pub fn encode(&self) -> String {
-        let card = if self.card.is_empty() {
-            "-"
-        } else {
-            &self.card
-        };
-        format!("{} {} {} {}\n", self.pg, self.pg_size, self.rank, card)
+        let contact = contact(&self.card, self.key.as_ref());
+        format!("{} {} {} {contact}\n", self.pg, self.pg_size, self.rank)
     }
 
     pub fn parse(line: &str) -> Result<MemberDesc> {
@@ -54,7 +83,7 @@ impl MemberDesc {
             return Err(bad(format!("member line {line:?} has a control byte")));
         }
         let mut f = line.split(' ');
-        let (Some(pg), Some(size), Some(rank), Some(card), None) =
+        let (Some(pg), Some(size), Some(rank), Some(contact), None) =
             (f.next(), f.next(), f.next(), f.next(), f.next())
         else {
             return Err(bad(format!("member line {line:?}")));
@@ -64,15 +93,13 @@ impl MemberDesc {
         if pg.is_empty() || rank >= pg_size {
             return Err(bad(format!("member line {line:?}")));
         }
+        let (card, key) = split_contact(contact)?;
         Ok(MemberDesc {
             pg: pg.to_string(),
             pg_size,
             rank,
-            card: if card == "-" {
-                String::new()
-            } else {
-                card.to_string()
-            },
+            card,
+            key,
         })
     }
 }
@@ -123,12 +150,14 @@ mod tests {
                     pg_size: 2,
                     rank: 1,
                     card: "tcp:10.0.0.1:5".into(),
+                    key: Some(JobKey::new([3; 16])),
                 },
                 MemberDesc {
                     pg: "kvs_2".into(),
                     pg_size: 4,
                     rank: 3,
                     card: String::new(),
+                    key: None,
                 },
             ],
         };
@@ -140,6 +169,8 @@ mod tests {
             b"rivet-group 1 x 1\nkvs_1 2 1 -\n",
             b"rivet-group 1 1 1\nkvs_1 2 2 -\n",
             b"rivet-group 1 1 1\nkvs_1 2 1\n",
+            b"rivet-group 1 1 1\nkvs_1 2 1 tcp:1.2.3.4:5#00\n",
+            b"rivet-group 1 1 1\nkvs_1 2 1 -#zz\n",
             b"rivet-group 1 1 0\n",
             b"\xff\xfe",
         ] {

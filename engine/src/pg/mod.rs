@@ -25,7 +25,7 @@ use std::collections::HashMap;
 
 use rivet_netmods::{FxBuildHasher, PeerId, TEMP_GROUP};
 
-pub use desc::{GroupDesc, MemberDesc};
+pub use desc::{contact, split_contact, GroupDesc, MemberDesc};
 pub use foreign::ForeignPg;
 pub use id::VcId;
 pub use vc::{CmaState, Outgoing, Route, Vc};

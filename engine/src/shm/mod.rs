@@ -223,6 +223,13 @@ pub enum ShmError {
         #[source]
         source: std::io::Error,
     },
+    /// The segment is not one our job made: another user owns it, or
+    /// others may read or write it (ours are created 0600).
+    #[error(
+        "shared memory segment /dev/shm/{name} is not safe to attach: {why}; it was not made \
+         by this job (rivet creates its segments mode 0600, owned by the job's user)"
+    )]
+    Untrusted { name: String, why: String },
     #[error(
         "a segment for {local_size} local ranks with {config:?} would not fit in memory; lower \
          the RIVET_SHM_* sizes"

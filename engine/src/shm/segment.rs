@@ -1,5 +1,7 @@
 //! The POSIX shared-memory object behind the node segment: create (exclusive,
-//! mode 0600, sized and backed), open, map, unlink.
+//! mode 0600, sized and backed), open (only a segment of our own user with
+//! no access for anyone else, checked on the open file before it is
+//! mapped), map, unlink.
 
 use std::ffi::CString;
 use std::fs::File;
@@ -97,7 +99,43 @@ pub fn open(name: &str) -> Result<File, ShmError> {
         });
     }
     // SAFETY: `fd` was just opened and is owned by nothing else.
-    Ok(unsafe { File::from_raw_fd(fd) })
+    let file = unsafe { File::from_raw_fd(fd) };
+    trusted(name, &file)?;
+    Ok(file)
+}
+
+/// Whether an opened segment can be one we made: a regular file of our
+/// effective user, with no permission for group or others. Anyone else
+/// could have planted it under the name we expect (to feed us forged
+/// queues), or could still write into it.
+pub fn trusted(name: &str, file: &File) -> Result<(), ShmError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().map_err(|source| ShmError::Io {
+        what: format!("checking shared memory segment /dev/shm/{name}"),
+        source,
+    })?;
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let me = unsafe { libc::geteuid() };
+    let untrusted = |why: String| ShmError::Untrusted {
+        name: name.to_string(),
+        why,
+    };
+    if !meta.file_type().is_file() {
+        return Err(untrusted("it is not a regular file".into()));
+    }
+    if meta.uid() != me {
+        return Err(untrusted(format!(
+            "it belongs to uid {}, not to us (uid {me})",
+            meta.uid()
+        )));
+    }
+    if meta.mode() & 0o077 != 0 {
+        return Err(untrusted(format!(
+            "its mode is {:o}: group or others may use it",
+            meta.mode() & 0o777
+        )));
+    }
+    Ok(())
 }
 
 /// Map `len` bytes of `file` shared, read-write.

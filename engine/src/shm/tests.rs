@@ -370,7 +370,42 @@ fn bad_arguments() {
 }
 
 fn write_file(name: &Name, bytes: &[u8]) {
-    std::fs::write(Path::new("/dev/shm").join(&name.0), bytes).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    let path = Path::new("/dev/shm").join(&name.0);
+    std::fs::write(&path, bytes).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+}
+
+/// Attach checks the segment before mapping it: a segment others may
+/// read or write, or one another user owns, is refused (someone could
+/// have planted it under our name, or write into our queues); once it is
+/// ours and 0600 again it attaches.
+#[test]
+fn attach_checks_the_segments_owner_and_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let name = Name::new("owner");
+    let _a = ShmNode::create(&name.0, 2, 0, &small()).unwrap();
+    let path = Path::new("/dev/shm").join(&name.0);
+    let mode = |m: u32| std::fs::set_permissions(&path, std::fs::Permissions::from_mode(m));
+    for m in [0o644, 0o606, 0o660, 0o666] {
+        mode(m).unwrap();
+        let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+        assert!(matches!(e, ShmError::Untrusted { .. }), "mode {m:o}: {e}");
+        assert!(e.to_string().contains("mode"), "{e}");
+    }
+    mode(0o600).unwrap();
+    // SAFETY: geteuid has no preconditions.
+    let me = unsafe { libc::geteuid() };
+    // Only root can give a file away; as another user the open itself is
+    // refused by the kernel already for 0600 segments.
+    if me == 0 {
+        std::os::unix::fs::chown(&path, Some(12345), None).unwrap();
+        let e = ShmNode::attach(&name.0, 2, 1).unwrap_err();
+        assert!(matches!(e, ShmError::Untrusted { .. }), "{e}");
+        assert!(e.to_string().contains("uid 12345"), "{e}");
+        std::os::unix::fs::chown(&path, Some(me), None).unwrap();
+    }
+    let _b = ShmNode::attach(&name.0, 2, 1).unwrap();
 }
 
 #[test]

@@ -244,6 +244,10 @@ impl Netmod for TcpNetmod {
         self.st.jobs.remove(group);
     }
 
+    fn set_group_key(&mut self, group: u32, key: crate::auth::JobKey) -> Result<(), NetmodError> {
+        self.st.jobs.set_key(group, key)
+    }
+
     fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError> {
         let addrs = card::parse(card)?;
         let peer = self.st.add_port_peer(addrs, tag);

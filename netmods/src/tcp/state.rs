@@ -557,25 +557,39 @@ impl State {
     /// The connect of `slot` succeeded: send the HELLO (our rank, or the
     /// port's tag).
     pub(crate) fn connected(&mut self, slot: u32) {
-        let (me, job, key) = (self.me, std::mem::take(&mut self.jobs.own), self.key);
-        if let Some(s) = self.sock(slot) {
-            if let Phase::Connecting { addr } = s.phase {
-                let (kind, id) = match s.port {
-                    Some(tag) => (KIND_PORT, tag),
-                    None => (KIND_RANK, me),
-                };
-                // Only a rank of our own job can check our MAC.
-                let target = match (s.port, s.peer.map(split_peer)) {
-                    (None, Some((0, rank))) => Some(u64::from(rank)),
-                    _ => None,
-                };
-                let auth = wire::hello_auth(key.as_ref(), kind, id, target, &job);
+        let me = self.me;
+        let Some(s) = self.slots.get(slot as usize).and_then(|x| x.sock.as_ref()) else {
+            return;
+        };
+        if let Phase::Connecting { addr } = s.phase {
+            let (kind, id) = match s.port {
+                Some(tag) => (KIND_PORT, tag),
+                None => (KIND_RANK, me),
+            };
+            // A rank of our own job checks the secret's MAC, a rank of an
+            // added job our group key's (it got the key with our group's
+            // description); a port's acceptor checks the tag.
+            let (key, target) = match (s.port, s.peer.map(split_peer)) {
+                (None, Some((0, rank))) => (self.key, Some((u64::from(rank), &self.jobs.own[..]))),
+                (None, Some((g, rank))) => match self.jobs.added(g) {
+                    Some((job, _)) => (
+                        self.key.map(|k| k.group_key()),
+                        Some((u64::from(rank), job)),
+                    ),
+                    None => (None, None),
+                },
+                _ => (None, None),
+            };
+            let auth = wire::hello_auth(key.as_ref(), kind, id, target, &self.jobs.own);
+            let mut out = [0u8; HELLO_MAX];
+            let len = wire::encode_hello(&mut out, kind, id, &self.jobs.own, &auth);
+            if let Some(s) = self.sock(slot) {
                 s.phase = Phase::Hello { addr };
-                s.hs.out_len = wire::encode_hello(&mut s.hs.out, kind, id, &job, &auth);
+                s.hs.out[..len].copy_from_slice(&out[..len]);
+                s.hs.out_len = len;
                 s.hs.out_pos = 0;
             }
         }
-        self.jobs.own = job;
         self.mark_dirty(slot);
     }
 
@@ -732,20 +746,27 @@ impl State {
                 mac,
                 ..
             } => {
-                // A rank of our own job proves it with the job secret.
-                let proven = |key: &JobKey| {
+                // A rank of our own job proves it with the job secret, a
+                // rank of an added job with that job's group key (if it
+                // has one: a job started without a secret has none).
+                let group = self.jobs.group_of(job);
+                let key = match group {
+                    Some(0) => self.key,
+                    Some(g) => self.jobs.added(g).and_then(|(_, k)| k.copied()),
+                    None => None,
+                };
+                let target = (me, &self.jobs.own[..]);
+                let proven = key.is_none_or(|k| {
                     auth::same(
-                        &wire::hello_mac(key, KIND_RANK, rank, me, job, &nonce),
+                        &wire::hello_mac(&k, KIND_RANK, rank, target, job, &nonce),
                         &mac,
                     )
-                };
-                match (self.jobs.group_of(job), u32::try_from(rank)) {
+                });
+                match (group, u32::try_from(rank)) {
                     (None, _) => (None, Verdict::OtherJob),
                     (Some(_), Err(_)) => (None, Verdict::Unsupported),
                     (Some(0), Ok(_)) if rank == me => (None, Verdict::Unsupported),
-                    (Some(0), Ok(_)) if self.key.as_ref().is_some_and(|k| !proven(k)) => {
-                        (None, Verdict::Unsupported)
-                    }
+                    (Some(_), Ok(_)) if !proven => (None, Verdict::Unsupported),
                     (Some(group), Ok(r)) => {
                         let peer = peer_id(group, r);
                         // The connection started by the lower identity wins.
@@ -1077,6 +1098,9 @@ impl State {
 mod tests {
     use super::*;
 
+    /// A HELLO's target: (rank, job).
+    type Target<'a> = (u64, &'a [u8]);
+
     fn sock_pair() -> (OwnedFd, OwnedFd) {
         let (a, b) = std::os::unix::net::UnixStream::pair().unwrap();
         (a.into(), b.into())
@@ -1252,11 +1276,13 @@ mod tests {
         // A stranger naming our job: no MAC, a MAC for another target,
         // another key, a MAC over another rank: all refused.
         let wrong_key = JobKey::new([8; 16]);
-        let cases: [(Option<&JobKey>, u64, Option<u64>); 4] = [
+        let job = &b"job"[..];
+        let cases: [(Option<&JobKey>, u64, Option<Target>); 5] = [
             (None, 0, None),
-            (Some(&key), 0, Some(2)),
-            (Some(&wrong_key), 0, Some(1)),
-            (Some(&key), 3, Some(1)),
+            (Some(&key), 0, Some((2, job))),
+            (Some(&wrong_key), 0, Some((1, job))),
+            (Some(&key), 3, Some((1, job))),
+            (Some(&key), 0, Some((1, b"other"))),
         ];
         for (k, signer, target) in cases {
             let mut auth = wire::hello_auth(k, KIND_RANK, signer, target, b"job");
@@ -1272,16 +1298,94 @@ mod tests {
         }
         assert!(st.peers.get(&0).is_none_or(|p| p.conn.is_none()));
         // The real rank 0, proving it to us (rank 1): accepted.
-        let auth = wire::hello_auth(Some(&key), KIND_RANK, 0, Some(1), b"job");
+        let auth = wire::hello_auth(Some(&key), KIND_RANK, 0, Some((1, job)), b"job");
         assert_eq!(
             hello_auth(&mut st, KIND_RANK, 0, b"job", &auth).1,
             Verdict::Accept
         );
-        // Another job has its own secret: nothing to check here.
+        // Another job without a group key (started without a secret):
+        // nothing to check.
         assert_eq!(hello_from(&mut st, 4, b"other").1, Verdict::Accept);
         // Without a secret, as before: a rank HELLO without a MAC is taken.
         let mut plain = State::new(1, b"job");
         assert_eq!(hello_from(&mut plain, 0, b"job").1, Verdict::Accept);
+    }
+
+    /// Between jobs: once the group description gave us the other job's
+    /// group key, its rank HELLOs must carry that key's MAC; its job
+    /// secret, our own key, our group key or a MAC for another target do
+    /// not do, so knowing the job's name (or having been connected to it
+    /// once) does not let anyone pose as one of its ranks.
+    #[test]
+    fn a_rank_of_another_job_proves_its_group_key() {
+        let ours = JobKey::new([7; 16]);
+        let theirs = JobKey::new([9; 16]);
+        let mut st = State::new(1, b"job");
+        st.key = Some(ours);
+        st.jobs.add(3, b"other").unwrap();
+        st.jobs.set_key(3, theirs.group_key()).unwrap();
+        let job = &b"job"[..];
+        let forged: [(Option<JobKey>, Option<Target>); 6] = [
+            (None, None),
+            (Some(theirs), Some((1, job))),
+            (Some(ours), Some((1, job))),
+            (Some(ours.group_key()), Some((1, job))),
+            (Some(theirs.group_key()), Some((2, job))),
+            (Some(theirs.group_key()), Some((1, b"else"))),
+        ];
+        for (i, (k, target)) in forged.iter().enumerate() {
+            let auth = wire::hello_auth(k.as_ref(), KIND_RANK, 0, *target, b"other");
+            assert_eq!(
+                hello_auth(&mut st, KIND_RANK, 0, b"other", &auth).1,
+                Verdict::Unsupported,
+                "case {i}"
+            );
+        }
+        assert!(!st.peers.contains_key(&peer_id(3, 0)));
+        let auth = wire::hello_auth(
+            Some(&theirs.group_key()),
+            KIND_RANK,
+            0,
+            Some((1, job)),
+            b"other",
+        );
+        assert_eq!(
+            hello_auth(&mut st, KIND_RANK, 0, b"other", &auth).1,
+            Verdict::Accept
+        );
+        assert!(st.peers.contains_key(&peer_id(3, 0)));
+    }
+
+    /// Our HELLO to a rank of an added job carries our group key's MAC
+    /// for that rank and job, which its acceptor (holding our group key)
+    /// takes.
+    #[test]
+    fn our_hello_to_another_job_is_proven_with_our_group_key() {
+        let ours = JobKey::new([7; 16]);
+        let mut st = State::new(2, b"job");
+        st.key = Some(ours);
+        st.jobs.add(5, b"other").unwrap();
+        let slot = connecting(&mut st, peer_id(5, 1));
+        st.connected(slot);
+        let s = st.sock(slot).unwrap();
+        let sent = s.hs.out[..s.hs.out_len].to_vec();
+        let mut acceptor = State::new(1, b"other");
+        acceptor.key = Some(JobKey::new([9; 16]));
+        acceptor.jobs.add(4, b"job").unwrap();
+        // With another key the acceptor refuses; with ours it accepts.
+        for (key, want) in [
+            (JobKey::new([1; 16]), Verdict::Unsupported),
+            (ours.group_key(), Verdict::Accept),
+        ] {
+            acceptor.jobs.set_key(4, key).unwrap();
+            let (fd, _other) = sock_pair();
+            let a2 = acceptor.add_acceptor(fd);
+            let s = acceptor.sock(a2).unwrap();
+            s.hs.inb[..sent.len()].copy_from_slice(&sent);
+            acceptor.hs_received(a2, sent.len());
+            let v = acceptor.sock(a2).unwrap().hs.out[8];
+            assert_eq!(v, want as u8);
+        }
     }
 
     /// A pending connection of ours to `peer`.

@@ -21,10 +21,13 @@
 //!   never a duplicate: each is a connection of its own, a temporary peer
 //!   in `TEMP_GROUP` on both sides, named by each side's own counter.
 //!
-//! `mac` proves a rank HELLO to a rank of the connector's own job: the
-//! job secret's MAC over (kind, id, the target's rank, job, nonce)
-//! ([`hello_mac`], `crate::auth`); zero where there is nothing to prove
-//! (no secret, another job, a port).
+//! `mac` proves a rank HELLO: to a rank of the connector's own job, the
+//! job secret's MAC over (kind, id, the target's rank, job, nonce, the
+//! target's job) ([`hello_mac`], `crate::auth`); to a rank of another job,
+//! the same under the connector's job's group key, which the acceptor got
+//! in the group description of the connect step. Zero where there is
+//! nothing to prove (no secret, a port: the port's random tag is what a
+//! port HELLO proves, checked by the engine against its open ports).
 //!
 //! Frames follow the accepting VERDICT on both kinds alike.
 
@@ -110,12 +113,12 @@ pub(crate) fn encode_hello(
 }
 
 /// The MAC of a rank HELLO from rank `id` of `job` to rank `target` of
-/// the same job.
+/// `target_job` (the same job, or another one that knows our group key).
 pub(crate) fn hello_mac(
     key: &JobKey,
     kind: u8,
     id: u64,
-    target: u64,
+    (target, target_job): (u64, &[u8]),
     job: &[u8],
     nonce: &[u8; 8],
 ) -> [u8; 8] {
@@ -123,17 +126,19 @@ pub(crate) fn hello_mac(
         &[kind],
         &id.to_le_bytes(),
         &target.to_le_bytes(),
+        &(job.len() as u64).to_le_bytes(),
         job,
         nonce,
+        target_job,
     ])
 }
 
-/// A fresh nonce and, with a key and a target of our own job, the MAC.
+/// A fresh nonce and, with a key and a target (rank, job), the MAC.
 pub(crate) fn hello_auth(
     key: Option<&JobKey>,
     kind: u8,
     id: u64,
-    target: Option<u64>,
+    target: Option<(u64, &[u8])>,
     job: &[u8],
 ) -> [u8; HELLO_AUTH] {
     let nonce = crate::auth::nonce();

@@ -17,6 +17,7 @@ mod local;
 mod pmi2;
 mod pmix;
 mod pmix_groups;
+mod resources;
 
 use std::fs::File;
 use std::net::TcpStream;

@@ -34,7 +34,7 @@ fn error_code(e: &Error) -> String {
     }
 }
 
-fn fail(out: &mut Vec<Output>, conn: ConnId, query: &str, rc: i32, msg: &str) {
+pub(super) fn fail(out: &mut Vec<Output>, conn: ConnId, query: &str, rc: i32, msg: &str) {
     reply_to(out, conn, &Message::error_reply(Some(query), rc, msg));
 }
 
@@ -245,6 +245,8 @@ impl Server {
             }
             M::GroupReady { op } => self.group_ready(conn, ns_id, rank, op, out),
             M::GroupDisconnect { group } => self.group_disconnect(conn, ns_id, rank, &group, out),
+            M::ResourceRegister(r) => self.resource_request(conn, ns_id, rank, true, r, out),
+            M::ResourceRelease(r) => self.resource_request(conn, ns_id, rank, false, r, out),
             other => reply_to(
                 out,
                 conn,

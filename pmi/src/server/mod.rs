@@ -44,6 +44,7 @@ mod handle;
 mod kvs;
 pub mod mapping;
 pub mod names;
+mod resources;
 mod v2;
 
 #[cfg(test)]
@@ -215,6 +216,8 @@ pub struct Server {
     port_gates: HashMap<NsId, auth::PortGate>,
     /// PMI-2 node attributes (`info-putnodeattr`).
     node_attrs: v2::NodeAttrs,
+    /// Registered resources, once `serve_resources` was called.
+    resources: Option<resources::Registry>,
 }
 
 impl Server {

@@ -369,6 +369,25 @@ fn exact_table() -> Vec<(Message, &'static str)> {
             "cmd=group_disconnect_result rc=1 msg=unknown_group\n",
         ),
         (
+            M::ResourceRegister(crate::resource::Resource::shm("rivet-9-a").unwrap()),
+            "cmd=resource_register kind=shm name=rivet-9-a\n",
+        ),
+        (
+            M::ResourceRelease(crate::resource::Resource::file("/tmp/a b").unwrap()),
+            "cmd=resource_release kind=file name=/tmp/a\\ b\n",
+        ),
+        (
+            M::ResourceRegisterResult { rc: 0, msg: None },
+            "cmd=resource_register_result rc=0\n",
+        ),
+        (
+            M::ResourceReleaseResult {
+                rc: 1,
+                msg: Some(s("resource_not_registered")),
+            },
+            "cmd=resource_release_result rc=1 msg=resource_not_registered\n",
+        ),
+        (
             M::GroupEvent(GroupEvent {
                 group: s("rivet_9_0_g1"),
                 kind: GroupEventKind::Terminated,

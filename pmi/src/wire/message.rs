@@ -6,9 +6,11 @@
 //! response are optional on the wire and parse to their defaults.
 //!
 //! The `group_*` commands are Rivet's extension (group connect, PMIx
-//! RFC0003); MPICH and Hydra do not know them.
+//! RFC0003), and so are `resource_*` (seed 002's resource registration,
+//! `crate::resource`); MPICH and Hydra do not know them.
 
 use crate::group::{GroupEvent, GroupFlags, ProcName};
+use crate::resource::Resource;
 
 /// One command of a spawn request (`MPI_Comm_spawn_multiple` has several).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -99,6 +101,10 @@ pub enum Message {
     GroupReady { op: u64 },
     /// `cmd=group_disconnect group=G` (Rivet)
     GroupDisconnect { group: String },
+    /// `cmd=resource_register kind=K name=N` (Rivet): free it if I die.
+    ResourceRegister(Resource),
+    /// `cmd=resource_release kind=K name=N` (Rivet): I freed it myself.
+    ResourceRelease(Resource),
 
     // ---- responses (server → client) ----
     /// `cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2`
@@ -195,61 +201,57 @@ pub enum Message {
     GroupReadyResult { rc: i32, msg: Option<String> },
     /// `cmd=group_disconnect_result rc=0`
     GroupDisconnectResult { rc: i32, msg: Option<String> },
+    /// `cmd=resource_register_result rc=0`
+    ResourceRegisterResult { rc: i32, msg: Option<String> },
+    /// `cmd=resource_release_result rc=0`
+    ResourceReleaseResult { rc: i32, msg: Option<String> },
     /// `cmd=group_event group=G event=terminated|disconnected proc=ns:r`,
     /// sent unasked to group members.
     GroupEvent(GroupEvent),
 }
 
+/// The command table: every query and the response that answers it (a
+/// query without an answer, `abort`, is not listed). A new command is
+/// declared here once; `response_name`, `query_name` and the error
+/// answers read it.
+const COMMANDS: [(&str, &str); 19] = [
+    ("init", "response_to_init"),
+    ("get_maxes", "maxes"),
+    ("get_appnum", "appnum"),
+    ("get_my_kvsname", "my_kvsname"),
+    ("get_universe_size", "universe_size"),
+    ("put", "put_result"),
+    ("get", "get_result"),
+    ("barrier_in", "barrier_out"),
+    ("finalize", "finalize_ack"),
+    ("publish_name", "publish_result"),
+    ("unpublish_name", "unpublish_result"),
+    ("lookup_name", "lookup_result"),
+    ("spawn", "spawn_result"),
+    ("initack", "initack"),
+    ("group_connect", "group_connect_result"),
+    ("group_ready", "group_ready_result"),
+    ("group_disconnect", "group_disconnect_result"),
+    ("resource_register", "resource_register_result"),
+    ("resource_release", "resource_release_result"),
+];
+
 /// Query command name → its response command name.
 ///
 /// Used to answer a bad line with the response the client is waiting for.
 pub fn response_name(query_cmd: &str) -> Option<&'static str> {
-    Some(match query_cmd {
-        "init" => "response_to_init",
-        "get_maxes" => "maxes",
-        "get_appnum" => "appnum",
-        "get_my_kvsname" => "my_kvsname",
-        "get_universe_size" => "universe_size",
-        "put" => "put_result",
-        "get" => "get_result",
-        "barrier_in" => "barrier_out",
-        "finalize" => "finalize_ack",
-        "publish_name" => "publish_result",
-        "unpublish_name" => "unpublish_result",
-        "lookup_name" => "lookup_result",
-        "spawn" => "spawn_result",
-        "initack" => "initack",
-        "group_connect" => "group_connect_result",
-        "group_ready" => "group_ready_result",
-        "group_disconnect" => "group_disconnect_result",
-        _ => return None,
-    })
+    COMMANDS
+        .iter()
+        .find(|(q, _)| *q == query_cmd)
+        .map(|(_, r)| *r)
 }
 
 /// Response command name → the query it answers (inverse of [`response_name`]).
 pub fn query_name(response_cmd: &str) -> Option<&'static str> {
-    const QUERIES: [&str; 17] = [
-        "init",
-        "get_maxes",
-        "get_appnum",
-        "get_my_kvsname",
-        "get_universe_size",
-        "put",
-        "get",
-        "barrier_in",
-        "finalize",
-        "publish_name",
-        "unpublish_name",
-        "lookup_name",
-        "spawn",
-        "initack",
-        "group_connect",
-        "group_ready",
-        "group_disconnect",
-    ];
-    QUERIES
-        .into_iter()
-        .find(|q| response_name(q) == Some(response_cmd))
+    COMMANDS
+        .iter()
+        .find(|(_, r)| *r == response_cmd)
+        .map(|(q, _)| *q)
 }
 
 impl Message {
@@ -275,6 +277,8 @@ impl Message {
             GroupConnect { .. } => "group_connect",
             GroupReady { .. } => "group_ready",
             GroupDisconnect { .. } => "group_disconnect",
+            ResourceRegister(_) => "resource_register",
+            ResourceRelease(_) => "resource_release",
             InitResponse { .. } => "response_to_init",
             Maxes { .. } => "maxes",
             Appnum { .. } => "appnum",
@@ -295,6 +299,8 @@ impl Message {
             GroupMember { .. } => "group_member",
             GroupReadyResult { .. } => "group_ready_result",
             GroupDisconnectResult { .. } => "group_disconnect_result",
+            ResourceRegisterResult { .. } => "resource_register_result",
+            ResourceReleaseResult { .. } => "resource_release_result",
             GroupEvent(_) => "group_event",
         }
     }
@@ -322,6 +328,8 @@ impl Message {
                 | GroupConnect { .. }
                 | GroupReady { .. }
                 | GroupDisconnect { .. }
+                | ResourceRegister(_)
+                | ResourceRelease(_)
         )
     }
 
@@ -347,6 +355,8 @@ impl Message {
             | GroupConnectResult { rc, msg, .. }
             | GroupReadyResult { rc, msg }
             | GroupDisconnectResult { rc, msg }
+            | ResourceRegisterResult { rc, msg }
+            | ResourceReleaseResult { rc, msg }
             | Error { rc, msg } => Some((*rc, msg.as_deref())),
             _ => None,
         }
@@ -411,6 +421,8 @@ impl Message {
             },
             Some("group_ready_result") => GroupReadyResult { rc, msg },
             Some("group_disconnect_result") => GroupDisconnectResult { rc, msg },
+            Some("resource_register_result") => ResourceRegisterResult { rc, msg },
+            Some("resource_release_result") => ResourceReleaseResult { rc, msg },
             _ => Error { rc, msg },
         }
     }

@@ -169,6 +169,13 @@ fn parse_card(f: &Fields) -> Result<String> {
     Ok(if card == "-" { String::new() } else { card })
 }
 
+/// `kind=K name=N` of a `resource_*` query, checked for its kind.
+fn parse_resource(f: &Fields) -> Result<crate::resource::Resource> {
+    let malformed = |reason: String| Error::Malformed { reason };
+    let kind = f.require("kind")?.parse().map_err(malformed)?;
+    crate::resource::Resource::new(kind, &f.require("name")?).map_err(malformed)
+}
+
 /// `procs=p1,p2,...`: at least one name.
 fn parse_procs(f: &Fields) -> Result<Vec<ProcName>> {
     let list = f.require("procs")?;
@@ -305,6 +312,8 @@ fn parse_line(line: &str) -> Result<Message> {
         "group_disconnect" => M::GroupDisconnect {
             group: f.require("group")?,
         },
+        "resource_register" => M::ResourceRegister(parse_resource(&f)?),
+        "resource_release" => M::ResourceRelease(parse_resource(&f)?),
         // ---- responses ----
         "initack" => M::InitAckResponse {
             rc: f.rc()?,
@@ -436,6 +445,14 @@ fn parse_line(line: &str) -> Result<Message> {
             msg: f.msg(),
         },
         "group_disconnect_result" => M::GroupDisconnectResult {
+            rc: f.rc()?,
+            msg: f.msg(),
+        },
+        "resource_register_result" => M::ResourceRegisterResult {
+            rc: f.rc()?,
+            msg: f.msg(),
+        },
+        "resource_release_result" => M::ResourceReleaseResult {
             rc: f.rc()?,
             msg: f.msg(),
         },

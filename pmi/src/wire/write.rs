@@ -139,6 +139,9 @@ impl Message {
             }
             M::GroupReady { op } => Line::new("group_ready").num("op", op),
             M::GroupDisconnect { group } => Line::new("group_disconnect").text("group", group)?,
+            M::ResourceRegister(r) | M::ResourceRelease(r) => Line::new(self.cmd())
+                .num("kind", r.kind().as_str())
+                .text("name", r.name())?,
 
             M::InitResponse {
                 rc,
@@ -253,6 +256,9 @@ impl Message {
             }
             M::GroupDisconnectResult { rc, msg } => {
                 Line::new("group_disconnect_result").status(*rc, msg, true, no_body)?
+            }
+            M::ResourceRegisterResult { rc, msg } | M::ResourceReleaseResult { rc, msg } => {
+                Line::new(self.cmd()).status(*rc, msg, true, no_body)?
             }
             M::GroupEvent(event) => Line::new("group_event")
                 .text("group", &event.group)?

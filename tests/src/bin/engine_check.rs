@@ -41,10 +41,13 @@
 //!   sides simultaneously; every message must arrive exactly once, in order.
 //! - `netkill` (3, tcp, under `rivetrun --disable-auto-cleanup`): rank 1
 //!   kills itself while rank 0 streams messages to it and has a receive
-//!   posted for it; rank 0 must see errors on both, then finish an exchange
+//!   posted for it and an `ANY_SOURCE` one; rank 0 must see errors on
+//!   all three (naming rank 1), then finish an exchange
 //!   with rank 2 and exit cleanly.
 //! - `readkill` (2, a netmod, under `rivetrun --disable-auto-cleanup`):
 //!   rank 1 dies while rank 0 pulls its 48 MiB rendezvous message.
+//!   `readkill dead`: rank 1 is dead before rank 0 posts the receive of
+//!   its (probed) request, which must fail with `PeerFailed` naming it.
 //! - `panic` (2, a netmod): rank 0 panics inside a scope while its
 //!   receive of rank 1's rendezvous message is under way; the process must
 //!   abort (SIGABRT) rather than unwind past the buffer the netmod writes.
@@ -201,7 +204,11 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         }
         "readkill" => {
             need(2);
-            readkill(world)
+            if rest.first().map(String::as_str) == Some("dead") {
+                readkill_dead(world)
+            } else {
+                readkill(world)
+            }
         }
         "panic" => {
             need(2);
@@ -2023,9 +2030,12 @@ fn netkill<T: Threading>(world: &Comm<T>) {
                 .map(|&n| vec![0x5a; n])
                 .collect();
             let mut never = [0u8; 8];
+            let mut never_any = [0u8; 8];
             let failure = world.scope(|s| {
-                // Nothing will ever come from rank 1 on tag 99.
+                // Nothing will ever come from rank 1 on tag 99, nor from
+                // anyone on tag 98 (rank 2 sends only tag 4, and only later).
                 let posted = s.irecv(&mut never, 1, 99).or_die("irecv");
+                let any = s.irecv(&mut never_any, ANY_SOURCE, 98).or_die("irecv any");
                 let mut send_error = None;
                 for i in 0..1_000_000usize {
                     match world.send(&payload[i % 3], 1, 1) {
@@ -2047,6 +2057,18 @@ fn netkill<T: Threading>(world: &Comm<T>) {
                     },
                     Err(e) => e.to_string(),
                 };
+                // ARCHITECTURE.md: an ANY_SOURCE receive fails on a netmod
+                // peer's death too (any peer could have been its sender).
+                let any_error = match any.wait() {
+                    Ok(st) if st.error == Some(MsgError::PeerFailed { rank: 1 }) => {
+                        "PeerFailed { rank: 1 }".to_string()
+                    }
+                    Err(e) if e.to_string().contains("rank 1") => e.to_string(),
+                    other => die(format!(
+                        "the ANY_SOURCE receive ended with {other:?}, not rank 1's failure"
+                    )),
+                };
+                println!("engine_check netkill: the ANY_SOURCE receive: {any_error}");
                 (send_error, recv_error)
             });
             let (Some(send_error), recv_error) = failure else {
@@ -2130,6 +2152,70 @@ fn readkill<T: Threading>(world: &Comm<T>) {
                     );
                     e.to_string()
                 }
+            };
+            println!("engine_check readkill: rank 0's receive ended: {outcome}");
+        }
+    }
+}
+
+/// `readkill dead`: the deterministic case of `readkill`. Rank 1's 48 MiB
+/// rendezvous request reaches rank 0 (probed), then rank 1 dies; only
+/// once its process is gone does rank 0 post the receive. Nothing of the
+/// payload can come any more: the receive must end with `PeerFailed`
+/// naming rank 1 (in its status or as the error), never hang or complete.
+fn readkill_dead<T: Threading>(world: &Comm<T>) {
+    const LEN: usize = 48 << 20;
+    match world.rank() {
+        1 => {
+            let data = sized_pattern(LEN, 7);
+            world
+                .send(&std::process::id().to_le_bytes(), 0, 7)
+                .or_die("send pid");
+            world.scope(|s| {
+                let _pending = s.isend(&data, 0, 5).or_die("isend");
+                world.recv(&mut [0u8; 1], 0, 6).or_die("recv go");
+                println!("engine_check readkill: rank 1 raises SIGKILL");
+                let _ = std::io::stdout().flush();
+                // SAFETY: raise(3) takes no pointers.
+                unsafe {
+                    libc::raise(libc::SIGKILL);
+                }
+            });
+            die("still alive after SIGKILL");
+        }
+        _ => {
+            let mut pid = [0u8; 4];
+            world.recv(&mut pid, 1, 7).or_die("recv pid");
+            let pid = u32::from_le_bytes(pid);
+            let st = world.probe(1, 5).or_die("probe the request");
+            ensure!(st.count == LEN, "probed {st:?}");
+            world.send(&[1], 1, 6).or_die("send go");
+            // Gone: no /proc entry, or a zombie not yet reaped.
+            let gone = || {
+                std::fs::read_to_string(format!("/proc/{pid}/stat")).map_or(true, |s| {
+                    s.rsplit(')')
+                        .next()
+                        .is_some_and(|r| r.trim_start().starts_with('Z'))
+                })
+            };
+            let start = std::time::Instant::now();
+            while !gone() {
+                ensure!(start.elapsed().as_secs() < 60, "rank 1 ({pid}) did not die");
+                // Keep the engine moving ("go" may still sit in a queue);
+                // nothing is ever sent on tag 99.
+                let _ = world.iprobe(1, 99);
+                std::thread::sleep(std::time::Duration::from_millis(2));
+            }
+            let mut buf = vec![0u8; LEN];
+            let ended = world.recv(&mut buf, 1, 5);
+            let outcome = match ended {
+                Ok(st) if st.error == Some(MsgError::PeerFailed { rank: 1 }) => {
+                    "PeerFailed { rank: 1 }".to_string()
+                }
+                Err(rivet::Error::PeerFailed { rank: 1, .. }) => "PeerFailed { rank: 1 }".into(),
+                other => die(format!(
+                    "the receive from dead rank 1 must end with PeerFailed naming it, not {other:?}"
+                )),
             };
             println!("engine_check readkill: rank 0's receive ended: {outcome}");
         }

@@ -12,6 +12,12 @@
 //! an error; every rank then finishes normally.
 //! `topology`: print what PMI says about this rank's placement next to the
 //! CPU affinity the rank really has, one `topo rank ...` line per rank.
+//! `resources DIR`: every rank makes a file in DIR, a shm segment and a
+//! child process (in its own process group), registers the three with the
+//! process manager, registers and releases a second file, marks
+//! `DIR/ready-<rank>` and waits to be killed (at most 60 s). Without a
+//! process manager that frees resources, registering must fail: it says so
+//! and finishes normally.
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::fd::FromRawFd;
@@ -51,6 +57,7 @@ fn main() {
         "check" | "garbage" => check(&mut pmi),
         "topology" => topology(&mut pmi),
         "spawn" => spawn_is_refused(&mut pmi),
+        "resources" => resources(&mut pmi, args.get(1).map_or("/tmp", String::as_str)),
         "exit" | "signal" | "nofinalize" | "abort" => {
             if rank == who {
                 match mode {
@@ -259,4 +266,87 @@ fn send_garbage_first(rank: u32) {
         "pmi_check rank {rank}: bad line answered: {}",
         line.trim_end()
     );
+}
+
+/// The `resources DIR` mode (see the file's doc).
+fn resources(pmi: &mut Client, dir: &str) {
+    use rivet_pmi::resource::Resource;
+    let rank = pmi.rank();
+    let r = i64::from(rank);
+    let fail = |what: &str, e: String| -> ! { die(r, format!("{what}: {e}")) };
+    let file = format!("{dir}/file-{rank}");
+    let kept = format!("{dir}/kept-{rank}");
+    for f in [&file, &kept] {
+        std::fs::write(f, b"x").unwrap_or_else(|e| fail(f, e.to_string()));
+    }
+    let shm = format!("rivet-restest-{}", std::process::id());
+    let c = std::ffi::CString::new(format!("/{shm}")).unwrap();
+    // SAFETY: a valid C string; plain syscall.
+    let fd = unsafe { libc::shm_open(c.as_ptr(), libc::O_CREAT | libc::O_RDWR, 0o600) };
+    if fd < 0 {
+        fail("shm_open", std::io::Error::last_os_error().to_string());
+    }
+    // SAFETY: fd was just opened by us.
+    unsafe { libc::close(fd) };
+    let mut child = std::process::Command::new("sleep");
+    std::os::unix::process::CommandExt::process_group(&mut child, 0);
+    // Left running on purpose: whoever frees the registration kills it.
+    #[allow(clippy::zombie_processes)]
+    let child = child
+        .arg("60")
+        .spawn()
+        .unwrap_or_else(|e| fail("sleep", e.to_string()));
+    let list = [
+        Resource::file(&file).unwrap(),
+        Resource::shm(&shm).unwrap(),
+        Resource::child(child.id()).unwrap_or_else(|e| fail("child", e)),
+    ];
+    if !pmi.frees_resources() {
+        match pmi.register_resource(&list[0]) {
+            Ok(()) => die(
+                r,
+                "registered with a process manager that does not free".into(),
+            ),
+            Err(e) => println!("pmi_check resources refused: {e}"),
+        }
+        for res in &list {
+            let _ = rivet_pmi_free(res);
+        }
+        let _ = std::fs::remove_file(&kept);
+        return;
+    }
+    for res in &list {
+        pmi.register_resource(res)
+            .unwrap_or_else(|e| fail(&format!("register {res}"), e.to_string()));
+    }
+    let k = Resource::file(&kept).unwrap();
+    pmi.register_resource(&k)
+        .and_then(|()| pmi.release_resource(&k))
+        .unwrap_or_else(|e| fail("register and release", e.to_string()));
+    println!(
+        "pmi_check resources rank {rank} shm {shm} child {}",
+        child.id()
+    );
+    std::fs::write(format!("{dir}/ready-{rank}"), b"")
+        .unwrap_or_else(|e| fail("ready mark", e.to_string()));
+    std::thread::sleep(std::time::Duration::from_secs(60));
+    die(r, "was not killed within 60 s".into());
+}
+
+/// Free a resource without a process manager (the singleton case).
+fn rivet_pmi_free(r: &rivet_pmi::resource::Resource) -> std::io::Result<()> {
+    use rivet_pmi::resource::ResourceKind;
+    match r.kind() {
+        ResourceKind::File => std::fs::remove_file(r.name()),
+        ResourceKind::Shm => std::fs::remove_file(format!("/dev/shm/{}", r.name())),
+        ResourceKind::Pid => {
+            if let Some((pid, _)) = r.pid() {
+                // SAFETY: plain syscall on our own child.
+                unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
+                // SAFETY: reaps our own child; a null status pointer is allowed.
+                unsafe { libc::waitpid(pid as libc::pid_t, std::ptr::null_mut(), 0) };
+            }
+            Ok(())
+        }
+    }
 }

@@ -1,0 +1,191 @@
+//! A test rank (2 ranks) that races cancels against matches, many times,
+//! eager and rendezvous sizes, with the moment of the cancel moved a
+//! little each round. Every round must end exactly one way, with the data
+//! intact (payloads seeded by sender and round):
+//!
+//! - receive side: rank 0 posts a receive for rank 1's message and cancels
+//!   it. Cancelled: its buffer is untouched and a later receive gets the
+//!   whole message. Not cancelled: the receive got the whole message.
+//! - send side: rank 1 sends and cancels; rank 0 has a receive posted.
+//!   Rank 1 then says which way its send ended. Cancelled: rank 0's
+//!   receive never completes (its own cancel succeeds, buffer untouched)
+//!   and no such message is waiting. Sent: rank 0's receive has it whole.
+//!
+//! Prints `cancel_race OK rank R: receive side C cancelled / M matched,
+//! send side C cancelled / S sent`.
+
+use rivet::{Comm, Local, ThreadLevel};
+use rivet_tests::ensure;
+use rivet_tests::rank_check::{self, die, OrDie};
+
+const ROUNDS: u32 = 120;
+const TAG_ACK: i32 = 1;
+const TAG_VERDICT: i32 = 2;
+const SIZES: [usize; 3] = [64, 8 << 10, 256 << 10];
+
+/// The payload of `round` from `sender`: xorshift bytes seeded by both.
+fn payload(sender: u32, round: u32, len: usize) -> Vec<u8> {
+    let mut x =
+        (u64::from(sender) << 32 | u64::from(round)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect()
+}
+
+/// A short, round-dependent delay that yields (moves the cancel around).
+fn jitter(round: u32) {
+    for _ in 0..round % 7 {
+        std::thread::yield_now();
+    }
+}
+
+fn main() {
+    rank_check::start("cancel_race");
+    let engine = rank_check::init::<Local>(ThreadLevel::Single);
+    let world = engine.world();
+    ensure!(world.size() == 2, "needs 2 ranks, not {}", world.size());
+    let rank = world.rank();
+    let (recv_side, send_side) = if rank == 0 {
+        (receive_side_0(&world), send_side_0(&world))
+    } else {
+        receive_side_1(&world);
+        send_side_1(&world);
+        ((0, 0), (0, 0))
+    };
+    drop(world);
+    engine.finalize().or_die("finalize");
+    println!(
+        "cancel_race OK rank {rank}: receive side {} cancelled / {} matched, send side {} \
+         cancelled / {} sent",
+        recv_side.0, recv_side.1, send_side.0, send_side.1
+    );
+}
+
+fn tag(round: u32) -> i32 {
+    100 + round as i32
+}
+
+fn size(round: u32) -> usize {
+    SIZES[round as usize % SIZES.len()]
+}
+
+fn receive_side_0(world: &Comm<Local>) -> (u32, u32) {
+    let (mut cancelled, mut matched) = (0, 0);
+    for round in 0..ROUNDS {
+        let want = payload(1, round, size(round));
+        let mut buf = vec![0xABu8; want.len()];
+        let st = world.scope(|s| {
+            let mut r = s.irecv(&mut buf, 1, tag(round)).or_die("irecv");
+            jitter(round);
+            for _ in 0..round % 3 {
+                if r.test().or_die("test").is_some() {
+                    break;
+                }
+            }
+            r.cancel().or_die("cancel");
+            r.wait().or_die("wait after cancel")
+        });
+        if st.cancelled {
+            ensure!(
+                buf.iter().all(|&b| b == 0xAB),
+                "round {round}: a cancelled receive wrote into its buffer"
+            );
+            let st = world
+                .recv(&mut buf, 1, tag(round))
+                .or_die("recv after cancel");
+            ensure!(
+                st.count == want.len() && buf == want,
+                "round {round}: the message after a cancelled receive is wrong: {st:?}"
+            );
+            cancelled += 1;
+        } else {
+            ensure!(
+                st.count == want.len() && st.error.is_none() && buf == want,
+                "round {round}: a receive that was not cancelled has wrong data: {st:?}"
+            );
+            matched += 1;
+        }
+        world.send(&[], 1, TAG_ACK).or_die("ack");
+    }
+    (cancelled, matched)
+}
+
+fn receive_side_1(world: &Comm<Local>) {
+    for round in 0..ROUNDS {
+        let data = payload(1, round, size(round));
+        world.send(&data, 0, tag(round)).or_die("send");
+        world.recv(&mut [], 0, TAG_ACK).or_die("ack");
+    }
+}
+
+fn send_side_0(world: &Comm<Local>) -> (u32, u32) {
+    let (mut cancelled, mut sent) = (0, 0);
+    for round in 0..ROUNDS {
+        let want = payload(1, round + ROUNDS, size(round));
+        let t = tag(round + ROUNDS);
+        let mut buf = vec![0xABu8; want.len()];
+        let mut verdict = [0u8; 1];
+        let (was_cancelled, st) = world.scope(|s| {
+            let mut r = s.irecv(&mut buf, 1, t).or_die("irecv");
+            world.recv(&mut verdict, 1, TAG_VERDICT).or_die("verdict");
+            match verdict[0] {
+                1 => {
+                    if let Some(st) = r.test().or_die("test") {
+                        die(format!(
+                            "round {round}: rank 1's send was cancelled, yet it arrived: {st:?}"
+                        ));
+                    }
+                    r.cancel().or_die("cancel");
+                    (true, r.wait().or_die("wait after cancel"))
+                }
+                0 => (false, r.wait().or_die("wait")),
+                v => die(format!("round {round}: verdict {v}")),
+            }
+        });
+        if was_cancelled {
+            ensure!(
+                st.cancelled && buf.iter().all(|&b| b == 0xAB),
+                "round {round}: after a cancelled send our receive ended with {st:?}"
+            );
+            ensure!(
+                world.iprobe(1, t).or_die("iprobe").is_none(),
+                "round {round}: a cancelled send's message is waiting"
+            );
+            cancelled += 1;
+        } else {
+            ensure!(
+                !st.cancelled && st.count == want.len() && buf == want,
+                "round {round}: a send that was not cancelled arrived wrong: {st:?}"
+            );
+            sent += 1;
+        }
+        world.send(&[], 1, TAG_ACK).or_die("ack");
+    }
+    (cancelled, sent)
+}
+
+fn send_side_1(world: &Comm<Local>) {
+    for round in 0..ROUNDS {
+        let data = payload(1, round + ROUNDS, size(round));
+        let st = world.scope(|s| {
+            let mut r = s.isend(&data, 0, tag(round + ROUNDS)).or_die("isend");
+            jitter(round);
+            for _ in 0..round % 3 {
+                if r.test().or_die("test").is_some() {
+                    break;
+                }
+            }
+            r.cancel().or_die("cancel");
+            r.wait().or_die("wait after cancel")
+        });
+        world
+            .send(&[u8::from(st.cancelled)], 0, TAG_VERDICT)
+            .or_die("verdict");
+        world.recv(&mut [], 0, TAG_ACK).or_die("ack");
+    }
+}
