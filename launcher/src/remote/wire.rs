@@ -141,6 +141,27 @@ pub fn recv<R: BufRead>(from: &mut R) -> io::Result<Option<Vec<Vec<u8>>>> {
         .map(Some)
 }
 
+/// `NAME K V K V ...`, as barriers carry puts.
+pub fn with_pairs(name: &str, pairs: Vec<(String, String)>) -> Vec<Vec<u8>> {
+    let mut words = Vec::with_capacity(1 + 2 * pairs.len());
+    words.push(name.as_bytes().to_vec());
+    for (k, v) in pairs {
+        words.push(k.into_bytes());
+        words.push(v.into_bytes());
+    }
+    words
+}
+
+/// The pairs after a message's first word (a trailing odd word is dropped).
+pub fn pairs(words: &[Vec<u8>]) -> Vec<(String, String)> {
+    words
+        .get(1..)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|kv| (text(&kv[0]), text(&kv[1])))
+        .collect()
+}
+
 /// A word as text (lossy: only names and numbers are read this way).
 pub fn text(word: &[u8]) -> String {
     String::from_utf8_lossy(word).into_owned()
