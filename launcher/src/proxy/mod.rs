@@ -360,13 +360,22 @@ fn node_server(job: &Job, node: u32, topology: Vec<(String, String)>) -> Result<
 }
 
 fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
+    // Phases, for rivetrun's --launch-stats (ms since the proxy started).
+    let t0 = Instant::now();
+    let ms = move || t0.elapsed().as_millis().to_string();
     let secret = read_secret()?;
     let (mut reader, up) =
         upstream::connect(control, &secret, proxy_id, host).map_err(|e| e.to_string())?;
     let job = receive_job(&mut reader)?;
+    let t_job = ms();
+    // Like rivetrun on one host: the proxy runs a little ahead of its
+    // ranks (which wait on its answers), each rank back at our old nice.
+    // Raised first: threads made later (the PMI loop's) inherit it.
+    let priority = launch::Priority::raise_own();
     let dir = JobDir::create(&std::env::temp_dir())
         .map_err(|e| format!("creating the job's temp directory: {e}"))?;
     let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
+    let t_placed = ms();
     let _segments = ShmSweep(std::process::id());
     let specs: Vec<JobSpec> = job
         .apps
@@ -431,9 +440,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
 
     // Ranks are started by this (the main) thread: their parent-death
     // signal is armed against it, and it lives as long as the proxy.
-    // Like rivetrun on one host: the proxy runs a little ahead of its
-    // ranks (which wait on its answers), each rank back at our old nice.
-    let priority = launch::Priority::raise_own();
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
     let mut start_error = None;
@@ -476,6 +482,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         });
     }
+    let t_started = ms();
     if let Some(e) = start_error {
         let _ = up.send(&["error", &format!("{e}")]);
         signal_all(&pids, libc::SIGKILL);
@@ -534,6 +541,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     if lost {
         return Err("lost the connection to rivetrun; killed this node's ranks".into());
     }
-    let _ = up.send(&["done"]);
+    let _ = up.send(&["done", &t_job, &t_placed, &t_started]);
     Ok(0)
 }

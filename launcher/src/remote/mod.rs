@@ -219,6 +219,10 @@ pub fn run(
     // The node of rank 0, which gets rivetrun's stdin.
     let stdin_node = nodes.iter().position(|n| n.ranks.contains(&0)).unwrap_or(0) as u32;
     let started = Instant::now();
+    // --launch-stats: when the last proxy connected, the first and last
+    // barrier completed (ms from here), the slowest proxy's phases.
+    let (mut t_hello, mut t_first, mut t_last) = (0u128, 0u128, 0u128);
+    let mut slowest = [0u64; 3];
     let mut teardown_at: Option<Instant> = None;
     let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
     let (mut barriers, mut barrier_msgs, mut msgs) = (0u64, 0u64, 0u64);
@@ -300,6 +304,7 @@ pub fn run(
                     continue; // a second hello for one node, or too late
                 }
                 p.connected = true;
+                t_hello = started.elapsed().as_millis();
                 for msg in &descriptions[id as usize] {
                     let _ = std::io::Write::write_all(&mut conn, msg);
                 }
@@ -341,6 +346,10 @@ pub fn run(
                             .filter(|p| !p.done && !p.closed);
                         if live.clone().all(|p| p.in_barrier) {
                             barriers += 1;
+                            t_last = started.elapsed().as_millis();
+                            if barriers == 1 {
+                                t_first = t_last;
+                            }
                             let mut out = vec![b"barrier_out".to_vec()];
                             out.append(&mut barrier_puts);
                             let line = wire::line(&out);
@@ -405,7 +414,13 @@ pub fn run(
                         }
                         listening[i] = Some(addr);
                     }
-                    "done" => proxies[i].done = true,
+                    "done" => {
+                        proxies[i].done = true;
+                        for (k, slot) in slowest.iter_mut().enumerate() {
+                            let t = word(k + 1).parse::<u64>().unwrap_or(0);
+                            *slot = (*slot).max(t);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -449,6 +464,15 @@ pub fn run(
         }
     }
     if opts.stats {
+        eprintln!(
+            "rivetrun: launch times: last proxy connected at {t_hello} ms, first barrier \
+             {t_first} ms, last barrier {t_last} ms, end {} ms; slowest proxy: job received \
+             {} ms, ranks placed {} ms, all started {} ms after it began",
+            started.elapsed().as_millis(),
+            slowest[0],
+            slowest[1],
+            slowest[2]
+        );
         eprintln!(
             "rivetrun: launch stats: {} hosts, {} ranks, proxy tree fan-out {fanout}, {barriers} \
              barriers, {barrier_msgs} barrier messages from proxies ({:.1} per barrier), {msgs} \
