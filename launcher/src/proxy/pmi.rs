@@ -350,3 +350,105 @@ impl Loop {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rivet_pmi::server::NamespaceSpec;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    /// A PMI loop for ranks 0 and 1 (node 0) of a 3-rank job whose rank 2
+    /// is elsewhere; rivetrun is a socket this test reads.
+    fn node0() -> (Handle, BufReader<TcpStream>, [StdUnixStream; 2]) {
+        let mut server = Server::new();
+        let ns = server
+            .create_namespace(NamespaceSpec {
+                name: "kvs_1".into(),
+                size: 3,
+                appnum_of_rank: vec![0, 1, 0],
+                universe_size: 3,
+                node_of_rank: vec![0, 0, 1],
+                ..NamespaceSpec::default()
+            })
+            .unwrap();
+        server.delegate_barriers(ns, 0);
+        server.forward_names(true);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rivetrun, _) = listener.accept().unwrap();
+        rivetrun
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[])).unwrap();
+        let ranks = [0, 1].map(|rank| {
+            let (ours, theirs) = StdUnixStream::pair().unwrap();
+            let said = Arc::new(Said::default());
+            pmi.send(Cmd::Rank {
+                rank,
+                conn: theirs,
+                said,
+            });
+            ours.set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            ours
+        });
+        (pmi, BufReader::new(rivetrun), ranks)
+    }
+
+    fn line(r: &mut StdUnixStream) -> String {
+        let mut buf = [0u8; 512];
+        let n = r.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn a_pmi1_and_a_pmi2_rank_fence_through_one_upstream_barrier() {
+        let (pmi, mut rivetrun, [mut r0, mut r1]) = node0();
+        // Rank 1 speaks PMI-2 and learns its appnum; rank 0 PMI-1.
+        r1.write_all(b"cmd=init pmi_version=2 pmi_subversion=0\n")
+            .unwrap();
+        assert!(line(&mut r1).contains("pmi_version=2"));
+        let full = rivet_pmi::wire::v2::V2Message::new("fullinit").with("pmirank", 1);
+        r1.write_all(&full.encode().unwrap()).unwrap();
+        let got = line(&mut r1);
+        assert!(
+            got.contains("rank=1;") && got.contains("appnum=1;"),
+            "{got}"
+        );
+        r0.write_all(b"cmd=put kvsname=kvs_1 key=card0 value=a\n")
+            .unwrap();
+        assert!(line(&mut r0).contains("rc=0"));
+        r0.write_all(b"cmd=barrier_in\n").unwrap();
+        let put = rivet_pmi::wire::v2::V2Message::new("kvs-put")
+            .with("key", "card1")
+            .with("value", "b");
+        r1.write_all(&put.encode().unwrap()).unwrap();
+        assert!(line(&mut r1).contains("rc=0"));
+        let fence = rivet_pmi::wire::v2::V2Message::new("kvs-fence");
+        r1.write_all(&fence.encode().unwrap()).unwrap();
+        // One message upstream for the node, with both puts.
+        let mut up = String::new();
+        rivetrun.read_line(&mut up).unwrap();
+        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
+        let mut puts = wire::pairs(&words);
+        puts.sort();
+        assert_eq!(words[0], b"barrier");
+        assert_eq!(
+            puts,
+            vec![("card0".into(), "a".into()), ("card1".into(), "b".into())]
+        );
+        // The job's barrier_out (rank 2's put from the other node).
+        let mut all = puts.clone();
+        all.push(("card2".into(), "c".into()));
+        pmi.send(Cmd::BarrierOut(all));
+        assert_eq!(line(&mut r0), "cmd=barrier_out\n");
+        assert!(line(&mut r1).contains("cmd=kvs-fence-response;rc=0;"));
+        r0.write_all(b"cmd=get kvsname=kvs_1 key=card2\n").unwrap();
+        assert!(line(&mut r0).contains("value=c"));
+        // Names are refused on one node's server, not left unanswered.
+        r0.write_all(b"cmd=lookup_name service=x\n").unwrap();
+        assert!(line(&mut r0).contains("rc=1"));
+    }
+}
