@@ -709,6 +709,9 @@ fn startup_against_hydra() {
                 if name == "rivetrun" {
                     t_ours = t;
                     let (_, barriers, msgs) = stats(&o);
+                    if let Some(l) = o.stderr.lines().find(|l| l.contains("launch times:")) {
+                        eprintln!("  {n} ranks: {l}");
+                    }
                     eprintln!("  {n} ranks: rivetrun handled {msgs} barrier messages in {barriers} barriers");
                 } else {
                     t_hydra = t;
