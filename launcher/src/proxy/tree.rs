@@ -193,6 +193,83 @@ pub fn join_parent(addr: String, secret: String, id: u32, pmi: Handle) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::pmi;
+    use rivet_pmi::server::{NamespaceSpec, Server};
+    use std::io::{BufRead, Read};
+    use std::os::unix::net::UnixStream;
+
+    /// A PMI loop for node `node` of a 2-rank job (one rank per node), its
+    /// rank's end of the PMI connection, and rivetrun's end of its control
+    /// connection.
+    fn node(node: u32, tree: Tree) -> (Handle, UnixStream, BufReader<TcpStream>) {
+        let mut server = Server::new();
+        let ns = server
+            .create_namespace(NamespaceSpec {
+                name: "kvs_2".into(),
+                size: 2,
+                universe_size: 2,
+                node_of_rank: vec![0, 1],
+                ..NamespaceSpec::default()
+            })
+            .unwrap();
+        server.delegate_barriers(ns, node);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rivetrun, _) = listener.accept().unwrap();
+        rivetrun
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let h = pmi::start(server, ns, Upstream::new(up), tree).unwrap();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        ours.set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let said = std::sync::Arc::new(pmi::Said::default());
+        h.send(Cmd::Rank {
+            rank: node,
+            conn: theirs,
+            said,
+        });
+        (h, ours, BufReader::new(rivetrun))
+    }
+
+    fn answer(r: &mut UnixStream) -> String {
+        let mut buf = [0u8; 256];
+        let n = r.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn a_child_proxys_barrier_reaches_rivetrun_through_its_parent() {
+        let (parent, mut r0, mut up0) = node(0, Tree::new(false, &[1]));
+        let addr = listen(
+            "127.0.0.1".parse().unwrap(),
+            "s3cret".into(),
+            vec![1],
+            parent.clone(),
+        )
+        .unwrap();
+        // A stranger without the secret is not taken for the child.
+        let mut stranger = TcpStream::connect(&addr).unwrap();
+        wire::send(&mut stranger, &["child", "guess", "1"]).unwrap();
+        let (child, mut r1, _up1) = node(1, Tree::new(true, &[]));
+        join_parent(addr, "s3cret".into(), 1, child.clone());
+        r1.write_all(b"cmd=put kvsname=kvs_2 key=k1 value=v1\n")
+            .unwrap();
+        assert!(answer(&mut r1).contains("rc=0"));
+        r1.write_all(b"cmd=barrier_in\n").unwrap();
+        r0.write_all(b"cmd=barrier_in\n").unwrap();
+        // One barrier reaches rivetrun, from the parent, with the child's put.
+        let mut line = String::new();
+        up0.read_line(&mut line).unwrap();
+        let words = wire::recv(&mut line.as_bytes()).unwrap().unwrap();
+        assert_eq!(words[0], b"barrier");
+        assert_eq!(wire::pairs(&words), vec![("k1".into(), "v1".into())]);
+        parent.send(Cmd::BarrierOut(vec![("k1".into(), "v1".into())]));
+        assert_eq!(answer(&mut r0), "cmd=barrier_out\n");
+        assert_eq!(answer(&mut r1), "cmd=barrier_out\n");
+        r0.write_all(b"cmd=get kvsname=kvs_2 key=k1\n").unwrap();
+        assert!(answer(&mut r0).contains("value=v1"));
+    }
 
     #[test]
     fn every_proxy_has_one_parent_and_rivetrun_at_most_fanout_children() {
