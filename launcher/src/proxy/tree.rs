@@ -13,6 +13,7 @@
 use std::collections::{HashMap, HashSet};
 use std::io::{BufReader, Write};
 use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::pmi::{Cmd, Handle};
@@ -117,40 +118,48 @@ pub fn listen(
 ) -> std::io::Result<String> {
     let listener = TcpListener::bind((local, 0))?;
     let addr = listener.local_addr()?.to_string();
+    // Children not yet connected; each connection's hello is read on a
+    // thread of its own, so a silent stranger delays nobody.
+    let left: Arc<Mutex<HashSet<u32>>> = Arc::new(Mutex::new(children.into_iter().collect()));
     std::thread::spawn(move || {
-        let mut left: HashSet<u32> = children.into_iter().collect();
         for conn in listener.incoming() {
             let Ok(conn) = conn else { continue };
-            let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-            let Ok(read) = conn.try_clone() else { continue };
-            let mut reader = BufReader::new(read);
-            let Ok(Some(hello)) = wire::recv(&mut reader) else {
-                continue;
-            };
-            let id = hello.get(2).and_then(|w| wire::text(w).parse::<u32>().ok());
-            let ok = hello.len() == 3 && hello[0] == b"child" && hello[1] == secret.as_bytes();
-            let Some(id) = id.filter(|i| ok && left.remove(i)) else {
-                continue;
-            };
-            let _ = conn.set_read_timeout(None);
-            let _ = conn.set_nodelay(true);
-            let _ = wire::keepalive(&conn, wire::PROXY_PROBES);
-            pmi.send(Cmd::Child(id, Upstream::new(conn)));
-            let pmi = pmi.clone();
-            std::thread::spawn(move || {
-                while let Ok(Some(msg)) = wire::recv(&mut reader) {
-                    if msg.first().is_some_and(|w| w == b"barrier") {
-                        pmi.send(Cmd::ChildBarrier(id, wire::pairs(&msg)));
-                    }
-                }
-                pmi.send(Cmd::ChildGone(id));
-            });
-            if left.is_empty() {
+            let (secret, mine, pmi) = (secret.clone(), left.clone(), pmi.clone());
+            std::thread::spawn(move || serve_child(conn, &secret, &mine, pmi));
+            if left.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
                 return;
             }
         }
     });
     Ok(addr)
+}
+
+/// One connection to our listener: a child of ours once its `child` hello
+/// carries the secret and the id of a child not yet connected; then its
+/// barriers go to the PMI loop until it closes.
+fn serve_child(conn: TcpStream, secret: &str, left: &Mutex<HashSet<u32>>, pmi: Handle) {
+    let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
+    let Ok(read) = conn.try_clone() else { return };
+    let mut reader = BufReader::new(read);
+    let Ok(Some(hello)) = wire::recv(&mut reader) else {
+        return;
+    };
+    let id = hello.get(2).and_then(|w| wire::text(w).parse::<u32>().ok());
+    let ok = hello.len() == 3 && hello[0] == b"child" && hello[1] == secret.as_bytes();
+    let taken = |i: &u32| left.lock().unwrap_or_else(|p| p.into_inner()).remove(i);
+    let Some(id) = id.filter(|i| ok && taken(i)) else {
+        return;
+    };
+    let _ = conn.set_read_timeout(None);
+    let _ = conn.set_nodelay(true);
+    let _ = wire::keepalive(&conn, wire::PROXY_PROBES);
+    pmi.send(Cmd::Child(id, Upstream::new(conn)));
+    while let Ok(Some(msg)) = wire::recv(&mut reader) {
+        if msg.first().is_some_and(|w| w == b"barrier") {
+            pmi.send(Cmd::ChildBarrier(id, wire::pairs(&msg)));
+        }
+    }
+    pmi.send(Cmd::ChildGone(id));
 }
 
 /// Connect to the parent proxy at `addr` (on a thread: it may not listen
