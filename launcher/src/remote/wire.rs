@@ -2,13 +2,18 @@
 //! message per line, words separated by one space, each word
 //! percent-encoded (so values may hold spaces, newlines, any byte).
 //!
-//! rivetrun → proxy: the job (`job SIZE KVS`, `prog`, `arg`, `env`, `wdir`,
-//! `rank`, `attr`, options, then `start`), `barrier_out K V ...` (every key
-//! put since the last barrier, job-wide), `stdin DATA` and `stdin_eof`
-//! (rank 0's input), `signal N`, `term`.
-//! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then
-//! `barrier K V ...` (once per barrier per node, with the node's puts),
-//! `exit RANK CODE SIGNAL UNFINALIZED`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
+//! rivetrun → proxy: the job (`job SIZE KVS`, `env` for every app, then per
+//! app `app`, `prog`, `arg`, `env`, `wdir`; `rank R APPNUM`, `tree
+//! HAS_PARENT CHILD...`, `attr`, options, then `start`), `parent ADDR`
+//! (where the tree parent listens), `barrier_out K V ...` (every key put
+//! since the last barrier, job-wide), `stdin DATA` and `stdin_eof` (rank 0's
+//! input), `signal N`, `term`.
+//! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
+//! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
+//! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
+//! RANK CODE MESSAGE`, `error TEXT`, `done JOB_MS PLACED_MS STARTED_MS`.
+//! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
+//! ...`; parent → child: `barrier_out K V ...`.
 
 use std::io::{self, BufRead, Write};
 use std::net::TcpStream;
