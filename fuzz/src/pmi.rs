@@ -165,6 +165,7 @@ pub fn pmi_server(data: &[u8]) {
                     );
                 }
                 Output::Name { .. } => panic!("names are served here, not forwarded"),
+                Output::Barrier { .. } => panic!("barriers complete here, not upstream"),
                 Output::Finalized { .. } | Output::GroupMemberLost { .. } => {}
             }
         }

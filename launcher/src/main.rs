@@ -118,13 +118,8 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     } else {
         Some(job_spec(&cli)?)
     };
-    if let (Some((job, apps, ..)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
-        if apps.len() > 1 {
-            return Err(LaunchError::Usage(
-                "MPMD (':' or -configfile) cannot be combined with -hosts/-hostfile yet".into(),
-            ));
-        }
-        return run_on_hosts(&cli, job, &entries);
+    if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
+        return run_on_hosts(&cli, job, apps, appnums, &entries);
     }
     let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
     let topo = match &cli.topology {
@@ -405,6 +400,8 @@ fn host_entries(cli: &Cli) -> Result<Option<Vec<hosts::HostEntry>>, LaunchError>
 fn run_on_hosts(
     cli: &Cli,
     job: &mut JobSpec,
+    apps: &[App],
+    appnums: &[u32],
     entries: &[hosts::HostEntry],
 ) -> Result<i32, LaunchError> {
     if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
@@ -414,7 +411,15 @@ fn run_on_hosts(
                 .into(),
         ));
     }
-    add_job_secret(job)?;
+    let secret = add_job_secret(job)?;
+    let apps: Vec<JobSpec> = apps
+        .iter()
+        .map(|app| {
+            let mut j = app.job(job);
+            j.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
+            j
+        })
+        .collect();
     let nodes = hosts::place(entries, job.size, cli.ppn);
     let launcher = match cli.launcher {
         Some(kind) => kind,
@@ -435,7 +440,7 @@ fn run_on_hosts(
         stats: cli.launch_stats,
         keep_going: cli.disable_auto_cleanup,
     };
-    remote::run(job, nodes, &opts)
+    remote::run(job, &apps, appnums, nodes, &opts)
 }
 
 fn placement_request(cli: &Cli, nranks: usize) -> PlacementRequest {

@@ -905,7 +905,8 @@ impl Supervisor {
                         message,
                     });
                 }
-                Output::Finalized { .. } => {}
+                // Only a server serving one node of a multi-host job (the proxy's).
+                Output::Finalized { .. } | Output::Barrier { .. } => {}
                 Output::Spawn {
                     conn,
                     ns,

@@ -11,10 +11,11 @@
 //! |---|---|---|
 //! | [`KEY_HWLOC_XMLFILE`] `PMI_hwloc_xmlfile` | path of an hwloc XML of the node, or `unavailable` | `/tmp/rivet-1234/topo.xml` |
 //! | [`KEY_TOPO`] `PMI_rivet_topo` | [`TopoType`]: `cluster`, `mesh:<d0>x<d1>...`, `none` | `mesh:2x4` |
-//! | [`rank_key`] `PMI_rivet_rank_<r>` | [`RankTopology`]: `;`-separated `field:value` pairs | see below |
+//! | [`rank_key`] `PMI_rivet_rank_<r>` | [`RankTopology`]: `/`-separated `field:value` pairs | see below |
 //!
 //! A rank value looks like
-//! `node:0;local_rank:1;local_size:2;cpuset:2-3;bound:core.1;cluster:node.0.1,package.0.1,numa.0.1,core.1.0`:
+//! `node:0/local_rank:1/local_size:2/cpuset:2-3/bound:core.1/cluster:node.0.1,package.0.1,numa.0.1,core.1.0`
+//! (`/`, not `;`, which PMI-2's wire cannot carry; `;` is still read):
 //! - `cpuset` is a CPU list (`0-3,8`, PU OS indices, the Linux `cpulist` format), or `0x<hex>`
 //!   (bit i = CPU i, most significant digit first) when the list would not fit, or `none` when
 //!   the rank is not bound.
@@ -271,18 +272,18 @@ pub struct RankTopology {
 impl RankTopology {
     /// The value for [`rank_key`]; `rank` is only used in the error message.
     pub fn to_value(&self, rank: u32) -> Result<String, TopoFormatError> {
-        if self.bound.is_empty() || self.bound.contains([';', ':', '.', '=', '\n']) {
+        if self.bound.is_empty() || self.bound.contains([';', '/', ':', '.', '=', '\n']) {
             return Err(malformed(
                 &self.bound,
-                "bound description must be non-empty and contain no ';', ':', '.', '=' or newline",
+                "bound description must be non-empty and contain no ';', '/', ':', '.', '=' or newline",
             ));
         }
         let head = format!(
-            "node:{};local_rank:{};local_size:{};cpuset:",
+            "node:{}/local_rank:{}/local_size:{}/cpuset:",
             self.node, self.local_rank, self.local_size
         );
         let tail = format!(
-            ";bound:{};cluster:{}",
+            "/bound:{}/cluster:{}",
             self.bound.replace(' ', "."),
             self.cluster.to_value()
         );
@@ -312,7 +313,7 @@ impl RankTopology {
         let mut cpuset = None;
         let mut bound = None;
         let mut cluster = ClusterInfo::default();
-        for field in value.trim_end_matches('\n').split(';') {
+        for field in value.trim_end_matches('\n').split([';', '/']) {
             let Some((k, v)) = field.split_once(':') else {
                 return Err(malformed(
                     value,
@@ -656,7 +657,7 @@ mod tests {
         let v = sample().to_value(1).unwrap();
         assert_eq!(
             v,
-            "node:0;local_rank:1;local_size:2;cpuset:2-3;bound:core.1;cluster:node.0.1,package.0.1,numa.0.1,core.1.0"
+            "node:0/local_rank:1/local_size:2/cpuset:2-3/bound:core.1/cluster:node.0.1,package.0.1,numa.0.1,core.1.0"
         );
         assert!(!v.contains(' ') && !v.contains('='));
         assert_eq!(RankTopology::parse(&v).unwrap(), sample());
@@ -681,7 +682,7 @@ mod tests {
         let v = r.to_value(7).unwrap();
         assert_eq!(
             v,
-            "node:3;local_rank:0;local_size:1;cpuset:none;bound:none;cluster:node.3.0"
+            "node:3/local_rank:0/local_size:1/cpuset:none/bound:none/cluster:node.3.0"
         );
         assert_eq!(RankTopology::parse(&v).unwrap(), r);
     }

@@ -108,6 +108,8 @@ pub static SETTINGS: &[Setting] = &[
       "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
     s("RIVET_NAMESERVER", "", Scope::Launcher,
       "`HOST:PORT` of a name server (`rivetrun --name-server`) for rivetrun's jobs; `--nameserver` wins"),
+    s("RIVET_PROXY_FANOUT", "8", Scope::Launcher,
+      "multi-host jobs: barriers go up a tree of per-node proxies with this fan-out, so rivetrun handles at most this many barrier messages each way per barrier"),
     s("RIVET_BENCH_FONT", "", Scope::Bench,
       "a TrueType font file for `rivet-bench plot` and `compare --plot`; unset: DejaVu Sans or another usual system font"),
     s("RIVET_TCP_URING_INJECT_FAILURE", "", Scope::Test,

@@ -4,14 +4,17 @@
 //! connects back (`upstream`), proves it belongs to the job with the job
 //! secret (read from its stdin, or `RIVETRUN_PROXY_SECRET`), receives the
 //! job, discovers this node's topology, places and binds the node's ranks
-//! and starts them. It serves their PMI-1 itself (`pmi`: a node KVS cache,
-//! puts batched upstream, one barrier message per node), forwards their
+//! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
+//! through the PMI server core, with the job's process mapping, appnums
+//! and this node's topology keys; the node's puts batched upstream, one
+//! barrier message per subtree up a tree of proxies, `tree`), forwards their
 //! output a whole line at a time to its own stdout/stderr (which the
 //! launcher carries back), and reports each exit. When the connection to
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
 mod pmi;
+pub mod tree;
 mod upstream;
 
 use std::ffi::OsString;
@@ -25,27 +28,40 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::launch::{self, JobSpec, PmiChannel, RankPlace};
-use crate::leftovers::ShmSweep;
+use crate::leftovers::{JobDir, ShmSweep};
 use crate::output::LineBuffer;
 use crate::remote::wire;
 use crate::topology::{self, PlacementRequest, Topology};
 
-use pmi::NodeKvs;
+use rivet_pmi::server::{NamespaceSpec, Server};
 
 /// Where the proxy may read the job secret instead of its stdin (`manual`).
 pub const SECRET_ENV: &str = "RIVETRUN_PROXY_SECRET";
+
+/// One program of the job (an MPMD section).
+#[derive(Debug, Default)]
+struct App {
+    program: PathBuf,
+    argv0: OsString,
+    args: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+    wdir: Option<PathBuf>,
+}
 
 /// The job as rivetrun describes it.
 #[derive(Debug, Default)]
 struct Job {
     size: u32,
     kvsname: String,
-    program: PathBuf,
-    argv0: OsString,
-    args: Vec<OsString>,
+    /// Variables every app's ranks get (before the app's own).
     env: Vec<(OsString, OsString)>,
-    wdir: Option<PathBuf>,
+    apps: Vec<App>,
+    /// This node's ranks and the app of each.
     ranks: Vec<u32>,
+    appnums: Vec<u32>,
+    /// Whether our tree parent is a proxy, and our children.
+    has_parent: bool,
+    children: Vec<u32>,
     attrs: Vec<(String, String)>,
     label: bool,
     map_by: Option<String>,
@@ -111,16 +127,39 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
                 job.size = num(1)?;
                 job.kvsname = t(2);
             }
-            "prog" => {
-                job.program = PathBuf::from(OsString::from_vec(w(1)));
-                job.argv0 = OsString::from_vec(w(2));
+            "app" => job.apps.push(App::default()),
+            "prog" | "arg" | "wdir" if job.apps.is_empty() => {
+                return Err(format!("{:?} before any app in the job description", t(0)))
             }
-            "arg" => job.args.push(OsString::from_vec(w(1))),
-            "env" => job
-                .env
-                .push((OsString::from_vec(w(1)), OsString::from_vec(w(2)))),
-            "wdir" => job.wdir = Some(PathBuf::from(OsString::from_vec(w(1)))),
-            "rank" => job.ranks.push(num(1)?),
+            "prog" => {
+                let app = job.apps.last_mut().expect("checked above");
+                app.program = PathBuf::from(OsString::from_vec(w(1)));
+                app.argv0 = OsString::from_vec(w(2));
+            }
+            "arg" => {
+                (job.apps.last_mut().expect("checked above").args).push(OsString::from_vec(w(1)))
+            }
+            "wdir" => {
+                job.apps.last_mut().expect("checked above").wdir =
+                    Some(PathBuf::from(OsString::from_vec(w(1))))
+            }
+            "env" => {
+                let pair = (OsString::from_vec(w(1)), OsString::from_vec(w(2)));
+                match job.apps.last_mut() {
+                    Some(app) => app.env.push(pair),
+                    None => job.env.push(pair),
+                }
+            }
+            "rank" => {
+                job.ranks.push(num(1)?);
+                job.appnums.push(num(2)?);
+            }
+            "tree" => {
+                job.has_parent = t(1) == "1";
+                for i in 2..msg.len() {
+                    job.children.push(num(i)?);
+                }
+            }
             "attr" => job.attrs.push((t(1), t(2))),
             "label" => job.label = true,
             "report-bindings" => job.report = true,
@@ -131,6 +170,9 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
             other => return Err(format!("unexpected {other:?} in the job description")),
         }
     }
+    if job.appnums.iter().any(|&a| a as usize >= job.apps.len()) {
+        return Err(format!("an appnum past the {} apps", job.apps.len()));
+    }
     if job.ranks.is_empty() || job.ranks.iter().any(|&r| r >= job.size) {
         return Err(format!(
             "bad rank list {:?} for size {}",
@@ -140,13 +182,17 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
     Ok(job)
 }
 
-/// This node's placement: one `RankPlace` per local rank, and the mask
-/// unbound ranks get once any rank is bound.
-fn place(
-    job: &Job,
-    node: u32,
-    host: &str,
-) -> Result<(Vec<RankPlace>, Option<libc::cpu_set_t>), String> {
+/// This node's placement: one `RankPlace` per local rank, the mask
+/// unbound ranks get once any rank is bound, and the topology keys of the
+/// node's ranks (`PMI_rivet_*`, numbered as in the job, with the node's
+/// index at the node level, and the node's hwloc XML in `dir`).
+type Placed = (
+    Vec<RankPlace>,
+    Option<libc::cpu_set_t>,
+    Vec<(String, String)>,
+);
+
+fn place(job: &Job, node: u32, host: &str, dir: &std::path::Path) -> Result<Placed, String> {
     let topo = Topology::discover().map_err(|e| e.to_string())?;
     let map_by = match &job.map_by {
         Some(m) => m
@@ -163,7 +209,7 @@ fn place(
         ),
         None => None,
     };
-    let placement = topology::plan(
+    let mut placement = topology::plan(
         &topo,
         &PlacementRequest {
             nranks: job.ranks.len(),
@@ -178,13 +224,20 @@ fn place(
     for note in &placement.notes {
         eprintln!("rivetrun: note: {host}: {note}");
     }
-    if job.report {
-        for (p, &rank) in placement.ranks.iter().zip(&job.ranks) {
-            let mut p = p.clone();
-            (p.rank, p.node) = (rank as usize, node);
-            eprintln!("{}", topology::report_line(&p, host));
+    for (p, &rank) in placement.ranks.iter_mut().zip(&job.ranks) {
+        (p.rank, p.node) = (rank as usize, node);
+        for level in &mut p.cluster.levels {
+            if level.kind == rivet_pmi::topology::LevelKind::Node {
+                level.my_cluster = node;
+            }
+        }
+        if job.report {
+            eprintln!("{}", topology::report_line(p, host));
         }
     }
+    let xml = dir.join("topology.xml");
+    topo.export_xml(&xml).map_err(|e| e.to_string())?;
+    let keys = placement.pmi_keys(Some(&xml)).map_err(|e| e.to_string())?;
     let places: Vec<RankPlace> = placement
         .ranks
         .iter()
@@ -203,7 +256,7 @@ fn place(
     } else {
         None
     };
-    Ok((places, default))
+    Ok((places, default, keys))
 }
 
 /// Copy a rank's stream to ours, a whole line at a time.
@@ -264,43 +317,105 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
     }
 }
 
+/// The PMI server of this node: the job's namespace (its process mapping,
+/// the appnums of this node's ranks, rivetrun's attributes and this node's
+/// topology keys) served as node `node` (`Server::delegate_barriers`).
+fn node_server(job: &Job, node: u32, topology: Vec<(String, String)>) -> Result<Server, String> {
+    let mapping = job
+        .attrs
+        .iter()
+        .find(|(k, _)| k == rivet_pmi::server::PROCESS_MAPPING_KEY)
+        .map(|(_, v)| v.as_str())
+        .ok_or("no process mapping in the job description")?;
+    let node_of_rank = rivet_pmi::server::parse_process_mapping(mapping, job.size as usize)
+        .map_err(|e| format!("the job's process mapping: {e}"))?;
+    let mut appnum_of_rank = vec![0; job.size as usize];
+    for (&r, &a) in job.ranks.iter().zip(&job.appnums) {
+        appnum_of_rank[r as usize] = a;
+    }
+    let mut attributes: Vec<(String, String)> = job
+        .attrs
+        .iter()
+        .filter(|(k, _)| k != rivet_pmi::server::PROCESS_MAPPING_KEY)
+        .cloned()
+        .collect();
+    attributes.extend(topology);
+    let mut server = Server::new();
+    let ns = server
+        .create_namespace(NamespaceSpec {
+            name: job.kvsname.clone(),
+            size: job.size,
+            appnum: 0,
+            appnum_of_rank,
+            universe_size: job.size,
+            node_of_rank,
+            attributes,
+            preput: Vec::new(),
+        })
+        .map_err(|e| e.to_string())?;
+    server.delegate_barriers(ns, node);
+    // Names go to the loop, which refuses them (one node's table is not the job's).
+    server.forward_names(true);
+    Ok(server)
+}
+
 fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
+    // Phases, for rivetrun's --launch-stats (ms since the proxy started).
+    let t0 = Instant::now();
+    let ms = move || t0.elapsed().as_millis().to_string();
     let secret = read_secret()?;
     let (mut reader, up) =
         upstream::connect(control, &secret, proxy_id, host).map_err(|e| e.to_string())?;
     let job = receive_job(&mut reader)?;
-    let (places, default_affinity) = place(&job, proxy_id, host)?;
+    let t_job = ms();
+    // Like rivetrun on one host: the proxy runs a little ahead of its
+    // ranks (which wait on its answers), each rank back at our old nice.
+    // Raised first: threads made later (the PMI loop's) inherit it.
+    let priority = launch::Priority::raise_own();
+    let dir = JobDir::create(&std::env::temp_dir())
+        .map_err(|e| format!("creating the job's temp directory: {e}"))?;
+    let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
+    let t_placed = ms();
     let _segments = ShmSweep(std::process::id());
-    let spec = JobSpec {
-        program: job.program.clone(),
-        argv0: job.argv0.clone(),
-        args: job.args.clone(),
-        env: job.env.clone(),
-        clear_env: true,
-        wdir: job.wdir.clone(),
-        size: job.size,
-        kvsname: job.kvsname.clone(),
-        channel: PmiChannel::Fd,
-        default_affinity,
-        spawned: false,
-    };
-    let kvs = NodeKvs::new(&job.kvsname, job.size, job.ranks.len(), job.attrs.clone());
+    let specs: Vec<JobSpec> = job
+        .apps
+        .iter()
+        .map(|app| JobSpec {
+            program: app.program.clone(),
+            argv0: app.argv0.clone(),
+            args: app.args.clone(),
+            env: job.env.iter().chain(&app.env).cloned().collect(),
+            clear_env: true,
+            wdir: app.wdir.clone(),
+            size: job.size,
+            kvsname: job.kvsname.clone(),
+            channel: PmiChannel::Fd,
+            default_affinity,
+            spawned: false,
+        })
+        .collect();
+    let server = node_server(&job, proxy_id, topology_keys)?;
+    let tree = tree::Tree::new(job.has_parent, &job.children);
+    let pmi = pmi::start(server, 0, up.clone(), tree).map_err(|e| e.to_string())?;
+    if !job.children.is_empty() {
+        let ip = up.local_ip().map_err(|e| e.to_string())?;
+        let addr = tree::listen(ip, secret.clone(), job.children.clone(), pmi.clone())
+            .map_err(|e| format!("listening for child proxies: {e}"))?;
+        up.send(&["listen", &addr]).map_err(|e| e.to_string())?;
+    }
     let (tx, rx) = mpsc::channel();
     // rivetrun's stdin, for rank 0 (None: end of input).
     let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>();
     let mut stdin_rx = Some(stdin_rx);
     {
-        let (kvs, tx) = (kvs.clone(), tx.clone());
+        let (pmi, tx) = (pmi.clone(), tx.clone());
         std::thread::spawn(move || {
             while let Ok(Some(msg)) = wire::recv(&mut reader) {
                 match wire::text(msg.first().map_or(&[][..], |w| &w[..])).as_str() {
-                    "barrier_out" => {
-                        let puts = msg[1..]
-                            .chunks(2)
-                            .filter(|kv| kv.len() == 2)
-                            .map(|kv| (wire::text(&kv[0]), wire::text(&kv[1])))
-                            .collect();
-                        kvs.barrier_out(puts);
+                    "barrier_out" => pmi.send(pmi::Cmd::BarrierOut(wire::pairs(&msg))),
+                    "parent" => {
+                        let addr = wire::text(msg.get(1).map_or(&[][..], |w| w));
+                        tree::join_parent(addr, secret.clone(), proxy_id, pmi.clone());
                     }
                     "signal" => {
                         let sig = msg.get(1).and_then(|s| wire::text(s).parse().ok());
@@ -318,21 +433,19 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     _ => {}
                 }
             }
-            kvs.break_off();
+            pmi.send(pmi::Cmd::Lost);
             let _ = tx.send(Event::Lost);
         });
     }
 
     // Ranks are started by this (the main) thread: their parent-death
     // signal is armed against it, and it lives as long as the proxy.
-    // Like rivetrun on one host: the proxy runs a little ahead of its
-    // ranks (which wait on its answers), each rank back at our old nice.
-    let priority = launch::Priority::raise_own();
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
     let mut start_error = None;
     for (i, &rank) in job.ranks.iter().enumerate() {
-        let started = match launch::start_rank(&spec, rank, &places[i], &[]) {
+        let spec = &specs[job.appnums[i] as usize];
+        let started = match launch::start_rank(spec, rank, &places[i], &[]) {
             Ok(s) => s,
             Err(e) => {
                 start_error = Some(e);
@@ -357,8 +470,8 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         outputs.extend(output_threads(started.stdout, started.stderr, label));
         let said = Arc::new(pmi::Said::default());
         if let Some(conn) = started.pmi {
-            let (kvs, up, said) = (kvs.clone(), up.clone(), said.clone());
-            std::thread::spawn(move || pmi::serve(conn, rank, kvs, up, said));
+            let said = said.clone();
+            pmi.send(pmi::Cmd::Rank { rank, conn, said });
         }
         let tx = tx.clone();
         std::thread::spawn(move || {
@@ -369,6 +482,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         });
     }
+    let t_started = ms();
     if let Some(e) = start_error {
         let _ = up.send(&["error", &format!("{e}")]);
         signal_all(&pids, libc::SIGKILL);
@@ -427,6 +541,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     if lost {
         return Err("lost the connection to rivetrun; killed this node's ranks".into());
     }
-    let _ = up.send(&["done"]);
+    let _ = up.send(&["done", &t_job, &t_placed, &t_started]);
     Ok(0)
 }

@@ -1,103 +1,29 @@
-//! PMI-1 served by the proxy to its node's ranks (one thread per rank's
-//! `PMI_FD`), Hydra's way: answers that need nobody else (init, maxes,
-//! appnum, kvsname, universe size, finalize) at once; puts kept in a node
-//! cache and sent upstream in one batch at the next barrier; gets served
-//! from the cache (which every barrier fills with the job's puts); a
-//! barrier goes upstream once, when the node's last rank arrives.
+//! The proxy's PMI service: one thread with a poll loop over its node's
+//! ranks' `PMI_FD` connections, serving them with the same PMI server core
+//! as single-host rivetrun (`rivet_pmi::server`, PMI-1 and PMI-2 alike),
+//! its namespace served as one node of the job (`Server::delegate_barriers`):
+//! answers that need nobody else at once, puts kept in the node's KVS,
+//! a job-wide barrier sent upstream once, when the node's last rank and
+//! every child proxy (`tree`) have arrived, with the subtree's puts.
+//! `barrier_out` from upstream brings the job's puts; it is passed on to
+//! the children, and the node's waiters are answered.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::os::unix::net::UnixStream;
+use std::io::{self, ErrorKind, Read};
+use std::os::unix::net::UnixStream as StdUnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{mpsc, Arc};
 
-use rivet_pmi::wire::{Frame, Framer, Limits, Message};
+use mio::net::UnixStream;
+use mio::{Events, Poll, Token, Waker};
+use rivet_pmi::server::{ConnId, NsId, Output, Server};
 
+use super::tree::Tree;
 use super::upstream::Upstream;
+use crate::nonblocking::{interest, write_unsent};
+use crate::remote::wire;
 
-/// What the node's ranks share.
-#[derive(Debug, Default)]
-struct Cache {
-    kvs: HashMap<String, String>,
-    /// Puts not yet sent upstream.
-    pending: Vec<(String, String)>,
-    /// Ranks waiting in the current barrier.
-    arrived: usize,
-    /// Barriers completed (a waiter leaves when it changes).
-    generation: u64,
-    /// The upstream connection is gone: barriers fail.
-    broken: bool,
-}
-
-/// The node's PMI state; cloned into every rank's thread.
-#[derive(Clone)]
-pub struct NodeKvs {
-    inner: Arc<(Mutex<Cache>, Condvar)>,
-    local_ranks: usize,
-    size: u32,
-    kvsname: Arc<str>,
-}
-
-impl NodeKvs {
-    pub fn new(kvsname: &str, size: u32, local_ranks: usize, attrs: Vec<(String, String)>) -> Self {
-        let cache = Cache {
-            kvs: attrs.into_iter().collect(),
-            ..Cache::default()
-        };
-        NodeKvs {
-            inner: Arc::new((Mutex::new(cache), Condvar::new())),
-            local_ranks,
-            size,
-            kvsname: kvsname.into(),
-        }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
-        self.inner.0.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// rivetrun's `barrier_out`: the job's puts since the last barrier.
-    pub fn barrier_out(&self, puts: Vec<(String, String)>) {
-        let mut c = self.lock();
-        c.kvs.extend(puts);
-        c.generation += 1;
-        self.inner.1.notify_all();
-    }
-
-    /// The connection to rivetrun is gone: wake every waiter with an error.
-    pub fn break_off(&self) {
-        self.lock().broken = true;
-        self.inner.1.notify_all();
-    }
-
-    /// Arrive at the barrier; returns once the whole job has.
-    fn barrier(&self, up: &Upstream) -> bool {
-        let mut c = self.lock();
-        if c.broken {
-            return false;
-        }
-        let gen = c.generation;
-        c.arrived += 1;
-        if c.arrived == self.local_ranks {
-            c.arrived = 0;
-            let puts = std::mem::take(&mut c.pending);
-            let mut words: Vec<Vec<u8>> = vec![b"barrier".to_vec()];
-            for (k, v) in puts {
-                words.push(k.into_bytes());
-                words.push(v.into_bytes());
-            }
-            if up.send(&words).is_err() {
-                c.broken = true;
-                self.inner.1.notify_all();
-                return false;
-            }
-        }
-        while c.generation == gen && !c.broken {
-            c = self.inner.1.wait(c).unwrap_or_else(|p| p.into_inner());
-        }
-        c.generation != gen
-    }
-}
+const WAKER: Token = Token(0);
 
 /// What a rank did over PMI, read when it exits: one that spoke PMI and
 /// exits 0 without finalizing fails the job (others may wait for it).
@@ -107,143 +33,422 @@ pub struct Said {
     pub finalized: AtomicBool,
 }
 
-/// Serve one rank until its PMI connection closes.
-pub fn serve(mut conn: UnixStream, rank: u32, kvs: NodeKvs, up: Upstream, said: Arc<Said>) {
-    let mut framer = Framer::new();
-    let mut frames = Vec::new();
-    let mut buf = vec![0u8; 16384];
-    let mut finalized = false;
-    loop {
-        let n = match conn.read(&mut buf) {
-            Ok(0) | Err(_) => return,
-            Ok(n) => n,
-        };
-        said.spoke.store(true, Ordering::Relaxed);
-        if framer.feed(&buf[..n], &mut frames).is_err() {
-            return; // a garbage stream: close it
+/// What other threads tell the PMI loop.
+pub enum Cmd {
+    /// A rank started: serve its PMI connection.
+    Rank {
+        rank: u32,
+        conn: StdUnixStream,
+        said: Arc<Said>,
+    },
+    /// Upstream's `barrier_out`: the job's puts since the last barrier.
+    BarrierOut(Vec<(String, String)>),
+    /// A child proxy's `barrier` (its subtree's puts).
+    ChildBarrier(u32, Vec<(String, String)>),
+    /// A child proxy's connection ended.
+    ChildGone(u32),
+    /// The connection to the parent proxy is up (its writing half).
+    Parent(Upstream),
+    /// A child proxy connected (the writing half of its connection).
+    Child(u32, Upstream),
+    /// The way upstream is gone: barriers fail.
+    Lost,
+}
+
+/// How other threads reach the PMI loop.
+#[derive(Clone)]
+pub struct Handle {
+    tx: mpsc::Sender<Cmd>,
+    waker: Arc<Waker>,
+}
+
+impl Handle {
+    pub fn send(&self, cmd: Cmd) {
+        if self.tx.send(cmd).is_ok() {
+            let _ = self.waker.wake();
         }
-        for frame in frames.drain(..) {
-            let reply = match frame {
-                Frame::Message(msg) => {
-                    let r = answer(msg, rank, &kvs, &up, &mut finalized);
-                    // Before the answer: the rank exits only after it.
-                    said.finalized.store(finalized, Ordering::Relaxed);
-                    r
+    }
+}
+
+struct Conn {
+    stream: UnixStream,
+    rank: u32,
+    unsent: Vec<u8>,
+    said: Arc<Said>,
+}
+
+struct Loop {
+    poll: Poll,
+    server: Server,
+    ns: NsId,
+    conns: HashMap<ConnId, Conn>,
+    /// rivetrun: aborts, and barriers when the tree has no parent for us.
+    rivetrun: Upstream,
+    tree: Tree,
+    lost: bool,
+}
+
+/// Start the PMI loop for namespace `ns` of `server`.
+pub fn start(server: Server, ns: NsId, rivetrun: Upstream, tree: Tree) -> io::Result<Handle> {
+    let poll = Poll::new()?;
+    let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
+    let (tx, rx) = mpsc::channel();
+    let mut l = Loop {
+        poll,
+        server,
+        ns,
+        conns: HashMap::new(),
+        rivetrun,
+        tree,
+        lost: false,
+    };
+    std::thread::Builder::new()
+        .name("proxy-pmi".into())
+        .spawn(move || l.run(rx))?;
+    Ok(Handle { tx, waker })
+}
+
+impl Loop {
+    fn run(&mut self, rx: mpsc::Receiver<Cmd>) {
+        let mut events = Events::with_capacity(256);
+        loop {
+            if let Err(e) = self.poll.poll(&mut events, None) {
+                if e.kind() == ErrorKind::Interrupted {
+                    continue;
                 }
-                Frame::Invalid { cmd, error } => Some(Message::error_reply(
-                    cmd.as_deref(),
-                    1,
-                    error.to_string().replace(' ', "_"),
-                )),
+                eprintln!("rivetrun: proxy: poll: {e}");
+                return;
+            }
+            for ev in events.iter() {
+                let token = ev.token();
+                if token == WAKER {
+                    continue;
+                }
+                let conn = token.0 as ConnId;
+                if ev.is_writable() {
+                    self.flush(conn);
+                }
+                if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                    self.read(conn);
+                }
+            }
+            loop {
+                match rx.try_recv() {
+                    Ok(cmd) => self.on_cmd(cmd),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                    Err(mpsc::TryRecvError::Disconnected) => return,
+                }
+            }
+        }
+    }
+
+    fn on_cmd(&mut self, cmd: Cmd) {
+        let mut out = Vec::new();
+        match cmd {
+            Cmd::Rank { rank, conn, said } => {
+                let id = ConnId::from(rank) + 1;
+                if conn.set_nonblocking(true).is_err() {
+                    return;
+                }
+                let mut stream = UnixStream::from_std(conn);
+                if self
+                    .poll
+                    .registry()
+                    .register(&mut stream, Token(id as usize), interest(false))
+                    .is_err()
+                {
+                    return;
+                }
+                self.server.attach(id, self.ns, rank);
+                self.conns.insert(
+                    id,
+                    Conn {
+                        stream,
+                        rank,
+                        unsent: Vec::new(),
+                        said,
+                    },
+                );
+            }
+            Cmd::BarrierOut(puts) => {
+                self.tree.barrier_out(&puts);
+                self.server.barrier_done(self.ns, puts, &mut out);
+            }
+            Cmd::ChildBarrier(child, puts) => {
+                self.tree.child_in(child, puts);
+                self.try_send_up(&mut out);
+            }
+            Cmd::ChildGone(child) => {
+                self.tree.child_gone(child);
+                self.try_send_up(&mut out);
+            }
+            Cmd::Parent(up) => {
+                if let Some(words) = self.tree.held.take() {
+                    if up.send(&words).is_err() {
+                        self.server.barriers_failed(
+                            self.ns,
+                            "parent_proxy_connection_lost",
+                            &mut out,
+                        );
+                    }
+                }
+                self.tree.parent = Some(up);
+            }
+            Cmd::Child(id, up) => self.tree.add_child(id, up),
+            Cmd::Lost => {
+                self.lost = true;
+                self.server
+                    .barriers_failed(self.ns, "launcher_connection_lost", &mut out);
+            }
+        }
+        self.apply(out);
+    }
+
+    /// Send the subtree's barrier upstream once it is complete.
+    fn try_send_up(&mut self, out: &mut Vec<Output>) {
+        let Some(puts) = self.tree.ready() else {
+            return;
+        };
+        let words = wire::with_pairs("barrier", puts);
+        let sent = match &self.tree.parent {
+            Some(p) => p.send(&words),
+            None if self.tree.has_parent => {
+                self.tree.held = Some(words);
+                return;
+            }
+            None => self.rivetrun.send(&words),
+        };
+        if sent.is_err() || self.lost {
+            self.server
+                .barriers_failed(self.ns, "launcher_connection_lost", out);
+        }
+    }
+
+    fn read(&mut self, conn: ConnId) {
+        let mut buf = [0u8; 16384];
+        let mut out = Vec::new();
+        let mut closed = false;
+        {
+            let Some(c) = self.conns.get_mut(&conn) else {
+                return;
             };
-            if let Some(reply) = reply {
-                let Ok(bytes) = reply.encode() else {
-                    return;
-                };
-                if conn.write_all(&bytes).is_err() {
-                    return;
+            loop {
+                match c.stream.read(&mut buf) {
+                    Ok(0) => {
+                        closed = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        c.said.spoke.store(true, Ordering::Relaxed);
+                        self.server.receive(conn, &buf[..n], &mut out);
+                    }
+                    Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                    Err(_) => {
+                        closed = true;
+                        break;
+                    }
                 }
+            }
+        }
+        self.apply(out);
+        if closed {
+            self.drop_conn(conn);
+        }
+    }
+
+    fn drop_conn(&mut self, conn: ConnId) {
+        if let Some(mut c) = self.conns.remove(&conn) {
+            let _ = self.poll.registry().deregister(&mut c.stream);
+        }
+        self.server.detach(conn);
+    }
+
+    fn flush(&mut self, conn: ConnId) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        if write_unsent(&mut c.stream, &mut c.unsent).is_err() {
+            return self.drop_conn(conn);
+        }
+        let wants = !c.unsent.is_empty();
+        let _ =
+            self.poll
+                .registry()
+                .reregister(&mut c.stream, Token(conn as usize), interest(wants));
+    }
+
+    fn queue(&mut self, conn: ConnId, bytes: &[u8]) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            c.unsent.extend_from_slice(bytes);
+            self.flush(conn);
+        }
+    }
+
+    fn apply(&mut self, outputs: Vec<Output>) {
+        // Marked before the answer goes out: the rank exits only after it.
+        for o in &outputs {
+            if let Output::Finalized { rank, .. } = o {
+                if let Some(c) = self.conns.get(&(ConnId::from(*rank) + 1)) {
+                    c.said.finalized.store(true, Ordering::Relaxed);
+                }
+            }
+        }
+        for o in outputs {
+            match o {
+                Output::Send { conn, bytes } => self.queue(conn, &bytes),
+                Output::SendAll { conns, bytes } => {
+                    for conn in conns {
+                        self.queue(conn, &bytes);
+                    }
+                }
+                Output::Close { conn, reason } => {
+                    if let Some(c) = self.conns.get(&conn) {
+                        eprintln!(
+                            "rivetrun: proxy: closing the PMI connection of rank {}: {reason}",
+                            c.rank
+                        );
+                    }
+                    self.drop_conn(conn);
+                }
+                Output::Abort {
+                    rank,
+                    exit_code,
+                    message,
+                    ..
+                } => {
+                    let rank = rank.map_or("?".to_string(), |r| r.to_string());
+                    let _ = self.rivetrun.send(&[
+                        b"abort".to_vec(),
+                        rank.into_bytes(),
+                        exit_code.to_string().into_bytes(),
+                        message.unwrap_or_default().into_bytes(),
+                    ]);
+                }
+                Output::Finalized { .. } => {}
+                Output::Barrier { puts, .. } => {
+                    self.tree.node_in(puts);
+                    let mut more = Vec::new();
+                    self.try_send_up(&mut more);
+                    self.apply(more);
+                }
+                Output::Spawn { conn, .. } => {
+                    let mut more = Vec::new();
+                    let why = "spawn is not supported in multi-host jobs yet";
+                    self.server.spawn_done(conn, Err(why.into()), &mut more);
+                    self.apply(more);
+                }
+                Output::Name { conn, .. } => {
+                    let mut more = Vec::new();
+                    let why = "names_are_not_supported_in_multi-host_jobs_yet".to_string();
+                    self.server.name_done(conn, Err(why), &mut more);
+                    self.apply(more);
+                }
+                // Group connect is refused on a node's server.
+                Output::GroupMemberLost { .. } => {}
             }
         }
     }
 }
 
-fn answer(
-    msg: Message,
-    rank: u32,
-    kvs: &NodeKvs,
-    up: &Upstream,
-    finalized: &mut bool,
-) -> Option<Message> {
-    use Message as M;
-    let size = i32::try_from(kvs.size).unwrap_or(i32::MAX);
-    Some(match msg {
-        M::Init { version, .. } => {
-            let (v, s) = rivet_pmi::server::SERVER_VERSION;
-            M::InitResponse {
-                rc: if version == v { 0 } else { -1 },
-                version: v,
-                subversion: s,
-                msg: (version != v).then(|| "this_proxy_speaks_PMI-1".into()),
-            }
-        }
-        M::GetMaxes => {
-            let l = Limits::DEFAULT;
-            M::Maxes {
-                rc: 0,
-                kvsname_max: l.kvsname_max as u32,
-                keylen_max: l.keylen_max as u32,
-                vallen_max: l.vallen_max as u32,
-                msg: None,
-            }
-        }
-        M::GetAppnum => M::Appnum {
-            rc: 0,
-            appnum: 0,
-            msg: None,
-        },
-        M::GetMyKvsname => M::MyKvsname {
-            rc: 0,
-            kvsname: kvs.kvsname.to_string(),
-            msg: None,
-        },
-        M::GetUniverseSize => M::UniverseSize {
-            rc: 0,
-            size,
-            msg: None,
-        },
-        M::Put {
-            kvsname,
-            key,
-            value,
-        } => {
-            if !kvsname.is_empty() && *kvsname != *kvs.kvsname {
-                M::error_reply(Some("put"), 1, "put_allowed_only_into_own_kvs")
-            } else {
-                let mut c = kvs.lock();
-                c.kvs.insert(key.clone(), value.clone());
-                c.pending.push((key, value));
-                M::PutResult { rc: 0, msg: None }
-            }
-        }
-        M::Get { kvsname, key } => {
-            if kvsname.is_some_and(|k| !k.is_empty() && *k != *kvs.kvsname) {
-                M::error_reply(Some("get"), 1, "unknown_kvsname")
-            } else {
-                match kvs.lock().kvs.get(&key) {
-                    Some(v) => M::GetResult {
-                        rc: 0,
-                        value: Some(v.clone()),
-                        msg: None,
-                    },
-                    None => M::error_reply(Some("get"), 1, "key_not_found"),
-                }
-            }
-        }
-        M::BarrierIn { group } if group.as_deref().is_none_or(|g| g == "WORLD") => {
-            if kvs.barrier(up) {
-                M::BarrierOut {
-                    rc: 0,
-                    tag: None,
-                    msg: None,
-                }
-            } else {
-                M::error_reply(Some("barrier_in"), -1, "launcher_connection_lost")
-            }
-        }
-        M::Finalize => {
-            *finalized = true;
-            M::FinalizeAck { rc: 0, msg: None }
-        }
-        M::Abort { exitcode, message } => {
-            let _ = up.send(&[
-                b"abort".to_vec(),
-                rank.to_string().into_bytes(),
-                exitcode.to_string().into_bytes(),
-                message.unwrap_or_default().into_bytes(),
-            ]);
-            return None;
-        }
-        other => M::error_reply(Some(other.cmd()), 1, "not_supported_in_multi-host_jobs_yet"),
-    })
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rivet_pmi::server::NamespaceSpec;
+    use std::io::{BufRead, BufReader, Write};
+    use std::net::{TcpListener, TcpStream};
+    use std::time::Duration;
+
+    /// A PMI loop for ranks 0 and 1 (node 0) of a 3-rank job whose rank 2
+    /// is elsewhere; rivetrun is a socket this test reads.
+    fn node0() -> (Handle, BufReader<TcpStream>, [StdUnixStream; 2]) {
+        let mut server = Server::new();
+        let ns = server
+            .create_namespace(NamespaceSpec {
+                name: "kvs_1".into(),
+                size: 3,
+                appnum_of_rank: vec![0, 1, 0],
+                universe_size: 3,
+                node_of_rank: vec![0, 0, 1],
+                ..NamespaceSpec::default()
+            })
+            .unwrap();
+        server.delegate_barriers(ns, 0);
+        server.forward_names(true);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (rivetrun, _) = listener.accept().unwrap();
+        rivetrun
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[])).unwrap();
+        let ranks = [0, 1].map(|rank| {
+            let (ours, theirs) = StdUnixStream::pair().unwrap();
+            let said = Arc::new(Said::default());
+            pmi.send(Cmd::Rank {
+                rank,
+                conn: theirs,
+                said,
+            });
+            ours.set_read_timeout(Some(Duration::from_secs(20)))
+                .unwrap();
+            ours
+        });
+        (pmi, BufReader::new(rivetrun), ranks)
+    }
+
+    fn line(r: &mut StdUnixStream) -> String {
+        let mut buf = [0u8; 512];
+        let n = r.read(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+
+    #[test]
+    fn a_pmi1_and_a_pmi2_rank_fence_through_one_upstream_barrier() {
+        let (pmi, mut rivetrun, [mut r0, mut r1]) = node0();
+        // Rank 1 speaks PMI-2 and learns its appnum; rank 0 PMI-1.
+        r1.write_all(b"cmd=init pmi_version=2 pmi_subversion=0\n")
+            .unwrap();
+        assert!(line(&mut r1).contains("pmi_version=2"));
+        let full = rivet_pmi::wire::v2::V2Message::new("fullinit").with("pmirank", 1);
+        r1.write_all(&full.encode().unwrap()).unwrap();
+        let got = line(&mut r1);
+        assert!(
+            got.contains("rank=1;") && got.contains("appnum=1;"),
+            "{got}"
+        );
+        r0.write_all(b"cmd=put kvsname=kvs_1 key=card0 value=a\n")
+            .unwrap();
+        assert!(line(&mut r0).contains("rc=0"));
+        r0.write_all(b"cmd=barrier_in\n").unwrap();
+        let put = rivet_pmi::wire::v2::V2Message::new("kvs-put")
+            .with("key", "card1")
+            .with("value", "b");
+        r1.write_all(&put.encode().unwrap()).unwrap();
+        assert!(line(&mut r1).contains("rc=0"));
+        let fence = rivet_pmi::wire::v2::V2Message::new("kvs-fence");
+        r1.write_all(&fence.encode().unwrap()).unwrap();
+        // One message upstream for the node, with both puts.
+        let mut up = String::new();
+        rivetrun.read_line(&mut up).unwrap();
+        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
+        let mut puts = wire::pairs(&words);
+        puts.sort();
+        assert_eq!(words[0], b"barrier");
+        assert_eq!(
+            puts,
+            vec![("card0".into(), "a".into()), ("card1".into(), "b".into())]
+        );
+        // The job's barrier_out (rank 2's put from the other node).
+        let mut all = puts.clone();
+        all.push(("card2".into(), "c".into()));
+        pmi.send(Cmd::BarrierOut(all));
+        assert_eq!(line(&mut r0), "cmd=barrier_out\n");
+        assert!(line(&mut r1).contains("cmd=kvs-fence-response;rc=0;"));
+        r0.write_all(b"cmd=get kvsname=kvs_1 key=card2\n").unwrap();
+        assert!(line(&mut r0).contains("value=c"));
+        // Names are refused on one node's server, not left unanswered.
+        r0.write_all(b"cmd=lookup_name service=x\n").unwrap();
+        assert!(line(&mut r0).contains("rc=1"));
+    }
 }

@@ -2,15 +2,18 @@
 //! per node (`crate::proxy`), started through the chosen launcher
 //! (`start`), connects back to a TCP port on the address `addr` picks and
 //! authenticates with the job secret. rivetrun then only sees proxies:
-//! each gets the job and its node's ranks; each barrier costs one message
-//! per node in and one out (the job's new keys), so rivetrun's work per
-//! barrier grows with hosts, not ranks (`--launch-stats` prints the
-//! counts). A rank failing, or a proxy whose connection ends before its
+//! each gets the job (its programs, MPMD apps included) and its node's
+//! ranks; barriers go up a tree of proxies (`proxy::tree`, fan-out
+//! `RIVET_PROXY_FANOUT`), so each costs rivetrun one message in and one out
+//! (the job's new keys) per child of its own: its work per barrier grows
+//! with hosts up to the fan-out, never with ranks (`--launch-stats` prints
+//! the counts). A rank failing, or a proxy whose connection ends before its
 //! ranks did (a dead host), fails the job: the message names the host,
 //! the other proxies are told to terminate their ranks, and the exit code
 //! is non-zero.
 
 pub mod addr;
+mod describe;
 pub mod slurm;
 pub mod start;
 pub mod wire;
@@ -18,7 +21,6 @@ pub mod wire;
 use std::ffi::OsString;
 use std::io::BufReader;
 use std::net::{TcpListener, TcpStream};
-use std::os::unix::ffi::OsStrExt;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::sync::atomic::{AtomicI32, Ordering};
@@ -28,6 +30,8 @@ use std::time::{Duration, Instant};
 use crate::error::LaunchError;
 use crate::hosts::{self, Node};
 use crate::launch::JobSpec;
+use crate::proxy::tree;
+use describe::{describe, fanout, Place};
 
 /// How long proxies have to connect back after rivetrun starts them.
 const CONNECT_WITHIN: Duration = Duration::from_secs(30);
@@ -87,8 +91,15 @@ fn catch_signals() {
     }
 }
 
-/// Run the job on `nodes`; rivetrun's exit code.
-pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, LaunchError> {
+/// Run the job on `nodes`: `apps` are its programs (MPMD sections; one
+/// for most jobs), `appnums` the app of each rank. rivetrun's exit code.
+pub fn run(
+    job: &JobSpec,
+    apps: &[JobSpec],
+    appnums: &[u32],
+    nodes: Vec<Node>,
+    opts: &Options,
+) -> Result<i32, LaunchError> {
     let usage = LaunchError::Usage;
     let host_names: Vec<&str> = nodes.iter().map(|n| n.host.as_str()).collect();
     let ip = addr::control_address(opts.iface.as_deref(), &host_names).map_err(usage)?;
@@ -141,8 +152,26 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
         }
     }
     let map = mapping(&nodes, job.size);
-    let descriptions: Vec<Vec<Vec<u8>>> =
-        nodes.iter().map(|n| describe(job, n, opts, &map)).collect();
+    let n = nodes.len() as u32;
+    let fanout = fanout();
+    let descriptions: Vec<Vec<Vec<u8>>> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, node)| {
+            let place = Place {
+                apps,
+                appnums,
+                mapping: &map,
+                has_parent: tree::parent(i as u32, fanout).is_some(),
+                children: tree::children(Some(i as u32), n, fanout),
+            };
+            describe(job, node, opts, &place)
+        })
+        .collect();
+    // Barriers come from rivetrun's children in the tree only.
+    let top = tree::children(None, n, fanout);
+    // Where each proxy listens for its children (`listen`), once known.
+    let mut listening: Vec<Option<Vec<u8>>> = vec![None; nodes.len()];
 
     let (tx, rx) = mpsc::channel();
     accept_proxies(listener, secret.clone(), nodes.len() as u32, tx.clone());
@@ -191,6 +220,10 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
     // The node of rank 0, which gets rivetrun's stdin.
     let stdin_node = nodes.iter().position(|n| n.ranks.contains(&0)).unwrap_or(0) as u32;
     let started = Instant::now();
+    // --launch-stats: when the last proxy connected, the first and last
+    // barrier completed (ms from here), the slowest proxy's phases.
+    let (mut t_hello, mut t_first, mut t_last) = (0u128, 0u128, 0u128);
+    let mut slowest = [0u64; 3];
     let mut teardown_at: Option<Instant> = None;
     let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
     let (mut barriers, mut barrier_msgs, mut msgs) = (0u64, 0u64, 0u64);
@@ -272,6 +305,7 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                     continue; // a second hello for one node, or too late
                 }
                 p.connected = true;
+                t_hello = started.elapsed().as_millis();
                 for msg in &descriptions[id as usize] {
                     let _ = std::io::Write::write_all(&mut conn, msg);
                 }
@@ -279,6 +313,11 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                     p.closed = true;
                     continue;
                 };
+                if let Some(addr) =
+                    tree::parent(id, fanout).and_then(|p| listening[p as usize].clone())
+                {
+                    let _ = wire::send(&mut conn, &[&b"parent"[..], &addr]);
+                }
                 p.conn = Some(conn);
                 read_proxy(id, read, tx.clone());
                 if id == stdin_node {
@@ -302,13 +341,21 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                         barrier_msgs += 1;
                         proxies[i].in_barrier = true;
                         barrier_puts.extend(msg.into_iter().skip(1));
-                        let live = proxies.iter().filter(|p| !p.done && !p.closed);
+                        let live = top
+                            .iter()
+                            .map(|&t| &proxies[t as usize])
+                            .filter(|p| !p.done && !p.closed);
                         if live.clone().all(|p| p.in_barrier) {
                             barriers += 1;
+                            t_last = started.elapsed().as_millis();
+                            if barriers == 1 {
+                                t_first = t_last;
+                            }
                             let mut out = vec![b"barrier_out".to_vec()];
                             out.append(&mut barrier_puts);
                             let line = wire::line(&out);
-                            for p in proxies.iter_mut() {
+                            for &t in &top {
+                                let p = &mut proxies[t as usize];
                                 p.in_barrier = false;
                                 if let Some(c) = &mut p.conn {
                                     let _ = std::io::Write::write_all(c, &line);
@@ -359,7 +406,22 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
                         let msg = format!("host {}: {}", proxies[i].host, word(1));
                         fail(&mut failure, 1, msg);
                     }
-                    "done" => proxies[i].done = true,
+                    "listen" => {
+                        let addr = msg.get(1).cloned().unwrap_or_default();
+                        for c in tree::children(Some(id), n, fanout) {
+                            if let Some(conn) = &mut proxies[c as usize].conn {
+                                let _ = wire::send(conn, &[&b"parent"[..], &addr]);
+                            }
+                        }
+                        listening[i] = Some(addr);
+                    }
+                    "done" => {
+                        proxies[i].done = true;
+                        for (k, slot) in slowest.iter_mut().enumerate() {
+                            let t = word(k + 1).parse::<u64>().unwrap_or(0);
+                            *slot = (*slot).max(t);
+                        }
+                    }
                     _ => {}
                 }
             }
@@ -404,8 +466,18 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
     }
     if opts.stats {
         eprintln!(
-            "rivetrun: launch stats: {} hosts, {} ranks, {barriers} barriers, {barrier_msgs} \
-             barrier messages from proxies ({:.1} per barrier), {msgs} messages in all",
+            "rivetrun: launch times: last proxy connected at {t_hello} ms, first barrier \
+             {t_first} ms, last barrier {t_last} ms, end {} ms; slowest proxy: job received \
+             {} ms, ranks placed {} ms, all started {} ms after it began",
+            started.elapsed().as_millis(),
+            slowest[0],
+            slowest[1],
+            slowest[2]
+        );
+        eprintln!(
+            "rivetrun: launch stats: {} hosts, {} ranks, proxy tree fan-out {fanout}, {barriers} \
+             barriers, {barrier_msgs} barrier messages from proxies ({:.1} per barrier), {msgs} \
+             messages in all",
             nodes.len(),
             job.size,
             if barriers > 0 {
@@ -416,76 +488,6 @@ pub fn run(job: &JobSpec, nodes: Vec<Node>, opts: &Options) -> Result<i32, Launc
         );
     }
     Ok(failure.unwrap_or(0))
-}
-
-/// The job description one proxy gets: the program, the environment, its
-/// node's ranks, the job attributes (process mapping, cluster id).
-fn describe(job: &JobSpec, node: &Node, opts: &Options, mapping: &str) -> Vec<Vec<u8>> {
-    let mut out = Vec::new();
-    let mut put = |words: &[&[u8]]| out.push(wire::line(words));
-    put(&[
-        b"job",
-        job.size.to_string().as_bytes(),
-        job.kvsname.as_bytes(),
-    ]);
-    put(&[
-        b"prog",
-        job.program.as_os_str().as_bytes(),
-        job.argv0.as_bytes(),
-    ]);
-    for a in &job.args {
-        put(&[b"arg", a.as_bytes()]);
-    }
-    // Hydra's default (-genvall): the ranks see rivetrun's environment,
-    // then -genv/-env on top, wherever they run.
-    let mut env: Vec<(OsString, OsString)> = Vec::new();
-    if !opts.genvnone {
-        let slurm = opts.launcher == start::Kind::Slurm;
-        env.extend(
-            std::env::vars_os().filter(|(k, _)| !(slurm && slurm::is_slurm_variable(k.as_bytes()))),
-        );
-    }
-    if let Some(name) = &opts.iface {
-        if rivet_settings::var("RIVET_TCP_IFACE").is_none() {
-            env.push(("RIVET_TCP_IFACE".into(), name.into()));
-        }
-    }
-    env.extend(job.env.iter().cloned());
-    for (k, v) in &env {
-        put(&[b"env", k.as_bytes(), v.as_bytes()]);
-    }
-    if let Some(d) = &job.wdir {
-        let d = std::env::current_dir()
-            .map(|c| c.join(d))
-            .unwrap_or(d.clone());
-        put(&[b"wdir", d.as_os_str().as_bytes()]);
-    }
-    for r in &node.ranks {
-        put(&[b"rank", r.to_string().as_bytes()]);
-    }
-    put(&[
-        b"attr",
-        rivet_pmi::server::PROCESS_MAPPING_KEY.as_bytes(),
-        mapping.as_bytes(),
-    ]);
-    put(&[
-        b"attr",
-        rivet_pmi::group::KEY_CLUSTER.as_bytes(),
-        opts.cluster.as_bytes(),
-    ]);
-    if opts.label {
-        put(&[b"label"]);
-    }
-    if opts.report_bindings {
-        put(&[b"report-bindings"]);
-    }
-    put(&[b"map-by", opts.map_by.as_bytes()]);
-    if let Some(b) = &opts.bind_to {
-        put(&[b"bind-to", b.as_bytes()]);
-    }
-    put(&[b"grace", opts.grace.to_string().as_bytes()]);
-    put(&[b"start"]);
-    out
 }
 
 /// Accept proxies as they connect; pass on the ones whose `hello` carries

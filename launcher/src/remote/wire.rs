@@ -2,13 +2,18 @@
 //! message per line, words separated by one space, each word
 //! percent-encoded (so values may hold spaces, newlines, any byte).
 //!
-//! rivetrun → proxy: the job (`job SIZE KVS`, `prog`, `arg`, `env`, `wdir`,
-//! `rank`, `attr`, options, then `start`), `barrier_out K V ...` (every key
-//! put since the last barrier, job-wide), `stdin DATA` and `stdin_eof`
-//! (rank 0's input), `signal N`, `term`.
-//! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then
-//! `barrier K V ...` (once per barrier per node, with the node's puts),
-//! `exit RANK CODE SIGNAL UNFINALIZED`, `abort RANK CODE MESSAGE`, `error TEXT`, `done`.
+//! rivetrun → proxy: the job (`job SIZE KVS`, `env` for every app, then per
+//! app `app`, `prog`, `arg`, `env`, `wdir`; `rank R APPNUM`, `tree
+//! HAS_PARENT CHILD...`, `attr`, options, then `start`), `parent ADDR`
+//! (where the tree parent listens), `barrier_out K V ...` (every key put
+//! since the last barrier, job-wide), `stdin DATA` and `stdin_eof` (rank 0's
+//! input), `signal N`, `term`.
+//! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
+//! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
+//! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
+//! RANK CODE MESSAGE`, `error TEXT`, `done JOB_MS PLACED_MS STARTED_MS`.
+//! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
+//! ...`; parent → child: `barrier_out K V ...`.
 
 use std::io::{self, BufRead, Write};
 use std::net::TcpStream;
@@ -139,6 +144,27 @@ pub fn recv<R: BufRead>(from: &mut R) -> io::Result<Option<Vec<Vec<u8>>>> {
         .map(|w| decode(w).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)))
         .collect::<io::Result<Vec<_>>>()
         .map(Some)
+}
+
+/// `NAME K V K V ...`, as barriers carry puts.
+pub fn with_pairs(name: &str, pairs: Vec<(String, String)>) -> Vec<Vec<u8>> {
+    let mut words = Vec::with_capacity(1 + 2 * pairs.len());
+    words.push(name.as_bytes().to_vec());
+    for (k, v) in pairs {
+        words.push(k.into_bytes());
+        words.push(v.into_bytes());
+    }
+    words
+}
+
+/// The pairs after a message's first word (a trailing odd word is dropped).
+pub fn pairs(words: &[Vec<u8>]) -> Vec<(String, String)> {
+    words
+        .get(1..)
+        .unwrap_or_default()
+        .chunks_exact(2)
+        .map(|kv| (text(&kv[0]), text(&kv[1])))
+        .collect()
 }
 
 /// A word as text (lossy: only names and numbers are read this way).

@@ -675,8 +675,8 @@ fn report_and_pmi_keys() {
         [
             ("PMI_hwloc_xmlfile", "/tmp/t.xml"),
             ("PMI_rivet_topo", "cluster"),
-            ("PMI_rivet_rank_0", "node:0;local_rank:0;local_size:2;cpuset:0-1;bound:core.0;cluster:node.0.0,package.0.0,numa.0.0,core.0.0"),
-            ("PMI_rivet_rank_1", "node:0;local_rank:1;local_size:2;cpuset:2-3;bound:core.1;cluster:node.0.1,package.0.1,numa.0.1,core.1.0"),
+            ("PMI_rivet_rank_0", "node:0/local_rank:0/local_size:2/cpuset:0-1/bound:core.0/cluster:node.0.0,package.0.0,numa.0.0,core.0.0"),
+            ("PMI_rivet_rank_1", "node:0/local_rank:1/local_size:2/cpuset:2-3/bound:core.1/cluster:node.0.1,package.0.1,numa.0.1,core.1.0"),
         ]
     );
     let back = rivet_pmi::topology::RankTopology::parse(keys[3].1).unwrap();

@@ -56,7 +56,12 @@ struct Group {
 }
 
 /// Parse `group=` into membership; errors are wire `msg=` tokens.
-fn resolve(group: Option<&str>, rank: u32, node_of_rank: &[u32]) -> Result<Group, &'static str> {
+fn resolve(
+    group: Option<&str>,
+    rank: u32,
+    node_of_rank: &[u32],
+    world: usize,
+) -> Result<Group, &'static str> {
     let size = node_of_rank.len();
     let Some(g) = group else {
         return Ok(Group {
@@ -64,7 +69,7 @@ fn resolve(group: Option<&str>, rank: u32, node_of_rank: &[u32]) -> Result<Group
                 group: None,
                 node: None,
             },
-            expected: size,
+            expected: world,
             tag: None,
         });
     };
@@ -77,7 +82,7 @@ fn resolve(group: Option<&str>, rank: u32, node_of_rank: &[u32]) -> Result<Group
     };
     let mut node = None;
     let expected = match members.trim() {
-        "WORLD" => size,
+        "WORLD" => world,
         "NODE" => {
             let mine = *node_of_rank.get(rank as usize).ok_or("rank_out_of_range")?;
             node = Some(mine);
@@ -110,6 +115,7 @@ fn resolve(group: Option<&str>, rank: u32, node_of_rank: &[u32]) -> Result<Group
 
 impl Barriers {
     /// Rank `rank` (on connection `conn`) entered the barrier named by `group`.
+    #[cfg(test)]
     ///
     /// `Err` carries the `msg=` of the error answer.
     pub fn arrive(
@@ -119,7 +125,20 @@ impl Barriers {
         group: Option<&str>,
         node_of_rank: &[u32],
     ) -> Result<Arrival, &'static str> {
-        let g = resolve(group, rank, node_of_rank)?;
+        self.arrive_counting(conn, rank, group, node_of_rank, node_of_rank.len())
+    }
+
+    /// [`Barriers::arrive`] where a WORLD barrier completes once `world`
+    /// ranks arrived (a node's own ranks, `node.rs`).
+    pub fn arrive_counting(
+        &mut self,
+        conn: ConnId,
+        rank: u32,
+        group: Option<&str>,
+        node_of_rank: &[u32],
+        world: usize,
+    ) -> Result<Arrival, &'static str> {
+        let g = resolve(group, rank, node_of_rank, world)?;
         if !self.pending.contains_key(&g.key) && self.pending.len() >= MAX_PENDING_BARRIERS {
             return Err("too_many_pending_barriers");
         }

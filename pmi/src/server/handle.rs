@@ -8,6 +8,7 @@
 use crate::error::Error;
 use crate::server::barrier::Arrival;
 use crate::server::groups::Join;
+use crate::server::node::{is_world, list_is_local};
 use crate::server::{caller_id, reply_to, ConnId, NameRequest, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
@@ -227,6 +228,13 @@ impl Server {
             M::InitAck { pmiid, secret } => {
                 self.initack(conn, ns_id, rank, pmiid, secret.as_deref(), out)
             }
+            M::GroupConnect { .. } if ns.delegated.is_some() => fail(
+                out,
+                conn,
+                "group_connect",
+                1,
+                "group_connect_is_not_supported_across_hosts_yet",
+            ),
             M::GroupConnect {
                 procs,
                 id,
@@ -304,7 +312,12 @@ impl Server {
             return fail(out, conn, "put", 1, "put_allowed_only_into_own_kvs");
         }
         let reply = match ns.put(key, value) {
-            Ok(()) => Message::PutResult { rc: 0, msg: None },
+            Ok(()) => {
+                if let Some(d) = ns.delegated.as_mut() {
+                    d.puts.push((key.to_string(), value.to_string()));
+                }
+                Message::PutResult { rc: 0, msg: None }
+            }
             Err(code) => Message::error_reply(Some("put"), 1, code),
         };
         reply_to(out, conn, &reply);
@@ -356,8 +369,31 @@ impl Server {
         let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
             return;
         };
-        match ns.barriers.arrive(conn, r, group, &ns.node_of_rank) {
+        let world = match &ns.delegated {
+            Some(d) if !group.is_none_or(|g| list_is_local(g, d.node, &ns.node_of_rank)) => {
+                return fail(
+                    out,
+                    conn,
+                    "barrier_in",
+                    1,
+                    "barrier_groups_across_hosts_unsupported",
+                )
+            }
+            Some(d) => d.local,
+            None => ns.node_of_rank.len(),
+        };
+        match ns
+            .barriers
+            .arrive_counting(conn, r, group, &ns.node_of_rank, world)
+        {
             Ok(Arrival::Waiting) => {}
+            Ok(Arrival::Complete { waiters, tag }) if ns.delegated.is_some() && is_world(group) => {
+                if let Some(d) = ns.delegated.as_mut() {
+                    d.waiting.push_back((waiters, tag));
+                    let puts = std::mem::take(&mut d.puts);
+                    out.push(Output::Barrier { ns: ns_id, puts });
+                }
+            }
             Ok(Arrival::Complete { waiters, tag }) => {
                 let reply = Message::BarrierOut {
                     rc: 0,

@@ -97,6 +97,8 @@ pub struct Namespace {
     finalized: Vec<bool>,
     /// Which connection speaks for each rank, if any.
     pub rank_conn: Vec<Option<ConnId>>,
+    /// Served as one node of a multi-host job (`node.rs`).
+    pub(super) delegated: Option<super::node::Delegated>,
 }
 
 impl Namespace {
@@ -167,6 +169,7 @@ impl Namespace {
             barriers: Barriers::default(),
             finalized: vec![false; size],
             rank_conn: vec![None; size],
+            delegated: None,
         })
     }
 
@@ -209,6 +212,12 @@ impl Namespace {
         }
         self.kvs.insert(key.to_string(), value.to_string());
         Ok(())
+    }
+
+    /// A put made elsewhere in the job, as a barrier reports it: stored
+    /// as it came (its own server checked it).
+    pub fn store(&mut self, key: String, value: String) {
+        self.kvs.insert(key, value);
     }
 
     pub fn mark_finalized(&mut self, rank: u32) {

@@ -35,7 +35,7 @@
 //! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
 //! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
-//! function per command).
+//! function per command), `node.rs` (one node of a multi-host job).
 
 mod auth;
 mod barrier;
@@ -44,6 +44,7 @@ mod handle;
 mod kvs;
 pub mod mapping;
 pub mod names;
+mod node;
 mod resources;
 mod v2;
 
@@ -142,6 +143,14 @@ pub enum Output {
         ns: NsId,
         rank: Option<u32>,
         request: NameRequest,
+    },
+    /// With [`Server::delegate_barriers`]: this node's ranks are all in
+    /// the job-wide barrier; the launcher carries it upstream with `puts`
+    /// (the node's since the last one) and answers with
+    /// [`Server::barrier_done`].
+    Barrier {
+        ns: NsId,
+        puts: Vec<(String, String)>,
     },
     /// Rank `rank` of `ns` ended while still connected to `group`, which was
     /// made without `early_term` (PMIx RFC0003: every member must

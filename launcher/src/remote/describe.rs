@@ -1,0 +1,121 @@
+//! The job description rivetrun sends each proxy (`wire.rs` lists the
+//! words): the environment, the programs (MPMD apps), the node's ranks and
+//! their apps, the proxy's place in the barrier tree, the job attributes.
+
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+
+use super::{slurm, start, wire, Options};
+use crate::hosts::Node;
+use crate::launch::JobSpec;
+
+/// What differs between the proxies' job descriptions.
+pub(super) struct Place<'a> {
+    pub apps: &'a [JobSpec],
+    pub appnums: &'a [u32],
+    pub mapping: &'a str,
+    pub has_parent: bool,
+    pub children: Vec<u32>,
+}
+
+/// The proxy tree's fan-out (`RIVET_PROXY_FANOUT`, at least 1).
+pub(super) fn fanout() -> u32 {
+    match rivet_settings::var("RIVET_PROXY_FANOUT") {
+        Some(v) => match v.trim().parse::<u32>() {
+            Ok(k) if k >= 1 => k,
+            _ => {
+                eprintln!(
+                    "rivetrun: warning: RIVET_PROXY_FANOUT={v:?} is not a number >= 1; using 8"
+                );
+                8
+            }
+        },
+        None => 8,
+    }
+}
+
+/// The job description one proxy gets: the environment, the programs,
+/// its node's ranks and their apps, its place in the tree, the job
+/// attributes (process mapping, cluster id).
+pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut put = |words: &[&[u8]]| out.push(wire::line(words));
+    put(&[
+        b"job",
+        job.size.to_string().as_bytes(),
+        job.kvsname.as_bytes(),
+    ]);
+    // Hydra's default (-genvall): the ranks see rivetrun's environment,
+    // then -genv/-env on top, wherever they run.
+    let mut env: Vec<(OsString, OsString)> = Vec::new();
+    if !opts.genvnone {
+        let slurm = opts.launcher == start::Kind::Slurm;
+        env.extend(
+            std::env::vars_os().filter(|(k, _)| !(slurm && slurm::is_slurm_variable(k.as_bytes()))),
+        );
+    }
+    if let Some(name) = &opts.iface {
+        if rivet_settings::var("RIVET_TCP_IFACE").is_none() {
+            env.push(("RIVET_TCP_IFACE".into(), name.into()));
+        }
+    }
+    for (k, v) in &env {
+        put(&[b"env", k.as_bytes(), v.as_bytes()]);
+    }
+    for app in place.apps {
+        put(&[b"app"]);
+        put(&[
+            b"prog",
+            app.program.as_os_str().as_bytes(),
+            app.argv0.as_bytes(),
+        ]);
+        for a in &app.args {
+            put(&[b"arg", a.as_bytes()]);
+        }
+        for (k, v) in &app.env {
+            put(&[b"env", k.as_bytes(), v.as_bytes()]);
+        }
+        if let Some(d) = &app.wdir {
+            let d = std::env::current_dir()
+                .map(|c| c.join(d))
+                .unwrap_or(d.clone());
+            put(&[b"wdir", d.as_os_str().as_bytes()]);
+        }
+    }
+    for &r in &node.ranks {
+        let app = place.appnums.get(r as usize).copied().unwrap_or(0);
+        put(&[
+            b"rank",
+            r.to_string().as_bytes(),
+            app.to_string().as_bytes(),
+        ]);
+    }
+    let mut tree = vec![if place.has_parent { "1" } else { "0" }.to_string()];
+    tree.extend(place.children.iter().map(u32::to_string));
+    let mut words: Vec<&[u8]> = vec![b"tree"];
+    words.extend(tree.iter().map(|w| w.as_bytes()));
+    put(&words);
+    put(&[
+        b"attr",
+        rivet_pmi::server::PROCESS_MAPPING_KEY.as_bytes(),
+        place.mapping.as_bytes(),
+    ]);
+    put(&[
+        b"attr",
+        rivet_pmi::group::KEY_CLUSTER.as_bytes(),
+        opts.cluster.as_bytes(),
+    ]);
+    if opts.label {
+        put(&[b"label"]);
+    }
+    if opts.report_bindings {
+        put(&[b"report-bindings"]);
+    }
+    put(&[b"map-by", opts.map_by.as_bytes()]);
+    if let Some(b) = &opts.bind_to {
+        put(&[b"bind-to", b.as_bytes()]);
+    }
+    put(&[b"grace", opts.grace.to_string().as_bytes()]);
+    put(&[b"start"]);
+    out
+}
