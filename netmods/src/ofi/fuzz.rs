@@ -124,7 +124,7 @@ fn run(data: &[u8]) -> State {
                 let body = input.bytes(n).to_vec();
                 if let Ok(h) = parse_hello(&body) {
                     let own = h.ident == IDENT_RANK && h.job == b"j";
-                    let forged = own && h.mac != wire::hello_mac(&key, &h, ME);
+                    let forged = own && h.mac != wire::hello_mac(&key, &h, ME, b"j");
                     let out = st.hello(&h, u64::from(arg));
                     if let HelloOutcome::Accept { .. } = out {
                         assert!(!forged, "a HELLO of our job without the MAC was accepted");
@@ -151,7 +151,7 @@ fn run(data: &[u8]) -> State {
                     nonce: [arg; 8],
                     mac: [0; 8],
                 };
-                h.mac = wire::hello_mac(&key, &h, ME);
+                h.mac = wire::hello_mac(&key, &h, ME, b"j");
                 let spoiled = arg & 0x80 != 0;
                 if spoiled {
                     h.mac[0] ^= 1;

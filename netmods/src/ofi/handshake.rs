@@ -57,6 +57,12 @@ impl State {
                     ));
                     return HelloOutcome::Refuse(Verdict::Unsupported);
                 }
+                (Some(g), Ok(r)) if g != 0 && !self.proven_between(g, h) => {
+                    self.drop_msg(format!(
+                        "HELLO as rank {r} of group {g} without its group key's proof: refused"
+                    ));
+                    return HelloOutcome::Refuse(Verdict::Unsupported);
+                }
                 (Some(g), Ok(r)) => peer_id(g, r),
                 (Some(_), Err(_)) => return HelloOutcome::Refuse(Verdict::Unsupported),
             },
@@ -83,7 +89,19 @@ impl State {
     fn proven(&self, h: &Hello<'_>) -> bool {
         self.key
             .as_ref()
-            .is_none_or(|k| auth::same(&wire::hello_mac(k, h, self.me), &h.mac))
+            .is_none_or(|k| auth::same(&wire::hello_mac(k, h, self.me, &self.jobs.own), &h.mac))
+    }
+
+    /// A rank HELLO from added group `g` carries the MAC of that job's
+    /// group key, where the engine gave one (jobs without a secret have
+    /// none).
+    fn proven_between(&self, g: u32, h: &Hello<'_>) -> bool {
+        match self.jobs.added(g) {
+            Some((_, Some(k))) => {
+                auth::same(&wire::hello_mac(k, h, self.me, &self.jobs.own), &h.mac)
+            }
+            _ => true,
+        }
     }
 
     fn accept(&mut self, id: u32, h: &Hello<'_>, addr: fi_addr_t) {
@@ -232,7 +250,7 @@ mod tests {
         st.key = Some(key);
         st.jobs.add(4, b"other").unwrap();
         let proven = |mut h: Hello<'static>, target: u32, k: &JobKey| {
-            h.mac = wire::hello_mac(k, &h, target);
+            h.mac = wire::hello_mac(k, &h, target, b"job");
             h
         };
         // No MAC, a MAC for another target, or made with another key.
@@ -256,7 +274,7 @@ mod tests {
             st.hello(&h, 7),
             HelloOutcome::Accept { port: None, .. }
         ));
-        // Other jobs (added groups) and ports are not checked (yet).
+        // An added job without a group key is not checked; ports never.
         assert!(matches!(
             st.hello(&hello(IDENT_RANK, 0, b"other", 6), 8),
             HelloOutcome::Accept { port: None, .. }
@@ -265,6 +283,42 @@ mod tests {
             st.hello(&hello(IDENT_PORT, 9, b"x", 7), 9),
             HelloOutcome::Accept { port: Some(_), .. }
         ));
+    }
+
+    #[test]
+    fn rank_hellos_of_a_keyed_job_prove_its_group_key() {
+        let theirs = JobKey::new([9; 16]).group_key();
+        let mut st = State::new(1, b"job", 100);
+        st.jobs.add(4, b"other").unwrap();
+        st.jobs.set_key(4, theirs).unwrap();
+        let proven = |mut h: Hello<'static>, target: u32, job: &[u8], k: &JobKey| {
+            h.mac = wire::hello_mac(k, &h, target, job);
+            h
+        };
+        // No MAC, the job secret instead of the group key, another target
+        // rank or job: refused, nothing held.
+        for h in [
+            hello(IDENT_RANK, 0, b"other", 5),
+            proven(
+                hello(IDENT_RANK, 0, b"other", 5),
+                1,
+                b"job",
+                &JobKey::new([9; 16]),
+            ),
+            proven(hello(IDENT_RANK, 0, b"other", 5), 2, b"job", &theirs),
+            proven(hello(IDENT_RANK, 0, b"other", 5), 1, b"elsewhere", &theirs),
+        ] {
+            assert_eq!(st.hello(&h, 7), HelloOutcome::Refuse(Verdict::Unsupported));
+        }
+        assert!(st.conns.is_empty() && st.peers.is_empty(), "nothing held");
+        assert!(st.last_drop.as_deref().unwrap().contains("group key"));
+        // The genuine rank 0 of that job is accepted.
+        let h = proven(hello(IDENT_RANK, 0, b"other", 5), 1, b"job", &theirs);
+        assert!(matches!(
+            st.hello(&h, 7),
+            HelloOutcome::Accept { port: None, .. }
+        ));
+        assert!(st.peers.contains_key(&peer_id(4, 0)));
     }
 
     #[test]

@@ -308,6 +308,10 @@ impl Netmod for OfiNetmod {
         self.st.jobs.remove(group);
     }
 
+    fn set_group_key(&mut self, group: u32, key: crate::auth::JobKey) -> Result<(), NetmodError> {
+        self.st.jobs.set_key(group, key)
+    }
+
     fn connect_port(&mut self, card: &str, tag: u64) -> Result<PeerId, NetmodError> {
         let addr = self.card_addr(card)?;
         let peer = self.st.new_temp();

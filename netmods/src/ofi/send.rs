@@ -253,9 +253,17 @@ impl OfiNetmod {
             Some(t) => (IDENT_PORT, t),
             None => (IDENT_RANK, self.st.me as u64),
         };
-        // A rank of our own job is told the secret's proof.
+        // A rank of our own job is told the secret's proof, a rank of an
+        // added job our group key's.
         let target = match (c.port, c.peer.map(crate::split_peer)) {
-            (None, Some((0, rank))) => Some(rank),
+            (None, Some((0, rank))) => self
+                .st
+                .key
+                .map(|k| (k, rank, self.st.jobs.own.clone().into_boxed_slice())),
+            (None, Some((g, rank))) => match (self.st.key, self.st.jobs.added(g)) {
+                (Some(k), Some((job, _))) => Some((k.group_key(), rank, job.into())),
+                _ => None,
+            },
             _ => None,
         };
         let addr = c.addr;
@@ -270,8 +278,8 @@ impl OfiNetmod {
             nonce: crate::auth::nonce(),
             mac: [0; 8],
         };
-        if let (Some(key), Some(t)) = (self.st.key.as_ref(), target) {
-            h.mac = wire::hello_mac(key, &h, t);
+        if let Some((key, rank, job)) = &target {
+            h.mac = wire::hello_mac(key, &h, *rank, job);
         }
         wire::encode_hello(&mut body, &h);
         match self.post_send(Some(id), addr, tag(KIND_HELLO, 0, 0), body, 0) {

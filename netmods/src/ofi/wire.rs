@@ -32,10 +32,12 @@
 //! inline payload the sender's receive buffers take. A rank HELLO to a
 //! rank of the sender's own job proves membership: `mac` is the job
 //! secret's MAC ([`hello_mac`], `crate::auth`) over all of the HELLO's
-//! fields and the target's rank, with a fresh `nonce`, so a stranger can
-//! neither pose as a rank nor turn a HELLO it saw into one naming its own
-//! endpoint or another target; zero where there is nothing to prove (port
-//! HELLOs, other jobs, no secret). The VERDICT answers
+//! fields and the target's rank and job, with a fresh `nonce`, so a
+//! stranger can neither pose as a rank nor turn a HELLO it saw into one
+//! naming its own endpoint or another target. A rank HELLO to another job
+//! carries the same MAC made with the sender's group key, which that job
+//! got in the group description (`Netmod::set_group_key`). Zero where
+//! there is nothing to prove (port HELLOs, no secret). The VERDICT answers
 //! with the acceptor's id and inline limit, or a refusal (another job,
 //! unsupported identity). Messages wait at the sender until the verdict
 //! has come; one whose payload exceeds the peer's inline limit goes as a
@@ -181,13 +183,17 @@ pub(crate) struct Hello<'a> {
     pub mac: [u8; 8],
 }
 
-/// The MAC proving a rank HELLO `h` to rank `target` of the sender's job.
-/// Lengths go in with the variable fields, so no two HELLOs share input.
-pub(crate) fn hello_mac(key: &JobKey, h: &Hello<'_>, target: u32) -> [u8; 8] {
+/// The MAC proving a rank HELLO `h` to rank `target` of job `target_job`:
+/// made with the job secret within a job, with the sender's group key
+/// (`JobKey::group_key`) to another job. Lengths go in with the variable
+/// fields, so no two HELLOs share input.
+pub(crate) fn hello_mac(key: &JobKey, h: &Hello<'_>, target: u32, target_job: &[u8]) -> [u8; 8] {
     key.mac(&[
         &[h.ident],
         &h.who.to_le_bytes(),
         &target.to_le_bytes(),
+        &(target_job.len() as u16).to_le_bytes(),
+        target_job,
         &h.conn.to_le_bytes(),
         &h.inline.to_le_bytes(),
         &(h.job.len() as u16).to_le_bytes(),
@@ -386,10 +392,15 @@ mod tests {
             nonce: *b"12345678",
             mac: [0; 8],
         };
-        let m = hello_mac(&key, &h, 0);
-        assert_eq!(m, hello_mac(&key, &h, 0));
-        assert_ne!(m, hello_mac(&key, &h, 1), "another target");
-        assert_ne!(m, hello_mac(&JobKey::new([8; 16]), &h, 0), "another key");
+        let m = hello_mac(&key, &h, 0, b"kvs_1");
+        assert_eq!(m, hello_mac(&key, &h, 0, b"kvs_1"));
+        assert_ne!(m, hello_mac(&key, &h, 1, b"kvs_1"), "another target");
+        assert_ne!(m, hello_mac(&key, &h, 0, b"kvs_2"), "another target job");
+        assert_ne!(
+            m,
+            hello_mac(&JobKey::new([8; 16]), &h, 0, b"kvs_1"),
+            "another key"
+        );
         let variants = [
             Hello { who: 4, ..h },
             Hello { conn: 43, ..h },
@@ -415,7 +426,7 @@ mod tests {
             },
         ];
         for v in &variants {
-            assert_ne!(m, hello_mac(&key, v, 0), "{v:?}");
+            assert_ne!(m, hello_mac(&key, v, 0, b"kvs_1"), "{v:?}");
         }
     }
 
