@@ -10,6 +10,7 @@
 #![deny(clippy::undocumented_unsafe_blocks)]
 
 pub mod netns;
+pub mod pattern;
 pub mod procfs;
 pub mod rank_check;
 
@@ -872,4 +873,24 @@ pub fn assert_only_failure(o: &Outcome, who: &str, case: &str) {
         "{case}: the only failure must be {who}'s, not {failures:?}\n{}",
         o.show()
     );
+}
+
+/// `pmi_check rank R of N ... appnum A over KIND` lines of a job's stdout,
+/// as (R, A, KIND), sorted by rank.
+pub fn appnums(stdout: &str) -> Vec<(u32, i32, String)> {
+    let mut seen: Vec<(u32, i32, String)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("pmi_check rank ") && l.contains(" appnum "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1];
+            (
+                w[2].parse().unwrap(),
+                at("appnum").parse().unwrap(),
+                at("over").to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
 }

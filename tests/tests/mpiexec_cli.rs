@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use rivet_tests::{bin, mpicc, rivetrun, run_job, serial};
+use rivet_tests::{appnums, bin, mpicc, rivetrun, run_job, serial};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -143,25 +143,6 @@ fn output_goes_to_files_named_by_hydras_patterns() {
     assert!(bad.stderr.contains("%x"), "{}", bad.show());
     assert_eq!(missing.code(), Some(2), "{}", missing.show());
     assert!(missing.stderr.contains("no/such/0"), "{}", missing.show());
-}
-
-/// `pmi_check rank R of N ... appnum A over KIND` lines, as (R, A, KIND).
-fn appnums(stdout: &str) -> Vec<(u32, i32, String)> {
-    let mut seen: Vec<(u32, i32, String)> = stdout
-        .lines()
-        .filter(|l| l.starts_with("pmi_check rank ") && l.contains(" appnum "))
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1];
-            (
-                w[2].parse().unwrap(),
-                at("appnum").parse().unwrap(),
-                at("over").to_string(),
-            )
-        })
-        .collect();
-    seen.sort();
-    seen
 }
 
 #[test]

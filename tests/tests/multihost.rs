@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+use rivet_tests::{appnums, bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -176,25 +176,6 @@ fn topo_lines(stdout: &str) -> Vec<(u32, String)> {
     v
 }
 
-/// Each rank's (rank, appnum, PMI kind) from `pmi_check`'s first line.
-fn appnums(stdout: &str) -> Vec<(u32, u32, String)> {
-    let mut seen: Vec<(u32, u32, String)> = stdout
-        .lines()
-        .filter(|l| l.starts_with("pmi_check rank ") && l.contains(" appnum "))
-        .map(|l| {
-            let w: Vec<&str> = l.split_whitespace().collect();
-            let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1];
-            (
-                w[2].parse().unwrap(),
-                at("appnum").parse().unwrap(),
-                at("over").to_string(),
-            )
-        })
-        .collect();
-    seen.sort();
-    seen
-}
-
 #[test]
 fn pmi2_ranks_run_p2p_across_hosts_and_learn_their_placement() {
     let _serial = serial();
@@ -304,7 +285,7 @@ fn mpmd_across_hosts_gives_each_rank_its_program_and_appnum() {
     );
     let o = run_job(cmd, DEADLINE);
     assert_eq!(o.code(), Some(0), "{}", o.show());
-    let want: Vec<(u32, u32, String)> = [
+    let want: Vec<(u32, i32, String)> = [
         (0, 0, "pmi1"),
         (1, 0, "pmi1"),
         (2, 1, "pmi2"),

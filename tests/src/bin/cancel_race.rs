@@ -16,6 +16,7 @@
 
 use rivet::{Comm, Local, ThreadLevel};
 use rivet_tests::ensure;
+use rivet_tests::pattern::{pattern, seed_of};
 use rivet_tests::rank_check::{self, die, OrDie};
 
 const ROUNDS: u32 = 120;
@@ -23,18 +24,9 @@ const TAG_ACK: i32 = 1;
 const TAG_VERDICT: i32 = 2;
 const SIZES: [usize; 3] = [64, 8 << 10, 256 << 10];
 
-/// The payload of `round` from `sender`: xorshift bytes seeded by both.
+/// The payload of `round` from `sender`.
 fn payload(sender: u32, round: u32, len: usize) -> Vec<u8> {
-    let mut x =
-        (u64::from(sender) << 32 | u64::from(round)).wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    (0..len)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x as u8
-        })
-        .collect()
+    pattern(len, seed_of(&[u64::from(sender), u64::from(round)]))
 }
 
 /// A short, round-dependent delay that yields (moves the cancel around).
