@@ -579,13 +579,19 @@ fn is_fabric_segment(name: &str) -> bool {
 }
 
 /// Names of the shared-memory segments a job may leave in /dev/shm:
-/// Rivet's (`rivet-*`) and libfabric shm's.
+/// Rivet's (`rivet-*`), libfabric shm's, and Open MPI 4.1's shared-memory
+/// transport's (`vader_segment.*`, which rivetrun's PMIx server must
+/// remove for a rank that dies).
 pub fn shm_segments() -> std::collections::BTreeSet<String> {
     std::fs::read_dir("/dev/shm")
         .map(|dir| {
             dir.flatten()
                 .filter_map(|e| e.file_name().into_string().ok())
-                .filter(|n| n.starts_with("rivet-") || is_fabric_segment(n))
+                .filter(|n| {
+                    n.starts_with("rivet-")
+                        || n.starts_with("vader_segment.")
+                        || is_fabric_segment(n)
+                })
                 .collect()
         })
         .unwrap_or_default()

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use rivet_tests::{
     bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm,
-    serial, NameServer, Outcome,
+    run_killed_job_checking_shm, serial, NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -188,7 +188,7 @@ fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
     for n in [1, 2, 4] {
         let mut cmd = rivetrun(&["-n", &n.to_string()]);
         cmd.arg(&prog);
-        mpi_check_passed(&run_job(cmd, DEADLINE), n);
+        mpi_check_passed(&run_job_checking_shm(cmd, DEADLINE), n);
     }
     let left: Vec<String> = pmix_dirs()
         .into_iter()
@@ -206,7 +206,10 @@ fn an_open_mpi_abort_under_rivetrun_ends_the_job_with_its_code() {
     let prog = mpicc_openmpi("mpi_check.c");
     let mut cmd = rivetrun(&["-n", "3"]);
     cmd.arg(&prog).args(["abort", "1", "13"]);
-    let o = run_job(cmd, DEADLINE);
+    // Open MPI's segments (`vader_segment.*`) too: the ranks registered
+    // them for removal with the PMIx server, which removes them as the
+    // killed ranks' connections end.
+    let o = run_killed_job_checking_shm(cmd, DEADLINE);
     assert_eq!(o.code(), Some(13), "{}", o.show());
     assert!(
         o.stderr.contains("rank 1 called abort (exit code 13)"),

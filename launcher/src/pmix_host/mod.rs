@@ -16,7 +16,10 @@
 //! * `spawn`: queued for the supervisor, which starts the processes as for
 //!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`);
 //! * `group`: construct and destruct, complete once the library has
-//!   gathered its clients; a context id when asked (`group.rs`).
+//!   gathered its clients; a context id when asked (`group.rs`);
+//! * `job_control`: present so the library keeps the files a rank asks to
+//!   have removed when it ends (Open MPI's shared-memory segments), and
+//!   removes them itself; anything else is refused (`job_control.rs`).
 //!
 //! Everything else is left out of the module, which the library answers
 //! with "not supported" (connect and disconnect among clients of this one
@@ -32,6 +35,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 mod calls;
 mod group;
+mod job_control;
 mod names;
 mod spawn;
 mod values;
@@ -108,8 +112,11 @@ struct Module {
     lookup: Option<names::LookupUp>,
     unpublish: Option<names::UnpublishUp>,
     spawn: Option<spawn::SpawnUp>,
-    /// connect ... push_stdin.
-    middle: [*const c_void; 16],
+    /// connect ... allocate.
+    middle: [*const c_void; 10],
+    job_control: Option<job_control::JobControlUp>,
+    /// monitor ... push_stdin.
+    after_job_control: [*const c_void; 5],
     group: Option<group::GroupUp>,
     /// fabric, client_connected2, the spare slot.
     rest: [*const c_void; 3],
@@ -394,7 +401,9 @@ impl PmixHost {
             lookup: Some(names::on_lookup),
             unpublish: Some(names::on_unpublish),
             spawn: Some(spawn::on_spawn),
-            middle: [std::ptr::null(); 16],
+            middle: [std::ptr::null(); 10],
+            job_control: Some(job_control::on_job_control),
+            after_job_control: [std::ptr::null(); 5],
             group: Some(group::on_group),
             rest: [std::ptr::null(); 3],
         });
@@ -621,6 +630,7 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
         assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
         assert_eq!(std::mem::offset_of!(Module, spawn), 8 * slot);
+        assert_eq!(std::mem::offset_of!(Module, job_control), 19 * slot);
         assert_eq!(std::mem::offset_of!(Module, group), 25 * slot);
         assert_eq!(std::mem::size_of::<Module>(), 29 * slot);
     }
