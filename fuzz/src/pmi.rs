@@ -165,6 +165,7 @@ pub fn pmi_server(data: &[u8]) {
                     );
                 }
                 Output::Name { .. } => panic!("names are served here, not forwarded"),
+                Output::GroupForward { .. } => panic!("groups are served here, not forwarded"),
                 Output::Barrier { .. } => panic!("barriers complete here, not upstream"),
                 Output::Finalized { .. } | Output::GroupMemberLost { .. } => {}
             }
@@ -173,8 +174,8 @@ pub fn pmi_server(data: &[u8]) {
 }
 
 /// The standalone name server fed by several connections (same
-/// operations as [`pmi_server`]). Asserts answers go only to open
-/// connections, and a closed connection's bytes are refused.
+/// operations as [`pmi_server`]), its group hub included. Asserts answers
+/// go only to open connections, and a closed connection's bytes are refused.
 pub fn name_server(data: &[u8]) {
     let mut s = NameServer::new();
     let mut open = [false; CONNS as usize];
@@ -187,8 +188,18 @@ pub fn name_server(data: &[u8]) {
     while let Some((sel, bytes)) = next_op(&mut rest) {
         let conn = u64::from(sel & 0x3f) % CONNS;
         if sel & 0x80 != 0 {
-            s.close(conn);
             open[conn as usize] = false;
+            s.close(conn, &mut out);
+            for o in out.drain(..) {
+                // The hub tells the other jobs' links of the ended processes.
+                match o {
+                    Output::Send { conn: c, .. } => assert!(
+                        c < CONNS && open[c as usize],
+                        "a closed link's news to closed connection {c}"
+                    ),
+                    other => panic!("closing a link does not {other:?}"),
+                }
+            }
             continue;
         }
         if sel & 0x40 != 0 {
@@ -199,9 +210,16 @@ pub fn name_server(data: &[u8]) {
         s.receive(conn, &bytes, &mut out);
         for o in out.drain(..) {
             match o {
-                Output::Send { conn: c, .. } => {
-                    assert!(c == conn && was_open, "answer to a closed connection")
-                }
+                // Answers to the sender; the group hub's lines also to
+                // other jobs' links, which must be open.
+                Output::Send { conn: c, .. } => assert!(
+                    if c == conn {
+                        was_open
+                    } else {
+                        c < CONNS && open[c as usize]
+                    },
+                    "answer to a closed connection"
+                ),
                 Output::Close { conn: c, .. } => {
                     assert_eq!(c, conn);
                     open[c as usize] = false;

@@ -16,6 +16,7 @@
 mod cli;
 mod error;
 mod generate;
+mod group_link;
 mod hosts;
 mod impi;
 mod info;

@@ -218,6 +218,7 @@ pub fn serve(port: u16, hostname: &str) -> Result<i32, LaunchError> {
                     }
                 },
                 token => {
+                    let mut outputs = Vec::new();
                     let close = serve_client(
                         &poll,
                         &mut server,
@@ -225,27 +226,89 @@ pub fn serve(port: u16, hostname: &str) -> Result<i32, LaunchError> {
                         token,
                         event.is_writable(),
                         &mut buf,
+                        &mut outputs,
                     );
                     if let Some(reason) = close {
-                        if let Some(mut c) = clients.remove(&token) {
-                            if let Some(reason) = reason {
-                                let peer = c.peer.map_or("?".to_string(), |p| p.to_string());
-                                eprintln!(
-                                    "rivetrun: name server: closing the connection from {peer}: {reason}"
-                                );
-                            }
-                            let _ = poll.registry().deregister(&mut c.stream);
-                        }
-                        server.close(token.0 as ConnId);
+                        drop_client(
+                            &poll,
+                            &mut server,
+                            &mut clients,
+                            token,
+                            reason,
+                            &mut outputs,
+                        );
                     }
+                    deliver(&poll, &mut server, &mut clients, outputs);
                 }
             }
         }
     }
 }
 
-/// Read what a client sent and answer it. `Some(reason)` when the
-/// connection must be closed (`Some(None)`: the client simply left).
+/// Forget a client: the hub hears its job's processes ended.
+fn drop_client(
+    poll: &Poll,
+    server: &mut NameServer,
+    clients: &mut HashMap<Token, Client>,
+    token: Token,
+    reason: Option<String>,
+    outputs: &mut Vec<Output>,
+) {
+    if let Some(mut c) = clients.remove(&token) {
+        if let Some(reason) = reason {
+            let peer = c.peer.map_or("?".to_string(), |p| p.to_string());
+            eprintln!("rivetrun: name server: closing the connection from {peer}: {reason}");
+        }
+        let _ = poll.registry().deregister(&mut c.stream);
+    }
+    server.close(token.0 as ConnId, outputs);
+}
+
+/// Queue and write what the server sends, to whichever client it is for (a
+/// job's link gets the group hub's lines caused by another job); a client
+/// that stops reading is dropped, which may send more.
+fn deliver(
+    poll: &Poll,
+    server: &mut NameServer,
+    clients: &mut HashMap<Token, Client>,
+    mut outputs: Vec<Output>,
+) {
+    while !outputs.is_empty() {
+        let mut more = Vec::new();
+        for output in outputs {
+            let (token, bytes) = match output {
+                Output::Send { conn, bytes } => (Token(conn as usize), bytes),
+                _ => continue,
+            };
+            let Some(c) = clients.get_mut(&token) else {
+                continue;
+            };
+            c.unsent.extend_from_slice(&bytes);
+            let drop_why = if c.unsent.len() > MAX_UNSENT {
+                Some(Some("the client does not read its answers".to_string()))
+            } else if write_unsent(&mut c.stream, &mut c.unsent).is_err() {
+                Some(None)
+            } else {
+                let wants_write = !c.unsent.is_empty();
+                if wants_write != c.wants_write {
+                    let _ = poll
+                        .registry()
+                        .reregister(&mut c.stream, token, interest(wants_write));
+                    c.wants_write = wants_write;
+                }
+                None
+            };
+            if let Some(reason) = drop_why {
+                drop_client(poll, server, clients, token, reason, &mut more);
+            }
+        }
+        outputs = more;
+    }
+}
+
+/// Read what a client sent and hand the server's answers to `outputs`.
+/// `Some(reason)` when the connection must be closed (`Some(None)`: the
+/// client simply left).
 fn serve_client(
     poll: &Poll,
     server: &mut NameServer,
@@ -253,10 +316,11 @@ fn serve_client(
     token: Token,
     writable: bool,
     buf: &mut [u8],
+    outputs: &mut Vec<Output>,
 ) -> Option<Option<String>> {
     let c = clients.get_mut(&token)?;
     let conn = token.0 as ConnId;
-    let mut outputs = Vec::new();
+    let start = outputs.len();
     let mut eof = false;
     loop {
         match c.stream.read(buf) {
@@ -264,7 +328,7 @@ fn serve_client(
                 eof = true;
                 break;
             }
-            Ok(n) => server.receive(conn, &buf[..n], &mut outputs),
+            Ok(n) => server.receive(conn, &buf[..n], outputs),
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => continue,
             Err(_) => {
@@ -272,15 +336,18 @@ fn serve_client(
                 break;
             }
         }
-        if outputs.iter().any(|o| matches!(o, Output::Close { .. })) {
+        if outputs[start..]
+            .iter()
+            .any(|o| matches!(o, Output::Close { conn: x, .. } if *x == conn))
+        {
             break;
         }
         // Bounded per read: a client that sends requests faster than it
         // reads answers is cut off before its answers pile up.
-        let answers: usize = outputs
+        let answers: usize = outputs[start..]
             .iter()
             .map(|o| match o {
-                Output::Send { bytes, .. } => bytes.len(),
+                Output::Send { conn: x, bytes } if *x == conn => bytes.len(),
                 _ => 0,
             })
             .sum();
@@ -288,36 +355,37 @@ fn serve_client(
             return Some(Some("the client does not read its answers".into()));
         }
     }
-    let mut close = None;
-    for output in outputs {
-        match output {
-            Output::Send { bytes, .. } => c.unsent.extend_from_slice(&bytes),
-            Output::Close { reason, .. } => {
-                close = Some(Some(reason));
-                break;
-            }
-            _ => {}
+    let close = outputs[start..].iter().find_map(|o| match o {
+        Output::Close { conn: x, reason } if *x == conn => Some(Some(reason.clone())),
+        _ => None,
+    });
+    if writable {
+        if write_unsent(&mut c.stream, &mut c.unsent).is_err() {
+            return Some(None);
+        }
+        if c.unsent.is_empty() && c.wants_write {
+            let _ = poll
+                .registry()
+                .reregister(&mut c.stream, token, interest(false));
+            c.wants_write = false;
         }
     }
-    if c.unsent.len() > MAX_UNSENT {
-        return Some(Some("the client does not read its answers".into()));
-    }
-    if (writable || !c.unsent.is_empty()) && write_unsent(&mut c.stream, &mut c.unsent).is_err() {
-        return Some(None);
-    }
-    if close.is_some() {
+    if let Some(close) = close {
         // The refusal answer goes out best-effort before the close.
-        return close;
+        let mut refusal = Vec::new();
+        for o in &outputs[start..] {
+            if let Output::Send { conn: x, bytes } = o {
+                if *x == conn {
+                    refusal.extend_from_slice(bytes);
+                }
+            }
+        }
+        c.unsent.extend_from_slice(&refusal);
+        let _ = write_unsent(&mut c.stream, &mut c.unsent);
+        return Some(close);
     }
     if eof {
         return Some(None);
-    }
-    let wants_write = !c.unsent.is_empty();
-    if wants_write != c.wants_write {
-        let _ = poll
-            .registry()
-            .reregister(&mut c.stream, token, interest(wants_write));
-        c.wants_write = wants_write;
     }
     None
 }

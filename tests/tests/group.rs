@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use rivet::ThreadLevel;
 use rivet_tests::{
-    bin, every_transport_and_level, job_over, level_env, oks_at, run_job_checking_shm, serial,
-    Outcome, LEVELS,
+    bin, every_transport_and_level, job_over, level_env, oks_at, run_job, run_job_checking_shm,
+    serial, NameServer, Outcome, ShmWatch, LEVELS,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -90,6 +90,62 @@ fn a_member_that_ends_without_disconnecting() {
             "{name}, no early_term: rivetrun must say why\n{}",
             o.show()
         );
+    }
+}
+
+/// Ask the name server at `addr` to look `service` up (one connection).
+fn published(addr: &str, service: &str) -> bool {
+    use std::io::{BufRead, BufReader, Write};
+    let Ok(mut s) = std::net::TcpStream::connect(addr) else {
+        return false;
+    };
+    let _ = s.write_all(format!("cmd=lookup_name service={service}\n").as_bytes());
+    let mut line = String::new();
+    let _ = BufReader::new(s).read_line(&mut line);
+    line.starts_with("cmd=lookup_result rc=0 ")
+}
+
+#[test]
+fn two_separately_started_jobs_form_groups_through_the_name_server() {
+    let _g = serial();
+    for over in every_transport_and_level() {
+        let (name, env, level) = (over.to_string(), &over.env, over.level);
+        let ns = NameServer::start();
+        let service = format!(
+            "group-jobs-{}-{level}-{}",
+            over.transport,
+            std::process::id()
+        );
+        let with = ["--nameserver", ns.addr.as_str()];
+        let a = group_job(2, &["jobs", "a", &service], env, &with);
+        let b_extra = [with[0], with[1], "--cluster-id", "clB"];
+        let b = group_job(3, &["jobs", "b", &service], env, &b_extra);
+        let shm = ShmWatch::new();
+        let a = std::thread::spawn(move || run_job(a, DEADLINE));
+        // Job a registers with the hub before its ranks start; once its
+        // name is published, b comes second in every group.
+        let start = std::time::Instant::now();
+        while !published(&ns.addr, &format!("{service}-a")) {
+            if a.is_finished() {
+                let oa = a.join().expect("job a's thread");
+                panic!("{name}: job a ended before publishing: {}", oa.show());
+            }
+            assert!(
+                start.elapsed() < DEADLINE,
+                "{name}: job a never published its name"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let ob = run_job(b, DEADLINE);
+        let oa = a.join().expect("job a's thread");
+        let leaked = shm.leaked();
+        assert!(leaked.is_empty(), "{name}: segments left: {leaked:?}");
+        assert_eq!(oa.code(), Some(0), "{name}: job a: {}", oa.show());
+        assert_eq!(ob.code(), Some(0), "{name}: job b: {}", ob.show());
+        assert_eq!(oks(&oa, "jobs", level), 2, "{name}: job a: {}", oa.show());
+        assert_eq!(oks(&ob, "jobs", level), 3, "{name}: job b: {}", ob.show());
+        let status = ns.stop();
+        assert!(status.success(), "name server ended with {status:?}");
     }
 }
 

@@ -54,12 +54,13 @@ server shared by several jobs: start one with `rivetrun --name-server` (it print
 give that to each job with --nameserver HOST:PORT or RIVET_NAMESERVER=HOST:PORT.\n\n\
 Group connect (a Rivet extension of PMI-1 after PMIx RFC0003, used by the Rivet engine; \
 MPICH does not send it) is served among the processes of this rivetrun: the ranks and the \
-processes they spawned. Each connect names its processes (ns:rank or ns:*), waits for all of \
+processes they spawned; with --nameserver also with the processes of other rivetrun jobs that \
+use the same name server (its group hub matches the joins). Each connect names its processes (ns:rank or ns:*), waits for all of \
 them, and hands every member the others' cards, a new rank and a group id. A process that ends \
 before joining fails the connect unless it is optional; a member that ends still connected to a \
 group made without early_term fails the job like a failed rank. Names qualified with a cluster \
 id are accepted for this rivetrun's own cluster (--cluster-id, published to every process as \
-PMI_rivet_cluster); processes of other clusters or other rivetrun jobs cannot be connected.\n\n\
+PMI_rivet_cluster), and, through the name server, for the cluster ids of the other jobs.\n\n\
 mpiexec spellings are accepted: any long option with one dash (-np, -env, -genv, -genvlist, \
 -genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -timeout, \
 -outfile-pattern, -errfile-pattern, -configfile, -version), -prepend-rank for -l, \

@@ -344,8 +344,9 @@ impl Loop {
                     self.server.name_done(conn, Err(why), &mut more);
                     self.apply(more);
                 }
-                // Group connect is refused on a node's server.
-                Output::GroupMemberLost { .. } => {}
+                // Group connect is refused on a node's server (it never
+                // forwards groups either).
+                Output::GroupMemberLost { .. } | Output::GroupForward { .. } => {}
             }
         }
     }

@@ -10,7 +10,8 @@
 //! (`Output::Spawn`, started here after `spawn::plan` accepted the request,
 //! all or none); both are supervised alike. Name requests go to an outside
 //! name server on threads of their own (`nameserver::ask`, bounded waits),
-//! never blocking the loop. When a process is reaped the server hears of it
+//! never blocking the loop; group connects naming other jobs go to its
+//! group hub over one link (`group_link.rs`). When a process is reaped the server hears of it
 //! (`Server::process_ended`): group connects waiting for it fail or go on,
 //! members of its groups get `group_event`s, and a member that ended still
 //! connected to a group made without `early_term` fails the job
@@ -40,6 +41,7 @@ use rivet_pmi::wire::Message;
 use signal_hook::consts::SIGCHLD;
 use signal_hook_mio::v1_0::Signals;
 
+use crate::group_link::GroupLink;
 use crate::launch::Priority;
 use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
@@ -188,6 +190,8 @@ pub struct Supervisor {
     by_rank: HashMap<(NsId, u32), usize>,
     spawner: Option<Spawner>,
     names: Option<NameClient>,
+    /// The link to the name server's group hub (`--nameserver`).
+    group_link: Option<GroupLink>,
     label: bool,
     grace: Duration,
     phase: Phase,
@@ -270,6 +274,7 @@ impl Supervisor {
                 SIGNALS => self.on_signals(),
                 LISTENER => self.on_accept(),
                 WAKER => {
+                    self.on_group_link();
                     self.on_name_answers();
                     self.on_pmix_events();
                 }

@@ -1,5 +1,6 @@
 //! Name requests (publish, lookup, unpublish) sent to the outside name
-//! server on threads of their own, and PMIx's name upcalls.
+//! server on threads of their own, what its group hub sends back, and
+//! PMIx's name upcalls.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -12,6 +13,18 @@ use crate::nameserver;
 use crate::pmix_host::{self, NameCall, PmixEvent};
 
 impl Supervisor {
+    /// What the name server's group hub sent (`group_link.rs`).
+    pub(super) fn on_group_link(&mut self) {
+        let Some(link) = &self.group_link else {
+            return;
+        };
+        let mut out = Vec::new();
+        if !link.deliver(&mut self.server, &mut out) {
+            self.group_link = None;
+        }
+        self.apply(out);
+    }
+
     /// Hand a name request to a thread that asks the name server.
     pub(super) fn forward_name(
         &mut self,

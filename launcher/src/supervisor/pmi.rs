@@ -118,6 +118,16 @@ impl Supervisor {
                     rank,
                     request,
                 } => self.forward_name(conn, ns, rank, request),
+                Output::GroupForward { ns, rank, message } => {
+                    let mut more = Vec::new();
+                    match &self.group_link {
+                        Some(link) => {
+                            link.forward_output(&mut self.server, ns, rank, message, &mut more)
+                        }
+                        None => self.server.group_hub_lost("no name server", &mut more),
+                    }
+                    self.apply(more);
+                }
                 Output::GroupMemberLost { ns, rank, group } => {
                     // Once the job is going down, ends are our doing.
                     if matches!(self.phase, Phase::Running) {

@@ -20,6 +20,7 @@ use super::{
     Failure, NameClient, Phase, PmiConn, PmiStream, Proc, Source, Spawner, Stream, Supervisor, Who,
     FIRST_DYNAMIC, LISTENER, SIGNALS, WAKER,
 };
+use crate::group_link::GroupLink;
 use crate::launch::{Priority, Started};
 use crate::outfiles::OutFiles;
 use crate::output::LineBuffer;
@@ -53,6 +54,7 @@ impl Supervisor {
             by_rank: HashMap::new(),
             spawner: None,
             names: None,
+            group_link: None,
             label,
             grace,
             phase: Phase::Running,
@@ -177,8 +179,10 @@ impl Supervisor {
     }
 
     /// Send the job's name requests to the name server at `addr` (HOST:PORT).
+    /// It carries group connects that name other jobs too (`group_link.rs`).
     pub fn use_name_server(&mut self, addr: String) -> io::Result<()> {
         let waker = Arc::clone(&self.waker);
+        self.group_link = GroupLink::open(&mut self.server, self.ns, &addr, Arc::clone(&waker));
         let (tx, rx) = mpsc::channel();
         self.names = Some(NameClient {
             addr,

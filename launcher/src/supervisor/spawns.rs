@@ -64,6 +64,9 @@ impl Supervisor {
             Ok(id) => id,
             Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
         };
+        if let Some(link) = &self.group_link {
+            link.register_ns(&self.server, child_ns);
+        }
         // Served PMIx too, where the job is: registered before they start.
         let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
             Some(host) => match host.register_spawned(
@@ -100,6 +103,9 @@ impl Supervisor {
                 let mut outputs = Vec::new();
                 for r in 0..plan.total {
                     self.server.process_ended(child_ns, r, &mut outputs);
+                    if let Some(link) = &self.group_link {
+                        link.process_ended(&self.server, child_ns, r);
+                    }
                 }
                 self.apply(outputs);
                 let mut codes = vec![0; plan.total as usize];

@@ -45,6 +45,9 @@ impl Supervisor {
             let (ns, rank) = (self.procs[proc].ns, self.procs[proc].rank);
             let mut outputs = Vec::new();
             self.server.process_ended(ns, rank, &mut outputs);
+            if let Some(link) = &self.group_link {
+                link.process_ended(&self.server, ns, rank);
+            }
             self.apply(outputs);
             self.free_resources(proc);
         }

@@ -283,7 +283,7 @@ fn bad_requests_are_refused_at_once() {
         (
             "clA:job:*",
             "procs\\ of\\ cluster\\ clA:\\ this\\ process\\ manager\\ has\\ no\\ cluster\\ id;\\ \
-             cross-cluster\\ group\\ connect\\ is\\ not\\ supported",
+             give\\ rivetrun\\ --nameserver\\ to\\ connect\\ with\\ other\\ jobs",
         ),
     ] {
         assert_eq!(
@@ -347,8 +347,8 @@ fn cluster_qualified_names_of_our_cluster_only() {
     assert_eq!(
         j.ask(conn_of(0), &connect("clB:job:*", "", 1, "-")),
         "cmd=group_connect_result rc=1 msg=procs\\ of\\ cluster\\ clB:\\ this\\ process\\ \
-         manager\\ serves\\ cluster\\ clA\\ only;\\ cross-cluster\\ group\\ connect\\ is\\ not\\ \
-         supported\n"
+         manager\\ serves\\ cluster\\ clA\\ only;\\ give\\ rivetrun\\ --nameserver\\ to\\ \
+         connect\\ with\\ other\\ jobs\n"
     );
     // Qualified and unqualified names of the same processes are one operation.
     j.wait(conn_of(0), &connect("clA:job:*", "", 1, "-"));

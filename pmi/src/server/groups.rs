@@ -26,6 +26,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use crate::group::{GroupEvent, GroupEventKind, GroupFlags, ProcName};
+use crate::server::group_forward::{HUB_GROUP_PREFIX, HUB_OP_BASE};
 use crate::server::{reply_to, shorten_to_fit, ConnId, NsId, Output, Server};
 use crate::wire::Message;
 
@@ -108,11 +109,23 @@ pub(super) struct Groups {
     /// Last op number and group number handed out.
     last_op: u64,
     last_group: u64,
+    /// Set on the name server's group hub (`hub.rs`): op numbers from
+    /// [`HUB_OP_BASE`], group ids `HUB_GROUP_PREFIX<N>`, namespaces of
+    /// several clusters (`ns_cluster`).
+    pub(super) hub: bool,
+    /// The cluster of each namespace a job registered with the hub.
+    pub(super) ns_cluster: HashMap<NsId, String>,
+    /// Set by [`Server::forward_groups`]: requests naming other jobs go to
+    /// the launcher (`group_forward.rs`).
+    pub(super) forward: bool,
+    /// Connections waiting for the hub's answer, and the query they sent.
+    pub(super) hub_waiting: HashMap<ConnId, &'static str>,
 }
 
 impl Groups {
     /// A connection went away: stop answering it (its process stays counted).
     pub fn forget_conn(&mut self, conn: ConnId) {
+        self.hub_waiting.remove(&conn);
         for op in self.ops.values_mut() {
             for j in op.joined.values_mut() {
                 if j.conn == Some(conn) {
@@ -213,19 +226,32 @@ impl Server {
     fn expand(&self, procs: &[ProcName]) -> Result<Vec<Proc>, String> {
         let mut set = BTreeSet::new();
         for p in procs {
+            let known = self.by_name.get(&p.nspace).copied();
             if let Some(c) = &p.cluster {
-                if self.cluster.as_deref() != Some(c.as_str()) {
-                    let ours = match &self.cluster {
-                        Some(a) => format!("serves cluster {a} only"),
-                        None => "has no cluster id".to_string(),
+                // The hub knows each job's cluster; a job's server its own.
+                let theirs = known
+                    .and_then(|ns| self.groups.ns_cluster.get(&ns))
+                    .or(self.cluster.as_ref());
+                if theirs.map(String::as_str) != Some(c.as_str()) {
+                    let ours = match (&self.cluster, self.groups.hub) {
+                        (_, true) => format!(
+                            "knows namespace {} {}",
+                            p.nspace,
+                            match theirs {
+                                Some(t) => format!("on cluster {t}"),
+                                None => "on no cluster".to_string(),
+                            }
+                        ),
+                        (Some(a), false) => format!("serves cluster {a} only"),
+                        (None, false) => "has no cluster id".to_string(),
                     };
                     return Err(format!(
-                        "procs of cluster {c}: this process manager {ours}; cross-cluster \
-                         group connect is not supported"
+                        "procs of cluster {c}: this process manager {ours}; give rivetrun \
+                         --nameserver to connect with other jobs"
                     ));
                 }
             }
-            let Some(ns) = self.by_name.get(&p.nspace).copied() else {
+            let Some(ns) = known else {
                 return Err(format!("unknown namespace {}", p.nspace));
             };
             let size = self.namespaces.get(ns as usize).map_or(0, |n| n.size);
@@ -263,6 +289,16 @@ impl Server {
             );
         };
         let me = (ns_id, r);
+        if self.groups.forward && self.names_other_jobs(&join.procs) {
+            let msg = Message::GroupConnect {
+                procs: join.procs,
+                id: join.id,
+                flags: join.flags,
+                ctx: join.ctx,
+                card: join.card,
+            };
+            return self.forward_group(conn, me, Q, msg, out);
+        }
         let procs = match self.expand(&join.procs) {
             Ok(p) => p,
             Err(msg) => return refuse(out, Some(conn), Q, msg),
@@ -438,16 +474,17 @@ impl Server {
         let members: Vec<Proc> = op.joined.keys().copied().collect();
         let ctx = op.joined.values().map(|j| j.ctx).max().unwrap_or(0);
         self.groups.last_op += 1;
-        let op_number = self.groups.last_op;
+        let op_number = self.groups.last_op + if self.groups.hub { HUB_OP_BASE } else { 0 };
         let group = if flags.xchg_only {
             None
         } else {
             self.groups.last_group += 1;
-            Some(format!(
-                "{}_g{}",
-                self.namespace_name(0),
-                self.groups.last_group
-            ))
+            let n = self.groups.last_group;
+            Some(if self.groups.hub {
+                format!("{HUB_GROUP_PREFIX}{n}")
+            } else {
+                format!("{}_g{n}", self.namespace_name(0))
+            })
         };
         // The member lines, the same for everyone, made once.
         let mut lines = Vec::new();
@@ -541,6 +578,9 @@ impl Server {
             );
         };
         let me = (ns_id, r);
+        if self.groups.forward && op >= HUB_OP_BASE {
+            return self.forward_group(conn, me, Q, Message::GroupReady { op }, out);
+        }
         let me_text = self.proc_text(me);
         let Some(phase) = self.groups.ready.get_mut(&op) else {
             let msg = format!(
@@ -621,6 +661,12 @@ impl Server {
             );
         };
         let me = (ns_id, r);
+        if self.groups.forward && group.starts_with(HUB_GROUP_PREFIX) {
+            let msg = Message::GroupDisconnect {
+                group: group.to_string(),
+            };
+            return self.forward_group(conn, me, Q, msg, out);
+        }
         let me_text = self.proc_text(me);
         let Some(record) = self.groups.records.get_mut(group) else {
             let msg = format!("unknown group {group} (never made, or every member left it)");

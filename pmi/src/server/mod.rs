@@ -35,12 +35,16 @@
 //! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
 //! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
-//! function per command), `node.rs` (one node of a multi-host job).
+//! function per command), `node.rs` (one node of a multi-host job),
+//! `group_forward.rs` (group requests naming other jobs, handed to the
+//! launcher) and `hub.rs` (the name server's side of those).
 
 mod auth;
 mod barrier;
+mod group_forward;
 mod groups;
 mod handle;
+mod hub;
 mod kvs;
 pub mod mapping;
 pub mod names;
@@ -50,6 +54,8 @@ mod v2;
 
 #[cfg(test)]
 mod group_tests;
+#[cfg(test)]
+mod hub_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -66,7 +72,9 @@ pub use kvs::{max_entries, MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
 pub use auth::{random_bytes, PortAuth, PORT_SECRET_ENV};
+pub use group_forward::{HUB_GROUP_PREFIX, HUB_OP_BASE};
 pub use groups::{MAX_GROUP_STATE, MAX_PENDING_GROUP_OPS};
+pub use hub::{GroupHub, MAX_HUB_NAMESPACE, MAX_HUB_NAMESPACES};
 use kvs::Namespace;
 pub use names::{NameRequest, NameServer, NameService};
 
@@ -159,6 +167,15 @@ pub enum Output {
         ns: NsId,
         rank: u32,
         group: String,
+    },
+    /// With [`Server::forward_groups`]: a group request of rank `rank` of
+    /// `ns` that names other jobs; the launcher relays it to the name
+    /// server's group hub and hands what comes back to
+    /// [`Server::group_relayed`].
+    GroupForward {
+        ns: NsId,
+        rank: u32,
+        message: Message,
     },
 }
 

@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use crate::server::{reply_to, ConnId, Output};
+use crate::server::{reply_to, ConnId, GroupHub, Output};
 use crate::wire::{response_name, Frame, Framer, Message};
 
 /// Most names one server holds; bounds memory against a runaway client.
@@ -237,17 +237,29 @@ impl NameRequest {
 
 /// The sans-IO core of a standalone name server: one [`NameService`] served
 /// to many connections over the PMI-1 lines `publish_name`, `lookup_name`
-/// and `unpublish_name`.
+/// and `unpublish_name`, and the [`GroupHub`] for group connects across
+/// jobs (`group_job`, `group_relay`, `group_ended`; see `hub.rs`).
 ///
 /// The launcher accepts connections ([`NameServer::open`]), feeds their
 /// bytes to [`NameServer::receive`] and performs the [`Output`]s: `Send`
-/// answers, `Close` for a stream that is not PMI text, a line that does not
-/// parse, or a command outside the subset (answered with `cmd=error` first).
-/// A connection may send one request or many.
+/// answers (to any connection: the hub's answers and events go to the
+/// links of the jobs concerned), `Close` for a stream that is not PMI text,
+/// a line that does not parse, or a command outside the subset (answered
+/// with `cmd=error` first). A connection may send one request or many; one
+/// that closes is reported with [`NameServer::close`].
 #[derive(Debug, Default)]
 pub struct NameServer {
     names: NameService,
-    conns: HashMap<ConnId, Framer>,
+    conns: HashMap<ConnId, NsConn>,
+    hub: GroupHub,
+}
+
+/// One connection to the name server.
+#[derive(Debug, Default)]
+struct NsConn {
+    framer: Framer,
+    /// After `cmd=group_relay`: the process the next line is from.
+    relay: Option<(String, u32)>,
 }
 
 impl NameServer {
@@ -258,12 +270,14 @@ impl NameServer {
 
     /// A new connection.
     pub fn open(&mut self, conn: ConnId) {
-        self.conns.insert(conn, Framer::new());
+        self.conns.insert(conn, NsConn::default());
     }
 
-    /// The connection is gone.
-    pub fn close(&mut self, conn: ConnId) {
+    /// The connection is gone: if it was a job's link, the job's processes
+    /// have ended (the hub tells the groups they were in).
+    pub fn close(&mut self, conn: ConnId, out: &mut Vec<Output>) {
         self.conns.remove(&conn);
+        self.hub.link_closed(conn, out);
     }
 
     /// Connections currently open.
@@ -276,9 +290,14 @@ impl NameServer {
         &self.names
     }
 
+    /// The group hub, for inspection.
+    pub fn hub(&self) -> &GroupHub {
+        &self.hub
+    }
+
     /// Bytes read from `conn`, at any split point.
     pub fn receive(&mut self, conn: ConnId, bytes: &[u8], out: &mut Vec<Output>) {
-        let Some(framer) = self.conns.get_mut(&conn) else {
+        let Some(c) = self.conns.get_mut(&conn) else {
             out.push(Output::Close {
                 conn,
                 reason: "bytes from a connection that was never opened".to_string(),
@@ -286,37 +305,74 @@ impl NameServer {
             return;
         };
         let mut frames = Vec::new();
-        let fed = framer.feed(bytes, &mut frames);
+        let fed = c.framer.feed(bytes, &mut frames);
         for frame in frames {
-            let reason = match frame {
-                Frame::Message(msg) => match NameRequest::from_message(msg) {
-                    Ok(request) => {
-                        let reply = self.names.answer(&request);
-                        reply_to(out, conn, &reply);
-                        continue;
-                    }
-                    Err(other) => {
-                        let msg = format!("unsupported_command_{}", other.cmd());
-                        reply_to(out, conn, &Message::error_reply(None, -1, msg));
-                        format!(
-                            "cmd={} is not served here (a name server answers publish_name, \
-                             lookup_name and unpublish_name only)",
-                            other.cmd()
-                        )
-                    }
-                },
-                Frame::Invalid { error, .. } => format!("unreadable request: {error}"),
-            };
-            self.conns.remove(&conn);
-            out.push(Output::Close { conn, reason });
-            return;
+            if let Err(reason) = self.frame(conn, frame, out) {
+                return self.refuse(conn, reason, out);
+            }
         }
         if let Err(e) = fed {
-            self.conns.remove(&conn);
-            out.push(Output::Close {
-                conn,
-                reason: e.to_string(),
-            });
+            self.refuse(conn, e.to_string(), out);
+        }
+    }
+
+    /// Forget `conn` (a job's link: its processes have ended) and have the
+    /// launcher close it.
+    fn refuse(&mut self, conn: ConnId, reason: String, out: &mut Vec<Output>) {
+        self.conns.remove(&conn);
+        self.hub.link_closed(conn, out);
+        out.push(Output::Close { conn, reason });
+    }
+
+    /// One frame from `conn`; `Err` closes the connection.
+    fn frame(&mut self, conn: ConnId, frame: Frame, out: &mut Vec<Output>) -> Result<(), String> {
+        let msg = match frame {
+            Frame::Message(msg) => msg,
+            Frame::Invalid { error, .. } => return Err(format!("unreadable request: {error}")),
+        };
+        let relay = self.conns.get_mut(&conn).and_then(|c| c.relay.take());
+        if let Some((nspace, rank)) = relay {
+            return self.hub.relay(conn, &nspace, rank, &msg, out);
+        }
+        let msg = match NameRequest::from_message(msg) {
+            Ok(request) => {
+                let reply = self.names.answer(&request);
+                reply_to(out, conn, &reply);
+                return Ok(());
+            }
+            Err(other) => other,
+        };
+        match msg {
+            Message::GroupJob {
+                nspace,
+                size,
+                cluster,
+            } => {
+                let reply = self.hub.register(conn, &nspace, size, cluster.as_deref());
+                reply_to(out, conn, &reply);
+                Ok(())
+            }
+            Message::GroupRelay {
+                nspace,
+                rank,
+                lines: 1,
+            } => {
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.relay = Some((nspace, rank));
+                }
+                Ok(())
+            }
+            Message::GroupEnded { nspace, rank } => self.hub.ended(conn, &nspace, rank, out),
+            other => {
+                let msg = format!("unsupported_command_{}", other.cmd());
+                reply_to(out, conn, &Message::error_reply(None, -1, msg));
+                Err(format!(
+                    "cmd={} is not served here (a name server answers publish_name, \
+                     lookup_name, unpublish_name and the group_job, group_relay lines=1 \
+                     and group_ended of a job's rivetrun)",
+                    other.cmd()
+                ))
+            }
         }
     }
 }

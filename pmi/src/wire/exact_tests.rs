@@ -404,6 +404,41 @@ fn exact_table() -> Vec<(Message, &'static str)> {
             "cmd=group_event group=g event=disconnected proc=ns:0\n",
         ),
         (
+            M::GroupJob {
+                nspace: s("rivet_9_0"),
+                size: 4,
+                cluster: Some(s("clA")),
+            },
+            "cmd=group_job nspace=rivet_9_0 size=4 cluster=clA\n",
+        ),
+        (
+            M::GroupJobResult { rc: 0, msg: None },
+            "cmd=group_job_result rc=0\n",
+        ),
+        (
+            M::GroupRelay {
+                nspace: s("rivet_9_0"),
+                rank: 2,
+                lines: 3,
+            },
+            "cmd=group_relay nspace=rivet_9_0 rank=2 lines=3\n",
+        ),
+        (
+            M::GroupEnded {
+                nspace: s("rivet_9_0"),
+                rank: 1,
+            },
+            "cmd=group_ended nspace=rivet_9_0 rank=1\n",
+        ),
+        (
+            M::GroupLost {
+                nspace: s("rivet_9_0"),
+                rank: 1,
+                group: s("jobs~g1"),
+            },
+            "cmd=group_lost nspace=rivet_9_0 rank=1 group=jobs~g1\n",
+        ),
+        (
             M::Spawn(SpawnRequest {
                 commands: vec![SpawnCommand {
                     execname: s("./child"),

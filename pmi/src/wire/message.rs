@@ -105,6 +105,23 @@ pub enum Message {
     ResourceRegister(Resource),
     /// `cmd=resource_release kind=K name=N` (Rivet): I freed it myself.
     ResourceRelease(Resource),
+    /// `cmd=group_job nspace=X size=N [cluster=C]` (Rivet, rivetrun → name
+    /// server): a job whose processes may join groups with other jobs'.
+    GroupJob {
+        nspace: String,
+        size: u32,
+        cluster: Option<String>,
+    },
+    /// `cmd=group_relay nspace=X rank=R lines=K` (Rivet, rivetrun ↔ name
+    /// server): the next `lines` lines are to or from process `X:R`.
+    GroupRelay {
+        nspace: String,
+        rank: u32,
+        lines: u32,
+    },
+    /// `cmd=group_ended nspace=X rank=R` (Rivet, rivetrun → name server):
+    /// that process ended.
+    GroupEnded { nspace: String, rank: u32 },
 
     // ---- responses (server → client) ----
     /// `cmd=response_to_init rc=0 pmi_version=1 pmi_subversion=2`
@@ -208,13 +225,23 @@ pub enum Message {
     /// `cmd=group_event group=G event=terminated|disconnected proc=ns:r`,
     /// sent unasked to group members.
     GroupEvent(GroupEvent),
+    /// `cmd=group_job_result rc=0`
+    GroupJobResult { rc: i32, msg: Option<String> },
+    /// `cmd=group_lost nspace=X rank=R group=G` (Rivet, name server →
+    /// rivetrun): `X:R` ended still connected to `G`, made without
+    /// `early_term`; its job fails.
+    GroupLost {
+        nspace: String,
+        rank: u32,
+        group: String,
+    },
 }
 
 /// The command table: every query and the response that answers it (a
 /// query without an answer, `abort`, is not listed). A new command is
 /// declared here once; `response_name`, `query_name` and the error
 /// answers read it.
-const COMMANDS: [(&str, &str); 19] = [
+const COMMANDS: [(&str, &str); 20] = [
     ("init", "response_to_init"),
     ("get_maxes", "maxes"),
     ("get_appnum", "appnum"),
@@ -234,6 +261,7 @@ const COMMANDS: [(&str, &str); 19] = [
     ("group_disconnect", "group_disconnect_result"),
     ("resource_register", "resource_register_result"),
     ("resource_release", "resource_release_result"),
+    ("group_job", "group_job_result"),
 ];
 
 /// Query command name → its response command name.
@@ -279,6 +307,9 @@ impl Message {
             GroupDisconnect { .. } => "group_disconnect",
             ResourceRegister(_) => "resource_register",
             ResourceRelease(_) => "resource_release",
+            GroupJob { .. } => "group_job",
+            GroupRelay { .. } => "group_relay",
+            GroupEnded { .. } => "group_ended",
             InitResponse { .. } => "response_to_init",
             Maxes { .. } => "maxes",
             Appnum { .. } => "appnum",
@@ -302,6 +333,8 @@ impl Message {
             ResourceRegisterResult { .. } => "resource_register_result",
             ResourceReleaseResult { .. } => "resource_release_result",
             GroupEvent(_) => "group_event",
+            GroupJobResult { .. } => "group_job_result",
+            GroupLost { .. } => "group_lost",
         }
     }
 
@@ -330,6 +363,9 @@ impl Message {
                 | GroupDisconnect { .. }
                 | ResourceRegister(_)
                 | ResourceRelease(_)
+                | GroupJob { .. }
+                | GroupRelay { .. }
+                | GroupEnded { .. }
         )
     }
 
@@ -357,6 +393,7 @@ impl Message {
             | GroupDisconnectResult { rc, msg }
             | ResourceRegisterResult { rc, msg }
             | ResourceReleaseResult { rc, msg }
+            | GroupJobResult { rc, msg }
             | Error { rc, msg } => Some((*rc, msg.as_deref())),
             _ => None,
         }
@@ -423,6 +460,7 @@ impl Message {
             Some("group_disconnect_result") => GroupDisconnectResult { rc, msg },
             Some("resource_register_result") => ResourceRegisterResult { rc, msg },
             Some("resource_release_result") => ResourceReleaseResult { rc, msg },
+            Some("group_job_result") => GroupJobResult { rc, msg },
             _ => Error { rc, msg },
         }
     }

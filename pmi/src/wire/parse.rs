@@ -314,6 +314,29 @@ fn parse_line(line: &str) -> Result<Message> {
         },
         "resource_register" => M::ResourceRegister(parse_resource(&f)?),
         "resource_release" => M::ResourceRelease(parse_resource(&f)?),
+        "group_job" => M::GroupJob {
+            nspace: f.require("nspace")?,
+            size: f.require_number("size")?,
+            cluster: f.owned("cluster"),
+        },
+        "group_relay" => M::GroupRelay {
+            nspace: f.require("nspace")?,
+            rank: f.require_number("rank")?,
+            lines: f.require_number("lines")?,
+        },
+        "group_ended" => M::GroupEnded {
+            nspace: f.require("nspace")?,
+            rank: f.require_number("rank")?,
+        },
+        "group_lost" => M::GroupLost {
+            nspace: f.require("nspace")?,
+            rank: f.require_number("rank")?,
+            group: f.require("group")?,
+        },
+        "group_job_result" => M::GroupJobResult {
+            rc: f.rc()?,
+            msg: f.msg(),
+        },
         // ---- responses ----
         "initack" => M::InitAckResponse {
             rc: f.rc()?,

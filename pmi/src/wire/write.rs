@@ -260,6 +260,36 @@ impl Message {
             M::ResourceRegisterResult { rc, msg } | M::ResourceReleaseResult { rc, msg } => {
                 Line::new(self.cmd()).status(*rc, msg, true, no_body)?
             }
+            M::GroupJob {
+                nspace,
+                size,
+                cluster,
+            } => Line::new("group_job")
+                .text("nspace", nspace)?
+                .num("size", size)
+                .opt_text("cluster", cluster.as_deref())?,
+            M::GroupRelay {
+                nspace,
+                rank,
+                lines,
+            } => Line::new("group_relay")
+                .text("nspace", nspace)?
+                .num("rank", rank)
+                .num("lines", lines),
+            M::GroupEnded { nspace, rank } => Line::new("group_ended")
+                .text("nspace", nspace)?
+                .num("rank", rank),
+            M::GroupLost {
+                nspace,
+                rank,
+                group,
+            } => Line::new("group_lost")
+                .text("nspace", nspace)?
+                .num("rank", rank)
+                .text("group", group)?,
+            M::GroupJobResult { rc, msg } => {
+                Line::new("group_job_result").status(*rc, msg, true, no_body)?
+            }
             M::GroupEvent(event) => Line::new("group_event")
                 .text("group", &event.group)?
                 .num("event", event.kind.as_str())

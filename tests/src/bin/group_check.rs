@@ -33,6 +33,13 @@
 //!   group "f1" (size N, new rank = world rank), runs a ring on it, then
 //!   ranks 1.. connect as "f2" (rank 0 not named), run a ring there; both
 //!   groups are disconnected.
+//! - `jobs a|b SERVICE` (two separately started jobs, both rivetrun with
+//!   one `--nameserver`; job `a` registered first): rank 0 of each
+//!   publishes `SIZE/CLUSTER:NSPACE` as `SERVICE-a` or `SERVICE-b` and
+//!   every rank looks up the other's. Then steps 1-5 of `parents` across
+//!   the two jobs, job `a` in the parents' place, every name
+//!   cluster-qualified (the jobs may name different clusters); the counts
+//!   are back at the baseline after.
 //! - `unserved` (under mpiexec.hydra): group connect is refused with a
 //!   clear error before anything reaches Hydra (which would end the job).
 
@@ -65,6 +72,7 @@ fn main() {
         "term" => term(&engine, arg == "early"),
         "unserved" => unserved(&engine),
         "flat" => flat(&engine),
+        "jobs" => jobs(&engine, &arg, args.get(2).map_or("", String::as_str)),
         other => die(format!("unknown mode {other:?}")),
     }
     let (rank, size) = (world.rank(), world.size());
@@ -372,6 +380,77 @@ fn together<T: Threading>(
     // 5.
     g1.comm().barrier().or_die("barrier on g1");
     engine.group_disconnect(g1).or_die("disconnect g1");
+}
+
+fn jobs<T: Threading>(engine: &Engine<T>, side: &str, service: &str) {
+    let other = match side {
+        "a" => "b",
+        "b" => "a",
+        _ => die(format!("jobs: side {side:?} is neither a nor b")),
+    };
+    let world = engine.world();
+    world.barrier().or_die("barrier");
+    let base = engine.counts();
+    let ours = engine.qualified_nspace().or_die("qualified_nspace");
+    if world.rank() == 0 {
+        let card = format!("{}/{ours}", world.size());
+        engine
+            .publish_name(&format!("{service}-{side}"), &card)
+            .or_die("publish_name");
+    }
+    let start = Instant::now();
+    let card = loop {
+        if let Ok(card) = engine.lookup_name(&format!("{service}-{other}")) {
+            break card;
+        }
+        ensure!(
+            start.elapsed() < DEADLINE,
+            "job {other} published nothing within {DEADLINE:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (size, theirs) = card
+        .split_once('/')
+        .unwrap_or_else(|| die(format!("job {other} published {card:?}")));
+    let their_size: u32 = size.parse().or_die("the other job's size");
+    let theirs: ProcName = format!("{theirs}:*").parse().or_die("the other job's id");
+    let mine: ProcName = format!("{ours}:*").parse().or_die("our own id");
+    let procs = [mine.clone(), theirs.clone()];
+    if side == "a" {
+        together(
+            engine,
+            &procs,
+            &mine.nspace,
+            &theirs.nspace,
+            world.size(),
+            their_size,
+        );
+    } else {
+        let parents = exchange_with_parents(&theirs, engine);
+        ensure!(
+            parents == their_size,
+            "the exchange named {parents} processes of job a, which has {their_size}"
+        );
+        together(
+            engine,
+            &procs,
+            &theirs.nspace,
+            &mine.nspace,
+            their_size,
+            world.size(),
+        );
+    }
+    world.barrier().or_die("final barrier");
+    if world.rank() == 0 {
+        engine
+            .unpublish_name(&format!("{service}-{side}"))
+            .or_die("unpublish_name");
+    }
+    let now = engine.counts();
+    ensure!(
+        now.pg == base.pg && now.vcrts == base.vcrts,
+        "after the groups: counts {now:?}, baseline {base:?}"
+    );
 }
 
 fn flat<T: Threading>(engine: &Engine<T>) {
