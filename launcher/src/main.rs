@@ -287,7 +287,10 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         job.channel = PmiChannel::Port(addr, auth);
     }
 
-    let pmix = pmix.and_then(|starting| match starting.finish() {
+    // Open MPI's ranks take the topology from the server rather than
+    // each discovering it (`pmix.hwlocxml2`).
+    let topology_xml = std::fs::read_to_string(&xml).ok();
+    let pmix = pmix.and_then(|starting| match starting.finish(topology_xml) {
         Ok(host) => Some(host),
         Err(why) => {
             eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");

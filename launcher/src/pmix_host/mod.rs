@@ -324,31 +324,47 @@ unsafe extern "C" fn on_fence(
     PMIX_SUCCESS
 }
 
-/// A server being started on a thread of its own. Dropped unfinished (an
-/// early error return), it still waits for the thread, so the server's
-/// directory is removed.
-pub struct Starting(Option<std::thread::JoinHandle<Result<PmixHost, String>>>);
+/// A server being started on a thread of its own (it loads its plugins
+/// while rivetrun discovers the topology); [`Starting::finish`] registers
+/// the job once the topology is known. Dropped unfinished (an early error
+/// return), it still waits for the thread, so the server's directory is
+/// removed.
+pub struct Starting {
+    thread: Option<std::thread::JoinHandle<Result<PmixHost, String>>>,
+    job: String,
+    size: u32,
+}
 
 impl Starting {
-    /// Start `PmixHost::start(job, size, host)` on a new thread.
+    /// Start the server for job `job` of `size` ranks on this node (`host`)
+    /// on a new thread.
     pub fn spawn(job: String, size: u32, host: String) -> Starting {
-        Starting(Some(std::thread::spawn(move || {
-            PmixHost::start(&job, size, &host)
-        })))
+        Starting {
+            thread: Some(std::thread::spawn(move || PmixHost::start(&host))),
+            job,
+            size,
+        }
     }
 
-    /// Wait for the server.
-    pub fn finish(mut self) -> Result<PmixHost, String> {
-        match self.0.take().map(|t| t.join()) {
-            Some(Ok(result)) => result,
-            _ => Err("the PMIx server's start-up thread failed".into()),
-        }
+    /// Wait for the server and register the job. `topology_xml` (hwloc's
+    /// XML of this node) is handed to the ranks as `pmix.hwlocxml2`, which
+    /// Open MPI reads instead of discovering the topology in every rank.
+    pub fn finish(mut self, topology_xml: Option<String>) -> Result<PmixHost, String> {
+        let mut host = match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result?,
+            _ => return Err("the PMIx server's start-up thread failed".into()),
+        };
+        host.topology_xml = topology_xml;
+        host.nspace = CString::new(self.job.as_str())
+            .map_err(|_| "the job name holds a NUL byte".to_string())?;
+        host.register(&self.job, self.size, None)?;
+        Ok(host)
     }
 }
 
 impl Drop for Starting {
     fn drop(&mut self) {
-        if let Some(thread) = self.0.take() {
+        if let Some(thread) = self.thread.take() {
             let _ = thread.join();
         }
     }
@@ -361,20 +377,22 @@ pub struct PmixHost {
     tmpdir: PathBuf,
     /// This node's name, as registered.
     host: String,
+    /// hwloc's XML of this node (`pmix.hwlocxml2` of every namespace).
+    topology_xml: Option<String>,
 }
 
 impl PmixHost {
-    /// Start the server and register the job: `size` ranks, all on this
-    /// node (`host`).
-    pub fn start(job: &str, size: u32, host: &str) -> Result<PmixHost, String> {
+    /// Start the server for ranks on this node (`host`); the job is
+    /// registered by [`Starting::finish`].
+    fn start(host: &str) -> Result<PmixHost, String> {
         let api = Api::open()?;
-        let nspace = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
         let tmpdir = private_dir()?;
         let host_obj = PmixHost {
             api,
-            nspace,
+            nspace: CString::default(),
             tmpdir,
             host: host.to_string(),
+            topology_xml: None,
         };
         if UPCALLS
             .set(Upcalls {
@@ -386,7 +404,6 @@ impl PmixHost {
             return Err("a PMIx server is already running in this process".into());
         }
         host_obj.init()?;
-        host_obj.register(job, size, None)?;
         Ok(host_obj)
     }
 
@@ -461,6 +478,9 @@ impl PmixHost {
         info.string(c"pmix.pmap", &proc_map);
         info.string(c"pmix.jobid", job);
         info.string(c"pmix.hname", host);
+        if let Some(xml) = &self.topology_xml {
+            info.string(c"pmix.hwlocxml2", xml);
+        }
         // More ranks than CPUs: MPI libraries then yield when idle (Open
         // MPI reads this), instead of spinning against each other.
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
