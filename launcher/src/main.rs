@@ -211,6 +211,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         ))
     })?;
     // Every process, spawned ones too, learns the id it qualifies its namespace with.
+    let cluster_id = Some(cluster.clone());
     let cluster_key = (rivet_pmi::group::KEY_CLUSTER.to_string(), cluster);
     attributes.push(cluster_key.clone());
     spawn_attributes.push(cluster_key);
@@ -290,7 +291,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     // Open MPI's ranks take the topology from the server rather than
     // each discovering it (`pmix.hwlocxml2`).
     let topology_xml = std::fs::read_to_string(&xml).ok();
-    let pmix = pmix.and_then(|starting| match starting.finish(topology_xml) {
+    let pmix = pmix.and_then(|starting| match starting.finish(topology_xml, cluster_id) {
         Ok(host) => Some(host),
         Err(why) => {
             eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");

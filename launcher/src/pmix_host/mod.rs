@@ -348,13 +348,20 @@ impl Starting {
 
     /// Wait for the server and register the job. `topology_xml` (hwloc's
     /// XML of this node) is handed to the ranks as `pmix.hwlocxml2`, which
-    /// Open MPI reads instead of discovering the topology in every rank.
-    pub fn finish(mut self, topology_xml: Option<String>) -> Result<PmixHost, String> {
+    /// Open MPI reads instead of discovering the topology in every rank;
+    /// `cluster` as `PMIX_CLUSTER_ID` (Rivet's ranks qualify their
+    /// namespace with it, as under PMI-1).
+    pub fn finish(
+        mut self,
+        topology_xml: Option<String>,
+        cluster: Option<String>,
+    ) -> Result<PmixHost, String> {
         let mut host = match self.thread.take().map(|t| t.join()) {
             Some(Ok(result)) => result?,
             _ => return Err("the PMIx server's start-up thread failed".into()),
         };
         host.topology_xml = topology_xml;
+        host.cluster = cluster;
         host.nspace = CString::new(self.job.as_str())
             .map_err(|_| "the job name holds a NUL byte".to_string())?;
         host.register(&self.job, self.size, None)?;
@@ -379,6 +386,8 @@ pub struct PmixHost {
     host: String,
     /// hwloc's XML of this node (`pmix.hwlocxml2` of every namespace).
     topology_xml: Option<String>,
+    /// rivetrun's cluster id (`PMIX_CLUSTER_ID` of every namespace).
+    cluster: Option<String>,
 }
 
 impl PmixHost {
@@ -393,6 +402,7 @@ impl PmixHost {
             tmpdir,
             host: host.to_string(),
             topology_xml: None,
+            cluster: None,
         };
         if UPCALLS
             .set(Upcalls {
@@ -478,6 +488,9 @@ impl PmixHost {
         info.string(c"pmix.pmap", &proc_map);
         info.string(c"pmix.jobid", job);
         info.string(c"pmix.hname", host);
+        if let Some(c) = &self.cluster {
+            info.string(c"pmix.clid", c);
+        }
         if let Some(xml) = &self.topology_xml {
             info.string(c"pmix.hwlocxml2", xml);
         }

@@ -485,9 +485,13 @@ impl Client {
         match &mut self.mode {
             Mode::Singleton(local) if own => local.get(key),
             Mode::Singleton(_) => Err(not_found()),
-            // Job attributes (PMI_ keys) have no PMIx twin here.
+            // Job attributes (PMI_ keys) have no PMIx twin here, but for
+            // the cluster id (`PMIX_CLUSTER_ID`).
             Mode::Pmix(p) if own && !key.starts_with(RESERVED_PREFIX) => {
                 p.get(key, size)?.ok_or_else(not_found)
+            }
+            Mode::Pmix(p) if own && key == crate::group::KEY_CLUSTER => {
+                p.cluster()?.ok_or_else(not_found)
             }
             Mode::Pmix(_) => Err(not_found()),
             // Job attributes are PMI-2's info-getjobattr (Slurm's KVS has none).

@@ -325,6 +325,11 @@ impl Pmix {
         )
     }
 
+    /// The server's cluster id (`PMIX_CLUSTER_ID`), if it names one.
+    pub fn cluster(&self) -> Result<Option<String>> {
+        self.get_raw(PMIX_RANK_WILDCARD, "pmix.clid", Pmix::string_of)
+    }
+
     fn job_u32(&self, key: &str) -> Result<Option<u32>> {
         self.get_raw(PMIX_RANK_WILDCARD, key, Pmix::u32_of)
     }

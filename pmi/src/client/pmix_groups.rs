@@ -17,8 +17,9 @@
 //!
 //! Not mapped (OpenPMIx 4.2.2 with rivetrun's or any one server): events
 //! (members that end or leave) and `early_term`; `xchg_only` constructs no
-//! group (a fence over the procs, cards through the same keys);
-//! cluster-qualified names are refused.
+//! group (a fence over the procs, cards through the same keys). Names
+//! qualified with the server's `PMIX_CLUSTER_ID` are its own processes;
+//! other clusters are refused.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::{c_char, c_int, CString};
@@ -111,11 +112,27 @@ impl Pmix {
     /// [`crate::Client::group_connect`] over PMIx.
     pub fn group_connect(&mut self, req: &GroupConnectRequest) -> Result<GroupConnectReply> {
         const OP: &str = "group_connect";
-        if let Some(p) = req.procs.iter().find(|p| p.cluster.is_some()) {
-            return Err(failed(
-                OP,
-                format!("{p}: cluster-qualified names need rivetrun's PMI-1 group service"),
-            ));
+        // Names qualified with this server's cluster (`PMIX_CLUSTER_ID`)
+        // are its own processes; the description ignores the qualifier.
+        if req.procs.iter().any(|p| p.cluster.is_some()) {
+            let ours = self.cluster()?;
+            if let Some(p) = req
+                .procs
+                .iter()
+                .find(|p| p.cluster.is_some() && p.cluster != ours)
+            {
+                let served = match &ours {
+                    Some(c) => format!("cluster {c}'s processes only"),
+                    None => "no cluster id, so no qualified names".to_string(),
+                };
+                return Err(failed(
+                    OP,
+                    format!(
+                        "{p}: this PMIx server serves {served}; other clusters and jobs need \
+                         rivetrun's PMI-1 group service (with --nameserver)"
+                    ),
+                ));
+            }
         }
         let (construct, _) = self.group_fns()?;
         let desc = description(req);

@@ -30,7 +30,8 @@
 //!   group completes with an error instead of waiting; they disconnect.
 //!   Without `early`, rivetrun must fail the job.
 //! - `flat` (any size, also under a PMIx server): the job connects as
-//!   group "f1" (size N, new rank = world rank), runs a ring on it, then
+//!   group "f1" (size N, new rank = world rank; named cluster-qualified
+//!   where the process manager names a cluster), runs a ring on it, then
 //!   ranks 1.. connect as "f2" (rank 0 not named), run a ring there; both
 //!   groups are disconnected.
 //! - `jobs a|b SERVICE` (two separately started jobs, both rivetrun with
@@ -460,7 +461,11 @@ fn flat<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
     let (rank, size) = (world.rank(), world.size());
     let ns = engine.nspace();
-    let g = connect(engine, &[whole(&ns)], &attrs("f1"));
+    // Named as other jobs would name us: cluster-qualified where the
+    // process manager names a cluster (rivetrun, over PMI-1 or PMIx).
+    let qualified = engine.qualified_nspace().or_die("qualified_nspace");
+    let everyone: ProcName = format!("{qualified}:*").parse().or_die("our own id");
+    let g = connect(engine, &[everyone], &attrs("f1"));
     ensure!(
         g.size() == size && g.rank() == rank,
         "f1: rank {} of {}, expected {rank} of {size}",
