@@ -111,11 +111,15 @@ fn two_separately_started_jobs_form_groups_through_the_name_server() {
     for over in every_transport_and_level() {
         let (name, env, level) = (over.to_string(), &over.env, over.level);
         let ns = NameServer::start();
-        let service = format!(
+        // Plain characters only: `published` writes it unescaped.
+        let service: String = format!(
             "group-jobs-{}-{level}-{}",
             over.transport,
             std::process::id()
-        );
+        )
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
         let with = ["--nameserver", ns.addr.as_str()];
         let a = group_job(2, &["jobs", "a", &service], env, &with);
         let b_extra = [with[0], with[1], "--cluster-id", "clB"];
