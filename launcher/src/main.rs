@@ -27,7 +27,8 @@
 //!   (man page, completions) shared with rivet-bench.
 //! - `mpmd.rs`: MPMD sections (`prog1 : -n 2 prog2`, `-configfile`), the appnum of each rank.
 //! - `topology/`: hwloc discovery with plugins kept out (`discover.rs`), mapping policies
-//!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`.
+//!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`
+//!   (`report.rs`).
 //! - `hosts.rs`: host lists (`-hosts`, `-hostfile`, `host:slots`), block placement on hosts.
 //! - `launch.rs`: starting a rank: env, PMI fd, pipes, process group, affinity.
 //! - `supervisor/`: the event loop (`mod.rs`): PMI serving (`pmi.rs`), output (`output.rs`),
