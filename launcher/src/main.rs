@@ -54,8 +54,9 @@
 //!   as a PMI-1 spawn request whose namespace is registered before it starts (`spawn.rs`).
 //! - `impi/`: `--impi-server` (`server.rs`: threads per connection for AUTH and reading, one owner
 //!   of state and writes) and `--impi-client` (`client.rs`: startup, host dance, per-proc
-//!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00), `IMPI_*`
-//!   for ranks, host links watched while ranks run, PK_FINI then FINI).
+//!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00),
+//!   inherited by ranks (`IMPI_LISTEN_FDS`, `IMPI_PROCS`), `IMPI_*` for ranks, host links
+//!   watched while ranks run (an end without PK_FINI ends the job), PK_FINI then FINI).
 //! - `nameserver.rs`: the `--name-server` mode and forwarding to it (`--nameserver`).
 //! - `resources.rs`: what ranks registered (seed 002), freed when they end.
 //! - `leftovers.rs`: the job's private temp directory, its `/dev/shm` sweep, removing what dead
