@@ -57,7 +57,6 @@
 //!   credit, direct placement.
 //! - `copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`); single-copy
 //!   jobs run after the poll.
-//! - `small_copy.rs`: short payloads copied without a `memcpy` call (the rate path).
 //! - `rma.rs`: rendezvous by netmod one-sided read (key in the `Rts`, fallback to streaming).
 //! - `failure.rs`: peer failure, protocol violations (`misbehaved`), the finalize `Bye` handshake.
 //! - `pmi_watch.rs`: ends the rank when its PMI connection hangs up (launcher dead).
@@ -175,12 +174,12 @@ mod request;
 mod rma;
 mod scope;
 pub mod shm;
-pub(crate) mod small_copy;
 mod state;
 mod status;
 mod table;
 mod thread;
-pub mod wire;
+/// In `rivet-lockfree` with the shm queue and ring that carry it.
+pub use rivet_lockfree::wire;
 
 pub use comm::Comm;
 pub use config::parse_size;

@@ -12,7 +12,7 @@
 /// # Safety
 /// As [`std::ptr::copy_nonoverlapping`]: both ranges valid, not overlapping.
 #[inline(always)]
-pub(crate) unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
+pub unsafe fn copy_bytes(src: *const u8, dst: *mut u8, len: usize) {
     // SAFETY: in every branch, the caller's contract; each access lies inside
     // the ranges (`len - 8 >= 0` in the 8..=16 branch, and so on), and the
     // unaligned forms need no alignment.
