@@ -1,7 +1,8 @@
 //! The lock-free structures Rivet's shared-memory transport runs on, and
 //! the header their records carry: the multi-producer cell queue
 //! ([`queue`]), the per-pair fastbox ring and its merge with cell traffic
-//! ([`fastbox`]), and [`wire::WireHeader`].
+//! ([`fastbox`]), [`wire::WireHeader`], and the short-payload copy both
+//! ends of a ring use ([`small_copy`]).
 //!
 //! They live in a crate of their own, with no dependencies, so that the
 //! loom models in `tests/` (`--cfg loom`, release) build this crate alone
@@ -12,4 +13,5 @@
 
 pub mod fastbox;
 pub mod queue;
+pub mod small_copy;
 pub mod wire;

@@ -7,9 +7,25 @@
 //! still carrying that tag. Jobs run one at a time (`serial`): two ranks
 //! busy-polling fill this machine's two cores.
 //!
-//! Here `serial`; building what tests run in `build.rs`, running jobs in
-//! `jobs.rs`, transports and thread levels in `matrix.rs`, segment checks in
-//! `shm.rs`, reading a job's output in `verdicts.rs`.
+//! Module map:
+//!
+//! - the harness: `lib.rs` (`serial`), building what tests run (`build.rs`), running jobs with
+//!   deadlines and leak checks (`jobs.rs`), every transport at thread levels SINGLE and MULTIPLE
+//!   (`matrix.rs`), segment checks (`shm.rs`), reading a job's output (`verdicts.rs`); `rank_check.rs` the test ranks' engine start (level checked)
+//!   and failure reporting; `procfs.rs` a job's processes seen through `/proc` (ranks,
+//!   listeners, peak memory); `netns.rs` namespace hosts for multi-host tests (netns + veth on a
+//!   bridge, own address, hostname, `/etc/hosts`, the `--launcher-exec` wrapper; removed on
+//!   drop); `pattern.rs` the payload patterns.
+//! - `src/bin/`: the Rust test ranks (`engine_check`, `dyn_check`, `group_check`, `cancel_race`,
+//!   `pmi_check`, `pmi_spawn_check`) and `no_io_uring`; `c/`: the C test programs (librivet,
+//!   librivet-pmi, the MPI layer, PMIx).
+//! - `tests/`: the integration tests, one file per area (launcher, engine, dynamic, group, PMI,
+//!   PMI-2, PMIx, IMPI, multi-host, C APIs, the MPI layer, MPICH interop, peer benchmarks).
+//!
+//! What must stay true here (ARCHITECTURE.md's test invariant, in full): integration tests run
+//! jobs one at a time with a deadline and fail if any process of the job outlives it; under
+//! `--disable-auto-cleanup` they require that the rank they killed is the only failure rivetrun
+//! reported; a job that kills no rank fails if rivetrun's `/dev/shm` sweep named anything.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

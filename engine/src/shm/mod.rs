@@ -724,7 +724,7 @@ impl ShmNode {
 
     /// Queue one message for local rank `peer`. `Ok(false)`: no room now;
     /// try again after polling (the caller keeps its own order).
-    #[inline]
+    #[inline(always)]
     pub fn try_send(
         &mut self,
         peer: usize,
