@@ -123,14 +123,15 @@ fn run(data: &[u8]) -> State {
     // The keys of a peer's group, written out here rather than asked of
     // `State`: (what it proves itself with, what we do).
     let keys = |g: u32| match g {
-        0 => (key, key),
-        _ => (theirs, key.group_key()),
+        0 => Some((key, key)),
+        crate::TEMP_GROUP => None,
+        _ => Some((theirs, key.group_key())),
     };
     // The token a peer's messages on `id` must open with, if it has a
     // peer and a key (not a port's).
     let token = |st: &State, id: u32| {
         let (g, _) = split_peer(st.conns.get(&id)?.peer?);
-        (g != crate::TEMP_GROUP).then(|| wire::msg_token(&keys(g).0, b"j", ME, id))
+        keys(g).map(|k| wire::msg_token(&k.0, b"j", ME, id))
     };
     let mut input = Input(data);
     let mut accepted = 0;
@@ -177,7 +178,7 @@ fn run(data: &[u8]) -> State {
                     mac: [0; 8],
                 };
                 let g = if h.job == b"j" { 0 } else { OTHER_GROUP };
-                h.mac = wire::hello_mac(&keys(g).0, &h, ME, b"j");
+                h.mac = wire::hello_mac(&keys(g).map_or(key, |k| k.0), &h, ME, b"j");
                 let spoiled = arg & 0x80 != 0;
                 if spoiled {
                     h.mac[0] ^= 1;
@@ -206,8 +207,7 @@ fn run(data: &[u8]) -> State {
                         mac: [0; 8],
                     };
                     if let Some(c) = st.conns.get(&id) {
-                        if let Some(p) = c.peer {
-                            let k = keys(split_peer(p).0).1;
+                        if let Some((_, k)) = c.peer.and_then(|p| keys(split_peer(p).0)) {
                             m.mac = wire::verdict_mac(&k, verdict, conn, 100, &c.nonce, id);
                         }
                     }
@@ -219,11 +219,14 @@ fn run(data: &[u8]) -> State {
                 if let Some(v) = v {
                     let c = st.conns.get(&id);
                     let before = c.map(|c| (c.hs, c.tx_id, c.failed.clone()));
-                    let forged = c.and_then(|c| c.peer).is_some_and(|p| {
-                        let k = keys(split_peer(p).0).1;
-                        let c = &st.conns[&id];
-                        v.mac != wire::verdict_mac(&k, v.verdict, v.conn, v.inline, &c.nonce, id)
-                    });
+                    let forged = c
+                        .and_then(|c| c.peer)
+                        .and_then(|p| keys(split_peer(p).0))
+                        .is_some_and(|(_, k)| {
+                            let c = &st.conns[&id];
+                            v.mac
+                                != wire::verdict_mac(&k, v.verdict, v.conn, v.inline, &c.nonce, id)
+                        });
                     let r = st.verdict(id, &v);
                     // Unproven, only a refusal during the handshake counts.
                     let taken = v.verdict != Verdict::Accept
