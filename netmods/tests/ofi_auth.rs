@@ -142,6 +142,46 @@ fn forged_messages_after_the_handshake_are_dropped(prov: &str) {
     assert_eq!(nets[1].dropped(), 0);
 }
 
+/// A port connection (accept/connect) is proven by the port's tag: a
+/// stranger who knows the connection's id but not the tag forges nothing.
+fn forged_messages_on_a_port_connection_are_dropped(prov: &str) {
+    let key = JobKey::new([0x5a; 16]);
+    let mut nets = vec![
+        open(prov, Some(key), 0),
+        open(prov, Some(JobKey::new([0x33; 16])), 0),
+        open(prov, None, 7),
+    ];
+    let mut sinks: Vec<Rec> = (0..3).map(|_| Rec::default()).collect();
+    let c0 = card(&nets, 0);
+    let p = nets[1].connect_port(&c0, 0x0123_4567_89ab_cdef).unwrap();
+    send(&mut nets, &mut sinks, 1, p, 0, 10);
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    let (q, tag, _) = sinks[0].ports[0];
+    assert_eq!(tag, 0x0123_4567_89ab_cdef);
+    let id = nets[0].connection_id(q).expect("the port's connection");
+    let before = nets[0].dropped();
+    let forged = Forgery::Msg {
+        seq: 1,
+        header: header(1, 30),
+        payload: payload(2, 1, 30),
+    };
+    let end = std::time::Instant::now() + Duration::from_secs(10);
+    while !nets[2].forge(&c0, id, &forged).unwrap() {
+        assert!(std::time::Instant::now() < end, "cannot forge");
+        spin(&mut nets, &mut sinks, 1);
+    }
+    pump(&mut nets, &mut sinks, |n, _| n[0].dropped() > before);
+    // The genuine message 1 still comes, and both ways work.
+    send(&mut nets, &mut sinks, 1, p, 1, 40);
+    send(&mut nets, &mut sinks, 0, q, 0, 50);
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[0].msgs.len() == 2 && s[1].msgs.len() == 1
+    });
+    assert_eq!(sinks[0].from(q), expect(1, &[10, 40]));
+    assert_eq!(sinks[1].from(p), expect(0, &[50]));
+    assert_eq!(nets[0].dropped(), before + 1);
+}
+
 /// Without a secret (Hydra, singletons) nothing is checked, as before.
 fn no_secret_no_check(prov: &str) {
     let mut nets = vec![open(prov, None, 0), open(prov, None, 1)];
@@ -167,5 +207,6 @@ macro_rules! both_providers {
 both_providers!(
     forged_hello_refused,
     forged_messages_after_the_handshake_are_dropped,
+    forged_messages_on_a_port_connection_are_dropped,
     no_secret_no_check
 );

@@ -40,6 +40,8 @@ impl State {
             IDENT_PORT => {
                 let peer = self.new_temp();
                 let id = self.add_conn(Some(peer), addr);
+                // The engine checks the tag; what follows proves it.
+                self.set_port_key(id, h.who);
                 self.accept(id, h, addr);
                 return HelloOutcome::Accept {
                     conn: id,
@@ -129,8 +131,7 @@ impl State {
         c.addr = addr;
         c.hs = Handshake::Done;
         c.stalled = None;
-        let g = c.peer.map_or(crate::TEMP_GROUP, |p| crate::split_peer(p).0);
-        let mac = self.verdict_proof(g, id, &h.nonce, h.conn);
+        let mac = self.verdict_proof(id, &h.nonce, h.conn);
         let v = wire::encode_verdict(Verdict::Accept, id, self.inline, mac);
         self.set_tx_token(id);
         if let Some(c) = self.conns.get_mut(&id) {

@@ -325,6 +325,7 @@ impl Netmod for OfiNetmod {
         if let Some(c) = self.st.conns.get_mut(&id) {
             c.port = Some(tag);
         }
+        self.st.set_port_key(id, tag);
         // Not lazy: a refusal or a dead card is reported even if nothing is sent.
         self.start(id);
         Ok(peer)

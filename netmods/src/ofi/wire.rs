@@ -54,8 +54,10 @@
 //! provider reports the source (`tcp;ofi_rxm` has no `FI_SOURCE`), so
 //! without the token a stranger who guessed a 32-bit id could inject data,
 //! credits, CTSs or a BYE. A PAYLOAD is taken only by the receive posted
-//! for it after its token-checked LARGE, on an exact tag. Ports and jobs
-//! without a secret have no key: their tokens are zero and not checked.
+//! for it after its token-checked LARGE, on an exact tag. A port
+//! connection's key comes from the port's random tag (its tokens name no
+//! job or rank); jobs without a secret have no key: their tokens are zero
+//! and not checked.
 //! Messages wait at the sender until the verdict
 //! has come; one whose payload exceeds the peer's inline limit goes as a
 //! LARGE header, on which the receiver asks the engine where the payload
