@@ -13,6 +13,7 @@ pub mod netns;
 pub mod pattern;
 pub mod procfs;
 pub mod rank_check;
+pub mod sshd;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

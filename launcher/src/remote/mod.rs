@@ -129,6 +129,7 @@ pub fn run(
         let ids = (0..nodes.len() as u32).collect();
         launches.push((Some(slurm::srun_argv(&host_names, &proxy_argv(None))), ids));
     } else {
+        let extra = start::extra_args();
         for (i, node) in nodes.iter().enumerate() {
             let proxy = proxy_argv(Some(i));
             let argv = start::argv(
@@ -136,6 +137,7 @@ pub fn run(
                 opts.launcher_exec.as_deref(),
                 &node.host,
                 &proxy,
+                &extra,
             )
             .map_err(usage)?;
             if argv.is_none() {
@@ -454,9 +456,14 @@ pub fn run(
                     if failure.is_some() {
                         continue; // stopped by the teardown
                     }
+                    let hint = start::failure_hint(
+                        opts.launcher,
+                        opts.launcher_exec.as_deref(),
+                        status.code(),
+                    );
                     let msg = format!(
                         "host {}: the command starting its proxy ended ({how}) before the \
-                         proxy connected back",
+                         proxy connected back{hint}",
                         p.host
                     );
                     fail(&mut failure, 1, msg);
