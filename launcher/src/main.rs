@@ -119,7 +119,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         Some(job_spec(&cli)?)
     };
     if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
-        return run_on_hosts(&cli, job, apps, appnums, &entries);
+        return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
     }
     let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
     let topo = match &cli.topology {
@@ -403,6 +403,7 @@ fn run_on_hosts(
     apps: &[App],
     appnums: &[u32],
     entries: &[hosts::HostEntry],
+    name_server: Option<String>,
 ) -> Result<i32, LaunchError> {
     if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
         return Err(LaunchError::Usage(
@@ -439,6 +440,7 @@ fn run_on_hosts(
         cluster: cli.cluster_id.clone().unwrap_or_else(info::hostname),
         stats: cli.launch_stats,
         keep_going: cli.disable_auto_cleanup,
+        name_server,
     };
     remote::run(job, &apps, appnums, nodes, &opts)
 }

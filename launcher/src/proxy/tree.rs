@@ -228,7 +228,14 @@ mod tests {
         rivetrun
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let h = pmi::start(server, ns, Upstream::new(up), tree).unwrap();
+        let h = pmi::start(
+            server,
+            ns,
+            Upstream::new(up),
+            tree,
+            std::sync::mpsc::channel().0,
+        )
+        .unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();
         ours.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
