@@ -58,6 +58,8 @@ pub enum Cmd {
     Child(u32, Upstream),
     /// The way upstream is gone: barriers fail.
     Lost,
+    /// The parent proxy's connection ended (see `Tree::orphaned`).
+    ParentGone,
     /// A namespace for children this proxy spawns (before their `Child`).
     Namespace(NamespaceSpec),
     /// A spawned process started: serve its PMI connection as `index` of `kvs`.
@@ -232,6 +234,13 @@ impl Loop {
                 self.tree.parent = Some(up);
             }
             Cmd::Child(id, up) => self.tree.add_child(id, up),
+            Cmd::ParentGone => {
+                self.tree.parent = None;
+                self.tree.orphaned = true;
+                if self.tree.in_flight || self.tree.held.is_some() {
+                    self.orphaned(&mut out);
+                }
+            }
             Cmd::Lost => {
                 self.lost = true;
                 self.server
@@ -291,12 +300,27 @@ impl Loop {
         }
     }
 
+    /// A barrier needs the parent proxy, which has ended: rivetrun fails
+    /// the job naming the parent's host (told before the waiters fail, so
+    /// their ranks' exits do not come first), the waiters get an error.
+    fn orphaned(&mut self, out: &mut Vec<Output>) {
+        let _ = self.rivetrun.send(&["orphaned"]);
+        self.tree.held = None;
+        self.tree.in_flight = false;
+        self.server
+            .barriers_failed(self.ns, "parent_proxy_ended", out);
+    }
+
     /// Send the subtree's barrier upstream once it is complete.
     fn try_send_up(&mut self, out: &mut Vec<Output>) {
         let Some(puts) = self.tree.ready() else {
             return;
         };
+        if self.tree.orphaned {
+            return self.orphaned(out);
+        }
         let words = wire::with_pairs("barrier", puts);
+        self.tree.in_flight = self.tree.has_parent;
         let sent = match &self.tree.parent {
             Some(p) => p.send(&words),
             None if self.tree.has_parent => {

@@ -444,6 +444,23 @@ pub fn run(
                             deliver(&mut proxies, routed, &mut failure, &fail);
                         }
                     }
+                    "orphaned" => {
+                        // A barrier of this proxy's subtree needs its parent proxy, which ended.
+                        let parent = tree::parent(id, fanout).map(|p| &proxies[p as usize]);
+                        if let (Some(parent), None) = (parent, failure) {
+                            let why = if parent.done {
+                                ": its proxy ended (its ranks had all exited)"
+                            } else {
+                                " lost: its proxy's connection closed"
+                            };
+                            let msg = format!(
+                                "host {}{why} while ranks on {} below it in the proxy tree \
+                                 needed it for a barrier, which cannot complete",
+                                parent.host, proxies[i].host
+                            );
+                            fail(&mut failure, 1, msg);
+                        }
+                    }
                     "spawned" => {
                         if let Err(e) = jobwide.spawned(&msg) {
                             eprintln!("rivetrun: host {}: spawned namespace: {e}", proxies[i].host);
