@@ -316,7 +316,7 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
     for &(_, pid, alive) in pids {
         if alive {
             // SAFETY: kill(2) takes no pointers; the negative pid is the
-            // rank's own process group (started with process_group(0)).
+            // rank's own process group (its session, `launch::start_rank`).
             unsafe { libc::kill(-(pid as libc::pid_t), sig) };
         }
     }
