@@ -220,6 +220,7 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
     /// Post a receive for (`context`, `source` or ANY_SOURCE, `tag` or
     /// ANY_TAG). If a matching message already waits, the earliest one is
     /// removed and returned and the receive is not stored.
+    #[inline]
     pub fn post(&mut self, context: u32, source: i32, tag: i32, recv: R) -> Option<(Envelope, M)> {
         debug_assert!(
             source >= ANY_SOURCE && tag >= ANY_TAG,
@@ -290,6 +291,7 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
 
     /// A message arrived: remove and return the earliest-posted receive that
     /// matches it. `None`: store it with `push_unexpected`.
+    #[inline]
     pub fn match_posted(&mut self, env: Envelope) -> Option<R> {
         if self.posted.len == 0 {
             return None;
@@ -478,61 +480,62 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
     }
 
     /// The bucket for `key`, created if needed, taken off the idle list if
-    /// it was there.
-    #[inline]
+    /// it was there. The cached last bucket is the inline path; a map
+    /// lookup or a new bucket is out of line.
+    #[inline(always)]
     fn acquire_bucket(&mut self, key: Key) -> u32 {
-        if let Some(b) = self.find_bucket(key) {
-            let bucket = self.buckets.get(b);
-            if bucket.posted.is_empty() && bucket.unexp.is_empty() {
-                unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
-                self.idle_len -= 1;
-            }
+        let b = if self.last_bucket != NIL && self.last_key == key {
+            self.last_bucket
+        } else {
+            self.lookup_or_create_bucket(key)
+        };
+        let bucket = self.buckets.get(b);
+        if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+            self.idle_len -= 1;
+        }
+        b
+    }
+
+    /// [`acquire_bucket`](Self::acquire_bucket) past the cache: the map's
+    /// bucket (which becomes the cached one) or a new, idle-listed one.
+    #[inline(never)]
+    fn lookup_or_create_bucket(&mut self, key: Key) -> u32 {
+        if let Some(&b) = self.bucket_map.get(&key) {
+            self.last_key = key;
+            self.last_bucket = b;
             return b;
         }
-        match self.bucket_map.entry(key) {
-            Entry::Occupied(o) => {
-                let b = *o.get();
-                let bucket = self.buckets.get(b);
-                if bucket.posted.is_empty() && bucket.unexp.is_empty() {
-                    unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
-                    self.idle_len -= 1;
-                }
-                b
-            }
-            Entry::Vacant(v) => {
-                let ctx = match self.ctx_map.entry(key.context) {
-                    Entry::Occupied(o) => *o.get(),
-                    Entry::Vacant(cv) => {
-                        let c = self.ctxs.len() as u32;
-                        self.ctxs.push(Ctx {
-                            wild: List::EMPTY,
-                            unexp: List::EMPTY,
-                        });
-                        cv.insert(c);
-                        c
-                    }
-                };
-                let b = self.buckets.insert(Bucket {
-                    key,
-                    ctx,
-                    posted: List::EMPTY,
-                    unexp: List::EMPTY,
-                    idle: Links::NONE,
-                });
-                v.insert(b);
-                b
-            }
-        }
+        let ctx = self.acquire_ctx(key.context);
+        let b = self.buckets.insert(Bucket {
+            key,
+            ctx,
+            posted: List::EMPTY,
+            unexp: List::EMPTY,
+            idle: Links::NONE,
+        });
+        self.bucket_map.insert(key, b);
+        self.last_key = key;
+        self.last_bucket = b;
+        // Born empty, so it starts on the idle list, where the caller
+        // takes it off again.
+        push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+        self.idle_len += 1;
+        b
     }
 
     /// Park `b` on the idle list if it just became empty; evict the oldest
     /// idle bucket beyond the cap.
-    #[inline]
+    #[inline(always)]
     fn release_bucket(&mut self, b: u32) {
         let bucket = self.buckets.get(b);
-        if !(bucket.posted.is_empty() && bucket.unexp.is_empty()) {
-            return;
+        if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            self.park_bucket(b);
         }
+    }
+
+    #[inline(never)]
+    fn park_bucket(&mut self, b: u32) {
         push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
         self.idle_len += 1;
         if self.idle_len > IDLE_BUCKETS {
@@ -547,6 +550,7 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         }
     }
 
+    #[inline(always)]
     fn remove_posted(&mut self, i: u32) -> Posted<R> {
         let (b, c) = {
             let p = self.posted.get(i);

@@ -24,7 +24,7 @@ impl<T> Slab<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn insert(&mut self, value: T) -> u32 {
         self.len += 1;
         if self.free != NIL {
@@ -44,7 +44,7 @@ impl<T> Slab<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn remove(&mut self, i: u32) -> T {
         let slot = &mut self.slots[i as usize];
         assert!(matches!(slot, Slot::Used(_)), "matching: slot already free");
@@ -57,7 +57,7 @@ impl<T> Slab<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn get(&self, i: u32) -> &T {
         match &self.slots[i as usize] {
             Slot::Used(value) => value,
@@ -65,7 +65,7 @@ impl<T> Slab<T> {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn get_mut(&mut self, i: u32) -> &mut T {
         match &mut self.slots[i as usize] {
             Slot::Used(value) => value,
@@ -99,13 +99,13 @@ impl List {
         tail: NIL,
     };
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn is_empty(&self) -> bool {
         self.head == NIL
     }
 }
 
-#[inline]
+#[inline(always)]
 pub(super) fn push_back<T>(
     slab: &mut Slab<T>,
     list: &mut List,
@@ -124,7 +124,7 @@ pub(super) fn push_back<T>(
     list.tail = i;
 }
 
-#[inline]
+#[inline(always)]
 pub(super) fn unlink<T>(
     slab: &mut Slab<T>,
     list: &mut List,
