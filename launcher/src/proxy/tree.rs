@@ -176,6 +176,11 @@ pub fn join_parent(addr: String, secret: String, id: u32, pmi: Handle) {
         let stream = loop {
             match TcpStream::connect(&addr) {
                 Ok(s) => break s,
+                // The parent bound its listener before telling rivetrun
+                // where it is, so a refusal means it has ended already.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    return pmi.send(Cmd::ParentGone);
+                }
                 Err(_) if start.elapsed() < Duration::from_secs(10) => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
