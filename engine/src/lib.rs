@@ -178,7 +178,8 @@ mod state;
 mod status;
 mod table;
 mod thread;
-pub mod wire;
+/// In `rivet-lockfree` with the shm queue and ring that carry it.
+pub use rivet_lockfree::wire;
 
 pub use comm::Comm;
 pub use config::parse_size;
