@@ -23,9 +23,9 @@
 //! | `iface.rs`, `card.rs` | addresses to publish; the business card format |
 //! | `wire.rs` | handshake and frame encoding |
 //! | `conn.rs` | receive parsing and placement (`Rx`), send queue (`Outq`) |
-//! | `state.rs` | peers, sockets, tie-break and failure rules |
+//! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
 //! | `sys.rs` | socket system calls |
-//! | `poll.rs`, `uring.rs` | the two backends |
+//! | `poll.rs`, `uring/` | the two backends |
 
 pub(crate) mod card;
 mod config;
