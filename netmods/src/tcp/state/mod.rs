@@ -172,6 +172,12 @@ pub(crate) struct Sock {
     /// io_uring: frames still to receive by single-shot RECVs into the
     /// parser (not multishot) since a large payload was placed.
     pub single_rx: u32,
+    /// io_uring: the peer is on another host (zero-copy sends pay off);
+    /// `None` until looked up.
+    pub remote: Option<bool>,
+    /// io_uring: the result of the zero-copy SEND in flight, whose buffer
+    /// stays frozen until the kernel's notification completion.
+    pub zc_res: Option<i32>,
 }
 
 impl Sock {
@@ -414,6 +420,8 @@ impl State {
             out_flight: false,
             fixed: false,
             single_rx: 0,
+            remote: None,
+            zc_res: None,
         });
         self.live += 1;
         self.mark_dirty(slot);

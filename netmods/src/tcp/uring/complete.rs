@@ -44,7 +44,7 @@ impl UringIo {
         let slot = (ud >> 32) as u32;
         let gen = ((ud >> 8) & 0xFF_FFFF) as u32;
         match kind {
-            K_CANCEL | K_DIRECT => return,
+            K_CANCEL => return,
             K_ACCEPT => {
                 if !cqueue::more(flags) {
                     self.accept_armed = false;
@@ -83,10 +83,19 @@ impl UringIo {
                 }
                 let (more, stopping) = (s.io & IO_MULTI != 0, s.io & IO_STOP != 0);
                 if let (Some(bid), Some(b)) = (buf, &mut self.bufs) {
-                    if !closing && res > 0 {
-                        st.rx_feed(slot, b.data(bid, res as usize), sink);
+                    // One buffer, or a bundle of them (`Ring::bundle`).
+                    let mut parts = [(0u16, 0usize); bufs::COUNT as usize];
+                    let n = b.bundle(bid, res.max(0) as usize, &mut parts);
+                    self.bundles += (n > 1) as u64;
+                    for &(bid, len) in &parts[..n] {
+                        if !closing
+                            && len > 0
+                            && st.sock(slot).is_some_and(|s| s.phase != Phase::Closing)
+                        {
+                            st.rx_feed(slot, b.data(bid, len), sink);
+                        }
+                        b.give(bid);
                     }
-                    b.give(bid);
                 }
                 if more && !stopping && !closing {
                     self.stop_for_placement(st, slot, gen);
@@ -133,6 +142,17 @@ impl UringIo {
                 }
             }
             K_SEND => {
+                // A zero-copy SEND completes twice: its result (with
+                // F_MORE), then a notification once the kernel let go of
+                // the buffer, which only then may change.
+                let res = if cqueue::notif(flags) {
+                    s.zc_res.take().unwrap_or(0)
+                } else if cqueue::more(flags) {
+                    s.zc_res = Some(res);
+                    return;
+                } else {
+                    res
+                };
                 s.io &= !IO_SEND;
                 let (hs, sent) = (s.send_hs, res.max(0) as usize);
                 if !hs {
