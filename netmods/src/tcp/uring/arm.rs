@@ -54,7 +54,9 @@ impl UringIo {
             }
             phase => {
                 let parsed = matches!(phase, Phase::Open | Phase::Verdict { accept: true });
-                let left = s.rx.as_ref().map_or(0, |rx| rx.placing_left());
+                let (left, exact) =
+                    s.rx.as_ref()
+                        .map_or((0, 0), |rx| (rx.frame_left(), rx.exact_left()));
                 let big = left >= DIRECT_RECV_MIN;
                 if s.io & (IO_RECV | IO_MULTI) == 0 {
                     if parsed && multi && !big && s.single_rx == 0 {
@@ -76,7 +78,14 @@ impl UringIo {
                             retry = true;
                         }
                     } else if let Some((ptr, len)) = s.recv_target() {
-                        let wait = if big { libc::MSG_WAITALL } else { 0 };
+                        // Wait for all of it only when the target is
+                        // exactly the rest of the frame (not the parser's
+                        // buffer, which may take more than is coming).
+                        let wait = if exact >= DIRECT_RECV_MIN {
+                            libc::MSG_WAITALL
+                        } else {
+                            0
+                        };
                         let e = on!(t, |fd| opcode::Recv::new(fd, ptr, len.min(MAX_IO) as u32)
                             .flags(wait)
                             .build()

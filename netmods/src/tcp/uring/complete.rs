@@ -129,7 +129,7 @@ impl UringIo {
                         let k = st.rx_data(slot, res as usize, sink) as u32;
                         if let Some(s) = st.sock(slot) {
                             s.single_rx = s.single_rx.saturating_sub(k);
-                            if s.rx.as_ref().map_or(0, |rx| rx.placing_left()) >= DIRECT_RECV_MIN {
+                            if s.rx.as_ref().map_or(0, |rx| rx.frame_left()) >= DIRECT_RECV_MIN {
                                 s.single_rx = SINGLE_RX_FRAMES;
                             }
                         }
@@ -192,7 +192,7 @@ impl UringIo {
     /// into the destination (see `arm`).
     fn stop_for_placement(&mut self, st: &mut State, slot: u32, gen: u32) {
         let Some(s) = st.sock(slot) else { return };
-        if s.rx.as_ref().map_or(0, |rx| rx.placing_left()) < DIRECT_RECV_MIN {
+        if s.rx.as_ref().map_or(0, |rx| rx.frame_left()) < DIRECT_RECV_MIN {
             return;
         }
         s.io |= IO_STOP;
