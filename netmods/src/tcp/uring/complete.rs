@@ -98,7 +98,7 @@ impl UringIo {
                     }
                 }
                 if more && !stopping && !closing {
-                    self.stop_for_placement(st, slot, gen);
+                    self.stop_for_bulk(st, slot, gen, res.max(0) as usize);
                 }
                 if closing {
                 } else if res > 0 || res == -libc::ENOBUFS {
@@ -129,7 +129,8 @@ impl UringIo {
                         let k = st.rx_data(slot, res as usize, sink) as u32;
                         if let Some(s) = st.sock(slot) {
                             s.single_rx = s.single_rx.saturating_sub(k);
-                            if s.rx.as_ref().map_or(0, |rx| rx.frame_left()) >= DIRECT_RECV_MIN {
+                            let left = s.rx.as_ref().map_or(0, |rx| rx.frame_left());
+                            if left.max(res as usize) >= DIRECT_RECV_MIN {
                                 s.single_rx = SINGLE_RX_FRAMES;
                             }
                         }
@@ -187,12 +188,15 @@ impl UringIo {
         }
     }
 
-    /// A large payload started being placed: the multishot RECV is
-    /// cancelled so that, once it ends, one RECV takes the rest straight
-    /// into the destination (see `arm`).
-    fn stop_for_placement(&mut self, st: &mut State, slot: u32, gen: u32) {
+    /// Bulk data is arriving (a frame with `DIRECT_RECV_MIN` or more still
+    /// to come, or a completion that large): the multishot RECV is
+    /// cancelled so that, once it ends, single-shot RECVs take the data
+    /// straight into the parser's target (see `arm`), without the copy out
+    /// of provided buffers.
+    fn stop_for_bulk(&mut self, st: &mut State, slot: u32, gen: u32, got: usize) {
         let Some(s) = st.sock(slot) else { return };
-        if s.rx.as_ref().map_or(0, |rx| rx.frame_left()) < DIRECT_RECV_MIN {
+        let left = s.rx.as_ref().map_or(0, |rx| rx.frame_left());
+        if left < DIRECT_RECV_MIN && got < DIRECT_RECV_MIN {
             return;
         }
         s.io |= IO_STOP;

@@ -113,12 +113,13 @@ const LISTENER: u32 = u32::MAX;
 /// more than poll, at half of poll's bandwidth.
 const DIRECT_RECV_MIN: usize = super::conn::PLACE_MIN;
 
-/// After a large frame (`DIRECT_RECV_MIN`), the connection's next frames come
+/// After a large frame or completion (`DIRECT_RECV_MIN`: bulk data), the
+/// connection's next frames come
 /// through single-shot RECVs into the parser (as the poll backend reads):
 /// by the time the first provided buffer of a large frame is reaped, one
 /// task-work run has drained most of it into more provided buffers, which
 /// then cost a copy each. Multishot is armed again after this many frames
-/// without a large one.
+/// without bulk data.
 const SINGLE_RX_FRAMES: u32 = 64;
 
 /// A queue flight of at least this many bytes leaves by SEND_ZC where
