@@ -90,7 +90,7 @@ impl Core {
             let st = &mut self.st;
             let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
                 match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                    Some(rank) => st.deliver(VcId::world(rank), header, payload),
+                    Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
                     None => st.fail(format!("shared memory names unknown local rank {peer}")),
                 }
             });
@@ -147,7 +147,7 @@ impl Core {
         let st = &mut self.st;
         let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
             match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                Some(rank) => st.deliver(VcId::world(rank), header, payload),
+                Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
                 None => st.fail(format!("shared memory names unknown local rank {peer}")),
             }
         });

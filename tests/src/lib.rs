@@ -6,6 +6,25 @@
 //! the launchers pass on to the ranks), and `leftovers` finds any process
 //! still carrying that tag. Jobs run one at a time (`serial`): two ranks
 //! busy-polling fill this machine's two cores.
+//!
+//! Module map:
+//!
+//! - `lib.rs`: the harness: deadlines, leak checks, serialisation, every transport at thread
+//!   levels SINGLE and MULTIPLE; `rank_check.rs` the test ranks' engine start (level checked)
+//!   and failure reporting; `procfs.rs` a job's processes seen through `/proc` (ranks,
+//!   listeners, peak memory); `netns.rs` namespace hosts for multi-host tests (netns + veth on a
+//!   bridge, own address, hostname, `/etc/hosts`, the `--launcher-exec` wrapper; removed on
+//!   drop); `pattern.rs` the payload patterns.
+//! - `src/bin/`: the Rust test ranks (`engine_check`, `dyn_check`, `group_check`, `cancel_race`,
+//!   `pmi_check`, `pmi_spawn_check`) and `no_io_uring`; `c/`: the C test programs (librivet,
+//!   librivet-pmi, the MPI layer, PMIx).
+//! - `tests/`: the integration tests, one file per area (launcher, engine, dynamic, group, PMI,
+//!   PMI-2, PMIx, IMPI, multi-host, C APIs, the MPI layer, MPICH interop, peer benchmarks).
+//!
+//! What must stay true here (ARCHITECTURE.md's test invariant, in full): integration tests run
+//! jobs one at a time with a deadline and fail if any process of the job outlives it; under
+//! `--disable-auto-cleanup` they require that the rank they killed is the only failure rivetrun
+//! reported; a job that kills no rank fails if rivetrun's `/dev/shm` sweep named anything.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
