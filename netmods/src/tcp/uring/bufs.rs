@@ -83,22 +83,21 @@ impl BufRing {
     /// handled in the order the kernel took buffers and each one's buffers
     /// are given back before the next is looked at, so the tail never laps
     /// an unhandled position.
-    pub(crate) fn bundle(
-        &self,
-        first: u16,
-        len: usize,
-        out: &mut [(u16, usize); COUNT as usize],
-    ) -> usize {
+    /// Returns the ring position of the first and how many there are;
+    /// `part` gives each in turn.
+    pub(crate) fn bundle(&self, first: u16, len: usize) -> (u16, usize) {
         let start = self.pos_of[(first % COUNT) as usize];
-        let n = len.div_ceil(SIZE).clamp(1, COUNT as usize);
-        for (k, o) in out.iter_mut().enumerate().take(n) {
-            let pos = start.wrapping_add(k as u16) & (COUNT - 1);
-            *o = (
-                self.bid_at[pos as usize],
-                len.saturating_sub(k * SIZE).min(SIZE),
-            );
-        }
-        n
+        (start, len.div_ceil(SIZE).clamp(1, COUNT as usize))
+    }
+
+    /// The `k`th buffer of the bundle at ring position `start` of `len`
+    /// bytes, and its byte count.
+    pub(crate) fn part(&self, start: u16, k: usize, len: usize) -> (u16, usize) {
+        let pos = start.wrapping_add(k as u16) & (COUNT - 1);
+        (
+            self.bid_at[pos as usize],
+            len.saturating_sub(k * SIZE).min(SIZE),
+        )
     }
 
     /// Hands buffer `bid` back to the kernel (seen once published).
