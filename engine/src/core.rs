@@ -211,8 +211,23 @@ impl Core {
     }
 
     /// Hand one message to the VC's transport; `Ok(false)` if it is full.
-    #[inline]
+    /// Shared memory is the inline path; the others go out of line.
+    #[inline(always)]
     pub(crate) fn transmit(
+        &mut self,
+        route: Route,
+        id: VcId,
+        header: &WireHeader,
+        payload: &[u8],
+    ) -> Result<bool> {
+        if let (Route::Shm(peer), Some(shm)) = (route, self.shm.as_mut()) {
+            return Ok(shm.try_send(peer, header, payload)?);
+        }
+        self.transmit_elsewhere(route, id, header, payload)
+    }
+
+    #[inline(never)]
+    fn transmit_elsewhere(
         &mut self,
         route: Route,
         id: VcId,

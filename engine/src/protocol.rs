@@ -327,7 +327,7 @@ impl State {
             // SAFETY: the receive owns `buf..buf+cap` until it completes
             // (API contract), `n <= cap`, and shared memory or a heap copy
             // cannot overlap a user buffer.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.buf, n) };
+            unsafe { rivet_lockfree::small_copy::copy_bytes(data.as_ptr(), r.buf, n) };
         }
         r.phase = RecvPhase::Done;
         req.status = Status {
