@@ -288,7 +288,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
     let auth_key = available
         .key
         .filter(|_| chosen.which == auth::AUTH_KEY as i32);
-    let channel_key = channel_key(&world, auth_key);
+    let channel_key = channel_key(&world.nonces, auth_key);
     let links = dance(&world, listener)?;
     let _ = server.set_read_timeout(None);
     Ok(Session {
@@ -316,14 +316,14 @@ fn random16() -> [u8; 16] {
 /// derives the same key from the same broadcast; nobody outside the run
 /// saw the nonces, so a stranger reaching a proc's port cannot open a
 /// channel (with KEY, not even one who learnt them without the key).
-pub fn channel_key(world: &World, auth_key: Option<u64>) -> JobKey {
+pub fn channel_key(nonces: &[Option<[u8; 16]>], auth_key: Option<u64>) -> JobKey {
     let mut base = *b"\0\0\0\0\0\0\0\0rivimpi\0";
     if let Some(k) = auth_key {
         base[..8].copy_from_slice(&k.to_be_bytes());
     }
     let base = JobKey::new(base);
-    let mut all = Vec::with_capacity(world.nonces.len() * 17);
-    for n in &world.nonces {
+    let mut all = Vec::with_capacity(nonces.len() * 17);
+    for n in nonces {
         match n {
             Some(n) => {
                 all.push(1);
@@ -629,5 +629,18 @@ mod tests {
         assert!(parse_args(&["x".into(), "h:1".into()]).is_err());
         assert!(parse_args(&["0".into(), "h".into()]).is_err());
         assert!(parse_args(&["0".into(), ":1".into()]).is_err());
+    }
+
+    #[test]
+    fn the_channel_key_depends_on_every_nonce_and_the_auth_key() {
+        let n = [Some([1u8; 16]), Some([2u8; 16])];
+        let k = channel_key(&n, None);
+        assert_eq!(k, channel_key(&n, None), "every client derives the same");
+        assert_ne!(k, channel_key(&n, Some(5678)));
+        assert_ne!(channel_key(&n, Some(1)), channel_key(&n, Some(2)));
+        assert_ne!(k, channel_key(&[Some([1u8; 16]), Some([3u8; 16])], None));
+        assert_ne!(k, channel_key(&[Some([2u8; 16]), Some([1u8; 16])], None));
+        assert_ne!(k, channel_key(&[Some([1u8; 16]), None], None));
+        assert_ne!(random16(), random16());
     }
 }

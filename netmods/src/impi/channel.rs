@@ -113,10 +113,11 @@ impl Rx {
 /// offsets against its `WireHeader` in a test; a header too short for
 /// them (never sent by the engine) gives zeros.
 pub fn engine_envelope(header: &[u8]) -> (i32, i32, u64) {
+    if header.len() < 16 {
+        return (0, 0, 0);
+    }
     let word = |at: usize| {
-        header
-            .get(at..at + 4)
-            .map_or(0, |b| u32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+        u32::from_ne_bytes([header[at], header[at + 1], header[at + 2], header[at + 3]])
     };
     (word(12) as i32, word(8) as i32, word(4) as u64)
 }
@@ -622,6 +623,43 @@ mod tests {
         }
         assert!(a.fini_got && b.fini_got);
         assert!(a.idle() && b.idle());
+    }
+
+    #[test]
+    fn data_packets_carry_the_envelope_at_the_seeds_offsets() {
+        use std::io::Read;
+        let (mut a, b) = pair();
+        // An engine header: context 6 at 4..8, tag 77 at 8..12, rank 3 at
+        // 12..16 (native order), then the rest of its 40 bytes.
+        let mut header = [0u8; 40];
+        header[0] = 1;
+        header[4..8].copy_from_slice(&6u32.to_ne_bytes());
+        header[8..12].copy_from_slice(&77i32.to_ne_bytes());
+        header[12..16].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(engine_envelope(&header), (3, 77, 6));
+        assert_eq!(
+            engine_envelope(&header[..10]),
+            (0, 0, 0),
+            "too short: zeros"
+        );
+        assert!(a.take(&header, b"payload").unwrap());
+        let mut s = b.sock.unwrap();
+        s.set_nonblocking(false).unwrap();
+        let mut wire = vec![0u8; HEADER_LEN + 4 + 40 + 7];
+        s.read_exact(&mut wire).unwrap();
+        // 3.5: pk_type 0 (DATA), pk_len = pk_msglen = 51, pk_lsrank at 80,
+        // pk_tag at 84, pk_cid at 88, all big-endian.
+        assert_eq!(&wire[0..4], &[0, 0, 0, 0]);
+        assert_eq!(&wire[4..8], &51u32.to_be_bytes());
+        assert_eq!(&wire[72..80], &51u64.to_be_bytes());
+        assert_eq!(&wire[80..84], &3i32.to_be_bytes());
+        assert_eq!(&wire[84..88], &77i32.to_be_bytes());
+        assert_eq!(&wire[88..96], &6u64.to_be_bytes());
+        assert_eq!(&wire[128..132], &40u32.to_be_bytes());
+        assert_eq!(&wire[132..172], &header);
+        assert_eq!(&wire[172..], b"payload");
+        let p = Packet::decode(&wire[..HEADER_LEN], 1000).unwrap();
+        assert_eq!((p.lsrank, p.tag, p.cid, p.srqid), (3, 77, 6, 1));
     }
 
     #[test]

@@ -12,9 +12,12 @@ pub mod config;
 pub mod flow;
 pub mod framer;
 pub mod netmod;
+#[cfg(test)]
+mod netmod_tests;
 pub mod packet;
 pub mod protocol;
 
+pub use channel::engine_envelope;
 pub use config::ImpiConfig;
 pub use netmod::ImpiNetmod;
 

@@ -389,6 +389,19 @@ impl ImpiNetmod {
         n
     }
 
+    /// Hellos refused so far (wrong key, rank or magic; a replay).
+    pub fn refused_hellos(&self) -> u64 {
+        self.refused
+    }
+
+    /// Channel `g`: (socket open, our FINI sent, theirs received).
+    #[cfg(test)]
+    pub(crate) fn channel_state(&self, g: u32) -> Option<(bool, bool, bool)> {
+        self.chans
+            .get(&g)
+            .map(|c| (c.sock.is_some(), c.fini_sent, c.fini_got))
+    }
+
     /// `Some(local peer)` when `peer` goes to the inner netmod.
     fn inner_peer(&self, peer: PeerId) -> Option<PeerId> {
         let (group, rank) = split_peer(peer);
