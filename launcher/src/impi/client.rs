@@ -36,8 +36,12 @@ use crate::error::LaunchError;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client waits for the others at any step of the startup.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
-/// Most user-data bytes per packet this client asks for (`C_DATALEN`).
-pub const DATALEN: u32 = 64 * 1024;
+/// Most user-data bytes per packet this client asks for (`C_DATALEN`):
+/// room for the engine's largest netmod message (a 1 MiB piece, its
+/// 40-byte header and the 4-byte length before it), so between Rivet
+/// clients every engine message is a short IMPI message, sent without
+/// waiting for a SYNCACK. The job uses the smallest of the clients'.
+pub const DATALEN: u32 = (1 << 20) + 4096;
 /// The highest tag this client uses between hosts (`C_TAGUB`).
 pub const TAG_UB: i32 = i32::MAX;
 /// Flow control this host asks for (`H_ACKMARK`, `H_HIWATER`; 3.9).

@@ -42,8 +42,7 @@ use crate::tcp::sys;
 const OUT_HIGH: usize = 1 << 20;
 /// Messages a channel queues before `try_send` says "full".
 const QUEUE_MAX: usize = 64;
-/// The receive buffer: many small packets per read; always room for a
-/// whole packet of `maxdatalen` (see `Rx::new`).
+/// The receive buffer: many small packets per read (see `Rx`).
 const RX_BUF: usize = 256 * 1024;
 /// Reads per poll, so one busy channel cannot starve the others.
 const READS_PER_POLL: usize = 8;
@@ -73,35 +72,46 @@ struct Arriving {
     complete: bool,
 }
 
-/// The receive buffer: unparsed bytes are `buf[start..end]`.
+/// The receive buffer: unparsed bytes are `buf[start..end]`; `need` is
+/// the size of the packet they begin, once its header is in (0 before).
+/// It starts at `RX_BUF` and grows, once, for a channel that carries
+/// packets larger than that (up to `HEADER_LEN + maxdatalen`, which the
+/// header check bounds), so idle channels stay small.
 #[derive(Default)]
 struct Rx {
     buf: Box<[u8]>,
     start: usize,
     end: usize,
+    need: usize,
 }
 
 impl Rx {
-    fn new(maxdatalen: u32) -> Rx {
-        // Two whole packets always fit, so a partial one can be completed
-        // after sliding it to the front.
-        let len = RX_BUF.max(2 * (HEADER_LEN + maxdatalen as usize));
+    fn new() -> Rx {
         Rx {
-            buf: vec![0u8; len].into_boxed_slice(),
+            buf: vec![0u8; RX_BUF].into_boxed_slice(),
             start: 0,
             end: 0,
+            need: 0,
         }
     }
 
-    /// Free room after the unparsed bytes, made large enough for a packet.
+    /// Free room after the unparsed bytes, made large enough for the
+    /// packet they begin.
     fn room(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
-        } else if self.buf.len() - self.end < self.buf.len() / 2 {
+        } else if self.buf.len() - self.start < self.need.max(HEADER_LEN)
+            || self.buf.len() - self.end < self.buf.len() / 2
+        {
             self.buf.copy_within(self.start..self.end, 0);
             self.end -= self.start;
             self.start = 0;
+        }
+        if self.need > self.buf.len() {
+            let mut grown = vec![0u8; self.need.max(2 * self.buf.len())].into_boxed_slice();
+            grown[..self.end].copy_from_slice(&self.buf[..self.end]);
+            self.buf = grown;
         }
         &mut self.buf[self.end..]
     }
@@ -174,7 +184,7 @@ impl Channel {
             max_msg,
             out: Vec::new(),
             out_at: 0,
-            rx: Rx::new(maxdatalen),
+            rx: Rx::new(),
             incoming: Incoming::new(maxdatalen, my_ackmark),
             credit: Credit::new(their_flow.0, their_flow.1),
             next_srqid: 1,
@@ -398,7 +408,9 @@ impl Channel {
             }
         }
         let before = self.out.len();
-        self.pump();
+        if !(self.queue.is_empty() && self.ctl.is_empty() && self.streaming.is_empty()) {
+            self.pump();
+        }
         // Only ACKs added: they wait for the next write or poll.
         if pending_before > 0 || self.out.len() > before {
             self.flush()?;
@@ -418,8 +430,10 @@ impl Channel {
                 0
             };
             if rx.end - at < HEADER_LEN + dlen {
+                rx.need = HEADER_LEN + dlen;
                 break;
             }
+            rx.need = 0;
             rx.start = at + HEADER_LEN + dlen;
             self.on_packet(&p, &rx.buf[at + HEADER_LEN..rx.start], deliver)?;
         }
@@ -557,6 +571,10 @@ mod tests {
     use std::net::TcpListener;
 
     fn pair() -> (Channel, Channel) {
+        pair_of(1000)
+    }
+
+    fn pair_of(maxdatalen: u32) -> (Channel, Channel) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let a_sock = TcpStream::connect(l.local_addr().unwrap()).unwrap();
         let (b_sock, _) = l.accept().unwrap();
@@ -568,8 +586,8 @@ mod tests {
             hostid: [2; 16],
             pid: 2,
         };
-        let mut a = Channel::new(pa, pb, 1000, 1 << 20, (2, 4), 2);
-        let mut b = Channel::new(pb, pa, 1000, 1 << 20, (2, 4), 2);
+        let mut a = Channel::new(pa, pb, maxdatalen, 1 << 21, (2, 4), 2);
+        let mut b = Channel::new(pb, pa, maxdatalen, 1 << 21, (2, 4), 2);
         for (c, s) in [(&mut a, a_sock), (&mut b, b_sock)] {
             s.set_nonblocking(true).unwrap();
             c.sock = Some(s);
@@ -623,6 +641,32 @@ mod tests {
         }
         assert!(a.fini_got && b.fini_got);
         assert!(a.idle() && b.idle());
+    }
+
+    #[test]
+    fn a_short_message_larger_than_the_receive_buffer_grows_it() {
+        let (mut a, mut b) = pair_of((1 << 20) + 4096);
+        let big: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 13 % 251) as u8).collect();
+        let small = b"after".to_vec();
+        assert!(a.take(b"h1", &big).unwrap());
+        assert!(a.take(b"h2", &small).unwrap());
+        let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+        for _ in 0..100_000 {
+            b.read(&mut |h, p| got.push((h.to_vec(), p.to_vec())))
+                .unwrap();
+            a.read(&mut |_, _| {}).unwrap();
+            a.new_poll();
+            a.flush().unwrap();
+            b.flush().unwrap();
+            if got.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].0.as_slice(), got[0].1 == big), (&b"h1"[..], true));
+        assert_eq!(got[1], (b"h2".to_vec(), small));
+        assert_eq!(a.packets_out, 2, "each went as one short packet");
+        assert!(b.rx.buf.len() > RX_BUF, "grown for the large packet");
     }
 
     #[test]

@@ -42,7 +42,7 @@ use super::channel::Channel;
 use super::config::ImpiConfig;
 use crate::auth::{self, JobKey};
 use crate::tcp::sys::Epoll;
-use crate::{peer_id, split_peer, Limits, Netmod, NetmodError, PeerId, Sink};
+use crate::{peer_id, split_peer, FxBuildHasher, Limits, Netmod, NetmodError, PeerId, Sink};
 
 /// The hello a connecting proc sends (see [`hello`]).
 const HELLO_MAGIC: &[u8; 4] = b"RIVI";
@@ -104,7 +104,7 @@ pub struct ImpiNetmod {
     listener: Option<TcpListener>,
     inbound_left: usize,
     accepting: Vec<Accepting>,
-    chans: HashMap<u32, Channel>,
+    chans: HashMap<u32, Channel, FxBuildHasher>,
     /// Channels with a socket, by global rank (each is in `epoll`).
     open: Vec<u32>,
     epoll: Epoll,
@@ -173,7 +173,7 @@ impl ImpiNetmod {
             listener,
             inbound_left,
             accepting: Vec::new(),
-            chans: HashMap::new(),
+            chans: HashMap::default(),
             open: Vec::new(),
             epoll,
             ready: Vec::new(),
