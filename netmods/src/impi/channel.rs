@@ -32,6 +32,7 @@ use std::io;
 use std::net::TcpStream;
 use std::ops::Range;
 use std::os::fd::AsRawFd;
+use std::ptr::NonNull;
 
 use super::flow::Credit;
 use super::packet::{Kind, Packet, Proc, HEADER_LEN};
@@ -53,6 +54,10 @@ const COALESCE_BELOW: usize = 16 * 1024;
 const COALESCE_FLUSH: usize = 64 * 1024;
 /// Bytes before the engine's header in an IMPI message: its length.
 const LEN_PREFIX: usize = 4;
+/// Payloads from this size on are offered to the engine (`Arrivals::place`)
+/// when their packet is not all in yet: below it, copying out of the
+/// receive buffer costs less than the extra receive call.
+const PLACE_MIN: usize = 16 * 1024;
 
 /// A message not yet started: its user data (length, header, payload).
 struct Pending {
@@ -83,6 +88,8 @@ struct Rx {
     start: usize,
     end: usize,
     need: usize,
+    /// The packet at `start` was offered to `place` and declined.
+    declined: bool,
 }
 
 impl Rx {
@@ -92,6 +99,7 @@ impl Rx {
             start: 0,
             end: 0,
             need: 0,
+            declined: false,
         }
     }
 
@@ -116,6 +124,38 @@ impl Rx {
         &mut self.buf[self.end..]
     }
 }
+
+/// Where a channel hands what arrives (the netmod's `Sink`, for one peer).
+pub trait Arrivals {
+    /// A whole engine message.
+    fn deliver(&mut self, header: &[u8], payload: &[u8]);
+
+    /// A message with this engine header and a `len`-byte payload is
+    /// arriving: `Some(dst)` to have the payload written there, then
+    /// `deliver`ed with exactly that memory (`Sink::place`'s contract).
+    fn place(&mut self, header: &[u8], len: usize) -> Option<NonNull<u8>> {
+        let _ = (header, len);
+        None
+    }
+}
+
+impl<F: FnMut(&[u8], &[u8])> Arrivals for F {
+    fn deliver(&mut self, header: &[u8], payload: &[u8]) {
+        self(header, payload)
+    }
+}
+
+/// A payload being received straight into the engine's memory.
+struct Placing {
+    dst: NonNull<u8>,
+    len: usize,
+    got: usize,
+}
+
+// SAFETY: the pointer is used only by the channel holding it, from the
+// thread driving the netmod (the engine serialises them); the engine keeps
+// the memory valid until `deliver` or the peer's failure (Sink::place).
+unsafe impl Send for Placing {}
 
 /// `(pk_lsrank, pk_tag, pk_cid)` from an engine header: its sender's rank
 /// in the communicator (`src`, bytes 12..16), tag (8..12) and context id
@@ -142,6 +182,12 @@ pub struct Channel {
     out: Vec<u8>,
     out_at: usize,
     rx: Rx,
+    /// The payload of the packet being read goes to the engine's memory.
+    placing: Option<Placing>,
+    /// Its engine header (kept for `deliver`).
+    placed_header: Vec<u8>,
+    /// Payload bytes still to come of a placed message given up on.
+    skip: usize,
     incoming: Incoming,
     credit: Credit,
     next_srqid: u64,
@@ -185,6 +231,9 @@ impl Channel {
             out: Vec::new(),
             out_at: 0,
             rx: Rx::new(),
+            placing: None,
+            placed_header: Vec::new(),
+            skip: 0,
             incoming: Incoming::new(maxdatalen, my_ackmark),
             credit: Credit::new(their_flow.0, their_flow.1),
             next_srqid: 1,
@@ -362,6 +411,14 @@ impl Channel {
         Ok(())
     }
 
+    /// Stop writing into the engine's memory (the engine is going away):
+    /// the rest of a placed payload is read and dropped.
+    pub fn abandon_placing(&mut self) {
+        if let Some(pl) = self.placing.take() {
+            self.skip = pl.len - pl.got;
+        }
+    }
+
     /// Send `IMPI_PK_FINI` (3.8): after it only protocol ACKs go.
     pub fn send_fini(&mut self) {
         if !self.fini_sent {
@@ -374,23 +431,56 @@ impl Channel {
     /// (header, payload) to `deliver`; `Ok(false)` once the peer closed.
     /// Protocol ACKs this makes due are left queued (`wants_write`); other
     /// packets it makes possible are written.
-    pub fn read(&mut self, deliver: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<bool> {
+    pub fn read(&mut self, deliver: &mut dyn Arrivals) -> io::Result<bool> {
         let mut rx = std::mem::take(&mut self.rx);
         let r = self.read_with(&mut rx, deliver);
         self.rx = rx;
         r
     }
 
-    fn read_with(
-        &mut self,
-        rx: &mut Rx,
-        deliver: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> io::Result<bool> {
+    fn read_with(&mut self, rx: &mut Rx, deliver: &mut dyn Arrivals) -> io::Result<bool> {
         let Some(fd) = self.sock.as_ref().map(|s| s.as_raw_fd()) else {
             return Ok(true);
         };
         let pending_before = self.out.len() - self.out_at;
         for _ in 0..READS_PER_POLL {
+            if self.skip > 0 {
+                let room = rx.room();
+                let want = room.len().min(self.skip);
+                self.syscalls += 1;
+                // SAFETY: `room` has at least `want` writable bytes.
+                let n = match unsafe { sys::recv(fd, room.as_mut_ptr(), want) } {
+                    Ok(0) => return Ok(false),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                };
+                self.skip -= n;
+                continue;
+            }
+            if let Some(pl) = self.placing.as_mut() {
+                let want = pl.len - pl.got;
+                self.syscalls += 1;
+                // SAFETY: `dst..dst+len` is the engine's writable memory
+                // until we deliver it (Sink::place), and `got < len`.
+                let n = match unsafe { sys::recv(fd, pl.dst.as_ptr().add(pl.got), want) } {
+                    Ok(0) => return Ok(false),
+                    Ok(n) => n,
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) => return Err(e),
+                };
+                pl.got += n;
+                if pl.got == pl.len {
+                    let pl = self.placing.take().expect("placing");
+                    // SAFETY: all `len` bytes at `dst` were written above.
+                    let payload = unsafe { std::slice::from_raw_parts(pl.dst.as_ptr(), pl.len) };
+                    deliver.deliver(&self.placed_header, payload);
+                }
+                if n < want {
+                    break;
+                }
+                continue;
+            }
             let room = rx.room();
             let want = room.len();
             self.syscalls += 1;
@@ -419,7 +509,7 @@ impl Channel {
     }
 
     /// Act on every whole packet in `rx`.
-    fn parse(&mut self, rx: &mut Rx, deliver: &mut dyn FnMut(&[u8], &[u8])) -> io::Result<()> {
+    fn parse(&mut self, rx: &mut Rx, deliver: &mut dyn Arrivals) -> io::Result<()> {
         while rx.end - rx.start >= HEADER_LEN {
             let at = rx.start;
             let p =
@@ -430,22 +520,79 @@ impl Channel {
                 0
             };
             if rx.end - at < HEADER_LEN + dlen {
+                if dlen >= PLACE_MIN && !rx.declined && self.try_place(&p, rx, deliver)? {
+                    return Ok(());
+                }
                 rx.need = HEADER_LEN + dlen;
                 break;
             }
             rx.need = 0;
+            rx.declined = false;
             rx.start = at + HEADER_LEN + dlen;
             self.on_packet(&p, &rx.buf[at + HEADER_LEN..rx.start], deliver)?;
         }
         Ok(())
     }
 
-    fn on_packet(
+    /// A large whole short message whose engine header is in but not all
+    /// its payload: offered to the engine, and if it gives memory, the
+    /// payload's first bytes are copied there and the rest is received
+    /// straight into it (`placing`). `false`: keep buffering.
+    fn try_place(
         &mut self,
         p: &Packet,
-        data: &[u8],
-        deliver: &mut dyn FnMut(&[u8], &[u8]),
-    ) -> io::Result<()> {
+        rx: &mut Rx,
+        deliver: &mut dyn Arrivals,
+    ) -> io::Result<bool> {
+        if !Incoming::is_short_data(p)
+            || !self.order.is_empty()
+            || p.src != self.them
+            || p.dest != self.me
+        {
+            return Ok(false);
+        }
+        let d = rx.start + HEADER_LEN;
+        let Some(hlen) = rx.buf[d..rx.end]
+            .get(..LEN_PREFIX)
+            .map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        else {
+            return Ok(false);
+        };
+        let dlen = p.len as usize;
+        let body = d + LEN_PREFIX + hlen;
+        if LEN_PREFIX + hlen > dlen || rx.end < body {
+            return Ok(false);
+        }
+        let len = dlen - LEN_PREFIX - hlen;
+        let Some(dst) = deliver.place(&rx.buf[d + LEN_PREFIX..body], len) else {
+            rx.declined = true;
+            return Ok(false);
+        };
+        self.check_len(p.msglen)?;
+        if let Some(ack) = self.incoming.take_short(p).map_err(protocol)? {
+            self.put(&ack, &[]);
+        }
+        let have = rx.end - body;
+        // SAFETY: `dst` has `len` writable bytes (Sink::place) and `have <
+        // len`, since the packet is not all in; the ranges do not overlap.
+        unsafe {
+            std::ptr::copy_nonoverlapping(rx.buf[body..].as_ptr(), dst.as_ptr(), have);
+        }
+        self.placed_header.clear();
+        self.placed_header
+            .extend_from_slice(&rx.buf[d + LEN_PREFIX..body]);
+        self.placing = Some(Placing {
+            dst,
+            len,
+            got: have,
+        });
+        rx.start = rx.end;
+        rx.need = 0;
+        rx.declined = false;
+        Ok(true)
+    }
+
+    fn on_packet(&mut self, p: &Packet, data: &[u8], deliver: &mut dyn Arrivals) -> io::Result<()> {
         if p.kind != Kind::Fini && (p.src != self.them || p.dest != self.me) {
             return Err(protocol(format!(
                 "a {:?} packet from {:?} to {:?} on the channel between {:?} and {:?}",
@@ -460,7 +607,7 @@ impl Channel {
             }
             let (h, payload) = split_message(data)
                 .ok_or_else(|| protocol("a message without its engine header"))?;
-            deliver(h, payload);
+            deliver.deliver(h, payload);
             return Ok(());
         }
         let mut actions: VecDeque<Action> = self.incoming.on_packet(p).map_err(protocol)?.into();
@@ -542,7 +689,7 @@ impl Channel {
             let a = self.arriving.remove(&id).expect("checked");
             let (h, payload) = split_message(&a.buf)
                 .ok_or_else(|| protocol("a message without its engine header"))?;
-            deliver(h, payload);
+            deliver.deliver(h, payload);
         }
         Ok(())
     }
@@ -613,9 +760,11 @@ mod tests {
                 next += 1;
             }
             assert!(b
-                .read(&mut |h, p| got.push((h.to_vec(), p.to_vec())))
+                .read(&mut |h: &[u8], p: &[u8]| got.push((h.to_vec(), p.to_vec())))
                 .unwrap());
-            assert!(a.read(&mut |_, _| panic!("nothing goes to a")).unwrap());
+            assert!(a
+                .read(&mut |_: &[u8], _: &[u8]| panic!("nothing goes to a"))
+                .unwrap());
             // Queued protocol ACKs leave at the next poll.
             a.new_poll();
             b.new_poll();
@@ -633,8 +782,10 @@ mod tests {
         for _ in 0..10_000 {
             a.flush().unwrap();
             b.flush().unwrap();
-            a.read(&mut |_, _| panic!("nothing after FINI")).unwrap();
-            b.read(&mut |_, _| panic!("nothing after FINI")).unwrap();
+            a.read(&mut |_: &[u8], _: &[u8]| panic!("nothing after FINI"))
+                .unwrap();
+            b.read(&mut |_: &[u8], _: &[u8]| panic!("nothing after FINI"))
+                .unwrap();
             if a.fini_got && b.fini_got {
                 break;
             }
@@ -652,9 +803,9 @@ mod tests {
         assert!(a.take(b"h2", &small).unwrap());
         let mut got: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
         for _ in 0..100_000 {
-            b.read(&mut |h, p| got.push((h.to_vec(), p.to_vec())))
+            b.read(&mut |h: &[u8], p: &[u8]| got.push((h.to_vec(), p.to_vec())))
                 .unwrap();
-            a.read(&mut |_, _| {}).unwrap();
+            a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
             a.new_poll();
             a.flush().unwrap();
             b.flush().unwrap();
@@ -667,6 +818,55 @@ mod tests {
         assert_eq!(got[1], (b"h2".to_vec(), small));
         assert_eq!(a.packets_out, 2, "each went as one short packet");
         assert!(b.rx.buf.len() > RX_BUF, "grown for the large packet");
+    }
+
+    /// Places payloads of at least PLACE_MIN bytes in its own buffer.
+    struct Placer {
+        mem: Vec<u8>,
+        placed: usize,
+        got: Vec<(Vec<u8>, Vec<u8>, bool)>,
+    }
+
+    impl Arrivals for Placer {
+        fn deliver(&mut self, h: &[u8], p: &[u8]) {
+            let in_mem = p.as_ptr() == self.mem.as_ptr();
+            self.got.push((h.to_vec(), p.to_vec(), in_mem));
+        }
+        fn place(&mut self, _: &[u8], len: usize) -> Option<NonNull<u8>> {
+            self.placed += 1;
+            self.mem = vec![0; len];
+            NonNull::new(self.mem.as_mut_ptr())
+        }
+    }
+
+    #[test]
+    fn a_large_payload_is_received_straight_into_the_engines_memory() {
+        let (mut a, mut b) = pair_of((1 << 20) + 4096);
+        let big: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 7 % 253) as u8).collect();
+        assert!(a.take(b"head", &big).unwrap());
+        assert!(a.take(b"h2", b"small").unwrap());
+        let mut to = Placer {
+            mem: Vec::new(),
+            placed: 0,
+            got: Vec::new(),
+        };
+        for _ in 0..100_000 {
+            b.read(&mut to).unwrap();
+            a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
+            a.new_poll();
+            a.flush().unwrap();
+            b.flush().unwrap();
+            if to.got.len() == 2 {
+                break;
+            }
+        }
+        assert_eq!(to.placed, 1, "offered once");
+        assert_eq!(to.got.len(), 2);
+        assert_eq!(to.got[0].0, b"head");
+        assert!(to.got[0].1 == big, "the payload whole");
+        assert!(to.got[0].2, "delivered in the placed memory");
+        assert_eq!(to.got[1], (b"h2".to_vec(), b"small".to_vec(), false));
+        assert_eq!(b.rx.buf.len(), RX_BUF, "no growth when placed");
     }
 
     #[test]
@@ -713,7 +913,7 @@ mod tests {
         assert!(a.take(b"h", &[0u8; 200]).unwrap());
         let mut err = None;
         for _ in 0..10_000 {
-            match b.read(&mut |_, _| {}) {
+            match b.read(&mut |_: &[u8], _: &[u8]| {}) {
                 Err(e) => {
                     err = Some(e);
                     break;

@@ -38,7 +38,7 @@ use std::os::fd::{AsRawFd, FromRawFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use super::channel::Channel;
+use super::channel::{Arrivals, Channel};
 use super::config::ImpiConfig;
 use crate::auth::{self, JobKey};
 use crate::tcp::sys::Epoll;
@@ -352,12 +352,13 @@ impl ImpiNetmod {
         let Some(c) = self.chans.get_mut(&g) else {
             return 0;
         };
-        let mut n = 0;
-        let peer = peer_id(0, g);
-        let r = c.read(&mut |h, p| {
-            sink.deliver(peer, h, p);
-            n += 1;
-        });
+        let mut to = ToSink {
+            sink,
+            peer: peer_id(0, g),
+            n: 0,
+        };
+        let r = c.read(&mut to);
+        let n = to.n;
         self.syscalls += std::mem::take(&mut c.syscalls);
         match r {
             Ok(true) => {
@@ -424,6 +425,23 @@ impl ImpiNetmod {
     fn fail(&mut self, g: u32, why: String) {
         self.close(g);
         self.failures.push((g, why));
+    }
+}
+
+/// A channel's arrivals, to the engine as from `peer`; `n` counts messages.
+struct ToSink<'a> {
+    sink: &'a mut dyn Sink,
+    peer: PeerId,
+    n: usize,
+}
+
+impl Arrivals for ToSink<'_> {
+    fn deliver(&mut self, header: &[u8], payload: &[u8]) {
+        self.sink.deliver(self.peer, header, payload);
+        self.n += 1;
+    }
+    fn place(&mut self, header: &[u8], len: usize) -> Option<NonNull<u8>> {
+        self.sink.place(self.peer, header, len)
     }
 }
 
@@ -685,6 +703,8 @@ impl Drop for ImpiNetmod {
     /// bounded by `FINI_TIMEOUT` whatever they do.
     fn drop(&mut self) {
         for (g, c) in self.chans.iter_mut() {
+            // Whatever the engine gave to receive into may be gone now.
+            c.abandon_placing();
             if c.sock.is_some() && !self.dead.contains_key(g) {
                 c.send_fini();
             }
@@ -705,7 +725,7 @@ impl Drop for ImpiNetmod {
                     c.sock = None;
                     continue;
                 }
-                match c.read(&mut |_, _| {}) {
+                match c.read(&mut |_: &[u8], _: &[u8]| {}) {
                     Ok(true) => open += 1,
                     _ => c.sock = None,
                 }
