@@ -16,6 +16,36 @@
 //! `progress` is the harnesses' progress bar or lines; `version` the long
 //! `--version`; `generate` (shared with rivetrun) the man page and
 //! completions `cargo xtask man` asks for.
+//!
+//! Choices: the plots use `plotters` (svg, bitmap, line series, `ab_glyph` text; no `ttf`
+//! feature, so no fontconfig or freetype: a .ttf is read at run time), the progress bar
+//! `indicatif` (no default features); `png` (a dev-dependency, already in the tree through
+//! plotters) lets a test read the committed example plot (`docs/compare-shm.*`) back.
+//!
+//! Module map:
+//!
+//! - `p2p.rs`, `report.rs`: the rank-side point-to-point benchmarks and their OSU-style output;
+//!   `sizes.rs` the size ladder and iteration counts.
+//! - `scale.rs`: benchmarks of scale: `latency --idle-peers N` (idle ranks asleep in
+//!   `Engine::pmi_barrier`; rank 0's RSS) and `fanin`; netmod system calls per message
+//!   (`Netmod::syscalls`) in the JSON rows; `scale_compare.rs` their `compare` jobs and verdicts
+//!   (`--benches idle,fanin`).
+//! - `exchange.rs`: `rivet-bench exchange`, all-pairs ping-pong at 8 B, 1 KiB and 100 KiB with
+//!   checked payloads.
+//! - `dynamic.rs`: `spawn`, `accept`, `connect` and the `dynamic` harness; `pmi_startup.rs` and
+//!   `launch_time.rs` the launch benchmark.
+//! - `compare/`: the peer comparison, one file per step from arguments (`args.rs`) through stacks
+//!   (`stacks.rs`), programs (`programs.rs`), results (`record.rs`, `table.rs`, `summary.rs`) to
+//!   reports (`text.rs`, `csv.rs`, `json_report.rs`); `peers.rs` builds the peers' programs in
+//!   `benches/peers/` (MPI latency/bw/mr, MPI hello, raw TCP ping-pong, Open MPI spawn);
+//!   `fi_pingpong.rs` runs libfabric's `fi_pingpong`.
+//! - `harness.rs`, `stats.rs`, `json.rs`: what the harnesses share, median/min/max summaries,
+//!   a little JSON.
+//! - `plot/`: `rivet-bench plot` and `compare --plot`: compare JSON -> curves and ratios
+//!   (`data.rs`), drawn with plotters (`draw.rs`); `progress.rs` the progress bar or plain lines.
+//! - `version.rs`: the long `--version`.
+//! - `benches/benches/`: criterion micro-benchmarks (`engine_path.rs`, `matching.rs`,
+//!   `shm_queue.rs`).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

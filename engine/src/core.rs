@@ -90,7 +90,7 @@ impl Core {
             let st = &mut self.st;
             let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
                 match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                    Some(rank) => st.deliver(VcId::world(rank), header, payload),
+                    Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
                     None => st.fail(format!("shared memory names unknown local rank {peer}")),
                 }
             });
@@ -147,7 +147,7 @@ impl Core {
         let st = &mut self.st;
         let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
             match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                Some(rank) => st.deliver(VcId::world(rank), header, payload),
+                Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
                 None => st.fail(format!("shared memory names unknown local rank {peer}")),
             }
         });
@@ -211,8 +211,23 @@ impl Core {
     }
 
     /// Hand one message to the VC's transport; `Ok(false)` if it is full.
-    #[inline]
+    /// Shared memory is the inline path; the others go out of line.
+    #[inline(always)]
     pub(crate) fn transmit(
+        &mut self,
+        route: Route,
+        id: VcId,
+        header: &WireHeader,
+        payload: &[u8],
+    ) -> Result<bool> {
+        if let (Route::Shm(peer), Some(shm)) = (route, self.shm.as_mut()) {
+            return Ok(shm.try_send(peer, header, payload)?);
+        }
+        self.transmit_elsewhere(route, id, header, payload)
+    }
+
+    #[inline(never)]
+    fn transmit_elsewhere(
         &mut self,
         route: Route,
         id: VcId,

@@ -80,9 +80,10 @@ impl Inner {
         Ok(self.lock_even_finalized())
     }
 
+    #[inline]
     pub(crate) fn check(core: &Core) -> Result<()> {
         match &core.st.fatal {
-            Some(why) => Err(Error::Failed(why.clone())),
+            Some(why) => Err(failed(why)),
             None => Ok(()),
         }
     }
@@ -348,9 +349,15 @@ impl Inner {
         }
     }
 
+    #[inline]
     pub(crate) fn lock_even_finalized(&self) -> EngineGuard<'_, Core> {
         self.core.lock()
     }
+}
+
+#[cold]
+fn failed(why: &str) -> Error {
+    Error::Failed(why.to_owned())
 }
 
 /// A buffer about to be released may still be written into by `from`'s

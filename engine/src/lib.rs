@@ -22,6 +22,123 @@
 //! Buffer safety: blocking calls borrow; nonblocking calls on borrowed
 //! buffers live in a [`Scope`] that finishes them before returning; the
 //! `*_raw` calls are `unsafe` and leave that duty to the caller (C ABI).
+//!
+//! Thread levels are types: `Engine<Shared>` (the default: `Send + Sync` handles, MULTIPLE) or
+//! `Engine<Local>` (`!Send`, `!Sync`; below MULTIPLE the state sits behind a non-atomic busy flag,
+//! so no atomic read-modify-write from isend to completion). Misuse of a `Local` handle across
+//! threads does not compile; `RIVET_THREAD_LEVEL` can only raise a level. At MULTIPLE one lock
+//! (`Inner::core`) guards matching, requests and the send side (no per-worker state yet); shared
+//! memory between processes is lock-free. `rivet-bench mr --threads` measures the cost, the
+//! criterion bench `engine_path` the lock per call.
+//!
+//! Module map:
+//!
+//! - `engine.rs`: start-up (PMI, node segment) and `Engine` (info, counts, finalize); under
+//!   `--impi-client` one MPI_COMM_WORLD (`init_thread`: global rank = client offset + PMI rank,
+//!   node map shifted, other clients' cards `impi`, own cards under global keys).
+//! - `external.rs`: start-up without a process manager: address blobs, `add_peers`, the node
+//!   leader's segment by a computed name.
+//! - `node_map.rs`: which peers share the node; shm or netmod per peer.
+//! - `netmod.rs`: opening the netmod at init (`auto`: ofi where a provider is named or beats tcp),
+//!   business-card keys; `wrap_impi` for other IMPI clients' ranks.
+//! - `comm.rs`, `request.rs`, `scope.rs`, `status.rs`, `message.rs`: the public handles (`Comm`:
+//!   dup, barrier, p2p; matched probes); `error.rs` the one error type.
+//! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
+//!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
+//! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a mutex at
+//!   MULTIPLE, a busy flag below).
+//! - `inner.rs`: `Inner`, what every handle points at: the locked `Core`, wait loops, abandon,
+//!   finalize, the parent link.
+//! - `core.rs`: `Core`, the transports plus `State`: progress, transmit, flush of each VC's send
+//!   queue.
+//! - `post.rs`: posting sends and receives (eager at once or queued, rendezvous requests), cancel,
+//!   abandon.
+//! - `protocol.rs`: arrivals: eager, rendezvous (CMA or copy), ssend ack, send cancel; eager
+//!   credit, direct placement.
+//! - `copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`); single-copy
+//!   jobs run after the poll.
+//! - `rma.rs`: rendezvous by netmod one-sided read (key in the `Rts`, fallback to streaming).
+//! - `failure.rs`: peer failure, protocol violations (`misbehaved`), the finalize `Bye` handshake.
+//! - `pmi_watch.rs`: ends the rank when its PMI connection hangs up (launcher dead).
+//! - `peer_watch.rs`: local peers' processes watched (pidfds, polled while idle), so a dead shm
+//!   peer fails its waiters.
+//! - `state/`: the protocol state as data: requests, matching, VCs, unexpected messages (kept
+//!   buffers, `spare.rs`), netmod reads (`reads.rs`) and shared copies (`copies.rs`) under way.
+//! - `table.rs`: the request table (generation-checked `u64` handles) and `SendPhase`.
+//! - `matching/`: posted and unexpected queues, O(1) exact match; slab and intrusive lists in
+//!   `matching/slab.rs`.
+//! - `pg/`: process groups, ours (`world.rs`, from the KVS) and foreign ones (`foreign.rs`, cards
+//!   cached), `VcId` = (PG slot, rank) (`id.rs`), reference counts; one VC (`vc.rs`: route, send
+//!   queue, credit, failure, refs); VC tables (`vcrt.rs`: shared by dups, identity map for
+//!   COMM_WORLD); group descriptions shipped by connect/accept and spawn (`desc.rs`).
+//! - `groups.rs`: registering foreign groups, creating and releasing VC tables, lazy netmod.
+//! - `dynamic/`: ports, the accept queue, temporary-VC messages (`ports.rs`); accept/connect in
+//!   seed 001's steps (`connect.rs`), spawn (`spawn.rs`), name service (`names.rs`); group
+//!   connect, disconnect and group events, seed 004 (`group.rs`).
+//! - `intercomm.rs`: intercommunicator merge, disconnect.
+//! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
+//!   swap).
+//! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): masters per client, `cubedim`, the barrier
+//!   across clients; tag values Rivet chose where the text is cut.
+//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), fastbox rings (`fastbox.rs`), Nemesis
+//!   MPSC queues (`queue.rs`), CMA (`cma.rs`); loom models of the queue, the ring and their merge
+//!   by sequence number in `engine/tests/loom_queue.rs` and `engine/tests/loom_ring.rs`.
+//! - `wire.rs`: the header every message carries.
+//! - `config.rs`, `backoff.rs`: the engine's `RIVET_*` settings; the spin/yield policy.
+//! - `fuzzing.rs` (hidden): the fuzz target over `deliver`.
+//!
+//! What must stay true here (ARCHITECTURE.md's engine invariants, in full):
+//!
+//! - Reference counts follow seed 000: a VC table takes one reference per foreign VC (0 -> 2: one
+//!   is "connected"); dropping the last handle on a table (`free`) gives back one, `disconnect`
+//!   also the last; a foreign PG lives while any of its VCs is referenced, then its connections
+//!   get a `Bye` and close. COMM_WORLD's VCs are never counted or freed.
+//! - A VC is named `(PG slot, rank)`, and the netmod uses the same number as its peer id. Slots are
+//!   never reused, so a straggler from a disconnected group is dropped, never misdelivered.
+//! - Temporary VCs (port connections) carry only `Port` messages, outside matching, and close once
+//!   connect/accept ends; a connection to a tag not open is closed at once (the connector fails).
+//!   Any other message on a temporary VC, or a `Port` message on any other VC, is refused: its
+//!   sender is treated as failed and its connection closed.
+//! - Group connect: nobody sends on a new group before the process manager has heard from every
+//!   member that it registered the group's process groups (`group_ready`); PMI calls that wait
+//!   for other processes run on a helper thread while the caller keeps the engine progressing.
+//! - Per pair and context, messages match in send order, whichever shm path (fastbox ring or cell
+//!   queue) each took: per-pair sequence numbers merge them.
+//! - The node segment is unlinked as soon as every local rank has attached.
+//! - Nothing a peer sends can make the engine panic or write outside a receive buffer: handles are
+//!   generation-checked, offsets bounds-checked.
+//! - A send moves through explicit phases (`table::SendPhase`: Queued, Sent, AwaitingAck, RtsSent,
+//!   Streaming, Done, Cancelled, Failed; a pending cancel is a flag), only through `SendOp`'s
+//!   methods. An `Ack`, `Cts` or `CancelAck` acts only on a send to the VC it came from, in a
+//!   phase that awaits it; any other is dropped and its sender treated as failed ("protocol
+//!   violation", connection closed), the send untouched.
+//! - A single-copy (CMA) read reads from the pid the node segment has at the sender's slot, never
+//!   from a pid a message names (the `Rts` still carries one, unused).
+//! - A local peer whose process ends fails like a netmod peer (`PeerFailed`), found by a pidfd on
+//!   the process its segment slot names (never a reused pid), once a poll after the death found
+//!   nothing more from it; a peer that marked its slot finalized fails only what names it. Under
+//!   `--disable-auto-cleanup` too: nothing waits forever on a dead neighbour.
+//! - A netmod peer's failure fails only the requests that need that peer (sends to it, receives
+//!   for it or `ANY_SOURCE`, streams from it); messages already received from it stay receivable.
+//! - Unasked-for eager data buffered per netmod peer is bounded by the credit window; larger or
+//!   credit-less sends go by rendezvous, whose data lands straight in the posted buffer
+//!   (`Sink::place`).
+//! - A blocking call that fails or unwinds withdraws its request before it returns
+//!   (`request::Lent`): nothing points at its buffer afterwards.
+//! - No borrowed buffer is released (a scope or blocking call returning or unwinding) while a
+//!   netmod, a netmod read or a peer's single-copy write may still write into it
+//!   (`Inner::abandon`): the receive is finished first, or, during a panic or once the engine has
+//!   failed, the process aborts (SIGABRT, reason on stderr) instead of unwinding.
+//! - A shared copy (`copy.rs`): the sender writes only into the range the receiver named for a
+//!   send of its own to that receiver, right after its `Rts` and within the message; the receiver
+//!   completes only after its own part and the sender's `Written`, then answers `Ack`.
+//! - A rendezvous receive that reads over the netmod stays in its Reading phase, its buffer
+//!   untouched by anything else, until the read ends; the sender's registration lives until its
+//!   send completes (an abandoned send's is deregistered before its buffer is released).
+//! - Finalize: a rank says `Bye` to every live netmod peer and waits for each one's `Bye` (a peer
+//!   answers one at once and sends nothing else after a `Bye` it got).
+//! - shm attach maps a segment only if it is a regular file of our user with mode 0600
+//!   (`shm/segment.rs`, `trusted`), so a planted segment is refused.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
@@ -61,7 +178,8 @@ mod state;
 mod status;
 mod table;
 mod thread;
-pub mod wire;
+/// In `rivet-lockfree` with the shm queue and ring that carry it.
+pub use rivet_lockfree::wire;
 
 pub use comm::Comm;
 pub use config::parse_size;

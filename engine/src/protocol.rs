@@ -222,7 +222,7 @@ impl State {
             return self.misbehaved(from, why);
         }
         match h.kind() {
-            Some(MsgKind::Eager) => self.on_eager(from, h, payload),
+            Some(MsgKind::Eager) => self.on_eager(from, h, payload, true),
             Some(MsgKind::Rts) => self.on_rts(from, h, payload),
             Some(MsgKind::Cts) => self.on_cts(from, h),
             Some(MsgKind::Data) => self.on_data(from, h, payload),
@@ -270,8 +270,22 @@ impl State {
         }
     }
 
+    /// [`deliver`](Self::deliver) for a message that came through shared
+    /// memory: an eager message there owes no netmod credit, so its
+    /// matching skips the VC lookup that credit needs.
     #[inline]
-    fn on_eager(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
+    pub fn deliver_shm(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
+        if h.kind == MsgKind::Eager as u8 && !from.is_temp() {
+            self.on_eager(from, h, payload, false);
+        } else {
+            self.deliver(from, h, payload);
+        }
+    }
+
+    /// `netmod`: it came through the netmod, whose window it counts
+    /// against until consumed.
+    #[inline]
+    fn on_eager(&mut self, from: VcId, h: &WireHeader, payload: &[u8], netmod: bool) {
         let env = Envelope {
             context: h.context,
             source: h.src,
@@ -281,7 +295,9 @@ impl State {
         match self.matcher.match_posted(env) {
             Some(rreq) => {
                 self.finish_eager_recv(rreq, env, payload);
-                self.consumed(from, payload.len());
+                if netmod {
+                    self.consumed(from, payload.len());
+                }
                 if sync {
                     self.reply(from, control(MsgKind::Ack, h.context, h.sreq));
                 }
@@ -311,7 +327,7 @@ impl State {
             // SAFETY: the receive owns `buf..buf+cap` until it completes
             // (API contract), `n <= cap`, and shared memory or a heap copy
             // cannot overlap a user buffer.
-            unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), r.buf, n) };
+            unsafe { rivet_lockfree::small_copy::copy_bytes(data.as_ptr(), r.buf, n) };
         }
         r.phase = RecvPhase::Done;
         req.status = Status {
@@ -321,7 +337,12 @@ impl State {
             cancelled: false,
             error: truncation(data.len() as u64, r.cap),
         };
-        self.complete(rreq);
+        // `complete` for a receive, without looking the request up again.
+        req.complete = true;
+        self.completions = self.completions.wrapping_add(1);
+        if req.detached {
+            self.requests.remove(rreq);
+        }
     }
 
     fn on_rts(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {

@@ -14,6 +14,18 @@
 //! handshake, the ofi netmod's HELLO and message sequences, the engine's
 //! `deliver`) live in those crates' hidden
 //! `fuzzing` modules; the PMI ones here, on the public API.
+//!
+//! Choices: coverage-guided fuzzing with libFuzzer through `libfuzzer-sys`, optional behind the
+//! `libfuzzer` feature (it compiles libFuzzer with the system C++ compiler), on stable rustc:
+//! SanitizerCoverage is a plain `-C` flag, so neither nightly nor cargo-fuzz is needed
+//! (`fuzz/run.sh`). Without the feature this crate builds no binary and its test replays the
+//! corpora, so `cargo test --workspace` stays stable-only.
+//!
+//! Module map: `src/pmi.rs` the PMI targets (framer, server, name server, parsers);
+//! `fuzz_targets/` one libFuzzer main per target; `corpus/TARGET/` the committed corpora;
+//! `tests/smoke.rs` the smoke run; the internal targets in `netmods/src/fuzzing.rs` (tcp frames
+//! and handshake), `netmods/src/ofi/fuzz.rs` (the ofi connection table and receive order over
+//! HELLO and message sequences) and `engine/src/fuzzing.rs` (`deliver`).
 
 mod pmi;
 pub use pmi::{name_server, parsers as pmi_parsers, pmi_framer, pmi_server};

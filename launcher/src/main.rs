@@ -10,6 +10,97 @@
 //! `mpmd` the sections of an MPMD job, `impi` the IMPI server and client,
 //! `hosts`, `remote` and `proxy` multi-host jobs, `leftovers` the job's
 //! temporary directory and the sweep of what dead jobs left.
+//!
+//! Choices: hwloc through `hwlocality` (=1.0.0-alpha.13), not `hwloc2` (last release 2020), which
+//! cannot load XML or synthetic topologies nor export XML, as `--topology` and
+//! `PMI_hwloc_xmlfile` need; builds need `libhwloc-dev libudev-dev pkg-config`, and Rust >= 1.85.
+//! Ranks start by fork+exec (a `pre_exec` arms `PR_SET_PDEATHSIG`, which rules out std's
+//! `posix_spawn`): binding is inherited from the starting thread's CPU mask, and the PMI socket is
+//! made inheritable just for that start; one thread, the main one, starts ranks, one at a time,
+//! and since the death signal fires when that thread ends it lives as long as rivetrun. rivetrun
+//! runs at nice -5 relative to its ranks where allowed: every rank waits on its answers.
+//!
+//! Module map:
+//!
+//! - `cli/`: the options: the clap definition (`mod.rs`), mpiexec spellings normalised for clap
+//!   (`normalize.rs`), value parsers (`values.rs`); `generate.rs` the hidden `--clap-generate`
+//!   (man page, completions) shared with rivet-bench.
+//! - `mpmd.rs`: MPMD sections (`prog1 : -n 2 prog2`, `-configfile`), the appnum of each rank.
+//! - `topology/`: hwloc discovery with plugins kept out (`discover.rs`), mapping policies
+//!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`
+//!   (`report.rs`).
+//! - `hosts.rs`: host lists (`-hosts`, `-hostfile`, `host:slots`), block placement on hosts.
+//! - `launch.rs`: starting a rank: env, PMI fd, pipes, process group, affinity.
+//! - `supervisor/`: the event loop (`mod.rs`): PMI serving (`pmi.rs`), output (`output.rs`),
+//!   signals, reaping and teardown (`teardown.rs`), starting spawns (`spawns.rs`), name requests
+//!   (`names.rs`), setup (`setup.rs`), failures and exit codes (`failure.rs`).
+//! - `spawn.rs`: spawn requests checked and planned (info keys, all or none).
+//! - `output.rs`: line-atomic output forwarding; `outfiles.rs`: `-outfile-pattern` and
+//!   `-errfile-pattern` (Hydra's substitutions, one shared file per name); `stdout_queue.rs`:
+//!   rivetrun's stdout written by a thread from a bounded queue; `nonblocking.rs` socket writes.
+//! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
+//!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
+//!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
+//!   (`describe.rs`), barriers from the top of the proxy tree, host loss.
+//! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
+//!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
+//!   server core in a poll loop with the node's topology keys (`pmi.rs`), barriers up a tree of
+//!   proxies (`tree.rs`), output and exits.
+//! - `pmix_host/`: rivetrun as a PMIx server through OpenPMIx's server library (`mod.rs`): the job
+//!   and its ranks registered, fork environments, the host module's upcalls as supervisor events;
+//!   info lists and completion waits (`calls.rs`); publish/lookup/unpublish answered from the
+//!   job's name table or the `--nameserver`, lookups waiting only on `PMIX_WAIT`, typed values
+//!   stored as tagged strings (`names.rs`, `values.rs`); the `group` upcall (`group.rs`); spawn
+//!   as a PMI-1 spawn request whose namespace is registered before it starts (`spawn.rs`).
+//! - `impi/`: `--impi-server` (`server.rs`: threads per connection for AUTH and reading, one owner
+//!   of state and writes) and `--impi-client` (`client.rs`: startup, host dance, per-proc
+//!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00),
+//!   inherited by ranks (`IMPI_LISTEN_FDS`, `IMPI_PROCS`), `IMPI_*` for ranks, host links
+//!   watched while ranks run (an end without PK_FINI ends the job), PK_FINI then FINI).
+//! - `nameserver.rs`: the `--name-server` mode and forwarding to it (`--nameserver`).
+//! - `resources.rs`: what ranks registered (seed 002), freed when they end.
+//! - `leftovers.rs`: the job's private temp directory, its `/dev/shm` sweep, removing what dead
+//!   jobs left (by owner and pid).
+//! - `info.rs`: `--info` probes (shm, io_uring, CMA, libfabric, PMIx); `version.rs` the long
+//!   `--version` (git commit from `build/git.rs`, features, libraries found); `error.rs` launch
+//!   errors and their exit codes.
+//!
+//! What must stay true here (ARCHITECTURE.md's launcher invariants, in full):
+//!
+//! - Every rank, and every process a spawn starts, runs in its own process group and is
+//!   supervised alike. When the job fails (non-zero exit, signal, abort, exit without PMI finalize
+//!   while others run, a group member ending without disconnecting from a group made without
+//!   `early_term_allowed`, or a signal to rivetrun), every group gets SIGTERM, then SIGKILL after
+//!   `--kill-grace` (with `--disable-auto-cleanup` a failure is only reported); rivetrun returns
+//!   only after every rank and spawned process is reaped.
+//! - A spawn starts all its processes or none; nothing starts before every command's host,
+//!   directory and program were checked.
+//! - The event loop never blocks on the network: name-server requests run on threads with bounded
+//!   waits.
+//! - The exit code is 0 only if every rank and spawned process exited 0; otherwise the first
+//!   failure's (exit code, 128+signal, abort code, 126/127 exec errors, 255 after `--timeout`).
+//! - Output is forwarded in whole lines; no line from two ranks interleaves. stdout goes through a
+//!   queue of at most 4 MiB (plus one read) that a thread writes, so the loop never blocks on
+//!   rivetrun's stdout, and reads at most 8 x 64 KiB per output stream per turn.
+//! - Placement is planned, and bad requests refused, before any rank starts. A topology that is
+//!   not this machine's is never bound, only published. Cluster ids published to ranks are unique
+//!   across the job's nodes.
+//! - rivetrun removes `/dev/shm/rivet-PID-*` (PID its own) when the job ends, naming each on stderr
+//!   (the test harness fails a job that kills no rank when it did: the sweep must not hide an
+//!   engine that never unlinks).
+//! - Nothing of a job outlives rivetrun, however it dies: its children get SIGKILL as parent-death
+//!   signal, a PMI engine exits when its PMI connection hangs up (watch stopped at finalize), and
+//!   the next rivetrun removes the dead job's `rivet-PID-*` in `/dev/shm` and `$TMPDIR` (only this
+//!   user's, only for a dead pid whose job directory nobody holds locked, so a live job in another
+//!   pid namespace is safe). Temp files live in a `mkdtemp` directory, removed on every exit path.
+//! - rivetrun closes a PMI connection with more than 64 MiB of answers unread, the name server a
+//!   client with more than 1 MiB (checked after every read).
+//! - rivetrun sends a proxy the job only after its `hello` carried the job secret (a parent proxy
+//!   takes a child's barriers only after its `child` carried the secret and the id of one of its
+//!   children); a proxy kills its ranks when its connection to rivetrun ends, and rivetrun fails
+//!   the job naming the host when a proxy's connection ends before its ranks did.
+//! - What a rank registered (seed 002) and did not release is freed when it ends, however it ends;
+//!   a child process only while its start time still matches, so a reused pid is never killed.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -6,6 +6,19 @@
 //! `include/mpi.h`; `build.rs` compiles them with the system C compiler
 //! into `librivetmpi.so` (soname `librivetmpi.so.0`) and `librivetmpi.a`
 //! in the profile directory. This Rust crate only holds tests.
+//!
+//! Choices: the layer is C built by `build.rs` with the system compiler, not Rust, so that it
+//! proves a C runtime can live on `rivet.h` alone. Cargo runs that script before it links
+//! librivet, so the `.so` is linked against an empty stand-in with librivet's soname (DT_NEEDED
+//! `librivet.so.0`, resolved at run time beside it). Only `MPI_*` is exported
+//! (`-fvisibility=hidden`; internal names carry `rmpi_`).
+//!
+//! Module map (`src/`): `impl.h` the state and handle tables; `init.c` init, errors and handlers,
+//! attributes; `comm.c` communicators and their caller context ids; `p2p.c` point-to-point and
+//! statuses; `request.c` request completion (an `MPI_Request` is librivet's handle, or the
+//! layer's own for requests complete before librivet sees them); `reduce.c` types and built-in
+//! ops; `coll.c` collectives on a second context per communicator; `dynamic.c` dynamic
+//! processes; `bin/rivetcc.rs` the compiler wrapper; `tests.rs` the crate's tests.
 
 #[cfg(test)]
 mod tests;

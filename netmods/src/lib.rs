@@ -27,6 +27,74 @@
 //! ([`Netmod::add_group`]) and meets new ones through temporary port
 //! connections ([`Netmod::connect_port`], [`Sink::port_connection`]),
 //! closing connections it is done with ([`Netmod::disconnect`]).
+//!
+//! The HELLO MAC is SipHash-2-4 written in `auth.rs` (checked against the paper's vector and std's
+//! deprecated `SipHasher`), not a crypto crate: a keyed 64-bit PRF over a few dozen bytes is all a
+//! handshake needs.
+//!
+//! Module map:
+//!
+//! - `lib.rs`: the plug-in point (`Netmod`, and `Sink`: deliver, place, peer_failed), peer ids.
+//! - `tcp/`: the TCP netmod: cards (`card.rs`), the addresses in them (`iface.rs`), settings
+//!   (`config.rs`), the handshake and its tie-break (`wire.rs`), sans-IO framing (`conn.rs`), the
+//!   connection table both backends drive (`state.rs`), socket calls (`sys.rs`), and two
+//!   backends: `poll.rs` (the default and the fallback: one `epoll_wait` per progress call with
+//!   two or more connections, so its cost does not grow with them) and `uring/` (io_uring, with
+//!   `auto` where allowed: SINGLE_ISSUER + DEFER_TASKRUN when one thread drives it, else COOP
+//!   (`ring.rs`); one multishot RECV per connection on a shared provided-buffer ring (`bufs.rs`);
+//!   sends straight from the caller's buffer (`send.rs`); an idle progress call makes no system
+//!   call, a busy one one `io_uring_enter`).
+//! - `ofi/`: the libfabric netmod (feature `ofi`): libfabric 1.17 opened at run time
+//!   (`sys/library.rs`: dlopen, signal handlers put back), raw FFI (`sys/`, layout-tested against
+//!   the C headers), RAII wrappers (`fid.rs`), provider choice and `is_fast` (`provider.rs`; a job
+//!   all on one node prefers the `lo` domain), HELLO/VERDICT with the job secret's MAC
+//!   (`handshake.rs`), CTS before large payloads, credits, keepalive, RMA (`rma.rs`); one shared
+//!   pool of receive buffers sized by busy peers, not connected ones (`pool.rs`); unguessable
+//!   connection ids (`state.rs`); receive order (`order.rs`); the fuzz target over HELLO and
+//!   message sequences (`fuzz.rs`).
+//! - `impi/`: IMPI data transfer (seed 003 ch. 3), sans I/O: the 128-byte packet header codec
+//!   (`packet.rs`), per-pair flow control (`flow.rs`: ackmark/hiwater; the receiver's pair
+//!   governs), the short/long/synchronous/cancel protocols (`protocol.rs`), a link's bytes cut
+//!   into packets with bounded memory (`framer.rs`); the `impi` netmod: other clients' ranks on
+//!   direct per-proc TCP channels (`channel.rs`: one engine message = one IMPI message, delivered
+//!   in first-packet order; dialled to lower ranks at init with a `RIVI`+rank hello), this
+//!   client's through the inner tcp/ofi netmod under client-local ids (`netmod.rs`); the `IMPI_*`
+//!   variables a rank gets (`config.rs`).
+//! - `auth.rs`: the job secret (`RIVET_JOB_SECRET`) and the MAC with which a rank HELLO proves
+//!   membership of its job.
+//! - `jobs.rs`: which job a peer belongs to (own = group 0, added groups), for both handshakes.
+//! - `fabric.rs`: whether the node has an interconnect device (sysfs, `/dev`), asked before
+//!   libfabric is loaded.
+//! - `size.rs`, `fxhash.rs`: shared with the engine: the size parser, an integer-key hasher.
+//! - `libs.rs`: the libraries found, for `--version`.
+//! - `fuzzing.rs` (hidden): the fuzz targets over the tcp and ofi decoders.
+//!
+//! What must stay true here (ARCHITECTURE.md's netmod invariants, in full):
+//!
+//! - A frame (tcp) or LARGE (ofi) above the netmod's piece that no posted receive takes fails its
+//!   peer before anything is allocated for it, and ofi fails a peer whose message lies far past
+//!   its credit window instead of holding it: per connection a peer can make us hold at most the
+//!   input buffer plus one piece (tcp), or one piece plus a credit window of messages (ofi).
+//! - The ofi netmod's posted receive buffers are one pool shared by all peers: 32 plus a credit
+//!   window for each peer busy in this or the last keepalive round, at most 16 of them (with
+//!   libfabric's `shm`, which loses unexpected messages, a window per connection, at most 64);
+//!   the buffers are mappings of their own, resident only where written. A connected idle peer
+//!   costs no receive buffer.
+//! - With a job secret (rivetrun always sets one), tcp accepts a rank HELLO naming its own job
+//!   only with the secret's MAC over (kind, rank, target rank, job, nonce, target job), and ofi
+//!   only with its MAC over all of the HELLO's fields (endpoint name and ids included) and the
+//!   target rank. Between jobs (accept/connect, spawn, group connect) a rank HELLO carries the MAC
+//!   of its job's group key (derived from the secret, one way), which the other job got in the
+//!   group description (`card#key`); a port connection needs the port's random tag.
+//! - A process that never opens the ofi netmod never loads libfabric, and `auto` asks libfabric
+//!   for a fast provider only where an interconnect device exists: loading it costs 0.2-0.7 s.
+//! - Every tcp socket has TCP keepalive (`RIVET_TCP_KEEPALIVE`); an accepted socket without its
+//!   whole HELLO by `RIVET_TCP_HANDSHAKE_TIMEOUT` is closed (checked only on the slow path); at
+//!   most 512 accepted sockets wait for their HELLO at once (the oldest is closed to make room); a
+//!   connector cut that way before its verdict connects again (at most 3 times per peer).
+//! - Memory an io_uring operation points at (buffers, addresses, placed receive buffers, provided
+//!   buffers) is not freed or reused until its completion is reaped; a send from the caller's
+//!   buffer (`try_send`) is reaped before `try_send` returns (MSG_DONTWAIT: it completes inline).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 

@@ -14,6 +14,21 @@
 //!   error code, never a crash.
 //!
 //! The library's file names and pkg-config files are made by `build.rs`.
+//!
+//! Choices: librivet-pmi adds no dependency (`rivet-pmi` only) and no code generator: `pmi.h` is a
+//! fixed standard API, so `include/pmi.h` is written by hand with MPICH's signatures and values
+//! (programs built against MPICH's header behave the same), and `header_tests.rs` compiles every
+//! Rust signature against it (C99 `-Werror`, C++ `is_same`). No cargo-c: `build.rs` (helpers in
+//! `build/layout.rs`, shared with librivet) sets the soname and lays out `librivet-pmi.so`/`.a`,
+//! `pmi.h` and the `.pc` files next to the libraries, so `cargo build` alone is enough.
+//!
+//! Module map: `lib.rs` the exports' global client state, panic boundary and error codes;
+//! `group.rs` init, finalize, identity, barrier, abort; `kvs.rs` the key-value space; `spawn.rs`
+//! `PMI_Spawn_multiple`; `topo.rs` the topology queries; `unsupported.rs` the calls the PMI
+//! document lets an implementation leave out; `strings.rs` C strings, checked.
+//!
+//! What must stay true here: no Rust panic crosses into C (every export inside `catch_unwind`,
+//! unit tests check each one; a panic is `PMI_FAIL`); return codes are MPICH's `pmi.h` values.
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 // The exported names are the C API's.

@@ -7,6 +7,10 @@
 //! at init about `RIVET_*` variables that are not in the table, naming the
 //! closest known one ([`unknown_in_env`]). No Rivet crate below this one:
 //! the PMI client, the netmods, the engine and the launcher all use it.
+//!
+//! Module map: `lib.rs` the lookup (`var`), the `--info --all` listing, the README table and the
+//! unknown-name warning with the closest name; `table.rs` the table itself. This crate has no
+//! dependencies.
 
 mod table;
 

@@ -54,9 +54,22 @@ impl ProcessGroup {
         }
     }
 
-    /// The VC to `rank`, created on first use.
-    #[inline]
+    /// The VC to `rank`, created on first use. An existing shared-memory
+    /// VC is the inline path (every send and arrival asks).
+    #[inline(always)]
     pub fn vc(&mut self, rank: u32) -> Result<&mut Vc> {
+        if !self.node_map.netmod_forced() && rank != self.my_rank {
+            if let Some(i) = self.node_map.local_index(rank) {
+                if self.local[i].is_some() {
+                    return Ok(self.local[i].as_deref_mut().expect("checked just above"));
+                }
+            }
+        }
+        self.vc_slow(rank)
+    }
+
+    #[inline(never)]
+    fn vc_slow(&mut self, rank: u32) -> Result<&mut Vc> {
         if rank == self.my_rank {
             return Ok(&mut self.me);
         }

@@ -20,8 +20,8 @@
 //! number means the records before it are already visible in the ring (the
 //! sender published them before enqueueing the cell: release/acquire through
 //! the queue), so they are delivered first. These decisions are
-//! [`fastbox::Inbound`]'s; `tests/loom_ring.rs` model-checks them with the
-//! real ring and queue code (and `tests/loom_queue.rs` the queue alone).
+//! [`fastbox::Inbound`]'s; `lockfree/tests/loom_ring.rs` model-checks them with the
+//! real ring and queue code (and `loom_queue.rs` the queue alone).
 //!
 //! # Fan-in
 //! A receiver polls only the rings of senders that announced themselves (a
@@ -39,10 +39,11 @@
 //! access.
 
 pub mod cma;
-pub mod fastbox;
 pub mod layout;
-pub mod queue;
 mod segment;
+
+/// In `rivet-lockfree` (its loom models build it alone), used from here.
+pub use rivet_lockfree::{fastbox, queue};
 #[cfg(test)]
 mod tests;
 
@@ -723,7 +724,7 @@ impl ShmNode {
 
     /// Queue one message for local rank `peer`. `Ok(false)`: no room now;
     /// try again after polling (the caller keeps its own order).
-    #[inline]
+    #[inline(always)]
     pub fn try_send(
         &mut self,
         peer: usize,

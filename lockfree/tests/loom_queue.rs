@@ -1,4 +1,4 @@
-//! Model check of the shared-memory MPSC queue (`rivet::shm::queue`) with
+//! Model check of the shared-memory MPSC queue (`rivet::shm::queue`, in `rivet-lockfree`) with
 //! loom: the very code the engine runs, instantiated with loom's atomics.
 //! (The fastbox ring and its merge with cell traffic are checked in
 //! `loom_ring.rs`; `loom_common` holds what both share.)
@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p rivet --release --test loom_queue
+//!     cargo test -p rivet-lockfree --release --test loom_queue
 //! ```
 //!
 //! The models bound preemptions to 3 (loom's `preemption_bound`) unless
@@ -29,7 +29,7 @@ use loom::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use loom_common::{builder, LWord};
-use rivet::shm::queue::{enqueue, Consumer, Dequeued, Ends, Links, Word};
+use rivet_lockfree::queue::{enqueue, Consumer, Dequeued, Ends, Links, Word};
 
 const STRIDE: u64 = 64;
 

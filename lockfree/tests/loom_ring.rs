@@ -1,4 +1,4 @@
-//! Model check of the fastbox ring (`rivet::shm::fastbox`) and of the merge
+//! Model check of the fastbox ring (`rivet::shm::fastbox`, in `rivet-lockfree`) and of the merge
 //! of ring and cell traffic by per-pair sequence number, with loom: the very
 //! `TxRing`, `RxRing`, `Inbound` and queue code the engine runs, over loom's
 //! atomics (through the `RingMemory` and `Links` traits).
@@ -7,7 +7,7 @@
 //!
 //! ```text
 //! RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR=target/loom \
-//!     cargo test -p rivet --release --test loom_ring
+//!     cargo test -p rivet-lockfree --release --test loom_ring
 //! ```
 //!
 //! Preemptions are bounded to 4 unless `LOOM_MAX_PREEMPTIONS` says otherwise
@@ -41,12 +41,12 @@ use loom::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use loom_common::{builder, LWord};
-use rivet::shm::fastbox::{
+use rivet_lockfree::fastbox::{
     next_seq, record_slots, BeforeCell, Inbound, Record, RingMemory, RxRing, TxRing, RECORD_HEADER,
     SLOT,
 };
-use rivet::shm::queue::{enqueue, Consumer, Dequeued, Ends, Links, Word};
-use rivet::wire::WireHeader;
+use rivet_lockfree::queue::{enqueue, Consumer, Dequeued, Ends, Links, Word};
+use rivet_lockfree::wire::WireHeader;
 
 /// One ring's memory.
 struct RingCells {

@@ -166,7 +166,7 @@ impl RingMemory for Shared {
         unsafe {
             let rec = self.data.add(slot as usize * SLOT);
             rec.add(8).cast::<WireHeader>().write(*header);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), rec.add(RECORD_HEADER), payload.len());
+            crate::small_copy::copy_bytes(payload.as_ptr(), rec.add(RECORD_HEADER), payload.len());
         }
     }
 

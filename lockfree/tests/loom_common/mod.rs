@@ -4,7 +4,7 @@
 use loom::sync::atomic::AtomicU64;
 use std::sync::atomic::Ordering;
 
-use rivet::shm::queue::Word;
+use rivet_lockfree::queue::Word;
 
 /// loom's atomic as the queue's and the ring's word.
 pub struct LWord(AtomicU64);

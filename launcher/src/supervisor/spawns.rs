@@ -1,0 +1,188 @@
+//! Spawns: a PMI or PMIx spawn request planned (`spawn::plan`), its
+//! namespace added to the server, and its processes started, all or none.
+
+use rivet_pmi::server::{NamespaceSpec, NsId, SpawnFailure};
+use rivet_pmi::wire::SpawnRequest;
+
+use super::{Failure, Phase, Supervisor, Who};
+use crate::error::LaunchError;
+use crate::launch::{self, JobSpec, PmiChannel, RankPlace, Started};
+use crate::spawn::{self, Plan};
+
+impl Supervisor {
+    /// Carry out a spawn request of rank `rank` of `ns`: all of its
+    /// processes start, or none does.
+    pub(super) fn spawn(
+        &mut self,
+        ns: NsId,
+        rank: u32,
+        request: &SpawnRequest,
+        command_env: &[Vec<(String, String)>],
+    ) -> Result<(Vec<i32>, String), SpawnFailure> {
+        let parent = self.who(ns, rank);
+        let refuse = |message: String, errcodes: Vec<i32>| {
+            eprintln!("rivetrun: spawn requested by {parent} failed: {message}");
+            Err(SpawnFailure { errcodes, message })
+        };
+        if !matches!(self.phase, Phase::Running) {
+            return refuse("the job is being torn down".into(), Vec::new());
+        }
+        let Some(spawner) = self.spawner.as_mut() else {
+            return refuse(
+                "rivetrun is not ready to spawn processes".into(),
+                Vec::new(),
+            );
+        };
+        let mut warnings = Vec::new();
+        let planned = spawn::plan(&spawner.base, request, &mut warnings);
+        for warning in warnings {
+            eprintln!("rivetrun: warning: {warning}");
+        }
+        let plan = match planned {
+            Ok(plan) => plan,
+            Err(refusal) => return refuse(refusal.message, refusal.errcodes),
+        };
+        spawner.count += 1;
+        let number = spawner.count;
+        let kvsname = format!("{}_s{number}", spawner.base.kvsname);
+        let appnum_of_rank = if plan.commands.len() > 1 {
+            plan.appnum_of_rank()
+        } else {
+            Vec::new()
+        };
+        let spec = NamespaceSpec {
+            name: kvsname.clone(),
+            size: plan.total,
+            appnum: 0,
+            appnum_of_rank,
+            universe_size: spawner.base.universe_size.max(plan.total),
+            node_of_rank: vec![0; plan.total as usize],
+            attributes: spawner.base.attributes.clone(),
+            preput: request.preput.clone(),
+        };
+        let child_ns = match self.server.create_namespace(spec) {
+            Ok(id) => id,
+            Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
+        };
+        // Served PMIx too, where the job is: registered before they start.
+        let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
+            Some(host) => match host.register_spawned(
+                &kvsname,
+                plan.total,
+                (self.server.namespace_name(ns), rank),
+            ) {
+                Ok(()) => (0..plan.total)
+                    .map(|i| host.fork_env_in(&kvsname, i).unwrap_or_default())
+                    .collect(),
+                Err(why) => {
+                    eprintln!("rivetrun: warning: {kvsname} gets no PMIx: {why}");
+                    Vec::new()
+                }
+            },
+            None => Vec::new(),
+        };
+        // Each command's own additions (PMIx apps' env), after PMIx's.
+        if !command_env.is_empty() {
+            pmix_env.resize(plan.total as usize, Vec::new());
+            let mut index = 0;
+            for (command, extra) in plan.commands.iter().zip(command_env) {
+                for _ in 0..command.nprocs {
+                    pmix_env[index].extend(extra.iter().cloned());
+                    index += 1;
+                }
+            }
+        }
+        let started = match self.start_children(&plan, &kvsname, &pmix_env) {
+            Ok(started) => started,
+            Err((index, code, message)) => {
+                // Its namespace stays, without processes: a group connect
+                // naming them must not wait for them.
+                let mut outputs = Vec::new();
+                for r in 0..plan.total {
+                    self.server.process_ended(child_ns, r, &mut outputs);
+                }
+                self.apply(outputs);
+                let mut codes = vec![0; plan.total as usize];
+                codes[index as usize] = code;
+                return refuse(message, codes);
+            }
+        };
+        for (index, s) in started.into_iter().enumerate() {
+            let index = index as u32;
+            let who = Who::Spawned {
+                kvsname: kvsname.clone(),
+                index,
+            };
+            let label = self.label.then(|| format!("[s{number}:{index}] "));
+            if let Err(err) = self.add_proc(s, who.clone(), (child_ns, number), index, label) {
+                // It runs but cannot be watched: the job cannot go on.
+                self.begin_teardown(Failure::Internal(format!("cannot watch {who}: {err}")));
+            }
+        }
+        Ok((vec![0; plan.total as usize], kvsname))
+    }
+
+    /// Start every process of `plan`; on the first that cannot start, kill
+    /// and reap the ones already started and say which failed (its index,
+    /// error code and why).
+    pub(super) fn start_children(
+        &self,
+        plan: &Plan,
+        kvsname: &str,
+        pmix_env: &[Vec<(String, String)>],
+    ) -> Result<Vec<Started>, (u32, i32, String)> {
+        let Some(spawner) = self.spawner.as_ref() else {
+            return Err((0, 1, "spawning is not enabled".into()));
+        };
+        let mut started: Vec<Started> = Vec::with_capacity(plan.total as usize);
+        let mut index = 0u32;
+        for command in &plan.commands {
+            let job = JobSpec {
+                program: command.program.clone(),
+                argv0: command.argv0.clone(),
+                args: command.args.clone(),
+                env: spawner.base.env.clone(),
+                clear_env: spawner.base.clear_env,
+                wdir: Some(command.wdir.clone()),
+                size: plan.total,
+                kvsname: kvsname.to_string(),
+                channel: PmiChannel::Fd,
+                default_affinity: None,
+                spawned: true,
+            };
+            for _ in 0..command.nprocs {
+                // Unbound: the supervisor thread has rivetrun's own CPU mask.
+                let place = RankPlace {
+                    local_rank: index,
+                    local_size: plan.total,
+                    affinity: None,
+                };
+                let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
+                match launch::start_rank(&job, index, &place, env) {
+                    Ok(s) => {
+                        spawner.priority.reset_child(s.child.id());
+                        started.push(s);
+                    }
+                    Err(err) => {
+                        for mut s in started {
+                            // SAFETY: kill(2) takes no pointers; the group is the child's own.
+                            unsafe { libc::kill(-(s.child.id() as libc::pid_t), libc::SIGKILL) };
+                            let _ = s.child.wait();
+                        }
+                        let code = err.exit_code();
+                        let message = match err {
+                            LaunchError::Spawn { program, err, .. } => format!(
+                                "could not start spawned process {index} of {kvsname} \
+                                 ({program}): {err}"
+                            ),
+                            other => other.to_string(),
+                        };
+                        return Err((index, code, message));
+                    }
+                }
+                index += 1;
+            }
+        }
+        Ok(started)
+    }
+}

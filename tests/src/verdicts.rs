@@ -1,0 +1,70 @@
+//! Reading a finished job's output: a passing `mpi_check`, the failures
+//! rivetrun reported, the appnum of each rank.
+
+use crate::jobs::Outcome;
+
+/// `tests/c/mpi_check.c` (any MPI's build) passed on `n` ranks, all on one
+/// node: exit 0, its OK line (ring, allreduce, 4 MiB message checked by
+/// the program), and one hello per rank whose node-local rank and size are
+/// its world rank and size.
+pub fn mpi_check_passed(o: &Outcome, n: u32) {
+    assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
+    assert!(
+        o.stdout.contains(&format!("mpi_check OK size={n}")),
+        "n={n}: {}",
+        o.show()
+    );
+    for rank in 0..n {
+        let hello = format!("hello from rank {rank} of {n} pid ");
+        assert!(
+            o.stdout.lines().any(
+                |l| l.starts_with(&hello) && l.ends_with(&format!(" node-local {rank} of {n}"))
+            ),
+            "n={n} rank {rank}: {}",
+            o.show()
+        );
+    }
+}
+
+/// The failures rivetrun reported under `--disable-auto-cleanup` (one line
+/// each, the first sets the exit code): a survivor that crashes after its
+/// OK line shows up here even though the exit code does not change.
+pub fn reported_failures(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with("rivetrun: ") && l.ends_with("keep running (--disable-auto-cleanup)")
+        })
+        .collect()
+}
+
+/// Under `--disable-auto-cleanup`: the only failure rivetrun reported is
+/// `who`'s (e.g. "rank 2"): no survivor failed after it.
+pub fn assert_only_failure(o: &Outcome, who: &str, case: &str) {
+    let failures = reported_failures(&o.stderr);
+    assert!(
+        failures.len() == 1 && failures[0].starts_with(&format!("rivetrun: {who} ")),
+        "{case}: the only failure must be {who}'s, not {failures:?}\n{}",
+        o.show()
+    );
+}
+
+/// `pmi_check rank R of N ... appnum A over KIND` lines of a job's stdout,
+/// as (R, A, KIND), sorted by rank.
+pub fn appnums(stdout: &str) -> Vec<(u32, i32, String)> {
+    let mut seen: Vec<(u32, i32, String)> = stdout
+        .lines()
+        .filter(|l| l.starts_with("pmi_check rank ") && l.contains(" appnum "))
+        .map(|l| {
+            let w: Vec<&str> = l.split_whitespace().collect();
+            let at = |k: &str| w[w.iter().position(|x| *x == k).unwrap() + 1];
+            (
+                w[2].parse().unwrap(),
+                at("appnum").parse().unwrap(),
+                at("over").to_string(),
+            )
+        })
+        .collect();
+    seen.sort();
+    seen
+}
