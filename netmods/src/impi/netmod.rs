@@ -8,7 +8,7 @@
 //! the startup exchange (so every address is known, and connectable,
 //! before any rank starts) and connects to each lower-ranked proc of other
 //! clients at open, sending a hello (`RIVI`, its global rank, the target's,
-//! a nonce and their MAC keyed by the job's channel key, see [`hello`]).
+//! a nonce and their MAC keyed by the run's channel key, see [`super::hello`]).
 //! A connection whose hello does not prove the key is closed unheard.
 //! Groups besides 0 (dynamic processes) go to `inner` unchanged.
 //!
@@ -40,13 +40,11 @@ use std::time::{Duration, Instant};
 
 use super::channel::{Arrivals, Channel};
 use super::config::ImpiConfig;
+use super::hello::{check_hello, hello, HELLO_LEN};
 use crate::auth::{self, JobKey};
 use crate::tcp::sys::Epoll;
 use crate::{peer_id, split_peer, FxBuildHasher, Limits, Netmod, NetmodError, PeerId, Sink};
 
-/// The hello a connecting proc sends (see [`hello`]).
-const HELLO_MAGIC: &[u8; 4] = b"RIVI";
-pub const HELLO_LEN: usize = 28;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long an accepted connection may take to send its hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,31 +59,6 @@ const DEFAULT_LIMITS: Limits = Limits {
     max_payload: 1 << 20,
     eager_max: 64 * 1024,
 };
-
-/// The hello global rank `from` sends when it connects to `to`: magic,
-/// `from`, `to` (big-endian u32s), a fresh nonce, and the MAC of all that
-/// keyed by the channel key every client of the run derived alike (from
-/// the nonces their launchers exchanged, and the AUTH key when KEY was
-/// negotiated). `to` in the MAC keeps a hello seen by one proc from being
-/// replayed to another; each proc accepts one channel per peer.
-pub fn hello(key: &JobKey, from: u32, to: u32, nonce: [u8; 8]) -> [u8; HELLO_LEN] {
-    let mut h = [0u8; HELLO_LEN];
-    h[..4].copy_from_slice(HELLO_MAGIC);
-    h[4..8].copy_from_slice(&from.to_be_bytes());
-    h[8..12].copy_from_slice(&to.to_be_bytes());
-    h[12..20].copy_from_slice(&nonce);
-    let mac = key.mac(&[b"rivet impi hello", &h[..20]]);
-    h[20..].copy_from_slice(&mac);
-    h
-}
-
-/// The sender of a hello addressed to `me`, if it proves `key`.
-pub fn check_hello(key: &JobKey, me: u32, h: &[u8; HELLO_LEN]) -> Option<u32> {
-    let from = u32::from_be_bytes([h[4], h[5], h[6], h[7]]);
-    let to = u32::from_be_bytes([h[8], h[9], h[10], h[11]]);
-    let mac = key.mac(&[b"rivet impi hello", &h[..20]]);
-    (&h[..4] == HELLO_MAGIC && to == me && auth::same(&mac, &h[20..])).then_some(from)
-}
 
 /// An accepted connection still owing its hello.
 struct Accepting {

@@ -8,7 +8,7 @@ use std::os::fd::IntoRawFd;
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
-use super::netmod::{hello, HELLO_LEN};
+use super::hello::{hello, HELLO_LEN};
 use super::{ImpiConfig, ImpiNetmod};
 use crate::auth::JobKey;
 use crate::{peer_id, Netmod, PeerId, Sink};
