@@ -80,10 +80,10 @@
 //!   swap).
 //! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): masters per client, `cubedim`, the barrier
 //!   across clients; tag values Rivet chose where the text is cut.
-//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), fastbox rings (`fastbox.rs`), Nemesis
-//!   MPSC queues (`queue.rs`), CMA (`cma.rs`); loom models of the queue, the ring and their merge
-//!   by sequence number in `engine/tests/loom_queue.rs` and `engine/tests/loom_ring.rs`.
-//! - `wire.rs`: the header every message carries.
+//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), CMA (`cma.rs`); the fastbox rings
+//!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
+//!   with their loom models in `lockfree/tests/loom_{queue,ring}.rs`.
+//! - `wire`: the header every message carries (`rivet-lockfree`'s, re-exported).
 //! - `config.rs`, `backoff.rs`: the engine's `RIVET_*` settings; the spin/yield policy.
 //! - `fuzzing.rs` (hidden): the fuzz target over `deliver`.
 //!

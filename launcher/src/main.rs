@@ -306,11 +306,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     spawn_attributes.push(cluster_key);
     // Seed 002's resource registration: what a rank registers and does not
     // release is freed when it ends (`resources.rs`).
-    server.serve_resources();
-    let resources_key = (
-        rivet_pmi::resource::KEY_RESOURCES.to_string(),
-        "shm,file,pid".to_string(),
-    );
+    let resources_key = resources::serve(&mut server);
     attributes.push(resources_key.clone());
     spawn_attributes.push(resources_key);
     let ns = server.create_namespace(NamespaceSpec {

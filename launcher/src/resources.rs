@@ -3,7 +3,28 @@
 //! memory segments are unlinked, its files removed, its child processes
 //! killed (only the very process registered: same pid *and* start time).
 
-use rivet_pmi::resource::{start_time, Resource, ResourceKind};
+use rivet_pmi::resource::{start_time, Resource, ResourceKind, KEY_RESOURCES};
+use rivet_pmi::server::Server;
+
+/// Make `server` keep what its ranks register (the caller promises to
+/// [`free_left`] it when each rank ends); the job attribute that tells the
+/// ranks so (`PMI_rivet_resources`), for the namespace's attributes.
+pub fn serve(server: &mut Server) -> (String, String) {
+    server.serve_resources();
+    (KEY_RESOURCES.to_string(), "shm,file,pid".to_string())
+}
+
+/// Free what `who` (a rank that ended) registered and did not release,
+/// naming on stderr each one that was still there.
+pub fn free_left(who: &dyn std::fmt::Display, left: Vec<Resource>) {
+    for r in left {
+        match free(&r) {
+            Ok(true) => eprintln!("rivetrun: {who} ended without freeing {r}: freed it"),
+            Ok(false) => {}
+            Err(e) => eprintln!("rivetrun: cannot free {r} that {who} registered: {e}"),
+        }
+    }
+}
 
 /// Free `r`. `Ok(true)`: something was there and is gone now; `Ok(false)`:
 /// already gone (the rank freed it, or the process ended).

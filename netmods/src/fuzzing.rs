@@ -127,7 +127,9 @@ pub fn tcp_handshake(data: &[u8]) {
         let _ = crate::ofi::wire::parse_hello(data);
         let _ = crate::ofi::wire::parse_verdict(data);
         if let Ok((h, rest)) = crate::ofi::wire::split_body(data) {
-            assert!(h.len() <= 256 && h.len() + rest.len() + 2 == data.len());
+            assert!(
+                h.len() <= 256 && h.len() + rest.len() + crate::ofi::wire::PREFIX == data.len()
+            );
             let _ = crate::ofi::wire::parse_large_suffix(rest);
         }
     }

@@ -119,7 +119,7 @@ pub use fxhash::{FxBuildHasher, FxHasher};
 pub use size::parse_size;
 
 #[cfg(feature = "ofi")]
-pub use ofi::{OfiConfig, OfiNetmod};
+pub use ofi::{Forgery, OfiConfig, OfiNetmod};
 pub use tcp::{TcpConfig, TcpNetmod};
 
 /// The engine's name for a peer process: `peer_id(group, rank)`, the

@@ -112,4 +112,10 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
         "{}",
         o.show()
     );
+    // The stranger's abort is never told as a rank's ("rank 4294967295").
+    assert!(
+        !o.stderr.contains("4294967295") && !o.stdout.contains("4294967295"),
+        "{}",
+        o.show()
+    );
 }

@@ -4,7 +4,8 @@
 //! does not reach it), register and release a second file, and one rank is
 //! killed with SIGKILL. rivetrun frees what each rank registered and did
 //! not release — the file and segment are gone, the child is dead — and
-//! leaves the released file alone. As a singleton (no process manager)
+//! leaves the released file alone; across hosts each node's proxy does the
+//! same for its ranks. As a singleton (no process manager)
 //! registering is refused with an error, as the seed requires.
 
 use std::path::{Path, PathBuf};
@@ -57,12 +58,17 @@ fn alive(pid: u32) -> bool {
     })
 }
 
-#[test]
-fn rivetrun_frees_what_a_killed_rank_registered() {
-    let _serial = serial();
-    let dir = scratch("kill");
+/// Run `pmi_check resources DIR` under `cmd` (2 ranks), SIGKILL rank 1
+/// (`find(launcher pid)`) once both are ready, and check that what each
+/// rank registered was freed, what it released kept, and that `freer`
+/// named what it freed of rank 1 (`"rank 1 ended"` and the like).
+fn kill_rank_1_and_check(
+    mut cmd: std::process::Command,
+    dir: &Scratch,
+    find: impl Fn(u32) -> Option<u32>,
+    freer: &str,
+) {
     let d = dir.0.clone();
-    let mut cmd = rivetrun(&["-n", "2"]);
     cmd.arg(bin("pmi_check"))
         .args(["resources", d.to_str().unwrap()])
         .stdin(Stdio::null());
@@ -73,7 +79,7 @@ fn rivetrun_frees_what_a_killed_rank_registered() {
         while !marked(&d) && start.elapsed() < DEADLINE / 2 {
             std::thread::sleep(Duration::from_millis(20));
         }
-        killed = rank_pid(launcher, 1);
+        killed = find(launcher);
         if let Some(pid) = killed {
             // SAFETY: kill(2) takes no pointers.
             unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -123,10 +129,58 @@ fn rivetrun_frees_what_a_killed_rank_registered() {
     }
     assert!(
         o.stderr
-            .contains("ended without freeing shm rivet-restest-"),
-        "rivetrun names what it freed\n{}",
+            .contains(&format!("{freer} without freeing shm rivet-restest-")),
+        "the freer names what it freed\n{}",
         o.show()
     );
+}
+
+#[test]
+fn rivetrun_frees_what_a_killed_rank_registered() {
+    let _serial = serial();
+    let dir = scratch("kill");
+    let cmd = rivetrun(&["-n", "2"]);
+    kill_rank_1_and_check(cmd, &dir, |launcher| rank_pid(launcher, 1), "rank 1 ended");
+}
+
+/// Across hosts each node's proxy keeps its ranks' registrations and frees
+/// them (rank 1 runs on h2, under h2's proxy; rank 0 on h1 is ended by
+/// the job's teardown and its proxy frees its part).
+#[test]
+fn proxies_free_what_their_ranks_registered_across_hosts() {
+    let _serial = serial();
+    let c = match rivet_tests::netns::Cluster::new(2) {
+        Ok(c) => c,
+        Err(why) => {
+            eprintln!("skipping: cannot create network namespace hosts here: {why}");
+            return;
+        }
+    };
+    let dir = scratch("hosts");
+    let exec = c.launcher_exec().display().to_string();
+    let hosts = c.host_list(1);
+    let cmd = rivetrun(&[
+        "--launcher",
+        "rsh",
+        "--launcher-exec",
+        &exec,
+        "-hosts",
+        &hosts,
+        "--iface",
+        &c.iface,
+        "-n",
+        "2",
+    ]);
+    // Rank 1 is the pmi_check process in h2's namespace (its `sleep`
+    // child has the same environment, another name).
+    let find = |_| {
+        c.pids(1).into_iter().find(|&pid| {
+            let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+            let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+            comm.trim() == "pmi_check" && env.split(|&b| b == 0).any(|v| v == b"PMI_RANK=1")
+        })
+    };
+    kill_rank_1_and_check(cmd, &dir, find, "rank 1 (on h2) ended");
 }
 
 #[test]

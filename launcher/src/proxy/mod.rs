@@ -9,7 +9,9 @@
 //! and this node's topology keys; the node's puts batched upstream, one
 //! barrier message per subtree up a tree of proxies, `tree`), forwards their
 //! output a whole line at a time to its own stdout/stderr (which the
-//! launcher carries back), and reports each exit. When the connection to
+//! launcher carries back), frees what an ended rank registered and did not
+//! release (seed 002, `crate::resources`, as rivetrun on one host), and
+//! reports each exit. When the connection to
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
@@ -341,6 +343,8 @@ fn node_server(job: &Job, node: u32, topology: Vec<(String, String)>) -> Result<
         .collect();
     attributes.extend(topology);
     let mut server = Server::new();
+    // The proxy frees what its ranks leave, as rivetrun does on one host.
+    attributes.push(crate::resources::serve(&mut server));
     let ns = server
         .create_namespace(NamespaceSpec {
             name: job.kvsname.clone(),
@@ -508,6 +512,12 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 if let Some(p) = pids.iter_mut().find(|p| p.0 == rank) {
                     p.2 = false;
                 }
+                // Freed before the exit is reported: once rivetrun ends,
+                // nothing a rank registered is left.
+                let (done, freed) = mpsc::channel();
+                let who = format!("rank {rank} (on {host})");
+                pmi.send(pmi::Cmd::Ended { rank, who, done });
+                let _ = freed.recv_timeout(Duration::from_secs(10));
                 use std::os::unix::process::ExitStatusExt;
                 let (code, sig) = match (status.code(), status.signal()) {
                     (Some(c), _) => (c, 0),

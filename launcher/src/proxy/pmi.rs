@@ -41,6 +41,13 @@ pub enum Cmd {
         conn: StdUnixStream,
         said: Arc<Said>,
     },
+    /// A rank ended: free what it registered and did not release (seed
+    /// 002, as single-host rivetrun does), then say so on `done`.
+    Ended {
+        rank: u32,
+        who: String,
+        done: mpsc::Sender<()>,
+    },
     /// Upstream's `barrier_out`: the job's puts since the last barrier.
     BarrierOut(Vec<(String, String)>),
     /// A child proxy's `barrier` (its subtree's puts).
@@ -169,6 +176,13 @@ impl Loop {
                         said,
                     },
                 );
+            }
+            Cmd::Ended { rank, who, done } => {
+                // Its last PMI words (a registration) may still be unread.
+                self.read(ConnId::from(rank) + 1);
+                let left = self.server.take_resources(self.ns, rank);
+                crate::resources::free_left(&who, left);
+                let _ = done.send(());
             }
             Cmd::BarrierOut(puts) => {
                 self.tree.barrier_out(&puts);
@@ -375,6 +389,7 @@ mod tests {
             .unwrap();
         server.delegate_barriers(ns, 0);
         server.forward_names(true);
+        crate::resources::serve(&mut server);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (rivetrun, _) = listener.accept().unwrap();
@@ -450,5 +465,40 @@ mod tests {
         // Names are refused on one node's server, not left unanswered.
         r0.write_all(b"cmd=lookup_name service=x\n").unwrap();
         assert!(line(&mut r0).contains("rc=1"));
+    }
+
+    #[test]
+    fn what_an_ended_rank_left_is_freed_and_what_it_released_is_not() {
+        let (pmi, _rivetrun, [mut r0, _r1]) = node0();
+        let dir = std::env::temp_dir().join(format!("rivet-proxy-res-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (left, kept) = (dir.join("left"), dir.join("kept"));
+        for f in [&left, &kept] {
+            std::fs::write(f, b"x").unwrap();
+        }
+        for (cmd, f) in [
+            ("resource_register", &left),
+            ("resource_register", &kept),
+            ("resource_release", &kept),
+        ] {
+            let req = format!("cmd={cmd} kind=file name={}\n", f.display());
+            r0.write_all(req.as_bytes()).unwrap();
+            assert_eq!(line(&mut r0), format!("cmd={cmd}_result rc=0\n"));
+        }
+        // A registration written just before the rank ended (maybe unread).
+        let last = dir.join("last");
+        std::fs::write(&last, b"x").unwrap();
+        let req = format!("cmd=resource_register kind=file name={}\n", last.display());
+        r0.write_all(req.as_bytes()).unwrap();
+        drop(r0);
+        let (done, freed) = mpsc::channel();
+        let who = "rank 0 (on here)".to_string();
+        pmi.send(Cmd::Ended { rank: 0, who, done });
+        freed.recv_timeout(Duration::from_secs(20)).unwrap();
+        let (left_there, last_there, kept_there) = (left.exists(), last.exists(), kept.exists());
+        let _ = std::fs::remove_dir_all(&dir);
+        assert!(!left_there, "the registered file was freed");
+        assert!(!last_there, "the last registration was read and freed");
+        assert!(kept_there, "the released file was left alone");
     }
 }

@@ -57,19 +57,8 @@ impl Supervisor {
     /// now that it ended, each one that was still there named on stderr.
     pub(super) fn free_resources(&mut self, proc: usize) {
         let (ns, rank) = (self.procs[proc].ns, self.procs[proc].rank);
-        for r in self.server.take_resources(ns, rank) {
-            match crate::resources::free(&r) {
-                Ok(true) => eprintln!(
-                    "rivetrun: {} ended without freeing {r}: freed it",
-                    self.procs[proc].who
-                ),
-                Ok(false) => {}
-                Err(e) => eprintln!(
-                    "rivetrun: cannot free {r} that {} registered: {e}",
-                    self.procs[proc].who
-                ),
-            }
-        }
+        let left = self.server.take_resources(ns, rank);
+        crate::resources::free_left(&self.procs[proc].who, left);
     }
 
     pub(super) fn judge_exit(&mut self, proc: usize, status: ExitStatus) {

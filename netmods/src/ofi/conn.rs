@@ -126,6 +126,16 @@ pub(crate) struct Conn {
     /// A message in sequence from the peer was handled in this keepalive
     /// round (the receive pool grows for busy peers).
     pub busy: bool,
+    /// A port connection's key (from the port's tag), both ways; `None`:
+    /// the keys of the peer's job group (`proof.rs`).
+    pub key: Option<crate::auth::JobKey>,
+    /// Our HELLO's nonce, which the peer's VERDICT must prove.
+    pub nonce: [u8; 8],
+    /// What the peer's messages must open with (`proof.rs`); `None`:
+    /// nothing to check (a port, no key).
+    pub rx_token: Option<[u8; wire::TOKEN]>,
+    /// What ours open with, set when the peer's id is known.
+    pub tx_token: [u8; wire::TOKEN],
 }
 
 impl Conn {
@@ -156,6 +166,10 @@ impl Conn {
             active: false,
             pings: 0,
             busy: false,
+            key: None,
+            nonce: [0; 8],
+            rx_token: None,
+            tx_token: [0; wire::TOKEN],
         }
     }
 

@@ -18,7 +18,7 @@ use crate::{peer_id, PeerId};
 use super::conn::{Handshake, Tx};
 use super::state::State;
 use super::sys::fi_addr_t;
-use super::wire::{self, Hello, Verdict, IDENT_PORT, IDENT_RANK};
+use super::wire::{self, Hello, Verdict, VerdictMsg, IDENT_PORT, IDENT_RANK};
 
 /// What to do about a HELLO.
 #[derive(Debug, PartialEq, Eq)]
@@ -40,6 +40,8 @@ impl State {
             IDENT_PORT => {
                 let peer = self.new_temp();
                 let id = self.add_conn(Some(peer), addr);
+                // The engine checks the tag; what follows proves it.
+                self.set_port_key(id, h.who);
                 self.accept(id, h, addr);
                 return HelloOutcome::Accept {
                     conn: id,
@@ -129,36 +131,52 @@ impl State {
         c.addr = addr;
         c.hs = Handshake::Done;
         c.stalled = None;
-        let v = wire::encode_verdict(Verdict::Accept, id, self.inline);
-        c.push_front(Tx::Verdict(v));
+        let mac = self.verdict_proof(id, &h.nonce, h.conn);
+        let v = wire::encode_verdict(Verdict::Accept, id, self.inline, mac);
+        self.set_tx_token(id);
+        if let Some(c) = self.conns.get_mut(&id) {
+            c.push_front(Tx::Verdict(v));
+        }
         self.mark(id);
     }
 
     /// The VERDICT `v` for our HELLO on `id` arrived: `Err(why)` if refused.
-    pub(crate) fn verdict(
-        &mut self,
-        id: u32,
-        v: Verdict,
-        their_id: u32,
-        inline: u32,
-    ) -> Result<(), String> {
+    /// Where the HELLO was proven, an acceptance must be too, so a stranger
+    /// can neither complete nor redirect our handshake; once it is done,
+    /// nothing unproven touches it. A refusal is taken unproven while the
+    /// handshake is under way (a peer that does not know our job, or took
+    /// us for a stranger, cannot prove it; forging one means guessing our
+    /// 32-bit id within a round trip), and says so.
+    pub(crate) fn verdict(&mut self, id: u32, v: &VerdictMsg) -> Result<(), String> {
+        let proven = self.verdict_proven(id, v);
         let Some(c) = self.conns.get_mut(&id) else {
             return Ok(());
         };
-        match v {
+        if !proven && (v.verdict == Verdict::Accept || c.hs == Handshake::Done) {
+            self.drop_msg(format!(
+                "VERDICT ({:?}) for connection {id} without its proof: dropped",
+                v.verdict
+            ));
+            return Ok(());
+        }
+        let unproven = if proven { "" } else { " (unproven)" };
+        match v.verdict {
             Verdict::Accept => {
                 if c.hs != Handshake::Done {
                     self.made += 1;
                 }
-                c.tx_id = their_id;
-                c.remote_inline = inline as usize;
+                c.tx_id = v.conn;
+                c.remote_inline = v.inline as usize;
                 c.hs = Handshake::Done;
                 c.stalled = None;
+                self.set_tx_token(id);
                 self.mark(id);
                 Ok(())
             }
-            Verdict::OtherJob => Err("connection rejected: the peer is in another job".into()),
-            Verdict::Unsupported => Err("connection rejected by the peer".into()),
+            Verdict::OtherJob => Err(format!(
+                "connection rejected: the peer is in another job{unproven}"
+            )),
+            Verdict::Unsupported => Err(format!("connection rejected by the peer{unproven}")),
         }
     }
 }
@@ -169,6 +187,16 @@ mod tests {
     use crate::auth::JobKey;
     use crate::TEMP_GROUP;
     use std::time::Instant;
+
+    /// An unproven accepting VERDICT naming `conn` (enough without a key).
+    fn accept(conn: u32) -> VerdictMsg {
+        VerdictMsg {
+            verdict: Verdict::Accept,
+            conn,
+            inline: 100,
+            mac: [0; 8],
+        }
+    }
 
     fn hello<'a>(ident: u8, who: u64, job: &'a [u8], conn: u32) -> Hello<'a> {
         Hello {
@@ -340,16 +368,16 @@ mod tests {
         assert!(matches!(b.hello(&ha, 200), HelloOutcome::Accept { conn, .. } if conn == ba));
         assert!(matches!(a.hello(&hb, 100), HelloOutcome::Accept { conn, .. } if conn == ab));
         // ... and the VERDICTs that follow agree with what the HELLOs said.
-        assert_eq!(a.verdict(ab, Verdict::Accept, ba, 100), Ok(()));
-        assert_eq!(b.verdict(ba, Verdict::Accept, ab, 100), Ok(()));
+        assert_eq!(a.verdict(ab, &accept(ba)), Ok(()));
+        assert_eq!(b.verdict(ba, &accept(ab)), Ok(()));
         assert_eq!((a.conns[&ab].tx_id, b.conns[&ba].tx_id), (ba, ab));
         assert_eq!((a.made, b.made), (1, 1));
-        assert!(a.verdict(ab, Verdict::OtherJob, 0, 0).is_err());
-        assert_eq!(
-            a.verdict(999, Verdict::Accept, 1, 1),
-            Ok(()),
-            "stale: ignored"
-        );
+        let other = VerdictMsg {
+            verdict: Verdict::OtherJob,
+            ..accept(0)
+        };
+        assert!(a.verdict(ab, &other).is_err());
+        assert_eq!(a.verdict(999, &accept(1)), Ok(()), "stale: ignored");
     }
 
     #[test]

@@ -56,6 +56,7 @@
 //! | `state.rs` | peers, the connection table, failure and detach rules |
 //! | `conn.rs` | one connection: send queue, handshake phase, credits |
 //! | `handshake.rs` | accepting or refusing a HELLO; a VERDICT's effect |
+//! | `proof.rs` | keys per job group, the VERDICT's MAC, message tokens |
 //! | `order.rs` | the receive order of a connection's messages |
 //! | `ops.rs` | posted operations and the memory they own |
 //! | `pool.rs` | the shared receive pool: its size, its buffers |
@@ -65,17 +66,22 @@
 //! | `recv.rs` | what arrives: messages by kind and in turn, keepalive round |
 //! | `rma.rs` | memory registration and one-sided reads |
 //! | `fuzz.rs` | the fuzz target over HELLO and message sequences |
+//! | `forge.rs` | what an intruder can send (hidden; for tests) |
 
 mod card;
 mod config;
 mod conn;
 mod fid;
+mod forge;
+#[doc(hidden)]
+pub use forge::Forgery;
 #[doc(hidden)]
 pub mod fuzz;
 mod handshake;
 mod ops;
 mod order;
 mod pool;
+mod proof;
 mod provider;
 mod reap;
 mod recv;
@@ -195,7 +201,7 @@ impl OfiNetmod {
         let eager_max = *config
             .eager_max
             .get_or_insert_with(|| config::default_eager_max(&chosen.provider));
-        let slot = (wire::MAX_HEADER + eager_max).max(wire::HELLO_MAX);
+        let slot = (wire::PREFIX + wire::MAX_HEADER + eager_max).max(wire::HELLO_MAX);
         let mut st = State::new(me, job.as_bytes(), eager_max as u32);
         st.key = config.job_key;
         let (a, b) = (crate::auth::nonce(), crate::auth::nonce());
@@ -319,6 +325,7 @@ impl Netmod for OfiNetmod {
         if let Some(c) = self.st.conns.get_mut(&id) {
             c.port = Some(tag);
         }
+        self.st.set_port_key(id, tag);
         // Not lazy: a refusal or a dead card is reported even if nothing is sent.
         self.start(id);
         Ok(peer)

@@ -22,6 +22,11 @@ impl OfiNetmod {
     /// A message from a generic receive.
     pub(super) fn on_message(&mut self, t: u64, body: &[u8], sink: &mut dyn Sink) {
         let (kind, aux, id) = split_tag(t);
+        // After the handshake, every message opens with its connection's
+        // token: a forged one goes no further.
+        if kind != KIND_HELLO && kind != KIND_VERDICT && !self.st.genuine(id, kind, body) {
+            return;
+        }
         match kind {
             KIND_HELLO => self.on_hello(body, sink),
             KIND_VERDICT => self.on_verdict(id, body),
@@ -307,18 +312,18 @@ impl OfiNetmod {
             HelloOutcome::Refuse(v) => self.refusals.push_back(Refusal {
                 addr,
                 tag: tag(KIND_VERDICT, 0, h.conn),
-                body: encode_verdict(v, 0, 0),
+                body: encode_verdict(v, 0, 0, [0; 8]),
                 since: Instant::now(),
             }),
         }
     }
 
     pub(super) fn on_verdict(&mut self, id: u32, body: &[u8]) {
-        let (v, theirs, inline) = match parse_verdict(body) {
+        let v = match parse_verdict(body) {
             Ok(v) => v,
             Err(why) => return self.st.drop_msg(why.into()),
         };
-        match self.st.verdict(id, v, theirs, inline) {
+        match self.st.verdict(id, &v) {
             Ok(()) => self.events += 1,
             Err(why) => self.fail_conn(id, why),
         }

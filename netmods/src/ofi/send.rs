@@ -48,7 +48,7 @@ impl OfiNetmod {
         };
         // For the keepalive round: the peer was sent something.
         c.active |= !tx.keepalive();
-        let (addr, to, inline, seq) = (c.addr, c.tx_id, c.remote_inline, c.seq);
+        let (addr, to, inline, seq, token) = (c.addr, c.tx_id, c.remote_inline, c.seq, c.tx_token);
         let failed = |e: FiError| Step::Failed(format!("send failed: {e}"));
         let next = |st: &mut super::state::State| {
             if let Some(c) = st.conns.get_mut(&id) {
@@ -69,7 +69,8 @@ impl OfiNetmod {
                     Err(PostErr::Failed(e)) => failed(e),
                 }
             }
-            Tx::Msg { hlen, body } if body.len() - PREFIX - hlen <= inline => {
+            Tx::Msg { hlen, mut body } if body.len() - PREFIX - hlen <= inline => {
+                set_token(&mut body, &token);
                 match self.post_send(Some(id), addr, tag(KIND_MSG, seq, to), body, 0) {
                     Ok(()) => {
                         next(&mut self.st);
@@ -83,6 +84,7 @@ impl OfiNetmod {
                 let mut h = self.buf(PREFIX + hlen + LARGE_SUFFIX);
                 h.extend_from_slice(&body[..PREFIX + hlen]);
                 h.extend_from_slice(&encode_large_suffix(body.len() - PREFIX - hlen));
+                set_token(&mut h, &token);
                 match self.post_send(Some(id), addr, tag(KIND_LARGE, seq, to), h, 0) {
                     Ok(()) => {
                         next(&mut self.st);
@@ -110,18 +112,28 @@ impl OfiNetmod {
                 };
                 let optional = kind == KIND_CREDIT;
                 let t = tag(kind, n, to);
-                match self.post_send_op(Some(id), addr, t, Vec::new(), 0, optional) {
+                let mut b = self.buf(TOKEN);
+                b.extend_from_slice(&token);
+                match self.post_send_op(Some(id), addr, t, b, 0, optional) {
                     Ok(()) => Step::Done,
-                    Err(PostErr::Again(_)) => Step::Again(tx),
+                    Err(PostErr::Again(b)) => {
+                        self.recycle(b);
+                        Step::Again(tx)
+                    }
                     Err(PostErr::Failed(e)) => failed(e),
                 }
             }
             Tx::Ping | Tx::Pong => {
                 let aux = if matches!(tx, Tx::Ping) { PING } else { PONG };
                 let t = tag(KIND_KEEPALIVE, aux, to);
-                match self.post_send_op(Some(id), addr, t, Vec::new(), 0, true) {
+                let mut b = self.buf(TOKEN);
+                b.extend_from_slice(&token);
+                match self.post_send_op(Some(id), addr, t, b, 0, true) {
                     Ok(()) => Step::Done,
-                    Err(PostErr::Again(_)) => Step::Again(tx),
+                    Err(PostErr::Again(b)) => {
+                        self.recycle(b);
+                        Step::Again(tx)
+                    }
                     Err(PostErr::Failed(e)) => failed(e),
                 }
             }
@@ -282,11 +294,14 @@ impl OfiNetmod {
             h.mac = wire::hello_mac(key, &h, *rank, job);
         }
         wire::encode_hello(&mut body, &h);
+        let nonce = h.nonce;
         match self.post_send(Some(id), addr, tag(KIND_HELLO, 0, 0), body, 0) {
             Ok(()) => {
                 if let Some(c) = self.st.conns.get_mut(&id) {
                     if c.hs == (Handshake::Pending { since }) {
                         c.hs = Handshake::Sent { since };
+                        // What the peer's VERDICT must prove.
+                        c.nonce = nonce;
                     }
                 }
             }
@@ -377,8 +392,10 @@ impl OfiNetmod {
             };
         }
         // Detached: everything is posted; say BYE and forget it.
-        let (addr, to, seq) = (c.addr, c.tx_id, c.seq);
-        match self.post_send(None, addr, tag(KIND_BYE, seq, to), Vec::new(), 0) {
+        let (addr, to, seq, token) = (c.addr, c.tx_id, c.seq, c.tx_token);
+        let mut b = self.buf(TOKEN);
+        b.extend_from_slice(&token);
+        match self.post_send(None, addr, tag(KIND_BYE, seq, to), b, 0) {
             Err(PostErr::Again(_)) => {
                 let Some(c) = self.st.conns.get_mut(&id) else {
                     return false;

@@ -104,7 +104,9 @@ impl State {
                 break id;
             }
         };
-        self.conns.insert(id, Conn::new(peer, addr));
+        let mut c = Conn::new(peer, addr);
+        c.rx_token = self.rx_token(peer, id);
+        self.conns.insert(id, c);
         if let Some(p) = peer {
             self.peers.insert(p, id);
         }

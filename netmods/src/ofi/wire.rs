@@ -14,15 +14,15 @@
 //!
 //! HELLO   id 0          magic[8] ident:u8 who:u64 conn:u32 inline:u32
 //!                       job_len:u16 job name_len:u16 name nonce[8] mac[8]
-//! VERDICT id = conn     magic[8] verdict:u8 conn:u32 inline:u32
-//! MSG     aux = seq     hlen:u16 header payload
-//! LARGE   aux = seq     hlen:u16 header len:u64
+//! VERDICT id = conn     magic[8] verdict:u8 conn:u32 inline:u32 mac[8]
+//! MSG     aux = seq     token[8] hlen:u16 header payload
+//! LARGE   aux = seq     token[8] hlen:u16 header len:u64
 //! PAYLOAD aux = seq     the payload of LARGE `seq` (len bytes)
-//! BYE     aux = seq     (empty) the sender disconnected
-//! CTS     aux = seq     (empty) the receive for PAYLOAD `seq` is posted
-//! CREDIT  aux = n       (empty) the receiver handled `n` more messages
-//! PING    aux = 0       (empty, kind 0) keepalive: "are you there?"
-//! PONG    aux = 1       (empty, kind 0) the answer to a PING
+//! BYE     aux = seq     token[8]: the sender disconnected
+//! CTS     aux = seq     token[8]: the receive for PAYLOAD `seq` is posted
+//! CREDIT  aux = n       token[8]: the receiver handled `n` more messages
+//! PING    aux = 0       token[8] (kind 0) keepalive: "are you there?"
+//! PONG    aux = 1       token[8] (kind 0) the answer to a PING
 //! ```
 //!
 //! All integers little-endian. A HELLO names the sender (`ident` rank: "I
@@ -39,7 +39,26 @@
 //! got in the group description (`Netmod::set_group_key`). Zero where
 //! there is nothing to prove (port HELLOs, no secret). The VERDICT answers
 //! with the acceptor's id and inline limit, or a refusal (another job,
-//! unsupported identity). Messages wait at the sender until the verdict
+//! unsupported identity). An accepting VERDICT carries the MAC
+//! ([`verdict_mac`]) made with the key that proved the HELLO, over the
+//! verdict, both ids and the HELLO's nonce, so nobody else can complete
+//! (or redirect) a handshake; a refusal from a job that does not know
+//! ours cannot be proven, so an unproven one is taken while the handshake
+//! is under way, and nothing unproven once it is done.
+//!
+//! After the handshake every message but PAYLOAD opens with the
+//! connection's *token* ([`msg_token`]): the sender's proving key's MAC of
+//! the receiver's job, rank and connection id, checked by the receiver
+//! before anything else (an 8-byte compare: no per-message MAC on the hot
+//! path). RDM takes messages from anyone who knows the tag, and not every
+//! provider reports the source (`tcp;ofi_rxm` has no `FI_SOURCE`), so
+//! without the token a stranger who guessed a 32-bit id could inject data,
+//! credits, CTSs or a BYE. A PAYLOAD is taken only by the receive posted
+//! for it after its token-checked LARGE, on an exact tag. A port
+//! connection's key comes from the port's random tag (its tokens name no
+//! job or rank); jobs without a secret have no key: their tokens are zero
+//! and not checked.
+//! Messages wait at the sender until the verdict
 //! has come; one whose payload exceeds the peer's inline limit goes as a
 //! LARGE header, on which the receiver asks the engine where the payload
 //! goes (`Sink::place`), posts a receive for exactly that PAYLOAD tag and
@@ -132,9 +151,11 @@ const HELLO_FIXED: usize = 8 + 1 + 8 + 4 + 4;
 pub(crate) const HELLO_MAX: usize = HELLO_FIXED + 2 + MAX_JOB + 2 + MAX_NAME + HELLO_AUTH;
 /// HELLO after the name: nonce and MAC.
 pub(crate) const HELLO_AUTH: usize = 16;
-pub(crate) const VERDICT_LEN: usize = 8 + 1 + 4 + 4;
-/// What precedes the header in MSG and LARGE: its length.
-pub(crate) const PREFIX: usize = 2;
+pub(crate) const VERDICT_LEN: usize = 8 + 1 + 4 + 4 + 8;
+/// The token that opens every message after the handshake but PAYLOAD.
+pub(crate) const TOKEN: usize = 8;
+/// What precedes the header in MSG and LARGE: the token, the length.
+pub(crate) const PREFIX: usize = TOKEN + 2;
 /// What follows the header in a LARGE message: the payload length.
 pub(crate) const LARGE_SUFFIX: usize = 8;
 
@@ -271,17 +292,67 @@ pub(crate) fn parse_hello(b: &[u8]) -> Result<Hello<'_>, &'static str> {
     })
 }
 
-pub(crate) fn encode_verdict(v: Verdict, conn: u32, inline: u32) -> [u8; VERDICT_LEN] {
+/// The MAC of a VERDICT `v` (acceptor's id `conn`, its inline limit)
+/// answering the HELLO with `nonce` that named the initiator's id
+/// `hello_conn`: made with the key that proved that HELLO.
+pub(crate) fn verdict_mac(
+    key: &JobKey,
+    v: Verdict,
+    conn: u32,
+    inline: u32,
+    nonce: &[u8; 8],
+    hello_conn: u32,
+) -> [u8; 8] {
+    key.mac(&[
+        b"rivet ofi verdict",
+        &[v as u8],
+        &conn.to_le_bytes(),
+        &inline.to_le_bytes(),
+        nonce,
+        &hello_conn.to_le_bytes(),
+    ])
+}
+
+/// The token of messages to connection `conn` of rank `rank` of job `job`
+/// (the receiver's names), made with the sender's proving key: the job
+/// secret within a job, the sender's group key to another.
+pub(crate) fn msg_token(key: &JobKey, job: &[u8], rank: u32, conn: u32) -> [u8; TOKEN] {
+    key.mac(&[
+        b"rivet ofi token",
+        &(job.len() as u16).to_le_bytes(),
+        job,
+        &rank.to_le_bytes(),
+        &conn.to_le_bytes(),
+    ])
+}
+
+pub(crate) fn encode_verdict(
+    v: Verdict,
+    conn: u32,
+    inline: u32,
+    mac: [u8; 8],
+) -> [u8; VERDICT_LEN] {
     let mut b = [0u8; VERDICT_LEN];
     b[..8].copy_from_slice(&MAGIC);
     b[8] = v as u8;
     b[9..13].copy_from_slice(&conn.to_le_bytes());
     b[13..17].copy_from_slice(&inline.to_le_bytes());
+    b[17..].copy_from_slice(&mac);
     b
 }
 
-/// `(verdict, acceptor's id, acceptor's inline limit)`.
-pub(crate) fn parse_verdict(b: &[u8]) -> Result<(Verdict, u32, u32), &'static str> {
+/// A parsed VERDICT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct VerdictMsg {
+    pub verdict: Verdict,
+    /// The acceptor's id and inline limit.
+    pub conn: u32,
+    pub inline: u32,
+    /// [`verdict_mac`], or zero.
+    pub mac: [u8; 8],
+}
+
+pub(crate) fn parse_verdict(b: &[u8]) -> Result<VerdictMsg, &'static str> {
     if b.len() != VERDICT_LEN || b[..8] != MAGIC {
         return Err("malformed VERDICT");
     }
@@ -291,12 +362,28 @@ pub(crate) fn parse_verdict(b: &[u8]) -> Result<(Verdict, u32, u32), &'static st
         2 => Verdict::Unsupported,
         _ => return Err("VERDICT with an unknown verdict"),
     };
-    Ok((v, le_u32(&b[9..13]), le_u32(&b[13..17])))
+    Ok(VerdictMsg {
+        verdict: v,
+        conn: le_u32(&b[9..13]),
+        inline: le_u32(&b[13..17]),
+        mac: b[17..].try_into().unwrap_or_default(),
+    })
 }
 
-/// The length prefix of a MSG or LARGE body with a `hlen`-byte header.
+/// The prefix of a MSG or LARGE body with a `hlen`-byte header: the token
+/// (zero here: filled in when the message is posted, [`set_token`]) and
+/// the header's length.
 pub(crate) fn prefix(hlen: usize) -> [u8; PREFIX] {
-    (hlen as u16).to_le_bytes()
+    let mut p = [0u8; PREFIX];
+    p[TOKEN..].copy_from_slice(&(hlen as u16).to_le_bytes());
+    p
+}
+
+/// Writes the connection's token into the start of a message body.
+pub(crate) fn set_token(body: &mut [u8], token: &[u8; TOKEN]) {
+    if let Some(t) = body.get_mut(..TOKEN) {
+        t.copy_from_slice(token);
+    }
 }
 
 /// The bytes after the header of a LARGE message.
@@ -307,7 +394,7 @@ pub(crate) fn encode_large_suffix(len: usize) -> [u8; LARGE_SUFFIX] {
 /// Splits a MSG or LARGE body into `(header, rest)`, checking the limits.
 pub(crate) fn split_body(body: &[u8]) -> Result<(&[u8], &[u8]), &'static str> {
     let p = body
-        .get(..PREFIX)
+        .get(TOKEN..PREFIX)
         .ok_or("message shorter than its prefix")?;
     let h = u16::from_le_bytes([p[0], p[1]]) as usize;
     if h > MAX_HEADER {
@@ -433,9 +520,15 @@ mod tests {
     #[test]
     fn verdict_and_large() {
         for v in [Verdict::Accept, Verdict::OtherJob, Verdict::Unsupported] {
-            assert_eq!(parse_verdict(&encode_verdict(v, 9, 10)), Ok((v, 9, 10)));
+            let want = VerdictMsg {
+                verdict: v,
+                conn: 9,
+                inline: 10,
+                mac: *b"abcdefgh",
+            };
+            assert_eq!(parse_verdict(&encode_verdict(v, 9, 10, want.mac)), Ok(want));
         }
-        let mut b = encode_verdict(Verdict::Accept, 1, 2);
+        let mut b = encode_verdict(Verdict::Accept, 1, 2, [0; 8]);
         b[8] = 7;
         assert!(parse_verdict(&b).is_err());
         assert!(parse_verdict(&b[..5]).is_err());
@@ -446,11 +539,45 @@ mod tests {
         assert!(parse_large_suffix(&huge).is_err());
         let mut b = prefix(2).to_vec();
         b.extend_from_slice(b"hhpp");
+        set_token(&mut b, b"TOKENTOK");
+        assert_eq!(&b[..TOKEN], b"TOKENTOK");
         assert_eq!(split_body(&b), Ok((&b"hh"[..], &b"pp"[..])));
-        assert!(split_body(&b[..3]).is_err());
+        assert!(split_body(&b[..PREFIX + 1]).is_err());
         assert!(split_body(b"\x02").is_err());
         let mut long = prefix(257).to_vec();
         long.extend_from_slice(&[0; 300]);
         assert!(split_body(&long).is_err());
+    }
+
+    #[test]
+    fn verdict_macs_and_tokens_bind_what_they_name() {
+        let key = JobKey::new([3; 16]);
+        let m = verdict_mac(&key, Verdict::Accept, 5, 100, b"noncenon", 7);
+        for other in [
+            verdict_mac(&key, Verdict::Unsupported, 5, 100, b"noncenon", 7),
+            verdict_mac(&key, Verdict::Accept, 6, 100, b"noncenon", 7),
+            verdict_mac(&key, Verdict::Accept, 5, 101, b"noncenon", 7),
+            verdict_mac(&key, Verdict::Accept, 5, 100, b"noncenoo", 7),
+            verdict_mac(&key, Verdict::Accept, 5, 100, b"noncenon", 8),
+            verdict_mac(
+                &JobKey::new([4; 16]),
+                Verdict::Accept,
+                5,
+                100,
+                b"noncenon",
+                7,
+            ),
+        ] {
+            assert_ne!(m, other);
+        }
+        let t = msg_token(&key, b"kvs_1", 0, 9);
+        for other in [
+            msg_token(&key, b"kvs_2", 0, 9),
+            msg_token(&key, b"kvs_1", 1, 9),
+            msg_token(&key, b"kvs_1", 0, 10),
+            msg_token(&key.group_key(), b"kvs_1", 0, 9),
+        ] {
+            assert_ne!(t, other);
+        }
     }
 }
