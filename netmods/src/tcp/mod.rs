@@ -33,7 +33,7 @@ pub(crate) mod conn;
 mod iface;
 mod poll;
 mod state;
-mod sys;
+pub(crate) mod sys;
 mod uring;
 pub(crate) mod wire;
 
