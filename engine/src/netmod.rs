@@ -102,3 +102,28 @@ pub fn open(choice: NetmodChoice, job: &str, rank: u32, hints: Hints) -> Result<
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::wire::{MsgKind, WireHeader};
+
+    #[test]
+    fn the_impi_netmod_finds_the_envelope_where_the_header_keeps_it() {
+        // pk_lsrank, pk_tag and pk_cid (seed 003, 3.5) come from these bytes.
+        let h = WireHeader {
+            kind: MsgKind::Eager as u8,
+            flags: 0,
+            reserved: 0,
+            context: 0x0102_0304,
+            tag: -9,
+            src: 41,
+            len: 7,
+            sreq: 1,
+            aux: 2,
+        };
+        assert_eq!(
+            rivet_netmods::impi::engine_envelope(h.as_bytes()),
+            (41, -9, 0x0102_0304)
+        );
+    }
+}

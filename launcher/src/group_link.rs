@@ -80,7 +80,7 @@ impl GroupLink {
         match GroupLink::start(addr, waker) {
             Ok(link) => {
                 link.register_ns(server, ns);
-                server.forward_groups(true);
+                server.forward_other_jobs(true);
                 Some(link)
             }
             Err(e) => {
@@ -165,7 +165,7 @@ impl GroupLink {
             "rivetrun: note: group connect with other jobs is off: name server {}: {why}",
             self.addr
         );
-        server.forward_groups(false);
+        server.forward_other_jobs(false);
         server.group_hub_lost(why, out);
         false
     }

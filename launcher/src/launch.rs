@@ -1,7 +1,7 @@
 //! Starting one rank (or one spawned process): its environment, its PMI
 //! channel, its stdio pipes.
 //!
-//! Every rank runs in its own process group, so rivetrun can signal a rank
+//! Every rank runs in its own session (so its own process group), so rivetrun can signal a rank
 //! together with whatever it forked, and a Ctrl-C on the terminal reaches
 //! rivetrun alone, which forwards it. The program is checked before the first
 //! rank starts, so "not found" is one clear message, not N half-started ranks.
@@ -155,8 +155,24 @@ pub fn start_rank(
         Stdio::null()
     })
     .stdout(Stdio::piped())
-    .stderr(Stdio::piped())
-    .process_group(0);
+    .stderr(Stdio::piped());
+    // A session of its own (so also a process group of its own: the
+    // teardown's kill(-pid) reaches what the rank forks), as Hydra's proxy
+    // does: with the kernel's autogroup scheduling (on by default), each
+    // session shares the CPUs fairly with other sessions, so a job's ranks
+    // are not squeezed into the one share of rivetrun's session on a busy
+    // machine (a 64-rank MPICH start-up on 2 shared cores took 2.4-4x
+    // Hydra's time that way, the CPU half idle). setsid(2) is
+    // async-signal-safe.
+    // SAFETY: the closure only calls setsid between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
 
     // The child's end must survive exec. Ranks are started one at a time by
     // one thread, so no other child can inherit it before it is closed here.

@@ -30,7 +30,7 @@
 //!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`
 //!   (`report.rs`).
 //! - `hosts.rs`: host lists (`-hosts`, `-hostfile`, `host:slots`), block placement on hosts.
-//! - `launch.rs`: starting a rank: env, PMI fd, pipes, process group, affinity.
+//! - `launch.rs`: starting a rank: env, PMI fd, pipes, session (setsid), affinity.
 //! - `supervisor/`: the event loop (`mod.rs`): PMI serving (`pmi.rs`), output (`output.rs`),
 //!   signals, reaping and teardown (`teardown.rs`), starting spawns (`spawns.rs`), name requests
 //!   (`names.rs`), setup (`setup.rs`), failures and exit codes (`failure.rs`).
@@ -41,11 +41,12 @@
 //! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
 //!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
 //!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
-//!   (`describe.rs`), barriers from the top of the proxy tree, host loss.
+//!   (`describe.rs`), barriers from the top of the proxy tree, host loss; names and group
+//!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
 //!   server core in a poll loop with the node's topology keys (`pmi.rs`), barriers up a tree of
-//!   proxies (`tree.rs`), output and exits.
+//!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits.
 //! - `pmix_host/`: rivetrun as a PMIx server through OpenPMIx's server library (`mod.rs`): the job
 //!   and its ranks registered, fork environments, the host module's upcalls as supervisor events;
 //!   info lists and completion waits (`calls.rs`); publish/lookup/unpublish answered from the
@@ -67,7 +68,7 @@
 //!
 //! What must stay true here (ARCHITECTURE.md's launcher invariants, in full):
 //!
-//! - Every rank, and every process a spawn starts, runs in its own process group and is
+//! - Every rank, and every process a spawn starts, runs in its own session (so process group) and is
 //!   supervised alike. When the job fails (non-zero exit, signal, abort, exit without PMI finalize
 //!   while others run, a group member ending without disconnecting from a group made without
 //!   `early_term_allowed`, or a signal to rivetrun), every group gets SIGTERM, then SIGKILL after
@@ -211,7 +212,7 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
         Some(job_spec(&cli)?)
     };
     if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
-        return run_on_hosts(&cli, job, apps, appnums, &entries);
+        return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
     }
     let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
     let topo = match &cli.topology {
@@ -495,6 +496,7 @@ fn run_on_hosts(
     apps: &[App],
     appnums: &[u32],
     entries: &[hosts::HostEntry],
+    name_server: Option<String>,
 ) -> Result<i32, LaunchError> {
     if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
         return Err(LaunchError::Usage(
@@ -531,6 +533,7 @@ fn run_on_hosts(
         cluster: cli.cluster_id.clone().unwrap_or_else(info::hostname),
         stats: cli.launch_stats,
         keep_going: cli.disable_auto_cleanup,
+        name_server,
     };
     remote::run(job, &apps, appnums, nodes, &opts)
 }

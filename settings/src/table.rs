@@ -108,6 +108,8 @@ pub static SETTINGS: &[Setting] = &[
       "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
     s("RIVET_NAMESERVER", "", Scope::Launcher,
       "`HOST:PORT` of a name server (`rivetrun --name-server`) for rivetrun's jobs; `--nameserver` wins"),
+    s("RIVET_LAUNCHER_EXTRA_ARGS", "", Scope::Launcher,
+      "multi-host jobs: words (split on white space) that `--launcher ssh` or `rsh` puts before the host, e.g. `-F FILE` or `-p PORT` (Hydra's `HYDRA_LAUNCHER_EXTRA_ARGS`); rivetrun's own ssh options (`BatchMode=yes`, `ConnectTimeout=10`) come after them"),
     s("RIVET_PROXY_FANOUT", "8", Scope::Launcher,
       "multi-host jobs: barriers go up a tree of per-node proxies with this fan-out, so rivetrun handles at most this many barrier messages each way per barrier"),
     s("RIVET_BENCH_FONT", "", Scope::Bench,

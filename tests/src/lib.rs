@@ -33,6 +33,7 @@ pub mod netns;
 pub mod pattern;
 pub mod procfs;
 pub mod rank_check;
+pub mod sshd;
 
 mod build;
 mod jobs;

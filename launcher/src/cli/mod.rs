@@ -48,7 +48,9 @@ Ranks may spawn processes (PMI spawn, MPI_Comm_spawn): rivetrun starts them on t
 unbound, each in a new namespace (kvsname <job>_s<N>) with PMI_SPAWNED=1 and PMI_FD, and \
 supervises them like ranks: their output is forwarded (labelled [sN:I] with -l) and a failing \
 one fails the job. Info keys: wdir, path (where to look for the program), host (this machine \
-only); others are ignored with a warning. A spawn starts all its processes or none.\n\n\
+only); others are ignored with a warning. A spawn starts all its processes or none. With \
+-hosts, every child starts on the spawning rank's host (kvsname <job>_h<N>_s<M>, served by that \
+host's proxy); names and group connect are served job-wide by rivetrun.\n\n\
 Names (MPI_Publish_name/MPI_Lookup_name) are served by rivetrun for its own job, or by a name \
 server shared by several jobs: start one with `rivetrun --name-server` (it prints HOST:PORT) and \
 give that to each job with --nameserver HOST:PORT or RIVET_NAMESERVER=HOST:PORT.\n\n\
@@ -65,8 +67,7 @@ mpiexec spellings are accepted: any long option with one dash (-np, -env, -genv,
 -genvnone, -genvall, -wdir, -ppn, -pmi-port, -disable-auto-cleanup, -nameserver, -timeout, \
 -outfile-pattern, -errfile-pattern, -configfile, -version), -prepend-rank for -l, \
 MPIEXEC_TIMEOUT, and MPMD: PROG1 ARGS : -n 2 PROG2 ARGS. A single-dash word is never read as a cluster of short options: an \
-unknown one is an error (exit 2) naming it. Options that start ranks on other hosts (-hosts, \
--host, -f, -hostfile, -machinefile, -launcher, -launcher-exec, -iface) are refused (exit 2).",
+unknown one is an error (exit 2) naming it.",
     after_help = "Exit codes: 0 all ranks (and spawned processes) succeeded; the failing \
 process's exit code when it exited non-zero; 128+N when it died from signal N; the abort code \
 when a process called abort; 126/127 when PROGRAM cannot be executed / is not found; 2 for \
@@ -221,9 +222,11 @@ pub struct Cli {
     )]
     pub hostfile: Option<PathBuf>,
 
-    /// How proxies are started on the hosts: ssh (the default; hosts that are
-    /// this machine are forked), rsh, fork (all here), manual (print the
-    /// command lines to run by hand), slurm (not implemented yet).
+    /// How proxies are started on the hosts: ssh (the default, with
+    /// BatchMode=yes and ConnectTimeout=10, so hosts need keys; words in
+    /// RIVET_LAUNCHER_EXTRA_ARGS go before them; hosts that are this machine
+    /// are forked), rsh, fork (all here), manual (print the command lines to
+    /// run by hand), slurm (one srun for all proxies).
     #[arg(long = "launcher", visible_alias = "bootstrap", value_name = "NAME",
           value_parser = parse_launcher)]
     pub launcher: Option<crate::remote::start::Kind>,

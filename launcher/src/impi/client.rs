@@ -26,6 +26,8 @@ use rivet_pmi::impi::{
     DEFAULT_MAX_PAYLOAD,
 };
 
+use rivet_netmods::auth::JobKey;
+use rivet_netmods::impi::config::ENV_CHANNEL_KEY;
 use rivet_netmods::impi::packet::{Kind, Packet, HEADER_LEN};
 
 use crate::error::LaunchError;
@@ -34,8 +36,12 @@ use crate::error::LaunchError;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long a client waits for the others at any step of the startup.
 const STARTUP_TIMEOUT: Duration = Duration::from_secs(300);
-/// Most user-data bytes per packet this client asks for (`C_DATALEN`).
-pub const DATALEN: u32 = 64 * 1024;
+/// Most user-data bytes per packet this client asks for (`C_DATALEN`):
+/// room for the engine's largest netmod message (a 1 MiB piece, its
+/// 40-byte header and the 4-byte length before it), so between Rivet
+/// clients every engine message is a short IMPI message, sent without
+/// waiting for a SYNCACK. The job uses the smallest of the clients'.
+pub const DATALEN: u32 = (1 << 20) + 4096;
 /// The highest tag this client uses between hosts (`C_TAGUB`).
 pub const TAG_UB: i32 = i32::MAX;
 /// Flow control this host asks for (`H_ACKMARK`, `H_HIWATER`; 3.9).
@@ -69,6 +75,8 @@ pub struct Session {
     /// Per host link: `Ok(host)` for its `IMPI_PK_FINI`, `Err` for its end
     /// without one (from the watch threads).
     fini: Option<mpsc::Receiver<Result<u32, String>>>,
+    /// What the ranks prove their direct-channel hellos with (see `channel_key`).
+    channel_key: JobKey,
 }
 
 /// Environment variable naming the inherited listening sockets, by local rank.
@@ -244,6 +252,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         // Unique among procs of this address: rivetrun's pid, then the local rank.
         pids: (0..nprocs as i64).map(|r| (pid << 32) | r).collect(),
         proc_ports,
+        nonce: Some(random16()),
     };
 
     // COLL (2.3.5): each label, then its broadcast (others' may come between).
@@ -280,6 +289,10 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         }
     }
     let world = builder.finish().map_err(|e| fail(e.to_string()))?;
+    let auth_key = available
+        .key
+        .filter(|_| chosen.which == auth::AUTH_KEY as i32);
+    let channel_key = channel_key(&world.nonces, auth_key);
     let links = dance(&world, listener)?;
     let _ = server.set_read_timeout(None);
     Ok(Session {
@@ -289,7 +302,44 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         listeners,
         finishing: Arc::new(AtomicBool::new(false)),
         fini: None,
+        channel_key,
     })
+}
+
+/// 16 bytes from the kernel's random source.
+fn random16() -> [u8; 16] {
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&rivet_netmods::auth::nonce());
+    b[8..].copy_from_slice(&rivet_netmods::auth::nonce());
+    b
+}
+
+/// The key every proc of the run proves its direct-channel hellos with:
+/// a MAC, keyed by the AUTH key when KEY was chosen (else a constant),
+/// over every client's `RIVET_C_NONCE` in client order. Every Rivet client
+/// derives the same key from the same broadcast; nobody outside the run
+/// saw the nonces, so a stranger reaching a proc's port cannot open a
+/// channel (with KEY, not even one who learnt them without the key).
+pub fn channel_key(nonces: &[Option<[u8; 16]>], auth_key: Option<u64>) -> JobKey {
+    let mut base = *b"\0\0\0\0\0\0\0\0rivimpi\0";
+    if let Some(k) = auth_key {
+        base[..8].copy_from_slice(&k.to_be_bytes());
+    }
+    let base = JobKey::new(base);
+    let mut all = Vec::with_capacity(nonces.len() * 17);
+    for n in nonces {
+        match n {
+            Some(n) => {
+                all.push(1);
+                all.extend_from_slice(n);
+            }
+            None => all.push(0),
+        }
+    }
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&base.mac(&[b"rivet impi channel key", &[0], &all]));
+    key[8..].copy_from_slice(&base.mac(&[b"rivet impi channel key", &[1], &all]));
+    JobKey::new(key)
 }
 
 /// Let a rank inherit `l` across exec (ranks find it by `IMPI_LISTEN_FDS`
@@ -465,6 +515,7 @@ impl Session {
             ("IMPI_TAG_UB".into(), w.tag_ub.to_string()),
             (ENV_PROCS.into(), procs.join(",")),
             (ENV_LISTEN_FDS.into(), fds.join(",")),
+            (ENV_CHANNEL_KEY.into(), self.channel_key.to_hex()),
         ]
     }
 
@@ -582,5 +633,18 @@ mod tests {
         assert!(parse_args(&["x".into(), "h:1".into()]).is_err());
         assert!(parse_args(&["0".into(), "h".into()]).is_err());
         assert!(parse_args(&["0".into(), ":1".into()]).is_err());
+    }
+
+    #[test]
+    fn the_channel_key_depends_on_every_nonce_and_the_auth_key() {
+        let n = [Some([1u8; 16]), Some([2u8; 16])];
+        let k = channel_key(&n, None);
+        assert_eq!(k, channel_key(&n, None), "every client derives the same");
+        assert_ne!(k, channel_key(&n, Some(5678)));
+        assert_ne!(channel_key(&n, Some(1)), channel_key(&n, Some(2)));
+        assert_ne!(k, channel_key(&[Some([1u8; 16]), Some([3u8; 16])], None));
+        assert_ne!(k, channel_key(&[Some([2u8; 16]), Some([1u8; 16])], None));
+        assert_ne!(k, channel_key(&[Some([1u8; 16]), None], None));
+        assert_ne!(random16(), random16());
     }
 }

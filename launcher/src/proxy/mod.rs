@@ -16,6 +16,7 @@
 //! the proxy (parent-death signal) and with their PMI connection.
 
 mod pmi;
+mod spawn;
 pub mod tree;
 mod upstream;
 
@@ -76,6 +77,10 @@ struct Job {
 enum Event {
     /// A rank ended; whether it spoke PMI without finalizing.
     Exited(u32, std::process::ExitStatus, bool),
+    /// A rank asked to spawn (from the PMI loop).
+    Spawn(pmi::SpawnAsk),
+    /// A spawned process ended: its namespace, index and pid.
+    SpawnedExited(String, u32, u32, std::process::ExitStatus),
     Signal(i32),
     Term,
     Lost,
@@ -313,7 +318,7 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
     for &(_, pid, alive) in pids {
         if alive {
             // SAFETY: kill(2) takes no pointers; the negative pid is the
-            // rank's own process group (started with process_group(0)).
+            // rank's own process group (its session, `launch::start_rank`).
             unsafe { libc::kill(-(pid as libc::pid_t), sig) };
         }
     }
@@ -358,8 +363,9 @@ fn node_server(job: &Job, node: u32, topology: Vec<(String, String)>) -> Result<
         })
         .map_err(|e| e.to_string())?;
     server.delegate_barriers(ns, node);
-    // Names go to the loop, which refuses them (one node's table is not the job's).
+    // Names and groups are the job's, served by rivetrun (the loop forwards them).
     server.forward_names(true);
+    server.forward_groups();
     Ok(server)
 }
 
@@ -400,14 +406,14 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         .collect();
     let server = node_server(&job, proxy_id, topology_keys)?;
     let tree = tree::Tree::new(job.has_parent, &job.children);
-    let pmi = pmi::start(server, 0, up.clone(), tree).map_err(|e| e.to_string())?;
+    let (tx, rx) = mpsc::channel();
+    let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone()).map_err(|e| e.to_string())?;
     if !job.children.is_empty() {
         let ip = up.local_ip().map_err(|e| e.to_string())?;
         let addr = tree::listen(ip, secret.clone(), job.children.clone(), pmi.clone())
             .map_err(|e| format!("listening for child proxies: {e}"))?;
         up.send(&["listen", &addr]).map_err(|e| e.to_string())?;
     }
-    let (tx, rx) = mpsc::channel();
     // rivetrun's stdin, for rank 0 (None: end of input).
     let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>();
     let mut stdin_rx = Some(stdin_rx);
@@ -433,6 +439,24 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     }
                     "term" => {
                         let _ = tx.send(Event::Term);
+                    }
+                    "pmi_out" => {
+                        let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
+                        if let (Some(conn), Some(bytes)) = (conn, msg.get(2)) {
+                            pmi.send(pmi::Cmd::Out(conn, bytes.clone()));
+                        }
+                    }
+                    "name_done" => {
+                        let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
+                        let body = wire::text(msg.get(3).map_or(&[][..], |w| w));
+                        let result = match msg.get(2).map(|w| wire::text(w)).as_deref() {
+                            Some("ok") => rivet_pmi::wire::Message::parse(body.trim_end())
+                                .map_err(|e| format!("bad_answer_from_rivetrun: {e}")),
+                            _ => Err(body),
+                        };
+                        if let Some(conn) = conn {
+                            pmi.send(pmi::Cmd::NameDone(conn, result));
+                        }
                     }
                     _ => {}
                 }
@@ -495,6 +519,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let mut kill_at: Option<Instant> = None;
     let mut lost = false;
     let mut left = pids.len();
+    let mut spawner = spawn::Spawner::new(&job, proxy_id, host);
+    // Spawned processes: (pid, alive).
+    let mut children: Vec<(u32, u32, bool)> = Vec::new();
     while left > 0 {
         let event = match rx.recv_timeout(Duration::from_millis(100)) {
             Ok(e) => Some(e),
@@ -503,6 +530,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         };
         if kill_at.is_some_and(|t| Instant::now() >= t) {
             signal_all(&pids, libc::SIGKILL);
+            signal_all(&children, libc::SIGKILL);
             kill_at = None;
         }
         match event {
@@ -534,14 +562,67 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     ]);
                 }
             }
-            Some(Event::Signal(sig)) => signal_all(&pids, sig),
+            Some(Event::Spawn(ask)) if lost || kill_at.is_some() => {
+                let why = "the job is being torn down".to_string();
+                pmi.send(pmi::Cmd::SpawnDone(ask.conn, Err(why.into())));
+            }
+            Some(Event::Spawn(ask)) => {
+                for c in spawner.spawn(ask, &pmi, &up) {
+                    let spawn::Child {
+                        kvs,
+                        index,
+                        started,
+                        said: _,
+                    } = c;
+                    let mut child = started.child;
+                    let pid = child.id();
+                    priority.reset_child(pid);
+                    children.push((index, pid, true));
+                    left += 1;
+                    let label = job.label.then(|| format!("[{kvs}:{index}] "));
+                    outputs.extend(output_threads(started.stdout, started.stderr, label));
+                    let tx = tx.clone();
+                    std::thread::spawn(move || {
+                        if let Ok(status) = child.wait() {
+                            let _ = tx.send(Event::SpawnedExited(kvs, index, pid, status));
+                        }
+                    });
+                }
+            }
+            Some(Event::SpawnedExited(kvs, index, pid, status)) => {
+                left -= 1;
+                if let Some(c) = children.iter_mut().find(|c| c.1 == pid) {
+                    c.2 = false;
+                }
+                use std::os::unix::process::ExitStatusExt;
+                let (code, sig) = match (status.code(), status.signal()) {
+                    (Some(c), _) => (c, 0),
+                    (None, Some(s)) => (128 + s, s),
+                    _ => (1, 0),
+                };
+                if !lost {
+                    let _ = up.send(&[
+                        "sexit".to_string(),
+                        kvs,
+                        index.to_string(),
+                        code.to_string(),
+                        sig.to_string(),
+                    ]);
+                }
+            }
+            Some(Event::Signal(sig)) => {
+                signal_all(&pids, sig);
+                signal_all(&children, sig);
+            }
             Some(Event::Term) => {
                 signal_all(&pids, libc::SIGTERM);
+                signal_all(&children, libc::SIGTERM);
                 kill_at.get_or_insert(Instant::now() + grace);
             }
             Some(Event::Lost) => {
                 lost = true;
                 signal_all(&pids, libc::SIGKILL);
+                signal_all(&children, libc::SIGKILL);
             }
         }
     }

@@ -6,7 +6,11 @@
 //! a job-wide barrier sent upstream once, when the node's last rank and
 //! every child proxy (`tree`) have arrived, with the subtree's puts.
 //! `barrier_out` from upstream brings the job's puts; it is passed on to
-//! the children, and the node's waiters are answered.
+//! the children, and the node's waiters are answered. What one node cannot
+//! serve goes to rivetrun on the control connection: name requests (`name`,
+//! answered by `name_done`) and group messages (`pmi`, whose answers come
+//! back as `pmi_out`; see `remote::jobwide`). Spawn requests go to the
+//! proxy's main thread (`super::spawn`), which starts the children here.
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read};
@@ -16,7 +20,8 @@ use std::sync::{mpsc, Arc};
 
 use mio::net::UnixStream;
 use mio::{Events, Poll, Token, Waker};
-use rivet_pmi::server::{ConnId, NsId, Output, Server};
+use rivet_pmi::server::{ConnId, NamespaceSpec, NsId, Output, Server, SpawnFailure};
+use rivet_pmi::wire::{Message, SpawnRequest};
 
 use super::tree::Tree;
 use super::upstream::Upstream;
@@ -60,6 +65,33 @@ pub enum Cmd {
     Child(u32, Upstream),
     /// The way upstream is gone: barriers fail.
     Lost,
+    /// The parent proxy's connection ended (see `Tree::orphaned`).
+    ParentGone,
+    /// A namespace for children this proxy spawns (before their `Child`).
+    Namespace(NamespaceSpec),
+    /// A spawned process started: serve its PMI connection as `index` of `kvs`.
+    Spawned {
+        kvs: String,
+        index: u32,
+        id: ConnId,
+        conn: StdUnixStream,
+        said: Arc<Said>,
+    },
+    /// The answer to a spawn request from connection `ConnId`.
+    SpawnDone(ConnId, Result<Vec<i32>, SpawnFailure>),
+    /// rivetrun's answer to a name request.
+    NameDone(ConnId, Result<Message, String>),
+    /// Bytes rivetrun's job-wide server sends a connection (`pmi_out`).
+    Out(ConnId, Vec<u8>),
+}
+
+/// A rank's spawn request, for the proxy's main thread.
+pub struct SpawnAsk {
+    pub conn: ConnId,
+    /// The namespace and rank of the process that asked.
+    pub kvs: String,
+    pub rank: u32,
+    pub request: SpawnRequest,
 }
 
 /// How other threads reach the PMI loop.
@@ -93,10 +125,18 @@ struct Loop {
     rivetrun: Upstream,
     tree: Tree,
     lost: bool,
+    /// Where spawn requests go (the proxy's main thread).
+    spawns: mpsc::Sender<super::Event>,
 }
 
 /// Start the PMI loop for namespace `ns` of `server`.
-pub fn start(server: Server, ns: NsId, rivetrun: Upstream, tree: Tree) -> io::Result<Handle> {
+pub fn start(
+    server: Server,
+    ns: NsId,
+    rivetrun: Upstream,
+    tree: Tree,
+    spawns: mpsc::Sender<super::Event>,
+) -> io::Result<Handle> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
     let (tx, rx) = mpsc::channel();
@@ -108,6 +148,7 @@ pub fn start(server: Server, ns: NsId, rivetrun: Upstream, tree: Tree) -> io::Re
         rivetrun,
         tree,
         lost: false,
+        spawns,
     };
     std::thread::Builder::new()
         .name("proxy-pmi".into())
@@ -153,29 +194,7 @@ impl Loop {
         let mut out = Vec::new();
         match cmd {
             Cmd::Rank { rank, conn, said } => {
-                let id = ConnId::from(rank) + 1;
-                if conn.set_nonblocking(true).is_err() {
-                    return;
-                }
-                let mut stream = UnixStream::from_std(conn);
-                if self
-                    .poll
-                    .registry()
-                    .register(&mut stream, Token(id as usize), interest(false))
-                    .is_err()
-                {
-                    return;
-                }
-                self.server.attach(id, self.ns, rank);
-                self.conns.insert(
-                    id,
-                    Conn {
-                        stream,
-                        rank,
-                        unsent: Vec::new(),
-                        said,
-                    },
-                );
+                self.add_conn(ConnId::from(rank) + 1, self.ns, rank, conn, said);
             }
             Cmd::Ended { rank, who, done } => {
                 // Its last PMI words (a registration) may still be unread.
@@ -184,6 +203,26 @@ impl Loop {
                 crate::resources::free_left(&who, left);
                 let _ = done.send(());
             }
+            Cmd::Spawned {
+                kvs,
+                index,
+                id,
+                conn,
+                said,
+            } => {
+                if let Some(ns) = self.server.namespace_id(&kvs) {
+                    self.add_conn(id, ns, index, conn, said);
+                }
+            }
+            Cmd::Namespace(spec) => {
+                let name = spec.name.clone();
+                if let Err(e) = self.server.create_namespace(spec) {
+                    eprintln!("rivetrun: proxy: namespace {name}: {e}");
+                }
+            }
+            Cmd::SpawnDone(conn, result) => self.server.spawn_done(conn, result, &mut out),
+            Cmd::NameDone(conn, result) => self.server.name_done(conn, result, &mut out),
+            Cmd::Out(conn, bytes) => self.queue(conn, &bytes),
             Cmd::BarrierOut(puts) => {
                 self.tree.barrier_out(&puts);
                 self.server.barrier_done(self.ns, puts, &mut out);
@@ -209,6 +248,13 @@ impl Loop {
                 self.tree.parent = Some(up);
             }
             Cmd::Child(id, up) => self.tree.add_child(id, up),
+            Cmd::ParentGone => {
+                self.tree.parent = None;
+                self.tree.orphaned = true;
+                if self.tree.in_flight || self.tree.held.is_some() {
+                    self.orphaned(&mut out);
+                }
+            }
             Cmd::Lost => {
                 self.lost = true;
                 self.server
@@ -218,12 +264,77 @@ impl Loop {
         self.apply(out);
     }
 
+    fn add_conn(&mut self, id: ConnId, ns: NsId, rank: u32, conn: StdUnixStream, said: Arc<Said>) {
+        if conn.set_nonblocking(true).is_err() {
+            return;
+        }
+        let mut stream = UnixStream::from_std(conn);
+        if self
+            .poll
+            .registry()
+            .register(&mut stream, Token(id as usize), interest(false))
+            .is_err()
+        {
+            return;
+        }
+        self.server.attach(id, ns, rank);
+        self.conns.insert(
+            id,
+            Conn {
+                stream,
+                rank,
+                unsent: Vec::new(),
+                said,
+            },
+        );
+    }
+
+    /// Hand group messages the server left to rivetrun (`pmi KVS RANK CONN LINE`).
+    fn forward_groups(&mut self) {
+        for f in self.server.take_forwarded() {
+            let kvs = self.server.namespace_name(f.ns).to_string();
+            let sent = f.msg.encode().map_err(|e| e.to_string()).and_then(|line| {
+                self.rivetrun
+                    .send(&[
+                        b"pmi".to_vec(),
+                        kvs.into_bytes(),
+                        f.rank.to_string().into_bytes(),
+                        f.conn.to_string().into_bytes(),
+                        line,
+                    ])
+                    .map_err(|e| e.to_string())
+            });
+            if let Err(why) = sent {
+                let reply = Message::error_reply(Some(f.msg.cmd()), -1, "launcher_connection_lost");
+                eprintln!("rivetrun: proxy: cannot forward {}: {why}", f.msg.cmd());
+                if let Ok(bytes) = reply.encode() {
+                    self.queue(f.conn, &bytes);
+                }
+            }
+        }
+    }
+
+    /// A barrier needs the parent proxy, which has ended: rivetrun fails
+    /// the job naming the parent's host (told before the waiters fail, so
+    /// their ranks' exits do not come first), the waiters get an error.
+    fn orphaned(&mut self, out: &mut Vec<Output>) {
+        let _ = self.rivetrun.send(&["orphaned"]);
+        self.tree.held = None;
+        self.tree.in_flight = false;
+        self.server
+            .barriers_failed(self.ns, "parent_proxy_ended", out);
+    }
+
     /// Send the subtree's barrier upstream once it is complete.
     fn try_send_up(&mut self, out: &mut Vec<Output>) {
         let Some(puts) = self.tree.ready() else {
             return;
         };
+        if self.tree.orphaned {
+            return self.orphaned(out);
+        }
         let words = wire::with_pairs("barrier", puts);
+        self.tree.in_flight = self.tree.has_parent;
         let sent = match &self.tree.parent {
             Some(p) => p.send(&words),
             None if self.tree.has_parent => {
@@ -266,6 +377,7 @@ impl Loop {
             }
         }
         self.apply(out);
+        self.forward_groups();
         if closed {
             self.drop_conn(conn);
         }
@@ -346,20 +458,50 @@ impl Loop {
                     self.try_send_up(&mut more);
                     self.apply(more);
                 }
-                Output::Spawn { conn, .. } => {
-                    let mut more = Vec::new();
-                    let why = "spawn is not supported in multi-host jobs yet";
-                    self.server.spawn_done(conn, Err(why.into()), &mut more);
-                    self.apply(more);
+                Output::Spawn {
+                    conn,
+                    ns,
+                    rank,
+                    request,
+                } => {
+                    let ask = SpawnAsk {
+                        conn,
+                        kvs: self.server.namespace_name(ns).to_string(),
+                        rank,
+                        request,
+                    };
+                    if self.spawns.send(super::Event::Spawn(ask)).is_err() {
+                        let mut more = Vec::new();
+                        let why = "the proxy is ending".to_string();
+                        self.server.spawn_done(conn, Err(why.into()), &mut more);
+                        self.apply(more);
+                    }
                 }
-                Output::Name { conn, .. } => {
-                    let mut more = Vec::new();
-                    let why = "names_are_not_supported_in_multi-host_jobs_yet".to_string();
-                    self.server.name_done(conn, Err(why), &mut more);
-                    self.apply(more);
+                Output::Name {
+                    conn,
+                    ns,
+                    rank,
+                    request,
+                } => {
+                    let line = request.to_message().encode();
+                    let sent = match (rank, line) {
+                        (Some(rank), Ok(line)) => self.rivetrun.send(&[
+                            b"name".to_vec(),
+                            self.server.namespace_name(ns).as_bytes().to_vec(),
+                            rank.to_string().into_bytes(),
+                            conn.to_string().into_bytes(),
+                            line,
+                        ]),
+                        _ => Err(io::Error::other("initack_required_before_names")),
+                    };
+                    if let Err(e) = sent {
+                        let mut more = Vec::new();
+                        self.server.name_done(conn, Err(e.to_string()), &mut more);
+                        self.apply(more);
+                    }
                 }
-                // Group connect is refused on a node's server (it never
-                // forwards groups either).
+                // Groups are served by rivetrun (`forward_groups`); a node's
+                // server never forwards to other jobs' hub.
                 Output::GroupMemberLost { .. } | Output::GroupForward { .. } => {}
             }
         }
@@ -391,13 +533,15 @@ mod tests {
         server.delegate_barriers(ns, 0);
         server.forward_names(true);
         crate::resources::serve(&mut server);
+        server.forward_groups();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (rivetrun, _) = listener.accept().unwrap();
         rivetrun
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[])).unwrap();
+        let (spawns, _) = mpsc::channel();
+        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[]), spawns).unwrap();
         let ranks = [0, 1].map(|rank| {
             let (ours, theirs) = StdUnixStream::pair().unwrap();
             let said = Arc::new(Said::default());
@@ -463,9 +607,28 @@ mod tests {
         assert!(line(&mut r1).contains("cmd=kvs-fence-response;rc=0;"));
         r0.write_all(b"cmd=get kvsname=kvs_1 key=card2\n").unwrap();
         assert!(line(&mut r0).contains("value=c"));
-        // Names are refused on one node's server, not left unanswered.
+        // Names go to rivetrun, whose answer reaches the rank.
         r0.write_all(b"cmd=lookup_name service=x\n").unwrap();
-        assert!(line(&mut r0).contains("rc=1"));
+        let mut up = String::new();
+        rivetrun.read_line(&mut up).unwrap();
+        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
+        assert_eq!(words[0], b"name");
+        assert_eq!((&words[1][..], &words[2][..]), (&b"kvs_1"[..], &b"0"[..]));
+        assert!(wire::text(&words[4]).contains("cmd=lookup_name"));
+        let conn: ConnId = wire::text(&words[3]).parse().unwrap();
+        let answer = rivet_pmi::wire::Message::parse("cmd=lookup_result rc=0 port=p9").unwrap();
+        pmi.send(Cmd::NameDone(conn, Ok(answer)));
+        assert!(line(&mut r0).contains("port=p9"));
+        // A group message goes to rivetrun whole; its answer comes back.
+        r0.write_all(b"cmd=group_ready op=3\n").unwrap();
+        let mut up = String::new();
+        rivetrun.read_line(&mut up).unwrap();
+        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
+        assert_eq!(words[0], b"pmi");
+        assert_eq!(wire::text(&words[4]), "cmd=group_ready op=3\n");
+        let conn: ConnId = wire::text(&words[3]).parse().unwrap();
+        pmi.send(Cmd::Out(conn, b"cmd=group_ready_result rc=0\n".to_vec()));
+        assert_eq!(line(&mut r0), "cmd=group_ready_result rc=0\n");
     }
 
     #[test]

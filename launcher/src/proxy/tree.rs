@@ -42,6 +42,11 @@ pub struct Tree {
     pub parent: Option<Upstream>,
     /// A barrier ready before the parent's connection was.
     pub held: Option<Vec<Vec<u8>>>,
+    /// A barrier went to the parent and its `barrier_out` has not come.
+    pub in_flight: bool,
+    /// The parent's connection ended (it finished or its host is lost):
+    /// no barrier can complete any more.
+    pub orphaned: bool,
     /// Children still taking part, and the connected ones' writers.
     expected: HashSet<u32>,
     writers: HashMap<u32, Upstream>,
@@ -97,7 +102,8 @@ impl Tree {
     }
 
     /// Pass the job's `barrier_out` to the children.
-    pub fn barrier_out(&self, puts: &[(String, String)]) {
+    pub fn barrier_out(&mut self, puts: &[(String, String)]) {
+        self.in_flight = false;
         if self.writers.is_empty() {
             return;
         }
@@ -170,6 +176,11 @@ pub fn join_parent(addr: String, secret: String, id: u32, pmi: Handle) {
         let stream = loop {
             match TcpStream::connect(&addr) {
                 Ok(s) => break s,
+                // The parent bound its listener before telling rivetrun
+                // where it is, so a refusal means it has ended already.
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => {
+                    return pmi.send(Cmd::ParentGone);
+                }
                 Err(_) if start.elapsed() < Duration::from_secs(10) => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -195,7 +206,7 @@ pub fn join_parent(addr: String, secret: String, id: u32, pmi: Handle) {
             }
         }
         let _ = write.flush();
-        pmi.send(Cmd::Lost);
+        pmi.send(Cmd::ParentGone);
     });
 }
 
@@ -228,7 +239,14 @@ mod tests {
         rivetrun
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let h = pmi::start(server, ns, Upstream::new(up), tree).unwrap();
+        let h = pmi::start(
+            server,
+            ns,
+            Upstream::new(up),
+            tree,
+            std::sync::mpsc::channel().0,
+        )
+        .unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();
         ours.set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
@@ -278,6 +296,35 @@ mod tests {
         assert_eq!(answer(&mut r1), "cmd=barrier_out\n");
         r0.write_all(b"cmd=get kvsname=kvs_2 key=k1\n").unwrap();
         assert!(answer(&mut r0).contains("value=v1"));
+    }
+
+    #[test]
+    fn a_barrier_needing_a_parent_that_ended_fails_and_tells_rivetrun() {
+        // The parent is a bare listener that takes the child and then ends.
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let (child, mut r1, mut up1) = node(1, Tree::new(true, &[]));
+        join_parent(addr, "s3cret".into(), 1, child.clone());
+        let (parent_end, _) = listener.accept().unwrap();
+        let mut hello = String::new();
+        BufReader::new(parent_end.try_clone().unwrap())
+            .read_line(&mut hello)
+            .unwrap();
+        assert!(hello.starts_with("child "), "{hello}");
+        drop(parent_end);
+        drop(listener);
+        // The rank's barrier is answered with an error, not left waiting,
+        // and rivetrun hears why first.
+        std::thread::sleep(Duration::from_millis(200));
+        r1.write_all(b"cmd=barrier_in\n").unwrap();
+        let got = answer(&mut r1);
+        assert!(
+            got.contains("rc=-1") && got.contains("parent_proxy_ended"),
+            "{got}"
+        );
+        let mut line = String::new();
+        up1.read_line(&mut line).unwrap();
+        assert_eq!(line, "orphaned\n");
     }
 
     #[test]

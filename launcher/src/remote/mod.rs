@@ -14,6 +14,7 @@
 
 pub mod addr;
 mod describe;
+mod jobwide;
 pub mod slurm;
 pub mod start;
 pub mod wire;
@@ -51,6 +52,8 @@ pub struct Options {
     pub stats: bool,
     /// `--disable-auto-cleanup`: a failure is reported, the others run on.
     pub keep_going: bool,
+    /// `--nameserver`: where names are published instead of rivetrun's table.
+    pub name_server: Option<String>,
 }
 
 enum Ev {
@@ -61,6 +64,8 @@ enum Ev {
     Stdin(Option<Vec<u8>>),
     /// A launcher command ended; the proxies it was starting.
     LauncherExit(Vec<u32>, ExitStatus),
+    /// The name server's answer for a proxy (its words for the proxy).
+    NameAnswer(u32, Vec<Vec<u8>>),
 }
 
 #[derive(Default)]
@@ -129,6 +134,7 @@ pub fn run(
         let ids = (0..nodes.len() as u32).collect();
         launches.push((Some(slurm::srun_argv(&host_names, &proxy_argv(None))), ids));
     } else {
+        let extra = start::extra_args();
         for (i, node) in nodes.iter().enumerate() {
             let proxy = proxy_argv(Some(i));
             let argv = start::argv(
@@ -136,6 +142,7 @@ pub fn run(
                 opts.launcher_exec.as_deref(),
                 &node.host,
                 &proxy,
+                &extra,
             )
             .map_err(usage)?;
             if argv.is_none() {
@@ -173,6 +180,13 @@ pub fn run(
     // Where each proxy listens for its children (`listen`), once known.
     let mut listening: Vec<Option<Vec<u8>>> = vec![None; nodes.len()];
 
+    let mut jobwide = jobwide::JobWide::new(
+        &job.kvsname,
+        job.size,
+        &opts.cluster,
+        opts.name_server.clone(),
+    )
+    .map_err(usage)?;
     let (tx, rx) = mpsc::channel();
     accept_proxies(listener, secret.clone(), nodes.len() as u32, tx.clone());
     catch_signals();
@@ -367,6 +381,10 @@ pub fn run(
                         proxies[i].exited += 1;
                         exits += 1;
                         let (rank, code, sig) = (word(1), word(2), word(3));
+                        if let Ok(r) = rank.parse() {
+                            let routed = jobwide.ended(&job.kvsname, r);
+                            deliver(&mut proxies, routed, &mut failure, &fail);
+                        }
                         let code: i32 = code.parse().unwrap_or(1);
                         let sig: i32 = sig.parse().unwrap_or(0);
                         let host = &proxies[i].host;
@@ -406,6 +424,69 @@ pub fn run(
                         let msg = format!("host {}: {}", proxies[i].host, word(1));
                         fail(&mut failure, 1, msg);
                     }
+                    "sexit" => {
+                        // A spawned process: (kvsname, index, code, signal).
+                        let (kvs, index) = (word(1), word(2));
+                        let code: i32 = word(3).parse().unwrap_or(1);
+                        let sig: i32 = word(4).parse().unwrap_or(0);
+                        let host = proxies[i].host.clone();
+                        if failure.is_none() && (code != 0 || sig != 0) {
+                            let how = if sig != 0 {
+                                format!("was killed by signal {sig}")
+                            } else {
+                                format!("exited with code {code}")
+                            };
+                            let msg = format!("spawned process {index} of {kvs} on {host} {how}");
+                            fail(&mut failure, if code != 0 { code } else { 1 }, msg);
+                        }
+                        if let Ok(r) = index.parse() {
+                            let routed = jobwide.ended(&kvs, r);
+                            deliver(&mut proxies, routed, &mut failure, &fail);
+                        }
+                    }
+                    "orphaned" => {
+                        // A barrier of this proxy's subtree needs its parent proxy, which ended.
+                        let parent = tree::parent(id, fanout).map(|p| &proxies[p as usize]);
+                        if let (Some(parent), None) = (parent, failure) {
+                            let why = if parent.done {
+                                ": its proxy ended (its ranks had all exited)"
+                            } else {
+                                " lost: its proxy's connection closed"
+                            };
+                            let msg = format!(
+                                "host {}{why} while ranks on {} below it in the proxy tree \
+                                 needed it for a barrier, which cannot complete",
+                                parent.host, proxies[i].host
+                            );
+                            fail(&mut failure, 1, msg);
+                        }
+                    }
+                    "spawned" => {
+                        if let Err(e) = jobwide.spawned(&msg) {
+                            eprintln!("rivetrun: host {}: spawned namespace: {e}", proxies[i].host);
+                        }
+                    }
+                    "name" => match jobwide.name(&msg) {
+                        Some(jobwide::NameAction::Reply(words)) => {
+                            if let Some(c) = &mut proxies[i].conn {
+                                let _ = wire::send(c, &words);
+                            }
+                        }
+                        Some(jobwide::NameAction::Ask(addr, request)) => {
+                            let tx = tx.clone();
+                            let conn = msg.get(3).cloned().unwrap_or_default();
+                            std::thread::spawn(move || {
+                                let result = crate::nameserver::ask(&addr, &request);
+                                let words = jobwide::name_done(&conn, result);
+                                let _ = tx.send(Ev::NameAnswer(id, words));
+                            });
+                        }
+                        None => {}
+                    },
+                    "pmi" => {
+                        let routed = jobwide.relay(id, &msg);
+                        deliver(&mut proxies, routed, &mut failure, &fail);
+                    }
                     "listen" => {
                         let addr = msg.get(1).cloned().unwrap_or_default();
                         for c in tree::children(Some(id), n, fanout) {
@@ -425,7 +506,13 @@ pub fn run(
                     _ => {}
                 }
             }
+            Ev::NameAnswer(id, words) => {
+                if let Some(c) = &mut proxies[id as usize].conn {
+                    let _ = wire::send(c, &words);
+                }
+            }
             Ev::Closed(id) => {
+                jobwide.proxy_gone(id);
                 let p = &mut proxies[id as usize];
                 p.closed = true;
                 p.conn = None;
@@ -454,9 +541,14 @@ pub fn run(
                     if failure.is_some() {
                         continue; // stopped by the teardown
                     }
+                    let hint = start::failure_hint(
+                        opts.launcher,
+                        opts.launcher_exec.as_deref(),
+                        status.code(),
+                    );
                     let msg = format!(
                         "host {}: the command starting its proxy ended ({how}) before the \
-                         proxy connected back",
+                         proxy connected back{hint}",
                         p.host
                     );
                     fail(&mut failure, 1, msg);
@@ -488,6 +580,25 @@ pub fn run(
         );
     }
     Ok(failure.unwrap_or(0))
+}
+
+/// Send the job-wide server's answers to their proxies; its failures fail the job.
+fn deliver(
+    proxies: &mut [Proxy],
+    routed: jobwide::Routed,
+    failure: &mut Option<i32>,
+    fail: &impl Fn(&mut Option<i32>, i32, String),
+) {
+    for (p, words) in routed.to {
+        if let Some(c) = proxies.get_mut(p as usize).and_then(|p| p.conn.as_mut()) {
+            let _ = wire::send(c, &words);
+        }
+    }
+    for msg in routed.failures {
+        if failure.is_none() {
+            fail(failure, 1, msg);
+        }
+    }
 }
 
 /// Accept proxies as they connect; pass on the ones whose `hello` carries

@@ -6,6 +6,11 @@
 //! this machine (its name, `localhost`, a loopback address) is forked
 //! directly by ssh/rsh, as Hydra does. The job secret goes on the proxy's
 //! stdin, never on a command line (`manual` prints it as a variable).
+//! ssh runs in batch mode with a connect timeout: a host without the key
+//! or down fails the job at once (ssh's message, exit 255), never waits at
+//! a password prompt. `RIVET_LAUNCHER_EXTRA_ARGS` (Hydra's
+//! `HYDRA_LAUNCHER_EXTRA_ARGS`) adds words before those options, e.g.
+//! `-F FILE` or `-p PORT`, so they win.
 
 use std::ffi::OsString;
 use std::io::Write;
@@ -61,12 +66,38 @@ pub fn is_local(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// The argv that starts the proxy on `host` (None for `manual`).
+/// The options rivetrun gives ssh after the user's extra words: no
+/// prompt for a password or a host key, a bounded wait for an answer.
+pub const SSH_OPTIONS: [&str; 4] = ["-o", "BatchMode=yes", "-o", "ConnectTimeout=10"];
+
+/// `RIVET_LAUNCHER_EXTRA_ARGS`, split on white space.
+pub fn extra_args() -> Vec<String> {
+    rivet_settings::var("RIVET_LAUNCHER_EXTRA_ARGS")
+        .map(|v| v.split_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// What to add to a launcher's failure: ssh and rsh exit 255 when they
+/// cannot reach or log in to the host (their own message is above).
+pub fn failure_hint(kind: Kind, exec: Option<&str>, code: Option<i32>) -> &'static str {
+    match (kind, exec, code) {
+        (Kind::Ssh, None, Some(255)) => {
+            "; ssh could not connect or log in (its message is above; rivetrun runs it \
+             with BatchMode=yes, so a host needs a key that works without a password)"
+        }
+        (Kind::Rsh, None, Some(255)) => "; rsh could not reach the host (its message is above)",
+        _ => "",
+    }
+}
+
+/// The argv that starts the proxy on `host` (None for `manual`); `extra`
+/// goes to ssh and rsh before the host.
 pub fn argv(
     kind: Kind,
     exec: Option<&str>,
     host: &str,
     proxy: &[String],
+    extra: &[String],
 ) -> Result<Option<Vec<OsString>>, String> {
     let joined = || {
         proxy
@@ -85,8 +116,19 @@ pub fn argv(
         Kind::Manual => None,
         Kind::Fork => words(proxy.to_vec()),
         Kind::Ssh | Kind::Rsh if is_local(host) => words(proxy.to_vec()),
-        Kind::Ssh => words(vec!["ssh".into(), "-x".into(), host.into(), joined()]),
-        Kind::Rsh => words(vec!["rsh".into(), host.into(), joined()]),
+        Kind::Ssh => {
+            let mut v = vec!["ssh".to_string(), "-x".into()];
+            v.extend(extra.iter().cloned());
+            v.extend(SSH_OPTIONS.iter().map(|o| o.to_string()));
+            v.extend([host.to_string(), joined()]);
+            words(v)
+        }
+        Kind::Rsh => {
+            let mut v = vec!["rsh".to_string()];
+            v.extend(extra.iter().cloned());
+            v.extend([host.to_string(), joined()]);
+            words(v)
+        }
         Kind::Slurm => return Err("slurm starts every proxy with one srun".into()),
     })
 }
@@ -135,22 +177,40 @@ mod tests {
     #[test]
     fn each_launcher_builds_its_command() {
         let p = vec!["/bin/rivetrun".to_string(), "--proxy".into(), "a b".into()];
+        let none: &[String] = &[];
+        let cmd = "/bin/rivetrun --proxy 'a b'";
+        let ssh = [
+            "ssh",
+            "-x",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+        ];
+        let mut want: Vec<&str> = ssh.to_vec();
+        want.extend(["n1", cmd]);
+        assert_eq!(s(argv(Kind::Ssh, None, "n1", &p, none).unwrap()), want);
+        // The user's words come first (ssh keeps the first value of an option).
+        let extra = vec!["-F".to_string(), "/x/cfg".into()];
+        let mut want = vec!["ssh", "-x", "-F", "/x/cfg"];
+        want.extend(&ssh[2..]);
+        want.extend(["n1", cmd]);
+        assert_eq!(s(argv(Kind::Ssh, None, "n1", &p, &extra).unwrap()), want);
         assert_eq!(
-            s(argv(Kind::Ssh, None, "n1", &p).unwrap()),
-            vec!["ssh", "-x", "n1", "/bin/rivetrun --proxy 'a b'"]
+            s(argv(Kind::Rsh, None, "n1", &p, none).unwrap()),
+            vec!["rsh", "n1", cmd]
         );
         assert_eq!(
-            s(argv(Kind::Rsh, None, "n1", &p).unwrap()),
-            vec!["rsh", "n1", "/bin/rivetrun --proxy 'a b'"]
+            s(argv(Kind::Ssh, Some("/x/nsexec"), "n1", &p, &extra).unwrap()),
+            vec!["/x/nsexec", "n1", cmd]
         );
-        assert_eq!(
-            s(argv(Kind::Ssh, Some("/x/nsexec"), "n1", &p).unwrap()),
-            vec!["/x/nsexec", "n1", "/bin/rivetrun --proxy 'a b'"]
-        );
-        assert_eq!(s(argv(Kind::Fork, None, "n1", &p).unwrap()), p);
-        assert_eq!(s(argv(Kind::Ssh, None, "localhost", &p).unwrap()), p);
-        assert!(argv(Kind::Manual, None, "n1", &p).unwrap().is_none());
-        assert!(argv(Kind::Slurm, None, "n1", &p).is_err());
+        assert_eq!(s(argv(Kind::Fork, None, "n1", &p, none).unwrap()), p);
+        assert_eq!(s(argv(Kind::Ssh, None, "localhost", &p, none).unwrap()), p);
+        assert!(argv(Kind::Manual, None, "n1", &p, none).unwrap().is_none());
+        assert!(argv(Kind::Slurm, None, "n1", &p, none).is_err());
+        assert!(failure_hint(Kind::Ssh, None, Some(255)).contains("BatchMode"));
+        assert_eq!(failure_hint(Kind::Ssh, Some("/x/nsexec"), Some(255)), "");
+        assert_eq!(failure_hint(Kind::Ssh, None, Some(1)), "");
         assert!("pbs".parse::<Kind>().is_err());
     }
 }

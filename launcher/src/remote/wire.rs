@@ -11,7 +11,12 @@
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
 //! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
 //! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
-//! RANK CODE MESSAGE`, `error TEXT`, `done JOB_MS PLACED_MS STARTED_MS`.
+//! RANK CODE MESSAGE`, `error TEXT`, `done JOB_MS PLACED_MS STARTED_MS`;
+//! `name KVS RANK CONN LINE` (a name request; answered by `name_done CONN
+//! ok|err LINE|WHY`), `pmi KVS RANK CONN LINE` (a group message; answers come
+//! as `pmi_out CONN BYTES`), `spawned KVS SIZE` and `sexit KVS INDEX CODE
+//! SIGNAL` (processes a spawn started on that host), `orphaned` (a barrier
+//! needs the parent proxy, which ended).
 //! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
 //! ...`; parent → child: `barrier_out K V ...`.
 

@@ -10,6 +10,11 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::packet::Proc;
+use crate::auth::JobKey;
+
+/// The variable holding the key direct-channel hellos are proven with
+/// (32 hex digits), derived alike by every client's launcher.
+pub const ENV_CHANNEL_KEY: &str = "IMPI_CHANNEL_KEY";
 
 /// One proc of the job, by global rank.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +45,9 @@ pub struct ImpiConfig {
     pub other_fds: Vec<i32>,
     /// Each client's first global rank (`IMPI_CLIENT_NPROCS` summed up).
     pub client_firsts: Vec<u32>,
+    /// The key channel hellos prove (`IMPI_CHANNEL_KEY`); the netmod
+    /// refuses to open without one.
+    pub channel_key: Option<JobKey>,
 }
 
 fn bad(what: &str, why: impl std::fmt::Display) -> String {
@@ -121,6 +129,10 @@ impl ImpiConfig {
             .collect::<Result<_, _>>()?;
         let mut c = Self::parse(&procs, offset, maxdatalen, &fds, local, local_size)?;
         c.client_firsts = firsts(&nprocs, c.size())?;
+        c.channel_key = Some(
+            JobKey::from_hex(&var(ENV_CHANNEL_KEY)?)
+                .map_err(|_| bad(ENV_CHANNEL_KEY, "not 32 hex digits"))?,
+        );
         Ok(Some(c))
     }
 
@@ -165,6 +177,7 @@ impl ImpiConfig {
             procs,
             listen_fd: fds[local as usize],
             client_firsts: vec![0],
+            channel_key: None,
             other_fds: fds
                 .iter()
                 .enumerate()

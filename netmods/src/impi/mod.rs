@@ -4,17 +4,22 @@
 //! ([`framer`]), the per-pair flow control of 3.6 ([`flow`]) and the
 //! message protocols of 3.7 (short, long, synchronous, cancel:
 //! [`protocol`]). Driven over direct TCP channels by [`channel`] (one per
-//! pair of procs), behind the [`Netmod`](crate::Netmod) trait by
+//! pair of procs, opened by a [`hello`] proving the run's channel key),
+//! behind the [`Netmod`](crate::Netmod) trait by
 //! [`netmod`], from what the launcher tells a rank ([`config`]).
 
 mod channel;
 pub mod config;
 pub mod flow;
 pub mod framer;
+pub mod hello;
 pub mod netmod;
+#[cfg(test)]
+mod netmod_tests;
 pub mod packet;
 pub mod protocol;
 
+pub use channel::engine_envelope;
 pub use config::ImpiConfig;
 pub use netmod::ImpiNetmod;
 

@@ -230,7 +230,9 @@ pub struct Incoming {
     next_id: u64,
     unmatched: Vec<Unmatched>,
     assembling: HashMap<u64, Assembly>,
-    ackers: HashMap<(Proc, Proc), Acker>,
+    /// Per (source, destination) pair; a linear list, since a channel
+    /// between two procs carries one pair.
+    ackers: Vec<((Proc, Proc), Acker)>,
     fini: bool,
 }
 
@@ -243,7 +245,7 @@ impl Incoming {
             next_id: 1,
             unmatched: Vec::new(),
             assembling: HashMap::new(),
-            ackers: HashMap::new(),
+            ackers: Vec::new(),
             fini: false,
         }
     }
@@ -257,12 +259,8 @@ impl Incoming {
     pub fn on_packet(&mut self, p: &Packet) -> Result<Vec<Action>, ProtocolError> {
         let mut out = Vec::new();
         if counted(p.kind) {
-            let acker = self
-                .ackers
-                .entry((p.src, p.dest))
-                .or_insert_with(|| Acker::new(self.ackmark));
-            if acker.received() {
-                out.push(Action::Send(Packet::new(Kind::ProtoAck, p.dest, p.src)));
+            if let Some(ack) = self.count(p) {
+                out.push(Action::Send(ack));
             }
         }
         match p.kind {
@@ -342,6 +340,50 @@ impl Incoming {
             }
         }
         Ok(out)
+    }
+
+    /// A counted packet from `p.src` to `p.dest` arrived: the protocol
+    /// ACK that is due now, if one is.
+    fn count(&mut self, p: &Packet) -> Option<Packet> {
+        let key = (p.src, p.dest);
+        let i = match self.ackers.iter().position(|(k, _)| *k == key) {
+            Some(i) => i,
+            None => {
+                self.ackers.push((key, Acker::new(self.ackmark)));
+                self.ackers.len() - 1
+            }
+        };
+        self.ackers[i]
+            .1
+            .received()
+            .then(|| Packet::new(Kind::ProtoAck, p.dest, p.src))
+    }
+
+    /// A funnel's fast path: `p` is a plain `DATA` packet holding a whole
+    /// message (`pk_drqid` 0, `pk_len == pk_msglen`) which the receiver
+    /// takes at once. It is checked and counted as `on_packet` and then
+    /// `matched` would, without announcing it or allocating; the protocol
+    /// ACK it makes due, if any, is returned. `None` from
+    /// [`Incoming::is_short_data`] means the general path must take it.
+    pub fn take_short(&mut self, p: &Packet) -> Result<Option<Packet>, ProtocolError> {
+        if !Self::is_short_data(p) {
+            return Err(ProtocolError(format!(
+                "{:?} of {} of {} bytes is not a whole short message",
+                p.kind, p.len, p.msglen
+            )));
+        }
+        if p.len > self.maxdatalen {
+            return Err(ProtocolError(format!(
+                "{} data bytes over maxdatalen {}",
+                p.len, self.maxdatalen
+            )));
+        }
+        Ok(self.count(p))
+    }
+
+    /// Whether `p` may go through [`Incoming::take_short`].
+    pub fn is_short_data(p: &Packet) -> bool {
+        p.kind == Kind::Data && p.drqid == 0 && p.len as u64 == p.msglen
     }
 
     /// A receive took message `id`: the `SYNCACK` it is owed (synchronous

@@ -51,6 +51,26 @@ pub struct TcpConfig {
     /// `RIVET_TCP_HANDSHAKE_TIMEOUT`: an accepted connection that has not
     /// sent its whole HELLO by then is closed.
     pub handshake_timeout: Duration,
+    /// io_uring: multishot receives take bundles of provided buffers where
+    /// the kernel has them (6.10+); false: one buffer per completion.
+    pub uring_bundles: bool,
+    /// io_uring: when queued bytes leave by zero-copy SEND_ZC (the kernel
+    /// pins the queue's pages instead of copying them).
+    pub send_zc: ZeroCopy,
+}
+
+/// When io_uring's zero-copy send is used (the kernel must have SEND_ZC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ZeroCopy {
+    /// For a queue flight of at least `ZC_MIN` bytes to a peer on another
+    /// host: on loopback the kernel copies anyway (MSG_ZEROCOPY docs), and
+    /// small sends cost more in notifications than the copy.
+    #[default]
+    Remote,
+    Off,
+    /// Every queue flight of at least `ZC_MIN` bytes, loopback included:
+    /// for tests of the path on one host.
+    Always,
 }
 
 /// Defaults of the two timeouts (the settings table says the same).
@@ -69,6 +89,8 @@ impl Default for TcpConfig {
             job_key: None,
             keepalive: Some(DEFAULT_KEEPALIVE),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            uring_bundles: true,
+            send_zc: ZeroCopy::Remote,
         }
     }
 }

@@ -247,12 +247,33 @@ impl Rx {
         }
     }
 
-    /// Payload bytes still to come into a placement destination (0 when
-    /// none is being placed).
-    pub(crate) fn placing_left(&self) -> usize {
+    /// Payload bytes still to come into the placement destination or the
+    /// overflow buffer: `target` is exactly the rest of the frame, so a
+    /// receive may wait for all of it (0 otherwise).
+    pub(crate) fn exact_left(&self) -> usize {
         match &self.state {
-            RxState::Placed { len, got, .. } => len - got,
-            _ => 0,
+            RxState::Placed { len, got, .. } | RxState::Overflow { len, got, .. } => len - got,
+            RxState::Frames { .. } => 0,
+        }
+    }
+
+    /// Bytes of the frame in progress still to come (0 between frames, or
+    /// while its prefix is incomplete): a backend with buffers of its own
+    /// receives a long remainder straight into `target` instead.
+    pub(crate) fn frame_left(&self) -> usize {
+        match &self.state {
+            RxState::Frames { .. } => {
+                let avail = self.end - self.start;
+                if avail < PREFIX {
+                    return 0;
+                }
+                let mut p = [0u8; PREFIX];
+                p.copy_from_slice(&self.buf[self.start..self.start + PREFIX]);
+                wire::parse_prefix(&p).map_or(0, |(hlen, plen)| {
+                    (PREFIX + hlen + plen).saturating_sub(avail)
+                })
+            }
+            _ => self.exact_left(),
         }
     }
 
@@ -520,5 +541,32 @@ mod tests {
         assert_eq!(f.len(), PREFIX + 2);
         q.advance(f.len());
         assert!(q.is_empty());
+    }
+
+    /// `frame_left` counts what the frame in progress still needs, in the
+    /// input buffer and once placed or overflowing; `exact_left` only the
+    /// latter (where a receive may wait for all of it).
+    #[test]
+    fn frame_left_counts_the_rest_of_the_frame() {
+        let (bytes, _) = frames(&[50_000, 10]);
+        let whole = PREFIX + 5 + 50_000;
+        for place in [false, true] {
+            let mut rx = Rx::new(1 << 20);
+            let mut sink = Rec {
+                place,
+                ..Rec::default()
+            };
+            assert_eq!((rx.frame_left(), rx.exact_left()), (0, 0));
+            feed(&mut rx, &mut sink, &bytes[..PREFIX - 1], usize::MAX).unwrap();
+            assert_eq!(rx.frame_left(), 0, "prefix incomplete");
+            feed(&mut rx, &mut sink, &bytes[PREFIX - 1..1000], usize::MAX).unwrap();
+            assert_eq!(rx.frame_left(), whole - 1000);
+            // Placed once the header is in: the rest goes to the engine.
+            let exact = if place { whole - 1000 } else { 0 };
+            assert_eq!(rx.exact_left(), exact);
+            feed(&mut rx, &mut sink, &bytes[1000..whole], usize::MAX).unwrap();
+            assert_eq!((rx.frame_left(), rx.exact_left()), (0, 0));
+            assert_eq!(sink.got.len(), 1);
+        }
     }
 }

@@ -23,9 +23,9 @@
 //! | `iface.rs`, `card.rs` | addresses to publish; the business card format |
 //! | `wire.rs` | handshake and frame encoding |
 //! | `conn.rs` | receive parsing and placement (`Rx`), send queue (`Outq`) |
-//! | `state.rs` | peers, sockets, tie-break and failure rules |
+//! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
 //! | `sys.rs` | socket system calls |
-//! | `poll.rs`, `uring.rs` | the two backends |
+//! | `poll.rs`, `uring/` | the two backends |
 
 pub(crate) mod card;
 mod config;
@@ -33,7 +33,7 @@ pub(crate) mod conn;
 mod iface;
 mod poll;
 mod state;
-mod sys;
+pub(crate) mod sys;
 mod uring;
 pub(crate) mod wire;
 
@@ -42,7 +42,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
 use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
 
-pub use config::{Backend, TcpConfig};
+pub use config::{Backend, TcpConfig, ZeroCopy};
 
 /// The IPv4 addresses of the named interfaces (`[]`: every up non-loopback
 /// one, else `lo`), as the business card would publish them; rivetrun's
@@ -112,9 +112,7 @@ impl TcpNetmod {
         };
         let uring = match config.backend {
             Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
-            Backend::Uring | Backend::Auto => {
-                uring::setup(config.inject_uring_failure, config.one_thread)
-            }
+            Backend::Uring | Backend::Auto => uring::setup(&config),
         };
         let (io, local, why) = match uring {
             Ok(setup) => {
@@ -190,6 +188,15 @@ impl TcpNetmod {
         match &self.io {
             Io::Poll(_) => self.st.calls,
             Io::Uring(u) => self.st.calls + u.calls(),
+        }
+    }
+
+    /// io_uring only: queue flights sent zero-copy (SEND_ZC), and receive
+    /// completions that filled a bundle of several buffers; `(0, 0)` on poll.
+    pub fn uring_paths(&self) -> (u64, u64) {
+        match &self.io {
+            Io::Poll(_) => (0, 0),
+            Io::Uring(u) => (u.zc_sends, u.bundles),
         }
     }
 

@@ -391,3 +391,18 @@ impl Epoll {
         Ok(self.events[..n].iter().map(|e| e.u64))
     }
 }
+
+/// Whether the connected socket's peer is on another host: its address is
+/// neither a loopback one nor our own end's (traffic to our own address
+/// goes through loopback too). False when either address is unknown.
+pub(crate) fn peer_on_other_host(fd: RawFd) -> bool {
+    // SAFETY: the stream only borrows `fd` (never dropped, so never
+    // closed) for two getsockname/getpeername calls.
+    let s = std::mem::ManuallyDrop::new(unsafe {
+        <std::net::TcpStream as std::os::fd::FromRawFd>::from_raw_fd(fd)
+    });
+    match (s.local_addr(), s.peer_addr()) {
+        (Ok(me), Ok(peer)) => !peer.ip().is_loopback() && peer.ip() != me.ip(),
+        _ => false,
+    }
+}

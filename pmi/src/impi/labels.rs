@@ -47,6 +47,12 @@ pub const P_PID: u32 = 0x3100;
 /// after `P_PID`, so the ascending order holds.
 pub const RIVET_P_PORT: u32 = 0x3F00;
 
+/// Rivet's own per-client label: 16 random bytes from each Rivet client.
+/// Every client derives the key its procs prove their direct-channel
+/// hellos with from all of them (and the AUTH key when KEY was chosen),
+/// so only processes of this run can open a channel. After `RIVET_P_PORT`.
+pub const RIVET_C_NONCE: u32 = 0x3F01;
+
 /// Every label of version 0.0, in the ascending order clients send them.
 pub const LABELS_0_0: [u32; 14] = [
     C_VERSION,
@@ -92,6 +98,7 @@ pub fn shape(label: u32) -> (Scope, usize) {
         P_IPV6 => (Scope::Proc, 16),
         P_PID => (Scope::Proc, 8),
         RIVET_P_PORT => (Scope::Proc, 4),
+        RIVET_C_NONCE => (Scope::Client, 16),
         _ => (Scope::Unknown, 1),
     }
 }
@@ -115,6 +122,7 @@ pub fn label_name(label: u32) -> String {
         P_IPV6 => "IMPI_P_IPV6",
         P_PID => "IMPI_P_PID",
         RIVET_P_PORT => "RIVET_P_PORT",
+        RIVET_C_NONCE => "RIVET_C_NONCE",
         other => return format!("label 0x{other:x}"),
     };
     name.into()
@@ -329,7 +337,7 @@ pub enum Value {
     Count(u32),
     /// `C_TAGUB`, `C_COLL_XSIZE`, `C_COLL_MAXLINEAR`.
     Int(i32),
-    /// `H_IPV6`, `P_IPV6`.
+    /// `H_IPV6`, `P_IPV6`; `RIVET_C_NONCE`.
     Addrs(Vec<[u8; 16]>),
     /// `H_PORT`, `H_NPROCS`, `H_ACKMARK`, `H_HIWATER`.
     Counts(Vec<u32>),
@@ -401,7 +409,7 @@ impl Value {
             }
             C_NHOSTS | C_NPROCS | C_DATALEN => Value::Count(scalar(u32s()?)?),
             C_TAGUB | C_COLL_XSIZE | C_COLL_MAXLINEAR => Value::Int(scalar(u32s()?)? as i32),
-            H_IPV6 | P_IPV6 => Value::Addrs(
+            H_IPV6 | P_IPV6 | RIVET_C_NONCE => Value::Addrs(
                 data.chunks_exact(16)
                     .map(|c| {
                         let mut a = [0u8; 16];

@@ -26,6 +26,9 @@ pub struct Mine {
     /// Rivet's `RIVET_P_PORT`: each proc's listening port for direct
     /// channels; empty: the label is not sent.
     pub proc_ports: Vec<u32>,
+    /// Rivet's `RIVET_C_NONCE`: this client's random contribution to the
+    /// channel key; `None`: the label is not sent.
+    pub nonce: Option<[u8; 16]>,
 }
 
 impl Mine {
@@ -58,6 +61,9 @@ impl Mine {
                 labels::RIVET_P_PORT,
                 Value::Counts(self.proc_ports.clone()).encode(),
             ));
+        }
+        if let Some(n) = self.nonce {
+            out.push((labels::RIVET_C_NONCE, Value::Addrs(vec![n]).encode()));
         }
         out
     }
@@ -102,6 +108,8 @@ pub struct World {
     /// `RIVET_P_PORT` per proc (global rank); 0 for procs of clients that
     /// did not send it (they are reached through their host only).
     pub proc_ports: Vec<u32>,
+    /// `RIVET_C_NONCE` per client (`None` for clients that did not send it).
+    pub nonces: Vec<Option<[u8; 16]>>,
 }
 
 impl World {
@@ -413,6 +421,14 @@ impl WorldBuilder {
                 }
             }
         }
+        let mut nonces = vec![None; self.nclients];
+        if let Some((_, values)) = self.seen.iter().find(|(l, _)| *l == labels::RIVET_C_NONCE) {
+            for (c, v) in values.iter().enumerate() {
+                if let Some(Value::Addrs(a)) = v {
+                    nonces[c] = a.first().copied();
+                }
+            }
+        }
         Ok(World {
             client: self.client,
             nclients: self.nclients as u32,
@@ -427,6 +443,7 @@ impl WorldBuilder {
             hosts,
             procs,
             proc_ports,
+            nonces,
         })
     }
 }
@@ -449,6 +466,7 @@ mod tests {
             hiwater: 4,
             pids: (0..nprocs as i64).collect(),
             proc_ports: (0..nprocs as u32).map(|p| port * 100 + p).collect(),
+            nonce: Some([port as u8 ^ 0x5a; 16]),
         }
     }
 
@@ -484,6 +502,7 @@ mod tests {
         assert_eq!(world.hosts[1].port, 2);
         assert_eq!(world.hosts[1].ipv6, [2; 16]);
         assert_eq!(world.proc_ports, vec![100, 101, 200, 201, 202]);
+        assert_eq!(world.nonces, vec![Some([0x5b; 16]), Some([0x58; 16])]);
     }
 
     #[test]

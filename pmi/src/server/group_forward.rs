@@ -2,7 +2,7 @@
 //! groups of several jobs).
 //!
 //! A job's server knows only its own namespaces. With
-//! [`Server::forward_groups`] (rivetrun sets it when it has a
+//! [`Server::forward_other_jobs`] (rivetrun sets it when it has a
 //! `--nameserver`), a `group_connect` that names a namespace this server
 //! does not know, or a cluster other than its own, goes to the launcher as
 //! [`Output::GroupForward`]; the launcher relays it to the name server's
@@ -28,7 +28,7 @@ pub const HUB_GROUP_PREFIX: &str = "jobs~g";
 impl Server {
     /// Hand group connects naming other jobs to the launcher
     /// ([`Output::GroupForward`]) instead of refusing them.
-    pub fn forward_groups(&mut self, on: bool) {
+    pub fn forward_other_jobs(&mut self, on: bool) {
         self.groups.forward = on;
     }
 

@@ -115,7 +115,7 @@ pub(super) struct Groups {
     pub(super) hub: bool,
     /// The cluster of each namespace a job registered with the hub.
     pub(super) ns_cluster: HashMap<NsId, String>,
-    /// Set by [`Server::forward_groups`]: requests naming other jobs go to
+    /// Set by [`Server::forward_other_jobs`]: requests naming other jobs go to
     /// the launcher (`group_forward.rs`).
     pub(super) forward: bool,
     /// Connections waiting for the hub's answer, and the query they sent.

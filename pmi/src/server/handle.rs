@@ -9,7 +9,7 @@ use crate::error::Error;
 use crate::server::barrier::Arrival;
 use crate::server::groups::Join;
 use crate::server::node::{is_world, list_is_local};
-use crate::server::{caller_id, reply_to, ConnId, NameRequest, NsId, Output, Server};
+use crate::server::{caller_id, reply_to, ConnId, Forwarded, NameRequest, NsId, Output, Server};
 use crate::wire::limits::Limits;
 use crate::wire::{Frame, Message};
 
@@ -96,6 +96,32 @@ impl Server {
             );
             return;
         };
+        if self.forwarded.is_some()
+            && matches!(
+                msg,
+                Message::GroupConnect { .. }
+                    | Message::GroupReady { .. }
+                    | Message::GroupDisconnect { .. }
+            )
+        {
+            let query = msg.cmd();
+            match (rank, self.forwarded.as_mut()) {
+                (Some(rank), Some(queue)) => queue.push(Forwarded {
+                    conn,
+                    ns: ns_id,
+                    rank,
+                    msg,
+                }),
+                _ => fail(
+                    out,
+                    conn,
+                    query,
+                    -1,
+                    "initack_required_before_group_connect",
+                ),
+            }
+            return;
+        }
         let appnum = i32::try_from(ns.appnum_of(rank)).unwrap_or(i32::MAX);
         let universe_size = i32::try_from(ns.universe_size).unwrap_or(i32::MAX);
         let kvsname = ns.name.clone();

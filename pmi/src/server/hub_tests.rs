@@ -36,7 +36,7 @@ impl Pair {
         {
             let s = &mut jobs[i];
             s.set_cluster(cluster).unwrap();
-            s.forward_groups(true);
+            s.forward_other_jobs(true);
             let id = s.create_namespace(spec(name, size)).unwrap();
             for r in 0..size {
                 s.attach(u64::from(r) + 1, id, r);
@@ -353,7 +353,7 @@ fn the_hub_refuses_what_a_link_may_not_say() {
 #[test]
 fn without_a_hub_the_rank_is_answered_when_the_link_goes() {
     let mut s = Server::new();
-    s.forward_groups(true);
+    s.forward_other_jobs(true);
     let ns = s.create_namespace(spec("ja", 1)).unwrap();
     s.attach(1, ns, 0);
     let mut out = Vec::new();

@@ -168,7 +168,7 @@ pub enum Output {
         rank: u32,
         group: String,
     },
-    /// With [`Server::forward_groups`]: a group request of rank `rank` of
+    /// With [`Server::forward_other_jobs`]: a group request of rank `rank` of
     /// `ns` that names other jobs; the launcher relays it to the name
     /// server's group hub and hands what comes back to
     /// [`Server::group_relayed`].
@@ -244,6 +244,21 @@ pub struct Server {
     node_attrs: v2::NodeAttrs,
     /// Registered resources, once `serve_resources` was called.
     resources: Option<resources::Registry>,
+    /// With [`Server::forward_groups`]: group messages for the launcher.
+    forwarded: Option<Vec<Forwarded>>,
+}
+
+/// A group message (`group_connect`, `group_ready`, `group_disconnect`)
+/// that a server with [`Server::forward_groups`] left for the launcher to
+/// serve job-wide (a multi-host job's proxy hands it to rivetrun, which
+/// feeds it to its own server as if from `rank` of `ns` and sends the
+/// answers back to `conn`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Forwarded {
+    pub conn: ConnId,
+    pub ns: NsId,
+    pub rank: u32,
+    pub msg: Message,
 }
 
 impl Server {
@@ -463,6 +478,21 @@ impl Server {
     /// this server's own table (a job that uses an outside name server).
     pub fn forward_names(&mut self, on: bool) {
         self.forward_names = on;
+    }
+
+    /// Leave group messages of every namespace to the launcher
+    /// ([`Server::take_forwarded`]) instead of serving them here: one node
+    /// of a multi-host job does not see every member.
+    pub fn forward_groups(&mut self) {
+        self.forwarded.get_or_insert_with(Vec::new);
+    }
+
+    /// The group messages left since the last call (see [`Forwarded`]).
+    pub fn take_forwarded(&mut self) -> Vec<Forwarded> {
+        self.forwarded
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     /// Answer a forwarded name request: `Ok(reply)` is the name server's

@@ -8,6 +8,9 @@
 //! `exit R CODE`, `signal R SIGNUM`, `nofinalize R`, `garbage R` (R sends a
 //! bad line first, checks the error answer, then goes on normally),
 //! `abort R CODE`. The ranks that behave wait in a barrier.
+//! `early R`: rank R finalizes and exits 0 at once; the others wait 2 s
+//! (R's proxy has ended by then), then enter a barrier, which cannot
+//! complete and must fail (not hang).
 //! `spawn`: rank 0 asks to spawn a program that does not exist and must get
 //! an error; every rank then finishes normally.
 //! `topology`: print what PMI says about this rank's placement next to the
@@ -58,6 +61,13 @@ fn main() {
         "topology" => topology(&mut pmi),
         "spawn" => spawn_is_refused(&mut pmi),
         "resources" => resources(&mut pmi, args.get(1).map_or("/tmp", String::as_str)),
+        "early" => {
+            if rank != who {
+                std::thread::sleep(std::time::Duration::from_secs(2));
+                let got = pmi.barrier();
+                die(r, format!("barrier after rank {who} ended: {got:?}"));
+            }
+        }
         "exit" | "signal" | "nofinalize" | "abort" => {
             if rank == who {
                 match mode {

@@ -1,10 +1,12 @@
 //! Arming a dirty socket: the CONNECT, RECV (multishot or single-shot)
 //! and SEND it needs and has not in flight.
 
+use std::io;
 use std::os::fd::AsRawFd;
 
 use io_uring::opcode;
 
+use super::super::config::ZeroCopy;
 use super::super::state::{Phase, State};
 use super::super::sys;
 use super::*;
@@ -21,11 +23,15 @@ impl UringIo {
             return;
         };
         let multi = self.bufs.is_some();
+        let bundle = self.ring.bundle;
         let Some((s, peers)) = st.sock_and_peers(slot) else {
             return;
         };
         let gen = s.gen;
         let mut retry = false;
+        // Plain sends made, and the error one met.
+        let mut direct = 0;
+        let mut failed: Option<io::Error> = None;
         match s.phase {
             Phase::Closing => return,
             Phase::Connecting { .. } => {
@@ -48,13 +54,22 @@ impl UringIo {
             }
             phase => {
                 let parsed = matches!(phase, Phase::Open | Phase::Verdict { accept: true });
-                let left = s.rx.as_ref().map_or(0, |rx| rx.placing_left());
+                let (left, exact) =
+                    s.rx.as_ref()
+                        .map_or((0, 0), |rx| (rx.frame_left(), rx.exact_left()));
                 let big = left >= DIRECT_RECV_MIN;
                 if s.io & (IO_RECV | IO_MULTI) == 0 {
                     if parsed && multi && !big && s.single_rx == 0 {
-                        let e = on!(t, |fd| opcode::RecvMulti::new(fd, bufs::GROUP)
-                            .build()
-                            .user_data(user_data(slot, gen, K_MULTI)));
+                        let ud = user_data(slot, gen, K_MULTI);
+                        let e = if bundle {
+                            on!(t, |fd| opcode::RecvMultiBundle::new(fd, bufs::GROUP)
+                                .build()
+                                .user_data(ud))
+                        } else {
+                            on!(t, |fd| opcode::RecvMulti::new(fd, bufs::GROUP)
+                                .build()
+                                .user_data(ud))
+                        };
                         // SAFETY: it writes only into provided buffers,
                         // which live as long as the ring.
                         if unsafe { self.push(&e) } {
@@ -63,7 +78,14 @@ impl UringIo {
                             retry = true;
                         }
                     } else if let Some((ptr, len)) = s.recv_target() {
-                        let wait = if big { libc::MSG_WAITALL } else { 0 };
+                        // Wait for all of it only when the target is
+                        // exactly the rest of the frame (not the parser's
+                        // buffer, which may take more than is coming).
+                        let wait = if exact >= DIRECT_RECV_MIN {
+                            libc::MSG_WAITALL
+                        } else {
+                            0
+                        };
                         let e = on!(t, |fd| opcode::Recv::new(fd, ptr, len.min(MAX_IO) as u32)
                             .flags(wait)
                             .build()
@@ -107,23 +129,72 @@ impl UringIo {
                         match out {
                             Some(out) if out.in_flight() => {}
                             Some(out) if !out.is_empty() => {
-                                let (ptr, len) = out.start_flight();
-                                let e =
-                                    on!(t, |fd| opcode::Send::new(fd, ptr, len.min(MAX_IO) as u32)
-                                        .flags(libc::MSG_NOSIGNAL | libc::MSG_WAITALL)
-                                        .build()
-                                        .user_data(user_data(slot, gen, K_SEND)));
-                                // SAFETY: the queue's sending buffer is frozen
-                                // until `end_flight`, called on this
-                                // completion, and lives until then (moved
-                                // into this socket if the peer goes).
-                                if unsafe { self.push(&e) } {
-                                    s.io |= IO_SEND;
-                                    s.send_hs = false;
-                                    s.out_flight = true;
+                                // The socket first, by plain nonblocking
+                                // calls: with room it takes the bytes at
+                                // once (no SQE, no completion, no task
+                                // work); only the rest waits in a SEND.
+                                let fd = s.fd.as_raw_fd();
+                                loop {
+                                    let front = out.front();
+                                    if front.is_empty() {
+                                        break;
+                                    }
+                                    direct += 1;
+                                    match sys::send(fd, &[front]) {
+                                        Ok(n) if n == front.len() => out.advance(n),
+                                        Ok(n) => {
+                                            out.advance(n);
+                                            break;
+                                        }
+                                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                        Err(e) => {
+                                            failed = Some(e);
+                                            break;
+                                        }
+                                    }
+                                }
+                                if failed.is_some() {
+                                } else if out.is_empty() {
+                                    // A detached socket shuts down next.
+                                    retry |= s.detached;
                                 } else {
-                                    out.end_flight(0);
-                                    retry = true;
+                                    let (ptr, len) = out.start_flight();
+                                    let len = len.min(MAX_IO) as u32;
+                                    let flags = libc::MSG_NOSIGNAL | libc::MSG_WAITALL;
+                                    let ud = user_data(slot, gen, K_SEND);
+                                    let zc = len as usize >= ZC_MIN
+                                        && match self.ring.send_zc {
+                                            Some(ZeroCopy::Always) => true,
+                                            Some(ZeroCopy::Remote) => *s
+                                                .remote
+                                                .get_or_insert_with(|| sys::peer_on_other_host(fd)),
+                                            _ => false,
+                                        };
+                                    self.zc_sends += zc as u64;
+                                    let e = if zc {
+                                        on!(t, |fd| opcode::SendZc::new(fd, ptr, len)
+                                            .flags(flags)
+                                            .build()
+                                            .user_data(ud))
+                                    } else {
+                                        on!(t, |fd| opcode::Send::new(fd, ptr, len)
+                                            .flags(flags)
+                                            .build()
+                                            .user_data(ud))
+                                    };
+                                    // SAFETY: the queue's sending buffer is frozen
+                                    // until `end_flight`, called on this
+                                    // completion (a zero-copy one's
+                                    // notification), and lives until then
+                                    // (moved into this socket if the peer goes).
+                                    if unsafe { self.push(&e) } {
+                                        s.io |= IO_SEND;
+                                        s.send_hs = false;
+                                        s.out_flight = true;
+                                    } else {
+                                        out.end_flight(0);
+                                        retry = true;
+                                    }
                                 }
                             }
                             Some(_) if s.detached && !s.wr_shut => {
@@ -138,7 +209,10 @@ impl UringIo {
                 }
             }
         }
-        if retry {
+        st.calls += direct;
+        if let Some(e) = failed {
+            st.sock_failed(slot, format!("send: {e}"));
+        } else if retry {
             st.mark_dirty(slot);
         }
     }

@@ -25,6 +25,12 @@ pub(crate) struct BufRing {
     tail: u16,
     /// Entries added since the tail was last published.
     pending: bool,
+    /// The ring position (tail value) each buffer was last given at, and
+    /// the buffer given at each position (modulo `COUNT`): a bundle
+    /// completion names only its first buffer, the rest are the buffers
+    /// given right after it, in ring order.
+    pos_of: [u16; COUNT as usize],
+    bid_at: [u16; COUNT as usize],
 }
 
 impl BufRing {
@@ -42,6 +48,8 @@ impl BufRing {
             mem: vec![0u8; COUNT as usize * SIZE].into_boxed_slice(),
             tail: 0,
             pending: false,
+            pos_of: [0; COUNT as usize],
+            bid_at: [0; COUNT as usize],
         };
         // SAFETY: `entries` holds COUNT entries, page-aligned, and lives
         // until the ring is unregistered or destroyed (see `Drop`, and
@@ -68,6 +76,30 @@ impl BufRing {
         &self.mem[start..start + len.min(SIZE)]
     }
 
+    /// The buffers a bundle completion of `len` bytes starting at buffer
+    /// `first` filled, in order, each with its byte count. The kernel
+    /// takes a bundle's buffers in ring order, each filled whole but the
+    /// last; they are still at their positions, because completions are
+    /// handled in the order the kernel took buffers and each one's buffers
+    /// are given back before the next is looked at, so the tail never laps
+    /// an unhandled position.
+    /// Returns the ring position of the first and how many there are;
+    /// `part` gives each in turn.
+    pub(crate) fn bundle(&self, first: u16, len: usize) -> (u16, usize) {
+        let start = self.pos_of[(first % COUNT) as usize];
+        (start, len.div_ceil(SIZE).clamp(1, COUNT as usize))
+    }
+
+    /// The `k`th buffer of the bundle at ring position `start` of `len`
+    /// bytes, and its byte count.
+    pub(crate) fn part(&self, start: u16, k: usize, len: usize) -> (u16, usize) {
+        let pos = start.wrapping_add(k as u16) & (COUNT - 1);
+        (
+            self.bid_at[pos as usize],
+            len.saturating_sub(k * SIZE).min(SIZE),
+        )
+    }
+
     /// Hands buffer `bid` back to the kernel (seen once published).
     pub(crate) fn give(&mut self, bid: u16) {
         let bid = bid % COUNT;
@@ -79,6 +111,8 @@ impl BufRing {
         e.set_addr(unsafe { self.mem.as_mut_ptr().add(bid as usize * SIZE) } as u64);
         e.set_len(SIZE as u32);
         e.set_bid(bid);
+        self.pos_of[bid as usize] = self.tail;
+        self.bid_at[i] = bid;
         self.tail = self.tail.wrapping_add(1);
         self.pending = true;
     }

@@ -2,13 +2,15 @@
 //! operation an SQE.
 //!
 //! - Receive: an open connection has one multishot RECV armed on the
-//!   shared provided-buffer ring (`bufs.rs`); each completion's bytes are
-//!   copied into the connection's frame parser and the buffer is given
-//!   back at once. Armed once, it needs no SQE per message. A payload the
-//!   engine places with 64 KiB or more still to come skips the copy: the
-//!   multishot RECV is cancelled and, once it has ended, one RECV
-//!   (MSG_WAITALL) takes the rest into the engine's memory; then multishot
-//!   is armed again. A connection that carried such a payload keeps to
+//!   shared provided-buffer ring (`bufs.rs`), taking bundles of buffers
+//!   where the kernel can (6.10+); each completion's bytes are copied into
+//!   the connection's frame parser and the buffers are given back at once.
+//!   Armed once, it needs no SQE per message. A frame with
+//!   `DIRECT_RECV_MIN` or more still to come skips that copy: the
+//!   multishot RECV is cancelled and, once it has ended, single-shot RECVs
+//!   take the rest into the parser's target (a placed payload's rest by
+//!   one MSG_WAITALL RECV into the engine's memory); then multishot is
+//!   armed again. A connection that carried such a frame keeps to
 //!   single-shot RECVs into the parser for its next `SINGLE_RX_FRAMES`
 //!   frames (see there). Handshakes use
 //!   single-shot RECVs into the socket's handshake buffer (they must not
@@ -16,12 +18,14 @@
 //!   open connections use single-shot RECVs into the parser's target.
 //! - Send: a message to a peer with nothing queued, the first small one
 //!   since the last poll or any large one, goes out from the caller's
-//!   buffers at once: a SENDMSG with MSG_DONTWAIT, which the kernel
-//!   completes inline (what did not fit, or `-EAGAIN`, comes back in its
-//!   completion, reaped before `try_send` returns, so nothing points at
-//!   the caller's memory afterwards). The rest is copied into the peer's
-//!   queue and leaves as one SEND (MSG_WAITALL) per connection, submitted
-//!   by the next poll: a window of small messages costs one call.
+//!   buffers at once by a plain nonblocking `sendmsg(2)`: with room in the
+//!   socket that is one call, as an SQE would be, without the SQE, the
+//!   completion or a second enter to reap it. The rest is copied into the
+//!   peer's queue, which the next poll writes the same way; only what the
+//!   socket cannot take then leaves by one SEND (MSG_WAITALL), which the
+//!   kernel continues as room appears. A large such flight to a peer on
+//!   another host goes by SEND_ZC (`ZC_MIN`, `TcpConfig::send_zc`), its
+//!   buffer frozen until the kernel's notification.
 //! - Poll: arms what dirty sockets need, then enters the kernel once,
 //!   `io_uring_enter(n, 0, GETEVENTS)`, only if SQEs are queued or the
 //!   kernel flagged task work or CQ overflow; then reaps. An idle poll
@@ -33,11 +37,12 @@
 //! buffers (`Sock::hs`) and connect address (`Sock::addr`), both boxed; a
 //! single-shot receive target (the `Rx` input or overflow buffer, or the
 //! engine's placement destination); a peer's frozen `Outq` sending buffer;
-//! the provided buffers; the caller's buffers of a direct send. That
+//! the provided buffers. That
 //! memory must stay allocated, unmoved and unreused until the operation's
 //! completion is reaped. This holds because:
-//! 1. a socket has at most one RECV (single or multishot), one SEND and
-//!    one CONNECT in flight, recorded in `Sock::io`, and is never released
+//! 1. a socket has at most one RECV (single or multishot), one SEND (a
+//!    zero-copy one until its notification) and one CONNECT in flight,
+//!    recorded in `Sock::io`, and is never released
 //!    while any is: closing only shuts it down and cancels them;
 //! 2. `Rx` moves bytes only in `target` and `parse`, which run only when
 //!    no single-shot RECV is in flight (a multishot RECV writes only into
@@ -49,16 +54,16 @@
 //!    destination, only once the socket is released; a disconnect first
 //!    cancels a single-shot RECV into a placement destination and waits
 //!    for its completion (`quiesce`);
-//! 4. a direct send's completion is waited for before `send` returns;
+//! 4. a direct send is a plain system call, done when it returns;
 //! 5. on drop we wait (up to 2 s) for every operation; the memory of any
 //!    still in flight then is leaked, never freed.
 //!
-//! Sockets are blocking: io_uring retries socket operations through its
-//! internal poll. Not used: SQPOLL (a polling kernel thread per ring costs
-//! a core, and machines may have two); receive bundles and incremental
-//! buffers (a completion spanning several provided buffers would tie the
-//! parser to the ring's order across connections); SEND_ZC (loopback
-//! copies anyway, research notes).
+//! Sockets are blocking (direct sends pass MSG_DONTWAIT): io_uring retries
+//! socket operations through its internal poll. Not used: SQPOLL (a
+//! polling kernel thread per ring costs a core, and machines may have
+//! two); incremental buffers; SEND_ZC to a peer on this host (loopback
+//! copies anyway, research notes) or from the caller's buffer (it is lent
+//! only for the call, and the notification comes after the peer's ACK).
 
 mod bufs;
 mod ring;
@@ -96,21 +101,32 @@ const K_CONNECT: u64 = 3;
 const K_ACCEPT: u64 = 4;
 const K_CANCEL: u64 = 5;
 const K_MULTI: u64 = 6;
-const K_DIRECT: u64 = 7;
 const LISTENER: u32 = u32::MAX;
 
-/// A placed payload with at least this much still to come is received
-/// straight into the engine's memory by one single-shot RECV (MSG_WAITALL)
-/// instead of through provided buffers and a copy.
-const DIRECT_RECV_MIN: usize = 64 * 1024;
+/// A frame with at least this much still to come is received straight
+/// into the parser's target by single-shot RECVs (the engine's memory when
+/// placed, by one MSG_WAITALL RECV; else the parser's buffer) instead of
+/// through provided buffers and a copy. As low as what the parser places
+/// at all (`conn::PLACE_MIN`). Before, only placed payloads with 64 KiB
+/// left qualified: a stream of 64 KiB eager messages (never placed) went
+/// kernel to provided buffer to parser to the receive buffer, one copy
+/// more than poll, at half of poll's bandwidth.
+const DIRECT_RECV_MIN: usize = super::conn::PLACE_MIN;
 
-/// After a large payload was placed, the connection's next frames come
+/// After a large frame or completion (`DIRECT_RECV_MIN`: bulk data), the
+/// connection's next frames come
 /// through single-shot RECVs into the parser (as the poll backend reads):
 /// by the time the first provided buffer of a large frame is reaped, one
 /// task-work run has drained most of it into more provided buffers, which
 /// then cost a copy each. Multishot is armed again after this many frames
-/// without a large placement.
+/// without bulk data.
 const SINGLE_RX_FRAMES: u32 = 64;
+
+/// A queue flight of at least this many bytes leaves by SEND_ZC where
+/// zero copy is wanted (`TcpConfig::send_zc`): below it the notification
+/// costs more than the copy (research notes: ~10 KB on loopback's
+/// MSG_ZEROCOPY, ~3 KB on NICs since 6.10).
+const ZC_MIN: usize = 16 * 1024;
 
 /// Messages below this size may wait for the next poll (see `send`).
 const COALESCE_BELOW: usize = 16 * 1024;
@@ -178,6 +194,10 @@ pub(crate) struct UringIo {
     deferred: Vec<(u64, i32, u32)>,
     /// Why the buffer ring is missing, for `describe`.
     no_bufs: Option<String>,
+    /// Queue flights sent by SEND_ZC, and receive completions that filled
+    /// more than one provided buffer (a bundle), for tests and `describe`.
+    pub(crate) zc_sends: u64,
+    pub(crate) bundles: u64,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -204,6 +224,8 @@ impl UringIo {
             work: Vec::new(),
             deferred: Vec::new(),
             no_bufs,
+            zc_sends: 0,
+            bundles: 0,
         }
     }
 

@@ -17,6 +17,8 @@ use std::os::fd::{AsRawFd, RawFd};
 
 use io_uring::{opcode, IoUring, Probe};
 
+use super::super::config::{TcpConfig, ZeroCopy};
+
 const ENTRIES: u32 = 256;
 /// Slots of the fixed-file table: a socket whose state slot is below it is
 /// registered there (no descriptor lookup per operation), others use their
@@ -52,14 +54,19 @@ pub(crate) struct Ring {
     pub fixed: u32,
     /// Multishot ACCEPT is there (5.19, with IORING_OP_SOCKET).
     pub multishot_accept: bool,
+    /// Receives take bundles of buffers (6.10+, `TcpConfig::uring_bundles`).
+    pub bundle: bool,
+    /// SEND_ZC is there and wanted (`TcpConfig::send_zc`): for which peers.
+    pub send_zc: Option<ZeroCopy>,
     /// `io_uring_enter` and `io_uring_register` calls so far.
     pub calls: u64,
 }
 
 /// Creates and probes the ring; `Err` says why io_uring cannot be used.
 /// `one_thread`: only the calling thread will ever drive it.
-pub(crate) fn setup(inject_failure: bool, one_thread: bool) -> Result<Ring, String> {
-    if inject_failure {
+pub(crate) fn setup(cfg: &TcpConfig) -> Result<Ring, String> {
+    let one_thread = cfg.one_thread;
+    if cfg.inject_uring_failure {
         return Err("failure injected (RIVET_TCP_URING_INJECT_FAILURE=1)".into());
     }
     let mut built = None;
@@ -108,6 +115,12 @@ pub(crate) fn setup(inject_failure: bool, one_thread: bool) -> Result<Ring, Stri
         }
     }
     let multishot_accept = probe.is_supported(opcode::Socket::CODE);
+    let bundle = cfg.uring_bundles && ring.params().is_feature_recvsend_bundle();
+    let send_zc = match cfg.send_zc {
+        ZeroCopy::Off => None,
+        z if probe.is_supported(opcode::SendZc::CODE) => Some(z),
+        _ => None,
+    };
     let fixed = match ring.submitter().register_files_sparse(FIXED_FILES) {
         Ok(()) => FIXED_FILES,
         Err(_) => 0,
@@ -118,6 +131,8 @@ pub(crate) fn setup(inject_failure: bool, one_thread: bool) -> Result<Ring, Stri
         reg: None,
         fixed,
         multishot_accept,
+        bundle,
+        send_zc,
         calls: 2,
     };
     if mode == Mode::Defer {
@@ -217,6 +232,14 @@ impl Ring {
             "multishot accept"
         } else {
             "single-shot accept"
+        });
+        if self.bundle {
+            f.push("recv bundles");
+        }
+        f.push(match self.send_zc {
+            Some(ZeroCopy::Remote) => "zero-copy send to other hosts",
+            Some(ZeroCopy::Always) => "zero-copy send to every peer",
+            _ => "no zero-copy send",
         });
         f
     }

@@ -3,10 +3,10 @@
 
 use std::io;
 
-use io_uring::opcode;
+use std::os::fd::AsRawFd;
 
 use super::super::state::{Phase, State};
-use super::super::wire;
+use super::super::{sys, wire};
 use super::ring::ENTER_GETEVENTS;
 use super::*;
 
@@ -38,10 +38,13 @@ impl UringIo {
         }
     }
 
-    /// Sends `prefix + header + payload` on `slot` without copying them and
-    /// waits for the (inline) completion; `None` if the socket cannot take
-    /// a direct send now, else the bytes written (on error the socket has
-    /// failed).
+    /// Writes `prefix + header + payload` on `slot` with one nonblocking
+    /// `sendmsg(2)`, straight from the caller's buffers; `None` if the
+    /// socket cannot take a direct send now, else the bytes written (on
+    /// error the socket has failed). A plain call, not an SQE: a socket
+    /// with room takes the bytes in the call either way, and the call
+    /// needs no SQE, no completion to reap and no second enter to wait
+    /// for it; what does not fit goes to the queue and an io_uring SEND.
     fn send_direct(
         &mut self,
         st: &mut State,
@@ -53,49 +56,17 @@ impl UringIo {
         if s.phase != Phase::Open || s.detached || s.io & IO_SEND != 0 {
             return None;
         }
-        let gen = s.gen;
-        let target = self.target(st, slot)?;
+        let fd = s.fd.as_raw_fd();
         self.wrote_since_poll = true;
         let prefix = wire::encode_prefix(header.len(), payload.len());
-        let iov = [
-            libc::iovec {
-                iov_base: prefix.as_ptr() as *mut _,
-                iov_len: prefix.len(),
-            },
-            libc::iovec {
-                iov_base: header.as_ptr() as *mut _,
-                iov_len: header.len(),
-            },
-            libc::iovec {
-                iov_base: payload.as_ptr() as *mut _,
-                iov_len: payload.len(),
-            },
-        ];
-        // SAFETY: a msghdr of zeros is valid (no name, no control data).
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_ptr() as *mut _;
-        msg.msg_iovlen = iov.len();
-        let ud = user_data(slot, gen, K_DIRECT);
-        let e = on!(target, |fd| opcode::SendMsg::new(fd, &msg)
-            .flags((libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) as u32)
-            .build()
-            .user_data(ud));
-        // SAFETY: `msg`, `iov` and the buffers they name outlive the
-        // operation: `wait_for` returns only after its completion.
-        if !unsafe { self.push(&e) } {
-            return None;
-        }
-        let res = self.wait_for(ud);
-        if res >= 0 {
-            Some(res as usize)
-        } else if res == -libc::EAGAIN {
-            Some(0)
-        } else {
-            st.sock_failed(
-                slot,
-                format!("send: {}", io::Error::from_raw_os_error(-res)),
-            );
-            Some(0)
+        st.calls += 1;
+        match sys::send(fd, &[&prefix, header, payload]) {
+            Ok(n) => Some(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(0),
+            Err(e) => {
+                st.sock_failed(slot, format!("send: {e}"));
+                Some(0)
+            }
         }
     }
 

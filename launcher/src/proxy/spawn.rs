@@ -1,0 +1,219 @@
+//! Spawn in a multi-host job: the proxy of the rank that asks starts the
+//! children on its own host (all of them: placement across hosts is not
+//! done yet), checked and planned as on one host (`crate::spawn::plan`,
+//! all or none). Their namespace (`<job>_h<PROXY>_s<N>`, unique in the job)
+//! is served by this proxy's PMI loop as a namespace of its own, whose
+//! barriers stay on this node. rivetrun hears of the namespace first
+//! (`spawned KVS SIZE`, so group connects naming the children are served
+//! job-wide), then of each child's end (`sexit KVS INDEX CODE SIGNAL`);
+//! a child that fails fails the job, as a rank does.
+
+use std::ffi::OsString;
+use std::sync::Arc;
+
+use rivet_pmi::server::{ConnId, NamespaceSpec, SpawnFailure};
+
+use super::pmi::{self, Cmd, SpawnAsk};
+use super::upstream::Upstream;
+use super::Job;
+use crate::launch::{self, JobSpec, PmiChannel, RankPlace, Started};
+use crate::spawn::{self, SpawnBase};
+
+/// PMI connection ids of spawned processes start here (ranks use rank + 1).
+const FIRST_ID: ConnId = 1 << 31;
+
+/// One started child: its namespace, index and process.
+pub(super) struct Child {
+    pub kvs: String,
+    pub index: u32,
+    pub started: Started,
+    pub said: Arc<pmi::Said>,
+}
+
+pub(super) struct Spawner {
+    /// The base of each app (by appnum): env, wdir, search path.
+    bases: Vec<SpawnBase>,
+    /// Namespace appnum of each of this node's ranks.
+    appnum_of: Vec<(u32, u32)>,
+    count: u32,
+    next_id: ConnId,
+}
+
+impl Spawner {
+    pub fn new(job: &Job, proxy_id: u32, host: &str) -> Spawner {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| "/".into());
+        let attributes: Vec<(String, String)> = job
+            .attrs
+            .iter()
+            .filter(|(k, _)| k != rivet_pmi::server::PROCESS_MAPPING_KEY)
+            .cloned()
+            .collect();
+        let bases = job
+            .apps
+            .iter()
+            .map(|app| {
+                let env: Vec<(OsString, OsString)> =
+                    job.env.iter().chain(&app.env).cloned().collect();
+                let search_path = env
+                    .iter()
+                    .rev()
+                    .find(|(k, _)| k == "PATH")
+                    .map(|(_, v)| v.clone());
+                SpawnBase {
+                    env,
+                    clear_env: true,
+                    wdir: app.wdir.as_ref().map_or(cwd.clone(), |d| cwd.join(d)),
+                    search_path,
+                    attributes: attributes.clone(),
+                    kvsname: format!("{}_h{proxy_id}", job.kvsname),
+                    universe_size: job.size,
+                    hostname: host.to_string(),
+                }
+            })
+            .collect();
+        Spawner {
+            bases,
+            appnum_of: job
+                .ranks
+                .iter()
+                .copied()
+                .zip(job.appnums.iter().copied())
+                .collect(),
+            count: 0,
+            next_id: FIRST_ID,
+        }
+    }
+
+    /// Carry out `ask`: the children started (the PMI loop already serves
+    /// them), or the refusal the asking rank gets. `pmi` gets the answer
+    /// either way.
+    pub fn spawn(&mut self, ask: SpawnAsk, pmi: &pmi::Handle, up: &Upstream) -> Vec<Child> {
+        let result = self.start(&ask, pmi, up);
+        let (answer, children) = match result {
+            Ok(children) => (Ok(vec![0; children.len()]), children),
+            Err(failure) => {
+                eprintln!(
+                    "rivetrun: spawn requested by rank {} of {} failed: {}",
+                    ask.rank, ask.kvs, failure.message
+                );
+                (Err(failure), Vec::new())
+            }
+        };
+        pmi.send(Cmd::SpawnDone(ask.conn, answer));
+        children
+    }
+
+    fn start(
+        &mut self,
+        ask: &SpawnAsk,
+        pmi: &pmi::Handle,
+        up: &Upstream,
+    ) -> Result<Vec<Child>, SpawnFailure> {
+        // A rank's app; a spawned process spawning uses the first app's base.
+        let app = self
+            .appnum_of
+            .iter()
+            .find(|(r, _)| *r == ask.rank)
+            .map_or(0, |(_, a)| *a as usize);
+        let base = self
+            .bases
+            .get(app)
+            .or(self.bases.first())
+            .ok_or_else(|| SpawnFailure::from("the job has no programs".to_string()))?;
+        let mut warnings = Vec::new();
+        let planned = spawn::plan(base, &ask.request, &mut warnings);
+        for w in warnings {
+            eprintln!("rivetrun: warning: {w}");
+        }
+        let plan = planned.map_err(|r| SpawnFailure {
+            errcodes: r.errcodes,
+            message: r.message,
+        })?;
+        self.count += 1;
+        let kvs = format!("{}_s{}", base.kvsname, self.count);
+        let appnum_of_rank = if plan.commands.len() > 1 {
+            plan.appnum_of_rank()
+        } else {
+            Vec::new()
+        };
+        pmi.send(Cmd::Namespace(NamespaceSpec {
+            name: kvs.clone(),
+            size: plan.total,
+            appnum: 0,
+            appnum_of_rank,
+            universe_size: base.universe_size.max(plan.total),
+            node_of_rank: vec![0; plan.total as usize],
+            attributes: base.attributes.clone(),
+            preput: ask.request.preput.clone(),
+        }));
+        up.send(&["spawned", &kvs, &plan.total.to_string()])
+            .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
+        let mut children: Vec<Child> = Vec::new();
+        let mut index = 0u32;
+        for command in &plan.commands {
+            let job = JobSpec {
+                program: command.program.clone(),
+                argv0: command.argv0.clone(),
+                args: command.args.clone(),
+                env: base.env.clone(),
+                clear_env: base.clear_env,
+                wdir: Some(command.wdir.clone()),
+                size: plan.total,
+                kvsname: kvs.clone(),
+                channel: PmiChannel::Fd,
+                default_affinity: None,
+                spawned: true,
+            };
+            for _ in 0..command.nprocs {
+                let place = RankPlace {
+                    local_rank: index,
+                    local_size: plan.total,
+                    affinity: None,
+                };
+                match launch::start_rank(&job, index, &place, &[]) {
+                    Ok(started) => children.push(Child {
+                        kvs: kvs.clone(),
+                        index,
+                        started,
+                        said: Arc::new(pmi::Said::default()),
+                    }),
+                    Err(err) => {
+                        let mut codes = vec![0; plan.total as usize];
+                        codes[index as usize] = err.exit_code();
+                        for mut c in children {
+                            // SAFETY: kill(2) takes no pointers; the group is the child's own.
+                            unsafe {
+                                libc::kill(-(c.started.child.id() as libc::pid_t), libc::SIGKILL)
+                            };
+                            let _ = c.started.child.wait();
+                        }
+                        // rivetrun counts them as ended (their group operations fail).
+                        for i in 0..plan.total {
+                            let _ = up.send(&["sexit", &kvs, &i.to_string(), "0", "0"]);
+                        }
+                        return Err(SpawnFailure {
+                            errcodes: codes,
+                            message: format!(
+                                "could not start spawned process {index} of {kvs}: {err}"
+                            ),
+                        });
+                    }
+                }
+                index += 1;
+            }
+        }
+        for c in &mut children {
+            if let Some(conn) = c.started.pmi.take() {
+                pmi.send(Cmd::Spawned {
+                    kvs: c.kvs.clone(),
+                    index: c.index,
+                    id: self.next_id,
+                    conn,
+                    said: c.said.clone(),
+                });
+                self.next_id += 1;
+            }
+        }
+        Ok(children)
+    }
+}

@@ -1,0 +1,133 @@
+//! The io_uring backend's optional paths, each behind a runtime probe:
+//! receive bundles (a completion filling several provided buffers, 6.10+)
+//! and zero-copy SEND_ZC for queued bytes (6.0+, only to peers on another
+//! host unless forced). Each carries a stream intact, is used exactly when
+//! configured and probed, and stays off for a peer on this host: loopback,
+//! or our own interface address. Skipped with a note where no ring can be
+//! made.
+
+mod common;
+
+use common::*;
+use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod, ZeroCopy};
+use rivet_netmods::Netmod;
+
+fn open_pair(c: &TcpConfig, job: &str) -> Option<Vec<TcpNetmod>> {
+    let mut v = Vec::new();
+    for rank in 0..2 {
+        match TcpNetmod::new(c.clone(), job, rank) {
+            Ok(m) => v.push(m),
+            Err(e) if uring_missing_here(&e) => return None,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    Some(v)
+}
+
+/// Rank 0 sends `sizes` while rank 1 does not poll (its socket fills, then
+/// rank 0's queue, which leaves in large flights); then both poll until
+/// everything arrived. Checks every message, in order.
+fn stream(nets: &mut [TcpNetmod], sizes: &[usize]) {
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(nets);
+    send(nets, &mut sinks, 0, 1, 0, 1);
+    pump(nets, &mut sinks, |_, s| s[1].msgs.len() == 1);
+    let mut sent = vec![1];
+    for (i, &len) in sizes.iter().enumerate() {
+        let seq = i as u32 + 1;
+        let p = payload(0, seq, len);
+        if !nets[0].try_send(1, &header(seq, len), &p).unwrap() {
+            break;
+        }
+        sent.push(len);
+        nets[0].poll(&mut sinks[0]).unwrap();
+    }
+    assert!(
+        sent.len() > 8,
+        "the queue took only {} messages",
+        sent.len()
+    );
+    pump(nets, &mut sinks, |n, s| {
+        s[1].msgs.len() == sent.len() && n[0].idle()
+    });
+    assert_eq!(sinks[1].from(0), expect(0, &sent));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+}
+
+fn sizes() -> Vec<usize> {
+    // Large frames (queue flights well past the zero-copy minimum) with
+    // small ones between them (frames straddling buffer boundaries).
+    (0..48)
+        .map(|i| if i % 3 == 2 { 1 + i * 7 } else { 256 << 10 })
+        .collect()
+}
+
+fn config(bundles: bool, zc: ZeroCopy) -> TcpConfig {
+    TcpConfig {
+        backend: Backend::Uring,
+        ifaces: vec!["lo".into()],
+        piece: 1 << 20,
+        uring_bundles: bundles,
+        send_zc: zc,
+        ..TcpConfig::default()
+    }
+}
+
+#[test]
+fn forced_zero_copy_and_bundles_carry_a_stream() {
+    let c = config(true, ZeroCopy::Always);
+    let Some(mut nets) = open_pair(&c, "zc-always") else {
+        return;
+    };
+    let line = describe(&nets[0], "tcp.backend");
+    stream(&mut nets, &sizes());
+    let (zc, _) = nets[0].uring_paths();
+    let (_, bundles) = nets[1].uring_paths();
+    eprintln!("zero-copy flights {zc}, bundles {bundles}: {line}");
+    if line.contains("zero-copy send to every peer") {
+        assert!(zc > 0, "no flight went zero-copy: {line}");
+    } else {
+        eprintln!("note: no SEND_ZC here ({line})");
+        assert_eq!(zc, 0);
+    }
+    if line.contains("recv bundles") {
+        assert!(bundles > 0, "no completion filled a bundle: {line}");
+    } else {
+        eprintln!("note: no receive bundles here ({line})");
+        assert_eq!(bundles, 0);
+    }
+}
+
+#[test]
+fn without_bundles_or_zero_copy_the_plain_paths_carry_it() {
+    let c = config(false, ZeroCopy::Off);
+    let Some(mut nets) = open_pair(&c, "plain") else {
+        return;
+    };
+    let line = describe(&nets[0], "tcp.backend");
+    assert!(
+        !line.contains("recv bundles") && line.contains("no zero-copy send"),
+        "{line}"
+    );
+    stream(&mut nets, &sizes());
+    assert_eq!(nets[0].uring_paths(), (0, 0));
+    assert_eq!(nets[1].uring_paths(), (0, 0));
+}
+
+/// The default (`Remote`) never sends zero-copy to a peer on this host:
+/// over loopback, and over our own non-loopback address, if there is one.
+#[test]
+fn zero_copy_stays_off_for_peers_on_this_host() {
+    for ifaces in [vec!["lo".to_string()], Vec::new()] {
+        let c = TcpConfig {
+            ifaces,
+            ..config(true, ZeroCopy::Remote)
+        };
+        let Some(mut nets) = open_pair(&c, "zc-local") else {
+            return;
+        };
+        let card = nets[0].business_card().to_string();
+        stream(&mut nets, &sizes());
+        assert_eq!(nets[0].uring_paths().0, 0, "zero-copy to {card}");
+    }
+}
