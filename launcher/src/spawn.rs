@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use rivet_pmi::server::NamespaceSpec;
 use rivet_pmi::wire::SpawnRequest;
 
 use crate::error::LaunchError;
@@ -74,6 +75,60 @@ impl Plan {
             .enumerate()
             .flat_map(|(i, c)| std::iter::repeat_n(i as u32, c.nprocs as usize))
             .collect()
+    }
+
+    /// The namespace the children join, `name`: sized and numbered as
+    /// planned, with the job's attributes and the request's pre-puts.
+    /// rivetrun and a multi-host proxy both create it from this.
+    pub fn namespace(&self, base: &SpawnBase, name: &str, request: &SpawnRequest) -> NamespaceSpec {
+        let appnum_of_rank = if self.commands.len() > 1 {
+            self.appnum_of_rank()
+        } else {
+            Vec::new()
+        };
+        NamespaceSpec {
+            name: name.to_string(),
+            size: self.total,
+            appnum: 0,
+            appnum_of_rank,
+            universe_size: base.universe_size.max(self.total),
+            node_of_rank: vec![0; self.total as usize],
+            attributes: base.attributes.clone(),
+            preput: request.preput.clone(),
+        }
+    }
+
+    /// How `command`'s processes start in namespace `kvsname`: PMI on an
+    /// inherited fd, no binding of their own.
+    pub fn job(
+        &self,
+        command: &PlannedCommand,
+        base: &SpawnBase,
+        kvsname: &str,
+    ) -> launch::JobSpec {
+        launch::JobSpec {
+            program: command.program.clone(),
+            argv0: command.argv0.clone(),
+            args: command.args.clone(),
+            env: base.env.clone(),
+            clear_env: base.clear_env,
+            wdir: Some(command.wdir.clone()),
+            size: self.total,
+            kvsname: kvsname.to_string(),
+            channel: launch::PmiChannel::Fd,
+            default_affinity: None,
+            spawned: true,
+        }
+    }
+
+    /// Where child `index` runs: unbound, so it keeps the CPU mask of the
+    /// thread that starts it (rivetrun's or the proxy's own).
+    pub fn place(&self, index: u32) -> launch::RankPlace {
+        launch::RankPlace {
+            local_rank: index,
+            local_size: self.total,
+            affinity: None,
+        }
     }
 }
 

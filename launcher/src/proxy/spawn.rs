@@ -11,12 +11,12 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use rivet_pmi::server::{ConnId, NamespaceSpec, SpawnFailure};
+use rivet_pmi::server::{ConnId, SpawnFailure};
 
 use super::pmi::{self, Cmd, SpawnAsk};
 use super::upstream::Upstream;
 use super::Job;
-use crate::launch::{self, JobSpec, PmiChannel, RankPlace, Started};
+use crate::launch::{self, Started};
 use crate::spawn::{self, SpawnBase};
 
 /// PMI connection ids of spawned processes start here (ranks use rank + 1).
@@ -131,45 +131,15 @@ impl Spawner {
         })?;
         self.count += 1;
         let kvs = format!("{}_s{}", base.kvsname, self.count);
-        let appnum_of_rank = if plan.commands.len() > 1 {
-            plan.appnum_of_rank()
-        } else {
-            Vec::new()
-        };
-        pmi.send(Cmd::Namespace(NamespaceSpec {
-            name: kvs.clone(),
-            size: plan.total,
-            appnum: 0,
-            appnum_of_rank,
-            universe_size: base.universe_size.max(plan.total),
-            node_of_rank: vec![0; plan.total as usize],
-            attributes: base.attributes.clone(),
-            preput: ask.request.preput.clone(),
-        }));
+        pmi.send(Cmd::Namespace(plan.namespace(base, &kvs, &ask.request)));
         up.send(&["spawned", &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
         let mut children: Vec<Child> = Vec::new();
         let mut index = 0u32;
         for command in &plan.commands {
-            let job = JobSpec {
-                program: command.program.clone(),
-                argv0: command.argv0.clone(),
-                args: command.args.clone(),
-                env: base.env.clone(),
-                clear_env: base.clear_env,
-                wdir: Some(command.wdir.clone()),
-                size: plan.total,
-                kvsname: kvs.clone(),
-                channel: PmiChannel::Fd,
-                default_affinity: None,
-                spawned: true,
-            };
+            let job = plan.job(command, base, &kvs);
             for _ in 0..command.nprocs {
-                let place = RankPlace {
-                    local_rank: index,
-                    local_size: plan.total,
-                    affinity: None,
-                };
+                let place = plan.place(index);
                 match launch::start_rank(&job, index, &place, &[]) {
                     Ok(started) => children.push(Child {
                         kvs: kvs.clone(),

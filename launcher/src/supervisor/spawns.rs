@@ -1,12 +1,12 @@
 //! Spawns: a PMI or PMIx spawn request planned (`spawn::plan`), its
 //! namespace added to the server, and its processes started, all or none.
 
-use rivet_pmi::server::{NamespaceSpec, NsId, SpawnFailure};
+use rivet_pmi::server::{NsId, SpawnFailure};
 use rivet_pmi::wire::SpawnRequest;
 
 use super::{Failure, Phase, Supervisor, Who};
 use crate::error::LaunchError;
-use crate::launch::{self, JobSpec, PmiChannel, RankPlace, Started};
+use crate::launch::{self, Started};
 use crate::spawn::{self, Plan};
 
 impl Supervisor {
@@ -45,21 +45,7 @@ impl Supervisor {
         spawner.count += 1;
         let number = spawner.count;
         let kvsname = format!("{}_s{number}", spawner.base.kvsname);
-        let appnum_of_rank = if plan.commands.len() > 1 {
-            plan.appnum_of_rank()
-        } else {
-            Vec::new()
-        };
-        let spec = NamespaceSpec {
-            name: kvsname.clone(),
-            size: plan.total,
-            appnum: 0,
-            appnum_of_rank,
-            universe_size: spawner.base.universe_size.max(plan.total),
-            node_of_rank: vec![0; plan.total as usize],
-            attributes: spawner.base.attributes.clone(),
-            preput: request.preput.clone(),
-        };
+        let spec = plan.namespace(&spawner.base, &kvsname, request);
         let child_ns = match self.server.create_namespace(spec) {
             Ok(id) => id,
             Err(e) => return refuse(e.to_string(), vec![1; plan.total as usize]),
@@ -143,26 +129,9 @@ impl Supervisor {
         let mut started: Vec<Started> = Vec::with_capacity(plan.total as usize);
         let mut index = 0u32;
         for command in &plan.commands {
-            let job = JobSpec {
-                program: command.program.clone(),
-                argv0: command.argv0.clone(),
-                args: command.args.clone(),
-                env: spawner.base.env.clone(),
-                clear_env: spawner.base.clear_env,
-                wdir: Some(command.wdir.clone()),
-                size: plan.total,
-                kvsname: kvsname.to_string(),
-                channel: PmiChannel::Fd,
-                default_affinity: None,
-                spawned: true,
-            };
+            let job = plan.job(command, &spawner.base, kvsname);
             for _ in 0..command.nprocs {
-                // Unbound: the supervisor thread has rivetrun's own CPU mask.
-                let place = RankPlace {
-                    local_rank: index,
-                    local_size: plan.total,
-                    affinity: None,
-                };
+                let place = plan.place(index);
                 let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
                 match launch::start_rank(&job, index, &place, env) {
                     Ok(s) => {
