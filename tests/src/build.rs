@@ -111,13 +111,21 @@ fn mpicc_with(compiler: &str, source: &str, suffix: &str, packages: &str) -> Pat
 /// test process.
 pub fn pmi_capi_dir() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
+    built_once(&BUILT, &["rivet-pmi-capi"], &["--lib"])
+}
+
+/// This profile's directory, after `cargo build` of `targets` (`--lib`,
+/// `--bins`) in `packages`, done once per test process (`built`).
+fn built_once(built: &OnceLock<()>, packages: &[&str], targets: &[&str]) -> PathBuf {
     let dir = bin_dir();
-    BUILT.get_or_init(|| {
-        let mut args = vec!["-p", "rivet-pmi-capi"];
+    built.get_or_init(|| {
+        let mut args: Vec<&str> = packages.iter().flat_map(|p| ["-p", *p]).collect();
         if dir.file_name().is_some_and(|n| n == "release") {
             args.push("--release");
         }
-        cargo_build_targets("--lib", &args)
+        for t in targets {
+            cargo_build_targets(t, &args);
+        }
     });
     dir
 }
@@ -154,15 +162,7 @@ pub fn cc_pmi(source: &str, package: &str, suffix: &str) -> PathBuf {
 /// the libraries, `include/rivet.h`, `pkgconfig/rivet{,-static}.pc`.
 pub fn capi_dir() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = bin_dir();
-    BUILT.get_or_init(|| {
-        let mut args = vec!["-p", "rivet-capi"];
-        if dir.file_name().is_some_and(|n| n == "release") {
-            args.push("--release");
-        }
-        cargo_build_targets("--lib", &args)
-    });
-    dir
+    built_once(&BUILT, &["rivet-capi"], &["--lib"])
 }
 
 /// As [`cc_pmi`], for the C program at `src` and any package whose `.pc`
@@ -210,16 +210,7 @@ pub fn cc_c(src: &Path, package: &str, suffix: &str) -> PathBuf {
 /// Built once per test process.
 pub fn mpi_dir() -> PathBuf {
     static BUILT: OnceLock<()> = OnceLock::new();
-    let dir = bin_dir();
-    BUILT.get_or_init(|| {
-        let mut args = vec!["-p", "rivet-mpi", "-p", "rivet-capi"];
-        if dir.file_name().is_some_and(|n| n == "release") {
-            args.push("--release");
-        }
-        cargo_build_targets("--lib", &args);
-        cargo_build_targets("--bins", &args);
-    });
-    dir
+    built_once(&BUILT, &["rivet-mpi", "rivet-capi"], &["--lib", "--bins"])
 }
 
 /// Compile an MPI program with `rivetcc` (strict C99, warnings as errors;

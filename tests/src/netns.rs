@@ -142,6 +142,26 @@ impl Cluster {
         &self.script
     }
 
+    /// `rivetrun -n N` on every host, `per` slots each, through the
+    /// `--launcher-exec` wrapper and the cluster's `--iface`; the caller
+    /// adds options and the program.
+    pub fn rivetrun(&self, per: u32, n: u32) -> Command {
+        let exec = self.launcher_exec().display().to_string();
+        let (hosts, n) = (self.host_list(per), n.to_string());
+        crate::rivetrun(&[
+            "--launcher",
+            "rsh",
+            "--launcher-exec",
+            &exec,
+            "--iface",
+            &self.iface,
+            "-hosts",
+            &hosts,
+            "-n",
+            &n,
+        ])
+    }
+
     /// `h1,h2,...` with `per` slots each (`h1:2,...`).
     pub fn host_list(&self, per: u32) -> String {
         self.hosts

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{bin, rivetrun, run_job, serial, Outcome};
+use rivet_tests::{bin, run_job, serial, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -24,24 +24,8 @@ fn cluster(n: usize) -> Option<Cluster> {
 
 /// `program ARGS` as `n` ranks on the cluster's hosts, 2 per host.
 fn job(c: &Cluster, n: u32, program: &str, args: &[&str]) -> Outcome {
-    let n = n.to_string();
-    let exec = c.launcher_exec().display().to_string();
-    let hosts = c.host_list(2);
-    let mut cmd = rivetrun(&[
-        "--launcher",
-        "rsh",
-        "--launcher-exec",
-        &exec,
-        "--iface",
-        &c.iface,
-        "-hosts",
-        &hosts,
-        "-n",
-        &n,
-        "-genv",
-        "RIVET_YIELD",
-        "always",
-    ]);
+    let mut cmd = c.rivetrun(2, n);
+    cmd.args(["-genv", "RIVET_YIELD", "always"]);
     cmd.arg(bin(program)).args(args);
     run_job(cmd, DEADLINE)
 }

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{bin, rivetrun, run_job, serial};
+use rivet_tests::{bin, run_job, serial};
 
 #[test]
 fn a_barrier_below_a_proxy_that_ended_fails_the_job_naming_its_host() {
@@ -19,22 +19,9 @@ fn a_barrier_below_a_proxy_that_ended_fails_the_job_naming_its_host() {
             return;
         }
     };
-    let exec = c.launcher_exec().display().to_string();
     // Fan-out 1: h2's proxy is h1's child. Rank 0 (h1) finalizes and
     // exits at once, so h1's proxy ends; rank 1 (h2) then enters a barrier.
-    let hosts = c.host_list(1);
-    let mut cmd = rivetrun(&[
-        "--launcher",
-        "rsh",
-        "--launcher-exec",
-        &exec,
-        "--iface",
-        &c.iface,
-        "-hosts",
-        &hosts,
-        "-n",
-        "2",
-    ]);
+    let mut cmd = c.rivetrun(1, 2);
     cmd.env("RIVET_PROXY_FANOUT", "1")
         .arg(bin("pmi_check"))
         .args(["early", "0"]);

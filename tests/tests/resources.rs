@@ -157,20 +157,7 @@ fn proxies_free_what_their_ranks_registered_across_hosts() {
         }
     };
     let dir = scratch("hosts");
-    let exec = c.launcher_exec().display().to_string();
-    let hosts = c.host_list(1);
-    let cmd = rivetrun(&[
-        "--launcher",
-        "rsh",
-        "--launcher-exec",
-        &exec,
-        "-hosts",
-        &hosts,
-        "--iface",
-        &c.iface,
-        "-n",
-        "2",
-    ]);
+    let cmd = c.rivetrun(1, 2);
     // Rank 1 is the pmi_check process in h2's namespace (its `sleep`
     // child has the same environment, another name).
     let find = |_| {
