@@ -123,8 +123,7 @@ impl State {
     /// A request reached its end: mark it, and free it if nobody waits.
     pub fn complete(&mut self, id: u64) {
         if let Some(req) = self.requests.get_mut(id) {
-            req.complete = true;
-            self.completions = self.completions.wrapping_add(1);
+            let detached = mark_complete(req, &mut self.completions);
             if let Op::Send(SendOp {
                 rma_key: key @ Some(_),
                 ..
@@ -133,7 +132,7 @@ impl State {
                 // The receiver has read it, or never will.
                 self.rma.release.extend(key.take());
             }
-            if req.detached {
+            if detached {
                 self.requests.remove(id);
             }
         }
@@ -337,10 +336,9 @@ impl State {
             cancelled: false,
             error: truncation(data.len() as u64, r.cap),
         };
-        // `complete` for a receive, without looking the request up again.
-        req.complete = true;
-        self.completions = self.completions.wrapping_add(1);
-        if req.detached {
+        // As `complete` (a receive has no registration), without looking
+        // the request up again.
+        if mark_complete(req, &mut self.completions) {
             self.requests.remove(rreq);
         }
     }
@@ -717,6 +715,15 @@ impl State {
         }
         self.maybe_complete_send(h.sreq);
     }
+}
+
+/// Mark `req` complete and count it; true if nobody waits for it (the
+/// caller frees its slot).
+#[inline(always)]
+fn mark_complete(req: &mut Req, completions: &mut u64) -> bool {
+    req.complete = true;
+    *completions = completions.wrapping_add(1);
+    req.detached
 }
 
 #[cfg(test)]
