@@ -24,7 +24,7 @@
 //!
 //! Module map:
 //!
-//! - `p2p.rs`, `report.rs`: the rank-side point-to-point benchmarks and their OSU-style output;
+//! - `p2p/`, `report.rs`: the rank-side point-to-point benchmarks and their OSU-style output;
 //!   `sizes.rs` the size ladder and iteration counts.
 //! - `scale.rs`: benchmarks of scale: `latency --idle-peers N` (idle ranks asleep in
 //!   `Engine::pmi_barrier`; rank 0's RSS) and `fanin`; netmod system calls per message
@@ -32,7 +32,7 @@
 //!   (`--benches idle,fanin`).
 //! - `exchange.rs`: `rivet-bench exchange`, all-pairs ping-pong at 8 B, 1 KiB and 100 KiB with
 //!   checked payloads.
-//! - `dynamic.rs`: `spawn`, `accept`, `connect` and the `dynamic` harness; `pmi_startup.rs` and
+//! - `dynamic/`: `spawn`, `accept`, `connect` and the `dynamic` harness; `pmi_startup.rs` and
 //!   `launch_time.rs` the launch benchmark.
 //! - `compare/`: the peer comparison, one file per step from arguments (`args.rs`) through stacks
 //!   (`stacks.rs`), programs (`programs.rs`), results (`record.rs`, `table.rs`, `summary.rs`) to

@@ -37,7 +37,8 @@
 //! - `lib.rs`: the plug-in point (`Netmod`, and `Sink`: deliver, place, peer_failed), peer ids.
 //! - `tcp/`: the TCP netmod: cards (`card.rs`), the addresses in them (`iface.rs`), settings
 //!   (`config.rs`), the handshake and its tie-break (`wire.rs`), sans-IO framing (`conn.rs`), the
-//!   connection table both backends drive (`state.rs`), socket calls (`sys.rs`), and two
+//!   connection table both backends drive (`state/`: HELLO handling in `handshake.rs`, peer
+//!   loss in `failure.rs`), socket calls (`sys.rs`), and two
 //!   backends: `poll.rs` (the default and the fallback: one `epoll_wait` per progress call with
 //!   two or more connections, so its cost does not grow with them) and `uring/` (io_uring, with
 //!   `auto` where allowed: SINGLE_ISSUER + DEFER_TASKRUN when one thread drives it, else COOP
