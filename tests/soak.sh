@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Soak test (not in CI): random traffic for a long time, with rank kills.
 #
-#   bash tests/soak.sh [--minutes M] [--seed S] [--keep DIR]
+#   bash tests/soak.sh [--minutes M] [--seed S] [--keep DIR] [--lock FILE]
 #
 # Loops until M minutes (default 60) have passed. Each run starts a fresh
 # job under rivetrun on a random transport (shm, tcp poll, tcp io_uring,
@@ -19,19 +19,23 @@
 # After every run: no engine_check process is left, and no /dev/shm segment
 # of the job. The summary counts runs, messages and bytes checked; the exit
 # code is 0 only if every run passed. Logs of failed runs stay in DIR
-# (default: a temporary directory, printed).
+# (default: a temporary directory, printed). With --lock FILE each run holds
+# an flock on FILE while its job runs, so that other multi-process jobs
+# taking the same lock (test runs on a 2-core machine) never overlap one.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 
 minutes=60
 seed=$(( $(date +%s) % 100000 ))
 keep=""
+lock=""
 while [ $# -gt 0 ]; do
     case "$1" in
         --minutes) minutes="$2"; shift 2 ;;
         --seed) seed="$2"; shift 2 ;;
         --keep) keep="$2"; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        --lock) lock="$2"; shift 2 ;;
+        -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
         *) echo "soak.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -92,7 +96,13 @@ fail() {
     echo "soak: run $runs FAILED ($1); log: $2" >&2
 }
 
+# Take and drop --lock's flock around one run (the fd is shared with the
+# job's processes, so it is unlocked explicitly, not by closing).
+lock_take() { [ -z "$lock" ] && return 0; exec {lockfd}>>"$lock" && flock "$lockfd"; }
+lock_drop() { [ -z "$lock" ] && return 0; flock -u "$lockfd"; exec {lockfd}>&-; }
+
 while [ "$(date +%s)" -lt "$end" ]; do
+    lock_take || { echo "soak: cannot lock $lock" >&2; exit 1; }
     runs=$((runs + 1))
     run_failed=0
     t=${transports[$((RANDOM % 4))]}
@@ -125,6 +135,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
             kill -9 $job 2>/dev/null; wait $job 2>/dev/null
             fail "kill run on $t: rank $victim_rank not found among $found of $n ranks (finished early?)" "$log"
             leftovers $job >>"$log" || fail "leftovers after a kill run" "$log"
+            lock_drop
             continue
         fi
         kill -9 "$victim"
@@ -162,6 +173,7 @@ while [ "$(date +%s)" -lt "$end" ]; do
         fi
     fi
     leftovers $job >>"$log" || fail "leftovers" "$log"
+    lock_drop
     # Passed runs' logs are not kept.
     [ $run_failed -eq 0 ] && rm -f "$log"
     elapsed=$(( $(date +%s) - start_all ))

@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{rivetcc, rivetrun, run_job_checking_shm, serial, workspace_root, Outcome};
+use rivet_tests::{
+    rivetcc, rivetrun, run_job_checking_shm, run_killed_job_checking_shm, serial, workspace_root,
+    Outcome,
+};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -26,6 +29,15 @@ fn run(n: u32, exe: &str, args: &[&str]) -> Outcome {
     let mut all = vec!["-n", n.as_str(), exe];
     all.extend_from_slice(args);
     run_job_checking_shm(rivetrun(&all), DEADLINE)
+}
+
+/// [`run`] for a job that ends by abort: rivetrun kills the other ranks,
+/// and one killed before its peers attached leaves its segment to rivetrun.
+fn run_aborting(n: u32, exe: &str, args: &[&str]) -> Outcome {
+    let n = n.to_string();
+    let mut all = vec!["-n", n.as_str(), exe];
+    all.extend_from_slice(args);
+    run_killed_job_checking_shm(rivetrun(&all), DEADLINE)
 }
 
 /// Exit 0 and, for each rank r < n, `line(r)` in the output.
@@ -137,14 +149,14 @@ fn errors_are_fatal_by_default_and_abort_ends_the_job_with_its_code() {
     let _serial = serial();
     // mpi_p2p checks MPI_ERRORS_RETURN's codes itself; here the default
     // handler: a send to a rank out of range ends the job with the class.
-    let o = run(2, &program("mpi_p2p"), &["fatal"]);
+    let o = run_aborting(2, &program("mpi_p2p"), &["fatal"]);
     assert_eq!(o.code(), Some(6), "MPI_ERR_RANK is 6: {}", o.show());
     assert!(o.stderr.contains("MPI_ERR_RANK"), "{}", o.show());
     assert!(!o.stdout.contains("MPI_Send returned"), "{}", o.show());
 
     let check = program("mpi_check");
     for n in [2u32, 4] {
-        let o = run(n, &check, &["abort", "1", "7"]);
+        let o = run_aborting(n, &check, &["abort", "1", "7"]);
         assert_eq!(o.code(), Some(7), "{}", o.show());
         assert!(o.stdout.contains("rank 1 aborting with 7"), "{}", o.show());
         assert!(!o.stdout.contains("mpi_check OK"), "{}", o.show());
