@@ -470,18 +470,16 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // signal is armed against it, and it lives as long as the proxy.
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
-    let mut start_error = None;
-    for (i, &rank) in job.ranks.iter().enumerate() {
+    let procs = job.ranks.iter().enumerate().map(|(i, &rank)| {
         let spec = &specs[job.appnums[i] as usize];
-        let started = match launch::start_rank(spec, rank, &places[i], &[]) {
-            Ok(s) => s,
-            Err(e) => {
-                start_error = Some(e);
-                break;
-            }
-        };
+        (spec, rank, &places[i], &[][..])
+    });
+    let (started, start_error) = match launch::start_all(procs, &priority) {
+        Ok(started) => (started, None),
+        Err((_, e)) => (Vec::new(), Some(e)),
+    };
+    for (started, &rank) in started.into_iter().zip(&job.ranks) {
         let mut child = started.child;
-        priority.reset_child(child.id());
         pids.push((rank, child.id(), true));
         if let (Some(mut to_rank), Some(from)) = (started.stdin, stdin_rx.take()) {
             // Rank 0's input, on a thread of its own: a rank that does not
@@ -567,7 +565,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 pmi.send(pmi::Cmd::SpawnDone(ask.conn, Err(why.into())));
             }
             Some(Event::Spawn(ask)) => {
-                for c in spawner.spawn(ask, &pmi, &up) {
+                for c in spawner.spawn(ask, &pmi, &up, &priority) {
                     let spawn::Child {
                         kvs,
                         index,
@@ -576,7 +574,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     } = c;
                     let mut child = started.child;
                     let pid = child.id();
-                    priority.reset_child(pid);
                     children.push((index, pid, true));
                     left += 1;
                     let label = job.label.then(|| format!("[{kvs}:{index}] "));
