@@ -141,42 +141,80 @@ pub fn start_all<'a>(
     procs: impl IntoIterator<Item = Proc<'a>>,
     priority: &Priority,
 ) -> Result<Vec<Started>, (usize, LaunchError)> {
-    let mut batch = forkexec::Batch::new().map_err(|e| (0, LaunchError::Io(e)))?;
-    let mut started: Vec<Started> = Vec::new();
-    let mut who: Vec<(u32, String)> = Vec::new();
-    let mut early = None;
-    for (i, (job, rank, place, extra_env)) in procs.into_iter().enumerate() {
-        match fork_one(&mut batch, job, rank, place, extra_env) {
-            Ok(s) => {
-                priority.reset_child(s.child.id());
-                started.push(s);
-                who.push((rank, job.program.display().to_string()));
-            }
-            Err(e) => {
-                early = Some((i, e));
-                break;
-            }
-        }
-    }
-    let failure = match batch.wait_execs() {
-        Ok(failed) => match failed.into_iter().next() {
-            Some((index, err)) => {
-                let (rank, program) = who[index as usize].clone();
-                Some((index as usize, LaunchError::Spawn { program, rank, err }))
-            }
-            None => early,
-        },
-        Err(e) => Some((started.len(), LaunchError::Io(e))),
-    };
-    match failure {
-        None => Ok(started),
-        Some(f) => {
+    let (started, execs) = fork_all(procs, priority);
+    match execs.wait() {
+        Ok(()) => Ok(started),
+        Err(f) => {
             for mut s in started {
                 s.child.kill_and_reap();
             }
             Err(f)
         }
     }
+}
+
+/// The exec results still to come of processes [`fork_all`] forked.
+pub struct Execs {
+    batch: Result<forkexec::Batch, std::io::Error>,
+    /// Each forked process's rank and program, by position.
+    who: Vec<(u32, String)>,
+    /// A start that failed before its fork, and its position.
+    early: Option<(usize, LaunchError)>,
+}
+
+impl Execs {
+    /// Wait until every forked process has exec'd or failed to; the lowest
+    /// position that failed (an exec, or a start before its fork) and why.
+    /// Nothing is killed: that is the caller's to do.
+    pub fn wait(self) -> Result<(), (usize, LaunchError)> {
+        let failed = match self.batch {
+            Ok(batch) => batch.wait_execs(),
+            Err(e) => Err(e),
+        };
+        match failed {
+            Ok(failed) => match failed.into_iter().next() {
+                Some((index, err)) => {
+                    let (rank, program) = self.who[index as usize].clone();
+                    Err((index as usize, LaunchError::Spawn { program, rank, err }))
+                }
+                None => self.early.map_or(Ok(()), Err),
+            },
+            Err(e) => Err((0, LaunchError::Io(e))),
+        }
+    }
+}
+
+/// Fork every process of `procs` without waiting for any exec: those
+/// forked (up to the first that could not be), and their exec results to
+/// wait for. A caller can hand each process its PMI service before the
+/// results are in, so early ranks are served while later ones exec.
+pub fn fork_all<'a>(
+    procs: impl IntoIterator<Item = Proc<'a>>,
+    priority: &Priority,
+) -> (Vec<Started>, Execs) {
+    let mut started: Vec<Started> = Vec::new();
+    let mut execs = Execs {
+        batch: forkexec::Batch::new(),
+        who: Vec::new(),
+        early: None,
+    };
+    let Ok(batch) = execs.batch.as_mut() else {
+        return (started, execs);
+    };
+    for (i, (job, rank, place, extra_env)) in procs.into_iter().enumerate() {
+        match fork_one(batch, job, rank, place, extra_env) {
+            Ok(s) => {
+                priority.reset_child(s.child.id());
+                started.push(s);
+                execs.who.push((rank, job.program.display().to_string()));
+            }
+            Err(e) => {
+                execs.early = Some((i, e));
+                break;
+            }
+        }
+    }
+    (started, execs)
 }
 
 /// Fork rank `rank` of the job into `batch` without waiting for its exec.

@@ -318,7 +318,7 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
     for &(_, pid, alive) in pids {
         if alive {
             // SAFETY: kill(2) takes no pointers; the negative pid is the
-            // rank's own process group (its session, `launch::start_rank`).
+            // rank's own process group (its session, `forkexec`).
             unsafe { libc::kill(-(pid as libc::pid_t), sig) };
         }
     }
@@ -474,10 +474,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         let spec = &specs[job.appnums[i] as usize];
         (spec, rank, &places[i], &[][..])
     });
-    let (started, start_error) = match launch::start_all(procs, &priority) {
-        Ok(started) => (started, None),
-        Err((_, e)) => (Vec::new(), Some(e)),
-    };
+    // Each rank is served as soon as it is forked; whether every exec
+    // succeeded is known after (a failure kills them all, below).
+    let (started, execs) = launch::fork_all(procs, &priority);
     for (started, &rank) in started.into_iter().zip(&job.ranks) {
         let mut child = started.child;
         pids.push((rank, child.id(), true));
@@ -508,6 +507,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         });
     }
+    let start_error = execs.wait().err().map(|(_, e)| e);
     let t_started = ms();
     if let Some(e) = start_error {
         let _ = up.send(&["error", &format!("{e}")]);
