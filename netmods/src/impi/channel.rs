@@ -1,5 +1,7 @@
-//! One direct channel between two procs of different clients: a TCP
-//! connection carrying chapter 3's packets, driven without blocking.
+//! One channel between two procs of different clients: a socket carrying
+//! chapter 3's packets, driven without blocking. Usually a direct TCP
+//! connection; for a pair without one, the socket to the agent (rivetrun),
+//! which moves the packets over its host link (`IMPI_FUNNEL_FDS`).
 //!
 //! Each engine message is one IMPI message whose user data is the engine's
 //! header (after a 4-byte big-endian length) and payload: the agent acts
@@ -29,9 +31,8 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
-use std::net::TcpStream;
 use std::ops::Range;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 use std::ptr::NonNull;
 
 use super::flow::Credit;
@@ -173,7 +174,8 @@ pub fn engine_envelope(header: &[u8]) -> (i32, i32, u64) {
 }
 
 pub struct Channel {
-    pub sock: Option<TcpStream>,
+    /// A connected stream socket (TCP, or a Unix socket to the agent).
+    pub sock: Option<OwnedFd>,
     me: Proc,
     them: Proc,
     maxdatalen: u32,

@@ -16,9 +16,11 @@
 //! protocol does not specify the interaction between processes and their
 //! agent"), Rivet makes each proc its own agent for data, so traffic does
 //! not pass through rivetrun; the per-proc ports travel in Rivet's own
-//! COLL label `RIVET_P_PORT`. A client that does not send it (another
-//! implementation) cannot be reached yet: that needs the funnel through
-//! the host link, which is not written.
+//! COLL label `RIVET_P_PORT`. A pair where one side has no such port (its
+//! client is another implementation, or ran with `RIVET_IMPI_DIRECT=0`)
+//! goes through the agents: the launcher hands this rank one socket per
+//! such peer (`IMPI_FUNNEL_FDS`), connected from the start, and moves its
+//! packets over the host links; the channel on it is the same.
 //!
 //! A poll costs what tcp's poll backend costs: with one open channel (and
 //! no connection still expected) its receive is the readiness check; with
@@ -34,7 +36,7 @@
 use std::collections::HashMap;
 use std::io;
 use std::net::{TcpListener, TcpStream};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::ptr::NonNull;
 use std::time::{Duration, Instant};
 
@@ -106,38 +108,58 @@ impl ImpiNetmod {
     /// Open for the job `cfg` describes; `inner` reaches this client's
     /// other ranks (`None` when all of them are on this node).
     pub fn new(cfg: ImpiConfig, inner: Option<Box<dyn Netmod>>) -> Result<ImpiNetmod, NetmodError> {
-        // SAFETY: the launcher made `listen_fd` for this rank and handed it
-        // down (IMPI_LISTEN_FDS); nothing else in this process owns it.
-        let listener = unsafe { TcpListener::from_raw_fd(cfg.listen_fd) };
+        // SAFETY: the launcher made `listen_fd` (when it is one) and the
+        // funnel sockets for this rank and handed them down
+        // (IMPI_LISTEN_FDS, IMPI_FUNNEL_FDS); nothing else here owns them.
+        let listener =
+            (cfg.listen_fd >= 0).then(|| unsafe { TcpListener::from_raw_fd(cfg.listen_fd) });
+        // SAFETY: as above.
+        let funnel: Vec<(u32, OwnedFd)> = cfg
+            .funnel
+            .iter()
+            .map(|&(g, fd)| (g, unsafe { OwnedFd::from_raw_fd(fd) }))
+            .collect();
         for &fd in &cfg.other_fds {
             // SAFETY: the other ranks' sockets, inherited, unused here.
             unsafe { libc::close(fd) };
         }
-        // SAFETY: fcntl on our own descriptor, no pointers.
-        unsafe { libc::fcntl(listener.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC) };
+        let owned = listener
+            .iter()
+            .map(AsRawFd::as_raw_fd)
+            .chain(funnel.iter().map(|(_, fd)| fd.as_raw_fd()));
+        for fd in owned {
+            // SAFETY: fcntl on our own descriptor, no pointers.
+            unsafe { libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) };
+        }
         let key = cfg.channel_key.ok_or_else(|| {
             NetmodError::Unavailable(
                 "IMPI: no channel key (IMPI_CHANNEL_KEY, set by `rivetrun --impi-client`)".into(),
             )
         })?;
-        listener
-            .set_nonblocking(true)
-            .map_err(io_err("IMPI: the inherited listening socket"))?;
         let epoll = Epoll::new().map_err(io_err("IMPI: epoll_create1"))?;
         let limits = inner.as_ref().map_or(DEFAULT_LIMITS, |n| n.limits());
         let card = inner
             .as_ref()
             .map_or_else(|| "impi".to_string(), |n| n.business_card().to_string());
         let inbound_left = (cfg.rank + 1..cfg.size())
-            .filter(|&g| !cfg.is_own(g))
+            .filter(|&g| !cfg.is_own(g) && cfg.funnel_fd(g).is_none())
             .count();
-        let listener = if inbound_left > 0 {
-            epoll
-                .add(listener.as_raw_fd(), LISTENER)
-                .map_err(io_err("IMPI: epoll_ctl"))?;
-            Some(listener)
-        } else {
-            None
+        let listener = match listener {
+            Some(l) if inbound_left > 0 => {
+                l.set_nonblocking(true)
+                    .map_err(io_err("IMPI: the inherited listening socket"))?;
+                epoll
+                    .add(l.as_raw_fd(), LISTENER)
+                    .map_err(io_err("IMPI: epoll_ctl"))?;
+                Some(l)
+            }
+            None if inbound_left > 0 => {
+                return Err(NetmodError::Unavailable(format!(
+                    "IMPI: {inbound_left} higher world ranks would connect to this one, which has \
+                     no listening socket (IMPI_LISTEN_FDS)"
+                )))
+            }
+            _ => None,
         };
         let mut nm = ImpiNetmod {
             inner,
@@ -158,8 +180,13 @@ impl ImpiNetmod {
             syscalls: 0,
             cfg,
         };
+        for (g, fd) in funnel {
+            set_nonblocking(&fd).map_err(io_err("IMPI: a funnel socket"))?;
+            nm.attach(g, fd)
+                .map_err(io_err("IMPI: watching a funnel socket"))?;
+        }
         for g in 0..nm.cfg.size() {
-            if g < nm.cfg.rank && !nm.cfg.is_own(g) {
+            if g < nm.cfg.rank && !nm.cfg.is_own(g) && nm.cfg.funnel_fd(g).is_none() {
                 nm.dial(g)?;
             }
         }
@@ -184,7 +211,8 @@ impl ImpiNetmod {
     }
 
     /// Give channel `g` its socket, watched from now on.
-    fn attach(&mut self, g: u32, s: TcpStream) -> io::Result<()> {
+    fn attach(&mut self, g: u32, s: impl Into<OwnedFd>) -> io::Result<()> {
+        let s: OwnedFd = s.into();
         self.epoll.add(s.as_raw_fd(), g as u64)?;
         self.syscalls += 1;
         self.channel(g).sock = Some(s);
@@ -208,9 +236,8 @@ impl ImpiNetmod {
             return Err(NetmodError::Peer {
                 peer: g.into(),
                 what: format!(
-                    "world rank {g} runs under a client that published no direct-channel port \
-                     (RIVET_P_PORT: not a Rivet client?); reaching it through its host agent is \
-                     not implemented"
+                    "world rank {g} has no direct-channel port (RIVET_P_PORT) and the launcher \
+                     gave no funnel socket for it (IMPI_FUNNEL_FDS)"
                 ),
             });
         }
@@ -398,6 +425,19 @@ impl ImpiNetmod {
     fn fail(&mut self, g: u32, why: String) {
         self.close(g);
         self.failures.push((g, why));
+    }
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor we own, no pointers.
+    let ok = unsafe {
+        let flags = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        flags >= 0 && libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) == 0
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
     }
 }
 
@@ -644,13 +684,14 @@ impl Netmod for ImpiNetmod {
                 format!(
                     "world rank {} of {}, this client's ranks {}..{}, maxdatalen {}, one direct \
                      channel per peer of another client (dialled to lower ranks at init, hello \
-                     MAC checked; {} refused)",
+                     MAC checked; {} refused), {} through the agent",
                     self.cfg.rank,
                     self.cfg.size(),
                     self.cfg.offset,
                     self.cfg.offset + self.cfg.client_size,
                     self.cfg.maxdatalen,
                     self.refused,
+                    self.cfg.funnel.len(),
                 ),
             ),
             (
