@@ -4,6 +4,9 @@
 
 use super::*;
 use std::net::{TcpListener, TcpStream};
+use std::ptr::NonNull;
+
+use crate::impi::packet::HEADER_LEN;
 
 fn pair() -> (Channel, Channel) {
     pair_of(1000)
