@@ -19,9 +19,11 @@
 //!
 //! Sending obeys the pair's flow control (the destination host's
 //! ackmark/hiwater): a counted packet goes only with credit. A short
-//! message with credit and nothing queued is written straight from the
-//! caller's buffers (one `sendmsg`); what the socket does not take, and
-//! everything else, waits encoded in `out`.
+//! message with credit and no message queued is written straight from the
+//! caller's buffers, behind the bytes `out` still holds, in one vectored
+//! `sendmsg`; only what the socket does not take is copied into `out`, and
+//! a short write ends the flush (the socket is full). Everything else
+//! waits encoded in `out`.
 //!
 //! Receiving reads straight into a buffer the channel keeps and cuts
 //! packets in place: a whole short message is handed to the engine from

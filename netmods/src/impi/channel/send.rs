@@ -50,21 +50,26 @@ impl Channel {
             self.credit.sent();
             let coalesce = len < COALESCE_BELOW && self.wrote_since_poll;
             match self.sock.as_ref() {
-                Some(s) if self.out_at == self.out.len() && !coalesce => {
-                    // Straight from the caller's buffers; the rest, if the
-                    // socket is full, waits in `out`.
+                Some(s) if !coalesce => {
+                    // Straight from the caller's buffers, behind what
+                    // `out` still holds, in one vectored write; only what
+                    // the socket does not take is copied into `out`.
                     self.wrote_since_poll = true;
                     self.syscalls += 1;
-                    let total = head.len() + header.len() + payload.len();
-                    let n = match sys::send(s.as_raw_fd(), &[&head, header, payload]) {
+                    let queued = self.out.len() - self.out_at;
+                    let parts = [&self.out[self.out_at..], &head[..], header, payload];
+                    let n = match sys::send(s.as_raw_fd(), &parts) {
                         Ok(n) => n,
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                         Err(e) => return Err(e),
                     };
-                    if n < total {
+                    if n <= queued {
+                        self.out_at += n;
+                        self.append(&[&head, header, payload]);
+                    } else {
                         self.out.clear();
                         self.out_at = 0;
-                        let mut skip = n;
+                        let mut skip = n - queued;
                         for part in [&head[..], header, payload] {
                             let k = skip.min(part.len());
                             self.out.extend_from_slice(&part[k..]);
@@ -142,8 +147,15 @@ impl Channel {
         let fd = sock.as_raw_fd();
         while self.out_at < self.out.len() {
             self.syscalls += 1;
+            let left = self.out.len() - self.out_at;
             match sys::send(fd, &[&self.out[self.out_at..]]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                // A short write: the socket is full, and trying again now
+                // would only return EAGAIN.
+                Ok(n) if n < left => {
+                    self.out_at += n;
+                    break;
+                }
                 Ok(n) => self.out_at += n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) => return Err(e),
