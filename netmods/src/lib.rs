@@ -57,10 +57,12 @@
 //!   (`packet.rs`), per-pair flow control (`flow.rs`: ackmark/hiwater; the receiver's pair
 //!   governs), the short/long/synchronous/cancel protocols (`protocol.rs`), a link's bytes cut
 //!   into packets with bounded memory (`framer.rs`); the `impi` netmod: other clients' ranks on
-//!   direct per-proc TCP channels (`channel.rs`: one engine message = one IMPI message, delivered
-//!   in first-packet order; dialled to lower ranks at init with a `RIVI`+rank hello), this
-//!   client's through the inner tcp/ofi netmod under client-local ids (`netmod.rs`); the `IMPI_*`
-//!   variables a rank gets (`config.rs`).
+//!   direct per-proc TCP channels, or the agent's socket for pairs without one (`channel/`: one
+//!   engine message = one IMPI message, delivered in first-packet order; sending, receiving, the
+//!   receive buffer, what crosses to the engine), dialled to lower ranks at init with a
+//!   `RIVI`+rank hello (`netmod/connect.rs`), this client's through the inner tcp/ofi netmod under
+//!   client-local ids (`netmod/`: calls and poll in `api.rs`, FINI at the end in `shutdown.rs`);
+//!   the `IMPI_*` variables a rank gets (`config.rs`).
 //! - `auth.rs`: the job secret (`RIVET_JOB_SECRET`) and the MAC with which a rank HELLO proves
 //!   membership of its job.
 //! - `jobs.rs`: which job a peer belongs to (own = group 0, added groups), for both handshakes.

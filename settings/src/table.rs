@@ -108,6 +108,8 @@ pub static SETTINGS: &[Setting] = &[
       "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
     s("RIVET_NAMESERVER", "", Scope::Launcher,
       "`HOST:PORT` of a name server (`rivetrun --name-server`) for rivetrun's jobs; `--nameserver` wins"),
+    s("RIVET_IMPI_DIRECT", "1", Scope::Launcher,
+      "`rivetrun --impi-client`: `1` gives every rank a listening socket and sends their ports (`RIVET_P_PORT`), so ranks of Rivet clients talk over direct channels; `0` sends none, as a client of another implementation, so every channel to another client runs through the agents' host links"),
     s("RIVET_LAUNCHER_EXTRA_ARGS", "", Scope::Launcher,
       "multi-host jobs: words (split on white space) that `--launcher ssh` or `rsh` puts before the host, e.g. `-F FILE` or `-p PORT` (Hydra's `HYDRA_LAUNCHER_EXTRA_ARGS`); rivetrun's own ssh options (`BatchMode=yes`, `ConnectTimeout=10`) come after them"),
     s("RIVET_PROXY_FANOUT", "8", Scope::Launcher,

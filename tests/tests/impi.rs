@@ -482,6 +482,54 @@ fn the_point_to_point_suite_runs_across_two_clients() {
     }
 }
 
+/// Client 1 sends no `RIVET_P_PORT` (`RIVET_IMPI_DIRECT=0`), as a client
+/// of another implementation would not: every channel to it runs through
+/// both agents and their host link, and the job still checks out.
+#[test]
+fn a_client_without_direct_ports_is_reached_through_the_host_links() {
+    let _serial = serial();
+    let exchange = bin("rivet-bench");
+    let check = bin("engine_check");
+    let none = [("IMPI_AUTH_NONE", "")];
+    for (n, prog) in [
+        (2, vec![exchange.to_str().unwrap(), "exchange"]),
+        (1, vec![check.to_str().unwrap(), "sizes"]),
+        (1, vec![check.to_str().unwrap(), "ssend"]),
+    ] {
+        let server = Server::start(&["2"], &none);
+        let handles: Vec<_> = (0..2u32)
+            .map(|c| {
+                let mut cmd = data_client(c, &server.addr, n, &prog, &none);
+                if c == 1 {
+                    cmd.env("RIVET_IMPI_DIRECT", "0");
+                }
+                std::thread::spawn(move || rivet_tests::run_job(cmd, DATA_DEADLINE))
+            })
+            .collect();
+        let outs: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        for o in &outs {
+            assert_eq!(o.code(), Some(0), "{prog:?}: {}", o.show());
+            // Each of this client's ranks reaches each of the other's through the agent.
+            let pairs = format!(", {} channel(s) through this agent", n * n);
+            assert!(o.stderr.contains(&pairs), "{prog:?}: {}", o.show());
+        }
+        let (code, err) = server.wait();
+        assert_eq!(code, Some(0), "every client sent FINI: {err}");
+        if n == 2 {
+            assert!(
+                outs[0].stdout.contains("exchange ok: 4 ranks"),
+                "{}",
+                outs[0].show()
+            );
+        } else {
+            for (g, o) in outs.iter().enumerate() {
+                let want = format!("engine_check {} OK rank {g} of 2", prog[1]);
+                assert!(o.stdout.contains(&want), "{prog:?}: {}", o.show());
+            }
+        }
+    }
+}
+
 #[test]
 fn the_two_rank_modes_run_between_ranks_of_two_clients() {
     let _serial = serial();

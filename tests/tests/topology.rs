@@ -78,6 +78,84 @@ fn bound_ranks_run_where_the_launcher_says() {
     );
 }
 
+/// `cmd` runs with its CPU affinity narrowed to `cpu` alone (as `taskset -c CPU` would).
+fn pinned_to(cmd: &mut std::process::Command, cpu: usize) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: zeroed is the empty cpu_set_t; CPU_SET below CPU_SETSIZE (checked by the
+    // caller's CPU number coming from this machine's list); sched_setaffinity is
+    // async-signal-safe, fine between fork and exec.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        cmd.pre_exec(move || {
+            if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
+#[test]
+fn ranks_are_bound_inside_rivetruns_affinity_mask() {
+    let _serial = serial();
+    // The last CPU this test may use: not core 0's, where a mask-blind launcher binds.
+    let cpus = rivet_pmi::topology::parse_cpu_list(&own_cpus()).unwrap();
+    let cpu = *cpus.last().unwrap();
+    if cpu == 0 {
+        eprintln!("skipped: this test may use CPU 0 only");
+        return;
+    }
+    let mut cmd = rivetrun(&["-n", "1", "--report-bindings"]);
+    cmd.arg(bin("pmi_check")).arg("topology");
+    pinned_to(&mut cmd, cpu as usize);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let f = &topo_lines(&o)[&0];
+    assert_eq!(f["affinity"], cpu.to_string(), "{}", o.show());
+    assert_eq!(f["cpuset"], cpu.to_string(), "{}", o.show());
+    assert!(
+        o.stderr
+            .lines()
+            .any(|l| l.starts_with("rank 0 on ") && l.ends_with(&format!(", cpus {cpu}"))),
+        "{}",
+        o.show()
+    );
+    // Two ranks on a one-CPU mask: not bound (they keep the mask), and told so.
+    let mut cmd = rivetrun(&["-n", "2", "--report-bindings"]);
+    cmd.arg(bin("pmi_check")).arg("topology");
+    pinned_to(&mut cmd, cpu as usize);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stderr.contains("ranks on 1 core"), "{}", o.show());
+    for (rank, f) in topo_lines(&o) {
+        assert_eq!(f["affinity"], cpu.to_string(), "rank {rank}\n{}", o.show());
+    }
+    // --info names the mask; --cpu-list outside it is refused before any rank starts.
+    let mut cmd = rivetrun(&["--info"]);
+    pinned_to(&mut cmd, cpu as usize);
+    let o = run_job(cmd, DEADLINE);
+    assert!(
+        o.stdout.contains(&format!(
+            "ranks go only on CPUs {cpu} of {}: rivetrun's affinity mask",
+            own_cpus()
+        )),
+        "{}",
+        o.show()
+    );
+    let mut cmd = rivetrun(&["-n", "1", "--cpu-list", "0"]);
+    cmd.arg(bin("pmi_check")).arg("topology");
+    pinned_to(&mut cmd, cpu as usize);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(2), "{}", o.show());
+    assert!(
+        o.stderr.contains("rivetrun's affinity mask"),
+        "{}",
+        o.show()
+    );
+    assert!(o.stdout.is_empty(), "a rank ran\n{}", o.show());
+}
+
 #[test]
 fn oversubscribed_ranks_are_not_bound_and_the_user_is_told() {
     let _serial = serial();

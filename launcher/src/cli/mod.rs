@@ -146,7 +146,8 @@ pub struct Cli {
     pub map_by: MapBy,
 
     /// Bind each rank to an object of this kind: core, hwthread, l3cache, numa, socket, none
-    /// [default: core, or none when there are more ranks than cores]
+    /// [default: core, or none when there are more ranks than cores]. Ranks are placed only on
+    /// the CPUs of rivetrun's own affinity mask (`taskset -c 2-3 rivetrun ...`).
     #[arg(long = "bind-to", value_name = "POLICY", value_parser = parse_bind_to)]
     pub bind_to: Option<BindTo>,
 

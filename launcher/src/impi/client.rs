@@ -14,6 +14,7 @@
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
@@ -28,8 +29,8 @@ use rivet_pmi::impi::{
 
 use rivet_netmods::auth::JobKey;
 use rivet_netmods::impi::config::ENV_CHANNEL_KEY;
-use rivet_netmods::impi::packet::{Kind, Packet, HEADER_LEN};
 
+use super::funnel::{self, Agent, Pairs, ENV_FUNNEL_FDS};
 use crate::error::LaunchError;
 
 /// How long connecting to the server or another host may take.
@@ -63,7 +64,13 @@ fn usage(msg: impl Into<String>) -> LaunchError {
 /// A joined client: its server connection, host links and the job.
 pub struct Session {
     server: TcpStream,
+    /// The host links until `watch` hands them to the agent's thread.
     links: Vec<(u32, TcpStream)>,
+    nlinks: usize,
+    /// Sockets of the procs without a direct channel to a peer (see `funnel`).
+    pairs: Pairs,
+    /// Wakes the agent's thread when `finishing` is set.
+    wake: Option<UnixStream>,
     pub world: World,
     /// One listening socket per proc, bound before the labels went (their
     /// ports are `RIVET_P_PORT`), inherited by the ranks (`IMPI_LISTEN_FDS`):
@@ -233,7 +240,9 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
     // One listener per proc for the direct channels, inheritable by the ranks.
     let mut listeners = Vec::with_capacity(nprocs as usize);
     let mut proc_ports = Vec::with_capacity(nprocs as usize);
-    for _ in 0..nprocs {
+    // RIVET_IMPI_DIRECT=0: no ports, as a client of another implementation.
+    let direct = rivet_settings::var("RIVET_IMPI_DIRECT").is_none_or(|v| v.trim() != "0");
+    for _ in 0..if direct { nprocs } else { 0 } {
         let l = TcpListener::bind((Ipv4Addr::UNSPECIFIED, 0)).map_err(LaunchError::Io)?;
         proc_ports.push(l.local_addr().map_err(LaunchError::Io)?.port() as u32);
         inheritable(&l)?;
@@ -294,10 +303,14 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         .filter(|_| chosen.which == auth::AUTH_KEY as i32);
     let channel_key = channel_key(&world.nonces, auth_key);
     let links = dance(&world, listener)?;
+    let pairs = Pairs::new(&world)?;
     let _ = server.set_read_timeout(None);
     Ok(Session {
         server,
+        nlinks: links.len(),
         links,
+        pairs,
+        wake: None,
         world,
         listeners,
         finishing: Arc::new(AtomicBool::new(false)),
@@ -346,7 +359,11 @@ pub fn channel_key(nonces: &[Option<[u8; 16]>], auth_key: Option<u64>) -> JobKey
 /// and close the others'; the launcher's copy closes when the session ends).
 fn inheritable(l: &TcpListener) -> Result<(), LaunchError> {
     use std::os::fd::AsRawFd;
-    let fd = l.as_raw_fd();
+    inheritable_fd(l.as_raw_fd())
+}
+
+/// Let the ranks inherit `fd` across exec.
+pub(super) fn inheritable_fd(fd: std::os::fd::RawFd) -> Result<(), LaunchError> {
     // SAFETY: fcntl on a descriptor we own, no pointers.
     let ok = unsafe {
         let flags = libc::fcntl(fd, libc::F_GETFD);
@@ -491,11 +508,15 @@ impl Session {
             })
             .collect();
         use std::os::fd::AsRawFd;
-        let fds: Vec<String> = self
-            .listeners
-            .iter()
-            .map(|l| l.as_raw_fd().to_string())
-            .collect();
+        let fds: Vec<String> = match self.listeners.is_empty() {
+            false => self
+                .listeners
+                .iter()
+                .map(|l| l.as_raw_fd().to_string())
+                .collect(),
+            // No direct channels (RIVET_IMPI_DIRECT=0): no listeners.
+            true => vec!["-1".into(); w.nprocs[w.client as usize] as usize],
+        };
         vec![
             ("IMPI_CLIENT_RANK".into(), w.client.to_string()),
             ("IMPI_CLIENT_SIZE".into(), w.nclients.to_string()),
@@ -516,6 +537,10 @@ impl Session {
             (ENV_PROCS.into(), procs.join(",")),
             (ENV_LISTEN_FDS.into(), fds.join(",")),
             (ENV_CHANNEL_KEY.into(), self.channel_key.to_hex()),
+            (
+                ENV_FUNNEL_FDS.into(),
+                self.pairs.env(w.nprocs[w.client as usize]),
+            ),
         ]
     }
 
@@ -526,7 +551,7 @@ impl Session {
         let mine = w.nprocs[w.client as usize];
         format!(
             "IMPI client {} of {}: world ranks {}..{} of {} (procs per client {:?}), version {}.{}, \
-             maxdatalen {}, tag ub {}, {} host link(s)",
+             maxdatalen {}, tag ub {}, {} host link(s), {} channel(s) through this agent",
             w.client,
             w.nclients,
             first,
@@ -537,71 +562,43 @@ impl Session {
             w.version.1,
             w.maxdatalen,
             w.tag_ub,
-            self.links.len()
+            self.nlinks,
+            self.pairs.len()
         )
     }
 
-    /// Watch every host link while the ranks run: another client's link
-    /// ending without `IMPI_PK_FINI` means that client failed, and this
-    /// one ends its job (SIGTERM to itself: the supervisor tears down as
-    /// for any signal) after saying so. `finish` learns of each FINI.
+    /// Start the agent's thread (`funnel`): it moves the packets of the
+    /// procs without a direct channel and watches every host link while the
+    /// ranks run: another client's link ending without `IMPI_PK_FINI` means
+    /// that client failed, and this one ends its job (SIGTERM to itself:
+    /// the supervisor tears down as for any signal) after saying so.
+    /// `finish` learns of each FINI.
     pub fn watch(&mut self) -> Result<(), LaunchError> {
         let (tx, rx) = mpsc::channel();
-        for (h, s) in &self.links {
-            let mut s = s.try_clone().map_err(LaunchError::Io)?;
-            // The startup's read timeout must not end a long job.
-            s.set_read_timeout(None).map_err(LaunchError::Io)?;
-            let (h, tx) = (*h, tx.clone());
-            let finishing = self.finishing.clone();
-            let maxdatalen = self.world.maxdatalen;
-            let client = self.world.hosts.get(h as usize).map_or(0, |x| x.client);
-            std::thread::spawn(move || {
-                let why = loop {
-                    let mut head = [0u8; HEADER_LEN];
-                    if let Err(e) = s.read_exact(&mut head) {
-                        break e.to_string();
-                    }
-                    match Packet::decode(&head, maxdatalen) {
-                        Ok(p) if p.kind == Kind::Fini => {
-                            let _ = tx.send(Ok(h));
-                            return;
-                        }
-                        // 3.8: what comes before FINI is consumed.
-                        Ok(p) => {
-                            if let Err(e) = io::copy(&mut (&s).take(p.len as u64), &mut io::sink())
-                            {
-                                break e.to_string();
-                            }
-                        }
-                        Err(e) => break e.to_string(),
-                    }
-                };
-                let msg = format!(
-                    "host {h} (client {client}) closed before its IMPI_PK_FINI ({why}): it failed"
-                );
-                if !finishing.load(Ordering::SeqCst) {
-                    eprintln!("rivetrun: IMPI: {msg}; ending this client's job");
-                    // SAFETY: kill and getpid take no pointers.
-                    unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
-                }
-                let _ = tx.send(Err(msg));
-            });
-        }
+        let (wake, wake_agent) = UnixStream::pair().map_err(LaunchError::Io)?;
+        funnel::start(Agent {
+            links: std::mem::take(&mut self.links),
+            pairs: self.pairs.take_agent_ends(),
+            world: self.world.clone(),
+            finishing: self.finishing.clone(),
+            wake: wake_agent,
+            tx,
+        })?;
+        self.wake = Some(wake);
         self.fini = Some(rx);
         Ok(())
     }
 
-    /// Every rank exited 0: end each host link (3.8: send `IMPI_PK_FINI`,
-    /// wait for the peer's, consuming what comes before it), then FINI.
+    /// Every rank exited 0: end each host link (3.8: the agent sends
+    /// `IMPI_PK_FINI` once what it holds for the link went, and waits for
+    /// the peer's, consuming what comes before it), then FINI.
     pub fn finish(mut self) -> Result<(), LaunchError> {
         self.finishing.store(true, Ordering::SeqCst);
-        let fini = Packet::fini().encode();
-        for (h, s) in &mut self.links {
-            s.write_all(&fini)
-                .map_err(|e| fail(format!("host {h}: sending IMPI_PK_FINI: {e}")))?;
+        if let Some(w) = self.wake.as_mut() {
+            let _ = w.write_all(&[1]);
         }
         if let Some(rx) = self.fini.take() {
-            for _ in 0..self.links.len() {
+            for _ in 0..self.nlinks {
                 // A client whose ranks still run sends its FINI later: wait.
                 match rx.recv() {
                     Ok(Ok(_)) => {}
@@ -610,7 +607,6 @@ impl Session {
                 }
             }
         }
-        self.links.clear();
         self.listeners.clear();
         write_command(&mut self.server, &Command::empty(CMD_FINI))
             .map_err(|e| fail(format!("sending FINI to the server: {e}")))?;

@@ -45,6 +45,9 @@ pub enum TopologyError {
     #[error("CPU {cpu} is beyond the {max} CPUs sched_setaffinity can be given here; use --bind-to none")]
     CpuBeyondSetsize { cpu: u32, max: usize },
 
+    #[error("rivetrun's CPU affinity mask ({mask}) holds none of the topology's CPUs ({cpus}); start rivetrun with a mask that does (taskset -c LIST)")]
+    NoAllowedCpu { mask: String, cpus: String },
+
     #[error("cannot bind: {0}")]
     CannotBind(String),
 

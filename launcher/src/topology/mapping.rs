@@ -13,6 +13,8 @@
 //!   unbound with a note. An explicit `core` (`hwthread`) binding with more ranks per node than
 //!   cores (PUs), or a `socket`/`numa`/`l3cache` binding with more ranks than PUs, is an error.
 //! - `--cpu-list a:b:...`: rank `r` gets entry `r` (or the single entry), overriding both.
+//! - Only the topology's PUs count: this machine's are those of rivetrun's affinity mask
+//!   (`Topology::restrict_to`), so cores, capacities and `--cpu-list` checks are the mask's.
 
 use std::collections::HashMap;
 
@@ -395,13 +397,17 @@ fn cluster_levels(s: &Summary, node: usize, cpuset: Option<&CpuSet>) -> Vec<(Lev
 /// Parses `--cpu-list` entries and checks every CPU exists in the topology.
 fn parse_cpu_lists(s: &Summary, list: &str) -> Result<Vec<CpuSet>, TopologyError> {
     let all = s.all_cpus();
+    let available = match &s.narrowed_from {
+        Some(machine) => format!("{all}: rivetrun's affinity mask, of {machine}"),
+        None => all.to_string(),
+    };
     list.split(':')
         .map(|entry| {
             let set: CpuSet = entry.parse()?;
             if let Some(&cpu) = set.cpus().iter().find(|&&c| !all.contains(c)) {
                 return Err(TopologyError::CpuNotInTopology {
                     cpu,
-                    available: all.to_string(),
+                    available: available.clone(),
                 });
             }
             Ok(set)

@@ -1,6 +1,7 @@
 //! Topology discovery, mapping and binding for `rivetrun`.
 //!
-//! - [`Topology`]: this machine (`discover`), or another one from an hwloc XML file or
+//! - [`Topology`]: this machine (`discover`, narrowed to the CPUs of rivetrun's affinity mask
+//!   by `restrict_to`, so ranks are placed and bound only there), or another one from an hwloc XML file or
 //!   synthetic description (`load`, for `--topology`); exported as XML for `PMI_hwloc_xmlfile`.
 //! - [`plan`]: turns a [`PlacementRequest`] (`-n`, `--map-by`, `--bind-to`, `-ppn`,
 //!   `--cpu-list`) into a [`Placement`]: per rank its node, local rank, cpuset and position in
@@ -75,9 +76,39 @@ impl fmt::Debug for Topology {
 }
 
 impl Topology {
-    /// This machine's topology (the CPUs this process is allowed to use).
+    /// This machine's topology, as far as rivetrun's affinity mask reaches: ranks are
+    /// placed and bound only on the CPUs rivetrun may run on itself (`taskset -c 1
+    /// rivetrun ...`, a batch system's cpuset), so jobs started side by side with disjoint
+    /// masks do not share cores. hwloc alone drops only the CPUs a cgroup forbids.
     pub fn discover() -> Result<Topology, TopologyError> {
-        Topology::new(discover::this_system()?, Source::ThisSystem)
+        let mut topo = Topology::new(discover::this_system()?, Source::ThisSystem)?;
+        if topo.this_system {
+            let mask = binding::current_affinity()
+                .map_err(|e| TopologyError::Discover(format!("sched_getaffinity: {e}")))?;
+            topo.restrict_to(&mask)?;
+        }
+        Ok(topo)
+    }
+
+    /// Keep only the PUs of `allowed` for placement (the hwloc topology, exported for the
+    /// ranks, stays whole). Nothing changes when `allowed` covers every PU.
+    pub fn restrict_to(&mut self, allowed: &CpuSet) -> Result<(), TopologyError> {
+        if self.summary.all_cpus().is_subset(allowed) {
+            return Ok(());
+        }
+        self.summary =
+            self.summary
+                .restricted(allowed)
+                .ok_or_else(|| TopologyError::NoAllowedCpu {
+                    mask: allowed.to_string(),
+                    cpus: self.summary.all_cpus().to_string(),
+                })?;
+        Ok(())
+    }
+
+    /// The CPUs placement may use (all PUs unless [`Topology::restrict_to`] narrowed them).
+    pub fn allowed_cpus(&self) -> CpuSet {
+        self.summary.all_cpus()
     }
 
     /// Another machine's topology: `spec` is the path of an hwloc XML file (taken as one when
@@ -126,7 +157,8 @@ impl Topology {
         discover::export_xml(&self.hw, path)
     }
 
-    /// One line: `2 packages, 4 NUMA nodes, 4 L3 caches, 32 cores, 64 PUs (synthetic "...")`.
+    /// One line: `2 packages, 4 NUMA nodes, 4 L3 caches, 32 cores, 64 PUs (synthetic "...")`,
+    /// counting only the PUs placement may use and naming the mask when it is narrower.
     pub fn summary(&self) -> String {
         let s = &self.summary;
         let count = |k: DomainKind, one: &str, many: &str| {
@@ -137,8 +169,15 @@ impl Topology {
             };
             format!("{n} {}", if n == 1 { one } else { many })
         };
+        let narrowed = match &s.narrowed_from {
+            Some(all) => format!(
+                "; ranks go only on CPUs {} of {all}: rivetrun's affinity mask",
+                s.all_cpus()
+            ),
+            None => String::new(),
+        };
         format!(
-            "{}, {}, {}, {} cores, {} PUs ({})",
+            "{}, {}, {}, {} cores, {} PUs ({}{narrowed})",
             count(DomainKind::Package, "package", "packages"),
             count(DomainKind::Numa, "NUMA node", "NUMA nodes"),
             count(DomainKind::L3, "L3 cache", "L3 caches"),

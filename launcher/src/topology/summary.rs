@@ -67,6 +67,8 @@ pub(crate) struct Summary {
     pub missing: Vec<DomainKind>,
     /// PU OS index → core index.
     pub core_of_pu: HashMap<u32, usize>,
+    /// The node's CPUs before [`Summary::restricted`] kept only an affinity mask's.
+    pub narrowed_from: Option<CpuSet>,
 }
 
 /// What discovery extracts for one core before domains are numbered: the hwloc logical
@@ -139,7 +141,46 @@ impl Summary {
             l3s,
             missing,
             core_of_pu,
+            narrowed_from: None,
         }
+    }
+
+    /// The node as far as `allowed` reaches: its PUs only, cores and domains without one
+    /// dropped, hwloc logical indices kept (so `core 3` still names lstopo's `L#3`).
+    /// `None` when `allowed` holds none of the node's PUs.
+    pub fn restricted(&self, allowed: &CpuSet) -> Option<Summary> {
+        let logical = |kind: DomainKind, i: usize| {
+            (!self.missing.contains(&kind)).then(|| self.domains(kind)[i].logical)
+        };
+        let raw: Vec<RawCore> = self
+            .cores
+            .iter()
+            .filter_map(|c| {
+                let pus: Vec<Pu> = c
+                    .pus
+                    .iter()
+                    .copied()
+                    .filter(|p| allowed.contains(p.os))
+                    .collect();
+                (!pus.is_empty()).then(|| RawCore {
+                    logical: c.logical,
+                    pus,
+                    package: logical(DomainKind::Package, c.package),
+                    numa: logical(DomainKind::Numa, c.numa),
+                    l3: logical(DomainKind::L3, c.l3),
+                })
+            })
+            .collect();
+        if raw.is_empty() {
+            return None;
+        }
+        let mut s = Summary::from_raw(raw);
+        s.narrowed_from = Some(
+            self.narrowed_from
+                .clone()
+                .unwrap_or_else(|| self.all_cpus()),
+        );
+        Some(s)
     }
 
     pub fn domains(&self, kind: DomainKind) -> &[Domain] {

@@ -689,6 +689,73 @@ fn report_and_pmi_keys() {
     assert_eq!(p.pmi_keys(None).unwrap()[0].1, "unavailable");
 }
 
+// --- An affinity mask narrower than the machine ---
+
+#[test]
+fn placement_keeps_to_the_affinity_mask() {
+    let mut t = topo(A);
+    let mask: CpuSet = "1,3,40-47".parse().unwrap();
+    t.restrict_to(&mask).unwrap();
+    // Cores 0 and 1 keep one PU each; cores 20-23 (package 1, NUMA node 2) both.
+    assert_eq!(t.num_cores(), 6);
+    assert_eq!(t.num_pus(), 10);
+    assert_eq!(t.allowed_cpus(), mask);
+    assert!(
+        t.summary().ends_with(
+            "2 packages, 2 NUMA nodes, 0 L3 caches, 6 cores, 10 PUs (synthetic \"pack:2 numa:2 \
+             core:8 pu:2\"; ranks go only on CPUs 1,3,40-47 of 0-63: rivetrun's affinity mask)"
+        ),
+        "{}",
+        t.summary()
+    );
+    // Logical indices are the machine's, so "core 20" is still lstopo's L#20.
+    let p = plan(&t, &req(3, MapBy::Core, None)).unwrap();
+    assert_eq!(cpusets(&p), ["1", "3", "40-41"]);
+    assert_eq!(bound(&p), ["core 0", "core 1", "core 20"]);
+    let p = plan(&t, &req(2, MapBy::Socket, Some(BindTo::Socket))).unwrap();
+    assert_eq!(cpusets(&p), ["1,3", "40-47"]);
+    let p = plan(&t, &req(2, MapBy::Numa, Some(BindTo::Numa))).unwrap();
+    assert_eq!(cpusets(&p), ["1,3", "40-47"]);
+    assert_eq!(bound(&p), ["numa 0", "numa 2"]);
+    // Capacity is the mask's: 7 ranks on 6 cores are not bound.
+    let p = plan(&t, &req(7, MapBy::Core, None)).unwrap();
+    assert!(p.ranks.iter().all(|r| r.cpuset.is_none()));
+    assert_eq!(
+        p.notes[0],
+        "oversubscribed: 7 ranks on 6 cores, binding off"
+    );
+    // A --cpu-list outside the mask is refused, naming it.
+    let e = plan(
+        &t,
+        &PlacementRequest {
+            cpu_list: Some("2".into()),
+            ..req(1, MapBy::Core, None)
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "CPU 2 of --cpu-list is not in the topology (its CPUs are 1,3,40-47: rivetrun's \
+         affinity mask, of 0-63)"
+    );
+    // Narrowing again keeps the machine's CPUs in the summary.
+    t.restrict_to(&"40-41".parse().unwrap()).unwrap();
+    assert!(
+        t.summary().contains("CPUs 40-41 of 0-63"),
+        "{}",
+        t.summary()
+    );
+    // A mask covering everything changes nothing; one with none of the CPUs is an error.
+    let mut whole = topo(A);
+    whole.restrict_to(&"0-127".parse().unwrap()).unwrap();
+    assert_eq!(whole.summary(), topo(A).summary());
+    let e = topo(A).restrict_to(&"64-65".parse().unwrap()).unwrap_err();
+    assert!(matches!(e, TopologyError::NoAllowedCpu { .. }), "{e}");
+    assert!(e
+        .to_string()
+        .contains("(64-65) holds none of the topology's CPUs (0-63)"));
+}
+
 // --- This machine ---
 
 #[test]
@@ -696,10 +763,14 @@ fn discover_this_machine() {
     let t = Topology::discover().unwrap();
     assert!(t.is_this_system());
     assert!(t.num_cores() >= 1 && t.num_pus() >= t.num_cores());
-    assert!(t.summary().ends_with("(this machine)"), "{}", t.summary());
+    assert!(t.summary().contains("(this machine"), "{}", t.summary());
+    // Placement stays inside the mask the test runs under (all CPUs, or a taskset's).
+    let mask = current_affinity().unwrap();
+    assert!(t.allowed_cpus().is_subset(&mask), "{}", t.summary());
     let p = plan(&t, &req(1, MapBy::Core, None)).unwrap();
     assert!(!p.simulated);
-    assert_eq!(p.ranks[0].bound_to, "core 0");
+    assert!(p.ranks[0].cpuset.as_ref().unwrap().is_subset(&mask));
+    assert!(p.ranks[0].bound_to.starts_with("core "));
 }
 
 /// The first core of this machine that the test may run on, as the set to bind to.

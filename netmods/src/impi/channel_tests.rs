@@ -3,7 +3,10 @@
 //! envelope at the seed's offsets, and the message size limit.
 
 use super::*;
-use std::net::TcpListener;
+use std::net::{TcpListener, TcpStream};
+use std::ptr::NonNull;
+
+use crate::impi::packet::HEADER_LEN;
 
 fn pair() -> (Channel, Channel) {
     pair_of(1000)
@@ -25,7 +28,7 @@ fn pair_of(maxdatalen: u32) -> (Channel, Channel) {
     let mut b = Channel::new(pb, pa, maxdatalen, 1 << 21, (2, 4), 2);
     for (c, s) in [(&mut a, a_sock), (&mut b, b_sock)] {
         s.set_nonblocking(true).unwrap();
-        c.sock = Some(s);
+        c.sock = Some(s.into());
     }
     (a, b)
 }
@@ -175,7 +178,7 @@ fn data_packets_carry_the_envelope_at_the_seeds_offsets() {
         "too short: zeros"
     );
     assert!(a.take(&header, b"payload").unwrap());
-    let mut s = b.sock.unwrap();
+    let mut s = TcpStream::from(b.sock.unwrap());
     s.set_nonblocking(false).unwrap();
     let mut wire = vec![0u8; HEADER_LEN + 4 + 40 + 7];
     s.read_exact(&mut wire).unwrap();

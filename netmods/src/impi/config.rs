@@ -5,7 +5,11 @@
 //! `IMPI_PROCS` holds one entry per global rank, comma-separated:
 //! `IP:PORT/PID/ACKMARK/HIWATER` (the proc's direct-channel address, port 0
 //! for none; its `IMPI_P_PID`; its host's `IMPI_H_ACKMARK`/`IMPI_H_HIWATER`).
-//! `IMPI_LISTEN_FDS` lists the inherited listening sockets by local rank.
+//! `IMPI_LISTEN_FDS` lists the inherited listening sockets by local rank
+//! (-1: none, for a client that sent no `RIVET_P_PORT`). `IMPI_FUNNEL_FDS`
+//! (optional) lists, per local rank (comma-separated), `G=FD` entries joined
+//! by `;`: the inherited socket to the launcher, the agent, that carries the
+//! channel to world rank G when one side has no direct channel.
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -39,10 +43,14 @@ pub struct ImpiConfig {
     /// `IMPI_Pk_maxdatalen`.
     pub maxdatalen: u32,
     pub procs: Vec<ProcInfo>,
-    /// The inherited listening socket of this rank (`IMPI_LISTEN_FDS`).
+    /// The inherited listening socket of this rank (`IMPI_LISTEN_FDS`;
+    /// negative: none).
     pub listen_fd: i32,
     /// The other ranks' inherited sockets, which this one closes.
     pub other_fds: Vec<i32>,
+    /// `(world rank, socket)`: peers reached through the agent
+    /// (`IMPI_FUNNEL_FDS`), each on a socket of its own.
+    pub funnel: Vec<(u32, i32)>,
     /// Each client's first global rank (`IMPI_CLIENT_NPROCS` summed up).
     pub client_firsts: Vec<u32>,
     /// The key channel hellos prove (`IMPI_CHANNEL_KEY`); the netmod
@@ -128,6 +136,9 @@ impl ImpiConfig {
             .map(|n| n.parse().map_err(|e| bad("IMPI_CLIENT_NPROCS", e)))
             .collect::<Result<_, _>>()?;
         let mut c = Self::parse(&procs, offset, maxdatalen, &fds, local, local_size)?;
+        if let Ok(funnel) = std::env::var("IMPI_FUNNEL_FDS") {
+            c.set_funnel(&funnel, local)?;
+        }
         c.client_firsts = firsts(&nprocs, c.size())?;
         c.channel_key = Some(
             JobKey::from_hex(&var(ENV_CHANNEL_KEY)?)
@@ -178,6 +189,7 @@ impl ImpiConfig {
             listen_fd: fds[local as usize],
             client_firsts: vec![0],
             channel_key: None,
+            funnel: Vec::new(),
             other_fds: fds
                 .iter()
                 .enumerate()
@@ -185,6 +197,50 @@ impl ImpiConfig {
                 .map(|(_, &f)| f)
                 .collect(),
         })
+    }
+
+    /// Take this rank's entry of `IMPI_FUNNEL_FDS`; the other ranks' sockets
+    /// join `other_fds`.
+    pub fn set_funnel(&mut self, text: &str, local: u32) -> Result<(), String> {
+        let per_rank: Vec<&str> = text.split(',').collect();
+        if per_rank.len() != self.client_size as usize {
+            return Err(bad(
+                "IMPI_FUNNEL_FDS",
+                format!("{} entries for {} ranks", per_rank.len(), self.client_size),
+            ));
+        }
+        for (l, entry) in per_rank.iter().enumerate() {
+            for pair in entry.split(';').filter(|p| !p.is_empty()) {
+                let parsed = pair
+                    .split_once('=')
+                    .and_then(|(g, fd)| Some((g.parse::<u32>().ok()?, fd.parse::<i32>().ok()?)));
+                let Some((g, fd)) =
+                    parsed.filter(|&(g, fd)| g < self.size() && !self.is_own(g) && fd >= 0)
+                else {
+                    return Err(bad(
+                        "IMPI_FUNNEL_FDS",
+                        format!("{pair:?} is not WORLD_RANK=FD for a rank of another client"),
+                    ));
+                };
+                if l == local as usize {
+                    if self.funnel.iter().any(|&(h, _)| h == g) {
+                        return Err(bad("IMPI_FUNNEL_FDS", format!("world rank {g} twice")));
+                    }
+                    self.funnel.push((g, fd));
+                } else {
+                    self.other_fds.push(fd);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The agent's socket to world rank `g`, when `g` is reached through it.
+    pub fn funnel_fd(&self, g: u32) -> Option<i32> {
+        self.funnel
+            .iter()
+            .find(|&&(h, _)| h == g)
+            .map(|&(_, fd)| fd)
     }
 
     /// Whether global rank `g` runs under this client.
@@ -223,6 +279,20 @@ mod tests {
         assert!(ImpiConfig::parse(procs, 2, 100, &[3, 4], 0, 2).is_err());
         assert!(ImpiConfig::parse(procs, 0, 100, &[3], 0, 2).is_err());
         assert!(ImpiConfig::parse(procs, 0, 0, &[3, 4], 0, 2).is_err());
+        let mut c = ImpiConfig::parse(procs, 0, 65536, &[3, -1], 1, 2).unwrap();
+        c.set_funnel("2=10,2=11", 1).unwrap();
+        assert_eq!(
+            (c.funnel.clone(), c.other_fds.clone()),
+            (vec![(2, 11)], vec![3, 10])
+        );
+        assert_eq!(
+            (c.funnel_fd(2), c.funnel_fd(0), c.listen_fd),
+            (Some(11), None, -1)
+        );
+        for bad in ["2=10", "0=10,", "2=x,", "3=10,", "2=-1,", "2=5;2=6,2=7"] {
+            let mut c = ImpiConfig::parse(procs, 0, 65536, &[3, 4], 0, 2).unwrap();
+            assert!(c.set_funnel(bad, 0).is_err(), "{bad}");
+        }
         assert_eq!(firsts(&[2, 1], 3).unwrap(), vec![0, 2]);
         assert!(firsts(&[2, 2], 3).is_err());
     }
