@@ -292,12 +292,11 @@ fn bind_by_policy(
     };
     let (ncores, npus) = (s.cores.len(), s.num_pus());
     let capacity = |k: BindTo| if k == BindTo::Core { ncores } else { npus };
-    let unit = |k: BindTo| {
-        if k == BindTo::Core {
-            "cores"
-        } else {
-            "hardware threads"
-        }
+    let unit = |k: BindTo| match (k == BindTo::Core, capacity(k) == 1) {
+        (true, true) => "core",
+        (true, false) => "cores",
+        (false, true) => "hardware thread",
+        (false, false) => "hardware threads",
     };
     let default_kind = if req.map_by == MapBy::Hwthread {
         BindTo::Hwthread

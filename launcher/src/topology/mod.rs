@@ -176,13 +176,15 @@ impl Topology {
             ),
             None => String::new(),
         };
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
         format!(
-            "{}, {}, {}, {} cores, {} PUs ({}{narrowed})",
+            "{}, {}, {}, {}, {} ({}{narrowed})",
             count(DomainKind::Package, "package", "packages"),
             count(DomainKind::Numa, "NUMA node", "NUMA nodes"),
             count(DomainKind::L3, "L3 cache", "L3 caches"),
-            s.cores.len(),
-            s.num_pus(),
+            plural(s.cores.len(), "core", "cores"),
+            plural(s.num_pus(), "PU", "PUs"),
             self.source_description()
         )
     }
