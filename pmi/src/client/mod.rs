@@ -16,6 +16,7 @@ mod groups;
 mod local;
 mod pmi2;
 mod pmix;
+mod pmix_events;
 mod pmix_groups;
 mod resources;
 
