@@ -20,7 +20,8 @@
 //! * abort and finalize: `PMIx_Abort`, `PMIx_Finalize`.
 //!
 //! Group connect is mapped onto PMIx groups (`pmix_groups.rs`), a member's
-//! end onto PMIx events (`pmix_events.rs`). Spawn is
+//! end onto PMIx events (`pmix_events.rs`); a connect with another job goes
+//! to rivetrun's PMI-1 group service beside PMIx (`pmix_side.rs`). Spawn is
 //! not mapped yet: it fails with [`Error::PmixUnsupported`].
 
 use std::collections::HashMap;
@@ -28,6 +29,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use super::pmix_events::RegisterFn;
 use super::pmix_groups::{ConstructFn, DestructFn as GroupDestructFn, PmixGroups};
+use super::pmix_side::Side;
 use crate::error::{Error, Result};
 use crate::pmix_ffi::{
     load_key, Library, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_ERR_DUPLICATE_KEY,
@@ -135,6 +137,8 @@ pub(crate) struct Pmix {
     cache: HashMap<u32, HashMap<String, String>>,
     /// Group connects made (`pmix_groups.rs`).
     groups: PmixGroups,
+    /// rivetrun's PMI-1 channel, for groups with other jobs (`pmix_side.rs`).
+    pub(super) side: Side,
 }
 
 impl std::fmt::Debug for Pmix {
@@ -190,6 +194,7 @@ impl Pmix {
             mine: Vec::new(),
             cache: HashMap::new(),
             groups: PmixGroups::default(),
+            side: Side::from_env(),
         };
         let size = pmix
             .job_u32("pmix.job.size")?

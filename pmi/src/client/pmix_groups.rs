@@ -27,9 +27,13 @@
 //! Not mapped: `Disconnected` events (`notify_each`: a PMIx destruct is
 //! collective, so nobody is left to tell); other servers than rivetrun
 //! (mpirun, srun) raise no member events; `xchg_only` constructs no group
-//! (a fence over the procs, cards through the same keys). Names
-//! qualified with the server's `PMIX_CLUSTER_ID` are its own processes;
-//! other clusters are refused.
+//! (a fence over the procs, cards through the same keys).
+//!
+//! Other jobs: under rivetrun a connect naming another namespace or any
+//! cluster goes over rivetrun's PMI-1 group service instead
+//! (`pmix_side.rs`). Under other servers names qualified with the
+//! server's `PMIX_CLUSTER_ID` are its own processes; other clusters are
+//! refused.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
@@ -126,6 +130,9 @@ impl Pmix {
     /// [`crate::Client::group_connect`] over PMIx.
     pub fn group_connect(&mut self, req: &GroupConnectRequest) -> Result<GroupConnectReply> {
         const OP: &str = "group_connect";
+        if self.side.takes(req, &self.nspace) {
+            return self.side.connect(req);
+        }
         // Names qualified with this server's cluster (`PMIX_CLUSTER_ID`)
         // are its own processes; the description ignores the qualifier.
         if req.procs.iter().any(|p| p.cluster.is_some()) {
@@ -143,7 +150,7 @@ impl Pmix {
                     OP,
                     format!(
                         "{p}: this PMIx server serves {served}; other clusters and jobs need \
-                         rivetrun's PMI-1 group service (with --nameserver)"
+                         rivetrun (its PMI-1 group service, with --nameserver)"
                     ),
                 ));
             }
@@ -272,6 +279,9 @@ impl Pmix {
 
     /// [`crate::Client::group_ready`] over PMIx: a fence over the members.
     pub fn group_ready(&mut self, op: u64) -> Result<()> {
+        if let Some(done) = self.side.ready(op) {
+            return done;
+        }
         let procs = self
             .groups_state()
             .ready
@@ -283,6 +293,9 @@ impl Pmix {
     /// [`crate::Client::group_disconnect`] over PMIx: `PMIx_Group_destruct`.
     pub fn group_disconnect(&mut self, group: &str) -> Result<()> {
         const OP: &str = "group_disconnect";
+        if let Some(done) = self.side.disconnect(group) {
+            return done;
+        }
         let state = self.groups_state();
         let Some(i) = state.groups.iter().position(|g| g == group) else {
             return Err(failed(OP, format!("unknown group {group}")));
@@ -313,8 +326,9 @@ impl Pmix {
     /// groups that ended (`pmix_events.rs`).
     pub fn poll_events(&mut self) -> Result<Vec<crate::group::GroupEvent>> {
         let state = self.groups_state();
-        let events = super::pmix_events::take(&state.groups);
+        let mut events = super::pmix_events::take(&state.groups);
         state.ended.extend(events.iter().map(|e| e.group.clone()));
+        events.extend(self.side.poll_events()?);
         Ok(events)
     }
 
