@@ -499,3 +499,22 @@ fn pmix_programs_hear_of_a_group_member_ending_under_rivetrun() {
         o.show()
     );
 }
+
+/// Rivet's group connect under Open MPI's `mpirun`: ORTE (Open MPI 4.1.4)
+/// serves no PMIx groups, so the connect is a fence over the named
+/// processes; the job connects as one group and as a subset, runs a ring
+/// on each and disconnects, as under rivetrun.
+#[test]
+fn rivet_group_connect_runs_under_open_mpis_mpirun() {
+    let _serial = serial();
+    let o = run_job_checking_shm(mpirun(3, &[], "group_check", &["flat"]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..3 {
+        assert!(
+            o.stdout
+                .contains(&format!("group_check flat OK rank {r} of 3")),
+            "{}",
+            o.show()
+        );
+    }
+}

@@ -10,6 +10,11 @@
 //!   the context the largest proposal. The group's name is derived from
 //!   what every participant names alike (procs in any order, id, flags)
 //!   and a count of such connects, so it is the same everywhere.
+//!   A server without PMIx groups (Open MPI 4.1.4's mpirun: ORTE's host
+//!   module has no group upcall; Slurm 22.05's plugin neither) answers "not
+//!   supported" to every participant alike, so the collective is then a
+//!   `PMIx_Fence` over the named processes; `optional` is refused there
+//!   (only a group says who joined), and there are no member events.
 //! * ready: `PMIx_Fence` over the members (no data).
 //! * disconnect: `PMIx_Group_destruct`, which in PMIx is collective: it
 //!   returns once every member destructed (Rivet's PMI-1 disconnect returns
@@ -76,6 +81,9 @@ pub(super) struct PmixGroups {
     pub(super) watching: bool,
     /// Groups with a member that ended (their destruct could not complete).
     ended: HashSet<String>,
+    /// Groups made by a fence where the server has no PMIx groups (nothing
+    /// to destruct).
+    fenced: HashSet<String>,
 }
 
 fn failed(op: &'static str, message: impl Into<String>) -> Error {
@@ -206,11 +214,19 @@ impl Pmix {
             };
             self.free_infos(results, nresults);
             if rc == PMIX_ERR_NOT_SUPPORTED {
-                return Err(Error::PmixUnsupported {
-                    op: "group connect (this PMIx server does not serve PMIx groups)",
-                });
-            }
-            if rc != PMIX_SUCCESS {
+                // No PMIx groups here (Open MPI 4.1's mpirun; Slurm 22.05):
+                // every participant gets the same answer, so all of them
+                // meet in a fence over the processes instead. Only
+                // `optional` needs the server's group (who joined).
+                if req.optional {
+                    return Err(Error::PmixUnsupported {
+                        op: "an optional group connect (this PMIx server, such as Open MPI \
+                             4.1's mpirun, serves no PMIx groups, so who joined is unknown)",
+                    });
+                }
+                self.fence_over(&procs)?;
+                self.groups_state().fenced.insert(name.clone());
+            } else if rc != PMIX_SUCCESS {
                 return Err(failed(
                     OP,
                     format!("PMIx_Group_construct: {}", self.describe(rc)),
@@ -306,7 +322,7 @@ impl Pmix {
         // is only forgotten here. rivetrun's server keeps its record; the
         // others' later ends are then events nobody takes.
         let ended = state.ended.remove(group);
-        if ended || super::pmix_events::queued_for(group) {
+        if state.fenced.remove(group) || ended || super::pmix_events::queued_for(group) {
             return Ok(());
         }
         let (_, destruct) = self.group_fns()?;
