@@ -32,6 +32,17 @@
 //! The server's rendezvous files live in a private directory that is removed
 //! when the host is dropped; the server listens on loopback only and admits
 //! only the clients rivetrun registered.
+//!
+//! Single-host jobs only: a multi-host job (`remote/`, `proxy/`) starts no
+//! PMIx server. Serving one per proxy needs: the namespace registered on
+//! every node with the whole job's node and process maps (`pmix.nmap`,
+//! `pmix.pmap` from every host, `pmix.lpeers` per node); `fence_nb` handing
+//! the node's blob to the proxy's loop, allgathered through rivetrun and
+//! returned concatenated (today it answers with the local data alone);
+//! `direct_modex` for gets without a collecting fence; `group` construct as
+//! the same allgather across proxies, and members' end events forwarded by
+//! rivetrun to each proxy's server; spawned namespaces registered on the
+//! spawning proxy. Not built yet.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
