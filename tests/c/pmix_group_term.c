@@ -9,9 +9,10 @@
  *       rank then finalizes and exits without destructing. The others wait
  *       (at most 20 s) for an event naming the group and the last rank
  *       (another survivor's end may come too, and is ignored), print
- *       "pmix_group_term rank R heard rank L end OK" and finalize. They do not destruct: OpenPMIx 4.2's destruct waits for
- *       every member, the ended one too (later versions complete it on the
- *       survivors when PMIX_GROUP_NOTIFY_TERMINATION was given).
+ *       "pmix_group_term rank R heard rank L end OK" and finalize. They do
+ *       not destruct: OpenPMIx 4.2's destruct waits for every member, the
+ *       ended one too (later versions complete it on the survivors when
+ *       PMIX_GROUP_NOTIFY_TERMINATION was given).
  */
 /* The header uses strdup and strncasecmp without declaring them. */
 #define _DEFAULT_SOURCE
