@@ -1,5 +1,6 @@
-//! Starting one rank (or one spawned process): its environment, its PMI
-//! channel, its stdio pipes.
+//! Starting the ranks (or a spawn's processes), all or none: each one's
+//! environment, PMI channel, stdio pipes and binding; `forkexec` forks them
+//! all before waiting for their execs.
 //!
 //! Every rank runs in its own session (so its own process group), so rivetrun can signal a rank
 //! together with whatever it forked, and a Ctrl-C on the terminal reaches
@@ -13,11 +14,12 @@ use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{ChildStderr, ChildStdin, ChildStdout, Command};
 
 use rivet_pmi::server::{PortAuth, PORT_SECRET_ENV};
 
 use crate::error::LaunchError;
+use crate::forkexec;
 
 /// How a rank reaches rivetrun's PMI server.
 #[derive(Debug, Clone)]
@@ -62,7 +64,7 @@ pub struct RankPlace {
 
 /// A started rank, with the parent's ends of its channels.
 pub struct Started {
-    pub child: Child,
+    pub child: forkexec::Process,
     pub pmi: Option<UnixStream>,
     pub stdin: Option<ChildStdin>,
     pub stdout: ChildStdout,
@@ -122,94 +124,174 @@ pub fn resolve_program(
     }
 }
 
-/// Start rank `rank` of the job; `extra_env` is the rank's own (PMIx's).
-pub fn start_rank(
+/// One process to start: its job, its rank (index) in it, its place, and
+/// its own variables (PMIx's).
+pub type Proc<'a> = (&'a JobSpec, u32, &'a RankPlace, &'a [(String, String)]);
+
+/// Start every process of `procs`, all or none, and the process at which
+/// it failed (its position in `procs`) with why.
+///
+/// All are forked first and their execs awaited together (`forkexec`):
+/// waiting for each exec before the next fork cost a scheduler period per
+/// rank on a busy machine. Each child gets the nice value `priority` says
+/// right after its fork. On a failure (a fork, a binding, or an exec: the
+/// lowest such position is reported) every process already forked is killed
+/// and reaped before this returns.
+pub fn start_all<'a>(
+    procs: impl IntoIterator<Item = Proc<'a>>,
+    priority: &Priority,
+) -> Result<Vec<Started>, (usize, LaunchError)> {
+    let (started, execs) = fork_all(procs, priority);
+    match execs.wait() {
+        Ok(()) => Ok(started),
+        Err(f) => {
+            for mut s in started {
+                s.child.kill_and_reap();
+            }
+            Err(f)
+        }
+    }
+}
+
+/// The exec results still to come of processes [`fork_all`] forked.
+pub struct Execs {
+    batch: Result<forkexec::Batch, std::io::Error>,
+    /// Each forked process's rank and program, by position.
+    who: Vec<(u32, String)>,
+    /// A start that failed before its fork, and its position.
+    early: Option<(usize, LaunchError)>,
+}
+
+impl Execs {
+    /// Wait until every forked process has exec'd or failed to; the lowest
+    /// position that failed (an exec, or a start before its fork) and why.
+    /// Nothing is killed: that is the caller's to do.
+    pub fn wait(self) -> Result<(), (usize, LaunchError)> {
+        let failed = match self.batch {
+            Ok(batch) => batch.wait_execs(),
+            Err(e) => Err(e),
+        };
+        match failed {
+            Ok(failed) => match failed.into_iter().next() {
+                Some((index, err)) => {
+                    let (rank, program) = self.who[index as usize].clone();
+                    Err((index as usize, LaunchError::Spawn { program, rank, err }))
+                }
+                None => self.early.map_or(Ok(()), Err),
+            },
+            Err(e) => Err((0, LaunchError::Io(e))),
+        }
+    }
+}
+
+/// Fork every process of `procs` without waiting for any exec: those
+/// forked (up to the first that could not be), and their exec results to
+/// wait for. A caller can hand each process its PMI service before the
+/// results are in, so early ranks are served while later ones exec.
+pub fn fork_all<'a>(
+    procs: impl IntoIterator<Item = Proc<'a>>,
+    priority: &Priority,
+) -> (Vec<Started>, Execs) {
+    let mut started: Vec<Started> = Vec::new();
+    let mut execs = Execs {
+        batch: forkexec::Batch::new(),
+        who: Vec::new(),
+        early: None,
+    };
+    let Ok(batch) = execs.batch.as_mut() else {
+        return (started, execs);
+    };
+    for (i, (job, rank, place, extra_env)) in procs.into_iter().enumerate() {
+        match fork_one(batch, job, rank, place, extra_env) {
+            Ok(s) => {
+                priority.reset_child(s.child.id());
+                started.push(s);
+                execs.who.push((rank, job.program.display().to_string()));
+            }
+            Err(e) => {
+                execs.early = Some((i, e));
+                break;
+            }
+        }
+    }
+    (started, execs)
+}
+
+/// Fork rank `rank` of the job into `batch` without waiting for its exec.
+fn fork_one(
+    batch: &mut forkexec::Batch,
     job: &JobSpec,
     rank: u32,
     place: &RankPlace,
     extra_env: &[(String, String)],
 ) -> Result<Started, LaunchError> {
-    let mut cmd = Command::new(&job.program);
-    cmd.arg0(&job.argv0).args(&job.args);
-    if job.clear_env {
-        cmd.env_clear();
+    let mut env = job.env.clone();
+    let mut set = |k: &str, v: String| env.push((k.into(), v.into()));
+    set("PMI_RANK", rank.to_string());
+    set("PMI_SIZE", job.size.to_string());
+    set("MPI_LOCALRANKID", place.local_rank.to_string());
+    set("MPI_LOCALNRANKS", place.local_size.to_string());
+    // Rivet ranks name their shm segments after it (see `ShmSweep`).
+    set("RIVET_JOBID", std::process::id().to_string());
+    for (k, v) in extra_env {
+        set(k, v.clone());
     }
-    cmd.envs(job.env.iter().map(|(k, v)| (k, v)));
-    cmd.env("PMI_RANK", rank.to_string())
-        .env("PMI_SIZE", job.size.to_string())
-        .env("MPI_LOCALRANKID", place.local_rank.to_string())
-        .env("MPI_LOCALNRANKS", place.local_size.to_string())
-        // Rivet ranks name their shm segments after it (see `ShmSweep`).
-        .env("RIVET_JOBID", std::process::id().to_string());
-    cmd.envs(extra_env.iter().map(|(k, v)| (k, v)));
     if job.spawned {
         // Hydra sets it too; MPICH then connects to its parent.
-        cmd.env("PMI_SPAWNED", "1");
+        set("PMI_SPAWNED", "1".into());
     }
-    if let Some(dir) = &job.wdir {
-        cmd.current_dir(dir);
-    }
-    cmd.stdin(if rank == 0 && !job.spawned {
-        Stdio::piped()
-    } else {
-        Stdio::null()
-    })
-    .stdout(Stdio::piped())
-    .stderr(Stdio::piped());
-    // A session of its own (so also a process group of its own: the
-    // teardown's kill(-pid) reaches what the rank forks), as Hydra's proxy
-    // does: with the kernel's autogroup scheduling (on by default), each
-    // session shares the CPUs fairly with other sessions, so a job's ranks
-    // are not squeezed into the one share of rivetrun's session on a busy
-    // machine (a 64-rank MPICH start-up on 2 shared cores took 2.4-4x
-    // Hydra's time that way, the CPU half idle). setsid(2) is
-    // async-signal-safe.
-    // SAFETY: the closure only calls setsid between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            if libc::setsid() == -1 {
-                return Err(std::io::Error::last_os_error());
-            }
-            Ok(())
-        })
-    };
-
-    // The child's end must survive exec. Ranks are started one at a time by
-    // one thread, so no other child can inherit it before it is closed here.
+    // The child's end must survive exec. Only this thread forks, and it
+    // closes this end right after the fork, so no other child inherits it.
     let mut child_end = None;
     let mut pmi = None;
     match &job.channel {
         PmiChannel::Fd => {
             let (parent, child) = inheritable_socketpair().map_err(LaunchError::Io)?;
-            cmd.env("PMI_FD", child.as_raw_fd().to_string());
+            set("PMI_FD", child.as_raw_fd().to_string());
             pmi = Some(parent);
             child_end = Some(child);
         }
         PmiChannel::Port(addr, auth) => {
             let id = auth.ids.get(rank as usize).copied().unwrap_or(-1);
-            cmd.env("PMI_PORT", addr)
-                .env("PMI_ID", id.to_string())
-                .env(PORT_SECRET_ENV, &auth.secret);
+            set("PMI_PORT", addr.clone());
+            set("PMI_ID", id.to_string());
+            set(PORT_SECRET_ENV, auth.secret.clone());
         }
     }
-    die_with_launcher(&mut cmd);
+    // Every rank runs in a session of its own (so also a process group of
+    // its own: the teardown's kill(-pid) reaches what the rank forks), as
+    // Hydra's proxy does: with the kernel's autogroup scheduling (on by
+    // default), each session shares the CPUs fairly with other sessions, so
+    // a job's ranks are not squeezed into the one share of rivetrun's
+    // session on a busy machine (a 64-rank MPICH start-up on 2 shared cores
+    // took 2.4-4x Hydra's time that way, the CPU half idle). It dies with
+    // the forking thread (`die_with_launcher`); `forkexec` does both.
+    let spec = forkexec::Spec {
+        program: job.program.clone(),
+        argv0: job.argv0.clone(),
+        args: job.args.clone(),
+        inherit_env: !job.clear_env,
+        env,
+        wdir: job.wdir.clone(),
+        stdin: rank == 0 && !job.spawned,
+    };
     // A process starts with the CPU mask of the thread that created it, so
     // binding needs no code between fork and exec.
     if let Some(mask) = place.affinity.as_ref().or(job.default_affinity.as_ref()) {
         set_thread_affinity(mask).map_err(|err| LaunchError::Bind { rank, err })?;
     }
-    let mut child = cmd.spawn().map_err(|err| LaunchError::Spawn {
+    let forked = batch.fork(&spec).map_err(|err| LaunchError::Spawn {
         program: job.program.display().to_string(),
         rank,
         err,
     })?;
     drop(child_end); // the child has its copy
     Ok(Started {
-        stdin: child.stdin.take(),
-        stdout: child.stdout.take().expect("stdout was piped"),
-        stderr: child.stderr.take().expect("stderr was piped"),
-        child,
+        child: forked.process,
         pmi,
+        stdin: forked.stdin,
+        stdout: forked.stdout,
+        stderr: forked.stderr,
     })
 }
 

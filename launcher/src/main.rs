@@ -14,10 +14,12 @@
 //! Choices: hwloc through `hwlocality` (=1.0.0-alpha.13), not `hwloc2` (last release 2020), which
 //! cannot load XML or synthetic topologies nor export XML, as `--topology` and
 //! `PMI_hwloc_xmlfile` need; builds need `libhwloc-dev libudev-dev pkg-config`, and Rust >= 1.85.
-//! Ranks start by fork+exec (a `pre_exec` arms `PR_SET_PDEATHSIG`, which rules out std's
-//! `posix_spawn`): binding is inherited from the starting thread's CPU mask, and the PMI socket is
-//! made inheritable just for that start; one thread, the main one, starts ranks, one at a time,
-//! and since the death signal fires when that thread ends it lives as long as rivetrun. rivetrun
+//! Ranks start by our own fork+exec (`forkexec.rs`: the child arms `PR_SET_PDEATHSIG`, which
+//! rules out `posix_spawn`, and std's `Command` waits for each exec before the next fork): all of
+//! a batch are forked first and their exec results read together. Binding is inherited from the
+//! starting thread's CPU mask, and the PMI socket is made inheritable just for its own fork; one
+//! thread, the main one, starts ranks, and since the death signal fires when that thread ends it
+//! lives as long as rivetrun. rivetrun
 //! runs at nice -5 relative to its ranks where allowed: every rank waits on its answers.
 //!
 //! Module map:
@@ -30,7 +32,8 @@
 //!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`
 //!   (`report.rs`).
 //! - `hosts.rs`: host lists (`-hosts`, `-hostfile`, `host:slots`), block placement on hosts.
-//! - `launch.rs`: starting a rank: env, PMI fd, pipes, session (setsid), affinity.
+//! - `launch.rs`: starting ranks, all or none: env, PMI fd, pipes, affinity; `forkexec.rs` forks
+//!   a batch without waiting for each exec (session, death signal), then reads which failed.
 //! - `supervisor/`: the event loop (`mod.rs`): PMI serving (`pmi.rs`), output (`output.rs`),
 //!   signals, reaping and teardown (`teardown.rs`), starting spawns (`spawns.rs`), name requests
 //!   (`names.rs`), setup (`setup.rs`), failures and exit codes (`failure.rs`).
@@ -41,7 +44,7 @@
 //! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
 //!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
 //!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
-//!   (`describe.rs`), barriers from the top of the proxy tree, host loss; names and group
+//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), host loss; names and group
 //!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
@@ -107,6 +110,7 @@
 
 mod cli;
 mod error;
+mod forkexec;
 mod generate;
 mod group_link;
 mod hosts;
@@ -391,30 +395,32 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     }
     let priority = launch::Priority::raise_own();
     let mut rank0_stdin = None;
-    let mut start_failure = None;
-    for (rank, place) in places.iter().enumerate() {
-        let pmix_env = match &pmix {
+    let pmix_envs: Vec<Vec<(String, String)>> = (0..places.len())
+        .map(|rank| match &pmix {
             Some(host) => host.fork_env(rank as u32).unwrap_or_else(|why| {
                 eprintln!("rivetrun: warning: rank {rank} gets no PMIx: {why}");
                 Vec::new()
             }),
             None => Vec::new(),
-        };
-        let app_job = apps[appnums[rank] as usize].job(&job);
-        match launch::start_rank(&app_job, rank as u32, place, &pmix_env) {
-            Ok(started) => {
-                priority.reset_child(started.child.id());
-                let stdin = supervisor.add_rank(started).map_err(LaunchError::Io)?;
+        })
+        .collect();
+    let app_jobs: Vec<JobSpec> = apps.iter().map(|app| app.job(&job)).collect();
+    let procs = places.iter().enumerate().map(|(rank, place)| {
+        let app_job = &app_jobs[appnums[rank] as usize];
+        (app_job, rank as u32, place, &pmix_envs[rank][..])
+    });
+    let start_failure = match launch::start_all(procs, &priority) {
+        Ok(started) => {
+            for (rank, s) in started.into_iter().enumerate() {
+                let stdin = supervisor.add_rank(s).map_err(LaunchError::Io)?;
                 if rank == 0 {
                     rank0_stdin = stdin;
                 }
             }
-            Err(err) => {
-                start_failure = Some(err);
-                break;
-            }
+            None
         }
-    }
+        Err((_, err)) => Some(err),
+    };
     if let Some(host) = pmix {
         supervisor.serve_pmix(host);
     }

@@ -54,3 +54,14 @@ pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// An executable script whose interpreter does not exist, made in `dir`: it
+/// passes rivetrun's check of the program, and only its exec fails (ENOENT).
+pub fn bad_interpreter(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(dir).unwrap();
+    let path = dir.join("bad-interpreter");
+    std::fs::write(&path, "#!/no/such/interpreter\n").unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}

@@ -313,6 +313,26 @@ fn a_missing_program_is_a_clear_error() {
 }
 
 #[test]
+fn a_rank_whose_exec_fails_is_named_with_its_error_and_the_others_are_killed() {
+    let _serial = serial();
+    let dir = std::env::temp_dir().join(format!("rivet-badexec-{}", std::process::id()));
+    let bad = rivet_tests::bad_interpreter(&dir);
+    let bad = bad.to_str().unwrap();
+    // Ranks 0-1 would sleep; rank 2 cannot exec, rank 3 could again.
+    let o = run_job(
+        rivetrun(&[
+            "-n", "2", "sleep", "30", ":", "-n", "1", bad, ":", "-n", "1", "sleep", "30",
+        ]),
+        DEADLINE,
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert_eq!(o.code(), Some(127), "{}", o.show());
+    let want = format!("could not start rank 2 ({bad}): No such file or directory");
+    assert!(o.stderr.contains(&want), "{}", o.show());
+    assert!(!o.stderr.contains("rank 3"), "{}", o.show());
+}
+
+#[test]
 fn environment_and_working_directory_reach_the_ranks() {
     let _serial = serial();
     let dir = std::env::temp_dir();

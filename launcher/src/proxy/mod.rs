@@ -318,7 +318,7 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
     for &(_, pid, alive) in pids {
         if alive {
             // SAFETY: kill(2) takes no pointers; the negative pid is the
-            // rank's own process group (its session, `launch::start_rank`).
+            // rank's own process group (its session, `forkexec`).
             unsafe { libc::kill(-(pid as libc::pid_t), sig) };
         }
     }
@@ -470,18 +470,15 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // signal is armed against it, and it lives as long as the proxy.
     let mut pids: Vec<(u32, u32, bool)> = Vec::new();
     let mut outputs = Vec::new();
-    let mut start_error = None;
-    for (i, &rank) in job.ranks.iter().enumerate() {
+    let procs = job.ranks.iter().enumerate().map(|(i, &rank)| {
         let spec = &specs[job.appnums[i] as usize];
-        let started = match launch::start_rank(spec, rank, &places[i], &[]) {
-            Ok(s) => s,
-            Err(e) => {
-                start_error = Some(e);
-                break;
-            }
-        };
+        (spec, rank, &places[i], &[][..])
+    });
+    // Each rank is served as soon as it is forked; whether every exec
+    // succeeded is known after (a failure kills them all, below).
+    let (started, execs) = launch::fork_all(procs, &priority);
+    for (started, &rank) in started.into_iter().zip(&job.ranks) {
         let mut child = started.child;
-        priority.reset_child(child.id());
         pids.push((rank, child.id(), true));
         if let (Some(mut to_rank), Some(from)) = (started.stdin, stdin_rx.take()) {
             // Rank 0's input, on a thread of its own: a rank that does not
@@ -510,6 +507,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
         });
     }
+    let start_error = execs.wait().err().map(|(_, e)| e);
     let t_started = ms();
     if let Some(e) = start_error {
         let _ = up.send(&["error", &format!("{e}")]);
@@ -567,7 +565,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 pmi.send(pmi::Cmd::SpawnDone(ask.conn, Err(why.into())));
             }
             Some(Event::Spawn(ask)) => {
-                for c in spawner.spawn(ask, &pmi, &up) {
+                for c in spawner.spawn(ask, &pmi, &up, &priority) {
                     let spawn::Child {
                         kvs,
                         index,
@@ -576,7 +574,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     } = c;
                     let mut child = started.child;
                     let pid = child.id();
-                    priority.reset_child(pid);
                     children.push((index, pid, true));
                     left += 1;
                     let label = job.label.then(|| format!("[{kvs}:{index}] "));

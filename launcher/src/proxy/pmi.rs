@@ -4,7 +4,8 @@
 //! its namespace served as one node of the job (`Server::delegate_barriers`):
 //! answers that need nobody else at once, puts kept in the node's KVS,
 //! a job-wide barrier sent upstream once, when the node's last rank and
-//! every child proxy (`tree`) have arrived, with the subtree's puts.
+//! every child proxy (`tree`) have arrived, with the subtree's puts (or
+//! failed, with rivetrun told, when a child proxy it needs has ended).
 //! `barrier_out` from upstream brings the job's puts; it is passed on to
 //! the children, and the node's waiters are answered. What one node cannot
 //! serve goes to rivetrun on the control connection: name requests (`name`,
@@ -325,8 +326,21 @@ impl Loop {
             .barriers_failed(self.ns, "parent_proxy_ended", out);
     }
 
+    /// A barrier under way needs a child proxy that ended: rivetrun fails
+    /// the job naming the child's host (told first, as for `orphaned`),
+    /// the waiters get an error.
+    fn stranded(&mut self, child: u32, out: &mut Vec<Output>) {
+        let _ = self.rivetrun.send(&["stranded", &child.to_string()]);
+        self.tree.abandon();
+        self.server
+            .barriers_failed(self.ns, "child_proxy_ended", out);
+    }
+
     /// Send the subtree's barrier upstream once it is complete.
     fn try_send_up(&mut self, out: &mut Vec<Output>) {
+        if let Some(child) = self.tree.stranded() {
+            return self.stranded(child, out);
+        }
         let Some(puts) = self.tree.ready() else {
             return;
         };

@@ -87,8 +87,14 @@ impl Spawner {
     /// Carry out `ask`: the children started (the PMI loop already serves
     /// them), or the refusal the asking rank gets. `pmi` gets the answer
     /// either way.
-    pub fn spawn(&mut self, ask: SpawnAsk, pmi: &pmi::Handle, up: &Upstream) -> Vec<Child> {
-        let result = self.start(&ask, pmi, up);
+    pub fn spawn(
+        &mut self,
+        ask: SpawnAsk,
+        pmi: &pmi::Handle,
+        up: &Upstream,
+        priority: &launch::Priority,
+    ) -> Vec<Child> {
+        let result = self.start(&ask, pmi, up, priority);
         let (answer, children) = match result {
             Ok(children) => (Ok(vec![0; children.len()]), children),
             Err(failure) => {
@@ -108,6 +114,7 @@ impl Spawner {
         ask: &SpawnAsk,
         pmi: &pmi::Handle,
         up: &Upstream,
+        priority: &launch::Priority,
     ) -> Result<Vec<Child>, SpawnFailure> {
         // A rank's app; a spawned process spawning uses the first app's base.
         let app = self
@@ -134,44 +141,44 @@ impl Spawner {
         pmi.send(Cmd::Namespace(plan.namespace(base, &kvs, &ask.request)));
         up.send(&["spawned", &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
-        let mut children: Vec<Child> = Vec::new();
-        let mut index = 0u32;
-        for command in &plan.commands {
-            let job = plan.job(command, base, &kvs);
-            for _ in 0..command.nprocs {
-                let place = plan.place(index);
-                match launch::start_rank(&job, index, &place, &[]) {
-                    Ok(started) => children.push(Child {
-                        kvs: kvs.clone(),
-                        index,
-                        started,
-                        said: Arc::new(pmi::Said::default()),
-                    }),
-                    Err(err) => {
-                        let mut codes = vec![0; plan.total as usize];
-                        codes[index as usize] = err.exit_code();
-                        for mut c in children {
-                            // SAFETY: kill(2) takes no pointers; the group is the child's own.
-                            unsafe {
-                                libc::kill(-(c.started.child.id() as libc::pid_t), libc::SIGKILL)
-                            };
-                            let _ = c.started.child.wait();
-                        }
-                        // rivetrun counts them as ended (their group operations fail).
-                        for i in 0..plan.total {
-                            let _ = up.send(&["sexit", &kvs, &i.to_string(), "0", "0"]);
-                        }
-                        return Err(SpawnFailure {
-                            errcodes: codes,
-                            message: format!(
-                                "could not start spawned process {index} of {kvs}: {err}"
-                            ),
-                        });
-                    }
+        let jobs: Vec<_> = plan
+            .commands
+            .iter()
+            .map(|command| plan.job(command, base, &kvs))
+            .collect();
+        let places: Vec<_> = (0..plan.total).map(|i| plan.place(i)).collect();
+        let of_command = plan
+            .commands
+            .iter()
+            .enumerate()
+            .flat_map(|(c, command)| std::iter::repeat_n(c, command.nprocs as usize));
+        let procs = of_command
+            .zip(0u32..)
+            .map(|(c, index)| (&jobs[c], index, &places[index as usize], &[][..]));
+        let mut children: Vec<Child> = match launch::start_all(procs, priority) {
+            Ok(started) => started
+                .into_iter()
+                .zip(0u32..)
+                .map(|(started, index)| Child {
+                    kvs: kvs.clone(),
+                    index,
+                    started,
+                    said: Arc::new(pmi::Said::default()),
+                })
+                .collect(),
+            Err((index, err)) => {
+                let mut codes = vec![0; plan.total as usize];
+                codes[index] = err.exit_code();
+                // rivetrun counts them as ended (their group operations fail).
+                for i in 0..plan.total {
+                    let _ = up.send(&["sexit", &kvs, &i.to_string(), "0", "0"]);
                 }
-                index += 1;
+                return Err(SpawnFailure {
+                    errcodes: codes,
+                    message: format!("could not start spawned process {index} of {kvs}: {err}"),
+                });
             }
-        }
+        };
         for c in &mut children {
             if let Some(conn) = c.started.pmi.take() {
                 pmi.send(Cmd::Spawned {

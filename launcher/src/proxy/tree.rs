@@ -7,6 +7,13 @@
 //! however many hosts. Only barriers travel the tree: everything else
 //! (exits, aborts, signals) goes straight between each proxy and rivetrun.
 //!
+//! A barrier needs every rank of the job, as on one host: a child whose
+//! connection ended (its ranks all exited, or its host was lost) before its
+//! subtree's barrier came makes the barrier impossible. The proxy then says
+//! `stranded CHILD` to rivetrun, which fails the job naming the child's
+//! host, and its waiters get an error (`child_proxy_ended`); likewise a
+//! child whose parent ended says `orphaned`.
+//!
 //! A child connects to the address its parent told rivetrun (`listen`),
 //! which rivetrun passes on (`parent ADDR`), and says `child SECRET ID`.
 
@@ -47,8 +54,10 @@ pub struct Tree {
     /// The parent's connection ended (it finished or its host is lost):
     /// no barrier can complete any more.
     pub orphaned: bool,
-    /// Children still taking part, and the connected ones' writers.
+    /// Every child, and the connected ones' writers.
     expected: HashSet<u32>,
+    /// Children whose connection ended.
+    gone: HashSet<u32>,
     writers: HashMap<u32, Upstream>,
     /// This node's barrier (its puts), once its ranks are all in.
     node: Option<Vec<(String, String)>>,
@@ -82,11 +91,29 @@ impl Tree {
     }
 
     /// A child's connection ended: its ranks are done (or its host is
-    /// lost, which rivetrun sees on its own connection); no longer waited for.
+    /// lost, which rivetrun sees on its own connection). Its subtree can
+    /// take part in no barrier any more.
     pub fn child_gone(&mut self, id: u32) {
-        self.expected.remove(&id);
-        self.writers.remove(&id);
-        self.arrived.remove(&id);
+        if self.expected.contains(&id) {
+            self.gone.insert(id);
+            self.writers.remove(&id);
+            self.arrived.remove(&id);
+        }
+    }
+
+    /// A gone child, if a barrier is under way here without it: that
+    /// barrier cannot complete.
+    pub fn stranded(&self) -> Option<u32> {
+        if self.node.is_none() && self.arrived.is_empty() {
+            return None;
+        }
+        self.gone.iter().copied().min()
+    }
+
+    /// Drop the barrier being gathered (it failed).
+    pub fn abandon(&mut self) {
+        self.node = None;
+        self.arrived.clear();
     }
 
     /// The subtree's puts once the node and every child are in.
@@ -352,14 +379,14 @@ mod tests {
     }
 
     #[test]
-    fn a_barrier_goes_up_once_the_node_and_every_live_child_are_in() {
+    fn a_barrier_goes_up_once_the_node_and_every_child_are_in() {
         let mut t = Tree::new(true, &[4, 5]);
         t.node_in(vec![("a".into(), "1".into())]);
         assert!(t.ready().is_none());
         t.child_in(4, vec![("b".into(), "2".into())]);
         t.child_in(9, vec![("x".into(), "0".into())]); // not a child: ignored
         assert!(t.ready().is_none());
-        t.child_gone(5);
+        t.child_in(5, vec![]);
         let mut puts = t.ready().unwrap();
         puts.sort();
         assert_eq!(
@@ -367,5 +394,27 @@ mod tests {
             vec![("a".into(), "1".into()), ("b".into(), "2".into())]
         );
         assert!(t.ready().is_none(), "gathered afresh for the next barrier");
+        assert_eq!(t.stranded(), None);
+    }
+
+    #[test]
+    fn a_barrier_without_a_child_that_ended_is_stranded_not_sent_up() {
+        let mut t = Tree::new(true, &[4, 5]);
+        // Gone between barriers: nothing is stranded until one begins.
+        t.child_gone(5);
+        t.child_gone(9); // not a child: ignored
+        assert_eq!(t.stranded(), None);
+        t.child_in(4, vec![]);
+        assert_eq!(t.stranded(), Some(5));
+        t.node_in(vec![]);
+        assert!(t.ready().is_none(), "never complete without child 5");
+        t.abandon();
+        assert_eq!(t.stranded(), None);
+        // Gone while a barrier is under way.
+        let mut t = Tree::new(false, &[4]);
+        t.node_in(vec![]);
+        assert_eq!(t.stranded(), None);
+        t.child_gone(4);
+        assert_eq!(t.stranded(), Some(4));
     }
 }

@@ -13,6 +13,7 @@
 //! is non-zero.
 
 pub mod addr;
+mod barrier;
 mod describe;
 mod jobwide;
 pub mod slurm;
@@ -76,7 +77,6 @@ struct Proxy {
     connected: bool,
     closed: bool,
     done: bool,
-    in_barrier: bool,
     exited: usize,
     launcher_pid: Option<u32>,
     launcher_done: bool,
@@ -239,8 +239,8 @@ pub fn run(
     let (mut t_hello, mut t_first, mut t_last) = (0u128, 0u128, 0u128);
     let mut slowest = [0u64; 3];
     let mut teardown_at: Option<Instant> = None;
-    let mut barrier_puts: Vec<Vec<u8>> = Vec::new();
-    let (mut barriers, mut barrier_msgs, mut msgs) = (0u64, 0u64, 0u64);
+    let mut barrier = barrier::TopBarrier::new(top.clone());
+    let (mut barrier_msgs, mut msgs) = (0u64, 0u64);
     let mut exits = 0u32;
     let grace = Duration::from_secs_f64(opts.grace.clamp(0.0, crate::cli::MAX_KILL_GRACE));
     loop {
@@ -353,28 +353,30 @@ pub fn run(
                 match word(0).as_str() {
                     "barrier" => {
                         barrier_msgs += 1;
-                        proxies[i].in_barrier = true;
-                        barrier_puts.extend(msg.into_iter().skip(1));
-                        let live = top
-                            .iter()
-                            .map(|&t| &proxies[t as usize])
-                            .filter(|p| !p.done && !p.closed);
-                        if live.clone().all(|p| p.in_barrier) {
-                            barriers += 1;
-                            t_last = started.elapsed().as_millis();
-                            if barriers == 1 {
-                                t_first = t_last;
-                            }
-                            let mut out = vec![b"barrier_out".to_vec()];
-                            out.append(&mut barrier_puts);
-                            let line = wire::line(&out);
-                            for &t in &top {
-                                let p = &mut proxies[t as usize];
-                                p.in_barrier = false;
-                                if let Some(c) = &mut p.conn {
-                                    let _ = std::io::Write::write_all(c, &line);
+                        match barrier.arrive(id, msg.into_iter().skip(1)) {
+                            barrier::Step::Waiting => {}
+                            barrier::Step::Complete(out) => {
+                                t_last = started.elapsed().as_millis();
+                                if barrier.completed == 1 {
+                                    t_first = t_last;
+                                }
+                                let line = wire::line(&out);
+                                for &t in &top {
+                                    if let Some(c) = &mut proxies[t as usize].conn {
+                                        let _ = std::io::Write::write_all(c, &line);
+                                    }
                                 }
                             }
+                            barrier::Step::Stranded { ended, waiting } => {
+                                stranded(&proxies, ended, waiting, &mut failure, &fail);
+                            }
+                        }
+                    }
+                    "stranded" => {
+                        // A child of this proxy ended before its subtree's barrier came.
+                        let child = word(1).parse::<u32>().ok();
+                        if let Some(c) = child.filter(|&c| tree::parent(c, fanout) == Some(id)) {
+                            stranded(&proxies, c, id, &mut failure, &fail);
                         }
                     }
                     "exit" => {
@@ -498,6 +500,9 @@ pub fn run(
                     }
                     "done" => {
                         proxies[i].done = true;
+                        if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {
+                            stranded(&proxies, ended, waiting, &mut failure, &fail);
+                        }
                         for (k, slot) in slowest.iter_mut().enumerate() {
                             let t = word(k + 1).parse::<u64>().unwrap_or(0);
                             *slot = (*slot).max(t);
@@ -523,6 +528,9 @@ pub fn run(
                         p.host, p.exited, p.ranks
                     );
                     fail(&mut failure, 1, msg);
+                }
+                if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {
+                    stranded(&proxies, ended, waiting, &mut failure, &fail);
                 }
             }
             Ev::LauncherExit(ids, status) => {
@@ -567,19 +575,46 @@ pub fn run(
             slowest[2]
         );
         eprintln!(
-            "rivetrun: launch stats: {} hosts, {} ranks, proxy tree fan-out {fanout}, {barriers} \
+            "rivetrun: launch stats: {} hosts, {} ranks, proxy tree fan-out {fanout}, {} \
              barriers, {barrier_msgs} barrier messages from proxies ({:.1} per barrier), {msgs} \
              messages in all",
             nodes.len(),
             job.size,
-            if barriers > 0 {
-                barrier_msgs as f64 / barriers as f64
+            barrier.completed,
+            if barrier.completed > 0 {
+                barrier_msgs as f64 / barrier.completed as f64
             } else {
                 0.0
             },
         );
     }
     Ok(failure.unwrap_or(0))
+}
+
+/// Proxy `ended` ended while ranks of proxy `waiting`'s subtree are in a
+/// barrier, which needs every rank: the job fails naming its host.
+fn stranded(
+    proxies: &[Proxy],
+    ended: u32,
+    waiting: u32,
+    failure: &mut Option<i32>,
+    fail: &impl Fn(&mut Option<i32>, i32, String),
+) {
+    if failure.is_some() {
+        return; // a lost host has said so already
+    }
+    let (e, w) = (&proxies[ended as usize], &proxies[waiting as usize]);
+    let how = if e.done {
+        " (its ranks had all exited)"
+    } else {
+        ""
+    };
+    let msg = format!(
+        "host {}: its proxy ended{how} while ranks on {} entered a barrier, which cannot \
+         complete without them",
+        e.host, w.host
+    );
+    fail(failure, 1, msg);
 }
 
 /// Send the job-wide server's answers to their proxies; its failures fail the job.

@@ -126,38 +126,31 @@ impl Supervisor {
         let Some(spawner) = self.spawner.as_ref() else {
             return Err((0, 1, "spawning is not enabled".into()));
         };
-        let mut started: Vec<Started> = Vec::with_capacity(plan.total as usize);
-        let mut index = 0u32;
-        for command in &plan.commands {
-            let job = plan.job(command, &spawner.base, kvsname);
-            for _ in 0..command.nprocs {
-                let place = plan.place(index);
-                let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
-                match launch::start_rank(&job, index, &place, env) {
-                    Ok(s) => {
-                        spawner.priority.reset_child(s.child.id());
-                        started.push(s);
-                    }
-                    Err(err) => {
-                        for mut s in started {
-                            // SAFETY: kill(2) takes no pointers; the group is the child's own.
-                            unsafe { libc::kill(-(s.child.id() as libc::pid_t), libc::SIGKILL) };
-                            let _ = s.child.wait();
-                        }
-                        let code = err.exit_code();
-                        let message = match err {
-                            LaunchError::Spawn { program, err, .. } => format!(
-                                "could not start spawned process {index} of {kvsname} \
-                                 ({program}): {err}"
-                            ),
-                            other => other.to_string(),
-                        };
-                        return Err((index, code, message));
-                    }
-                }
-                index += 1;
-            }
-        }
+        let jobs: Vec<_> = plan
+            .commands
+            .iter()
+            .map(|command| plan.job(command, &spawner.base, kvsname))
+            .collect();
+        let places: Vec<_> = (0..plan.total).map(|i| plan.place(i)).collect();
+        let of_command = plan
+            .commands
+            .iter()
+            .enumerate()
+            .flat_map(|(c, command)| std::iter::repeat_n(c, command.nprocs as usize));
+        let procs = of_command.zip(0u32..).map(|(c, index)| {
+            let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
+            (&jobs[c], index, &places[index as usize], env)
+        });
+        let started = launch::start_all(procs, &spawner.priority).map_err(|(index, err)| {
+            let code = err.exit_code();
+            let message = match err {
+                LaunchError::Spawn { program, err, .. } => format!(
+                    "could not start spawned process {index} of {kvsname} ({program}): {err}"
+                ),
+                other => other.to_string(),
+            };
+            (index as u32, code, message)
+        })?;
         Ok(started)
     }
 }
