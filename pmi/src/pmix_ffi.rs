@@ -29,6 +29,14 @@ pub const PMIX_INT32: u16 = 9;
 pub const PMIX_UINT16: u16 = 13;
 pub const PMIX_UINT32: u16 = 14;
 pub const PMIX_PROC_RANK: u16 = 40;
+/// `PMIX_PROC`: a `pmix_proc_t` value.
+pub const PMIX_PROC: u16 = 22;
+/// `PMIX_DATA_ARRAY`: a `pmix_data_array_t` value.
+pub const PMIX_DATA_ARRAY: u16 = 39;
+/// The event a group member's end raises for the other members.
+pub const PMIX_GROUP_MEMBER_FAILED: c_int = -170;
+/// `PMIX_RANGE_CUSTOM`: an event's targets are listed (`pmix.evrange`).
+pub const PMIX_RANGE_CUSTOM: u8 = 6;
 /// `PMIX_GLOBAL`: visible to processes on every node.
 pub const PMIX_GLOBAL: u8 = 3;
 pub const PMIX_RANK_WILDCARD: u32 = u32::MAX - 1;
@@ -81,6 +89,14 @@ pub struct PmixInfo {
     pub flags: u32,
     pub _pad: u32,
     pub value: PmixValue,
+}
+
+/// `pmix_data_array_t`: a type tag, a count, the elements.
+#[repr(C)]
+pub struct PmixDataArray {
+    pub ty: u16,
+    pub size: usize,
+    pub array: *mut c_void,
 }
 
 /// `pmix_pdata_t`: what `PMIx_Lookup` fills in for one key.
@@ -217,6 +233,9 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PmixPdata, key), 260);
         assert_eq!(std::mem::offset_of!(PmixPdata, value), 776);
         assert_eq!(std::mem::size_of::<PmixPdata>(), 808);
+        assert_eq!(std::mem::offset_of!(PmixDataArray, size), 8);
+        assert_eq!(std::mem::offset_of!(PmixDataArray, array), 16);
+        assert_eq!(std::mem::size_of::<PmixDataArray>(), 24);
     }
 
     /// Where the header is installed, its constants are the ones above.
@@ -262,6 +281,13 @@ mod tests {
         assert_eq!(value("PMIX_UINT16"), PMIX_UINT16 as i64);
         assert_eq!(value("PMIX_UINT32"), PMIX_UINT32 as i64);
         assert_eq!(value("PMIX_PROC_RANK"), PMIX_PROC_RANK as i64);
+        assert_eq!(value("PMIX_PROC"), PMIX_PROC as i64);
+        assert_eq!(value("PMIX_DATA_ARRAY"), PMIX_DATA_ARRAY as i64);
+        assert_eq!(
+            value("PMIX_GROUP_MEMBER_FAILED"),
+            PMIX_GROUP_MEMBER_FAILED as i64
+        );
+        assert_eq!(value("PMIX_RANGE_CUSTOM"), PMIX_RANGE_CUSTOM as i64);
         assert_eq!(value("PMIX_GLOBAL"), PMIX_GLOBAL as i64);
     }
 

@@ -8,8 +8,10 @@
 //! `shm` providers; each at thread level SINGLE (no `RIVET_THREAD_LEVEL`:
 //! the ranks' `Engine<Local>` runs without a lock) and at MULTIPLE
 //! (`RIVET_THREAD_LEVEL=multiple`), the ranks checking that they run at the
-//! level asked for (`rivet_tests::every_transport_and_level`). Under Hydra
-//! the call is refused before Hydra sees it.
+//! level asked for (`rivet_tests::every_transport_and_level`). Two
+//! separately started jobs form groups through the name server, over PMI-1
+//! and with ranks bootstrapped by PMIx. Under Hydra the call is refused
+//! before Hydra sees it.
 //! Every job must end by itself and leave no process and no shared-memory
 //! segment behind.
 
@@ -109,48 +111,69 @@ fn published(addr: &str, service: &str) -> bool {
 fn two_separately_started_jobs_form_groups_through_the_name_server() {
     let _g = serial();
     for over in every_transport_and_level() {
-        let (name, env, level) = (over.to_string(), &over.env, over.level);
-        let ns = NameServer::start();
-        // Plain characters only: `published` writes it unescaped.
-        let service: String = format!(
-            "group-jobs-{}-{level}-{}",
-            over.transport,
-            std::process::id()
-        )
+        let label = format!("{}-{}", over.transport, over.level);
+        two_jobs(&over.to_string(), &label, &over.env, &over.env, over.level);
+    }
+}
+
+/// The same with ranks bootstrapped by PMIx (`RIVET_PMI=pmix`): their
+/// connects name another job, so they go over rivetrun's PMI-1 group
+/// service beside PMIx (`pmi/src/client/pmix_side.rs`); both jobs PMIx,
+/// then a PMIx job with a PMI-1 one.
+#[test]
+fn two_separately_started_jobs_form_groups_through_the_name_server_over_pmix() {
+    let _g = serial();
+    let pmix = [("RIVET_PMI", "pmix")];
+    let level = ThreadLevel::Single;
+    two_jobs("pmix and pmix", "pmix-pmix", &pmix, &pmix, level);
+    two_jobs("pmix and pmi1", "pmix-pmi1", &pmix, &[], level);
+}
+
+/// Jobs a (2 ranks, environment `env_a`) and b (3 ranks, `env_b`, cluster
+/// id `clB`), started separately with one name server, form groups.
+fn two_jobs(
+    name: &str,
+    label: &str,
+    env_a: &[(&str, &str)],
+    env_b: &[(&str, &str)],
+    level: ThreadLevel,
+) {
+    let ns = NameServer::start();
+    // Plain characters only: `published` writes it unescaped.
+    let service: String = format!("group-jobs-{label}-{}", std::process::id())
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
-        let with = ["--nameserver", ns.addr.as_str()];
-        let a = group_job(2, &["jobs", "a", &service], env, &with);
-        let b_extra = [with[0], with[1], "--cluster-id", "clB"];
-        let b = group_job(3, &["jobs", "b", &service], env, &b_extra);
-        let shm = ShmWatch::new();
-        let a = std::thread::spawn(move || run_job(a, DEADLINE));
-        // Job a registers with the hub before its ranks start; once its
-        // name is published, b comes second in every group.
-        let start = std::time::Instant::now();
-        while !published(&ns.addr, &format!("{service}-a")) {
-            if a.is_finished() {
-                let oa = a.join().expect("job a's thread");
-                panic!("{name}: job a ended before publishing: {}", oa.show());
-            }
-            assert!(
-                start.elapsed() < DEADLINE,
-                "{name}: job a never published its name"
-            );
-            std::thread::sleep(Duration::from_millis(20));
+    let with = ["--nameserver", ns.addr.as_str()];
+    let a = group_job(2, &["jobs", "a", &service], env_a, &with);
+    let b_extra = [with[0], with[1], "--cluster-id", "clB"];
+    let b = group_job(3, &["jobs", "b", &service], env_b, &b_extra);
+    let shm = ShmWatch::new();
+    let a = std::thread::spawn(move || run_job(a, DEADLINE));
+    // Job a registers with the hub before its ranks start; once its
+    // name is published, b comes second in every group.
+    let start = std::time::Instant::now();
+    while !published(&ns.addr, &format!("{service}-a")) {
+        if a.is_finished() {
+            let oa = a.join().expect("job a's thread");
+            panic!("{name}: job a ended before publishing: {}", oa.show());
         }
-        let ob = run_job(b, DEADLINE);
-        let oa = a.join().expect("job a's thread");
-        let leaked = shm.leaked();
-        assert!(leaked.is_empty(), "{name}: segments left: {leaked:?}");
-        assert_eq!(oa.code(), Some(0), "{name}: job a: {}", oa.show());
-        assert_eq!(ob.code(), Some(0), "{name}: job b: {}", ob.show());
-        assert_eq!(oks(&oa, "jobs", level), 2, "{name}: job a: {}", oa.show());
-        assert_eq!(oks(&ob, "jobs", level), 3, "{name}: job b: {}", ob.show());
-        let status = ns.stop();
-        assert!(status.success(), "name server ended with {status:?}");
+        assert!(
+            start.elapsed() < DEADLINE,
+            "{name}: job a never published its name"
+        );
+        std::thread::sleep(Duration::from_millis(20));
     }
+    let ob = run_job(b, DEADLINE);
+    let oa = a.join().expect("job a's thread");
+    let leaked = shm.leaked();
+    assert!(leaked.is_empty(), "{name}: segments left: {leaked:?}");
+    assert_eq!(oa.code(), Some(0), "{name}: job a: {}", oa.show());
+    assert_eq!(ob.code(), Some(0), "{name}: job b: {}", ob.show());
+    assert_eq!(oks(&oa, "jobs", level), 2, "{name}: job a: {}", oa.show());
+    assert_eq!(oks(&ob, "jobs", level), 3, "{name}: job b: {}", ob.show());
+    let status = ns.stop();
+    assert!(status.success(), "name server ended with {status:?}");
 }
 
 #[test]

@@ -427,3 +427,94 @@ fn rivet_group_connect_runs_over_pmix_groups() {
         );
     }
 }
+
+/// Seed 004's termination event for Rivet ranks bootstrapped by PMIx:
+/// under rivetrun's PMIx server (`RIVET_PMI=pmix`) a member that ends
+/// without disconnecting is a `Terminated` group event for the others
+/// (rivetrun notifies `PMIX_GROUP_MEMBER_FAILED`, the rank's handler queues
+/// it) and its VC fails, as under PMI-1; without `early_term_allowed`
+/// rivetrun fails the job and says why.
+#[test]
+fn rivet_group_members_hear_of_a_member_ending_over_pmix() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "3", "-genv", "RIVET_PMI", "pmix"]);
+    cmd.arg(bin("group_check")).args(["term", "early"]);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "early_term: {}", o.show());
+    for r in 0..3 {
+        assert!(
+            o.stdout
+                .contains(&format!("group_check term OK rank {r} of 3")),
+            "early_term, rank {r}: {}",
+            o.show()
+        );
+    }
+
+    let mut cmd = rivetrun(&["-n", "3", "-genv", "RIVET_PMI", "pmix"]);
+    cmd.arg(bin("group_check")).arg("term");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "no early_term: {}", o.show());
+    assert!(
+        o.stderr.contains("rank 2 ended while connected to group")
+            && o.stderr.contains("early_term_allowed"),
+        "no early_term: rivetrun must say why\n{}",
+        o.show()
+    );
+}
+
+/// The same event as any PMIx program sees it (OpenPMIx's client, no
+/// MPI): a member of a group made with `PMIX_GROUP_NOTIFY_TERMINATION`
+/// ends without destructing; the others get `PMIX_GROUP_MEMBER_FAILED`
+/// naming the group and that rank, and destruct without it. Without the
+/// directive the job fails, as a seed 004 group without early termination.
+#[test]
+fn pmix_programs_hear_of_a_group_member_ending_under_rivetrun() {
+    let _serial = serial();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_group_term.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..2 {
+        assert!(
+            o.stdout
+                .contains(&format!("pmix_group_term rank {r} heard rank 2 end OK")),
+            "rank {r}: {}",
+            o.show()
+        );
+    }
+
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog).arg("strict");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "strict: {}", o.show());
+    assert!(
+        o.stderr
+            .contains("rank 2 ended while connected to group pmix-term-test"),
+        "strict: rivetrun must name the rank and the group\n{}",
+        o.show()
+    );
+}
+
+/// Rivet's group connect under Open MPI's `mpirun`: ORTE (Open MPI 4.1.4)
+/// serves no PMIx groups, so the connect is a fence over the named
+/// processes; the job connects as one group and as a subset, runs a ring
+/// on each and disconnects, as under rivetrun.
+#[test]
+fn rivet_group_connect_runs_under_open_mpis_mpirun() {
+    let _serial = serial();
+    let o = run_job_checking_shm(mpirun(3, &[], "group_check", &["flat"]), DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..3 {
+        assert!(
+            o.stdout
+                .contains(&format!("group_check flat OK rank {r} of 3")),
+            "{}",
+            o.show()
+        );
+    }
+}

@@ -6,12 +6,24 @@
 //! is served by rivetrun's one server, so by then the collective is
 //! complete. Construct answers `PMIX_GROUP_CONTEXT_ID` when asked to
 //! assign one (`PMIX_GROUP_ASSIGN_CONTEXT_ID`), from a counter of the
-//! server's, unique among the groups it made; destruct needs nothing more.
+//! server's, unique among the groups it made.
+//!
+//! Seed 004's termination events: construct records the group (its name,
+//! the processes named, wildcards kept, and whether members may end
+//! without leaving: `PMIX_GROUP_NOTIFY_TERMINATION`); destruct, the
+//! collective end of the group, forgets it. When a recorded member ends
+//! first, [`member_ended`] says which groups it was in, so the host can
+//! notify the others (`PMIX_GROUP_MEMBER_FAILED`) and, where that was not
+//! allowed, fail the job as for a PMI-1 group without `early_term`.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 
-use rivet_pmi::pmix_ffi::{PmixInfo, PmixProc, PMIX_BOOL, PMIX_ERR_BAD_PARAM, PMIX_SUCCESS};
+use rivet_pmi::pmix_ffi::{
+    PmixInfo, PmixProc, PMIX_BOOL, PMIX_ERR_BAD_PARAM, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
+};
 
 /// `pmix_release_cbfunc_t`.
 type ReleaseCb = unsafe extern "C" fn(*mut c_void);
@@ -33,6 +45,90 @@ pub(super) type GroupUp = unsafe extern "C" fn(
 const PMIX_SIZE: u16 = 4;
 /// `PMIX_GROUP_CONSTRUCT` of `pmix_group_operation_t`.
 const CONSTRUCT: c_int = 0;
+/// `PMIX_GROUP_DESTRUCT`.
+const DESTRUCT: c_int = 1;
+
+/// `PMIX_GROUP_NOTIFY_TERMINATION`: members hear of one that ends without
+/// leaving, in place of an error (PMIx's twin of RFC0003's
+/// `PMIX_CONNECT_EARLY_TERM_ALLOWED`).
+const NOTIFY_TERMINATION: &[u8] = b"pmix.grp.notterm";
+
+/// A live group as construct named it.
+#[derive(Debug, Clone)]
+struct Record {
+    /// `(namespace, rank)`; `PMIX_RANK_WILDCARD` for a whole namespace.
+    procs: Vec<(String, u32)>,
+    early_term: bool,
+    /// Members that ended while in it.
+    ended: BTreeSet<(String, u32)>,
+}
+
+/// The groups constructed and not yet destructed, by name.
+static GROUPS: Mutex<BTreeMap<String, Record>> = Mutex::new(BTreeMap::new());
+
+/// A group a process was in when it ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Left {
+    pub group: String,
+    /// Who to tell: the processes construct named (wildcards kept).
+    pub procs: Vec<(String, u32)>,
+    /// Whether members may end without leaving.
+    pub early_term: bool,
+}
+
+/// Process `rank` of `nspace` ended: the live groups it was a member of
+/// (each reported once per process).
+pub fn member_ended(nspace: &str, rank: u32) -> Vec<Left> {
+    let mut groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    let mut left = Vec::new();
+    for (name, record) in groups.iter_mut() {
+        let named = record
+            .procs
+            .iter()
+            .any(|(ns, r)| ns == nspace && (*r == rank || *r == PMIX_RANK_WILDCARD));
+        if named && record.ended.insert((nspace.to_string(), rank)) {
+            left.push(Left {
+                group: name.clone(),
+                procs: record.procs.clone(),
+                early_term: record.early_term,
+            });
+        }
+    }
+    left
+}
+
+fn record(op: c_int, grp: *const c_char, procs: &[PmixProc], directives: &[PmixInfo]) {
+    if grp.is_null() {
+        return;
+    }
+    // SAFETY: non-null, the library's NUL-terminated group name.
+    let name = unsafe { std::ffi::CStr::from_ptr(grp) }
+        .to_string_lossy()
+        .into_owned();
+    let mut groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
+    match op {
+        CONSTRUCT => {
+            let early_term = directives.iter().any(|i| {
+                key_is(i, NOTIFY_TERMINATION)
+                    && i.value.ty == PMIX_BOOL
+                    && i.value.data[0] as u8 != 0
+            });
+            let procs = procs.iter().map(|p| (p.nspace(), p.rank)).collect();
+            groups.insert(
+                name,
+                Record {
+                    procs,
+                    early_term,
+                    ended: BTreeSet::new(),
+                },
+            );
+        }
+        DESTRUCT => {
+            groups.remove(&name);
+        }
+        _ => {}
+    }
+}
 
 /// Context ids handed out so far (the first is 1, so 0 never names a group).
 static NEXT_CONTEXT: AtomicU64 = AtomicU64::new(1);
@@ -61,9 +157,9 @@ unsafe extern "C" fn release(data: *mut c_void) {
 
 pub(super) unsafe extern "C" fn on_group(
     op: c_int,
-    _grp: *mut c_char,
-    _procs: *const PmixProc,
-    _nprocs: usize,
+    grp: *mut c_char,
+    procs: *const PmixProc,
+    nprocs: usize,
     directives: *const PmixInfo,
     ndirs: usize,
     cb: Option<InfoCb>,
@@ -78,6 +174,13 @@ pub(super) unsafe extern "C" fn on_group(
         // SAFETY: the library passes `ndirs` valid entries.
         unsafe { std::slice::from_raw_parts(directives, ndirs) }
     };
+    let procs = if procs.is_null() || nprocs == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the library passes `nprocs` valid procs.
+        unsafe { std::slice::from_raw_parts(procs, nprocs) }
+    };
+    record(op, grp, procs, directives);
     let mut results: Box<Vec<PmixInfo>> = Box::default();
     if op == CONSTRUCT && wants_context(directives) {
         let id = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
@@ -109,5 +212,43 @@ mod tests {
         assert!(wants_context(std::slice::from_ref(&yes)));
         assert!(!wants_context(&[no, other]));
         assert!(!wants_context(&[]));
+    }
+
+    #[test]
+    fn a_member_ending_is_reported_once_per_live_group_it_was_named_in() {
+        let grp = c"rivet-test-group-a";
+        let other = c"rivet-test-group-b";
+        let procs = [
+            PmixProc::new("rivet-test-ns", PMIX_RANK_WILDCARD),
+            PmixProc::new("rivet-test-other", 4),
+        ];
+        let eterm = rivet_pmi::pmix_ffi::PmixInfo::flag(c"pmix.grp.notterm", true);
+        record(
+            CONSTRUCT,
+            grp.as_ptr(),
+            &procs,
+            std::slice::from_ref(&eterm),
+        );
+        record(CONSTRUCT, other.as_ptr(), &procs[1..], &[]);
+        let left = member_ended("rivet-test-ns", 2);
+        assert_eq!(left.len(), 1);
+        assert_eq!(left[0].group, "rivet-test-group-a");
+        assert!(left[0].early_term);
+        assert_eq!(left[0].procs.len(), 2);
+        assert!(
+            member_ended("rivet-test-ns", 2).is_empty(),
+            "reported twice"
+        );
+        let left = member_ended("rivet-test-other", 4);
+        assert_eq!(left.len(), 2);
+        assert!(left
+            .iter()
+            .any(|l| l.group == "rivet-test-group-b" && !l.early_term));
+        record(DESTRUCT, grp.as_ptr(), &[], &[]);
+        record(DESTRUCT, other.as_ptr(), &[], &[]);
+        assert!(
+            member_ended("rivet-test-ns", 3).is_empty(),
+            "a destructed group"
+        );
     }
 }

@@ -16,7 +16,11 @@
 //! * `spawn`: queued for the supervisor, which starts the processes as for
 //!   a PMI-1 spawn, their namespace registered here first (`spawn.rs`);
 //! * `group`: construct and destruct, complete once the library has
-//!   gathered its clients; a context id when asked (`group.rs`);
+//!   gathered its clients; a context id when asked; each live group is
+//!   recorded, so that a member's end is notified to the others
+//!   (`PMIX_GROUP_MEMBER_FAILED`, [`PmixHost::member_ended`]) and, unless
+//!   the group allowed it (`PMIX_GROUP_NOTIFY_TERMINATION`), fails the job
+//!   as a PMI-1 group without `early_term` does (`group.rs`);
 //! * `job_control`: present so the library keeps the files a rank asks to
 //!   have removed when it ends (Open MPI's shared-memory segments), and
 //!   removes them itself; anything else is refused (`job_control.rs`).
@@ -28,6 +32,17 @@
 //! The server's rendezvous files live in a private directory that is removed
 //! when the host is dropped; the server listens on loopback only and admits
 //! only the clients rivetrun registered.
+//!
+//! Single-host jobs only: a multi-host job (`remote/`, `proxy/`) starts no
+//! PMIx server. Serving one per proxy needs: the namespace registered on
+//! every node with the whole job's node and process maps (`pmix.nmap`,
+//! `pmix.pmap` from every host, `pmix.lpeers` per node); `fence_nb` handing
+//! the node's blob to the proxy's loop, allgathered through rivetrun and
+//! returned concatenated (today it answers with the local data alone);
+//! `direct_modex` for gets without a collecting fence; `group` construct as
+//! the same allgather across proxies, and members' end events forwarded by
+//! rivetrun to each proxy's server; spawned namespaces registered on the
+//! spawning proxy. Not built yet.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -40,14 +55,13 @@ mod names;
 mod spawn;
 mod values;
 
+use calls::{Done, InfoList};
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
-    Library, PmixInfo, PmixProc, PmixValue, PMIX_OPERATION_SUCCEEDED, PMIX_SUCCESS,
+    Library, PmixDataArray, PmixInfo, PmixProc, PmixValue, PMIX_DATA_ARRAY,
+    PMIX_GROUP_MEMBER_FAILED, PMIX_OPERATION_SUCCEEDED, PMIX_PROC, PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
-/// `PMIX_PROC`: a `pmix_proc_t` value.
-const PMIX_PROC: u16 = 22;
-use calls::{Done, InfoList};
 pub use spawn::SpawnCall;
 
 /// What the library's thread tells the supervisor.
@@ -145,6 +159,15 @@ type SetupForkFn = unsafe extern "C" fn(*const PmixProc, *mut *mut *mut c_char) 
 type InfoLoadFn = unsafe extern "C" fn(*mut PmixInfo, *const c_char, *const c_void, u16) -> c_int;
 type ValueDestructFn = unsafe extern "C" fn(*mut PmixValue);
 type GenerateFn = unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> c_int;
+type NotifyFn = unsafe extern "C" fn(
+    c_int,
+    *const PmixProc,
+    u8,
+    *const PmixInfo,
+    usize,
+    Option<OpCb>,
+    *mut c_void,
+) -> c_int;
 
 struct Api {
     lib: Library,
@@ -158,6 +181,7 @@ struct Api {
     value_destruct: ValueDestructFn,
     generate_regex: GenerateFn,
     generate_ppn: GenerateFn,
+    notify: NotifyFn,
 }
 
 impl Api {
@@ -196,6 +220,7 @@ impl Api {
                 generate_ppn: std::mem::transmute::<*mut c_void, GenerateFn>(sym(
                     c"PMIx_generate_ppn",
                 )?),
+                notify: std::mem::transmute::<*mut c_void, NotifyFn>(sym(c"PMIx_Notify_event")?),
                 lib,
             })
         }
@@ -572,6 +597,74 @@ impl PmixHost {
         // no more than this variable, and leaves binding to the launcher.
         env.push(("FLUX_JOB_ID".into(), job.to_string()));
         Ok(env)
+    }
+
+    /// Process `rank` of `nspace` ended: each PMIx group it was still in
+    /// (constructed, not destructed) hears of it (seed 004's termination
+    /// event: `PMIX_GROUP_MEMBER_FAILED` from that process, to the
+    /// processes the group named, with `PMIX_GROUP_ID` and
+    /// `PMIX_EVENT_AFFECTED_PROC`). Returns the groups whose members were
+    /// not allowed to end without leaving, for the supervisor to fail the
+    /// job as for a PMI-1 group; a failed notification is an error naming
+    /// the group.
+    pub fn member_ended(&self, nspace: &str, rank: u32) -> (Vec<String>, Vec<String>) {
+        let mut forbidden = Vec::new();
+        let mut errors = Vec::new();
+        for left in group::member_ended(nspace, rank) {
+            if let Err(e) = self.notify_member_failed(&left.group, nspace, rank, &left.procs) {
+                errors.push(format!("group {}: {e}", left.group));
+            }
+            if !left.early_term {
+                forbidden.push(left.group);
+            }
+        }
+        (forbidden, errors)
+    }
+
+    fn notify_member_failed(
+        &self,
+        group: &str,
+        nspace: &str,
+        rank: u32,
+        procs: &[(String, u32)],
+    ) -> Result<(), String> {
+        let source = PmixProc::new(nspace, rank);
+        let mut targets: Vec<PmixProc> =
+            procs.iter().map(|(ns, r)| PmixProc::new(ns, *r)).collect();
+        let range = PmixDataArray {
+            ty: PMIX_PROC,
+            size: targets.len(),
+            array: targets.as_mut_ptr().cast(),
+        };
+        let mut info = InfoList::new(&self.api);
+        // The loader copies the array (and the procs in it).
+        info.load(
+            c"pmix.evrange",
+            (&range as *const PmixDataArray).cast(),
+            PMIX_DATA_ARRAY,
+        );
+        info.load(
+            c"pmix.evproc",
+            (&source as *const PmixProc).cast(),
+            PMIX_PROC,
+        );
+        info.string(c"pmix.grp.id", group);
+        let api = &self.api;
+        Done::run("PMIx_Notify_event", api, |cb, data| {
+            // SAFETY: a valid source proc and info array, alive until the
+            // completion (this function waits for it).
+            unsafe {
+                (api.notify)(
+                    PMIX_GROUP_MEMBER_FAILED,
+                    &source,
+                    PMIX_RANGE_CUSTOM,
+                    info.infos.as_ptr(),
+                    info.infos.len(),
+                    cb,
+                    data,
+                )
+            }
+        })
     }
 
     /// Upcalls wake `waker` from now on.

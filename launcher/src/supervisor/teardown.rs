@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 use std::time::Instant;
 
-use rivet_pmi::server::ConnId;
+use rivet_pmi::server::{ConnId, NsId};
 
 use super::{Failure, Phase, Supervisor, Who};
 
@@ -49,10 +49,29 @@ impl Supervisor {
                 link.process_ended(&self.server, ns, rank);
             }
             self.apply(outputs);
+            self.pmix_member_ended(ns, rank);
             self.free_resources(proc);
         }
         if self.all_exited_at.is_none() && self.procs.iter().all(|p| p.status.is_some()) {
             self.all_exited_at = Some(Instant::now());
+        }
+    }
+
+    /// PMIx groups the process was in hear that it ended; one that did not
+    /// allow that fails the job, as a PMI-1 group does.
+    fn pmix_member_ended(&mut self, ns: NsId, rank: u32) {
+        // Once the job is going down, ends are our doing: nobody to tell.
+        let (Some(host), Phase::Running) = (&self.pmix, &self.phase) else {
+            return;
+        };
+        let nspace = self.server.namespace_name(ns).to_string();
+        let (forbidden, errors) = host.member_ended(&nspace, rank);
+        for e in errors {
+            eprintln!("rivetrun: warning: {}: {e}", self.who(ns, rank));
+        }
+        if let Some(group) = forbidden.into_iter().next() {
+            let who = self.who(ns, rank);
+            self.job_failed(Failure::GroupLeft { who, group });
         }
     }
 

@@ -303,10 +303,12 @@ impl Client {
     }
 
     /// Group events that arrived so far: those put aside during other
-    /// calls, then any readable now. Never blocks; empty for a singleton.
+    /// calls, then any readable now (under PMIx: those its event handler
+    /// queued). Never blocks; empty for a singleton.
     pub fn poll_events(&mut self) -> Result<Vec<GroupEvent>> {
         match &mut self.mode {
-            Mode::Singleton(_) | Mode::Pmix(_) | Mode::Pmi2(_) => Ok(Vec::new()),
+            Mode::Singleton(_) | Mode::Pmi2(_) => Ok(Vec::new()),
+            Mode::Pmix(p) => p.poll_events(),
             Mode::Remote(conn) => conn.poll_events(),
         }
     }

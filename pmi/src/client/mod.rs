@@ -16,7 +16,9 @@ mod groups;
 mod local;
 mod pmi2;
 mod pmix;
+mod pmix_events;
 mod pmix_groups;
+mod pmix_side;
 mod resources;
 
 use std::fs::File;
@@ -596,8 +598,9 @@ impl Client {
     /// Tell the process manager this rank is done with PMI and wait for the
     /// acknowledgement. Consumes the client.
     pub fn finalize(mut self) -> Result<()> {
-        if let Mode::Pmix(p) = self.mode {
-            return (*p).finalize();
+        if let Mode::Pmix(mut p) = self.mode {
+            let side = p.side.finalize();
+            return (*p).finalize().and(side);
         }
         if let Mode::Pmi2(p) = &mut self.mode {
             return p.finalize();

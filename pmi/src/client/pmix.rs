@@ -19,13 +19,17 @@
 //!   with the name server's error codes;
 //! * abort and finalize: `PMIx_Abort`, `PMIx_Finalize`.
 //!
-//! Group connect is mapped onto PMIx groups (`pmix_groups.rs`). Spawn is
+//! Group connect is mapped onto PMIx groups (`pmix_groups.rs`), a member's
+//! end onto PMIx events (`pmix_events.rs`); a connect with another job goes
+//! to rivetrun's PMI-1 group service beside PMIx (`pmix_side.rs`). Spawn is
 //! not mapped yet: it fails with [`Error::PmixUnsupported`].
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
+use super::pmix_events::RegisterFn;
 use super::pmix_groups::{ConstructFn, DestructFn as GroupDestructFn, PmixGroups};
+use super::pmix_side::Side;
 use crate::error::{Error, Result};
 use crate::pmix_ffi::{
     load_key, Library, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_ERR_DUPLICATE_KEY,
@@ -68,6 +72,7 @@ struct Api {
     unpublish: UnpublishFn,
     /// `PMIx_Group_construct`/`_destruct` (absent before OpenPMIx 4).
     group: Option<(ConstructFn, GroupDestructFn)>,
+    register_event: RegisterFn,
 }
 
 impl Api {
@@ -95,6 +100,9 @@ impl Api {
                 lookup: std::mem::transmute::<*mut c_void, LookupFn>(lib.symbol(c"PMIx_Lookup")?),
                 unpublish: std::mem::transmute::<*mut c_void, UnpublishFn>(
                     lib.symbol(c"PMIx_Unpublish")?,
+                ),
+                register_event: std::mem::transmute::<*mut c_void, RegisterFn>(
+                    lib.symbol(c"PMIx_Register_event_handler")?,
                 ),
                 group: match (
                     lib.symbol(c"PMIx_Group_construct"),
@@ -129,6 +137,8 @@ pub(crate) struct Pmix {
     cache: HashMap<u32, HashMap<String, String>>,
     /// Group connects made (`pmix_groups.rs`).
     groups: PmixGroups,
+    /// rivetrun's PMI-1 channel, for groups with other jobs (`pmix_side.rs`).
+    pub(super) side: Side,
 }
 
 impl std::fmt::Debug for Pmix {
@@ -184,6 +194,7 @@ impl Pmix {
             mine: Vec::new(),
             cache: HashMap::new(),
             groups: PmixGroups::default(),
+            side: Side::from_env(),
         };
         let size = pmix
             .job_u32("pmix.job.size")?
@@ -214,6 +225,16 @@ impl Pmix {
 
     pub(super) fn groups_state(&mut self) -> &mut PmixGroups {
         &mut self.groups
+    }
+
+    /// Register the group events' handler, once (`pmix_events.rs`).
+    pub(super) fn watch_group_events(&mut self) -> Result<()> {
+        if self.groups.watching {
+            return Ok(());
+        }
+        super::pmix_events::register(self.api.register_event, |rc| self.api.describe(rc))?;
+        self.groups.watching = true;
+        Ok(())
     }
 
     /// The library's group calls, or why there are none.

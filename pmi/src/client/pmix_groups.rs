@@ -10,18 +10,37 @@
 //!   the context the largest proposal. The group's name is derived from
 //!   what every participant names alike (procs in any order, id, flags)
 //!   and a count of such connects, so it is the same everywhere.
+//!   A server without PMIx groups (Open MPI 4.1.4's mpirun: ORTE's host
+//!   module has no group upcall; Slurm 22.05's plugin neither) answers "not
+//!   supported" to every participant alike, so the collective is then a
+//!   `PMIx_Fence` over the named processes; `optional` is refused there
+//!   (only a group says who joined), and there are no member events.
 //! * ready: `PMIx_Fence` over the members (no data).
 //! * disconnect: `PMIx_Group_destruct`, which in PMIx is collective: it
 //!   returns once every member destructed (Rivet's PMI-1 disconnect returns
-//!   at once).
+//!   at once). OpenPMIx 4.2's waits for ended members too, for ever, so a
+//!   group one of whose members ended (an event came) is only forgotten;
+//!   a member that ends while the others are in the destruct hangs them
+//!   (fixed in later OpenPMIx, `PMIX_GROUP_NOTIFY_TERMINATION`).
 //!
-//! Not mapped (OpenPMIx 4.2.2 with rivetrun's or any one server): events
-//! (members that end or leave) and `early_term`; `xchg_only` constructs no
-//! group (a fence over the procs, cards through the same keys). Names
-//! qualified with the server's `PMIX_CLUSTER_ID` are its own processes;
-//! other clusters are refused.
+//! * events: a member that ends while in the group is a `Terminated`
+//!   event (`PMIX_GROUP_MEMBER_FAILED`, `pmix_events.rs`), which rivetrun's
+//!   server raises; `early_term` is `PMIX_GROUP_NOTIFY_TERMINATION`, without
+//!   which rivetrun fails the job, as under PMI-1. The construct asks for a
+//!   context id so that the server's host hears of the group at all.
+//!
+//! Not mapped: `Disconnected` events (`notify_each`: a PMIx destruct is
+//! collective, so nobody is left to tell); other servers than rivetrun
+//! (mpirun, srun) raise no member events; `xchg_only` constructs no group
+//! (a fence over the procs, cards through the same keys).
+//!
+//! Other jobs: under rivetrun a connect naming another namespace or any
+//! cluster goes over rivetrun's PMI-1 group service instead
+//! (`pmix_side.rs`). Under other servers names qualified with the
+//! server's `PMIX_CLUSTER_ID` are its own processes; other clusters are
+//! refused.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::{c_char, c_int, CString};
 
 use crate::client::groups::{GroupConnectReply, GroupConnectRequest, GroupMember};
@@ -58,6 +77,13 @@ pub(super) struct PmixGroups {
     ready: HashMap<u64, Vec<PmixProc>>,
     /// Groups this process is in.
     groups: Vec<String>,
+    /// Whether the group events' handler is registered.
+    pub(super) watching: bool,
+    /// Groups with a member that ended (their destruct could not complete).
+    ended: HashSet<String>,
+    /// Groups made by a fence where the server has no PMIx groups (nothing
+    /// to destruct).
+    fenced: HashSet<String>,
 }
 
 fn failed(op: &'static str, message: impl Into<String>) -> Error {
@@ -112,6 +138,9 @@ impl Pmix {
     /// [`crate::Client::group_connect`] over PMIx.
     pub fn group_connect(&mut self, req: &GroupConnectRequest) -> Result<GroupConnectReply> {
         const OP: &str = "group_connect";
+        if self.side.takes(req, &self.nspace) {
+            return self.side.connect(req);
+        }
         // Names qualified with this server's cluster (`PMIX_CLUSTER_ID`)
         // are its own processes; the description ignores the qualifier.
         if req.procs.iter().any(|p| p.cluster.is_some()) {
@@ -129,12 +158,14 @@ impl Pmix {
                     OP,
                     format!(
                         "{p}: this PMIx server serves {served}; other clusters and jobs need \
-                         rivetrun's PMI-1 group service (with --nameserver)"
+                         rivetrun (its PMI-1 group service, with --nameserver)"
                     ),
                 ));
             }
         }
         let (construct, _) = self.group_fns()?;
+        // Before any group exists, so no member's end goes unheard.
+        self.watch_group_events()?;
         let desc = description(req);
         let count = self.groups_state().seen.entry(desc.clone()).or_insert(0);
         *count += 1;
@@ -151,7 +182,16 @@ impl Pmix {
             // No group: a fence over the processes publishes the cards.
             self.fence_over(&procs)?;
         } else {
-            let mut dirs = Vec::new();
+            // A context id is asked for (and unused) so that the server's
+            // host hears of the group: OpenPMIx 4.2 completes a construct
+            // among its own clients without it otherwise, and the host
+            // raises the members' termination events. `early_term` is
+            // PMIx's "notify on termination": members that end without
+            // leaving are then an event, not an error.
+            let mut dirs = vec![
+                PmixInfo::flag(c"pmix.grp.actxid", true),
+                PmixInfo::flag(c"pmix.grp.notterm", req.early_term),
+            ];
             if req.optional {
                 dirs.push(PmixInfo::flag(c"pmix.grp.opt", true));
             }
@@ -174,11 +214,19 @@ impl Pmix {
             };
             self.free_infos(results, nresults);
             if rc == PMIX_ERR_NOT_SUPPORTED {
-                return Err(Error::PmixUnsupported {
-                    op: "group connect (this PMIx server does not serve PMIx groups)",
-                });
-            }
-            if rc != PMIX_SUCCESS {
+                // No PMIx groups here (Open MPI 4.1's mpirun; Slurm 22.05):
+                // every participant gets the same answer, so all of them
+                // meet in a fence over the processes instead. Only
+                // `optional` needs the server's group (who joined).
+                if req.optional {
+                    return Err(Error::PmixUnsupported {
+                        op: "an optional group connect (this PMIx server, such as Open MPI \
+                             4.1's mpirun, serves no PMIx groups, so who joined is unknown)",
+                    });
+                }
+                self.fence_over(&procs)?;
+                self.groups_state().fenced.insert(name.clone());
+            } else if rc != PMIX_SUCCESS {
                 return Err(failed(
                     OP,
                     format!("PMIx_Group_construct: {}", self.describe(rc)),
@@ -247,6 +295,9 @@ impl Pmix {
 
     /// [`crate::Client::group_ready`] over PMIx: a fence over the members.
     pub fn group_ready(&mut self, op: u64) -> Result<()> {
+        if let Some(done) = self.side.ready(op) {
+            return done;
+        }
         let procs = self
             .groups_state()
             .ready
@@ -258,11 +309,22 @@ impl Pmix {
     /// [`crate::Client::group_disconnect`] over PMIx: `PMIx_Group_destruct`.
     pub fn group_disconnect(&mut self, group: &str) -> Result<()> {
         const OP: &str = "group_disconnect";
+        if let Some(done) = self.side.disconnect(group) {
+            return done;
+        }
         let state = self.groups_state();
         let Some(i) = state.groups.iter().position(|g| g == group) else {
             return Err(failed(OP, format!("unknown group {group}")));
         };
         state.groups.swap_remove(i);
+        // OpenPMIx 4.2's destruct waits for every member, one that ended
+        // too (for ever); Rivet's disconnect is not collective, so the group
+        // is only forgotten here. rivetrun's server keeps its record; the
+        // others' later ends are then events nobody takes.
+        let ended = state.ended.remove(group);
+        if state.fenced.remove(group) || ended || super::pmix_events::queued_for(group) {
+            return Ok(());
+        }
         let (_, destruct) = self.group_fns()?;
         let grp = CString::new(group).map_err(|_| failed(OP, "a NUL in the group name"))?;
         // SAFETY: a NUL-terminated name; no directives.
@@ -274,6 +336,16 @@ impl Pmix {
             ));
         }
         Ok(())
+    }
+
+    /// [`crate::Client::poll_events`] over PMIx: members of this process's
+    /// groups that ended (`pmix_events.rs`).
+    pub fn poll_events(&mut self) -> Result<Vec<crate::group::GroupEvent>> {
+        let state = self.groups_state();
+        let mut events = super::pmix_events::take(&state.groups);
+        state.ended.extend(events.iter().map(|e| e.group.clone()));
+        events.extend(self.side.poll_events()?);
+        Ok(events)
     }
 
     /// `key` → `value` put and committed now (not gathered for a barrier).
