@@ -86,7 +86,10 @@ fn build(manifest: &Path, out: &Path, profile: &Path) -> io::Result<()> {
         let obj = out.join(s.replace(".c", ".o"));
         let mut c = cc();
         c.args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-pedantic", "-g"])
-            .args([opt, "-fPIC", "-fvisibility=hidden", "-c", "-o"])
+            // -fno-plt: each call into librivet goes through its GOT slot at
+            // once (resolved at load), not a PLT stub; -fvisibility=hidden
+            // (with impl.h's pragma) keeps the layer's own calls direct.
+            .args([opt, "-fPIC", "-fvisibility=hidden", "-fno-plt", "-c", "-o"])
             .arg(&obj)
             .arg(manifest.join("src").join(s))
             .arg("-I")

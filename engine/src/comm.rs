@@ -206,6 +206,10 @@ impl<T: Threading> Comm<T> {
     /// # Safety
     /// `buf..buf+len` must stay valid and unchanged until the request
     /// completes (wait/test saw it done, or it was detached and finished).
+    ///
+    /// The `*_raw` starts are `#[inline]`: a caller that keeps only the
+    /// handle (`into_raw`, the C ABI) then never builds the `Request`.
+    #[inline]
     pub unsafe fn isend_raw(
         &self,
         buf: *const u8,
@@ -222,6 +226,7 @@ impl<T: Threading> Comm<T> {
 
     /// # Safety
     /// As [`isend_raw`](Self::isend_raw).
+    #[inline]
     pub unsafe fn issend_raw(
         &self,
         buf: *const u8,
@@ -239,6 +244,7 @@ impl<T: Threading> Comm<T> {
     /// # Safety
     /// `buf..buf+len` must stay valid for writes, and not be read or written
     /// by anyone else, until the request completes.
+    #[inline]
     pub unsafe fn irecv_raw(
         &self,
         buf: *mut u8,

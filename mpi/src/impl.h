@@ -48,9 +48,16 @@
 #define g_msgs rmpi_g_msgs
 #define g_parent rmpi_g_parent
 #define g_my_gid rmpi_g_my_gid
+#define g_ready rmpi_g_ready
+#define g_world rmpi_g_world
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* Everything declared below is the layer's own: hidden, so that the code
+ * reaches its globals and functions directly, not through the GOT (a
+ * declaration is default-visible under -fvisibility=hidden otherwise). */
+#pragma GCC visibility push(hidden)
 
 /* Handle kinds: the top byte of an int handle (MPICH-like values). */
 #define KIND_MASK 0xff000000
@@ -115,6 +122,8 @@ struct msg {
 /* Global state (init.c). */
 extern rivet_engine_t *g_engine;
 extern int g_initialized, g_finalized, g_level;
+/* 1 from MPI_Init* until MPI_Finalize: the one load every call checks. */
+extern int g_ready;
 extern pthread_mutex_t g_lock; /* taken around table changes at MULTIPLE */
 extern struct slots g_comms, g_reqs, g_msgs;
 extern MPI_Comm g_parent;
@@ -139,12 +148,16 @@ int raise_fail(MPI_Comm comm, int code, const char *fn);
 static inline int raise_err(MPI_Comm comm, int code, const char *fn) {
     return code == MPI_SUCCESS ? MPI_SUCCESS : raise_fail(comm, code, fn);
 }
-#define NOT_INIT() (!g_initialized || g_finalized)
+#define NOT_INIT() (!g_ready)
 
-/* Communicators (comm.c). The handle's communicator, or NULL if it is
- * not a live one (inline: every call looks one up). */
+/* Communicators (comm.c). MPI_COMM_WORLD's entry, set once it exists and
+ * cleared at MPI_Finalize: the common handle needs no table walk. */
+extern struct comm *g_world;
+/* The handle's communicator, or NULL if it is not a live one (inline:
+ * every call looks one up). */
 static inline struct comm *comm_get(MPI_Comm h) {
     struct comm *c;
+    if (h == MPI_COMM_WORLD && g_world) return g_world;
     if ((h & KIND_MASK) != KIND_COMM) return NULL;
     c = (struct comm *)slot_at(&g_comms, (h & ~KIND_MASK) + 1);
     return c && c->in_use ? c : NULL;
@@ -227,4 +240,5 @@ static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
     return MPI_SUCCESS;
 }
 
+#pragma GCC visibility pop
 #endif

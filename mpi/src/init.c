@@ -11,7 +11,8 @@
 #include <unistd.h>
 
 rivet_engine_t *g_engine;
-int g_initialized, g_finalized, g_level;
+int g_initialized, g_finalized, g_level, g_ready;
+struct comm *g_world;
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 struct slots g_comms = {{0}, sizeof(struct comm), 1, 0};
 struct slots g_reqs = {{0}, sizeof(struct req), 1, 0};
@@ -152,9 +153,11 @@ static int init(int required, int *provided) {
     }
     g_level = got;
     g_initialized = 1;
+    g_ready = 1;
     if (provided) *provided = got;
     rc = comm_setup_world();
     if (rc != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, rc, "MPI_Init");
+    g_world = comm_get(MPI_COMM_WORLD);
     return MPI_SUCCESS;
 }
 
@@ -191,6 +194,8 @@ int MPI_Finalized(int *flag) {
 int MPI_Finalize(void) {
     int i, rc;
     if (NOT_INIT()) return raise_err(MPI_COMM_NULL, MPI_ERR_OTHER, "MPI_Finalize");
+    g_ready = 0;
+    g_world = NULL;
     /* Every communicator still held goes (world and self last). */
     for (i = g_comms.next_unused - 1; i >= 1; i--) {
         struct comm *c = slot_at(&g_comms, i);

@@ -11,7 +11,8 @@
 //! proves a C runtime can live on `rivet.h` alone. Cargo runs that script before it links
 //! librivet, so the `.so` is linked against an empty stand-in with librivet's soname (DT_NEEDED
 //! `librivet.so.0`, resolved at run time beside it). Only `MPI_*` is exported
-//! (`-fvisibility=hidden`; internal names carry `rmpi_`).
+//! (`-fvisibility=hidden`, and `impl.h` declares the internals hidden so they are reached without
+//! the GOT; internal names carry `rmpi_`); calls into librivet skip the PLT (`-fno-plt`).
 //!
 //! Module map (`src/`): `impl.h` the state and handle tables; `init.c` init, errors and handlers,
 //! attributes; `comm.c` communicators and their caller context ids; `p2p.c` point-to-point and

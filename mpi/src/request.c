@@ -159,20 +159,26 @@ static int take_layer(int count, MPI_Request *reqs, MPI_Status *statuses, int *f
 int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_statuses) {
     rivet_status_t small[64], *rst = small;
     int i, rc, failed = 0;
-    MPI_Comm comm = MPI_COMM_WORLD;
+    MPI_Comm comm = MPI_COMM_NULL; /* the first request's, once found */
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitall");
-    for (i = 0; i < count; i++)
-        if (array_of_requests[i] != MPI_REQUEST_NULL) {
-            comm = req_comm(array_of_requests[i]);
-            break;
-        }
     if (ignored(array_of_statuses)) {
-        /* The common case, a window of sends or receives: librivet's
-         * handles go to it as they are. */
-        if (take_layer(count, array_of_requests, MPI_STATUSES_IGNORE, &failed, &comm))
-            return bad("MPI_Waitall");
+        /* The common case, a window of sends or receives: one pass finds
+         * the first request's communicator (whose handler applies) and
+         * hands back the layer's own; librivet's go to it as they are. */
+        for (i = 0; i < count; i++) {
+            MPI_Request h = array_of_requests[i];
+            if (h == MPI_REQUEST_NULL) continue;
+            if (!req_is_layer(h)) {
+                if (comm == MPI_COMM_NULL) comm = req_comm(h);
+                continue;
+            }
+            if (!req_get(h)) return bad("MPI_Waitall");
+            if (comm == MPI_COMM_NULL) comm = req_comm(h);
+            if (finish(&array_of_requests[i], MPI_STATUS_IGNORE) != MPI_SUCCESS) failed = 1;
+        }
+        if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
         rc = rivet_waitall(g_engine, (size_t)count, array_of_requests, NULL);
         if (rc == RIVET_ERR_IN_STATUS) failed = 1;
         else if (rc != RIVET_SUCCESS) return raise_err(comm, request_rc(rc), "MPI_Waitall");
@@ -180,7 +186,11 @@ int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_
     }
     /* Statuses wanted: null requests get the empty one. */
     for (i = 0; i < count; i++)
-        if (array_of_requests[i] == MPI_REQUEST_NULL) status_empty(&array_of_statuses[i]);
+        if (array_of_requests[i] == MPI_REQUEST_NULL)
+            status_empty(&array_of_statuses[i]);
+        else if (comm == MPI_COMM_NULL)
+            comm = req_comm(array_of_requests[i]);
+    if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
     if (take_layer(count, array_of_requests, array_of_statuses, &failed, &comm))
         return bad("MPI_Waitall");
     if (count > 64 && !(rst = malloc(sizeof *rst * (size_t)count)))

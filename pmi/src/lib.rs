@@ -65,7 +65,8 @@
 //! - `resource.rs`: seed 002's `resource_register`/`resource_release` (shm names, files,
 //!   `pid:starttime` children); the client asks only where `PMI_rivet_resources` is set, and a
 //!   server that does not free them answers `rc!=0`.
-//! - `topology.rs`: the topology keys (`PMI_rivet_*`): writer, reader, client queries.
+//! - `topology/`: the topology keys (`PMI_rivet_*`): key names and types (`mod.rs`), cluster levels
+//!   (`cluster.rs`), a rank's value (`rank.rs`), CPU sets (`cpus.rs`), client queries (`client_queries.rs`).
 //! - `impi/`: the IMPI startup wire (seed 003 ch. 2), network byte order: command headers
 //!   (`mod.rs`), AUTH (`auth.rs`: masks, choice, key, `-auth` lists), the COLL labels of version
 //!   0.0 and the server's concatenation (`labels.rs`), the rendezvous server's state, sans I/O

@@ -223,7 +223,7 @@ pub(super) fn rivet_mpi_stack(
         });
     let built = |p: &std::path::Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
     if let Some(lib_time) = lib.as_deref().and_then(built) {
-        for stem in ["mpi_pingpong.rivet-mpi", "hello.rivet-mpi"] {
+        for stem in ["mpi_p2p.rivet-mpi", "mpi_hello.rivet-mpi"] {
             let prog = dir.join(stem);
             if built(&prog).is_some_and(|t| t < lib_time) {
                 let _ = std::fs::remove_file(&prog);

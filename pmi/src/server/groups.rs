@@ -106,6 +106,8 @@ pub(super) struct Groups {
     records: BTreeMap<String, GroupRecord>,
     /// Every process reported by `process_ended`.
     ended: HashSet<Proc>,
+    /// Namespaces reported by `namespace_ended`: all their processes ended.
+    ended_namespaces: HashSet<NsId>,
     /// Last op number and group number handed out.
     last_op: u64,
     last_group: u64,
@@ -123,6 +125,11 @@ pub(super) struct Groups {
 }
 
 impl Groups {
+    /// Whether `p` ended, alone or with its whole namespace.
+    fn has_ended(&self, p: &Proc) -> bool {
+        self.ended.contains(p) || self.ended_namespaces.contains(&p.0)
+    }
+
     /// A connection went away: stop answering it (its process stays counted).
     pub fn forget_conn(&mut self, conn: ConnId) {
         self.hub_waiting.remove(&conn);
@@ -416,11 +423,11 @@ impl Server {
 
     /// Forget a failed op once every expected process was told or ended.
     fn drop_poison_if_done(&mut self, key: &OpKey) {
-        let ended = &self.groups.ended;
-        let done = self.groups.poisoned.get(key).is_none_or(|p| {
+        let groups = &self.groups;
+        let done = groups.poisoned.get(key).is_none_or(|p| {
             key.procs
                 .iter()
-                .all(|q| p.told.contains(q) || ended.contains(q))
+                .all(|q| p.told.contains(q) || groups.has_ended(q))
         });
         if done {
             self.groups.poisoned.remove(key);
@@ -432,12 +439,12 @@ impl Server {
         let Some(op) = self.groups.ops.get(key) else {
             return;
         };
-        let ended = &self.groups.ended;
+        let groups = &self.groups;
         let missing_ended = key
             .procs
             .iter()
             .copied()
-            .find(|p| !op.joined.contains_key(p) && ended.contains(p));
+            .find(|p| !op.joined.contains_key(p) && groups.has_ended(p));
         if !op.flags.optional {
             if let Some(p) = missing_ended {
                 let reason = format!(
@@ -452,7 +459,7 @@ impl Server {
         let complete = key
             .procs
             .iter()
-            .all(|p| op.joined.contains_key(p) || (optional && ended.contains(p)));
+            .all(|p| op.joined.contains_key(p) || (optional && groups.has_ended(p)));
         if complete {
             self.complete(key, out);
         }
@@ -550,7 +557,7 @@ impl Server {
         let gone: Vec<Proc> = members
             .iter()
             .copied()
-            .filter(|p| self.groups.ended.contains(p))
+            .filter(|p| self.groups.has_ended(p))
             .collect();
         for p in gone {
             self.ready_member_ended(op_number, p, out);
@@ -756,9 +763,40 @@ impl Server {
             return;
         }
         let p = (ns, rank);
-        if !self.groups.ended.insert(p) {
+        if self.groups.has_ended(&p) {
             return;
         }
+        self.groups.ended.insert(p);
+        self.settle_ended(p, out);
+    }
+
+    /// Every process of namespace `ns` ended at once (its job's link to the
+    /// name server's hub closed): what [`Server::process_ended`] does for
+    /// each, in time proportional to the group state that names them rather
+    /// than to the namespace's size (up to 2^20 processes).
+    pub fn namespace_ended(&mut self, ns: NsId, out: &mut Vec<Output>) {
+        if self.namespaces.get(ns as usize).is_none() || !self.groups.ended_namespaces.insert(ns) {
+            return;
+        }
+        let g = &self.groups;
+        let mine = |p: &&Proc| p.0 == ns && !g.ended.contains(p);
+        let mut named: BTreeSet<Proc> = BTreeSet::new();
+        for key in g.ops.keys().chain(g.poisoned.keys()) {
+            named.extend(key.procs.iter().filter(mine));
+        }
+        for phase in g.ready.values() {
+            named.extend(phase.pending.iter().filter(mine));
+        }
+        for record in g.records.values() {
+            named.extend(record.connected.iter().filter(mine));
+        }
+        for p in named {
+            self.settle_ended(p, out);
+        }
+    }
+
+    /// The consequences of `p`'s end, once it is recorded as ended.
+    fn settle_ended(&mut self, p: Proc, out: &mut Vec<Output>) {
         let mut keys: Vec<OpKey> = self
             .groups
             .ops

@@ -196,14 +196,21 @@ impl GroupHub {
         let mut inner = Vec::new();
         for &ns in &namespaces {
             self.owner.remove(&ns);
-            let size = self.server.namespaces[ns as usize].size;
-            for rank in 0..size {
-                self.server.process_ended(ns, rank, &mut inner);
-                if let Some(c) = self.conn_of.remove(&(ns, rank)) {
-                    self.proc_of.remove(&c);
-                    self.server.detach(c);
-                }
+            self.server.namespace_ended(ns, &mut inner);
+        }
+        // One pass over the processes' connections, not one per rank: a
+        // namespace may have 2^20 ranks that never said a word.
+        let conns: Vec<ConnId> = self
+            .conn_of
+            .iter()
+            .filter(|((ns, _), _)| namespaces.contains(ns))
+            .map(|(_, &c)| c)
+            .collect();
+        for c in conns {
+            if let Some(p) = self.proc_of.remove(&c) {
+                self.conn_of.remove(&p);
             }
+            self.server.detach(c);
         }
         self.translate(inner, out);
     }

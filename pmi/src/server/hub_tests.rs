@@ -384,3 +384,27 @@ fn without_a_hub_the_rank_is_answered_when_the_link_goes() {
     let bad = [Message::GetMaxes];
     assert!(s.group_relayed("ja", 0, &bad, &mut Vec::new()).is_err());
 }
+
+#[test]
+fn a_huge_namespace_ends_with_its_link_in_one_step() {
+    // A link may register a namespace of up to 2^20 processes; its end
+    // must not walk them one by one (found by fuzzing the name server),
+    // and every one of them, named or not, counts as ended afterwards.
+    let mut p = Pair::new();
+    let mut out = Vec::new();
+    p.ns.open(LINK[1] + 1);
+    let reg = format!("cmd=group_job nspace=big size={MAX_HUB_NAMESPACE} cluster=c3\n");
+    p.ns.receive(LINK[1] + 1, reg.as_bytes(), &mut out);
+    assert_eq!(sent(&out, LINK[1] + 1), "cmd=group_job_result rc=0\n");
+    p.ns.close(LINK[1] + 1, &mut Vec::new());
+    let last = MAX_HUB_NAMESPACE - 1;
+    let line = format!("cmd=group_connect procs=ja:0,big:{last} id=h ctx=1 card=A0\n");
+    p.send(0, 0, &line);
+    let got = p.take(0, 0);
+    assert!(
+        got.starts_with(&format!(
+            "cmd=group_connect_result rc=1 msg=big:{last}\\ ended\\ before\\ joining"
+        )),
+        "{got}"
+    );
+}
