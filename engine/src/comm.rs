@@ -115,6 +115,17 @@ impl<T: Threading> Comm<T> {
         self.remote.as_deref().unwrap_or(&self.local)
     }
 
+    /// The worker this communicator's traffic runs on (`thread.rs`): one
+    /// of several for a communicator of our own world's processes in a
+    /// one-node job at MULTIPLE, else worker 0.
+    #[inline]
+    pub(crate) fn worker(&self) -> usize {
+        self.inner.worker_for(
+            self.context,
+            self.remote.is_none() && self.local.world_only(),
+        )
+    }
+
     /// Same groups, another context.
     pub(crate) fn with_context(&self, context: u32) -> Comm<T> {
         Comm {
@@ -155,7 +166,7 @@ impl<T: Threading> Comm<T> {
 
     /// A send on a borrowed buffer, withdrawn if waiting fails (`Lent`).
     fn send_blocking(&self, args: &SendArgs) -> Result<()> {
-        let req = Request::<T>::started(&self.inner, self.inner.start_send(args)?);
+        let req = Request::<T>::started(&self.inner, self.inner.start_send(self.worker(), args)?);
         let lent = Lent::new(&self.inner, req.id());
         let status = req.wait()?;
         lent.finished();
@@ -167,6 +178,7 @@ impl<T: Threading> Comm<T> {
     pub fn recv(&self, buf: &mut [u8], source: i32, tag: i32) -> Result<Status> {
         self.check_pattern(source, tag)?;
         let id = self.inner.start_recv(
+            self.worker(),
             self.context,
             buf.as_mut_ptr(),
             buf.len(),
@@ -183,12 +195,12 @@ impl<T: Threading> Comm<T> {
     /// Block until a matching message is waiting; it stays waiting.
     pub fn probe(&self, source: i32, tag: i32) -> Result<Status> {
         self.check_pattern(source, tag)?;
-        self.inner.probe(self.context, source, tag)
+        self.inner.probe(self.worker(), self.context, source, tag)
     }
 
     pub fn iprobe(&self, source: i32, tag: i32) -> Result<Option<Status>> {
         self.check_pattern(source, tag)?;
-        self.inner.iprobe(self.context, source, tag)
+        self.inner.iprobe(self.worker(), self.context, source, tag)
     }
 
     /// # Safety
@@ -206,7 +218,10 @@ impl<T: Threading> Comm<T> {
         tag: i32,
     ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, false)?;
-        Ok(Request::started(&self.inner, self.inner.start_send(&args)?))
+        Ok(Request::started(
+            &self.inner,
+            self.inner.start_send(self.worker(), &args)?,
+        ))
     }
 
     /// # Safety
@@ -220,7 +235,10 @@ impl<T: Threading> Comm<T> {
         tag: i32,
     ) -> Result<Request<'_, T>> {
         let args = self.send_args(buf, len, dest, tag, true)?;
-        Ok(Request::started(&self.inner, self.inner.start_send(&args)?))
+        Ok(Request::started(
+            &self.inner,
+            self.inner.start_send(self.worker(), &args)?,
+        ))
     }
 
     /// # Safety
@@ -235,9 +253,15 @@ impl<T: Threading> Comm<T> {
         tag: i32,
     ) -> Result<Request<'_, T>> {
         self.check_pattern(source, tag)?;
-        let id =
-            self.inner
-                .start_recv(self.context, buf, len, source, self.source_vc(source), tag)?;
+        let id = self.inner.start_recv(
+            self.worker(),
+            self.context,
+            buf,
+            len,
+            source,
+            self.source_vc(source),
+            tag,
+        )?;
         Ok(Request::new(&self.inner, id))
     }
 

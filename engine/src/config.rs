@@ -51,7 +51,17 @@ pub struct Config {
     /// `RIVET_THREAD_LEVEL`: the least thread level the engine provides
     /// (it may raise what the program asks for, never lower it).
     pub thread_level: Option<crate::ThreadLevel>,
+    /// `RIVET_WORKERS`: workers (shared-memory lanes) a node leader at
+    /// MULTIPLE lays out (`thread.rs`).
+    pub workers: usize,
 }
+
+/// Workers at MULTIPLE unless `RIVET_WORKERS` says otherwise: enough for a
+/// few threads each on its own communicator, while the node segment grows
+/// by only this factor.
+pub const DEFAULT_WORKERS: usize = 4;
+/// Most workers (shared-memory lanes) a node may have.
+pub const MAX_WORKERS: usize = 32;
 
 /// Measured (BENCHMARKS.md, "the latency curve"): up to 4 KiB the copy
 /// through a cell and out again beats the rendezvous round trip plus one
@@ -105,6 +115,13 @@ impl Config {
             Some(v) if !v.trim().is_empty() => Some(v.trim().parse()?),
             _ => None,
         };
+        let workers = match var("RIVET_WORKERS") {
+            Some(v) if !v.trim().is_empty() => match v.trim().parse::<usize>() {
+                Ok(n) if (1..=MAX_WORKERS).contains(&n) => n,
+                _ => return Err(bad("RIVET_WORKERS", &v, "use a number from 1 to 32")),
+            },
+            _ => DEFAULT_WORKERS,
+        };
         Ok(Config {
             shm_eager_max: shm.or(general).unwrap_or(DEFAULT_SHM_EAGER_MAX),
             shm_split_min: size_var(&var, "RIVET_SHM_SPLIT_MIN")?.unwrap_or(DEFAULT_SHM_SPLIT_MIN),
@@ -113,6 +130,7 @@ impl Config {
             netmod,
             eager_window,
             thread_level,
+            workers,
         })
     }
 }
@@ -231,6 +249,8 @@ mod tests {
                 .eager_window,
             65536
         );
+        assert_eq!(c.workers, DEFAULT_WORKERS);
+        assert_eq!(with(&[("RIVET_WORKERS", "2")]).unwrap().workers, 2);
     }
 
     #[test]
@@ -239,6 +259,9 @@ mod tests {
             ("RIVET_NETMOD", "udp"),
             ("RIVET_NETMOD_EAGER_WINDOW", "100"),
             ("RIVET_SHM_LMT", "fast"),
+            ("RIVET_WORKERS", "0"),
+            ("RIVET_WORKERS", "33"),
+            ("RIVET_WORKERS", "two"),
         ] {
             let e = with(&[(k, v)]).unwrap_err().to_string();
             assert!(e.contains(k), "{e}");

@@ -1,14 +1,16 @@
-//! The engine's state behind its one lock, and the progress loop.
+//! One worker's state behind its lock, and the progress loop.
 //!
-//! `Core` is everything the engine mutates: transports (`shm`, `netmod`),
-//! and the protocol `State` (requests, matching, VCs). It lives in one `Mutex`,
-//! `Inner::core`, the engine's only lock on the message path. Why one lock:
-//! MPI matching is serial per context by definition (non-overtaking order),
-//! posting and arrival must see one consistent queue, and the shm send side
-//! of a pair is single-producer; MPICH's global critical section makes the
-//! same choice. Uncontended it costs one atomic exchange on lock and one on
-//! unlock; `rivet-bench mr --threads 2` measures it under contention.
-//! Everything crossing processes (shm rings and queues) is lock-free.
+//! `Core` is everything a worker mutates: transports (`shm`: its lane;
+//! `netmod`: worker 0's only), and the protocol `State` (requests,
+//! matching, VCs). Each worker's `Core` lives in its own `EngineLock`
+//! (`Inner::core` for worker 0, `Inner::lanes` for the others; `thread.rs`).
+//! Why one lock per worker rather than finer ones: MPI matching is serial
+//! per context by definition (non-overtaking order), posting and arrival
+//! must see one consistent queue, and the shm send side of a lane's pair is
+//! single-producer; so a context stays on one worker. Uncontended the lock
+//! costs one atomic exchange (release is a plain store); `rivet-bench mr
+//! --threads 2` measures it. Everything crossing processes (shm rings and
+//! queues) is lock-free.
 //!
 //! Transports hand arrivals to `State::deliver` (protocol.rs; the netmod
 //! through `NetSink`, which also offers it receive buffers to fill

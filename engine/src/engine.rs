@@ -168,7 +168,23 @@ impl<T: Threading> Engine<T> {
         if use_shm && my_local == 0 {
             let name = segment_name(&pmi, rank);
             let shm_config = ShmConfig::from_env()?;
-            shm = Some(ShmNode::create(&name, local.len(), 0, &shm_config)?);
+            // Lanes (one per worker, `thread.rs`) where the leader runs at
+            // MULTIPLE and the whole job is on this node, so that every
+            // rank maps communicators to workers alike.
+            let lanes = match level == ThreadLevel::Multiple
+                && local.len() == size as usize
+                && impi.is_none()
+            {
+                true => config.workers,
+                false => 1,
+            };
+            shm = Some(ShmNode::create_lanes(
+                &name,
+                local.len(),
+                0,
+                &shm_config,
+                lanes,
+            )?);
             pmi.put(&shm_key(rank), &name)?;
             // If every local rank dies before attaching, nobody unlinks the
             // name: rivetrun does (seed 002's registration; elsewhere the
@@ -247,6 +263,13 @@ impl<T: Threading> Engine<T> {
             cma::probe()
         };
         let yields = should_yield(config.yield_mode, local_size);
+        // Workers 1.. (`thread.rs`): one per further lane of the node
+        // segment, in a one-node job only.
+        let mut shm = shm;
+        let lanes = match shm.as_mut() {
+            Some(node) if local_size == size as usize => node.take_lanes(),
+            _ => Vec::new(),
+        };
         let (shm_eager_max, shm_piece) = match &shm {
             Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
@@ -264,11 +287,22 @@ impl<T: Threading> Engine<T> {
             format!(
                 "{level} ({}; RIVET_THREAD_LEVEL raises it)",
                 if level.locks() {
-                    "one lock around the engine's state"
+                    "each worker's state behind its own lock"
                 } else {
                     "no lock: handles stay on one thread"
                 }
             ),
+        ));
+        info.push((
+            "workers".into(),
+            match lanes.len() {
+                0 => "1".into(),
+                n => format!(
+                    "{} (communicators of this one-node job spread by context id; each worker \
+                     its own shared-memory lane; RIVET_WORKERS)",
+                    n + 1
+                ),
+            },
         ));
         info.push((
             "bootstrap".into(),
@@ -281,18 +315,15 @@ impl<T: Threading> Engine<T> {
             },
         ));
         let netmod = netmod.map(|o| o.netmod);
-        let limits = netmod.as_ref().map(|n| n.limits());
-        let st = State::new(
-            Pgs::new(world),
-            Limits {
-                shm_eager_max,
-                shm_piece,
-                cma_allowed: cma_probe.is_ok(),
-                split_min: config.shm_split_min,
-                net_eager_max: limits.map_or(0, |l| l.eager_max),
-                net_piece: limits.map_or(1, |l| l.max_payload.max(1)),
-            },
-        );
+        let net_limits = netmod.as_ref().map(|n| n.limits());
+        let limits = Limits {
+            shm_eager_max,
+            shm_piece,
+            cma_allowed: cma_probe.is_ok(),
+            split_min: config.shm_split_min,
+            net_eager_max: net_limits.map_or(0, |l| l.eager_max),
+            net_piece: net_limits.map_or(1, |l| l.max_payload.max(1)),
+        };
         // The launcher's death ends this process (`pmi_watch.rs`).
         let watch = match pmi.as_ref().and_then(Client::connection_fd) {
             Some(fd) => Some(PmiWatch::start(fd, rank).map_err(|source| Error::Io {
@@ -302,9 +333,21 @@ impl<T: Threading> Engine<T> {
             None => None,
         };
         let pmi = Arc::new(Mutex::new(pmi));
+        let spread = 1 + lanes.len() as u32;
+        let workers: Box<[EngineLock<Core>]> = lanes
+            .into_iter()
+            .enumerate()
+            .map(|(i, lane)| {
+                let st = State::for_worker(Pgs::new(world.fresh()), limits, i + 1);
+                EngineLock::new(Core::new(Some(lane), None, pmi.clone(), st), level)
+            })
+            .collect();
+        let st = State::new(Pgs::new(world), limits);
         Ok(Engine {
             inner: Arc::new(Inner {
                 core: EngineLock::new(Core::new(shm, netmod, pmi.clone(), st), level),
+                lanes: workers,
+                spread,
                 level,
                 rank,
                 size,
@@ -403,13 +446,13 @@ impl<T: Threading> Engine<T> {
         }
     }
 
-    /// Poll every transport once; the number of events handled. Another
-    /// thread already progressing counts as done.
+    /// Poll every transport of every worker once; the number of events
+    /// handled. A worker another thread is already progressing counts as
+    /// done.
     pub fn progress(&self) -> usize {
-        match self.inner.core.try_lock() {
-            Some(mut core) => core.progress(),
-            None => 0,
-        }
+        (0..self.inner.workers())
+            .filter_map(|w| self.inner.worker(w).try_lock().map(|mut c| c.progress()))
+            .sum()
     }
 
     /// A barrier of the whole job through the process manager: first

@@ -1,9 +1,11 @@
 //! `Inner`: what every `Engine`, `Comm` and `Request` points at, the
-//! engine's state behind its lock (`thread.rs`) plus what never changes
-//! after init. API calls take the lock, do their step, and let go;
-//! blocking calls loop over `progress` with the `Backoff` policy between
-//! empty polls, retaking the lock each turn so other threads get their
-//! share.
+//! engine's workers, each its state behind its own lock (`thread.rs`), plus
+//! what never changes after init. API calls take the lock of the worker
+//! their communicator (or request handle) names, do their step, and let
+//! go; blocking calls loop over `progress` with the `Backoff` policy
+//! between empty polls, retaking the lock each turn so other threads get
+//! their share, and now and then progress the other workers too (without
+//! waiting for their locks), so nothing owed on another worker starves.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,13 +21,21 @@ use crate::pg::{VcId, Vcrt};
 use crate::pmi_watch::PmiWatch;
 use crate::post::SendArgs;
 use crate::status::Status;
-use crate::table::Op;
+use crate::table::{worker_of, Op};
 use crate::thread::{EngineGuard, EngineLock, ThreadLevel};
 
 pub struct Inner {
-    /// The engine's state: locked at MULTIPLE, unlocked below (`core.rs`
-    /// says why one lock, `thread.rs` how it is dropped).
+    /// Worker 0's state: everything not on a lane of its own (the netmod,
+    /// dynamic processes, other process groups, ports) and the
+    /// communicators mapped to it. Locked at MULTIPLE, unlocked below
+    /// (`thread.rs`).
     pub(crate) core: EngineLock<Core>,
+    /// Workers 1..: each a shared-memory lane with its own requests,
+    /// matching and send queues (`thread.rs`); empty unless this is a
+    /// one-node job whose node leader runs at MULTIPLE.
+    pub(crate) lanes: Box<[EngineLock<Core>]>,
+    /// Workers communicators of our own world spread over (1 + lanes).
+    pub(crate) spread: u32,
     /// The level provided.
     pub(crate) level: ThreadLevel,
     pub(crate) rank: u32,
@@ -71,13 +81,70 @@ pub(crate) struct ParentLink {
     pub first: bool,
 }
 
+/// Idle turns of a blocking call between looks at the other workers.
+const OTHERS_EVERY: u32 = 8;
+
 impl Inner {
     #[inline]
     pub(crate) fn lock(&self) -> Result<EngineGuard<'_, Core>> {
+        self.lock_on(0)
+    }
+
+    /// Worker `w`'s state (an unknown `w`, from a forged handle, is
+    /// worker 0, whose table knows no such handle).
+    #[inline]
+    pub(crate) fn worker(&self, w: usize) -> &EngineLock<Core> {
+        if w == 0 {
+            return &self.core;
+        }
+        self.lanes.get(w - 1).unwrap_or(&self.core)
+    }
+
+    /// How many workers there are.
+    pub(crate) fn workers(&self) -> usize {
+        1 + self.lanes.len()
+    }
+
+    /// The worker of a communicator on `context` whose groups are all of
+    /// our world (`world_only`): a function of the context id alone, the
+    /// same on every rank (all ranks of a one-node job read `spread` from
+    /// the one node segment). Contexts come in fours (`collective.rs`), so
+    /// a communicator's own contexts share a worker and successive dups
+    /// take successive workers. Anything else runs on worker 0.
+    #[inline]
+    pub(crate) fn worker_for(&self, context: u32, world_only: bool) -> usize {
+        if self.spread <= 1 || !world_only {
+            return 0;
+        }
+        ((context >> 2) % self.spread) as usize
+    }
+
+    #[inline]
+    pub(crate) fn lock_on(&self, w: usize) -> Result<EngineGuard<'_, Core>> {
         if self.finalized.load(Ordering::Relaxed) {
             return Err(Error::Finalized);
         }
-        Ok(self.lock_even_finalized())
+        Ok(self.worker(w).lock())
+    }
+
+    /// Progress every worker but `w` whose lock is free now (never waits
+    /// for one): blocking calls do this every `OTHERS_EVERY` idle turns,
+    /// so a request of another worker progresses while this thread waits
+    /// (as MPICH's global progress does among its VCIs).
+    #[inline]
+    pub(crate) fn progress_others(&self, w: usize, idle_turns: &mut u32) {
+        if self.lanes.is_empty() {
+            return;
+        }
+        *idle_turns += 1;
+        if *idle_turns % OTHERS_EVERY != 0 {
+            return;
+        }
+        for other in (0..self.workers()).filter(|&o| o != w) {
+            if let Some(mut core) = self.worker(other).try_lock() {
+                core.progress();
+            }
+        }
     }
 
     #[inline]
@@ -90,21 +157,28 @@ impl Inner {
 
     /// The error of a failed peer, with the reason the transport gave.
     pub(crate) fn failure_of(&self, rank: u32) -> Error {
-        let core = self.lock_even_finalized();
-        let vc = core
-            .st
-            .failed_peers
-            .iter()
-            .map(|(vc, _)| *vc)
-            .find(|vc| vc.rank() == rank)
-            .unwrap_or(VcId::world(rank));
-        core.st.failure_of(vc)
+        let mut first = None;
+        for w in 0..self.workers() {
+            let core = self.worker(w).lock();
+            let vc = core
+                .st
+                .failed_peers
+                .iter()
+                .map(|(vc, _)| *vc)
+                .find(|vc| vc.rank() == rank);
+            match vc {
+                Some(vc) => return core.st.failure_of(vc),
+                None if w == 0 => first = Some(core.st.failure_of(VcId::world(rank))),
+                None => {}
+            }
+        }
+        first.unwrap_or(Error::Finalized)
     }
 
     /// Start a send: its request's handle. A standard eager send that the
     /// transport takes at once needs no request at all: 0, finished.
-    pub(crate) fn start_send(&self, a: &SendArgs) -> Result<u64> {
-        let mut core = self.lock()?;
+    pub(crate) fn start_send(&self, w: usize, a: &SendArgs) -> Result<u64> {
+        let mut core = self.lock_on(w)?;
         Self::check(&core)?;
         if core.try_send_now(a)? {
             return Ok(0);
@@ -112,8 +186,10 @@ impl Inner {
         core.start_send(a)
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_recv(
         &self,
+        w: usize,
         context: u32,
         buf: *mut u8,
         cap: usize,
@@ -121,7 +197,7 @@ impl Inner {
         source_vc: Option<VcId>,
         tag: i32,
     ) -> Result<u64> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_on(w)?;
         Self::check(&core)?;
         Ok(core.start_recv(context, buf, cap, source, source_vc, tag))
     }
@@ -142,7 +218,7 @@ impl Inner {
     }
 
     pub(crate) fn test(&self, id: u64) -> Result<Option<Status>> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_on(worker_of(id))?;
         if let Some(s) = Self::take_if_complete(&mut core, id) {
             return Ok(Some(s));
         }
@@ -156,9 +232,11 @@ impl Inner {
 
     pub(crate) fn wait(&self, id: u64) -> Result<Status> {
         let mut backoff = Backoff::new(self.yields);
+        let w = worker_of(id);
+        let mut idle = 0;
         loop {
             {
-                let mut core = self.lock()?;
+                let mut core = self.lock_on(w)?;
                 if let Some(s) = Self::take_if_complete(&mut core, id) {
                     return Ok(s);
                 }
@@ -170,17 +248,18 @@ impl Inner {
                 }
                 Self::check(&core)?;
             }
+            self.progress_others(w, &mut idle);
             backoff.idle();
         }
     }
 
     pub(crate) fn cancel(&self, id: u64) -> Result<()> {
-        self.lock()?.cancel(id)
+        self.lock_on(worker_of(id))?.cancel(id)
     }
 
     /// Nobody will wait for `id`: free it now if complete, else on completion.
     pub(crate) fn detach(&self, id: u64) {
-        let mut core = self.lock_even_finalized();
+        let mut core = self.worker(worker_of(id)).lock();
         if let Some(req) = core.st.requests.get_mut(id) {
             if req.complete {
                 core.st.requests.remove(id);
@@ -207,10 +286,19 @@ impl Inner {
     /// reads are done under the engine lock, and a transport copies what
     /// it takes of a send.
     pub(crate) fn abandon(&self, ids: &[u64], unwinding: bool) {
+        // Each worker withdraws its own handles (the others' are stale in
+        // its table).
+        for w in 0..self.workers() {
+            self.abandon_on(w, ids, unwinding);
+        }
+    }
+
+    fn abandon_on(&self, w: usize, ids: &[u64], unwinding: bool) {
         let mut backoff = Backoff::new(self.yields);
+        let mut idle = 0;
         loop {
             {
-                let mut core = self.lock_even_finalized();
+                let mut core = self.worker(w).lock();
                 let writer = ids.iter().find_map(|&id| core.st.remote_writer(id));
                 let Some(from) = writer else {
                     core.abandon(ids);
@@ -221,12 +309,19 @@ impl Inner {
                 }
                 core.progress();
             }
+            self.progress_others(w, &mut idle);
             backoff.idle();
         }
     }
 
-    pub(crate) fn iprobe(&self, context: u32, source: i32, tag: i32) -> Result<Option<Status>> {
-        let mut core = self.lock()?;
+    pub(crate) fn iprobe(
+        &self,
+        w: usize,
+        context: u32,
+        source: i32,
+        tag: i32,
+    ) -> Result<Option<Status>> {
+        let mut core = self.lock_on(w)?;
         let found = |core: &Core| {
             core.st
                 .matcher
@@ -251,11 +346,12 @@ impl Inner {
     /// matches now (after one progress call).
     pub(crate) fn improbe(
         &self,
+        w: usize,
         context: u32,
         source: i32,
         tag: i32,
     ) -> Result<Option<(u64, Status)>> {
-        let mut core = self.lock()?;
+        let mut core = self.lock_on(w)?;
         if let Some(found) = core.take_matching(context, source, tag) {
             return Ok(Some(found));
         }
@@ -264,27 +360,40 @@ impl Inner {
         Ok(core.take_matching(context, source, tag))
     }
 
-    pub(crate) fn mprobe(&self, context: u32, source: i32, tag: i32) -> Result<(u64, Status)> {
+    pub(crate) fn mprobe(
+        &self,
+        w: usize,
+        context: u32,
+        source: i32,
+        tag: i32,
+    ) -> Result<(u64, Status)> {
         let mut backoff = Backoff::new(self.yields);
+        let mut idle = 0;
         loop {
-            if let Some(found) = self.improbe(context, source, tag)? {
+            if let Some(found) = self.improbe(w, context, source, tag)? {
                 return Ok(found);
             }
+            self.progress_others(w, &mut idle);
             backoff.idle();
         }
     }
 
     /// Start receiving held message `key` into `buf..buf+cap`.
     pub(crate) fn receive_held(&self, key: u64, buf: *mut u8, cap: usize) -> Result<u64> {
-        Ok(self.lock_even_finalized().receive_held(key, buf, cap))
+        Ok(self
+            .worker(worker_of(key))
+            .lock()
+            .receive_held(key, buf, cap))
     }
 
-    pub(crate) fn probe(&self, context: u32, source: i32, tag: i32) -> Result<Status> {
+    pub(crate) fn probe(&self, w: usize, context: u32, source: i32, tag: i32) -> Result<Status> {
         let mut backoff = Backoff::new(self.yields);
+        let mut idle = 0;
         loop {
-            if let Some(s) = self.iprobe(context, source, tag)? {
+            if let Some(s) = self.iprobe(w, context, source, tag)? {
                 return Ok(s);
             }
+            self.progress_others(w, &mut idle);
             backoff.idle();
         }
     }
@@ -309,7 +418,9 @@ impl Inner {
                 .requests
                 .any(|r| !r.complete && matches!(r.op, Op::Send(_)))
         });
-        self.lock_even_finalized().st.say_bye();
+        for w in 0..self.workers() {
+            self.worker(w).lock().st.say_bye();
+        }
         self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
         // Local peers then take our process ending for a goodbye, not a failure.
@@ -330,20 +441,22 @@ impl Inner {
         Ok(())
     }
 
-    /// Progress until `done` holds and nothing waits to be sent, in the
-    /// engine's queues or the netmod's, or until the engine has failed.
+    /// Progress every worker until, in each, `done` holds and nothing
+    /// waits to be sent, in the engine's queues or the netmod's, or that
+    /// worker has failed.
     pub(crate) fn drain(&self, done: impl Fn(&mut Core) -> bool) {
         let mut backoff = Backoff::new(self.yields);
         loop {
-            {
-                let mut core = self.lock_even_finalized();
+            let mut all = true;
+            for w in 0..self.workers() {
+                let mut core = self.worker(w).lock();
                 core.progress();
                 let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
-                if (net_idle && core.st.pending_vcs.is_empty() && done(&mut core))
-                    || core.st.fatal.is_some()
-                {
-                    return;
-                }
+                let drained = net_idle && core.st.pending_vcs.is_empty() && done(&mut core);
+                all &= drained || core.st.fatal.is_some();
+            }
+            if all {
+                return;
             }
             backoff.idle();
         }

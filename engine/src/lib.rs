@@ -26,10 +26,12 @@
 //! Thread levels are types: `Engine<Shared>` (the default: `Send + Sync` handles, MULTIPLE) or
 //! `Engine<Local>` (`!Send`, `!Sync`; below MULTIPLE the state sits behind a non-atomic busy flag,
 //! so no atomic read-modify-write from isend to completion). Misuse of a `Local` handle across
-//! threads does not compile; `RIVET_THREAD_LEVEL` can only raise a level. At MULTIPLE one lock
-//! (`Inner::core`) guards matching, requests and the send side (no per-worker state yet); shared
-//! memory between processes is lock-free. `rivet-bench mr --threads` measures the cost, the
-//! criterion bench `engine_path` the lock per call.
+//! threads does not compile; `RIVET_THREAD_LEVEL` can only raise a level. At MULTIPLE the state
+//! is split into workers, each behind its own lock with its own requests, matching, send queues
+//! and shared-memory lane; communicators of a one-node job map to workers by context id, alike on
+//! every rank; the netmod and dynamic processes stay on worker 0 (`thread.rs`). Shared memory
+//! between processes is lock-free. `rivet-bench mr --threads` measures the cost, the criterion
+//! bench `engine_path` the lock per call.
 //!
 //! Module map:
 //!
@@ -45,10 +47,10 @@
 //!   dup, barrier, p2p; matched probes); `error.rs` the one error type.
 //! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
 //!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
-//! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a mutex at
-//!   MULTIPLE, a busy flag below).
-//! - `inner.rs`: `Inner`, what every handle points at: the locked `Core`, wait loops, abandon,
-//!   finalize, the parent link.
+//! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a spin lock
+//!   at MULTIPLE, a busy flag below), workers and how communicators map to them.
+//! - `inner.rs`: `Inner`, what every handle points at: the workers (each a locked `Core`), wait
+//!   loops, abandon, finalize, the parent link; `waits.rs` waits on many requests.
 //! - `core.rs`: `Core`, the transports plus `State`: progress, transmit, flush of each VC's send
 //!   queue.
 //! - `post.rs`: posting sends and receives (eager at once or queued, rendezvous requests), cancel,
@@ -103,7 +105,8 @@
 //!   member that it registered the group's process groups (`group_ready`); PMI calls that wait
 //!   for other processes run on a helper thread while the caller keeps the engine progressing.
 //! - Per pair and context, messages match in send order, whichever shm path (fastbox ring or cell
-//!   queue) each took: per-pair sequence numbers merge them.
+//!   queue) each took: per-pair sequence numbers merge them. A context runs on one worker, the
+//!   same on both ranks, and so on one shm lane (`thread.rs`).
 //! - The node segment is unlinked as soon as every local rank has attached.
 //! - Nothing a peer sends can make the engine panic or write outside a receive buffer: handles are
 //!   generation-checked, offsets bounds-checked.
@@ -178,6 +181,7 @@ mod state;
 mod status;
 mod table;
 mod thread;
+mod waits;
 /// In `rivet-lockfree` with the shm queue and ring that carry it.
 pub use rivet_lockfree::wire;
 

@@ -28,14 +28,18 @@ impl<T: Threading> Comm<T> {
     /// out of matching; no other receive can get it.
     pub fn mprobe(&self, source: i32, tag: i32) -> Result<Message<'_, T>> {
         self.check_pattern(source, tag)?;
-        let (key, status) = self.inner.mprobe(self.context, source, tag)?;
+        let (key, status) = self
+            .inner
+            .mprobe(self.worker(), self.context, source, tag)?;
         Ok(self.held(key, status))
     }
 
     /// As [`mprobe`](Self::mprobe), without waiting.
     pub fn improbe(&self, source: i32, tag: i32) -> Result<Option<Message<'_, T>>> {
         self.check_pattern(source, tag)?;
-        let found = self.inner.improbe(self.context, source, tag)?;
+        let found = self
+            .inner
+            .improbe(self.worker(), self.context, source, tag)?;
         Ok(found.map(|(key, status)| self.held(key, status)))
     }
 

@@ -10,11 +10,9 @@
 
 use std::marker::PhantomData;
 
-use crate::backoff::Backoff;
 use crate::comm::Comm;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
-use crate::inner::Inner;
 use crate::message::Message;
 use crate::request::Request;
 use crate::status::Status;
@@ -110,36 +108,13 @@ impl<T: Threading> Engine<T> {
         id_at: impl Fn(usize) -> u64,
         mut done: impl FnMut(usize, Status),
     ) -> Result<()> {
-        let inner: &Inner = &self.inner;
-        let mut backoff = Backoff::new(inner.yields);
-        let mut next = 0;
-        loop {
-            {
-                let mut core = inner.lock()?;
-                loop {
-                    while next < n {
-                        match id_at(next) {
-                            0 => {}
-                            REQUEST_COMPLETE => done(next, Status::default()),
-                            id => match Inner::take_if_complete(&mut core, id) {
-                                Some(status) => done(next, status),
-                                None => break,
-                            },
-                        }
-                        next += 1;
-                    }
-                    if next == n {
-                        return Ok(());
-                    }
-                    if core.progress() == 0 {
-                        break;
-                    }
-                    backoff.busy();
-                }
-                Inner::check(&core)?;
+        self.inner.wait_all_ids(n, |i, status| match status {
+            None => id_at(i),
+            Some(s) => {
+                done(i, s);
+                0
             }
-            backoff.idle();
-        }
+        })
     }
 
     /// Wait until one of the handles `id_at(0..n)` other than 0 completes:
@@ -149,40 +124,7 @@ impl<T: Threading> Engine<T> {
         n: usize,
         id_at: impl Fn(usize) -> u64,
     ) -> Result<Option<(usize, Status)>> {
-        if (0..n).all(|i| id_at(i) == 0) {
-            return Ok(None);
-        }
-        if let Some(i) = (0..n).find(|&i| id_at(i) == REQUEST_COMPLETE) {
-            return Ok(Some((i, Status::default())));
-        }
-        let inner: &Inner = &self.inner;
-        let mut backoff = Backoff::new(inner.yields);
-        let mut seen = None;
-        loop {
-            {
-                let mut core = inner.lock()?;
-                loop {
-                    let now = core.st.completions;
-                    if seen != Some(now) {
-                        seen = Some(now);
-                        for i in 0..n {
-                            let id = id_at(i);
-                            if id != 0 {
-                                if let Some(status) = Inner::take_if_complete(&mut core, id) {
-                                    return Ok(Some((i, status)));
-                                }
-                            }
-                        }
-                    }
-                    if core.progress() == 0 {
-                        break;
-                    }
-                    backoff.busy();
-                }
-                Inner::check(&core)?;
-            }
-            backoff.idle();
-        }
+        self.inner.wait_any_ids(n, |i, _| id_at(i))
     }
 
     /// Start receiving the message held under `key` (from

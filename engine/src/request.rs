@@ -6,7 +6,6 @@
 
 use std::marker::PhantomData;
 
-use crate::backoff::Backoff;
 use crate::error::Result;
 use crate::inner::Inner;
 use crate::status::Status;
@@ -112,33 +111,13 @@ impl<'a, T: Threading> Request<'a, T> {
             return Ok(());
         };
         let inner = first.inner;
-        let mut backoff = Backoff::new(inner.yields);
-        let mut next = 0;
-        loop {
-            {
-                let mut core = inner.lock()?;
-                loop {
-                    while let Some(r) = reqs.get_mut(next) {
-                        if r.id != 0 {
-                            match Inner::take_if_complete(&mut core, r.id) {
-                                Some(status) => _ = r.done(status),
-                                None => break,
-                            }
-                        }
-                        next += 1;
-                    }
-                    if next == reqs.len() {
-                        return Ok(());
-                    }
-                    if core.progress() == 0 {
-                        break;
-                    }
-                    backoff.busy();
-                }
-                Inner::check(&core)?;
+        inner.wait_all_ids(reqs.len(), |i, status| match status {
+            None => reqs[i].id,
+            Some(s) => {
+                reqs[i].done(s);
+                0
             }
-            backoff.idle();
-        }
+        })
     }
 
     /// Wait until one not-yet-done request completes: its index and status.
@@ -152,32 +131,13 @@ impl<'a, T: Threading> Request<'a, T> {
             return Ok(None);
         };
         let inner = first.inner;
-        let mut backoff = Backoff::new(inner.yields);
-        let mut seen = None;
-        loop {
-            {
-                let mut core = inner.lock()?;
-                loop {
-                    let now = core.st.completions;
-                    if seen != Some(now) {
-                        seen = Some(now);
-                        for (i, r) in reqs.iter_mut().enumerate() {
-                            if r.id != 0 {
-                                if let Some(status) = Inner::take_if_complete(&mut core, r.id) {
-                                    return Ok(Some((i, r.done(status))));
-                                }
-                            }
-                        }
-                    }
-                    if core.progress() == 0 {
-                        break;
-                    }
-                    backoff.busy();
-                }
-                Inner::check(&core)?;
+        inner.wait_any_ids(reqs.len(), |i, status| match status {
+            None => reqs[i].id,
+            Some(s) => {
+                reqs[i].done(s);
+                0
             }
-            backoff.idle();
-        }
+        })
     }
 }
 

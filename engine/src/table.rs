@@ -270,10 +270,25 @@ enum Slot {
 
 const NONE: u32 = u32::MAX;
 
+/// The top bits of a handle's generation name the worker whose table
+/// made it (`thread.rs`), so a handle finds its worker, and a handle of
+/// one worker is stale in every other's table.
+pub const WORKER_SHIFT: u32 = 58;
+const GEN_BITS: u32 = WORKER_SHIFT - 32;
+const GEN_MASK: u32 = (1 << GEN_BITS) - 1;
+
+/// The worker a request handle (or a held-message key) belongs to.
+#[inline]
+pub fn worker_of(id: u64) -> usize {
+    (id >> WORKER_SHIFT) as usize
+}
+
 pub struct RequestTable {
     slots: Vec<(u32, Slot)>,
     free: u32,
     live: usize,
+    /// This worker's bits of every generation.
+    worker: u32,
 }
 
 impl Default for RequestTable {
@@ -284,10 +299,17 @@ impl Default for RequestTable {
 
 impl RequestTable {
     pub fn new() -> RequestTable {
+        RequestTable::for_worker(0)
+    }
+
+    /// The table of worker `worker` (< 64): its handles carry the number.
+    pub fn for_worker(worker: usize) -> RequestTable {
+        debug_assert!(worker < 1 << (64 - WORKER_SHIFT));
         RequestTable {
             slots: Vec::new(),
             free: NONE,
             live: 0,
+            worker: (worker as u32) << GEN_BITS,
         }
     }
 
@@ -303,7 +325,7 @@ impl RequestTable {
             slot.1 = Slot::Live(req);
             i
         } else {
-            self.slots.push((1, Slot::Live(req)));
+            self.slots.push((self.worker | 1, Slot::Live(req)));
             (self.slots.len() - 1) as u32
         };
         handle(index, self.slots[index as usize].0)
@@ -335,7 +357,7 @@ impl RequestTable {
         if slot.0 != gen || !matches!(slot.1, Slot::Live(_)) {
             return None;
         }
-        slot.0 = slot.0.wrapping_add(1).max(1);
+        slot.0 = (slot.0.wrapping_add(1) & GEN_MASK).max(1) | self.worker;
         let old = std::mem::replace(&mut slot.1, Slot::Free { next: self.free });
         self.free = index;
         self.live -= 1;
@@ -418,5 +440,31 @@ mod tests {
         assert!(t.get(0).is_none());
         assert!(t.get(u64::MAX).is_none());
         assert_eq!(t.live(), 1);
+    }
+
+    #[test]
+    fn handles_name_their_worker_and_are_stale_elsewhere() {
+        let mut zero = RequestTable::new();
+        let mut three = RequestTable::for_worker(3);
+        let a = zero.insert(recv());
+        let b = three.insert(recv());
+        assert_eq!((worker_of(a), worker_of(b)), (0, 3));
+        assert!(zero.get(b).is_none() && three.get(a).is_none());
+        // The worker stays in the handle however often a slot is reused,
+        // and the generation wraps inside its bits.
+        let mut id = b;
+        for round in 0..1000 {
+            if round == 500 {
+                // Jump to the last generation: the next one wraps to 1.
+                three.slots[0].0 = GEN_MASK | three.worker;
+                id = handle(0, three.slots[0].0);
+            }
+            assert!(three.remove(id).is_some());
+            id = three.insert(recv());
+            assert_eq!(worker_of(id), 3);
+            assert_ne!(id, 0);
+        }
+        assert!(three.get(id).is_some());
+        assert_eq!(three.live(), 1);
     }
 }

@@ -13,6 +13,43 @@
 //! `rivet-bench mr`, one thread: MULTIPLE at 0.94 of SINGLE (0.87 with a
 //! mutex).
 //!
+//! # Workers (MULTIPLE)
+//!
+//! At MULTIPLE the state is split into workers, each a whole engine state
+//! (`Core`: request table, matching, VCs with their send queues and
+//! credit, its shared-memory lane) behind its own `EngineLock`, as UCX
+//! workers or MPICH's VCIs. Worker 0 also holds everything cold or
+//! process-wide: the netmod, other process groups, ports and dynamic
+//! processes; PMI, the parent link and group tables have their own
+//! mutexes in `Inner`. Workers 1.. exist in a one-node job whose node
+//! leader runs at MULTIPLE: the leader lays out `RIVET_WORKERS` lanes in
+//! the node segment (`shm/layout.rs`), each a complete set of rings, queues
+//! and cells, and every rank on the node (at any level) gets one worker
+//! per lane. A communicator whose groups are all of our world runs on
+//! worker `(context / 4) % workers` (`Inner::worker_for`), the same on
+//! every rank, so both ends of a pair use the same lane for it: its order
+//! and `ANY_SOURCE` stay inside one worker, and protocol replies (CTS, Ack,
+//! cancel, `Write`/`Written`) come back on the lane of the request they
+//! answer. Anything else (intercommunicators, foreign groups, jobs over
+//! several nodes or a netmod) runs on worker 0: netmod traffic keeps one
+//! lock in this first landing. A request handle carries its worker in its
+//! top bits (`table::worker_of`). No thread holds two workers' locks at
+//! once; a blocking call progresses its own worker every turn and, every
+//! few idle turns, each other worker whose lock is free (`try_lock`), so
+//! traffic owed on another worker never starves. Costs: the node segment
+//! grows by the number of lanes; below MULTIPLE (one lane) the path is as
+//! before but for choosing the worker (a load and a branch) and the worker
+//! bits in a handle's generation. Measured with callgrind (instruction
+//! counts, `rivet-bench mr -i 3000 -m 8:8`, 211,200 sends): `start_send`
+//! costs 262.0 instructions per message at SINGLE (260.0 before workers),
+//! 264.0 at MULTIPLE with one thread (262.0 before), 270.9 at MULTIPLE with
+//! two threads on two workers (the extra is `progress_others` finding the
+//! other worker's lock taken now and then). The same two-thread run
+//! before workers executed about 35 times the instructions per process
+//! (31.4 G against 0.88 G), nearly all in empty progress calls under
+//! valgrind's one-thread-at-a-time scheduling: a timing artefact, not a
+//! per-message cost.
+//!
 //! Rust code cannot be trusted to keep a promise about threads, so the
 //! promise is a type: handles are `Engine<Local>`, `Comm<Local>`, ...
 //! (`!Send`, `!Sync`: they stay on the thread that made them) or

@@ -95,7 +95,11 @@ pub fn init<T: Threading>(required: ThreadLevel) -> Engine<T> {
         .find(|(k, _)| k == "thread_level")
         .map(|(_, v)| v)
         .unwrap_or_default();
-    let lock = if got.locks() { "one lock" } else { "no lock" };
+    let lock = if got.locks() {
+        "its own lock"
+    } else {
+        "no lock"
+    };
     crate::ensure!(
         info.starts_with(got.name()) && info.contains(lock),
         "thread level {got}, but the engine's info says {info:?}"

@@ -580,6 +580,21 @@ fn threads_share_the_engine() {
                 &env,
                 &format!("engine_check threads: rank {rank}: 4 threads x 400 exchanges verified"),
             );
+            // A one-node job at MULTIPLE over shared memory spreads its
+            // communicators over RIVET_WORKERS workers (4 by default; world,
+            // c1 and c2 on three of them), and one thread's calls move them
+            // all; a job with a netmod forced has one worker.
+            let workers = match env.iter().any(|(k, _)| *k == "RIVET_NETMOD") {
+                true => "1",
+                false => "4 (",
+            };
+            has(
+                &o,
+                &env,
+                &format!(
+                    "engine_check threads: rank {rank}: across workers OK; workers: {workers}"
+                ),
+            );
         }
     }
 }

@@ -22,6 +22,9 @@ pub enum Members {
 
 pub struct Vcrt {
     members: Members,
+    /// Every member is of our own world: a communicator on this table alone
+    /// may run on any worker (`Inner::worker_for`).
+    world_only: bool,
     /// Set by `Comm::disconnect` on the last handle: release as disconnect.
     disconnect: AtomicBool,
     engine: Weak<Inner>,
@@ -31,6 +34,7 @@ impl Vcrt {
     pub fn world(size: u32) -> Vcrt {
         Vcrt {
             members: Members::World { size },
+            world_only: true,
             disconnect: AtomicBool::new(false),
             engine: Weak::new(),
         }
@@ -39,6 +43,7 @@ impl Vcrt {
     /// A table whose references `engine` has already taken.
     pub(crate) fn table(members: Vec<VcId>, engine: Weak<Inner>) -> Vcrt {
         Vcrt {
+            world_only: members.iter().all(|vc| vc.group() == 0),
             members: Members::Table(members.into_boxed_slice()),
             disconnect: AtomicBool::new(false),
             engine,
@@ -52,6 +57,11 @@ impl Vcrt {
             Members::World { .. } => VcId::world(rank),
             Members::Table(t) => t[rank as usize],
         }
+    }
+
+    #[inline]
+    pub fn world_only(&self) -> bool {
+        self.world_only
     }
 
     pub fn size(&self) -> u32 {

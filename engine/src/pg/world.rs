@@ -54,6 +54,20 @@ impl ProcessGroup {
         }
     }
 
+    /// The same group with no VC opened yet: another worker's view of it
+    /// (each worker keeps its own VCs, send queues and flow control).
+    pub fn fresh(&self) -> ProcessGroup {
+        let mut pg = ProcessGroup::new(
+            self.id.clone(),
+            self.size,
+            self.my_rank,
+            self.node_map.clone(),
+            self.window,
+        );
+        pg.cards = self.cards.clone();
+        pg
+    }
+
     /// The VC to `rank`, created on first use. An existing shared-memory
     /// VC is the inline path (every send and arrival asks).
     #[inline(always)]

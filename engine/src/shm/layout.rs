@@ -3,8 +3,9 @@
 //!
 //! ```text
 //! 0      header line: magic, version, local_size, the four config sizes, total
-//! 64     attach counter (own line)
+//! 64     attach counter, then the number of lanes (read once, at attach)
 //! 128    rank slots, 64 B each: pid, CMA probe address, CMA probe value
+//! ...    lanes, one per worker (`thread.rs`), each `lane_bytes` of:
 //! ...    rank control blocks, one per local rank:
 //!          +0   receive queue {head, tail}
 //!          +64  free queue {head, tail}
@@ -15,6 +16,10 @@
 //!          +64  fastbox_bytes of 64-byte slots
 //! ...    cells: local_size * cells_per_rank cells of cell_bytes, rank-major
 //! ```
+//!
+//! A lane is a whole shared-memory transport of its own (queues, rings,
+//! cells, sequence numbers): two workers' traffic shares no word and no
+//! cache line of the segment.
 
 use super::{ShmConfig, ShmError};
 
@@ -22,7 +27,7 @@ pub const LINE: usize = 64;
 /// "RIVETSHM" in little-endian.
 pub const MAGIC: u64 = u64::from_le_bytes(*b"RIVETSHM");
 /// Bump on any change of this layout, the cell header or the record format.
-pub const VERSION: u64 = 2;
+pub const VERSION: u64 = 3;
 
 pub const H_MAGIC: usize = 0;
 pub const H_VERSION: usize = 8;
@@ -33,6 +38,7 @@ pub const H_CELLS: usize = 40;
 pub const H_CELL_BYTES: usize = 48;
 pub const H_TOTAL: usize = 56;
 pub const H_ATTACHED: usize = 64;
+pub const H_LANES: usize = 72;
 pub const SLOTS_BASE: usize = 128;
 /// Header bytes an attacher needs before it can read the sizes.
 pub const HEADER_MIN: usize = SLOTS_BASE;
@@ -64,6 +70,9 @@ pub const CELL_PAYLOAD: usize = 64;
 
 /// Most local ranks a segment supports (sanity bound on header values).
 pub const MAX_LOCAL_SIZE: usize = 1 << 16;
+/// Most lanes a segment supports (sanity bound on the header value;
+/// worker numbers stay below 32 in request handles, `table.rs`).
+pub const MAX_LANES: usize = 32;
 
 #[derive(Debug, Clone)]
 pub struct Layout {
@@ -78,6 +87,10 @@ pub struct Layout {
     pub cells_base: usize,
     pub cell_bytes: usize,
     pub cells_per_rank: usize,
+    /// Lanes in the segment, and the bytes of each; the offsets above are
+    /// lane 0's until `for_lane` moves them.
+    pub lanes: usize,
+    pub lane_bytes: usize,
     pub total: usize,
 }
 
@@ -87,7 +100,7 @@ fn round_up(v: usize, to: usize) -> Option<usize> {
 
 impl Layout {
     /// Compute the layout for a validated config; errors on overflow.
-    pub fn compute(local_size: usize, cfg: &ShmConfig) -> Result<Layout, ShmError> {
+    pub fn compute(local_size: usize, cfg: &ShmConfig, lanes: usize) -> Result<Layout, ShmError> {
         let too_big = || ShmError::TooBig {
             local_size,
             config: cfg.clone(),
@@ -109,11 +122,20 @@ impl Layout {
             .checked_mul(rings)
             .and_then(|v| v.checked_add(rings_base))
             .ok_or_else(too_big)?;
-        let total = cfg
+        let lane_end = cfg
             .cell_bytes
             .checked_mul(cfg.cells_per_rank)
             .and_then(|v| v.checked_mul(local_size))
             .and_then(|v| v.checked_add(cells_base))
+            .ok_or_else(too_big)?;
+        // Every region is a whole number of lines, so lanes stay line-aligned.
+        let lane_bytes = lane_end - ctl_base;
+        if lanes == 0 || lanes > MAX_LANES {
+            return Err(ShmError::BadLanes(lanes));
+        }
+        let total = lane_bytes
+            .checked_mul(lanes)
+            .and_then(|v| v.checked_add(ctl_base))
             .and_then(|v| round_up(v, 4096))
             .filter(|&v| v <= isize::MAX as usize / 2)
             .ok_or_else(too_big)?;
@@ -128,8 +150,23 @@ impl Layout {
             cells_base,
             cell_bytes: cfg.cell_bytes,
             cells_per_rank: cfg.cells_per_rank,
+            lanes,
+            lane_bytes,
             total,
         })
+    }
+
+    /// The same layout with lane `lane`'s control blocks, rings and cells
+    /// (`lane < lanes`); the header and rank slots are shared.
+    pub fn for_lane(&self, lane: usize) -> Layout {
+        debug_assert!(lane < self.lanes);
+        let shift = lane * self.lane_bytes;
+        Layout {
+            ctl_base: self.ctl_base + shift,
+            rings_base: self.rings_base + shift,
+            cells_base: self.cells_base + shift,
+            ..self.clone()
+        }
     }
 
     pub fn slot(&self, rank: usize) -> usize {

@@ -9,6 +9,10 @@
 //!   of cells (`queue`) for everything bigger and for fan-in;
 //! - per-pair sequence numbers that merge the two back into send order.
 //!
+//! All of that is one lane; a segment has one lane per worker
+//! (`thread.rs`), each a separate copy, so two workers' traffic shares no
+//! lock and no cache line (`ShmNode::take_lanes`).
+//!
 //! Large messages do not pass through here whole: the engine's rendezvous
 //! protocol reads them with `cma` (process_vm_readv) or streams them as cell
 //! sized pieces through `ShmNode::try_send`.
@@ -200,6 +204,8 @@ pub enum ShmError {
     Name { name: String, why: String },
     #[error("local_size {0} is invalid: a node has between 1 and 65536 local ranks")]
     BadLocalSize(usize),
+    #[error("{0} shared-memory lanes is invalid: a node segment has 1 to 32 (RIVET_WORKERS)")]
+    BadLanes(usize),
     #[error("local rank {my_local} is out of range for a node of {local_size} local ranks")]
     BadRank { my_local: usize, local_size: usize },
     #[error(
@@ -359,8 +365,10 @@ struct TxPeer {
     announced: bool,
 }
 
-/// This process's view of the node segment: the sending and receiving ends
-/// of every local channel.
+/// This process's view of one lane of the node segment: the sending and
+/// receiving ends of every local channel in it. The node itself is lane 0;
+/// [`ShmNode::take_lanes`] hands out the others, one handle per lane, each
+/// for one worker (`thread.rs`).
 pub struct ShmNode {
     tx: Box<[CachePadded<TxPeer>]>,
     /// Receiving side of each peer (process-private).
@@ -387,7 +395,11 @@ pub struct ShmNode {
     stats: ShmStats,
     config: ShmConfig,
     name: String,
-    _map: MmapMut,
+    /// Lane 0: this handle leaves the segment (`Drop`) and has not yet
+    /// handed out the other lanes (`take_lanes`).
+    primary: bool,
+    lanes_taken: bool,
+    _map: std::sync::Arc<MmapMut>,
 }
 
 // SAFETY: the raw pointers in `ShmNode` point into its own mapping (kept
@@ -416,6 +428,9 @@ impl Drop for ShmNode {
     /// (died before attaching), it unlinks the name itself, so it does not
     /// outlive the job where no launcher sweeps.
     fn drop(&mut self) {
+        if !self.primary {
+            return;
+        }
         let all = self.local_size as u64;
         let attached = || self.seg.word(H_ATTACHED).load(Ordering::Acquire);
         let start = std::time::Instant::now();
@@ -462,9 +477,21 @@ impl ShmNode {
         my_local: usize,
         config: &ShmConfig,
     ) -> Result<ShmNode, ShmError> {
+        ShmNode::create_lanes(name, local_size, my_local, config, 1)
+    }
+
+    /// As [`ShmNode::create`], with `lanes` independent lanes (one per
+    /// worker; every rank that attaches gets the same number).
+    pub fn create_lanes(
+        name: &str,
+        local_size: usize,
+        my_local: usize,
+        config: &ShmConfig,
+        lanes: usize,
+    ) -> Result<ShmNode, ShmError> {
         config.validate()?;
         check_ranks(local_size, my_local)?;
-        let layout = Layout::compute(local_size, config)?;
+        let layout = Layout::compute(local_size, config, lanes)?;
         let file = segment::create(name, layout.total)?;
         let mut guard = segment::UnlinkGuard { name, armed: true };
         let mut map = segment::map(name, &file, layout.total)?;
@@ -482,21 +509,25 @@ impl ShmNode {
             (H_CELLS, config.cells_per_rank as u64),
             (H_CELL_BYTES, config.cell_bytes as u64),
             (H_TOTAL, layout.total as u64),
+            (H_LANES, lanes as u64),
         ];
         for (off, v) in header {
             seg.word(off).store(v, Ordering::Relaxed);
         }
-        let cells = cell_region(seg, &layout);
         let cpr = layout.cells_per_rank as u64;
-        for r in 0..local_size {
-            for i in 0..cpr {
-                let off = cells.offset(r as u64 * cpr + i);
-                enqueue(&cells, seg.free_ends(&layout, r), off).map_err(|BadLink(x)| {
-                    ShmError::Corrupt {
-                        peer: r,
-                        what: format!("free queue broken during initialisation at {x:#x}"),
-                    }
-                })?;
+        for lane in 0..lanes {
+            let l = layout.for_lane(lane);
+            let cells = cell_region(seg, &l);
+            for r in 0..local_size {
+                for i in 0..cpr {
+                    let off = cells.offset(r as u64 * cpr + i);
+                    enqueue(&cells, seg.free_ends(&l, r), off).map_err(|BadLink(x)| {
+                        ShmError::Corrupt {
+                            peer: r,
+                            what: format!("free queue broken during initialisation at {x:#x}"),
+                        }
+                    })?;
+                }
             }
         }
         // Last: attachers that see the magic (acquire) see everything above.
@@ -568,7 +599,8 @@ impl ShmNode {
             cell_bytes: field(H_CELL_BYTES)?,
         };
         config.validate().map_err(|e| bad(e.to_string()))?;
-        let layout = Layout::compute(local_size, &config).map_err(|e| bad(e.to_string()))?;
+        let lanes = field(H_LANES)?;
+        let layout = Layout::compute(local_size, &config, lanes).map_err(|e| bad(e.to_string()))?;
         if field(H_TOTAL)? != layout.total {
             return Err(bad(format!(
                 "recorded size {} differs from the computed {}",
@@ -629,6 +661,55 @@ impl ShmNode {
                 why: format!("{n} ranks attached to a segment for {local_size}"),
             });
         }
+        Ok(ShmNode::view(
+            name,
+            std::sync::Arc::new(map),
+            seg,
+            layout,
+            config,
+            me,
+        ))
+    }
+
+    /// The other lanes' handles (1..lanes), once: a second call, or a call
+    /// on a lane's handle, gets none (each lane has one sender and one
+    /// receiver per pair, so one handle per process).
+    pub fn take_lanes(&mut self) -> Vec<ShmNode> {
+        if !self.primary || self.lanes_taken {
+            return Vec::new();
+        }
+        self.lanes_taken = true;
+        (1..self.layout.lanes)
+            .map(|lane| {
+                let mut node = ShmNode::view(
+                    &self.name,
+                    self._map.clone(),
+                    self.seg,
+                    self.layout.for_lane(lane),
+                    self.config.clone(),
+                    self.me,
+                );
+                node.primary = false;
+                node
+            })
+            .collect()
+    }
+
+    /// Lanes in the segment (the node leader chose: `thread.rs`).
+    pub fn lanes(&self) -> usize {
+        self.layout.lanes
+    }
+
+    /// The private ends of the lane `layout` places, for local rank `me`.
+    fn view(
+        name: &str,
+        map: std::sync::Arc<MmapMut>,
+        seg: Seg,
+        layout: Layout,
+        config: ShmConfig,
+        me: usize,
+    ) -> ShmNode {
+        let local_size = layout.local_size;
         let slots = layout.ring_slots;
         let rings = layout.ring_stride != 0;
         let mut tx = Vec::with_capacity(local_size);
@@ -643,7 +724,8 @@ impl ShmNode {
                 // data is 64-byte aligned after a one-line control block;
                 // this process is the only sender on `out` and the only
                 // receiver on `inc` (one handle per local rank, enforced by
-                // the pid slot above); the mapping outlives the node.
+                // the pid slot in `join`, and per lane, by `take_lanes`);
+                // the mapping outlives the node (the `Arc` each lane holds).
                 unsafe {
                     (
                         TxRing::new(
@@ -673,7 +755,7 @@ impl ShmNode {
         } else {
             0
         };
-        Ok(ShmNode {
+        ShmNode {
             tx: tx.into_boxed_slice(),
             rx: rx.into_boxed_slice(),
             recv: CachePadded::new(Consumer::new()),
@@ -693,8 +775,10 @@ impl ShmNode {
             layout,
             config,
             name: name.into(),
+            primary: true,
+            lanes_taken: false,
             _map: map,
-        })
+        }
     }
 
     /// Largest payload `try_send` accepts.

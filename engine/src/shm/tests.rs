@@ -714,3 +714,59 @@ fn two_processes_echo() {
     assert_eq!(parent_cma, Some(cma::probe().is_ok()));
     eprintln!("CMA parent->child {parent_cma:?}, child->parent {cma:?}");
 }
+
+/// Lanes are separate transports: what one lane carries reaches only the
+/// same lane of the peer, in order, whichever path (ring or cell) each
+/// message took, and lanes are handed out once.
+#[test]
+fn lanes_carry_their_own_traffic_only() {
+    let name = Name::new("lanes");
+    let cfg = small();
+    let mut a = ShmNode::create_lanes(&name.0, 2, 0, &cfg, 3).unwrap();
+    let mut b = ShmNode::attach(&name.0, 2, 1).unwrap();
+    assert_eq!((a.lanes(), b.lanes()), (3, 3));
+    let mut a_lanes = a.take_lanes();
+    let mut b_lanes = b.take_lanes();
+    assert_eq!((a_lanes.len(), b_lanes.len()), (2, 2));
+    assert!(
+        a.take_lanes().is_empty(),
+        "a lane has one handle per process"
+    );
+    assert!(a_lanes[0].take_lanes().is_empty());
+    // Lane 2 gets small (ring) and large (cell) messages; lane 0 one.
+    let sizes = [8usize, 600, 16, 900, 0];
+    for (i, &len) in sizes.iter().enumerate() {
+        let data = pattern(0, i, len);
+        assert!(a_lanes[1].try_send(1, &hdr(i as i32, 0), &data).unwrap());
+    }
+    assert!(a.try_send(1, &hdr(77, 0), &[1, 2, 3]).unwrap());
+    assert!(drain(&mut b_lanes[0]).is_empty(), "lane 1 carried nothing");
+    let on_two = drain(&mut b_lanes[1]);
+    let tags: Vec<i32> = on_two.iter().map(|(_, h, _)| h.tag).collect();
+    assert_eq!(tags, vec![0, 1, 2, 3, 4]);
+    for (i, (src, _, data)) in on_two.iter().enumerate() {
+        assert_eq!(*src, 0);
+        assert_eq!(data, &pattern(0, i, sizes[i]));
+    }
+    let on_zero = drain(&mut b);
+    assert_eq!(on_zero.len(), 1);
+    assert_eq!(on_zero[0].1.tag, 77);
+    // Replies go back on the lane they came from.
+    assert!(b_lanes[1].try_send(0, &hdr(5, 1), &[9]).unwrap());
+    assert!(drain(&mut a).is_empty());
+    assert_eq!(drain(&mut a_lanes[1])[0].1.tag, 5);
+    // Lanes may outlive lane 0's handle: the mapping is shared.
+    drop(a);
+    assert!(a_lanes[0].try_send(1, &hdr(6, 0), &[]).unwrap());
+    assert_eq!(drain(&mut b_lanes[0])[0].1.tag, 6);
+}
+
+#[test]
+fn a_bad_lane_count_is_refused() {
+    let name = Name::new("badlanes");
+    for lanes in [0, 33] {
+        let e = ShmNode::create_lanes(&name.0, 2, 0, &small(), lanes).unwrap_err();
+        assert!(e.to_string().contains("RIVET_WORKERS"), "{e}");
+        assert!(!name.exists(), "nothing left behind");
+    }
+}

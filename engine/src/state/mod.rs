@@ -112,6 +112,7 @@ pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
 }
 
 /// The limits the transports give the protocols, fixed at init.
+#[derive(Clone, Copy)]
 pub struct Limits {
     pub shm_eager_max: usize,
     pub shm_piece: usize,
@@ -124,9 +125,15 @@ pub struct Limits {
 impl State {
     /// A state with nothing in flight.
     pub fn new(pgs: Pgs, l: Limits) -> State {
+        State::for_worker(pgs, l, 0)
+    }
+
+    /// The state of worker `worker` (`thread.rs`): its request handles and
+    /// held-message keys carry the number (`table::worker_of`).
+    pub fn for_worker(pgs: Pgs, l: Limits, worker: usize) -> State {
         State {
             pgs,
-            requests: RequestTable::new(),
+            requests: RequestTable::for_worker(worker),
             matcher: Matcher::new(),
             pending_vcs: Vec::new(),
             shm_eager_max: l.shm_eager_max,
@@ -144,7 +151,7 @@ impl State {
             completions: 0,
             spare: SpareBuffers::default(),
             held: Default::default(),
-            next_held: 1,
+            next_held: ((worker as u64) << crate::table::WORKER_SHIFT) | 1,
         }
     }
 }

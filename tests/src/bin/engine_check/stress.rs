@@ -245,6 +245,90 @@ pub(crate) fn threads(engine: &Engine, world: &Comm) {
         "engine_check threads: rank {me}: 4 threads x {ITERS} exchanges verified; \
          the progress thread handled {polls} events"
     );
+    across_workers(engine, world, &c1, &c2);
+}
+
+/// One thread, communicators on different workers (at MULTIPLE in a
+/// one-node job): a blocking receive on `c2` must also move a rendezvous
+/// send on `c1` (the peer receives it before it sends on `c2`), and one
+/// `wait_any`/`wait_all` over requests of three communicators sees each
+/// complete.
+fn across_workers(engine: &Engine, world: &Comm, c1: &Comm, c2: &Comm) {
+    const BIG: usize = 300_000;
+    let me = world.rank();
+    let peer = 1 - me;
+    let big = message(me, peer, 1, 5, BIG);
+    let want_big = message(peer, me, 1, 5, BIG);
+    let small = message(peer, me, 2, 6, 100);
+    let mut got = vec![0u8; BIG];
+    let mut got_small = vec![0u8; 100];
+    if me == 0 {
+        c1.scope(|s| {
+            let w = s.isend(&big, peer, 5).or_die("isend on c1");
+            let st = c2.recv(&mut got_small, peer as i32, 6).or_die("recv on c2");
+            check_recv(
+                "recv on c2 behind c1's rendezvous",
+                &st,
+                peer,
+                6,
+                &got_small,
+                &small,
+            );
+            ok_status(
+                "rendezvous isend on c1",
+                &w.wait().or_die("wait isend on c1"),
+            );
+        });
+    } else {
+        let st = c1.recv(&mut got, peer as i32, 5).or_die("recv on c1");
+        check_recv("rendezvous on c1", &st, peer, 5, &got, &want_big);
+        c2.send(&message(me, peer, 2, 6, 100), peer, 6)
+            .or_die("send on c2");
+    }
+    // wait_any, then wait_all, over receives on three communicators.
+    let comms = [world, c1, c2];
+    let outs: Vec<Vec<u8>> = (0..3)
+        .map(|k| message(me, peer, 10 + k, 7, 64 << k))
+        .collect();
+    let wants: Vec<Vec<u8>> = (0..3)
+        .map(|k| message(peer, me, 10 + k, 7, 64 << k))
+        .collect();
+    let mut bufs: Vec<Vec<u8>> = wants.iter().map(|w| vec![0u8; w.len()]).collect();
+    let [b0, b1, b2] = &mut bufs[..] else {
+        unreachable!()
+    };
+    let statuses = world.scope(|s0| {
+        c1.scope(|s1| {
+            c2.scope(|s2| {
+                let mut reqs = [
+                    s0.irecv(b0, peer as i32, 7).or_die("irecv world"),
+                    s1.irecv(b1, peer as i32, 7).or_die("irecv c1"),
+                    s2.irecv(b2, peer as i32, 7).or_die("irecv c2"),
+                ];
+                for (k, comm) in comms.iter().enumerate().rev() {
+                    comm.send(&outs[k], peer, 7).or_die("send");
+                }
+                let (first, st) = Request::wait_any(&mut reqs)
+                    .or_die("wait_any across workers")
+                    .unwrap_or_else(|| die("wait_any found nothing to wait for"));
+                ok_status("wait_any across workers", &st);
+                let mut all = wait_all_ok("wait_all across workers", &mut reqs);
+                all[first] = st;
+                all
+            })
+        })
+    });
+    for k in 0..3 {
+        check_recv("across workers", &statuses[k], peer, 7, &bufs[k], &wants[k]);
+    }
+    let workers = engine
+        .info()
+        .items
+        .into_iter()
+        .find(|(k, _)| k == "workers")
+        .map_or_else(|| "?".to_string(), |(_, v)| v);
+    world.barrier().or_die("barrier");
+    println!("engine_check threads: rank {me}: across workers OK; workers: {workers}");
 }
 
 // ---------------------------------------------------------------------------
