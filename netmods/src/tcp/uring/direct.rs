@@ -13,7 +13,8 @@
 //! engine has answered), finds the socket empty, or takes bytes that came
 //! after ours. While a large frame is coming in (`DIRECT_RECV_MIN` or
 //! more left) the polls keep reading directly and enter only once the
-//! socket is empty, so bulk data goes kernel to target in one copy.
+//! socket is empty (or every `DIRECT_RUN_MAX`-th poll, so other sockets'
+//! work still runs), so bulk data goes kernel to target in one copy.
 //!
 //! Bytes stay in order because the multishot RECV moves data only during
 //! our enters, and a direct read happens only with every completion of
@@ -32,6 +33,11 @@ use super::*;
 /// Frames delivered from one connection per direct read, so one busy peer
 /// cannot starve the others (as the poll backend's budget).
 const FRAME_BUDGET: usize = 64;
+
+/// Polls in a row that may read directly before one enters: a stream of
+/// large frames on one connection keeps polls reading it, and the work
+/// queued for other sockets (their data, accepts) must still run.
+const DIRECT_RUN_MAX: u32 = 16;
 
 impl UringIo {
     /// Whether this ring can read directly: `Defer` mode (task work waits
@@ -79,12 +85,13 @@ impl UringIo {
             return false;
         };
         // The poll after a direct read enters (the work left behind runs
-        // and the flag drops), unless a large frame is still arriving.
-        if self.owed && !bulk {
+        // and the flag drops), unless a large frame is still arriving,
+        // and at least every DIRECT_RUN_MAX-th.
+        if self.owed > 0 && (!bulk || self.owed >= DIRECT_RUN_MAX) {
             return false;
         }
         let got = self.read_direct(st, slot, sink);
-        self.owed = got > 0;
+        self.owed = if got > 0 { self.owed + 1 } else { 0 };
         got > 0 && queued == 0
     }
 

@@ -210,9 +210,10 @@ pub(crate) struct UringIo {
     /// The socket that last received (slot, generation): the one a direct
     /// read tries when several are open (`direct.rs`).
     hot: Option<(u32, u32)>,
-    /// The last poll read directly and left task work queued: this one
-    /// enters (`direct.rs`).
-    owed: bool,
+    /// Polls in a row that read directly and left task work queued since
+    /// the last enter (`direct.rs`): the next one enters, unless a large
+    /// frame is arriving.
+    owed: u32,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -243,7 +244,7 @@ impl UringIo {
             bundles: 0,
             direct_reads: 0,
             hot: None,
-            owed: false,
+            owed: 0,
         }
     }
 
@@ -336,7 +337,7 @@ impl UringIo {
         // and enter at the next poll instead of now.
         let direct = taskrun && !overflow && self.try_direct(st, sink, n);
         if !direct && (n > 0 || taskrun || overflow) {
-            self.owed = false;
+            self.owed = 0;
             match self.ring.enter(n, 0, ENTER_GETEVENTS) {
                 Ok(()) => {}
                 Err(e)
