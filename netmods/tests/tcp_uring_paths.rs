@@ -172,3 +172,41 @@ fn flagged_polls_read_directly_and_keep_order() {
         assert_eq!(direct, [0, 0]);
     }
 }
+
+/// Two peers stream large placed frames and small ones to one receiver at
+/// once: its direct reads follow whichever connection last received, and
+/// both streams arrive intact and in order.
+#[test]
+fn direct_reads_with_two_busy_peers_keep_each_stream() {
+    let c = config(true, ZeroCopy::Remote);
+    let mut nets = Vec::new();
+    for rank in 0..3 {
+        match TcpNetmod::new(c.clone(), "direct-two", rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if uring_missing_here(&e) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut sinks = vec![Rec::placing(), Rec::placing(), Rec::placing()];
+    connect_all(&mut nets);
+    let sizes: Vec<usize> = (0..40)
+        .map(|i| if i % 4 == 3 { 1 << 20 } else { 8 + i * 3 })
+        .collect();
+    for (i, &len) in sizes.iter().enumerate() {
+        for from in [1, 2] {
+            send(&mut nets, &mut sinks, from, 0, i as u32, len);
+        }
+    }
+    pump(&mut nets, &mut sinks, |n, s| {
+        s[0].msgs.len() == 2 * sizes.len() && n.iter().all(|n| n.idle())
+    });
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert_eq!(sinks[0].from(2), expect(2, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    let line = describe(&nets[0], "tcp.backend");
+    let direct = nets[0].uring_direct_reads();
+    eprintln!("direct reads {direct}: {line}");
+    if line.contains("direct recv when the kernel flags task work") {
+        assert!(direct > 0, "{line}");
+    }
+}
