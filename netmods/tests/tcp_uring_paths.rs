@@ -1,7 +1,8 @@
 //! The io_uring backend's optional paths, each behind a runtime probe:
 //! receive bundles (a completion filling several provided buffers, 6.10+)
 //! and zero-copy SEND_ZC for queued bytes (6.0+, only to peers on another
-//! host unless forced). Each carries a stream intact, is used exactly when
+//! host unless forced), and direct receives in DEFER_TASKRUN mode. Each
+//! carries a stream intact, is used exactly when
 //! configured and probed, and stays off for a peer on this host: loopback,
 //! or our own interface address. Skipped with a note where no ring can be
 //! made.
@@ -129,5 +130,83 @@ fn zero_copy_stays_off_for_peers_on_this_host() {
         let card = nets[0].business_card().to_string();
         stream(&mut nets, &sizes());
         assert_eq!(nets[0].uring_paths().0, 0, "zero-copy to {card}");
+    }
+}
+
+/// With DEFER_TASKRUN and multishot receives, a poll that sees the
+/// kernel's task-work flag reads the socket by a plain `recv`: a
+/// ping-pong of small messages, and large placed ones, arrive intact and
+/// in order that way on both sides. In other modes nothing is read so.
+#[test]
+fn flagged_polls_read_directly_and_keep_order() {
+    let c = config(true, ZeroCopy::Remote);
+    let Some(mut nets) = open_pair(&c, "direct") else {
+        return;
+    };
+    let line = describe(&nets[0], "tcp.backend");
+    let mut sinks = vec![Rec::placing(), Rec::placing()];
+    connect_all(&mut nets);
+    // Ping-pong: each message answered before the next; every few a large
+    // one (placed straight into the sink's buffer).
+    let sizes: Vec<usize> = (0..60)
+        .map(|i| if i % 10 == 9 { 1 << 20 } else { 8 })
+        .collect();
+    for (i, &len) in sizes.iter().enumerate() {
+        for (from, to) in [(0, 1), (1, 0)] {
+            send(&mut nets, &mut sinks, from, to as u64, i as u32, len);
+            pump(&mut nets, &mut sinks, |_, s| s[to].msgs.len() == i + 1);
+        }
+    }
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    assert!(sinks.iter().all(|s| s.delivered_placed > 0));
+    let direct: Vec<u64> = nets.iter().map(|n| n.uring_direct_reads()).collect();
+    eprintln!("direct reads {direct:?}: {line}");
+    if line.contains("direct recv when the kernel flags task work") {
+        assert!(line.contains("defer taskrun"), "{line}");
+        assert!(direct.iter().all(|&d| d > 0), "no direct read: {direct:?}");
+    } else {
+        eprintln!("note: no direct reads here ({line})");
+        assert_eq!(direct, [0, 0]);
+    }
+}
+
+/// Two peers stream large placed frames and small ones to one receiver at
+/// once: its direct reads follow whichever connection last received, and
+/// both streams arrive intact and in order.
+#[test]
+fn direct_reads_with_two_busy_peers_keep_each_stream() {
+    let c = config(true, ZeroCopy::Remote);
+    let mut nets = Vec::new();
+    for rank in 0..3 {
+        match TcpNetmod::new(c.clone(), "direct-two", rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if uring_missing_here(&e) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let mut sinks = vec![Rec::placing(), Rec::placing(), Rec::placing()];
+    connect_all(&mut nets);
+    let sizes: Vec<usize> = (0..40)
+        .map(|i| if i % 4 == 3 { 1 << 20 } else { 8 + i * 3 })
+        .collect();
+    for (i, &len) in sizes.iter().enumerate() {
+        for from in [1, 2] {
+            send(&mut nets, &mut sinks, from, 0, i as u32, len);
+        }
+    }
+    pump(&mut nets, &mut sinks, |n, s| {
+        s[0].msgs.len() == 2 * sizes.len() && n.iter().all(|n| n.idle())
+    });
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert_eq!(sinks[0].from(2), expect(2, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    let line = describe(&nets[0], "tcp.backend");
+    let direct = nets[0].uring_direct_reads();
+    eprintln!("direct reads {direct}: {line}");
+    if line.contains("direct recv when the kernel flags task work") {
+        assert!(direct > 0, "{line}");
     }
 }

@@ -21,7 +21,7 @@ pub enum Backend {
     Uring,
     /// Nonblocking sockets, epoll and plain system calls. Still the
     /// default: the rebuilt io_uring backend was not at least as fast at
-    /// every measured point (1 MiB latency, message rate; BENCHMARKS.md).
+    /// every measured point (1 MiB latency and bandwidth; BENCHMARKS.md).
     #[default]
     Poll,
 }

@@ -200,6 +200,16 @@ impl TcpNetmod {
         }
     }
 
+    /// io_uring only: plain `recv` calls that took bytes on a poll that
+    /// saw the kernel's task-work flag (instead of entering to run the
+    /// multishot RECV); 0 on poll and in modes other than DEFER_TASKRUN.
+    pub fn uring_direct_reads(&self) -> u64 {
+        match &self.io {
+            Io::Poll(_) => 0,
+            Io::Uring(u) => u.direct_reads,
+        }
+    }
+
     /// Peers with an open connection now.
     pub fn connected_peers(&self) -> usize {
         self.st.peers.values().filter(|p| p.open).count()

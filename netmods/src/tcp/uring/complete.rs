@@ -106,7 +106,12 @@ impl UringIo {
                         b.give(bid);
                     }
                 }
-                if more && !stopping && !closing {
+                if res > 0 {
+                    self.hot = st.sock(slot).map(|s| (slot, s.gen));
+                }
+                // Direct reads take bulk data without the copy (and need
+                // the multishot RECV armed as the watch).
+                if more && !stopping && !closing && !self.direct_mode() {
                     self.stop_for_bulk(st, slot, gen, res.max(0) as usize);
                 }
                 if closing {

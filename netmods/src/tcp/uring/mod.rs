@@ -5,7 +5,11 @@
 //!   shared provided-buffer ring (`bufs.rs`), taking bundles of buffers
 //!   where the kernel can (6.10+); each completion's bytes are copied into
 //!   the connection's frame parser and the buffers are given back at once.
-//!   Armed once, it needs no SQE per message. A frame with
+//!   Armed once, it needs no SQE per message. In `Defer` mode it is
+//!   mostly a watch: a poll that sees the kernel's task-work flag reads
+//!   the socket by a plain `recv(2)` into the parser's target and enters
+//!   at the next poll (`direct.rs`), large frames included. In the other
+//!   modes a frame with
 //!   `DIRECT_RECV_MIN` or more still to come skips that copy: the
 //!   multishot RECV is cancelled and, once it has ended, single-shot RECVs
 //!   take the rest into the parser's target (a placed payload's rest by
@@ -28,8 +32,10 @@
 //!   buffer frozen until the kernel's notification.
 //! - Poll: arms what dirty sockets need, then enters the kernel once,
 //!   `io_uring_enter(n, 0, GETEVENTS)`, only if SQEs are queued or the
-//!   kernel flagged task work or CQ overflow; then reaps. An idle poll
-//!   makes no system call (see `ring.rs` for the modes).
+//!   kernel flagged task work or CQ overflow (in `Defer` mode a flagged
+//!   poll reads directly first and leaves the enter to the next poll, see
+//!   `direct.rs`); then reaps. An idle poll makes no system call (see
+//!   `ring.rs` for the modes).
 //! - Sockets are in the ring's fixed-file table when their slot fits.
 //!
 //! # Safety invariant
@@ -54,7 +60,7 @@
 //!    destination, only once the socket is released; a disconnect first
 //!    cancels a single-shot RECV into a placement destination and waits
 //!    for its completion (`quiesce`);
-//! 4. a direct send is a plain system call, done when it returns;
+//! 4. a direct send or read is a plain system call, done when it returns;
 //! 5. on drop we wait (up to 2 s) for every operation; the memory of any
 //!    still in flight then is leaked, never freed.
 //!
@@ -174,6 +180,7 @@ macro_rules! on {
 // After `on!`: macros are in scope from their definition on.
 mod arm;
 mod complete;
+mod direct;
 mod send;
 
 pub(crate) struct UringIo {
@@ -198,6 +205,15 @@ pub(crate) struct UringIo {
     /// more than one provided buffer (a bundle), for tests and `describe`.
     pub(crate) zc_sends: u64,
     pub(crate) bundles: u64,
+    /// Direct reads that got bytes (`direct.rs`), for tests and `describe`.
+    pub(crate) direct_reads: u64,
+    /// The socket that last received (slot, generation): the one a direct
+    /// read tries when several are open (`direct.rs`).
+    hot: Option<(u32, u32)>,
+    /// Polls in a row that read directly and left task work queued since
+    /// the last enter (`direct.rs`): the next one enters, unless a large
+    /// frame is arriving.
+    owed: u32,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -226,6 +242,9 @@ impl UringIo {
             no_bufs,
             zc_sends: 0,
             bundles: 0,
+            direct_reads: 0,
+            hot: None,
+            owed: 0,
         }
     }
 
@@ -242,6 +261,9 @@ impl UringIo {
         } else {
             "single-shot recv"
         });
+        if self.direct_mode() {
+            f.push("direct recv when the kernel flags task work");
+        }
         let mut s = f.join(", ");
         if let Some(why) = &self.no_bufs {
             s.push_str(&format!(" ({why})"));
@@ -307,11 +329,15 @@ impl UringIo {
         if !self.accept_armed {
             self.arm_accept();
         }
-        let (n, flagged) = {
+        let (n, taskrun, overflow) = {
             let sq = self.ring.ring.submission();
-            (sq.len() as u32, sq.taskrun() || sq.cq_overflow())
+            (sq.len() as u32, sq.taskrun(), sq.cq_overflow())
         };
-        if n > 0 || flagged {
+        // Data came: read it directly where that is safe (`direct.rs`),
+        // and enter at the next poll instead of now.
+        let direct = taskrun && !overflow && self.try_direct(st, sink, n);
+        if !direct && (n > 0 || taskrun || overflow) {
+            self.owed = 0;
             match self.ring.enter(n, 0, ENTER_GETEVENTS) {
                 Ok(()) => {}
                 Err(e)

@@ -1,0 +1,137 @@
+//! Direct receives: in `Defer` mode the ring watches a connection and a
+//! plain nonblocking `recv(2)` takes its bytes.
+//!
+//! When data reaches a connection whose multishot RECV is armed, the
+//! kernel queues task work and raises `IORING_SQ_TASKRUN`; under
+//! DEFER_TASKRUN that work (the RECV into a provided buffer) runs only
+//! when this thread enters with GETEVENTS. So a poll that sees the flag
+//! may instead `recv` straight into the parser's target (the engine's
+//! memory for a placed payload) on the socket the data most likely came
+//! to: one call, as the poll backend's, without the task-work run, the
+//! completion and the copy out of a provided buffer. The work still queued
+//! runs at the next poll's enter (off the critical path: by then the
+//! engine has answered), finds the socket empty, or takes bytes that came
+//! after ours. While a large frame is coming in (`DIRECT_RECV_MIN` or
+//! more left) the polls keep reading directly and enter only once the
+//! socket is empty (or every `DIRECT_RUN_MAX`-th poll, so other sockets'
+//! work still runs), so bulk data goes kernel to target in one copy.
+//!
+//! Bytes stay in order because the multishot RECV moves data only during
+//! our enters, and a direct read happens only with every completion of
+//! those enters handled (the CQ and `deferred` empty), and only on a
+//! socket with no single-shot RECV in flight (which would write into the
+//! same target later).
+
+use std::io;
+use std::os::fd::AsRawFd;
+
+use super::super::state::{Phase, State};
+use super::super::sys;
+use super::ring::Mode;
+use super::*;
+
+/// Frames delivered from one connection per direct read, so one busy peer
+/// cannot starve the others (as the poll backend's budget).
+const FRAME_BUDGET: usize = 64;
+
+/// Polls in a row that may read directly before one enters: a stream of
+/// large frames on one connection keeps polls reading it, and the work
+/// queued for other sockets (their data, accepts) must still run.
+const DIRECT_RUN_MAX: u32 = 16;
+
+impl UringIo {
+    /// Whether this ring can read directly: `Defer` mode (task work waits
+    /// for our enters) with multishot RECVs on the buffer ring.
+    pub(super) fn direct_mode(&self) -> bool {
+        self.ring.mode == Mode::Defer && self.bufs.is_some()
+    }
+
+    /// The open socket a flagged poll reads directly, if one qualifies:
+    /// the only open connection, else the one that last received; and
+    /// whether a large frame is in progress on it.
+    fn direct_candidate(&mut self, st: &mut State) -> Option<(u32, bool)> {
+        let slot = match st.open.as_slice() {
+            [only] => *only,
+            _ => {
+                let (slot, gen) = self.hot?;
+                st.sock(slot).filter(|s| s.gen == gen)?;
+                slot
+            }
+        };
+        let s = st.sock(slot)?;
+        if s.phase != Phase::Open
+            || s.detached
+            || s.io & IO_MULTI == 0
+            || s.io & (IO_RECV | IO_STOP) != 0
+        {
+            return None;
+        }
+        let rx = s.rx.as_ref()?;
+        let bulk = rx.frame_left().max(rx.exact_left()) >= DIRECT_RECV_MIN;
+        Some((slot, bulk))
+    }
+
+    /// Called by a poll that saw the task-work flag with `queued` SQEs
+    /// pending: reads a candidate socket directly when that is safe and
+    /// due; true if it got bytes and the enter may wait for the next poll.
+    pub(super) fn try_direct(&mut self, st: &mut State, sink: &mut dyn Sink, queued: u32) -> bool {
+        if !self.direct_mode()
+            || !self.deferred.is_empty()
+            || !self.ring.ring.completion().is_empty()
+        {
+            return false;
+        }
+        let Some((slot, bulk)) = self.direct_candidate(st) else {
+            return false;
+        };
+        // The poll after a direct read enters (the work left behind runs
+        // and the flag drops), unless a large frame is still arriving,
+        // and at least every DIRECT_RUN_MAX-th.
+        if self.owed > 0 && (!bulk || self.owed >= DIRECT_RUN_MAX) {
+            return false;
+        }
+        let got = self.read_direct(st, slot, sink);
+        self.owed = if got > 0 { self.owed + 1 } else { 0 };
+        got > 0 && queued == 0
+    }
+
+    /// Receives what `slot` has into its parser's target and delivers
+    /// whole frames, until the socket is empty or the budget is spent;
+    /// returns the bytes received.
+    fn read_direct(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) -> usize {
+        let (mut got, mut frames) = (0, 0);
+        while let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) {
+            let (gen, fd) = (s.gen, s.fd.as_raw_fd());
+            let Some((ptr, len)) = s.recv_target() else {
+                break;
+            };
+            // SAFETY: recv_target gives `len` writable bytes: the parser's
+            // input or overflow buffer, or the engine's placement memory;
+            // no RECV of the ring writes there (checked by the caller).
+            let r = unsafe { sys::recv(fd, ptr, len) };
+            st.calls += 1;
+            match r {
+                Ok(0) => {
+                    st.sock_failed(slot, "connection closed by the peer".into());
+                    break;
+                }
+                Ok(n) => {
+                    got += n;
+                    self.direct_reads += 1;
+                    self.hot = Some((slot, gen));
+                    frames += st.rx_data(slot, n, sink);
+                    // A short read means the socket is drained.
+                    if n < len || frames >= FRAME_BUDGET {
+                        break;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    st.sock_failed(slot, format!("recv: {e}"));
+                    break;
+                }
+            }
+        }
+        got
+    }
+}
