@@ -423,6 +423,13 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             while let Ok(Some(msg)) = wire::recv(&mut reader) {
                 match wire::text(msg.first().map_or(&[][..], |w| &w[..])).as_str() {
                     "barrier_out" => pmi.send(pmi::Cmd::BarrierOut(wire::pairs(&msg))),
+                    "child_done" => {
+                        // A child proxy's ranks all ended (it may never have
+                        // connected to us): as if its connection closed.
+                        if let Some(c) = msg.get(1).and_then(|w| wire::text(w).parse().ok()) {
+                            pmi.send(pmi::Cmd::ChildGone(c));
+                        }
+                    }
                     "parent" => {
                         let addr = wire::text(msg.get(1).map_or(&[][..], |w| w));
                         tree::join_parent(addr, secret.clone(), proxy_id, pmi.clone());

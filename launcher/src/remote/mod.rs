@@ -500,6 +500,14 @@ pub fn run(
                     }
                     "done" => {
                         proxies[i].done = true;
+                        // Its parent proxy may never have heard from it (it
+                        // can end before it learns where the parent listens):
+                        // a barrier there must not wait for it.
+                        if let Some(parent) = tree::parent(id, fanout) {
+                            if let Some(conn) = &mut proxies[parent as usize].conn {
+                                let _ = wire::send(conn, &["child_done", &id.to_string()]);
+                            }
+                        }
                         if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {
                             stranded(&proxies, ended, waiting, &mut failure, &fail);
                         }
