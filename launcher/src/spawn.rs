@@ -68,7 +68,7 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// appnum (command index) of each process, in rank order.
+    /// appnum (the index of its command) of each process, in rank order.
     pub fn appnum_of_rank(&self) -> Vec<u32> {
         self.commands
             .iter()
@@ -129,6 +129,22 @@ impl Plan {
             local_size: self.total,
             affinity: None,
         }
+    }
+
+    /// Every command's [`Plan::job`] and every child's [`Plan::place`],
+    /// which `launch::start_all` borrows: rivetrun and a multi-host proxy
+    /// both start the children from these.
+    pub fn jobs_and_places(
+        &self,
+        base: &SpawnBase,
+        kvsname: &str,
+    ) -> (Vec<launch::JobSpec>, Vec<launch::RankPlace>) {
+        let jobs = self
+            .commands
+            .iter()
+            .map(|command| self.job(command, base, kvsname))
+            .collect();
+        (jobs, (0..self.total).map(|i| self.place(i)).collect())
     }
 }
 

@@ -141,20 +141,12 @@ impl Spawner {
         pmi.send(Cmd::Namespace(plan.namespace(base, &kvs, &ask.request)));
         up.send(&["spawned", &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
-        let jobs: Vec<_> = plan
-            .commands
-            .iter()
-            .map(|command| plan.job(command, base, &kvs))
-            .collect();
-        let places: Vec<_> = (0..plan.total).map(|i| plan.place(i)).collect();
-        let of_command = plan
-            .commands
-            .iter()
-            .enumerate()
-            .flat_map(|(c, command)| std::iter::repeat_n(c, command.nprocs as usize));
-        let procs = of_command
+        let (jobs, places) = plan.jobs_and_places(base, &kvs);
+        let procs = plan
+            .appnum_of_rank()
+            .into_iter()
             .zip(0u32..)
-            .map(|(c, index)| (&jobs[c], index, &places[index as usize], &[][..]));
+            .map(|(c, index)| (&jobs[c as usize], index, &places[index as usize], &[][..]));
         let mut children: Vec<Child> = match launch::start_all(procs, priority) {
             Ok(started) => started
                 .into_iter()

@@ -126,21 +126,15 @@ impl Supervisor {
         let Some(spawner) = self.spawner.as_ref() else {
             return Err((0, 1, "spawning is not enabled".into()));
         };
-        let jobs: Vec<_> = plan
-            .commands
-            .iter()
-            .map(|command| plan.job(command, &spawner.base, kvsname))
-            .collect();
-        let places: Vec<_> = (0..plan.total).map(|i| plan.place(i)).collect();
-        let of_command = plan
-            .commands
-            .iter()
-            .enumerate()
-            .flat_map(|(c, command)| std::iter::repeat_n(c, command.nprocs as usize));
-        let procs = of_command.zip(0u32..).map(|(c, index)| {
-            let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
-            (&jobs[c], index, &places[index as usize], env)
-        });
+        let (jobs, places) = plan.jobs_and_places(&spawner.base, kvsname);
+        let procs = plan
+            .appnum_of_rank()
+            .into_iter()
+            .zip(0u32..)
+            .map(|(c, index)| {
+                let env = pmix_env.get(index as usize).map_or(&[][..], Vec::as_slice);
+                (&jobs[c as usize], index, &places[index as usize], env)
+            });
         let started = launch::start_all(procs, &spawner.priority).map_err(|(index, err)| {
             let code = err.exit_code();
             let message = match err {
