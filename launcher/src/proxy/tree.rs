@@ -12,7 +12,9 @@
 //! subtree's barrier came makes the barrier impossible. The proxy then says
 //! `stranded CHILD` to rivetrun, which fails the job naming the child's
 //! host, and its waiters get an error (`child_proxy_ended`); likewise a
-//! child whose parent ended says `orphaned`.
+//! child whose parent ended says `orphaned`. A child can end before it
+//! learns where its parent listens and so never connect: rivetrun then
+//! tells the parent (`child_done ID`), which counts it ended the same way.
 //!
 //! A child connects to the address its parent told rivetrun (`listen`),
 //! which rivetrun passes on (`parent ADDR`), and says `child SECRET ID`.
