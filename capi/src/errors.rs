@@ -95,6 +95,10 @@ fn remember(message: String) {
 pub struct Fail(pub c_int, pub String);
 
 impl From<rivet::Error> for Fail {
+    // Cold and out of line: every `?` on an engine call converts through
+    // here, and the success path should not carry its code.
+    #[cold]
+    #[inline(never)]
     fn from(e: rivet::Error) -> Fail {
         use rivet::Error as E;
         let code = match &e {
@@ -119,7 +123,9 @@ impl From<rivet::Error> for Fail {
     }
 }
 
-/// An argument error with its message.
+/// An argument error with its message (cold: only failures build one).
+#[cold]
+#[inline(never)]
 pub fn invalid(what: impl Into<String>) -> Fail {
     Fail(RIVET_ERR_INVALID_ARG, what.into())
 }
@@ -129,12 +135,17 @@ pub type CResult = Result<(), Fail>;
 /// Run an export's body: its error as a code (message kept for
 /// `rivet_last_error`), a panic as `RIVET_ERR_PANIC`. Inlined into every
 /// export so that success costs no call; failures leave through cold
-/// functions.
+/// functions. The body's `Result` becomes a plain code inside the unwind
+/// guard, so only an integer crosses it (a `Result<(), Fail>` would be
+/// written to memory and read back on every call).
 #[inline(always)]
 pub fn boundary(name: &'static str, body: impl FnOnce() -> CResult) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => RIVET_SUCCESS,
-        Ok(Err(fail)) => failed(name, fail),
+    let guarded = || match body() {
+        Ok(()) => RIVET_SUCCESS,
+        Err(fail) => failed(name, fail),
+    };
+    match catch_unwind(AssertUnwindSafe(guarded)) {
+        Ok(code) => code,
         Err(panic) => panicked(name, panic),
     }
 }

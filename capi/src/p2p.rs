@@ -22,11 +22,18 @@ fn raw(p: *const c_void, len: usize) -> Result<*mut u8, Fail> {
 }
 
 /// Truncation is an error code for blocking receives, as in MPI.
+#[inline(always)]
 fn truncation(s: rivet::Status) -> CResult {
     match s.error {
-        Some(e @ rivet::MsgError::Truncated { .. }) => Err(Fail(RIVET_ERR_TRUNCATE, e.to_string())),
+        Some(e @ rivet::MsgError::Truncated { .. }) => Err(truncated(e)),
         _ => Ok(()),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn truncated(e: rivet::MsgError) -> Fail {
+    Fail(RIVET_ERR_TRUNCATE, e.to_string())
 }
 
 /// Start sending `len` bytes at `buf` to `dest` with `tag` (>= 0). The
