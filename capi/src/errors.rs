@@ -92,7 +92,18 @@ fn remember(message: String) {
 }
 
 /// A failure on its way to C: a code and the message for `rivet_last_error`.
-pub struct Fail(pub c_int, pub String);
+/// Boxed, so that a `Result<(), Fail>` is one pointer (null: success) and
+/// comes back from the inlined body in a register, not through memory.
+pub struct Fail(Box<(c_int, String)>);
+
+impl Fail {
+    /// A failure with `code` and `message` (cold: only failures build one).
+    #[cold]
+    #[inline(never)]
+    pub fn new(code: c_int, message: impl Into<String>) -> Fail {
+        Fail(Box::new((code, message.into())))
+    }
+}
 
 impl From<rivet::Error> for Fail {
     // Cold and out of line: every `?` on an engine call converts through
@@ -119,7 +130,7 @@ impl From<rivet::Error> for Fail {
             E::Finalized => RIVET_ERR_FINALIZED,
             E::Io { .. } => RIVET_ERR_IO,
         };
-        Fail(code, e.to_string())
+        Fail::new(code, e.to_string())
     }
 }
 
@@ -127,7 +138,7 @@ impl From<rivet::Error> for Fail {
 #[cold]
 #[inline(never)]
 pub fn invalid(what: impl Into<String>) -> Fail {
-    Fail(RIVET_ERR_INVALID_ARG, what.into())
+    Fail::new(RIVET_ERR_INVALID_ARG, what)
 }
 
 pub type CResult = Result<(), Fail>;
@@ -152,7 +163,8 @@ pub fn boundary(name: &'static str, body: impl FnOnce() -> CResult) -> c_int {
 
 #[cold]
 #[inline(never)]
-fn failed(name: &str, Fail(code, message): Fail) -> c_int {
+fn failed(name: &str, fail: Fail) -> c_int {
+    let (code, message) = *fail.0;
     remember(format!("{name}: {message}"));
     code
 }

@@ -136,7 +136,7 @@ pub(crate) fn rank_arg(v: c_int, what: &str) -> Result<u32, Fail> {
 #[cold]
 #[inline(never)]
 fn negative(v: c_int, what: &str) -> Fail {
-    Fail(
+    Fail::new(
         crate::errors::RIVET_ERR_RANK,
         format!("{what} {v} is negative"),
     )

@@ -33,7 +33,7 @@ fn truncation(s: rivet::Status) -> CResult {
 #[cold]
 #[inline(never)]
 fn truncated(e: rivet::MsgError) -> Fail {
-    Fail(RIVET_ERR_TRUNCATE, e.to_string())
+    Fail::new(RIVET_ERR_TRUNCATE, e.to_string())
 }
 
 /// Start sending `len` bytes at `buf` to `dest` with `tag` (>= 0). The
@@ -362,7 +362,7 @@ pub unsafe extern "C" fn rivet_mrecv(
         unsafe { put_status(status, s) };
         truncation(s)?;
         if let Some(rivet::MsgError::PeerFailed { rank }) = s.error {
-            return Err(Fail(
+            return Err(Fail::new(
                 crate::errors::RIVET_ERR_PEER_FAILED,
                 format!("rank {rank} failed before its message was received"),
             ));

@@ -22,7 +22,7 @@ fn status_code(s: rivet::Status) -> CResult {
 #[inline(never)]
 fn status_fail(s: rivet::Status) -> Fail {
     let code = rivet_status_t::from(s).error;
-    Fail(code, s.error.map(|e| e.to_string()).unwrap_or_default())
+    Fail::new(code, s.error.map(|e| e.to_string()).unwrap_or_default())
 }
 
 /// `*flag` 1 and `*req` set to `RIVET_REQUEST_NULL` if the request has
@@ -138,9 +138,9 @@ pub unsafe extern "C" fn rivet_waitall(
         };
         on!(&e.e, e => e.request_wait_all(n, id_at, done))?;
         if failed {
-            return Err(Fail(
+            return Err(Fail::new(
                 RIVET_ERR_IN_STATUS,
-                "a request failed: see its status".into(),
+                "a request failed: see its status",
             ));
         }
         Ok(())
