@@ -130,6 +130,30 @@ impl Groups {
         self.ended.contains(p) || self.ended_namespaces.contains(&p.0)
     }
 
+    /// Every namespace whose processes some operation, phase or group
+    /// still names.
+    pub(super) fn namespaces_named(&self) -> HashSet<NsId> {
+        let mut named = HashSet::new();
+        for key in self.ops.keys().chain(self.poisoned.keys()) {
+            named.extend(key.procs.iter().map(|p| p.0));
+        }
+        for phase in self.ready.values() {
+            named.extend(phase.members.iter().map(|p| p.0));
+        }
+        for record in self.records.values() {
+            named.extend(record.connected.iter().map(|p| p.0));
+        }
+        named
+    }
+
+    /// Namespace `ns` is retired (nothing names it): drop what is kept
+    /// about its processes, so that its id can be reused.
+    pub(super) fn forget_namespace(&mut self, ns: NsId) {
+        self.ended_namespaces.remove(&ns);
+        self.ended.retain(|p| p.0 != ns);
+        self.ns_cluster.remove(&ns);
+    }
+
     /// A connection went away: stop answering it (its process stays counted).
     pub fn forget_conn(&mut self, conn: ConnId) {
         self.hub_waiting.remove(&conn);
@@ -708,7 +732,7 @@ impl Server {
             let conn = self
                 .namespaces
                 .get(ns as usize)
-                .and_then(|n| n.rank_conn.get(r as usize).copied().flatten())
+                .and_then(|n| n.conn_of(r))
                 .filter(|c| self.conns.contains_key(c));
             if let Some(c) = conn {
                 reply_to(out, c, &event);
@@ -793,6 +817,8 @@ impl Server {
         for p in named {
             self.settle_ended(p, out);
         }
+        // The namespace's mark covers its processes' own ones.
+        self.groups.ended.retain(|p| p.0 != ns);
     }
 
     /// The consequences of `p`'s end, once it is recorded as ended.
@@ -840,6 +866,12 @@ impl Server {
         for g in groups {
             self.group_member_ended(&g, p, out);
         }
+    }
+
+    /// Every namespace that group state still names (see
+    /// [`Server::retire_namespace`]).
+    pub fn namespaces_in_group_state(&self) -> HashSet<NsId> {
+        self.groups.namespaces_named()
     }
 
     /// Groups currently kept (for tests and diagnostics).
