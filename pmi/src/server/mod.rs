@@ -34,7 +34,7 @@
 //!
 //! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
-//! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
+//! (`PMI_process_mapping`), `groups/` (group connect), `handle.rs` (one
 //! function per command), `node.rs` (one node of a multi-host job),
 //! `group_forward.rs` (group requests naming other jobs, handed to the
 //! launcher) and `hub.rs` (the name server's side of those).
