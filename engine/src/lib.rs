@@ -82,7 +82,8 @@
 //!   swap).
 //! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): masters per client, `cubedim`, the barrier
 //!   across clients; tag values Rivet chose where the text is cut.
-//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), CMA (`cma.rs`); the fastbox rings
+//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), sizes and errors (`config.rs`), the
+//!   send and receive sides of a lane (`send.rs`, `recv.rs`), CMA (`cma.rs`); the fastbox rings
 //!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
 //!   with their loom models in `lockfree/tests/loom_{queue,ring}.rs`.
 //! - `wire`: the header every message carries (`rivet-lockfree`'s, re-exported).

@@ -2,6 +2,7 @@
 //! ranks.
 
 use super::*;
+use crate::wire::WireHeader;
 use std::path::Path;
 use std::sync::atomic::AtomicUsize;
 
