@@ -432,6 +432,20 @@ impl<M: RingMemory> RxRing<M> {
         self.slots != 0
     }
 
+    /// Whether the read position holds a marker for sequence number `seq`
+    /// (its record, or the wrap record before it): one relaxed load, for
+    /// an idle poll; [`RxRing::peek`] then reads it properly.
+    #[inline(always)]
+    pub fn holds(&self, seq: u64) -> bool {
+        if self.slots == 0 {
+            return false;
+        }
+        let pos = self.read & (self.slots - 1);
+        // SAFETY: `pos < slots`; the ring is live (`new`), not `none`.
+        let m = unsafe { self.mem.marker(pos) }.load(Ordering::Relaxed);
+        m & SEQ_MASK == seq & SEQ_MASK
+    }
+
     /// The record at the read position if it carries sequence number `seq`
     /// (skipping a wrap record for `seq`). `Err` names what is corrupt.
     #[inline(always)]
@@ -544,6 +558,12 @@ impl<M: RingMemory> Inbound<M> {
         self.ring.peek(self.expected)
     }
 
+    /// Whether the next message waits in the ring ([`RxRing::holds`]).
+    #[inline(always)]
+    pub fn ring_ready(&self) -> bool {
+        self.ring.holds(self.expected)
+    }
+
     /// The record just returned by [`Inbound::next_record`] or
     /// [`Inbound::before_cell`] was delivered: free its slots.
     #[inline(always)]
@@ -647,8 +667,16 @@ mod tests {
                 ..Default::default()
             };
             while !tx.try_push(sseq, &h, &payload) {
-                // Full: drain everything.
-                while let Some(rec) = rx.peek(rseq).unwrap() {
+                // Full: drain everything; the idle check sees each record
+                // (or the wrap before it) before `peek` takes it, and
+                // nothing once all are taken.
+                loop {
+                    let ready = rx.holds(rseq);
+                    let Some(rec) = rx.peek(rseq).unwrap() else {
+                        assert!(!rx.holds(rseq), "idle check sees a record peek does not");
+                        break;
+                    };
+                    assert!(ready, "idle check missed record {rseq}");
                     let (ei, ep): (usize, Vec<u8>) = pending.pop_front().unwrap();
                     assert_eq!(rec.header.tag as usize, ei);
                     // SAFETY: valid until `consume`.
@@ -700,6 +728,10 @@ mod tests {
             assert!(
                 rx.peek(seq).unwrap().is_none(),
                 "record {i}: read a forged marker from stale payload"
+            );
+            assert!(
+                !rx.holds(seq),
+                "record {i}: the idle check took stale payload for a marker"
             );
         }
     }

@@ -152,6 +152,8 @@ pub struct ShmNode {
     /// Senders whose rings this rank polls, and the generation they reflect.
     active: Vec<u32>,
     seen_gen: u64,
+    /// Offset of our generation word (`C_GEN` of our control block).
+    gen_off: usize,
     rr: usize,
     /// A dequeued cell whose delivery waits for budget (0 = none).
     pending: u64,
@@ -534,6 +536,7 @@ impl ShmNode {
             max_payload,
             active: Vec::with_capacity(local_size),
             seen_gen: 0,
+            gen_off: layout.ctl(me) + C_GEN,
             rr: 0,
             pending: 0,
             queue_first: false,
