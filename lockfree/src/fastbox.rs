@@ -282,6 +282,58 @@ impl<M: RingMemory> TxRing<M> {
     /// guarantees a record plus a wrap fits in a quarter ring).
     #[inline(always)]
     pub fn try_push(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
+        if payload.len() <= SLOT - RECORD_HEADER {
+            return self.push_one_slot(seq, header, payload);
+        }
+        self.push_record(seq, header, payload)
+    }
+
+    /// [`TxRing::try_push`] of a record that fits one slot (payload up to
+    /// 16 bytes, the message-rate case): it never needs a wrap record, it
+    /// covers no continuation slot, and its own slot is never marked as
+    /// holding payload (every push leaves the next record position
+    /// unmarked), so only the next position's mark is looked at.
+    #[inline(always)]
+    fn push_one_slot(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
+        let n = self.slots;
+        // The record's slot and the next record's marker slot.
+        if self.head + 2 - self.cached > n && !self.refresh(2) {
+            return false;
+        }
+        let pos = self.head & (n - 1);
+        debug_assert!(
+            !self.holds_payload(pos),
+            "a record position marked as payload"
+        );
+        let next = (pos + 1) & (n - 1);
+        let zero_next = self.holds_payload(next);
+        if zero_next {
+            self.mark(next, false);
+        }
+        // SAFETY: slot `pos` and the next record's first slot are owned by
+        // the sender (space check) and inside the ring; the receiver reads
+        // them only after the release store of the marker below.
+        unsafe {
+            self.mem.write_record(pos, header, payload);
+            if zero_next {
+                self.mem.marker(next).store(0, Ordering::Relaxed);
+            }
+            self.mem.marker(pos).store(
+                (seq & SEQ_MASK) | ((payload.len() as u64) << LEN_SHIFT),
+                Ordering::Release,
+            );
+        }
+        self.head += 1;
+        // As in `push_record`.
+        if self.head + WRITE_AHEAD < self.cached + n {
+            self.mem.prefetch_write((self.head + WRITE_AHEAD) & (n - 1));
+        }
+        true
+    }
+
+    /// [`TxRing::try_push`] of any record.
+    #[inline(always)]
+    fn push_record(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
         let len = payload.len();
         let n = self.slots;
         let rs = record_slots(len);
