@@ -22,6 +22,12 @@
 //! only those: a stale *marker* is harmless (its sequence number is old), and
 //! skipping the store spares a cache-line transfer per small message.
 //!
+//! A record of one slot (payload up to 16 bytes, the message-rate case) is
+//! pushed by a short path of the same protocol: it never needs a wrap record
+//! and covers no continuation slot. A receiver with nothing to do answers its
+//! poll with [`RxRing::holds`]: one relaxed load of the marker at its read
+//! position, before any bookkeeping.
+//!
 //! Flow control: the receiver publishes how many slots it consumed (a counter
 //! on its own cache line, written lazily every quarter ring); the sender keeps
 //! a cached copy and reloads it only when the ring looks full.
