@@ -206,15 +206,7 @@ impl Inner {
     /// as complete with an empty status.
     #[inline]
     pub(crate) fn take_if_complete(core: &mut Core, id: u64) -> Option<Status> {
-        match core.st.requests.get(id) {
-            Some(req) if req.complete => {
-                let status = req.status;
-                core.st.requests.remove(id);
-                Some(status)
-            }
-            Some(_) => None,
-            None => Some(Status::default()),
-        }
+        core.st.requests.take_if_complete(id)
     }
 
     pub(crate) fn test(&self, id: u64) -> Result<Option<Status>> {

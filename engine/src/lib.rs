@@ -84,7 +84,8 @@
 //!   across clients; tag values Rivet chose where the text is cut. `impi_comm.rs`: 4.5 free,
 //!   4.8 `intercomm_create`, 4.9 merge (for COMM_WORLD's processes), with the seed's messages
 //!   and context-id rule.
-//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), CMA (`cma.rs`); the fastbox rings
+//! - `shm/`: the node segment (`segment.rs`, `layout.rs`), sizes and errors (`config.rs`), the
+//!   send and receive sides of a lane (`send.rs`, `recv.rs`), CMA (`cma.rs`); the fastbox rings
 //!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
 //!   with their loom models in `lockfree/tests/loom_{queue,ring}.rs`.
 //! - `wire`: the header every message carries (`rivet-lockfree`'s, re-exported).

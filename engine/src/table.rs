@@ -353,18 +353,49 @@ impl RequestTable {
     #[inline]
     pub fn remove(&mut self, id: u64) -> Option<Req> {
         let (index, gen) = split(id)?;
-        let slot = self.slots.get_mut(index as usize)?;
+        let slot = self.slots.get(index as usize)?;
         if slot.0 != gen || !matches!(slot.1, Slot::Live(_)) {
             return None;
         }
-        slot.0 = (slot.0.wrapping_add(1) & GEN_MASK).max(1) | self.worker;
-        let old = std::mem::replace(&mut slot.1, Slot::Free { next: self.free });
-        self.free = index;
-        self.live -= 1;
-        match old {
+        match self.free_slot(index) {
             Slot::Live(req) => Some(req),
             Slot::Free { .. } => None,
         }
+    }
+
+    /// What a wait asks of a handle, in one lookup: `Some(status)` if it
+    /// completed (the slot is freed then), `None` while it is in flight. A
+    /// handle not live (freed, stale or 0) counts as complete with an empty
+    /// status.
+    #[inline]
+    pub fn take_if_complete(&mut self, id: u64) -> Option<Status> {
+        let Some((index, gen)) = split(id) else {
+            return Some(Status::default());
+        };
+        let status = match self.slots.get(index as usize) {
+            Some((g, Slot::Live(req))) if *g == gen => {
+                if !req.complete {
+                    return None;
+                }
+                req.status
+            }
+            _ => return Some(Status::default()),
+        };
+        self.free_slot(index);
+        Some(status)
+    }
+
+    /// Put live slot `index` on the free list under a new generation; its
+    /// old contents.
+    #[inline(always)]
+    fn free_slot(&mut self, index: u32) -> Slot {
+        let worker = self.worker;
+        let slot = &mut self.slots[index as usize];
+        slot.0 = (slot.0.wrapping_add(1) & GEN_MASK).max(1) | worker;
+        let old = std::mem::replace(&mut slot.1, Slot::Free { next: self.free });
+        self.free = index;
+        self.live -= 1;
+        old
     }
 
     /// Requests in flight (for diagnostics).
@@ -440,6 +471,30 @@ mod tests {
         assert!(t.get(0).is_none());
         assert!(t.get(u64::MAX).is_none());
         assert_eq!(t.live(), 1);
+    }
+
+    #[test]
+    fn take_if_complete_frees_only_a_finished_request() {
+        let mut t = RequestTable::new();
+        let a = t.insert(recv());
+        assert_eq!(t.take_if_complete(a), None, "in flight");
+        assert!(t.get(a).is_some() && t.live() == 1);
+        let req = t.get_mut(a).unwrap();
+        req.complete = true;
+        req.status.count = 7;
+        assert_eq!(t.take_if_complete(a).map(|s| s.count), Some(7));
+        assert!(t.get(a).is_none() && t.live() == 0, "freed once taken");
+        // Gone, stale or never valid: complete, with an empty status.
+        assert_eq!(t.take_if_complete(a), Some(Status::default()));
+        assert_eq!(t.take_if_complete(0), Some(Status::default()));
+        assert_eq!(t.take_if_complete(u64::MAX), Some(Status::default()));
+        let b = t.insert(recv());
+        assert_ne!(a, b);
+        assert_eq!(t.take_if_complete(a), Some(Status::default()));
+        assert!(
+            t.get(b).is_some(),
+            "a stale handle leaves the reused slot alone"
+        );
     }
 
     #[test]

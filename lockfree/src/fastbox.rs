@@ -22,6 +22,12 @@
 //! only those: a stale *marker* is harmless (its sequence number is old), and
 //! skipping the store spares a cache-line transfer per small message.
 //!
+//! A record of one slot (payload up to 16 bytes, the message-rate case) is
+//! pushed by a short path of the same protocol: it never needs a wrap record
+//! and covers no continuation slot. A receiver with nothing to do answers its
+//! poll with [`RxRing::holds`]: one relaxed load of the marker at its read
+//! position, before any bookkeeping.
+//!
 //! Flow control: the receiver publishes how many slots it consumed (a counter
 //! on its own cache line, written lazily every quarter ring); the sender keeps
 //! a cached copy and reloads it only when the ring looks full.
@@ -282,6 +288,58 @@ impl<M: RingMemory> TxRing<M> {
     /// guarantees a record plus a wrap fits in a quarter ring).
     #[inline(always)]
     pub fn try_push(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
+        if payload.len() <= SLOT - RECORD_HEADER {
+            return self.push_one_slot(seq, header, payload);
+        }
+        self.push_record(seq, header, payload)
+    }
+
+    /// [`TxRing::try_push`] of a record that fits one slot (payload up to
+    /// 16 bytes, the message-rate case): it never needs a wrap record, it
+    /// covers no continuation slot, and its own slot is never marked as
+    /// holding payload (every push leaves the next record position
+    /// unmarked), so only the next position's mark is looked at.
+    #[inline(always)]
+    fn push_one_slot(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
+        let n = self.slots;
+        // The record's slot and the next record's marker slot.
+        if self.head + 2 - self.cached > n && !self.refresh(2) {
+            return false;
+        }
+        let pos = self.head & (n - 1);
+        debug_assert!(
+            !self.holds_payload(pos),
+            "a record position marked as payload"
+        );
+        let next = (pos + 1) & (n - 1);
+        let zero_next = self.holds_payload(next);
+        if zero_next {
+            self.mark(next, false);
+        }
+        // SAFETY: slot `pos` and the next record's first slot are owned by
+        // the sender (space check) and inside the ring; the receiver reads
+        // them only after the release store of the marker below.
+        unsafe {
+            self.mem.write_record(pos, header, payload);
+            if zero_next {
+                self.mem.marker(next).store(0, Ordering::Relaxed);
+            }
+            self.mem.marker(pos).store(
+                (seq & SEQ_MASK) | ((payload.len() as u64) << LEN_SHIFT),
+                Ordering::Release,
+            );
+        }
+        self.head += 1;
+        // As in `push_record`.
+        if self.head + WRITE_AHEAD < self.cached + n {
+            self.mem.prefetch_write((self.head + WRITE_AHEAD) & (n - 1));
+        }
+        true
+    }
+
+    /// [`TxRing::try_push`] of any record.
+    #[inline(always)]
+    fn push_record(&mut self, seq: u64, header: &WireHeader, payload: &[u8]) -> bool {
         let len = payload.len();
         let n = self.slots;
         let rs = record_slots(len);
@@ -432,6 +490,20 @@ impl<M: RingMemory> RxRing<M> {
         self.slots != 0
     }
 
+    /// Whether the read position holds a marker for sequence number `seq`
+    /// (its record, or the wrap record before it): one relaxed load, for
+    /// an idle poll; [`RxRing::peek`] then reads it properly.
+    #[inline(always)]
+    pub fn holds(&self, seq: u64) -> bool {
+        if self.slots == 0 {
+            return false;
+        }
+        let pos = self.read & (self.slots - 1);
+        // SAFETY: `pos < slots`; the ring is live (`new`), not `none`.
+        let m = unsafe { self.mem.marker(pos) }.load(Ordering::Relaxed);
+        m & SEQ_MASK == seq & SEQ_MASK
+    }
+
     /// The record at the read position if it carries sequence number `seq`
     /// (skipping a wrap record for `seq`). `Err` names what is corrupt.
     #[inline(always)]
@@ -544,6 +616,12 @@ impl<M: RingMemory> Inbound<M> {
         self.ring.peek(self.expected)
     }
 
+    /// Whether the next message waits in the ring ([`RxRing::holds`]).
+    #[inline(always)]
+    pub fn ring_ready(&self) -> bool {
+        self.ring.holds(self.expected)
+    }
+
     /// The record just returned by [`Inbound::next_record`] or
     /// [`Inbound::before_cell`] was delivered: free its slots.
     #[inline(always)]
@@ -647,8 +725,16 @@ mod tests {
                 ..Default::default()
             };
             while !tx.try_push(sseq, &h, &payload) {
-                // Full: drain everything.
-                while let Some(rec) = rx.peek(rseq).unwrap() {
+                // Full: drain everything; the idle check sees each record
+                // (or the wrap before it) before `peek` takes it, and
+                // nothing once all are taken.
+                loop {
+                    let ready = rx.holds(rseq);
+                    let Some(rec) = rx.peek(rseq).unwrap() else {
+                        assert!(!rx.holds(rseq), "idle check sees a record peek does not");
+                        break;
+                    };
+                    assert!(ready, "idle check missed record {rseq}");
                     let (ei, ep): (usize, Vec<u8>) = pending.pop_front().unwrap();
                     assert_eq!(rec.header.tag as usize, ei);
                     // SAFETY: valid until `consume`.
@@ -700,6 +786,10 @@ mod tests {
             assert!(
                 rx.peek(seq).unwrap().is_none(),
                 "record {i}: read a forged marker from stale payload"
+            );
+            assert!(
+                !rx.holds(seq),
+                "record {i}: the idle check took stale payload for a marker"
             );
         }
     }

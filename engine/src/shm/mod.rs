@@ -9,6 +9,9 @@
 //!   of cells (`queue`) for everything bigger and for fan-in;
 //! - per-pair sequence numbers that merge the two back into send order.
 //!
+//! Sending is `send.rs`'s, receiving and the merge `recv.rs`'s; sizes
+//! (`RIVET_SHM_*`) and errors are in `config.rs`.
+//!
 //! All of that is one lane; a segment has one lane per worker
 //! (`thread.rs`), each a separate copy, so two workers' traffic shares no
 //! lock and no cache line (`ShmNode::take_lanes`).
@@ -43,8 +46,11 @@
 //! access.
 
 pub mod cma;
+mod config;
 pub mod layout;
+mod recv;
 mod segment;
+mod send;
 
 /// In `rivet-lockfree` (its loom models build it alone), used from here.
 pub use rivet_lockfree::{fastbox, queue};
@@ -56,254 +62,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use crossbeam_utils::CachePadded;
 use memmap2::MmapMut;
 
-use crate::wire::WireHeader;
-use fastbox::{next_seq, BeforeCell, Inbound, MergeError, RxRing, TxRing};
+pub use config::*;
+use fastbox::{Inbound, RxRing, TxRing};
 use layout::*;
-use queue::{enqueue, BadLink, CellRegion, Consumer, Dequeued, Ends};
-
-/// Default bytes per fastbox ring: 512 slots, i.e. 512 messages of up to 16
-/// bytes or 30 of 1 KiB in flight per pair before falling back to cells,
-/// enough for a message-rate window of 64-256 small messages. Memory is
-/// O(ranks^2): 64 ranks on a node take 64*63*32 KiB = 126 MiB of /dev/shm.
-pub const DEFAULT_FASTBOX_BYTES: usize = 32 * 1024;
-/// Default largest payload sent through a ring: the engine's small-message
-/// path (<= 1 KiB); bigger payloads take cells (one copy each way either way,
-/// a ring slot saves the free-queue round trip).
-pub const DEFAULT_FASTBOX_MAX: usize = 1024;
-/// Default cells per rank (as MPICH Nemesis and CH4 iqueue).
-pub const DEFAULT_CELLS: usize = 64;
-/// Default bytes per cell including its 64-byte header: between CH4 iqueue's
-/// 8 KiB and Nemesis' 64 KiB; 64 cells cost 1 MiB per rank.
-pub const DEFAULT_CELL_BYTES: usize = 16 * 1024;
+use queue::{enqueue, BadLink, CellRegion, Consumer, Ends};
 
 /// How long a consumer waits for a producer that is between its tail swap and
 /// its link store before it gives up for this poll.
 const SPINS: u32 = 64;
-
-/// Sizes of the node segment; read from `RIVET_SHM_*` by the leader and
-/// recorded in the segment so every rank agrees.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShmConfig {
-    /// Bytes of each per-pair fastbox ring (`RIVET_SHM_FASTBOX_SIZE`): a power
-    /// of two, or 0 to send everything through cells.
-    pub fastbox_bytes: usize,
-    /// Largest payload sent through a fastbox ring (`RIVET_SHM_FASTBOX_MAX`).
-    pub fastbox_max: usize,
-    /// Cells per rank (`RIVET_SHM_CELLS`).
-    pub cells_per_rank: usize,
-    /// Bytes per cell, header included (`RIVET_SHM_CELL_SIZE`): a power of
-    /// two, at least 128.
-    pub cell_bytes: usize,
-}
-
-impl Default for ShmConfig {
-    fn default() -> ShmConfig {
-        ShmConfig {
-            fastbox_bytes: DEFAULT_FASTBOX_BYTES,
-            fastbox_max: DEFAULT_FASTBOX_MAX,
-            cells_per_rank: DEFAULT_CELLS,
-            cell_bytes: DEFAULT_CELL_BYTES,
-        }
-    }
-}
-
-impl ShmConfig {
-    /// Defaults overridden by `RIVET_SHM_FASTBOX_SIZE`, `RIVET_SHM_FASTBOX_MAX`,
-    /// `RIVET_SHM_CELLS` and `RIVET_SHM_CELL_SIZE`, validated.
-    pub fn from_env() -> Result<ShmConfig, ShmError> {
-        ShmConfig::from_lookup(rivet_settings::var)
-    }
-
-    /// As [`ShmConfig::from_env`] with variables looked up by `get`.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<ShmConfig, ShmError> {
-        let mut c = ShmConfig::default();
-        let fields: [(&'static str, &mut usize); 4] = [
-            ("RIVET_SHM_FASTBOX_SIZE", &mut c.fastbox_bytes),
-            ("RIVET_SHM_FASTBOX_MAX", &mut c.fastbox_max),
-            ("RIVET_SHM_CELLS", &mut c.cells_per_rank),
-            ("RIVET_SHM_CELL_SIZE", &mut c.cell_bytes),
-        ];
-        for (name, field) in fields {
-            if let Some(v) = get(name) {
-                *field = rivet_netmods::parse_size(&v).map_err(|why| ShmError::Config {
-                    name,
-                    value: v.clone(),
-                    why,
-                })?;
-            }
-        }
-        c.validate()?;
-        Ok(c)
-    }
-
-    /// Check the sizes against what the segment format supports.
-    pub fn validate(&self) -> Result<(), ShmError> {
-        let bad = |name: &'static str, value: usize, why: String| ShmError::Config {
-            name,
-            value: value.to_string(),
-            why,
-        };
-        if self.cell_bytes < 128 || !self.cell_bytes.is_power_of_two() || self.cell_bytes > 1 << 30
-        {
-            return Err(bad(
-                "RIVET_SHM_CELL_SIZE",
-                self.cell_bytes,
-                "must be a power of two between 128 and 1GiB".into(),
-            ));
-        }
-        if self.cells_per_rank == 0 || self.cells_per_rank > 1 << 20 {
-            return Err(bad(
-                "RIVET_SHM_CELLS",
-                self.cells_per_rank,
-                "must be between 1 and 1048576".into(),
-            ));
-        }
-        if self.fastbox_max > fastbox::MAX_RECORD_PAYLOAD {
-            return Err(bad(
-                "RIVET_SHM_FASTBOX_MAX",
-                self.fastbox_max,
-                format!("must be at most {}", fastbox::MAX_RECORD_PAYLOAD),
-            ));
-        }
-        if self.fastbox_bytes != 0 {
-            // A record, a wrap filler and the next marker must fit in a
-            // quarter ring (the receiver publishes consumption every quarter).
-            let min = (4 * (fastbox::record_slots(self.fastbox_max) as usize + 1) * fastbox::SLOT)
-                .next_power_of_two();
-            if !self.fastbox_bytes.is_power_of_two()
-                || self.fastbox_bytes < min
-                || self.fastbox_bytes > 1 << 30
-            {
-                return Err(bad(
-                    "RIVET_SHM_FASTBOX_SIZE",
-                    self.fastbox_bytes,
-                    format!(
-                        "must be 0 (no rings) or a power of two between {min} (for \
-                         RIVET_SHM_FASTBOX_MAX={}) and 1GiB",
-                        self.fastbox_max
-                    ),
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-#[derive(Debug, thiserror::Error)]
-pub enum ShmError {
-    #[error("bad setting {name}={value:?}: {why}")]
-    Config {
-        name: &'static str,
-        value: String,
-        why: String,
-    },
-    #[error(
-        "shared memory segment name {name:?} is invalid: {why}; use a plain name such as \
-         \"rivet-<job>-<pid>\""
-    )]
-    Name { name: String, why: String },
-    #[error("local_size {0} is invalid: a node has between 1 and 65536 local ranks")]
-    BadLocalSize(usize),
-    #[error("{0} shared-memory lanes is invalid: a node segment has 1 to 32 (RIVET_WORKERS)")]
-    BadLanes(usize),
-    #[error("local rank {my_local} is out of range for a node of {local_size} local ranks")]
-    BadRank { my_local: usize, local_size: usize },
-    #[error(
-        "shared memory segment /dev/shm/{name} already exists: another job uses this name or a \
-         crashed run left it behind; pick another name or remove the file"
-    )]
-    Exists { name: String },
-    #[error(
-        "cannot reserve {size} bytes for shared memory segment /dev/shm/{name}: {source}; \
-         /dev/shm is too small (in a container raise --shm-size) or lower RIVET_SHM_CELLS, \
-         RIVET_SHM_CELL_SIZE or RIVET_SHM_FASTBOX_SIZE"
-    )]
-    NoSpace {
-        name: String,
-        size: usize,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("{what}: {source}")]
-    Io {
-        what: String,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The segment is not one our job made: another user owns it, or
-    /// others may read or write it (ours are created 0600).
-    #[error(
-        "shared memory segment /dev/shm/{name} is not safe to attach: {why}; it was not made \
-         by this job (rivet creates its segments mode 0600, owned by the job's user)"
-    )]
-    Untrusted { name: String, why: String },
-    #[error(
-        "a segment for {local_size} local ranks with {config:?} would not fit in memory; lower \
-         the RIVET_SHM_* sizes"
-    )]
-    TooBig {
-        local_size: usize,
-        config: ShmConfig,
-    },
-    #[error(
-        "/dev/shm/{name} is {size} bytes but needs at least {need}: it is not a Rivet node \
-         segment or was truncated; check the segment name"
-    )]
-    TooSmall {
-        name: String,
-        size: u64,
-        need: usize,
-    },
-    #[error(
-        "/dev/shm/{name} is not a Rivet node segment (bad magic number), or its creator has not \
-         finished initialising it; check the segment name"
-    )]
-    NotASegment { name: String },
-    #[error(
-        "/dev/shm/{name} has layout version {found}, this build expects {expected}: all ranks \
-         of a job must run the same Rivet build"
-    )]
-    Version {
-        name: String,
-        found: u64,
-        expected: u64,
-    },
-    #[error(
-        "/dev/shm/{name} was created for {found} local ranks but this rank expects {expected}: \
-         the ranks disagree on the node's size; check the process mapping"
-    )]
-    LocalSizeMismatch {
-        name: String,
-        found: u64,
-        expected: usize,
-    },
-    #[error("/dev/shm/{name} has an invalid header ({why}): the segment is corrupt")]
-    BadHeader { name: String, why: String },
-    #[error(
-        "local rank {rank} is already attached to /dev/shm/{name} (pid {pid}): two ranks claim \
-         the same local index"
-    )]
-    AlreadyAttached { name: String, rank: usize, pid: u64 },
-    #[error(
-        "local rank {peer} is not a shared-memory peer of local rank {me} (node of \
-         {local_size} ranks; a rank's messages to itself do not go through shared memory)"
-    )]
-    BadPeer {
-        peer: usize,
-        me: usize,
-        local_size: usize,
-    },
-    #[error(
-        "payload of {len} bytes exceeds the shared-memory maximum of {max} bytes: send it in \
-         pieces (rendezvous) or raise RIVET_SHM_CELL_SIZE"
-    )]
-    TooLarge { len: usize, max: usize },
-    #[error(
-        "shared memory segment corrupted ({what}; local rank {peer} involved): a process wrote \
-         outside the protocol; abort the job"
-    )]
-    Corrupt { peer: usize, what: String },
-}
 
 /// Counters of the slower paths (process-private, for `--info` and tests).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -386,6 +152,8 @@ pub struct ShmNode {
     /// Senders whose rings this rank polls, and the generation they reflect.
     active: Vec<u32>,
     seen_gen: u64,
+    /// Offset of our generation word (`C_GEN` of our control block).
+    gen_off: usize,
     rr: usize,
     /// A dequeued cell whose delivery waits for budget (0 = none).
     pending: u64,
@@ -768,6 +536,7 @@ impl ShmNode {
             max_payload,
             active: Vec::with_capacity(local_size),
             seen_gen: 0,
+            gen_off: layout.ctl(me) + C_GEN,
             rr: 0,
             pending: 0,
             queue_first: false,
@@ -804,326 +573,6 @@ impl ShmNode {
     /// Counters of the slower paths.
     pub fn stats(&self) -> ShmStats {
         self.stats
-    }
-
-    /// Queue one message for local rank `peer`. `Ok(false)`: no room now;
-    /// try again after polling (the caller keeps its own order).
-    #[inline(always)]
-    pub fn try_send(
-        &mut self,
-        peer: usize,
-        header: &WireHeader,
-        payload: &[u8],
-    ) -> Result<bool, ShmError> {
-        if peer >= self.local_size || peer == self.me {
-            return Err(self.bad_peer(peer));
-        }
-        if payload.len() < self.fb_cut {
-            if !self.tx[peer].announced {
-                self.announce(peer);
-            }
-            let tx = &mut *self.tx[peer];
-            if tx.ring.try_push(tx.next_seq, header, payload) {
-                tx.next_seq = next_seq(tx.next_seq);
-                return Ok(true);
-            }
-            self.stats.ring_full += 1;
-        }
-        self.send_cell(peer, header, payload)
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn bad_peer(&self, peer: usize) -> ShmError {
-        ShmError::BadPeer {
-            peer,
-            me: self.me,
-            local_size: self.local_size,
-        }
-    }
-
-    /// First ring message to `peer`: set our bit in its active-senders
-    /// bitmap, then bump its generation so its next poll rereads the bitmap.
-    #[cold]
-    #[inline(never)]
-    fn announce(&mut self, peer: usize) {
-        let c = self.layout.ctl(peer);
-        self.seg
-            .word(c + C_BITMAP + (self.me / 64) * 8)
-            .fetch_or(1 << (self.me % 64), Ordering::Release);
-        self.seg.word(c + C_GEN).fetch_add(1, Ordering::Release);
-        self.tx[peer].announced = true;
-    }
-
-    #[inline(never)]
-    fn send_cell(
-        &mut self,
-        peer: usize,
-        header: &WireHeader,
-        payload: &[u8],
-    ) -> Result<bool, ShmError> {
-        if payload.len() > self.max_payload {
-            return Err(ShmError::TooLarge {
-                len: payload.len(),
-                max: self.max_payload,
-            });
-        }
-        let me = self.me;
-        let off = match self
-            .free
-            .dequeue(&self.cells, self.seg.free_ends(&self.layout, me), SPINS)
-        {
-            Ok(Dequeued::Item(off)) => off,
-            Ok(Dequeued::Empty | Dequeued::Busy) => {
-                self.stats.no_room += 1;
-                return Ok(false);
-            }
-            Err(BadLink(x)) => {
-                return Err(ShmError::Corrupt {
-                    peer: me,
-                    what: format!("free-cell queue of local rank {me} links to {x:#x}, not a cell"),
-                })
-            }
-        };
-        let owner = (self.cells.index(off) / self.layout.cells_per_rank as u64) as usize;
-        if owner != me {
-            return Err(ShmError::Corrupt {
-                peer: owner,
-                what: format!("free-cell queue of local rank {me} holds a cell of rank {owner}"),
-            });
-        }
-        let tx = &mut *self.tx[peer];
-        let p = self.cells.ptr(off);
-        // SAFETY: the cell is inside the region (`contains` checked by the
-        // dequeue) and ours alone between dequeue and enqueue; its header and
-        // `max_payload` bytes of payload fit in `cell_bytes`; offsets are
-        // aligned for each field (cells are 64-byte aligned).
-        unsafe {
-            p.add(CELL_SEQ).cast::<u64>().write(tx.next_seq);
-            p.add(CELL_SRC).cast::<u32>().write(me as u32);
-            p.add(CELL_LEN).cast::<u32>().write(payload.len() as u32);
-            p.add(CELL_HEADER).cast::<WireHeader>().write(*header);
-            std::ptr::copy_nonoverlapping(payload.as_ptr(), p.add(CELL_PAYLOAD), payload.len());
-        }
-        enqueue(&self.cells, self.seg.recv_ends(&self.layout, peer), off).map_err(
-            |BadLink(x)| ShmError::Corrupt {
-                peer,
-                what: format!("receive queue of local rank {peer} links to {x:#x}, not a cell"),
-            },
-        )?;
-        tx.next_seq = next_seq(tx.next_seq);
-        self.stats.cell_sends += 1;
-        Ok(true)
-    }
-
-    /// Hand up to `budget` arrived messages to `deliver(peer, header,
-    /// payload)`, in each sender's send order. The payload borrows shared
-    /// memory and is valid only during the call.
-    pub fn poll(
-        &mut self,
-        budget: usize,
-        mut deliver: impl FnMut(usize, &WireHeader, &[u8]),
-    ) -> Result<usize, ShmError> {
-        if budget == 0 {
-            return Ok(0);
-        }
-        let mut done = 0;
-        if self.pending != 0 {
-            let off = std::mem::replace(&mut self.pending, 0);
-            done += self.take_cell(off, budget, &mut deliver)?;
-            if self.pending != 0 {
-                return Ok(done);
-            }
-        }
-        let g = self
-            .seg
-            .word(self.layout.ctl(self.me) + C_GEN)
-            .load(Ordering::Acquire);
-        if g != self.seen_gen {
-            self.refresh_active(g);
-        }
-        let queue_first = self.queue_first;
-        if queue_first && done < budget {
-            done += self.poll_queue(budget - done, &mut deliver)?;
-        }
-        let k = self.active.len();
-        if k != 0 {
-            let start = self.rr;
-            self.rr = if start + 1 >= k { 0 } else { start + 1 };
-            let mut i = start;
-            for _ in 0..k {
-                if done >= budget {
-                    break;
-                }
-                let s = self.active[i] as usize;
-                done += self.poll_ring(s, budget - done, &mut deliver)?;
-                i = if i + 1 == k { 0 } else { i + 1 };
-            }
-        }
-        if !queue_first && done < budget {
-            done += self.poll_queue(budget - done, &mut deliver)?;
-        }
-        self.queue_first = !queue_first && done >= budget;
-        Ok(done)
-    }
-
-    /// Reread the active-senders bitmap (it changed since the last poll).
-    #[cold]
-    #[inline(never)]
-    fn refresh_active(&mut self, g: u64) {
-        self.seen_gen = g;
-        self.active.clear();
-        let c = self.layout.ctl(self.me);
-        for w in 0..self.layout.bitmap_words {
-            let mut bits = self.seg.word(c + C_BITMAP + 8 * w).load(Ordering::Acquire);
-            while bits != 0 {
-                let s = w * 64 + bits.trailing_zeros() as usize;
-                bits &= bits - 1;
-                // Bits for nonexistent ranks or ourselves are ignored.
-                if s < self.local_size && s != self.me && self.rx[s].ring.is_some() {
-                    self.active.push(s as u32);
-                }
-            }
-        }
-        if self.rr >= self.active.len() {
-            self.rr = 0;
-        }
-    }
-
-    /// Deliver up to `max` records from `s`'s ring, in sequence.
-    #[inline]
-    fn poll_ring<F: FnMut(usize, &WireHeader, &[u8])>(
-        &mut self,
-        s: usize,
-        max: usize,
-        deliver: &mut F,
-    ) -> Result<usize, ShmError> {
-        let rx = &mut *self.rx[s];
-        let mut k = 0;
-        while k < max {
-            match rx.next_record() {
-                Ok(Some(rec)) => {
-                    // SAFETY: `peek` checked the record lies inside the ring;
-                    // the sender leaves it alone until `consume` publishes it.
-                    let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
-                    deliver(s, &rec.header, payload);
-                    rx.record_done(&rec);
-                    k += 1;
-                }
-                Ok(None) => break,
-                Err(what) => {
-                    return Err(ShmError::Corrupt {
-                        peer: s,
-                        what: what.into(),
-                    })
-                }
-            }
-        }
-        Ok(k)
-    }
-
-    /// Deliver up to `max` messages from the receive queue.
-    #[inline]
-    fn poll_queue<F: FnMut(usize, &WireHeader, &[u8])>(
-        &mut self,
-        max: usize,
-        deliver: &mut F,
-    ) -> Result<usize, ShmError> {
-        let mut k = 0;
-        while k < max {
-            let me = self.me;
-            match self
-                .recv
-                .dequeue(&self.cells, self.seg.recv_ends(&self.layout, me), SPINS)
-            {
-                Ok(Dequeued::Item(off)) => {
-                    k += self.take_cell(off, max - k, deliver)?;
-                    if self.pending != 0 {
-                        break;
-                    }
-                }
-                Ok(Dequeued::Empty | Dequeued::Busy) => break,
-                Err(BadLink(x)) => {
-                    return Err(ShmError::Corrupt {
-                        peer: me,
-                        what: format!(
-                            "receive queue of local rank {me} links to {x:#x}, not a cell"
-                        ),
-                    })
-                }
-            }
-        }
-        Ok(k)
-    }
-
-    /// Deliver cell `off` (dequeued from our receive queue) after any ring
-    /// records of its sender that precede it, up to `max` messages in all;
-    /// stash it in `pending` if the budget runs out first. Then return the
-    /// cell to its owner's free queue.
-    fn take_cell<F: FnMut(usize, &WireHeader, &[u8])>(
-        &mut self,
-        off: u64,
-        max: usize,
-        deliver: &mut F,
-    ) -> Result<usize, ShmError> {
-        let owner = (self.cells.index(off) / self.layout.cells_per_rank as u64) as usize;
-        let p = self.cells.ptr(off);
-        // SAFETY: `off` is a cell of the region (the dequeue checked it); it
-        // is ours until we enqueue it on its owner's free queue, and its
-        // producer's writes are visible (acquire in the dequeue).
-        let (seq, src, len) = unsafe {
-            (
-                p.add(CELL_SEQ).cast::<u64>().read(),
-                p.add(CELL_SRC).cast::<u32>().read() as usize,
-                p.add(CELL_LEN).cast::<u32>().read() as usize,
-            )
-        };
-        let corrupt = |what: String| ShmError::Corrupt { peer: owner, what };
-        if src != owner || owner == self.me {
-            return Err(corrupt(format!(
-                "cell {off:#x} of local rank {owner} claims source {src} and reached rank {}",
-                self.me
-            )));
-        }
-        if len > self.max_payload {
-            return Err(corrupt(format!("cell {off:#x} claims {len} payload bytes")));
-        }
-        let mut k = 0;
-        let rx = &mut *self.rx[owner];
-        loop {
-            if k >= max {
-                self.pending = off;
-                return Ok(k);
-            }
-            let rec = match rx.before_cell(seq) {
-                Ok(BeforeCell::Record(rec)) => rec,
-                Ok(BeforeCell::Cell) => break,
-                Err(e) => return Err(merge_error(owner, seq, e)),
-            };
-            // SAFETY: as in `poll_ring`.
-            let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
-            deliver(owner, &rec.header, payload);
-            rx.record_done(&rec);
-            k += 1;
-        }
-        // SAFETY: see above; `len <= max_payload` keeps the payload inside
-        // the cell.
-        let (header, payload) = unsafe {
-            (
-                p.add(CELL_HEADER).cast::<WireHeader>().read(),
-                std::slice::from_raw_parts(p.add(CELL_PAYLOAD), len),
-            )
-        };
-        deliver(owner, &header, payload);
-        rx.cell_done();
-        enqueue(&self.cells, self.seg.free_ends(&self.layout, owner), off).map_err(
-            |BadLink(x)| {
-                corrupt(format!(
-                    "free-cell queue of local rank {owner} links to {x:#x}, not a cell"
-                ))
-            },
-        )?;
-        Ok(k + 1)
     }
 
     /// This process's local rank.
@@ -1178,23 +627,6 @@ impl ShmNode {
     pub fn config(&self) -> &ShmConfig {
         &self.config
     }
-}
-
-/// A cell from `peer` with sequence number `seq` that does not fit its order.
-#[cold]
-#[inline(never)]
-fn merge_error(peer: usize, seq: u64, e: MergeError) -> ShmError {
-    let what = match e {
-        MergeError::Ring(w) => w.into(),
-        MergeError::Missing { expected } => format!(
-            "cell with sequence number {seq} arrived but message {expected} is neither in the \
-             ring nor queued before it"
-        ),
-        MergeError::Late { expected } => {
-            format!("cell with sequence number {seq} arrived after {expected} was delivered")
-        }
-    };
-    ShmError::Corrupt { peer, what }
 }
 
 fn cell_region(seg: Seg, l: &Layout) -> CellRegion {
