@@ -7,7 +7,8 @@
 //! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
 //! through the PMI server core, with the job's process mapping, appnums
 //! and this node's topology keys; the node's puts batched upstream, one
-//! barrier message per subtree up a tree of proxies, `tree`), forwards their
+//! barrier message per subtree up a tree of proxies, `tree`; and PMIx, where
+//! OpenPMIx is installed, through a server of its own, `pmix`), forwards their
 //! output a whole line at a time to its own stdout/stderr (which the
 //! launcher carries back), frees what an ended rank registered and did not
 //! release (seed 002, `crate::resources`, as rivetrun on one host), and
@@ -16,6 +17,7 @@
 //! the proxy (parent-death signal) and with their PMI connection.
 
 mod pmi;
+mod pmix;
 mod spawn;
 pub mod tree;
 mod upstream;
@@ -72,6 +74,8 @@ struct Job {
     grace: f64,
     /// `--report-bindings`: one line per rank on stderr before it starts.
     report: bool,
+    /// Every node's name, as rivetrun has it (the PMIx node map).
+    hosts: Vec<String>,
 }
 
 enum Event {
@@ -168,6 +172,7 @@ fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
                 }
             }
             "attr" => job.attrs.push((t(1), t(2))),
+            "nodes" => job.hosts = (1..msg.len()).map(t).collect(),
             "label" => job.label = true,
             "report-bindings" => job.report = true,
             "map-by" => job.map_by = Some(t(1)),
@@ -407,7 +412,35 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let server = node_server(&job, proxy_id, topology_keys)?;
     let tree = tree::Tree::new(job.has_parent, &job.children);
     let (tx, rx) = mpsc::channel();
-    let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone()).map_err(|e| e.to_string())?;
+    // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`).
+    let attr = |key: &str| job.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let node_of_rank = attr(rivet_pmi::server::PROCESS_MAPPING_KEY)
+        .and_then(|m| rivet_pmi::server::parse_process_mapping(m, job.size as usize).ok())
+        .unwrap_or_default();
+    let pmix_host = pmix::start(
+        &job.kvsname,
+        &job.hosts,
+        &node_of_rank,
+        proxy_id,
+        &dir.path().join("topology.xml"),
+        attr(rivet_pmi::group::KEY_CLUSTER).cloned(),
+    );
+    let pmix_state = pmix::State::new(proxy_id, &job.kvsname, job.size, job.ranks.clone());
+    let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone(), pmix_state)
+        .map_err(|e| e.to_string())?;
+    let pmix_envs: Vec<Vec<(String, String)>> = match &pmix_host {
+        Some(h) => {
+            h.wake(pmi.waker());
+            let env = |&r: &u32| {
+                h.fork_env(r).unwrap_or_else(|why| {
+                    eprintln!("rivetrun: warning: rank {r} on {host} gets no PMIx: {why}");
+                    Vec::new()
+                })
+            };
+            job.ranks.iter().map(env).collect()
+        }
+        None => vec![Vec::new(); job.ranks.len()],
+    };
     if !job.children.is_empty() {
         let ip = up.local_ip().map_err(|e| e.to_string())?;
         let addr = tree::listen(ip, secret.clone(), job.children.clone(), pmi.clone())
@@ -447,6 +480,11 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
+                    "dmodex_ask" | "dmodex_done" => {
+                        if let Some(m) = pmix::Msg::parse(&msg) {
+                            pmi.send(pmi::Cmd::Pmix(m));
+                        }
+                    }
                     "pmi_out" => {
                         let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
                         if let (Some(conn), Some(bytes)) = (conn, msg.get(2)) {
@@ -479,7 +517,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let mut outputs = Vec::new();
     let procs = job.ranks.iter().enumerate().map(|(i, &rank)| {
         let spec = &specs[job.appnums[i] as usize];
-        (spec, rank, &places[i], &[][..])
+        (spec, rank, &places[i], &pmix_envs[i][..])
     });
     // Each rank is served as soon as it is forked; whether every exec
     // succeeded is known after (a failure kills them all, below).

@@ -12,6 +12,8 @@
 //! answered by `name_done`) and group messages (`pmi`, whose answers come
 //! back as `pmi_out`; see `remote::jobwide`). Spawn requests go to the
 //! proxy's main thread (`super::spawn`), which starts the children here.
+//! The node's PMIx server's upcalls wake this loop too; their fences ride
+//! the same tree barrier (`super::pmix`).
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read};
@@ -84,6 +86,8 @@ pub enum Cmd {
     NameDone(ConnId, Result<Message, String>),
     /// Bytes rivetrun's job-wide server sends a connection (`pmi_out`).
     Out(ConnId, Vec<u8>),
+    /// rivetrun's word on a PMIx direct modex.
+    Pmix(super::pmix::Msg),
 }
 
 /// A rank's spawn request, for the proxy's main thread.
@@ -108,6 +112,11 @@ impl Handle {
             let _ = self.waker.wake();
         }
     }
+
+    /// What wakes the loop (the PMIx server's upcalls use it too).
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
 }
 
 struct Conn {
@@ -128,6 +137,8 @@ struct Loop {
     lost: bool,
     /// Where spawn requests go (the proxy's main thread).
     spawns: mpsc::Sender<super::Event>,
+    /// The node's PMIx fences and direct modexes.
+    pmix: super::pmix::State,
 }
 
 /// Start the PMI loop for namespace `ns` of `server`.
@@ -137,6 +148,7 @@ pub fn start(
     rivetrun: Upstream,
     tree: Tree,
     spawns: mpsc::Sender<super::Event>,
+    pmix: super::pmix::State,
 ) -> io::Result<Handle> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -150,6 +162,7 @@ pub fn start(
         tree,
         lost: false,
         spawns,
+        pmix,
     };
     std::thread::Builder::new()
         .name("proxy-pmi".into())
@@ -188,7 +201,26 @@ impl Loop {
                     Err(mpsc::TryRecvError::Disconnected) => return,
                 }
             }
+            self.pmix_events();
         }
+    }
+
+    /// Serve what the node's PMIx server's upcalls queued.
+    fn pmix_events(&mut self) {
+        for ev in crate::pmix_host::take_queued() {
+            if let super::pmix::Step::Barrier(puts) = self.pmix.event(ev, &self.rivetrun) {
+                let mut out = Vec::new();
+                self.tree.node_in(puts);
+                self.try_send_up(&mut out);
+                self.apply(out);
+            }
+        }
+    }
+
+    /// No barrier can complete: PMI waiters get `why`, PMIx fences fail.
+    fn barriers_failed(&mut self, why: &str, out: &mut Vec<Output>) {
+        self.server.barriers_failed(self.ns, why, out);
+        self.pmix.fail_fences();
     }
 
     fn on_cmd(&mut self, cmd: Cmd) {
@@ -224,9 +256,18 @@ impl Loop {
             Cmd::SpawnDone(conn, result) => self.server.spawn_done(conn, result, &mut out),
             Cmd::NameDone(conn, result) => self.server.name_done(conn, result, &mut out),
             Cmd::Out(conn, bytes) => self.queue(conn, &bytes),
+            Cmd::Pmix(msg) => self.pmix.message(msg, &self.rivetrun),
             Cmd::BarrierOut(puts) => {
                 self.tree.barrier_out(&puts);
-                self.server.barrier_done(self.ns, puts, &mut out);
+                if self.pmix.in_tree() {
+                    // A PMIx fence's barrier: its blobs are the library's.
+                    if let super::pmix::Step::Barrier(next) = self.pmix.barrier_out(&puts) {
+                        self.tree.node_in(next);
+                        self.try_send_up(&mut out);
+                    }
+                } else {
+                    self.server.barrier_done(self.ns, puts, &mut out);
+                }
             }
             Cmd::ChildBarrier(child, puts) => {
                 self.tree.child_in(child, puts);
@@ -239,11 +280,7 @@ impl Loop {
             Cmd::Parent(up) => {
                 if let Some(words) = self.tree.held.take() {
                     if up.send(&words).is_err() {
-                        self.server.barriers_failed(
-                            self.ns,
-                            "parent_proxy_connection_lost",
-                            &mut out,
-                        );
+                        self.barriers_failed("parent_proxy_connection_lost", &mut out);
                     }
                 }
                 self.tree.parent = Some(up);
@@ -258,8 +295,8 @@ impl Loop {
             }
             Cmd::Lost => {
                 self.lost = true;
-                self.server
-                    .barriers_failed(self.ns, "launcher_connection_lost", &mut out);
+                self.barriers_failed("launcher_connection_lost", &mut out);
+                self.pmix.lost();
             }
         }
         self.apply(out);
@@ -322,8 +359,7 @@ impl Loop {
         let _ = self.rivetrun.send(&["orphaned"]);
         self.tree.held = None;
         self.tree.in_flight = false;
-        self.server
-            .barriers_failed(self.ns, "parent_proxy_ended", out);
+        self.barriers_failed("parent_proxy_ended", out);
     }
 
     /// A barrier under way needs a child proxy that ended: rivetrun fails
@@ -332,8 +368,7 @@ impl Loop {
     fn stranded(&mut self, child: u32, out: &mut Vec<Output>) {
         let _ = self.rivetrun.send(&["stranded", &child.to_string()]);
         self.tree.abandon();
-        self.server
-            .barriers_failed(self.ns, "child_proxy_ended", out);
+        self.barriers_failed("child_proxy_ended", out);
     }
 
     /// Send the subtree's barrier upstream once it is complete.
@@ -358,8 +393,7 @@ impl Loop {
             None => self.rivetrun.send(&words),
         };
         if sent.is_err() || self.lost {
-            self.server
-                .barriers_failed(self.ns, "launcher_connection_lost", out);
+            self.barriers_failed("launcher_connection_lost", out);
         }
     }
 
@@ -555,7 +589,9 @@ mod tests {
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
         let (spawns, _) = mpsc::channel();
-        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[]), spawns).unwrap();
+        let pmix = crate::proxy::pmix::State::new(0, "kvs_1", 3, vec![0, 1]);
+        let up = Upstream::new(up);
+        let pmi = start(server, ns, up, Tree::new(false, &[]), spawns, pmix).unwrap();
         let ranks = [0, 1].map(|rank| {
             let (ours, theirs) = StdUnixStream::pair().unwrap();
             let said = Arc::new(Said::default());

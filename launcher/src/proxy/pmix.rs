@@ -1,0 +1,371 @@
+//! PMIx on this node: the proxy runs OpenPMIx's server for its ranks
+//! (`crate::pmix_host`, a node of the job: `pmix_host/node.rs`) beside the
+//! PMI-1/PMI-2 server, and each rank's environment gets what the server's
+//! setup-fork gives. The PMI loop (`pmi.rs`) serves the upcalls that need
+//! other hosts, with this module's state:
+//! * a fence over the whole job is one barrier of the proxy tree, the
+//!   node's blob put as `pmix-fence/NODE` (hex); the job's `barrier_out`
+//!   brings every node's, concatenated for the library. Fences run one at
+//!   a time, in the order they come (every node sees the same order). A
+//!   fence among this node's ranks alone completes here; one over some
+//!   ranks of several hosts is refused (`PMIX_ERR_NOT_SUPPORTED`) with a
+//!   message, as the tree gathers only whole-job barriers;
+//! * a direct modex asks rivetrun (`dmodex ID NS RANK`), which asks the
+//!   target's proxy (`dmodex_ask FROM ID NS RANK`); that proxy's server
+//!   answers (`dmodex_data FROM ID STATUS HEX`) and rivetrun passes it back
+//!   (`dmodex_done ID STATUS HEX`). A lost target or rivetrun fails it;
+//! * an abort goes to rivetrun as a PMI-1 abort does.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::Path;
+
+use rivet_pmi::pmix_ffi::{
+    PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
+};
+
+use super::upstream::Upstream;
+use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
+use crate::pmix_host::{PmixEvent, PmixHost};
+
+/// The prefix of the keys that carry each node's fence blob.
+pub const FENCE_KEY: &str = "pmix-fence/";
+
+/// Start this node's PMIx server for the job, or say why not (the job then
+/// runs with PMI-1/PMI-2 only, as single-host rivetrun without OpenPMIx).
+pub fn start(
+    kvsname: &str,
+    hosts: &[String],
+    node_of_rank: &[u32],
+    node: u32,
+    topology_xml: &Path,
+    cluster: Option<String>,
+) -> Option<PmixHost> {
+    crate::pmix_host::probe().ok()?;
+    if hosts.len() <= node as usize {
+        eprintln!("rivetrun: warning: proxy {node}: no host list from rivetrun; no PMIx");
+        return None;
+    }
+    let layout = Layout::from_nodes(hosts.to_vec(), node_of_rank, node as usize);
+    let xml = std::fs::read_to_string(topology_xml).ok();
+    match PmixHost::start_node(kvsname, layout, xml, cluster) {
+        Ok(h) => Some(h),
+        Err(why) => {
+            eprintln!(
+                "rivetrun: warning: {}: no PMIx server for this node's ranks (PMI only): {why}",
+                hosts[node as usize]
+            );
+            None
+        }
+    }
+}
+
+/// Messages about PMIx from rivetrun, for the PMI loop.
+pub enum Msg {
+    /// Another node's rank asks for the data of `rank` of `nspace`.
+    Ask {
+        from: u32,
+        id: u64,
+        nspace: String,
+        rank: u32,
+    },
+    /// The answer to this node's direct modex `id`.
+    Done { id: u64, status: i32, data: Vec<u8> },
+}
+
+impl Msg {
+    /// Parse `dmodex_ask` / `dmodex_done` (other words: None).
+    pub fn parse(words: &[Vec<u8>]) -> Option<Msg> {
+        let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
+        match text(0)?.as_str() {
+            "dmodex_ask" => Some(Msg::Ask {
+                from: text(1)?.parse().ok()?,
+                id: text(2)?.parse().ok()?,
+                nspace: text(3)?,
+                rank: text(4)?.parse().ok()?,
+            }),
+            "dmodex_done" => Some(Msg::Done {
+                id: text(1)?.parse().ok()?,
+                status: text(2)?.parse().ok()?,
+                data: unhex(&text(3)?)?,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// The PMI loop's PMIx state.
+pub struct State {
+    node: u32,
+    kvsname: String,
+    size: u32,
+    local: Vec<u32>,
+    /// Whole-job fences: the first is in the tree once `in_tree`.
+    fences: VecDeque<FenceCall>,
+    in_tree: bool,
+    /// This node's direct modexes waiting for rivetrun's answer.
+    asked: HashMap<u64, DmodexCall>,
+    next_id: u64,
+    /// Other nodes' requests this node's server is answering: ours → (from, theirs).
+    answering: HashMap<u64, (u32, u64)>,
+}
+
+/// What the loop must do after a PMIx event.
+pub enum Step {
+    Nothing,
+    /// Put the node's blob into the tree's barrier.
+    Barrier(Vec<(String, String)>),
+}
+
+impl State {
+    pub fn new(node: u32, kvsname: &str, size: u32, local: Vec<u32>) -> State {
+        State {
+            node,
+            kvsname: kvsname.to_string(),
+            size,
+            local,
+            fences: VecDeque::new(),
+            in_tree: false,
+            asked: HashMap::new(),
+            next_id: 1,
+            answering: HashMap::new(),
+        }
+    }
+
+    /// Whether a PMIx fence is in the tree (its `barrier_out` is ours).
+    pub fn in_tree(&self) -> bool {
+        self.in_tree
+    }
+
+    /// One event from the node's server.
+    pub fn event(&mut self, ev: PmixEvent, rivetrun: &Upstream) -> Step {
+        match ev {
+            PmixEvent::Fence(call) => return self.fence(call),
+            PmixEvent::Dmodex(call) => {
+                let id = self.next_id;
+                self.next_id += 1;
+                let sent = rivetrun.send(&[
+                    "dmodex".to_string(),
+                    id.to_string(),
+                    call.nspace.clone(),
+                    call.rank.to_string(),
+                ]);
+                match sent {
+                    Ok(()) => {
+                        self.asked.insert(id, call);
+                    }
+                    Err(_) => call.finish(PMIX_ERR_UNREACH, Vec::new()),
+                }
+            }
+            PmixEvent::DmodexAnswer { id, status, data } => {
+                if let Some((from, theirs)) = self.answering.remove(&id) {
+                    let _ = rivetrun.send(&[
+                        "dmodex_data".to_string(),
+                        from.to_string(),
+                        theirs.to_string(),
+                        status.to_string(),
+                        hex(&data),
+                    ]);
+                }
+            }
+            PmixEvent::Aborted {
+                rank,
+                code,
+                message,
+                ..
+            } => {
+                let _ = rivetrun.send(&[
+                    "abort".to_string(),
+                    rank.to_string(),
+                    code.to_string(),
+                    message,
+                ]);
+            }
+            // Left out of a node's module (`pmix_host/node.rs`).
+            PmixEvent::Names(call) => call.refuse(PMIX_ERR_NOT_SUPPORTED),
+            PmixEvent::Spawn(call) => call.finish(Err(PMIX_ERR_NOT_SUPPORTED)),
+        }
+        Step::Nothing
+    }
+
+    fn fence(&mut self, call: FenceCall) -> Step {
+        let mut whole = false;
+        let mut covered = std::collections::HashSet::new();
+        let mut all_local = true;
+        for (ns, rank) in &call.procs {
+            if *ns != self.kvsname {
+                all_local = false;
+                continue;
+            }
+            if *rank == PMIX_RANK_WILDCARD {
+                whole = true;
+            } else {
+                covered.insert(*rank);
+                all_local &= self.local.contains(rank);
+            }
+        }
+        let whole = whole || covered.len() as u32 == self.size;
+        if !whole && all_local && !call.procs.is_empty() {
+            // Only this node's ranks: the library has every contribution.
+            let data = call.data.clone();
+            call.finish(PMIX_SUCCESS, data);
+            return Step::Nothing;
+        }
+        if !whole {
+            eprintln!(
+                "rivetrun: proxy {}: a PMIx fence over some ranks of several hosts is not \
+                 supported under multi-host proxies (only the whole job, or one host's ranks)",
+                self.node
+            );
+            call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new());
+            return Step::Nothing;
+        }
+        self.fences.push_back(call);
+        self.next_barrier()
+    }
+
+    fn next_barrier(&mut self) -> Step {
+        if self.in_tree {
+            return Step::Nothing;
+        }
+        let Some(first) = self.fences.front() else {
+            return Step::Nothing;
+        };
+        self.in_tree = true;
+        Step::Barrier(vec![(
+            format!("{FENCE_KEY}{}", self.node),
+            hex(&first.data),
+        )])
+    }
+
+    /// The job's `barrier_out` for the fence in the tree: every node's
+    /// blob to the library; then the next fence, if one waits.
+    pub fn barrier_out(&mut self, puts: &[(String, String)]) -> Step {
+        if !self.in_tree {
+            return Step::Nothing;
+        }
+        self.in_tree = false;
+        let mut blobs: Vec<(u32, Vec<u8>)> = Vec::new();
+        let mut bad = false;
+        for (k, v) in puts {
+            if let Some(n) = k.strip_prefix(FENCE_KEY) {
+                match (n.parse::<u32>(), unhex(v)) {
+                    (Ok(n), Some(b)) => blobs.push((n, b)),
+                    _ => bad = true,
+                }
+            }
+        }
+        blobs.sort_by_key(|(n, _)| *n);
+        if let Some(call) = self.fences.pop_front() {
+            if bad {
+                eprintln!("rivetrun: proxy {}: a fence blob came garbled", self.node);
+                call.finish(rivet_pmi::pmix_ffi::PMIX_ERROR, Vec::new());
+            } else {
+                call.finish(
+                    PMIX_SUCCESS,
+                    blobs.into_iter().flat_map(|(_, b)| b).collect(),
+                );
+            }
+        }
+        self.next_barrier()
+    }
+
+    /// The tree can complete no barrier: every fence fails.
+    pub fn fail_fences(&mut self) {
+        self.in_tree = false;
+        for call in self.fences.drain(..) {
+            call.finish(PMIX_ERR_UNREACH, Vec::new());
+        }
+    }
+
+    /// rivetrun's link is gone: direct modexes fail too.
+    pub fn lost(&mut self) {
+        self.fail_fences();
+        for (_, call) in self.asked.drain() {
+            call.finish(PMIX_ERR_UNREACH, Vec::new());
+        }
+    }
+
+    /// A message from rivetrun.
+    pub fn message(&mut self, msg: Msg, rivetrun: &Upstream) {
+        match msg {
+            Msg::Ask {
+                from,
+                id,
+                nspace,
+                rank,
+            } => {
+                let ours = self.next_id;
+                self.next_id += 1;
+                match node::request_dmodex(&nspace, rank, ours) {
+                    Ok(()) => {
+                        self.answering.insert(ours, (from, id));
+                    }
+                    Err(status) => {
+                        let _ = rivetrun.send(&[
+                            "dmodex_data".to_string(),
+                            from.to_string(),
+                            id.to_string(),
+                            status.to_string(),
+                            String::new(),
+                        ]);
+                    }
+                }
+            }
+            Msg::Done { id, status, data } => {
+                if let Some(call) = self.asked.remove(&id) {
+                    call.finish(status, data);
+                }
+            }
+        }
+    }
+}
+
+fn hex(data: &[u8]) -> String {
+    data.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(s: &str) -> Option<Vec<u8>> {
+    if s.len() % 2 != 0 {
+        return None;
+    }
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blobs_survive_hex_and_garbage_is_refused() {
+        let b = vec![0u8, 1, 0xfe, 0xff, b'%', b' '];
+        assert_eq!(unhex(&hex(&b)), Some(b));
+        assert_eq!(unhex(""), Some(Vec::new()));
+        assert_eq!(unhex("abc"), None);
+        assert_eq!(unhex("zz"), None);
+    }
+
+    #[test]
+    fn rivetruns_dmodex_messages_parse_and_bad_ones_do_not() {
+        let words = |s: &[&str]| s.iter().map(|w| w.as_bytes().to_vec()).collect::<Vec<_>>();
+        match Msg::parse(&words(&["dmodex_ask", "2", "7", "kvs_1", "3"])) {
+            Some(Msg::Ask {
+                from,
+                id,
+                nspace,
+                rank,
+            }) => assert_eq!((from, id, nspace.as_str(), rank), (2, 7, "kvs_1", 3)),
+            _ => panic!("not an ask"),
+        }
+        match Msg::parse(&words(&["dmodex_done", "7", "0", "00ff"])) {
+            Some(Msg::Done { id, status, data }) => {
+                assert_eq!((id, status, data), (7, 0, vec![0, 255]))
+            }
+            _ => panic!("not an answer"),
+        }
+        assert!(Msg::parse(&words(&["dmodex_done", "x", "0", ""])).is_none());
+        assert!(Msg::parse(&words(&["dmodex_ask", "1"])).is_none());
+    }
+}
