@@ -32,7 +32,30 @@ fn cluster() -> Option<Cluster> {
     }
 }
 
-fn nothing_left(c: &Cluster, o: &Outcome) {
+/// The PMIx servers' directories (`rivet-<pid>-pmix-*`; the hosts share
+/// the temp dir).
+fn pmix_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// No process left on any host, no PMIx directory left of those not in `before`.
+fn nothing_left(c: &Cluster, o: &Outcome, before: &[String]) {
+    let left: Vec<String> = pmix_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "PMIx directories left: {left:?}\n{}",
+        o.show()
+    );
     for i in 0..c.hosts.len() {
         assert!(
             c.pids(i).is_empty(),
@@ -48,6 +71,7 @@ fn nothing_left(c: &Cluster, o: &Outcome) {
 fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
     // RIVET_PMI=pmix: the ranks take their proxy's PMIx server; the cards
     // of the other host's ranks come through the fence across proxies.
     for mode in ["connect_all", "stress"] {
@@ -82,7 +106,7 @@ fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
                 assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
             }
         }
-        nothing_left(&c, &o);
+        nothing_left(&c, &o, &before);
     }
 }
 
@@ -90,6 +114,7 @@ fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
 fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
     let prog = cc_c(
         &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
         "pmix",
@@ -104,7 +129,7 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
             let ok = format!("pmix_modex {mode} rank {r} of 4 OK");
             assert!(o.stdout.contains(&ok), "{mode} rank {r}: {}", o.show());
         }
-        nothing_left(&c, &o);
+        nothing_left(&c, &o, &before);
     }
 }
 
@@ -112,6 +137,7 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
 fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
     let prog = cc_c(
         &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
         "pmix",
@@ -141,13 +167,14 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o);
+    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
     let prog = mpicc_openmpi("mpi_check.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog);
@@ -166,13 +193,14 @@ fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
             o.show()
         );
     }
-    nothing_left(&c, &o);
+    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
     let prog = mpicc_openmpi("mpi_check.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog).args(["abort", "3", "13"]);
@@ -184,5 +212,5 @@ fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o);
+    nothing_left(&c, &o, &before);
 }

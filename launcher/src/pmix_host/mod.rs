@@ -85,7 +85,7 @@ pub enum PmixEvent {
 }
 
 type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
-type ModexCb = unsafe extern "C" fn(
+pub(crate) type ModexCb = unsafe extern "C" fn(
     c_int,
     *const c_char,
     usize,
@@ -377,9 +377,50 @@ impl Starting {
     /// on a new thread.
     pub fn spawn(job: String, size: u32, host: String) -> Starting {
         Starting {
-            thread: Some(std::thread::spawn(move || PmixHost::start(&host))),
+            thread: Some(std::thread::spawn(move || PmixHost::start_as(&host, false))),
             job,
             size,
+        }
+    }
+
+    /// Start the server of one node of multi-host job `job` (a proxy's),
+    /// the node named `host` in the job's host list, on a new thread;
+    /// [`Starting::finish_node`] registers the job.
+    pub fn spawn_node(job: String, host: String) -> Starting {
+        Starting {
+            thread: Some(std::thread::spawn(move || PmixHost::start_as(&host, true))),
+            job,
+            size: 0,
+        }
+    }
+
+    /// [`Starting::finish`] for a node's server: the job registered with
+    /// `layout` (every host's ranks; this node's are its clients), so
+    /// fence and direct modex come to the proxy as events.
+    pub fn finish_node(
+        mut self,
+        layout: node::Layout,
+        topology_xml: Option<String>,
+        cluster: Option<String>,
+    ) -> Result<PmixHost, String> {
+        let mut host = self.join()?;
+        if layout.hosts.get(layout.node) != Some(&host.host) {
+            return Err("this node is not in the job's host list".into());
+        }
+        let size = layout.ranks_of_node.iter().map(Vec::len).sum::<usize>() as u32;
+        host.topology_xml = topology_xml;
+        host.cluster = cluster;
+        host.layout = layout;
+        host.nspace = CString::new(self.job.as_str())
+            .map_err(|_| "the job name holds a NUL byte".to_string())?;
+        host.register(&self.job, size, None)?;
+        Ok(host)
+    }
+
+    fn join(&mut self) -> Result<PmixHost, String> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            _ => Err("the PMIx server's start-up thread failed".into()),
         }
     }
 
@@ -393,10 +434,7 @@ impl Starting {
         topology_xml: Option<String>,
         cluster: Option<String>,
     ) -> Result<PmixHost, String> {
-        let mut host = match self.thread.take().map(|t| t.join()) {
-            Some(Ok(result)) => result?,
-            _ => return Err("the PMIx server's start-up thread failed".into()),
-        };
+        let mut host = self.join()?;
         host.topology_xml = topology_xml;
         host.cluster = cluster;
         host.nspace = CString::new(self.job.as_str())
@@ -431,36 +469,9 @@ pub struct PmixHost {
 }
 
 impl PmixHost {
-    /// Start the server for ranks on this node (`host`); the job is
-    /// registered by [`Starting::finish`].
-    fn start(host: &str) -> Result<PmixHost, String> {
-        Self::start_as(host, false)
-    }
-
-    /// The server of node `layout.node` of a multi-host job (a proxy's):
-    /// job `job` registered with every host's maps, this node's ranks as
-    /// its clients; fence and direct modex come to the proxy as events.
-    pub fn start_node(
-        job: &str,
-        layout: node::Layout,
-        topology_xml: Option<String>,
-        cluster: Option<String>,
-    ) -> Result<PmixHost, String> {
-        let name = layout
-            .hosts
-            .get(layout.node)
-            .cloned()
-            .ok_or("this node is not in the job's host list")?;
-        let size = layout.ranks_of_node.iter().map(Vec::len).sum::<usize>() as u32;
-        let mut host = Self::start_as(&name, true)?;
-        host.topology_xml = topology_xml;
-        host.cluster = cluster;
-        host.layout = layout;
-        host.nspace = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
-        host.register(job, size, None)?;
-        Ok(host)
-    }
-
+    /// Start the server for ranks on this node (`host`); `node_role`: as
+    /// one node of a multi-host job. The job is registered by
+    /// [`Starting::finish`] or [`Starting::finish_node`].
     fn start_as(host: &str, node_role: bool) -> Result<PmixHost, String> {
         let api = Api::open()?;
         let tmpdir = private_dir()?;

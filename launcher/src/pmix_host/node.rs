@@ -140,6 +140,24 @@ impl FenceCall {
     }
 }
 
+#[cfg(test)]
+impl FenceCall {
+    /// A fence whose completion goes to `cb` with `cbdata` (tests of the
+    /// proxy's fence handling, without a library).
+    pub fn for_test(
+        procs: Vec<(String, u32)>,
+        data: Vec<u8>,
+        cb: ModexCb,
+        cbdata: *mut c_void,
+    ) -> FenceCall {
+        FenceCall {
+            procs,
+            data,
+            owed: Owed { cb, cbdata },
+        }
+    }
+}
+
 /// A client's get of `rank` of `nspace`, whose data this node lacks.
 pub struct DmodexCall {
     pub nspace: String,

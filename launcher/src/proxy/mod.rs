@@ -387,6 +387,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // ranks (which wait on its answers), each rank back at our old nice.
     // Raised first: threads made later (the PMI loop's) inherit it.
     let priority = launch::Priority::raise_own();
+    // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`): its
+    // server loads its plugins while the ranks are placed.
+    let pmix_starting = pmix::begin(&job.kvsname, &job.hosts, proxy_id);
     let dir = JobDir::create(&std::env::temp_dir())
         .map_err(|e| format!("creating the job's temp directory: {e}"))?;
     let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
@@ -412,13 +415,12 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let server = node_server(&job, proxy_id, topology_keys)?;
     let tree = tree::Tree::new(job.has_parent, &job.children);
     let (tx, rx) = mpsc::channel();
-    // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`).
     let attr = |key: &str| job.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
     let node_of_rank = attr(rivet_pmi::server::PROCESS_MAPPING_KEY)
         .and_then(|m| rivet_pmi::server::parse_process_mapping(m, job.size as usize).ok())
         .unwrap_or_default();
-    let pmix_host = pmix::start(
-        &job.kvsname,
+    let pmix_host = pmix::finish(
+        pmix_starting,
         &job.hosts,
         &node_of_rank,
         proxy_id,

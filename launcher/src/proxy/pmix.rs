@@ -25,34 +25,40 @@ use rivet_pmi::pmix_ffi::{
 
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
-use crate::pmix_host::{PmixEvent, PmixHost};
+use crate::pmix_host::{PmixEvent, PmixHost, Starting};
 
 /// The prefix of the keys that carry each node's fence blob.
 pub const FENCE_KEY: &str = "pmix-fence/";
 
-/// Start this node's PMIx server for the job, or say why not (the job then
-/// runs with PMI-1/PMI-2 only, as single-host rivetrun without OpenPMIx).
-pub fn start(
-    kvsname: &str,
+/// Start this node's PMIx server (on a thread of its own, while the proxy
+/// places its ranks), where OpenPMIx is installed and rivetrun named the
+/// hosts; [`finish`] registers the job.
+pub fn begin(kvsname: &str, hosts: &[String], node: u32) -> Option<Starting> {
+    crate::pmix_host::probe().ok()?;
+    let name = hosts.get(node as usize)?.clone();
+    Some(Starting::spawn_node(kvsname.to_string(), name))
+}
+
+/// Register the job with the node's server: its ranks where
+/// `node_of_rank` says, this node's hwloc XML and the cluster id. None, saying
+/// why, if that fails: the job then runs with PMI-1/PMI-2 only, as
+/// single-host rivetrun without OpenPMIx.
+pub fn finish(
+    starting: Option<Starting>,
     hosts: &[String],
     node_of_rank: &[u32],
     node: u32,
     topology_xml: &Path,
     cluster: Option<String>,
 ) -> Option<PmixHost> {
-    crate::pmix_host::probe().ok()?;
-    if hosts.len() <= node as usize {
-        eprintln!("rivetrun: warning: proxy {node}: no host list from rivetrun; no PMIx");
-        return None;
-    }
     let layout = Layout::from_nodes(hosts.to_vec(), node_of_rank, node as usize);
     let xml = std::fs::read_to_string(topology_xml).ok();
-    match PmixHost::start_node(kvsname, layout, xml, cluster) {
+    match starting?.finish_node(layout, xml, cluster) {
         Ok(h) => Some(h),
         Err(why) => {
+            let host = hosts.get(node as usize).map_or("?", String::as_str);
             eprintln!(
-                "rivetrun: warning: {}: no PMIx server for this node's ranks (PMI only): {why}",
-                hosts[node as usize]
+                "rivetrun: warning: {host}: no PMIx server for this node's ranks (PMI only): {why}"
             );
             None
         }
@@ -337,6 +343,108 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::ffi::{c_char, c_int, c_void};
+    use std::sync::Mutex;
+
+    /// What fence completions said: (status, data).
+    type Seen = Mutex<Vec<(c_int, Vec<u8>)>>;
+
+    unsafe extern "C" fn seen(
+        status: c_int,
+        data: *const c_char,
+        n: usize,
+        cbdata: *mut c_void,
+        release: Option<unsafe extern "C" fn(*mut c_void)>,
+        release_data: *mut c_void,
+    ) {
+        // SAFETY: `cbdata` is the test's `Seen`; `n` bytes at `data`,
+        // alive until `release` (called right after the copy).
+        unsafe {
+            let bytes = if n == 0 {
+                Vec::new()
+            } else {
+                std::slice::from_raw_parts(data.cast::<u8>(), n).to_vec()
+            };
+            (*(cbdata as *const Seen))
+                .lock()
+                .unwrap()
+                .push((status, bytes));
+            if let Some(r) = release {
+                r(release_data);
+            }
+        }
+    }
+
+    fn fence(ranks: &[u32], data: &[u8], s: &Seen) -> PmixEvent {
+        let procs = ranks.iter().map(|&r| ("kvs_1".to_string(), r)).collect();
+        let cbdata = s as *const Seen as *mut c_void;
+        PmixEvent::Fence(FenceCall::for_test(procs, data.to_vec(), seen, cbdata))
+    }
+
+    fn rivetrun() -> (Upstream, std::net::TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        (Upstream::new(up), l.accept().unwrap().0)
+    }
+
+    #[test]
+    fn fences_go_up_the_tree_one_at_a_time_and_come_back_concatenated() {
+        let (up, _peer) = rivetrun();
+        // Node 1 of a 4-rank job holding ranks 2 and 3.
+        let mut st = State::new(1, "kvs_1", 4, vec![2, 3]);
+        let s = Seen::default();
+        // A fence among this node's ranks completes at once, with its data.
+        assert!(matches!(
+            st.event(fence(&[2, 3], b"ab", &s), &up),
+            Step::Nothing
+        ));
+        assert_eq!(
+            s.lock().unwrap().pop(),
+            Some((PMIX_SUCCESS, b"ab".to_vec()))
+        );
+        // Two whole-job fences: the first goes up, the second waits.
+        let Step::Barrier(puts) = st.event(fence(&[PMIX_RANK_WILDCARD], b"\x01\x02", &s), &up)
+        else {
+            panic!("no barrier for a whole-job fence");
+        };
+        assert_eq!(puts, vec![(format!("{FENCE_KEY}1"), "0102".to_string())]);
+        assert!(matches!(
+            st.event(fence(&[0, 1, 2, 3], b"z", &s), &up),
+            Step::Nothing
+        ));
+        assert!(st.in_tree());
+        // The job's barrier_out: node 0's blob and ours, in node order; the
+        // waiting fence goes up next.
+        let out = vec![
+            (format!("{FENCE_KEY}1"), "0102".to_string()),
+            ("other".to_string(), "x".to_string()),
+            (format!("{FENCE_KEY}0"), "ff".to_string()),
+        ];
+        let Step::Barrier(next) = st.barrier_out(&out) else {
+            panic!("the second fence did not go up");
+        };
+        assert_eq!(next, vec![(format!("{FENCE_KEY}1"), hex(b"z"))]);
+        assert_eq!(
+            s.lock().unwrap().pop(),
+            Some((PMIX_SUCCESS, vec![0xff, 1, 2]))
+        );
+        // The tree fails: the fence under way fails, nothing hangs.
+        st.fail_fences();
+        assert!(!st.in_tree());
+        assert_eq!(
+            s.lock().unwrap().pop(),
+            Some((PMIX_ERR_UNREACH, Vec::new()))
+        );
+        // Some ranks of several hosts: refused.
+        assert!(matches!(
+            st.event(fence(&[0, 3], b"", &s), &up),
+            Step::Nothing
+        ));
+        assert_eq!(
+            s.lock().unwrap().pop(),
+            Some((PMIX_ERR_NOT_SUPPORTED, Vec::new()))
+        );
+    }
 
     #[test]
     fn blobs_survive_hex_and_garbage_is_refused() {
