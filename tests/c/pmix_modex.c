@@ -5,7 +5,7 @@
  *                       job collecting data, and reads every rank's card
  *   pmix_modex direct   the same with a fence that collects nothing: cards
  *                       of ranks on other hosts come by direct modex
- *   pmix_modex refused  publish, group construct and a fence over ranks 0
+ *   pmix_modex refused  spawn, group construct and a fence over ranks 0
  *                       and N-1 (ranks 0 and N-1 only); each must fail
  *                       (multi-host proxies do not carry them), not hang
  *
@@ -45,12 +45,20 @@ int main(int argc, char **argv) {
     PMIX_VALUE_RELEASE(val);
 
     if (strcmp(mode, "refused") == 0) {
-        pmix_info_t pub;
-        PMIX_INFO_LOAD(&pub, "rivet-modex-service", "port", PMIX_STRING);
-        rc = PMIx_Publish(&pub, 1);
+        pmix_app_t app;
+        char *args[] = {"true", NULL};
+        pmix_nspace_t child;
+        PMIX_APP_CONSTRUCT(&app);
+        app.cmd = "true";
+        app.argv = args;
+        app.maxprocs = 1;
+        rc = PMIx_Spawn(NULL, 0, &app, 1, child);
+        app.cmd = NULL;
+        app.argv = NULL;
+        PMIX_APP_DESTRUCT(&app);
         if (rc == PMIX_SUCCESS)
-            FAIL("PMIx_Publish succeeded", rc);
-        printf("pmix_modex refused publish: %s\n", PMIx_Error_string(rc));
+            FAIL("PMIx_Spawn succeeded", rc);
+        printf("pmix_modex refused spawn: %s\n", PMIx_Error_string(rc));
         pmix_info_t *results = NULL;
         size_t nresults = 0;
         rc = PMIx_Group_construct("rivet-modex-group", &wild, 1, NULL, 0, &results, &nresults);

@@ -1,6 +1,6 @@
 //! PMIx across hosts: each host's proxy serves its ranks PMIx through
 //! OpenPMIx's server, fences gathered through the proxy tree, direct modex
-//! through rivetrun. Namespace hosts (`rivet_tests::netns`), entered
+//! and names through rivetrun; what is not carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
 //! made (not root) or OpenPMIx is missing.
 
@@ -147,7 +147,7 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     cmd.arg(&prog).arg("refused");
     let o = run_job(cmd, DEADLINE);
     assert_eq!(o.code(), Some(0), "{}", o.show());
-    for call in ["publish", "group"] {
+    for call in ["spawn", "group"] {
         let n = o
             .stdout
             .matches(&format!("pmix_modex refused {call}: "))
@@ -167,6 +167,32 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
         "{}",
         o.show()
     );
+    nothing_left(&c, &o, &before);
+}
+
+#[test]
+fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_names.c");
+    let service = format!("mh-pmix-names-{}", std::process::id());
+    // Rank 0 on h1 publishes, rank 1 on h2 finds it, may not unpublish it,
+    // and no longer finds it once rank 0 has.
+    let mut cmd = c.rivetrun(1, 2);
+    cmd.arg(&prog).args(["names", &service]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..2 {
+        let ok = format!("mpi_names names OK rank {r} of 2");
+        assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
+    }
+    for want in [
+        "rank 1: unpublish by a non-publisher failed",
+        "rank 1: lookup after unpublish failed with MPI_ERR_NAME",
+    ] {
+        assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+    }
     nothing_left(&c, &o, &before);
 }
 

@@ -36,10 +36,10 @@
 //! In a multi-host job each node's proxy runs one of these servers instead
 //! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
 //! with every host's node and process maps and this node's ranks as its
-//! clients; fence and direct modex go across hosts through the proxy; the
-//! upcalls that would need rivetrun's job-wide state (names, spawn, group)
-//! are left out there, so clients get "not supported" at once. Not carried
-//! yet: group construct across proxies, spawned namespaces on a proxy.
+//! clients; fence and direct modex go across hosts through the proxy,
+//! names to rivetrun's job-wide table; spawn and group are left out there,
+//! so clients get "not supported" at once. Not carried yet: group
+//! construct across proxies, spawned namespaces on a proxy.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -48,7 +48,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 mod calls;
 mod group;
 mod job_control;
-mod names;
+pub mod names;
 pub mod node;
 mod spawn;
 mod values;
@@ -519,7 +519,6 @@ impl PmixHost {
         if node_role {
             module.fence_nb = Some(node::on_fence);
             module.direct_modex = Some(node::on_direct_modex);
-            (module.publish, module.lookup, module.unpublish) = (None, None, None);
             (module.spawn, module.group) = (None, None);
             let f = self
                 .api

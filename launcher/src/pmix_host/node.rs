@@ -10,11 +10,13 @@
 //!   asks the target's node through rivetrun; there the proxy asks its own
 //!   server ([`request_dmodex`]) and the answer ([`PmixEvent::DmodexAnswer`])
 //!   travels back;
-//! * `abort` is queued as on one host; the proxy tells rivetrun.
+//! * `abort` is queued as on one host; the proxy tells rivetrun;
+//! * publish, lookup and unpublish are queued as on one host; the proxy
+//!   asks rivetrun's job-wide name table (`proxy/pmix_names.rs`).
 //!
-//! Publish, lookup, spawn and group are left out of a node's module: the
-//! proxy protocol does not carry them for PMIx, so the library answers the
-//! clients "not supported" at once instead of a request nobody serves.
+//! Spawn and group are left out of a node's module: the proxy protocol
+//! does not carry them for PMIx, so the library answers the clients "not
+//! supported" at once instead of a request nobody serves.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;

@@ -16,16 +16,15 @@
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
+mod job;
 mod pmi;
 mod pmix;
+mod pmix_names;
 mod spawn;
 pub mod tree;
 mod upstream;
 
-use std::ffi::OsString;
-use std::io::{BufRead, Read, Write};
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::io::{Read, Write};
 use std::process::{ChildStderr, ChildStdout};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -37,46 +36,12 @@ use crate::leftovers::{JobDir, ShmSweep};
 use crate::output::LineBuffer;
 use crate::remote::wire;
 use crate::topology::{self, PlacementRequest, Topology};
+use job::{read_secret, receive_job, Job};
 
 use rivet_pmi::server::{NamespaceSpec, Server};
 
 /// Where the proxy may read the job secret instead of its stdin (`manual`).
 pub const SECRET_ENV: &str = "RIVETRUN_PROXY_SECRET";
-
-/// One program of the job (an MPMD section).
-#[derive(Debug, Default)]
-struct App {
-    program: PathBuf,
-    argv0: OsString,
-    args: Vec<OsString>,
-    env: Vec<(OsString, OsString)>,
-    wdir: Option<PathBuf>,
-}
-
-/// The job as rivetrun describes it.
-#[derive(Debug, Default)]
-struct Job {
-    size: u32,
-    kvsname: String,
-    /// Variables every app's ranks get (before the app's own).
-    env: Vec<(OsString, OsString)>,
-    apps: Vec<App>,
-    /// This node's ranks and the app of each.
-    ranks: Vec<u32>,
-    appnums: Vec<u32>,
-    /// Whether our tree parent is a proxy, and our children.
-    has_parent: bool,
-    children: Vec<u32>,
-    attrs: Vec<(String, String)>,
-    label: bool,
-    map_by: Option<String>,
-    bind_to: Option<String>,
-    grace: f64,
-    /// `--report-bindings`: one line per rank on stderr before it starts.
-    report: bool,
-    /// Every node's name, as rivetrun has it (the PMIx node map).
-    hosts: Vec<String>,
-}
 
 enum Event {
     /// A rank ended; whether it spoke PMI without finalizing.
@@ -100,98 +65,6 @@ pub fn run(control: &str, proxy_id: u32) -> i32 {
             1
         }
     }
-}
-
-fn read_secret() -> Result<String, String> {
-    if let Ok(s) = std::env::var(SECRET_ENV) {
-        return Ok(s);
-    }
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| format!("reading the job secret from stdin: {e}"))?;
-    let s = line.trim().to_string();
-    if s.is_empty() {
-        return Err(format!("no job secret on stdin or in {SECRET_ENV}"));
-    }
-    Ok(s)
-}
-
-fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
-    let mut job = Job {
-        grace: 3.0,
-        ..Job::default()
-    };
-    loop {
-        let msg = wire::recv(reader)
-            .map_err(|e| format!("reading the job: {e}"))?
-            .ok_or("rivetrun closed the connection (wrong secret?)")?;
-        let w = |i: usize| msg.get(i).cloned().unwrap_or_default();
-        let t = |i: usize| wire::text(&w(i));
-        let num = |i: usize| {
-            t(i).parse::<u32>()
-                .map_err(|_| format!("bad number in {msg:?}"))
-        };
-        match t(0).as_str() {
-            "job" => {
-                job.size = num(1)?;
-                job.kvsname = t(2);
-            }
-            "app" => job.apps.push(App::default()),
-            "prog" | "arg" | "wdir" if job.apps.is_empty() => {
-                return Err(format!("{:?} before any app in the job description", t(0)))
-            }
-            "prog" => {
-                let app = job.apps.last_mut().expect("checked above");
-                app.program = PathBuf::from(OsString::from_vec(w(1)));
-                app.argv0 = OsString::from_vec(w(2));
-            }
-            "arg" => {
-                (job.apps.last_mut().expect("checked above").args).push(OsString::from_vec(w(1)))
-            }
-            "wdir" => {
-                job.apps.last_mut().expect("checked above").wdir =
-                    Some(PathBuf::from(OsString::from_vec(w(1))))
-            }
-            "env" => {
-                let pair = (OsString::from_vec(w(1)), OsString::from_vec(w(2)));
-                match job.apps.last_mut() {
-                    Some(app) => app.env.push(pair),
-                    None => job.env.push(pair),
-                }
-            }
-            "rank" => {
-                job.ranks.push(num(1)?);
-                job.appnums.push(num(2)?);
-            }
-            "tree" => {
-                job.has_parent = t(1) == "1";
-                for i in 2..msg.len() {
-                    job.children.push(num(i)?);
-                }
-            }
-            "attr" => job.attrs.push((t(1), t(2))),
-            "nodes" => job.hosts = (1..msg.len()).map(t).collect(),
-            "label" => job.label = true,
-            "report-bindings" => job.report = true,
-            "map-by" => job.map_by = Some(t(1)),
-            "bind-to" => job.bind_to = Some(t(1)),
-            "grace" => job.grace = t(1).parse().unwrap_or(3.0),
-            "start" => break,
-            other => return Err(format!("unexpected {other:?} in the job description")),
-        }
-    }
-    if job.appnums.iter().any(|&a| a as usize >= job.apps.len()) {
-        return Err(format!("an appnum past the {} apps", job.apps.len()));
-    }
-    if job.ranks.is_empty() || job.ranks.iter().any(|&r| r >= job.size) {
-        return Err(format!(
-            "bad rank list {:?} for size {}",
-            job.ranks, job.size
-        ));
-    }
-    Ok(job)
 }
 
 /// This node's placement: one `RankPlace` per local rank, the mask
@@ -501,8 +374,11 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                                 .map_err(|e| format!("bad_answer_from_rivetrun: {e}")),
                             _ => Err(body),
                         };
-                        if let Some(conn) = conn {
+                        // A PMIx query's answer goes to its waiting thread.
+                        if let Some(conn) = conn.filter(|&c| c < pmix_names::CONN_BASE) {
                             pmi.send(pmi::Cmd::NameDone(conn, result));
+                        } else if let Some(conn) = conn {
+                            pmix_names::deliver(conn, result);
                         }
                     }
                     _ => {}

@@ -14,7 +14,8 @@
 //!   target's proxy (`dmodex_ask FROM ID NS RANK`); that proxy's server
 //!   answers (`dmodex_data FROM ID STATUS HEX`) and rivetrun passes it back
 //!   (`dmodex_done ID STATUS HEX`). A lost target or rivetrun fails it;
-//! * an abort goes to rivetrun as a PMI-1 abort does.
+//! * an abort goes to rivetrun as a PMI-1 abort does; names to rivetrun's
+//!   job-wide table (`pmix_names.rs`).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -186,8 +187,8 @@ impl State {
                     message,
                 ]);
             }
+            PmixEvent::Names(call) => super::pmix_names::serve(call, rivetrun.clone()),
             // Left out of a node's module (`pmix_host/node.rs`).
-            PmixEvent::Names(call) => call.refuse(PMIX_ERR_NOT_SUPPORTED),
             PmixEvent::Spawn(call) => call.finish(Err(PMIX_ERR_NOT_SUPPORTED)),
         }
         Step::Nothing
