@@ -306,11 +306,19 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let pmix_envs: Vec<Vec<(String, String)>> = match &pmix_host {
         Some(h) => {
             h.wake(pmi.waker());
+            // Open MPI's ranks yield when they outnumber this host's CPUs,
+            // as on one host, unless the job's environment says otherwise.
+            let var = crate::pmix_host::OMPI_YIELD_VAR;
+            let user_set = (specs.iter().flat_map(|s| &s.env)).any(|(k, _)| k == var);
+            let yield_var =
+                crate::pmix_host::yield_when_oversubscribed(job.ranks.len()).filter(|_| !user_set);
             let env = |&r: &u32| {
-                h.fork_env(r).unwrap_or_else(|why| {
+                let mut env = h.fork_env(r).unwrap_or_else(|why| {
                     eprintln!("rivetrun: warning: rank {r} on {host} gets no PMIx: {why}");
                     Vec::new()
-                })
+                });
+                env.extend(yield_var.clone());
+                env
             };
             job.ranks.iter().map(env).collect()
         }
