@@ -49,13 +49,16 @@
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
 //!   server core in a poll loop with the node's topology keys (`pmi.rs`), barriers up a tree of
-//!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits.
+//!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits; the
+//!   node's PMIx server, its fences as tree barriers and direct modex through rivetrun
+//!   (`pmix.rs`; rivetrun's routing in `remote/pmix.rs`).
 //! - `pmix_host/`: rivetrun as a PMIx server through OpenPMIx's server library (`mod.rs`): the job
 //!   and its ranks registered, fork environments, the host module's upcalls as supervisor events;
 //!   info lists and completion waits (`calls.rs`); publish/lookup/unpublish answered from the
 //!   job's name table or the `--nameserver`, lookups waiting only on `PMIX_WAIT`, typed values
 //!   stored as tagged strings (`names.rs`, `values.rs`); the `group` upcall (`group.rs`); spawn
-//!   as a PMI-1 spawn request whose namespace is registered before it starts (`spawn.rs`).
+//!   as a PMI-1 spawn request whose namespace is registered before it starts (`spawn.rs`); one
+//!   node of a multi-host job, the server a proxy runs (`node.rs`).
 //! - `impi/`: `--impi-server` (`server.rs`: threads per connection for AUTH and reading, one owner
 //!   of state and writes) and `--impi-client` (`client.rs`: startup, host dance, per-proc
 //!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00),

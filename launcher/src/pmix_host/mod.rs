@@ -35,16 +35,13 @@
 //! when the host is dropped; the server listens on loopback only and admits
 //! only the clients rivetrun registered.
 //!
-//! Single-host jobs only: a multi-host job (`remote/`, `proxy/`) starts no
-//! PMIx server. Serving one per proxy needs: the namespace registered on
-//! every node with the whole job's node and process maps (`pmix.nmap`,
-//! `pmix.pmap` from every host, `pmix.lpeers` per node); `fence_nb` handing
-//! the node's blob to the proxy's loop, allgathered through rivetrun and
-//! returned concatenated (today it answers with the local data alone);
-//! `direct_modex` for gets without a collecting fence; `group` construct as
-//! the same allgather across proxies, and members' end events forwarded by
-//! rivetrun to each proxy's server; spawned namespaces registered on the
-//! spawning proxy. Not built yet.
+//! In a multi-host job each node's proxy runs one of these servers instead
+//! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
+//! with every host's node and process maps and this node's ranks as its
+//! clients; fence and direct modex go across hosts through the proxy,
+//! names to rivetrun's job-wide table; spawn and group are left out there,
+//! so clients get "not supported" at once. Not carried yet: group
+//! construct across proxies, spawned namespaces on a proxy.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
@@ -53,7 +50,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 mod calls;
 mod group;
 mod job_control;
-mod names;
+pub mod names;
+pub mod node;
 mod spawn;
 mod values;
 
@@ -80,10 +78,16 @@ pub enum PmixEvent {
         code: i32,
         message: String,
     },
+    /// A fence of a node's clients, to gather across hosts (proxies only).
+    Fence(node::FenceCall),
+    /// A get of another node's rank's data (proxies only).
+    Dmodex(node::DmodexCall),
+    /// This node's server's answer to [`node::request_dmodex`] `id`.
+    DmodexAnswer { id: u64, status: i32, data: Vec<u8> },
 }
 
 type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
-type ModexCb = unsafe extern "C" fn(
+pub(crate) type ModexCb = unsafe extern "C" fn(
     c_int,
     *const c_char,
     usize,
@@ -123,7 +127,7 @@ struct Module {
     client_finalized: Option<ConnectedUp>,
     abort: Option<AbortUp>,
     fence_nb: Option<FenceUp>,
-    direct_modex: *const c_void,
+    direct_modex: Option<node::DmodexUp>,
     publish: Option<names::PublishUp>,
     lookup: Option<names::LookupUp>,
     unpublish: Option<names::UnpublishUp>,
@@ -268,6 +272,14 @@ struct Upcalls {
 /// PMIx server per process is the library's own rule too).
 static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
 
+/// The upcalls' events since the last call (none if no server runs in
+/// this process).
+pub fn take_queued() -> Vec<PmixEvent> {
+    UPCALLS.get().map_or_else(Vec::new, |up| {
+        std::mem::take(&mut *up.events.lock().unwrap_or_else(|e| e.into_inner()))
+    })
+}
+
 /// Queue `event` for the supervisor and wake it; the event comes back if
 /// no server runs.
 fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
@@ -367,9 +379,50 @@ impl Starting {
     /// on a new thread.
     pub fn spawn(job: String, size: u32, host: String) -> Starting {
         Starting {
-            thread: Some(std::thread::spawn(move || PmixHost::start(&host))),
+            thread: Some(std::thread::spawn(move || PmixHost::start_as(&host, false))),
             job,
             size,
+        }
+    }
+
+    /// Start the server of one node of multi-host job `job` (a proxy's),
+    /// the node named `host` in the job's host list, on a new thread;
+    /// [`Starting::finish_node`] registers the job.
+    pub fn spawn_node(job: String, host: String) -> Starting {
+        Starting {
+            thread: Some(std::thread::spawn(move || PmixHost::start_as(&host, true))),
+            job,
+            size: 0,
+        }
+    }
+
+    /// [`Starting::finish`] for a node's server: the job registered with
+    /// `layout` (every host's ranks; this node's are its clients), so
+    /// fence and direct modex come to the proxy as events.
+    pub fn finish_node(
+        mut self,
+        layout: node::Layout,
+        topology_xml: Option<String>,
+        cluster: Option<String>,
+    ) -> Result<PmixHost, String> {
+        let mut host = self.join()?;
+        if layout.hosts.get(layout.node) != Some(&host.host) {
+            return Err("this node is not in the job's host list".into());
+        }
+        let size = layout.ranks_of_node.iter().map(Vec::len).sum::<usize>() as u32;
+        host.topology_xml = topology_xml;
+        host.cluster = cluster;
+        host.layout = layout;
+        host.nspace = CString::new(self.job.as_str())
+            .map_err(|_| "the job name holds a NUL byte".to_string())?;
+        host.register(&self.job, size, None)?;
+        Ok(host)
+    }
+
+    fn join(&mut self) -> Result<PmixHost, String> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(result)) => result,
+            _ => Err("the PMIx server's start-up thread failed".into()),
         }
     }
 
@@ -383,14 +436,12 @@ impl Starting {
         topology_xml: Option<String>,
         cluster: Option<String>,
     ) -> Result<PmixHost, String> {
-        let mut host = match self.thread.take().map(|t| t.join()) {
-            Some(Ok(result)) => result?,
-            _ => return Err("the PMIx server's start-up thread failed".into()),
-        };
+        let mut host = self.join()?;
         host.topology_xml = topology_xml;
         host.cluster = cluster;
         host.nspace = CString::new(self.job.as_str())
             .map_err(|_| "the job name holds a NUL byte".to_string())?;
+        host.layout = node::Layout::one_host(&host.host, self.size);
         host.register(&self.job, self.size, None)?;
         Ok(host)
     }
@@ -415,12 +466,15 @@ pub struct PmixHost {
     topology_xml: Option<String>,
     /// rivetrun's cluster id (`PMIX_CLUSTER_ID` of every namespace).
     cluster: Option<String>,
+    /// Where the job's ranks are (one host, or a node of many).
+    layout: node::Layout,
 }
 
 impl PmixHost {
-    /// Start the server for ranks on this node (`host`); the job is
-    /// registered by [`Starting::finish`].
-    fn start(host: &str) -> Result<PmixHost, String> {
+    /// Start the server for ranks on this node (`host`); `node_role`: as
+    /// one node of a multi-host job. The job is registered by
+    /// [`Starting::finish`] or [`Starting::finish_node`].
+    fn start_as(host: &str, node_role: bool) -> Result<PmixHost, String> {
         let api = Api::open()?;
         let tmpdir = private_dir()?;
         let host_obj = PmixHost {
@@ -430,6 +484,7 @@ impl PmixHost {
             host: host.to_string(),
             topology_xml: None,
             cluster: None,
+            layout: node::Layout::one_host(host, 0),
         };
         if UPCALLS
             .set(Upcalls {
@@ -440,17 +495,19 @@ impl PmixHost {
         {
             return Err("a PMIx server is already running in this process".into());
         }
-        host_obj.init()?;
+        host_obj.init(node_role)?;
         Ok(host_obj)
     }
 
-    fn init(&self) -> Result<(), String> {
+    /// Start the library's server; `node_role`: a multi-host job's node
+    /// (`node.rs`'s upcalls), else single-host rivetrun's.
+    fn init(&self, node_role: bool) -> Result<(), String> {
         let mut module = Box::new(Module {
             client_connected: Some(on_connected),
             client_finalized: Some(on_connected),
             abort: Some(on_abort),
             fence_nb: Some(on_fence),
-            direct_modex: std::ptr::null(),
+            direct_modex: None,
             publish: Some(names::on_publish),
             lookup: Some(names::on_lookup),
             unpublish: Some(names::on_unpublish),
@@ -461,10 +518,29 @@ impl PmixHost {
             group: Some(group::on_group),
             rest: [std::ptr::null(); 3],
         });
+        if node_role {
+            module.fence_nb = Some(node::on_fence);
+            module.direct_modex = Some(node::on_direct_modex);
+            (module.spawn, module.group) = (None, None);
+            let f = self
+                .api
+                .lib
+                .symbol(c"PMIx_server_dmodex_request")
+                .map_err(|e| e.to_string())?;
+            // SAFETY: OpenPMIx's PMIx_server_dmodex_request, whose 4.x
+            // prototype the fn type spells.
+            let f = unsafe { std::mem::transmute::<*mut c_void, node::DmodexRequestFn>(f) };
+            let _ = node::DMODEX_REQUEST.set(f);
+        }
         let dir = self.tmpdir.to_string_lossy().into_owned();
         let mut info = InfoList::new(&self.api);
         info.string(c"pmix.srvr.tmpdir", &dir);
         info.string(c"pmix.sys.tmpdir", &dir);
+        if node_role {
+            // The node's name as the node map has it (rivetrun's host list),
+            // so the library finds itself in the map.
+            info.string(c"pmix.hname", &self.host);
+        }
         // SAFETY: the module lives for the process (leaked below, as the
         // library keeps a pointer to it); a valid info array.
         let rc = unsafe {
@@ -489,19 +565,30 @@ impl PmixHost {
     fn register(&self, job: &str, size: u32, parent: Option<PmixProc>) -> Result<(), String> {
         let host = self.host.as_str();
         let ns = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
-        let ranks: Vec<String> = (0..size).map(|r| r.to_string()).collect();
-        let peers = ranks.join(",");
-        let node_map = self.generate(self.api.generate_regex, host)?;
-        let proc_map = self.generate(self.api.generate_ppn, &peers)?;
+        // The job's ranks where they are; a spawned job all on this host.
+        let layout = if parent.is_none() {
+            self.layout.clone()
+        } else {
+            node::Layout::one_host(host, size)
+        };
+        let local = layout.local().to_vec();
+        let peers = local
+            .iter()
+            .map(u32::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+        let node_map = self.generate(self.api.generate_regex, &layout.hosts.join(","))?;
+        let proc_map = self.generate(self.api.generate_ppn, &layout.ppn())?;
+        let nlocal = local.len() as u32;
         let mut info = InfoList::new(&self.api);
         info.u32(c"pmix.univ.size", size);
         info.u32(c"pmix.job.size", size);
         info.u32(c"pmix.max.size", size);
-        info.u32(c"pmix.local.size", size);
+        info.u32(c"pmix.local.size", nlocal);
         info.u32(c"pmix.job.napps", 1);
-        info.u32(c"pmix.num.nodes", 1);
+        info.u32(c"pmix.num.nodes", layout.hosts.len() as u32);
         info.u32(c"pmix.appnum", 0);
-        info.rank(c"pmix.lldr", 0);
+        info.rank(c"pmix.lldr", local.first().copied().unwrap_or(0));
         info.flag(c"pmix.spawned", parent.is_some());
         if let Some(parent) = &parent {
             info.load(
@@ -524,7 +611,7 @@ impl PmixHost {
         // More ranks than CPUs: MPI libraries then yield when idle (Open
         // MPI reads this), instead of spinning against each other.
         let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if size as usize > cpus {
+        if nlocal as usize > cpus {
             info.flag(c"pmix.ndosub", true);
         }
         let (api, ns) = (&self.api, &ns);
@@ -534,7 +621,7 @@ impl PmixHost {
             unsafe {
                 (api.register_nspace)(
                     ns.as_ptr(),
-                    size as c_int,
+                    nlocal as c_int,
                     info.infos.as_mut_ptr(),
                     info.infos.len(),
                     cb,
@@ -544,7 +631,7 @@ impl PmixHost {
         })?;
         // SAFETY: getuid/getgid cannot fail.
         let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        for rank in 0..size {
+        for &rank in &local {
             let proc = PmixProc::new(job, rank);
             Done::run("PMIx_server_register_client", api, |cb, data| {
                 // SAFETY: a valid proc; no server object.
@@ -678,9 +765,7 @@ impl PmixHost {
 
     /// Events since the last call (after the waker fired).
     pub fn take_events(&self) -> Vec<PmixEvent> {
-        UPCALLS.get().map_or_else(Vec::new, |up| {
-            std::mem::take(&mut *up.events.lock().unwrap_or_else(|e| e.into_inner()))
-        })
+        take_queued()
     }
 }
 

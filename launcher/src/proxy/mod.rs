@@ -7,7 +7,8 @@
 //! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
 //! through the PMI server core, with the job's process mapping, appnums
 //! and this node's topology keys; the node's puts batched upstream, one
-//! barrier message per subtree up a tree of proxies, `tree`), forwards their
+//! barrier message per subtree up a tree of proxies, `tree`; and PMIx, where
+//! OpenPMIx is installed, through a server of its own, `pmix`), forwards their
 //! output a whole line at a time to its own stdout/stderr (which the
 //! launcher carries back), frees what an ended rank registered and did not
 //! release (seed 002, `crate::resources`, as rivetrun on one host), and
@@ -15,15 +16,15 @@
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
+mod job;
 mod pmi;
+mod pmix;
+mod pmix_names;
 mod spawn;
 pub mod tree;
 mod upstream;
 
-use std::ffi::OsString;
-use std::io::{BufRead, Read, Write};
-use std::os::unix::ffi::OsStringExt;
-use std::path::PathBuf;
+use std::io::{Read, Write};
 use std::process::{ChildStderr, ChildStdout};
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
@@ -35,44 +36,12 @@ use crate::leftovers::{JobDir, ShmSweep};
 use crate::output::LineBuffer;
 use crate::remote::wire;
 use crate::topology::{self, PlacementRequest, Topology};
+use job::{read_secret, receive_job, Job};
 
 use rivet_pmi::server::{NamespaceSpec, Server};
 
 /// Where the proxy may read the job secret instead of its stdin (`manual`).
 pub const SECRET_ENV: &str = "RIVETRUN_PROXY_SECRET";
-
-/// One program of the job (an MPMD section).
-#[derive(Debug, Default)]
-struct App {
-    program: PathBuf,
-    argv0: OsString,
-    args: Vec<OsString>,
-    env: Vec<(OsString, OsString)>,
-    wdir: Option<PathBuf>,
-}
-
-/// The job as rivetrun describes it.
-#[derive(Debug, Default)]
-struct Job {
-    size: u32,
-    kvsname: String,
-    /// Variables every app's ranks get (before the app's own).
-    env: Vec<(OsString, OsString)>,
-    apps: Vec<App>,
-    /// This node's ranks and the app of each.
-    ranks: Vec<u32>,
-    appnums: Vec<u32>,
-    /// Whether our tree parent is a proxy, and our children.
-    has_parent: bool,
-    children: Vec<u32>,
-    attrs: Vec<(String, String)>,
-    label: bool,
-    map_by: Option<String>,
-    bind_to: Option<String>,
-    grace: f64,
-    /// `--report-bindings`: one line per rank on stderr before it starts.
-    report: bool,
-}
 
 enum Event {
     /// A rank ended; whether it spoke PMI without finalizing.
@@ -96,97 +65,6 @@ pub fn run(control: &str, proxy_id: u32) -> i32 {
             1
         }
     }
-}
-
-fn read_secret() -> Result<String, String> {
-    if let Ok(s) = std::env::var(SECRET_ENV) {
-        return Ok(s);
-    }
-    let mut line = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut line)
-        .map_err(|e| format!("reading the job secret from stdin: {e}"))?;
-    let s = line.trim().to_string();
-    if s.is_empty() {
-        return Err(format!("no job secret on stdin or in {SECRET_ENV}"));
-    }
-    Ok(s)
-}
-
-fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
-    let mut job = Job {
-        grace: 3.0,
-        ..Job::default()
-    };
-    loop {
-        let msg = wire::recv(reader)
-            .map_err(|e| format!("reading the job: {e}"))?
-            .ok_or("rivetrun closed the connection (wrong secret?)")?;
-        let w = |i: usize| msg.get(i).cloned().unwrap_or_default();
-        let t = |i: usize| wire::text(&w(i));
-        let num = |i: usize| {
-            t(i).parse::<u32>()
-                .map_err(|_| format!("bad number in {msg:?}"))
-        };
-        match t(0).as_str() {
-            "job" => {
-                job.size = num(1)?;
-                job.kvsname = t(2);
-            }
-            "app" => job.apps.push(App::default()),
-            "prog" | "arg" | "wdir" if job.apps.is_empty() => {
-                return Err(format!("{:?} before any app in the job description", t(0)))
-            }
-            "prog" => {
-                let app = job.apps.last_mut().expect("checked above");
-                app.program = PathBuf::from(OsString::from_vec(w(1)));
-                app.argv0 = OsString::from_vec(w(2));
-            }
-            "arg" => {
-                (job.apps.last_mut().expect("checked above").args).push(OsString::from_vec(w(1)))
-            }
-            "wdir" => {
-                job.apps.last_mut().expect("checked above").wdir =
-                    Some(PathBuf::from(OsString::from_vec(w(1))))
-            }
-            "env" => {
-                let pair = (OsString::from_vec(w(1)), OsString::from_vec(w(2)));
-                match job.apps.last_mut() {
-                    Some(app) => app.env.push(pair),
-                    None => job.env.push(pair),
-                }
-            }
-            "rank" => {
-                job.ranks.push(num(1)?);
-                job.appnums.push(num(2)?);
-            }
-            "tree" => {
-                job.has_parent = t(1) == "1";
-                for i in 2..msg.len() {
-                    job.children.push(num(i)?);
-                }
-            }
-            "attr" => job.attrs.push((t(1), t(2))),
-            "label" => job.label = true,
-            "report-bindings" => job.report = true,
-            "map-by" => job.map_by = Some(t(1)),
-            "bind-to" => job.bind_to = Some(t(1)),
-            "grace" => job.grace = t(1).parse().unwrap_or(3.0),
-            "start" => break,
-            other => return Err(format!("unexpected {other:?} in the job description")),
-        }
-    }
-    if job.appnums.iter().any(|&a| a as usize >= job.apps.len()) {
-        return Err(format!("an appnum past the {} apps", job.apps.len()));
-    }
-    if job.ranks.is_empty() || job.ranks.iter().any(|&r| r >= job.size) {
-        return Err(format!(
-            "bad rank list {:?} for size {}",
-            job.ranks, job.size
-        ));
-    }
-    Ok(job)
 }
 
 /// This node's placement: one `RankPlace` per local rank, the mask
@@ -382,6 +260,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // ranks (which wait on its answers), each rank back at our old nice.
     // Raised first: threads made later (the PMI loop's) inherit it.
     let priority = launch::Priority::raise_own();
+    // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`): its
+    // server loads its plugins while the ranks are placed.
+    let pmix_starting = pmix::begin(&job.kvsname, &job.hosts, proxy_id);
     let dir = JobDir::create(&std::env::temp_dir())
         .map_err(|e| format!("creating the job's temp directory: {e}"))?;
     let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
@@ -407,7 +288,42 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let server = node_server(&job, proxy_id, topology_keys)?;
     let tree = tree::Tree::new(job.has_parent, &job.children);
     let (tx, rx) = mpsc::channel();
-    let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone()).map_err(|e| e.to_string())?;
+    let attr = |key: &str| job.attrs.iter().find(|(k, _)| k == key).map(|(_, v)| v);
+    let node_of_rank = attr(rivet_pmi::server::PROCESS_MAPPING_KEY)
+        .and_then(|m| rivet_pmi::server::parse_process_mapping(m, job.size as usize).ok())
+        .unwrap_or_default();
+    let pmix_host = pmix::finish(
+        pmix_starting,
+        &job.hosts,
+        &node_of_rank,
+        proxy_id,
+        &dir.path().join("topology.xml"),
+        attr(rivet_pmi::group::KEY_CLUSTER).cloned(),
+    );
+    let pmix_state = pmix::State::new(proxy_id, &job.kvsname, job.size, job.ranks.clone());
+    let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone(), pmix_state)
+        .map_err(|e| e.to_string())?;
+    let pmix_envs: Vec<Vec<(String, String)>> = match &pmix_host {
+        Some(h) => {
+            h.wake(pmi.waker());
+            // Open MPI's ranks yield when they outnumber this host's CPUs,
+            // as on one host, unless the job's environment says otherwise.
+            let var = crate::pmix_host::OMPI_YIELD_VAR;
+            let user_set = (specs.iter().flat_map(|s| &s.env)).any(|(k, _)| k == var);
+            let yield_var =
+                crate::pmix_host::yield_when_oversubscribed(job.ranks.len()).filter(|_| !user_set);
+            let env = |&r: &u32| {
+                let mut env = h.fork_env(r).unwrap_or_else(|why| {
+                    eprintln!("rivetrun: warning: rank {r} on {host} gets no PMIx: {why}");
+                    Vec::new()
+                });
+                env.extend(yield_var.clone());
+                env
+            };
+            job.ranks.iter().map(env).collect()
+        }
+        None => vec![Vec::new(); job.ranks.len()],
+    };
     if !job.children.is_empty() {
         let ip = up.local_ip().map_err(|e| e.to_string())?;
         let addr = tree::listen(ip, secret.clone(), job.children.clone(), pmi.clone())
@@ -447,6 +363,11 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
+                    "dmodex_ask" | "dmodex_done" => {
+                        if let Some(m) = pmix::Msg::parse(&msg) {
+                            pmi.send(pmi::Cmd::Pmix(m));
+                        }
+                    }
                     "pmi_out" => {
                         let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
                         if let (Some(conn), Some(bytes)) = (conn, msg.get(2)) {
@@ -461,8 +382,11 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                                 .map_err(|e| format!("bad_answer_from_rivetrun: {e}")),
                             _ => Err(body),
                         };
-                        if let Some(conn) = conn {
+                        // A PMIx query's answer goes to its waiting thread.
+                        if let Some(conn) = conn.filter(|&c| c < pmix_names::CONN_BASE) {
                             pmi.send(pmi::Cmd::NameDone(conn, result));
+                        } else if let Some(conn) = conn {
+                            pmix_names::deliver(conn, result);
                         }
                     }
                     _ => {}
@@ -479,7 +403,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let mut outputs = Vec::new();
     let procs = job.ranks.iter().enumerate().map(|(i, &rank)| {
         let spec = &specs[job.appnums[i] as usize];
-        (spec, rank, &places[i], &[][..])
+        (spec, rank, &places[i], &pmix_envs[i][..])
     });
     // Each rank is served as soon as it is forked; whether every exec
     // succeeded is known after (a failure kills them all, below).

@@ -12,6 +12,8 @@
 //! answered by `name_done`) and group messages (`pmi`, whose answers come
 //! back as `pmi_out`; see `remote::jobwide`). Spawn requests go to the
 //! proxy's main thread (`super::spawn`), which starts the children here.
+//! The node's PMIx server's upcalls wake this loop too; their fences ride
+//! the same tree barrier (`super::pmix`).
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read};
@@ -84,6 +86,8 @@ pub enum Cmd {
     NameDone(ConnId, Result<Message, String>),
     /// Bytes rivetrun's job-wide server sends a connection (`pmi_out`).
     Out(ConnId, Vec<u8>),
+    /// rivetrun's word on a PMIx direct modex.
+    Pmix(super::pmix::Msg),
 }
 
 /// A rank's spawn request, for the proxy's main thread.
@@ -108,6 +112,11 @@ impl Handle {
             let _ = self.waker.wake();
         }
     }
+
+    /// What wakes the loop (the PMIx server's upcalls use it too).
+    pub fn waker(&self) -> Arc<Waker> {
+        self.waker.clone()
+    }
 }
 
 struct Conn {
@@ -128,6 +137,8 @@ struct Loop {
     lost: bool,
     /// Where spawn requests go (the proxy's main thread).
     spawns: mpsc::Sender<super::Event>,
+    /// The node's PMIx fences and direct modexes.
+    pmix: super::pmix::State,
 }
 
 /// Start the PMI loop for namespace `ns` of `server`.
@@ -137,6 +148,7 @@ pub fn start(
     rivetrun: Upstream,
     tree: Tree,
     spawns: mpsc::Sender<super::Event>,
+    pmix: super::pmix::State,
 ) -> io::Result<Handle> {
     let poll = Poll::new()?;
     let waker = Arc::new(Waker::new(poll.registry(), WAKER)?);
@@ -150,6 +162,7 @@ pub fn start(
         tree,
         lost: false,
         spawns,
+        pmix,
     };
     std::thread::Builder::new()
         .name("proxy-pmi".into())
@@ -188,7 +201,26 @@ impl Loop {
                     Err(mpsc::TryRecvError::Disconnected) => return,
                 }
             }
+            self.pmix_events();
         }
+    }
+
+    /// Serve what the node's PMIx server's upcalls queued.
+    fn pmix_events(&mut self) {
+        for ev in crate::pmix_host::take_queued() {
+            if let super::pmix::Step::Barrier(puts) = self.pmix.event(ev, &self.rivetrun) {
+                let mut out = Vec::new();
+                self.tree.node_in(puts);
+                self.try_send_up(&mut out);
+                self.apply(out);
+            }
+        }
+    }
+
+    /// No barrier can complete: PMI waiters get `why`, PMIx fences fail.
+    fn barriers_failed(&mut self, why: &str, out: &mut Vec<Output>) {
+        self.server.barriers_failed(self.ns, why, out);
+        self.pmix.fail_fences();
     }
 
     fn on_cmd(&mut self, cmd: Cmd) {
@@ -224,9 +256,18 @@ impl Loop {
             Cmd::SpawnDone(conn, result) => self.server.spawn_done(conn, result, &mut out),
             Cmd::NameDone(conn, result) => self.server.name_done(conn, result, &mut out),
             Cmd::Out(conn, bytes) => self.queue(conn, &bytes),
+            Cmd::Pmix(msg) => self.pmix.message(msg, &self.rivetrun),
             Cmd::BarrierOut(puts) => {
                 self.tree.barrier_out(&puts);
-                self.server.barrier_done(self.ns, puts, &mut out);
+                if self.pmix.in_tree() {
+                    // A PMIx fence's barrier: its blobs are the library's.
+                    if let super::pmix::Step::Barrier(next) = self.pmix.barrier_out(&puts) {
+                        self.tree.node_in(next);
+                        self.try_send_up(&mut out);
+                    }
+                } else {
+                    self.server.barrier_done(self.ns, puts, &mut out);
+                }
             }
             Cmd::ChildBarrier(child, puts) => {
                 self.tree.child_in(child, puts);
@@ -239,11 +280,7 @@ impl Loop {
             Cmd::Parent(up) => {
                 if let Some(words) = self.tree.held.take() {
                     if up.send(&words).is_err() {
-                        self.server.barriers_failed(
-                            self.ns,
-                            "parent_proxy_connection_lost",
-                            &mut out,
-                        );
+                        self.barriers_failed("parent_proxy_connection_lost", &mut out);
                     }
                 }
                 self.tree.parent = Some(up);
@@ -258,8 +295,8 @@ impl Loop {
             }
             Cmd::Lost => {
                 self.lost = true;
-                self.server
-                    .barriers_failed(self.ns, "launcher_connection_lost", &mut out);
+                self.barriers_failed("launcher_connection_lost", &mut out);
+                self.pmix.lost();
             }
         }
         self.apply(out);
@@ -322,8 +359,7 @@ impl Loop {
         let _ = self.rivetrun.send(&["orphaned"]);
         self.tree.held = None;
         self.tree.in_flight = false;
-        self.server
-            .barriers_failed(self.ns, "parent_proxy_ended", out);
+        self.barriers_failed("parent_proxy_ended", out);
     }
 
     /// A barrier under way needs a child proxy that ended: rivetrun fails
@@ -332,8 +368,7 @@ impl Loop {
     fn stranded(&mut self, child: u32, out: &mut Vec<Output>) {
         let _ = self.rivetrun.send(&["stranded", &child.to_string()]);
         self.tree.abandon();
-        self.server
-            .barriers_failed(self.ns, "child_proxy_ended", out);
+        self.barriers_failed("child_proxy_ended", out);
     }
 
     /// Send the subtree's barrier upstream once it is complete.
@@ -358,8 +393,7 @@ impl Loop {
             None => self.rivetrun.send(&words),
         };
         if sent.is_err() || self.lost {
-            self.server
-                .barriers_failed(self.ns, "launcher_connection_lost", out);
+            self.barriers_failed("launcher_connection_lost", out);
         }
     }
 
@@ -523,160 +557,5 @@ impl Loop {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rivet_pmi::server::NamespaceSpec;
-    use std::io::{BufRead, BufReader, Write};
-    use std::net::{TcpListener, TcpStream};
-    use std::time::Duration;
-
-    /// A PMI loop for ranks 0 and 1 (node 0) of a 3-rank job whose rank 2
-    /// is elsewhere; rivetrun is a socket this test reads.
-    fn node0() -> (Handle, BufReader<TcpStream>, [StdUnixStream; 2]) {
-        let mut server = Server::new();
-        let ns = server
-            .create_namespace(NamespaceSpec {
-                name: "kvs_1".into(),
-                size: 3,
-                appnum_of_rank: vec![0, 1, 0],
-                universe_size: 3,
-                node_of_rank: vec![0, 0, 1],
-                ..NamespaceSpec::default()
-            })
-            .unwrap();
-        server.delegate_barriers(ns, 0);
-        server.forward_names(true);
-        crate::resources::serve(&mut server);
-        server.forward_groups();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let up = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
-        let (rivetrun, _) = listener.accept().unwrap();
-        rivetrun
-            .set_read_timeout(Some(Duration::from_secs(20)))
-            .unwrap();
-        let (spawns, _) = mpsc::channel();
-        let pmi = start(server, ns, Upstream::new(up), Tree::new(false, &[]), spawns).unwrap();
-        let ranks = [0, 1].map(|rank| {
-            let (ours, theirs) = StdUnixStream::pair().unwrap();
-            let said = Arc::new(Said::default());
-            pmi.send(Cmd::Rank {
-                rank,
-                conn: theirs,
-                said,
-            });
-            ours.set_read_timeout(Some(Duration::from_secs(20)))
-                .unwrap();
-            ours
-        });
-        (pmi, BufReader::new(rivetrun), ranks)
-    }
-
-    fn line(r: &mut StdUnixStream) -> String {
-        let mut buf = [0u8; 512];
-        let n = r.read(&mut buf).unwrap();
-        String::from_utf8_lossy(&buf[..n]).into_owned()
-    }
-
-    #[test]
-    fn a_pmi1_and_a_pmi2_rank_fence_through_one_upstream_barrier() {
-        let (pmi, mut rivetrun, [mut r0, mut r1]) = node0();
-        // Rank 1 speaks PMI-2 and learns its appnum; rank 0 PMI-1.
-        r1.write_all(b"cmd=init pmi_version=2 pmi_subversion=0\n")
-            .unwrap();
-        assert!(line(&mut r1).contains("pmi_version=2"));
-        let full = rivet_pmi::wire::v2::V2Message::new("fullinit").with("pmirank", 1);
-        r1.write_all(&full.encode().unwrap()).unwrap();
-        let got = line(&mut r1);
-        assert!(
-            got.contains("rank=1;") && got.contains("appnum=1;"),
-            "{got}"
-        );
-        r0.write_all(b"cmd=put kvsname=kvs_1 key=card0 value=a\n")
-            .unwrap();
-        assert!(line(&mut r0).contains("rc=0"));
-        r0.write_all(b"cmd=barrier_in\n").unwrap();
-        let put = rivet_pmi::wire::v2::V2Message::new("kvs-put")
-            .with("key", "card1")
-            .with("value", "b");
-        r1.write_all(&put.encode().unwrap()).unwrap();
-        assert!(line(&mut r1).contains("rc=0"));
-        let fence = rivet_pmi::wire::v2::V2Message::new("kvs-fence");
-        r1.write_all(&fence.encode().unwrap()).unwrap();
-        // One message upstream for the node, with both puts.
-        let mut up = String::new();
-        rivetrun.read_line(&mut up).unwrap();
-        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
-        let mut puts = wire::pairs(&words);
-        puts.sort();
-        assert_eq!(words[0], b"barrier");
-        assert_eq!(
-            puts,
-            vec![("card0".into(), "a".into()), ("card1".into(), "b".into())]
-        );
-        // The job's barrier_out (rank 2's put from the other node).
-        let mut all = puts.clone();
-        all.push(("card2".into(), "c".into()));
-        pmi.send(Cmd::BarrierOut(all));
-        assert_eq!(line(&mut r0), "cmd=barrier_out\n");
-        assert!(line(&mut r1).contains("cmd=kvs-fence-response;rc=0;"));
-        r0.write_all(b"cmd=get kvsname=kvs_1 key=card2\n").unwrap();
-        assert!(line(&mut r0).contains("value=c"));
-        // Names go to rivetrun, whose answer reaches the rank.
-        r0.write_all(b"cmd=lookup_name service=x\n").unwrap();
-        let mut up = String::new();
-        rivetrun.read_line(&mut up).unwrap();
-        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
-        assert_eq!(words[0], b"name");
-        assert_eq!((&words[1][..], &words[2][..]), (&b"kvs_1"[..], &b"0"[..]));
-        assert!(wire::text(&words[4]).contains("cmd=lookup_name"));
-        let conn: ConnId = wire::text(&words[3]).parse().unwrap();
-        let answer = rivet_pmi::wire::Message::parse("cmd=lookup_result rc=0 port=p9").unwrap();
-        pmi.send(Cmd::NameDone(conn, Ok(answer)));
-        assert!(line(&mut r0).contains("port=p9"));
-        // A group message goes to rivetrun whole; its answer comes back.
-        r0.write_all(b"cmd=group_ready op=3\n").unwrap();
-        let mut up = String::new();
-        rivetrun.read_line(&mut up).unwrap();
-        let words = wire::recv(&mut up.as_bytes()).unwrap().unwrap();
-        assert_eq!(words[0], b"pmi");
-        assert_eq!(wire::text(&words[4]), "cmd=group_ready op=3\n");
-        let conn: ConnId = wire::text(&words[3]).parse().unwrap();
-        pmi.send(Cmd::Out(conn, b"cmd=group_ready_result rc=0\n".to_vec()));
-        assert_eq!(line(&mut r0), "cmd=group_ready_result rc=0\n");
-    }
-
-    #[test]
-    fn what_an_ended_rank_left_is_freed_and_what_it_released_is_not() {
-        let (pmi, _rivetrun, [mut r0, _r1]) = node0();
-        let dir = std::env::temp_dir().join(format!("rivet-proxy-res-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let (left, kept) = (dir.join("left"), dir.join("kept"));
-        for f in [&left, &kept] {
-            std::fs::write(f, b"x").unwrap();
-        }
-        for (cmd, f) in [
-            ("resource_register", &left),
-            ("resource_register", &kept),
-            ("resource_release", &kept),
-        ] {
-            let req = format!("cmd={cmd} kind=file name={}\n", f.display());
-            r0.write_all(req.as_bytes()).unwrap();
-            assert_eq!(line(&mut r0), format!("cmd={cmd}_result rc=0\n"));
-        }
-        // A registration written just before the rank ended (maybe unread).
-        let last = dir.join("last");
-        std::fs::write(&last, b"x").unwrap();
-        let req = format!("cmd=resource_register kind=file name={}\n", last.display());
-        r0.write_all(req.as_bytes()).unwrap();
-        drop(r0);
-        let (done, freed) = mpsc::channel();
-        let who = "rank 0 (on here)".to_string();
-        pmi.send(Cmd::Ended { rank: 0, who, done });
-        freed.recv_timeout(Duration::from_secs(20)).unwrap();
-        let (left_there, last_there, kept_there) = (left.exists(), last.exists(), kept.exists());
-        let _ = std::fs::remove_dir_all(&dir);
-        assert!(!left_there, "the registered file was freed");
-        assert!(!last_there, "the last registration was read and freed");
-        assert!(kept_there, "the released file was left alone");
-    }
-}
+#[path = "pmi_tests.rs"]
+mod tests;

@@ -16,6 +16,8 @@ pub(super) struct Place<'a> {
     pub mapping: &'a str,
     pub has_parent: bool,
     pub children: Vec<u32>,
+    /// Every node's name (the PMIx node map).
+    pub hosts: &'a [&'a str],
 }
 
 /// The proxy tree's fan-out (`RIVET_PROXY_FANOUT`, at least 1).
@@ -100,6 +102,9 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
         rivet_pmi::server::PROCESS_MAPPING_KEY.as_bytes(),
         place.mapping.as_bytes(),
     ]);
+    let mut nodes: Vec<&[u8]> = vec![b"nodes"];
+    nodes.extend(place.hosts.iter().map(|h| h.as_bytes()));
+    put(&nodes);
     put(&[
         b"attr",
         rivet_pmi::group::KEY_CLUSTER.as_bytes(),

@@ -16,6 +16,7 @@ pub mod addr;
 mod barrier;
 mod describe;
 mod jobwide;
+mod pmix;
 pub mod slurm;
 pub mod start;
 pub mod wire;
@@ -158,7 +159,10 @@ pub fn run(
             launches.push((argv, vec![i as u32]));
         }
     }
-    let map = mapping(&nodes, job.size);
+    // Ranks on different hosts are on different nodes (`PMI_process_mapping`),
+    // so the engine uses shared memory only within a host.
+    let node_of_rank = hosts::node_of_rank(&nodes, job.size);
+    let map = rivet_pmi::server::process_mapping(&node_of_rank);
     let n = nodes.len() as u32;
     let fanout = fanout();
     let descriptions: Vec<Vec<Vec<u8>>> = nodes
@@ -171,6 +175,7 @@ pub fn run(
                 mapping: &map,
                 has_parent: tree::parent(i as u32, fanout).is_some(),
                 children: tree::children(Some(i as u32), n, fanout),
+                hosts: &host_names,
             };
             describe(job, node, opts, &place)
         })
@@ -485,6 +490,8 @@ pub fn run(
                         }
                         None => {}
                     },
+                    "dmodex" => pmix::ask(id, &msg, &node_of_rank, &mut proxies),
+                    "dmodex_data" => pmix::answer(&msg, &mut proxies),
                     "pmi" => {
                         let routed = jobwide.relay(id, &msg);
                         deliver(&mut proxies, routed, &mut failure, &fail);
@@ -716,10 +723,4 @@ fn kill_launcher(p: &mut Proxy) {
         // command's own (started with process_group(0)), not yet reaped.
         unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
     }
-}
-
-/// `PMI_process_mapping` for the nodes: ranks on different hosts are on
-/// different nodes, so the engine uses shared memory only within a host.
-pub fn mapping(nodes: &[Node], size: u32) -> String {
-    rivet_pmi::server::process_mapping(&hosts::node_of_rank(nodes, size))
 }

@@ -4,10 +4,12 @@
 //!
 //! rivetrun → proxy: the job (`job SIZE KVS`, `env` for every app, then per
 //! app `app`, `prog`, `arg`, `env`, `wdir`; `rank R APPNUM`, `tree
-//! HAS_PARENT CHILD...`, `attr`, options, then `start`), `parent ADDR`
+//! HAS_PARENT CHILD...`, `nodes HOST...`, `attr`, options, then `start`),
+//! `parent ADDR`
 //! (where the tree parent listens), `barrier_out K V ...` (every key put
 //! since the last barrier, job-wide), `stdin DATA` and `stdin_eof` (rank 0's
-//! input), `signal N`, `term`.
+//! input), `signal N`, `term`; PMIx direct modex: `dmodex_ask FROM ID NS
+//! RANK` (to the rank's proxy), `dmodex_done ID STATUS HEX` (to the asker).
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
 //! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
 //! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
@@ -16,7 +18,8 @@
 //! ok|err LINE|WHY`), `pmi KVS RANK CONN LINE` (a group message; answers come
 //! as `pmi_out CONN BYTES`), `spawned KVS SIZE` and `sexit KVS INDEX CODE
 //! SIGNAL` (processes a spawn started on that host), `orphaned` (a barrier
-//! needs the parent proxy, which ended).
+//! needs the parent proxy, which ended); `dmodex ID NS RANK` and
+//! `dmodex_data FROM ID STATUS HEX` (PMIx direct modex, `proxy/pmix.rs`).
 //! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
 //! ...`; parent → child: `barrier_out K V ...`.
 

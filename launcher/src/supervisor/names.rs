@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rivet_pmi::pmix_ffi::{PMIX_ERROR, PMIX_ERR_BAD_PARAM};
+use rivet_pmi::pmix_ffi::{PMIX_ERROR, PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED};
 use rivet_pmi::server::{ConnId, NameRequest, NsId};
 
 use super::{Failure, NameAnswer, Supervisor, Who};
@@ -128,6 +128,10 @@ impl Supervisor {
                     let result = self.spawn(ns, call.rank, &call.request, &call.env);
                     call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
                 }
+                // A node's upcalls (a proxy's server), never single-host rivetrun's.
+                PmixEvent::Fence(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
+                PmixEvent::Dmodex(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
+                PmixEvent::DmodexAnswer { .. } => {}
             }
         }
     }

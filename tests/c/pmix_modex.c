@@ -1,0 +1,112 @@
+/* Business cards straight through OpenPMIx's client library (no MPI), to
+ * check what a PMIx server serves across hosts.
+ *
+ *   pmix_modex collect  every rank puts a card, commits, fences over the
+ *                       job collecting data, and reads every rank's card
+ *   pmix_modex direct   the same with a fence that collects nothing: cards
+ *                       of ranks on other hosts come by direct modex
+ *   pmix_modex refused  spawn, group construct and a fence over ranks 0
+ *                       and N-1 (ranks 0 and N-1 only); each must fail
+ *                       (multi-host proxies do not carry them), not hang
+ *
+ * Prints "pmix_modex MODE rank R of N OK" (for refused, one line per call
+ * first: "pmix_modex refused CALL: ERROR").
+ */
+/* The header uses strdup and strncasecmp without declaring them. */
+#define _DEFAULT_SOURCE
+#include <string.h>
+#include <strings.h>
+#include <pmix.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define FAIL(what, rc)                                                                     \
+    do {                                                                                   \
+        fprintf(stderr, "pmix_modex rank %u: %s: %s\n", me.rank, what, PMIx_Error_string(rc)); \
+        PMIx_Finalize(NULL, 0);                                                            \
+        return 1;                                                                          \
+    } while (0)
+
+int main(int argc, char **argv) {
+    pmix_proc_t me, wild, peer;
+    pmix_value_t v, *val = NULL;
+    pmix_info_t info;
+    pmix_status_t rc;
+    char card[64];
+    const char *mode = argc > 1 ? argv[1] : "collect";
+    if ((rc = PMIx_Init(&me, NULL, 0)) != PMIX_SUCCESS) {
+        fprintf(stderr, "PMIx_Init: %s\n", PMIx_Error_string(rc));
+        return 1;
+    }
+    PMIX_PROC_LOAD(&wild, me.nspace, PMIX_RANK_WILDCARD);
+    if ((rc = PMIx_Get(&wild, PMIX_JOB_SIZE, NULL, 0, &val)) != PMIX_SUCCESS)
+        FAIL("PMIx_Get(job size)", rc);
+    uint32_t size = val->data.uint32;
+    PMIX_VALUE_RELEASE(val);
+
+    if (strcmp(mode, "refused") == 0) {
+        pmix_app_t app;
+        char *args[] = {"true", NULL};
+        pmix_nspace_t child;
+        PMIX_APP_CONSTRUCT(&app);
+        app.cmd = "true";
+        app.argv = args;
+        app.maxprocs = 1;
+        rc = PMIx_Spawn(NULL, 0, &app, 1, child);
+        app.cmd = NULL;
+        app.argv = NULL;
+        PMIX_APP_DESTRUCT(&app);
+        if (rc == PMIX_SUCCESS)
+            FAIL("PMIx_Spawn succeeded", rc);
+        printf("pmix_modex refused spawn: %s\n", PMIx_Error_string(rc));
+        pmix_info_t *results = NULL;
+        size_t nresults = 0;
+        rc = PMIx_Group_construct("rivet-modex-group", &wild, 1, NULL, 0, &results, &nresults);
+        if (rc == PMIX_SUCCESS)
+            FAIL("PMIx_Group_construct succeeded", rc);
+        printf("pmix_modex refused group: %s\n", PMIx_Error_string(rc));
+        if (me.rank == 0 || me.rank == size - 1) {
+            pmix_proc_t two[2];
+            PMIX_PROC_LOAD(&two[0], me.nspace, 0);
+            PMIX_PROC_LOAD(&two[1], me.nspace, size - 1);
+            rc = PMIx_Fence(two, 2, NULL, 0);
+            if (rc == PMIX_SUCCESS)
+                FAIL("a fence over ranks 0 and N-1 succeeded", rc);
+            printf("pmix_modex refused fence: %s\n", PMIx_Error_string(rc));
+        }
+    } else {
+        snprintf(card, sizeof card, "card-of-%u", me.rank);
+        v.type = PMIX_STRING;
+        v.data.string = card;
+        if ((rc = PMIx_Put(PMIX_GLOBAL, "rivet-modex-card", &v)) != PMIX_SUCCESS)
+            FAIL("PMIx_Put", rc);
+        if ((rc = PMIx_Commit()) != PMIX_SUCCESS)
+            FAIL("PMIx_Commit", rc);
+        bool collect = strcmp(mode, "collect") == 0;
+        PMIX_INFO_LOAD(&info, PMIX_COLLECT_DATA, &collect, PMIX_BOOL);
+        if ((rc = PMIx_Fence(NULL, 0, &info, 1)) != PMIX_SUCCESS)
+            FAIL("PMIx_Fence", rc);
+        for (uint32_t r = 0; r < size; r++) {
+            char want[64];
+            PMIX_PROC_LOAD(&peer, me.nspace, r);
+            if ((rc = PMIx_Get(&peer, "rivet-modex-card", NULL, 0, &val)) != PMIX_SUCCESS) {
+                fprintf(stderr, "pmix_modex rank %u: PMIx_Get(rank %u's card): %s\n", me.rank, r,
+                        PMIx_Error_string(rc));
+                PMIx_Finalize(NULL, 0);
+                return 1;
+            }
+            snprintf(want, sizeof want, "card-of-%u", r);
+            if (val->type != PMIX_STRING || strcmp(val->data.string, want) != 0) {
+                fprintf(stderr, "pmix_modex rank %u: rank %u's card is wrong\n", me.rank, r);
+                return 1;
+            }
+            PMIX_VALUE_RELEASE(val);
+        }
+        /* Everyone has read every card before anyone finalizes. */
+        if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS)
+            FAIL("PMIx_Fence (last)", rc);
+    }
+    printf("pmix_modex %s rank %u of %u OK\n", mode, me.rank, size);
+    PMIx_Finalize(NULL, 0);
+    return 0;
+}

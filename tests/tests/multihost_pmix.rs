@@ -1,0 +1,242 @@
+//! PMIx across hosts: each host's proxy serves its ranks PMIx through
+//! OpenPMIx's server, fences gathered through the proxy tree, direct modex
+//! and names through rivetrun; what is not carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
+//! through `--launcher-exec`; skipped, saying why, where they cannot be
+//! made (not root) or OpenPMIx is missing.
+
+use std::process::Command;
+use std::time::Duration;
+
+use rivet_tests::netns::Cluster;
+use rivet_tests::{bin, cc_c, mpicc_openmpi, run_job, serial, Outcome};
+
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Two namespace hosts, or None (saying why) where they or PMIx are missing.
+fn cluster() -> Option<Cluster> {
+    if !std::path::Path::new("/usr/lib/x86_64-linux-gnu/libpmix.so.2").exists()
+        && Command::new("pkg-config")
+            .args(["--exists", "pmix"])
+            .status()
+            .map_or(true, |s| !s.success())
+    {
+        eprintln!("skipping: OpenPMIx is not installed");
+        return None;
+    }
+    match Cluster::new(2) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            eprintln!("skipping: cannot create network namespace hosts here: {why}");
+            None
+        }
+    }
+}
+
+/// The PMIx servers' directories (`rivet-<pid>-pmix-*`; the hosts share
+/// the temp dir).
+fn pmix_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// No process left on any host, no PMIx directory left of those not in `before`.
+fn nothing_left(c: &Cluster, o: &Outcome, before: &[String]) {
+    let left: Vec<String> = pmix_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "PMIx directories left: {left:?}\n{}",
+        o.show()
+    );
+    for i in 0..c.hosts.len() {
+        assert!(
+            c.pids(i).is_empty(),
+            "left on h{}: {:?}\n{}",
+            i + 1,
+            c.pids(i),
+            o.show()
+        );
+    }
+}
+
+#[test]
+fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    // RIVET_PMI=pmix: the ranks take their proxy's PMIx server; the cards
+    // of the other host's ranks come through the fence across proxies.
+    for mode in ["connect_all", "stress"] {
+        let mut cmd = c.rivetrun(2, 4);
+        cmd.args([
+            "-genv",
+            "RIVET_PMI",
+            "pmix",
+            "-genv",
+            "RIVET_YIELD",
+            "always",
+        ])
+        .arg(bin("engine_check"))
+        .arg(mode);
+        if mode == "stress" {
+            cmd.arg("2000");
+        }
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "{mode}: {}", o.show());
+        for r in 0..4 {
+            let ok = format!("engine_check {mode} OK rank {r} of 4 ");
+            assert!(o.stdout.contains(&ok), "{mode} rank {r}: {}", o.show());
+        }
+        if mode == "connect_all" {
+            // Rank 0 on h1: its host's other rank by shm, h2's two by tcp;
+            // it learned which ranks share its host from PMIx.
+            for want in [
+                "engine_check info: vcs: 1 shm, 2 netmod",
+                "(4 ranks, 2 on this node",
+                "bootstrap: process manager (PMIx, OpenPMIx client)",
+            ] {
+                assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+            }
+        }
+        nothing_left(&c, &o, &before);
+    }
+}
+
+#[test]
+fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
+        "pmix",
+        "",
+    );
+    for mode in ["collect", "direct"] {
+        let mut cmd = c.rivetrun(2, 4);
+        cmd.arg(&prog).arg(mode);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "{mode}: {}", o.show());
+        for r in 0..4 {
+            let ok = format!("pmix_modex {mode} rank {r} of 4 OK");
+            assert!(o.stdout.contains(&ok), "{mode} rank {r}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
+}
+
+#[test]
+fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).arg("refused");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for call in ["spawn", "group"] {
+        let n = o
+            .stdout
+            .matches(&format!("pmix_modex refused {call}: "))
+            .count();
+        assert_eq!(n, 4, "{call}: {}", o.show());
+    }
+    // Ranks 0 (h1) and 3 (h2) fenced over just the two of them.
+    assert_eq!(
+        o.stdout.matches("pmix_modex refused fence: ").count(),
+        2,
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stderr
+            .contains("a PMIx fence over some ranks of several hosts is not supported"),
+        "{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
+#[test]
+fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_names.c");
+    let service = format!("mh-pmix-names-{}", std::process::id());
+    // Rank 0 on h1 publishes, rank 1 on h2 finds it, may not unpublish it,
+    // and no longer finds it once rank 0 has.
+    let mut cmd = c.rivetrun(1, 2);
+    cmd.arg(&prog).args(["names", &service]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..2 {
+        let ok = format!("mpi_names names OK rank {r} of 2");
+        assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
+    }
+    for want in [
+        "rank 1: unpublish by a non-publisher failed",
+        "rank 1: lookup after unpublish failed with MPI_ERR_NAME",
+    ] {
+        assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
+#[test]
+fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_check.c");
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
+    for rank in 0..4 {
+        // Open MPI learned which ranks share each host from the PMIx maps.
+        let hello = format!("hello from rank {rank} of 4 pid ");
+        let local = format!(" node-local {} of 2", rank % 2);
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
+            "rank {rank}: {}",
+            o.show()
+        );
+    }
+    nothing_left(&c, &o, &before);
+}
+
+#[test]
+fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_check.c");
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).args(["abort", "3", "13"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(13), "{}", o.show());
+    assert!(
+        o.stderr
+            .contains("rank 3 on h2 called abort (exit code 13)"),
+        "{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
