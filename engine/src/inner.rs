@@ -67,7 +67,7 @@ pub struct Inner {
     pub(crate) groups: Mutex<GroupTable>,
     /// Under IMPI: which client each world rank runs under (chapter 4's
     /// collectives need it); unset otherwise.
-    pub(crate) impi: std::sync::OnceLock<crate::impi_coll::ClientMap>,
+    pub(crate) impi: std::sync::OnceLock<crate::impi_topo::ClientMap>,
 }
 
 /// The parent intercommunicator of a spawned process, as the engine keeps
@@ -424,7 +424,7 @@ impl Inner {
         self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
         // Local peers then take our process ending for a goodbye, not a failure.
-        if let Some(shm) = self.lock_even_finalized().shm.as_ref() {
+        if let Some(shm) = self.lock_even_finalized().shm() {
             shm.mark_finalized();
         }
         // The process manager may close the connection once we finalized.
@@ -451,7 +451,7 @@ impl Inner {
             for w in 0..self.workers() {
                 let mut core = self.worker(w).lock();
                 core.progress();
-                let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
+                let net_idle = core.netmod().is_none_or(|n| n.idle());
                 let drained = net_idle && core.st.pending_vcs.is_empty() && done(&mut core);
                 all &= drained || core.st.fatal.is_some();
             }
