@@ -82,6 +82,8 @@ pub struct Transports {
 
 impl Transports {
     /// Poll every open transport once (the netmod at its cadence).
+    /// Inline: it runs once per progress call, busy or idle.
+    #[inline]
     pub fn poll(&mut self, st: &mut State) -> usize {
         let mut events = 0;
         if let Some(shm) = self.shm.as_mut() {
