@@ -25,7 +25,8 @@
 //! polled and replies flushed, so the `Write` is on its way before the
 //! receiver starts its own part.
 
-use crate::pg::{Outgoing, Route, VcId};
+use crate::pg::{Outgoing, VcId};
+use crate::route::Route;
 use crate::shm::cma;
 use crate::state::{bytes, Job, Split, State};
 use crate::table::{Op, RecvPhase, Req};
@@ -272,9 +273,9 @@ mod tests {
 
     use super::*;
     use crate::core::Core;
-    use crate::pg::CmaState;
     use crate::post::SendArgs;
     use crate::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
+    use crate::route::CmaState;
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;
 
@@ -360,7 +361,7 @@ mod tests {
         // its part; the sender's side swallows the Write and says it failed.
         r.progress();
         let mut asked = None;
-        let shm = s.shm.as_mut().unwrap();
+        let shm = s.tx.shm.as_mut().unwrap().node_mut();
         shm.poll(8, |_, h, _| {
             if h.kind() == Some(MsgKind::Write) {
                 asked = Some(*h);

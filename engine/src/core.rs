@@ -1,8 +1,8 @@
 //! One worker's state behind its lock, and the progress loop.
 //!
-//! `Core` is everything a worker mutates: transports (`shm`: its lane;
-//! `netmod`: worker 0's only), and the protocol `State` (requests,
-//! matching, VCs). Each worker's `Core` lives in its own `EngineLock`
+//! `Core` is everything a worker mutates: its transports (`tx`,
+//! `transport/`: its shm lane; the netmod, worker 0's only), and the
+//! protocol `State` (requests, matching, VCs). Each worker's `Core` lives in its own `EngineLock`
 //! (`Inner::core` for worker 0, `Inner::lanes` for the others; `thread.rs`).
 //! Why one lock per worker rather than finer ones: MPI matching is serial
 //! per context by definition (non-overtaking order), posting and arrival
@@ -13,47 +13,35 @@
 //! queues) is lock-free.
 //!
 //! Transports hand arrivals to `State::deliver` (protocol.rs; the netmod
-//! through `NetSink`, which also offers it receive buffers to fill
+//! through its `Sink`, which also offers it receive buffers to fill
 //! directly and learns of failed peers), which never
-//! sends directly: replies go to the VC's pending queue and `flush` sends
+//! sends directly (a rendezvous read it wants runs after the poll,
+//! `Transports::run_reads`): replies go to the VC's pending queue and `flush` sends
 //! them once the transport is free again. That keeps the borrow of the shm
 //! receive slot and the send side apart, and keeps per-pair send order.
 
-use std::ptr::NonNull;
 use std::sync::{Arc, Mutex};
 
-use rivet_netmods::{Netmod, PeerId, Sink};
+use rivet_netmods::Netmod;
 use rivet_pmi::Client;
 
 use crate::error::{Error, Result};
-use crate::peer_watch::LocalPeers;
-use crate::pg::{Outgoing, Route, VcId};
+use crate::pg::{Outgoing, VcId};
+use crate::route::Route;
 use crate::shm::ShmNode;
 use crate::state::{bytes, State};
+use crate::transport::{NetLink, ShmLink, Transport, Transports};
 use crate::wire::WireHeader;
 
-/// Messages handed to `deliver` per transport per progress call.
-const POLL_BUDGET: usize = 32;
-
 pub struct Core {
-    pub shm: Option<ShmNode>,
-    /// Peers off the node (or every peer, when `RIVET_NETMOD` forces it).
-    pub netmod: Option<Box<dyn Netmod>>,
+    /// The open transports: this worker's shm lane, and (worker 0) the
+    /// netmod.
+    pub tx: Transports,
     /// Where peers' business cards are looked up on first contact; shared
     /// with `Inner` (lock order: the engine lock, then this one).
     pub pmi: Arc<Mutex<Option<Client>>>,
     pub st: State,
-    /// Progress calls since the netmod was last polled (`NETMOD_EVERY`).
-    net_turn: u32,
-    /// The local peers' processes, watched for their end once all attached.
-    local_peers: Option<LocalPeers>,
 }
-
-/// In a job with shared memory too, the netmod is polled on every call
-/// that found no shared-memory traffic, and otherwise on every this-many-th
-/// call: a poll can cost a system call (the poll backend), which the
-/// shared-memory path should not pay per message.
-const NETMOD_EVERY: u32 = 16;
 
 // SAFETY: the raw buffer pointers in requests and pending messages are only
 // dereferenced under the engine lock, and the API contract (scopes, blocking
@@ -62,60 +50,52 @@ const NETMOD_EVERY: u32 = 16;
 unsafe impl Send for Core {}
 
 impl Core {
+    /// A worker on these transports; `st.limits` takes the netmod's
+    /// (shared memory's are set up with `st`).
     pub fn new(
         shm: Option<ShmNode>,
         netmod: Option<Box<dyn Netmod>>,
         pmi: Arc<Mutex<Option<Client>>>,
         st: State,
     ) -> Core {
-        Core {
-            shm,
-            netmod,
+        let shm = shm.map(|node| ShmLink::new(node, st.limits.shm));
+        let mut core = Core {
+            tx: Transports { shm, net: None },
             pmi,
             st,
-            net_turn: 0,
-            local_peers: None,
+        };
+        if let Some(net) = netmod {
+            core.open_netmod(net);
         }
+        core
+    }
+
+    /// Take the netmod (opened at init, or later for dynamic processes).
+    pub fn open_netmod(&mut self, net: Box<dyn Netmod>) {
+        let link = NetLink::new(net);
+        self.st.limits.net = link.limits();
+        self.tx.net = Some(link);
+    }
+
+    /// The netmod, if one is open.
+    pub fn netmod(&self) -> Option<&dyn Netmod> {
+        self.tx.net.as_ref().map(NetLink::netmod)
+    }
+
+    pub fn netmod_mut(&mut self) -> Option<&mut dyn Netmod> {
+        self.tx.net.as_mut().map(NetLink::netmod_mut)
+    }
+
+    /// This worker's lane of the node segment, if shared memory is on.
+    pub fn shm(&self) -> Option<&ShmNode> {
+        self.tx.shm.as_ref().map(ShmLink::node)
     }
 
     /// Poll every transport once, then send what was waiting for room.
     pub fn progress(&mut self) -> usize {
-        let mut events = 0;
-        if let Some(shm) = self.shm.as_mut() {
-            if self.st.shm_pids.is_empty() {
-                let pids: Vec<u32> = (0..shm.local_size()).map(|p| shm.peer_pid(p)).collect();
-                if !pids.contains(&0) {
-                    self.local_peers = Some(LocalPeers::new(&pids, shm.me()));
-                    self.st.shm_pids = pids;
-                }
-            }
-            let st = &mut self.st;
-            let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
-                match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                    Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
-                    None => st.fail(format!("shared memory names unknown local rank {peer}")),
-                }
-            });
-            match polled {
-                Ok(n) => events += n,
-                Err(e) => self.st.fail(format!("shared memory: {e}")),
-            }
-        }
-        self.net_turn += 1;
-        let net_due = events == 0 || self.shm.is_none() || self.net_turn >= NETMOD_EVERY;
-        if let Some(net) = self.netmod.as_mut().filter(|_| net_due) {
-            self.net_turn = 0;
-            let mut sink = NetSink { st: &mut self.st };
-            match net.poll(&mut sink) {
-                Ok(n) => events += n,
-                Err(e) => self.st.fail(format!("{} netmod: {e}", net.name())),
-            }
-            for peer in std::mem::take(&mut self.st.ports.refused) {
-                net.disconnect(peer);
-            }
-        }
+        let mut events = self.tx.poll(&mut self.st);
         if self.st.rma.busy() {
-            events += self.st.rma_progress(self.netmod.as_mut());
+            events += self.tx.run_reads(&mut self.st);
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
@@ -126,61 +106,14 @@ impl Core {
                 events += self.flush();
             }
         }
-        if events == 0 && self.local_peers.as_mut().is_some_and(LocalPeers::due) {
-            events += self.local_deaths();
+        if events == 0 {
+            if let Some(shm) = self.tx.shm.as_mut() {
+                if shm.deaths_due() {
+                    events += shm.local_deaths(&mut self.st);
+                }
+            }
         }
         events
-    }
-
-    /// Fail the local peers whose process ended (`peer_watch.rs`): what
-    /// they wrote before is delivered first, so a death counts only once
-    /// a poll after seeing it finds nothing. A peer that had finalized
-    /// fails only what names it, as after a netmod `Bye`. Only peers
-    /// reached through shared memory: the netmod judges its own.
-    #[cold]
-    fn local_deaths(&mut self) -> usize {
-        let (Some(watch), Some(shm)) = (self.local_peers.as_mut(), self.shm.as_mut()) else {
-            return 0;
-        };
-        let ended = watch.ended();
-        if ended.is_empty() {
-            return 0;
-        }
-        let st = &mut self.st;
-        let polled = shm.poll(POLL_BUDGET, |peer, header, payload| {
-            match st.pgs.world.node_map.local_ranks().get(peer).copied() {
-                Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
-                None => st.fail(format!("shared memory names unknown local rank {peer}")),
-            }
-        });
-        match polled {
-            Ok(0) => {}
-            Ok(n) => return n, // the next look decides
-            Err(e) => {
-                self.st.fail(format!("shared memory: {e}"));
-                return 0;
-            }
-        }
-        for (peer, pid) in ended {
-            watch.report(peer);
-            let Some(rank) = self.st.pgs.world.node_map.local_ranks().get(peer).copied() else {
-                continue;
-            };
-            let id = VcId::world(rank);
-            // A peer reached over the netmod (RIVET_NETMOD forced) is the
-            // netmod's to judge: what it sent may still be in a socket.
-            match self.st.pgs.vc(id) {
-                Ok(vc) if matches!(vc.route, Route::Shm(_)) => {
-                    if shm.peer_finalized(peer) {
-                        vc.finalized = true;
-                    }
-                }
-                _ => continue,
-            }
-            self.st
-                .peer_failed(id, &format!("its process (pid {pid}) on this node ended"));
-        }
-        1
     }
 
     /// Send a message now if its VC has nothing queued and the transport has
@@ -212,8 +145,9 @@ impl Core {
         Ok(false)
     }
 
-    /// Hand one message to the VC's transport; `Ok(false)` if it is full.
-    /// Shared memory is the inline path; the others go out of line.
+    /// Hand one message to the VC's transport (by its route); `Ok(false)`
+    /// if it is full. Shared memory is the inline path; the others go out of
+    /// line.
     #[inline(always)]
     pub(crate) fn transmit(
         &mut self,
@@ -222,8 +156,8 @@ impl Core {
         header: &WireHeader,
         payload: &[u8],
     ) -> Result<bool> {
-        if let (Route::Shm(peer), Some(shm)) = (route, self.shm.as_mut()) {
-            return Ok(shm.try_send(peer, header, payload)?);
+        if let (Route::Shm(peer), Some(shm)) = (route, self.tx.shm.as_mut()) {
+            return shm.try_send(peer, header, payload);
         }
         self.transmit_elsewhere(route, id, header, payload)
     }
@@ -244,18 +178,16 @@ impl Core {
                 Ok(true)
             }
             Route::Netmod(peer) => {
-                let Some(net) = self.netmod.as_mut() else {
+                let Some(net) = self.tx.net.as_mut() else {
                     return Err(Error::NoRoute(id));
                 };
-                if !net.knows(peer) {
-                    let card = match self.st.pgs.card(id) {
-                        Some(card) => card.to_string(),
-                        None if id.group() == 0 => business_card(&self.pmi, id.rank())?,
-                        None => return Err(Error::NoRoute(id)),
-                    };
-                    net.connect(peer, &card)?;
-                }
-                match net.try_send(peer, header.as_bytes(), payload) {
+                let (pgs, pmi) = (&self.st.pgs, &self.pmi);
+                net.ensure_connected(peer, || match pgs.card(id) {
+                    Some(card) => Ok(card.to_string()),
+                    None if id.group() == 0 => business_card(pmi, id.rank()),
+                    None => Err(Error::NoRoute(id)),
+                })?;
+                match net.send(peer, header, payload) {
                     Ok(taken) => Ok(taken),
                     Err(e) => {
                         self.st.peer_failed(id, &e.to_string());
@@ -379,45 +311,4 @@ fn business_card(pmi: &Mutex<Option<Client>>, rank: u32) -> Result<String> {
     let mut pmi = pmi.lock().unwrap_or_else(|p| p.into_inner());
     let client = pmi.as_mut().ok_or(Error::Finalized)?;
     Ok(client.get(&crate::netmod::card_key(rank))?)
-}
-
-/// How the netmod hands arrivals to the protocols.
-struct NetSink<'a> {
-    st: &'a mut State,
-}
-
-impl NetSink<'_> {
-    /// The VC a netmod peer id names, if we know it. Stragglers from a
-    /// group already disconnected are dropped.
-    fn vc(&mut self, peer: PeerId) -> Option<VcId> {
-        let id = VcId::from_peer(peer);
-        self.st.pgs.knows(id).then_some(id)
-    }
-}
-
-impl Sink for NetSink<'_> {
-    fn deliver(&mut self, peer: PeerId, header: &[u8], payload: &[u8]) {
-        let Some(id) = self.vc(peer) else { return };
-        match WireHeader::from_bytes(header) {
-            Some(h) => self.st.deliver(id, &h, payload),
-            None => self
-                .st
-                .misbehaved(id, &format!("a {}-byte header", header.len())),
-        }
-    }
-
-    fn place(&mut self, peer: PeerId, header: &[u8], len: usize) -> Option<NonNull<u8>> {
-        let id = self.vc(peer)?;
-        self.st.placement(id, &WireHeader::from_bytes(header)?, len)
-    }
-
-    fn peer_failed(&mut self, peer: PeerId, why: &str) {
-        if let Some(id) = self.vc(peer) {
-            self.st.peer_failed(id, why);
-        }
-    }
-
-    fn port_connection(&mut self, peer: PeerId, tag: u64) {
-        self.st.port_connection(peer, tag);
-    }
 }

@@ -23,8 +23,9 @@ use crate::netmod;
 use crate::node_map::NodeMap;
 use crate::pg::{PgCounts, Pgs, ProcessGroup, VcId, Vcrt};
 use crate::pmi_watch::PmiWatch;
+use crate::route::{Limits, RouteLimits};
 use crate::shm::{cma, ShmConfig, ShmNode};
-use crate::state::{Limits, State};
+use crate::state::{Setup, State};
 use crate::thread::{EngineLock, Shared, ThreadLevel, Threading};
 
 /// COMM_WORLD uses context ids 0 and 1, COMM_SELF 2 and 3.
@@ -226,7 +227,7 @@ impl<T: Threading> Engine<T> {
         }
         let engine = Engine::assemble(&config, level, world, shm, netmod, Some(pmi))?;
         if let Some(cfg) = &impi {
-            let _ = engine.inner.impi.set(crate::impi_coll::ClientMap {
+            let _ = engine.inner.impi.set(crate::impi_topo::ClientMap {
                 firsts: cfg.client_firsts.clone(),
             });
         }
@@ -315,14 +316,20 @@ impl<T: Threading> Engine<T> {
             },
         ));
         let netmod = netmod.map(|o| o.netmod);
-        let net_limits = netmod.as_ref().map(|n| n.limits());
-        let limits = Limits {
-            shm_eager_max,
-            shm_piece,
+        // The netmod's limits are set when `Core` takes it.
+        let limits = Setup {
+            limits: RouteLimits {
+                shm: Limits {
+                    eager_max: shm_eager_max,
+                    piece: shm_piece,
+                },
+                net: Limits {
+                    eager_max: 0,
+                    piece: 1,
+                },
+            },
             cma_allowed: cma_probe.is_ok(),
             split_min: config.shm_split_min,
-            net_eager_max: net_limits.map_or(0, |l| l.eager_max),
-            net_piece: net_limits.map_or(1, |l| l.max_payload.max(1)),
         };
         // The launcher's death ends this process (`pmi_watch.rs`).
         let watch = match pmi.as_ref().and_then(Client::connection_fd) {
@@ -397,7 +404,7 @@ impl<T: Threading> Engine<T> {
         Counts {
             pg: core.st.pgs.counts(),
             vcrts: self.inner.vcrts.load(Ordering::Relaxed),
-            connections: core.netmod.as_ref().map_or(0, |n| n.peer_count()),
+            connections: core.netmod().map_or(0, |n| n.peer_count()),
             ports: core.st.ports.open_count(),
         }
     }
@@ -472,7 +479,7 @@ impl<T: Threading> Engine<T> {
     /// engine's lock is poisoned.
     pub fn netmod_syscalls(&self) -> Option<u64> {
         let core = self.inner.lock().ok()?;
-        core.netmod.as_ref().and_then(|n| n.syscalls())
+        core.netmod().and_then(|n| n.syscalls())
     }
 
     pub fn info(&self) -> Info {
@@ -502,21 +509,21 @@ impl<T: Threading> Engine<T> {
                     c.referenced_vcs,
                     c.temp_vcs,
                     self.inner.vcrts.load(Ordering::Relaxed),
-                    core.netmod.as_ref().map_or(0, |n| n.peer_count()),
+                    core.netmod().map_or(0, |n| n.peer_count()),
                     core.st.ports.open_count()
                 ),
             ));
-            if core.shm.is_some() {
+            if core.shm().is_some() {
                 let c = &core.st.copies;
                 items.push((
                     "shm.single_copy_reads".into(),
                     format!("{} whole, {} shared with the sender", c.whole, c.shared),
                 ));
             }
-            if let Some(n) = core.netmod.as_ref().and_then(|n| n.syscalls()) {
+            if let Some(n) = core.netmod().and_then(|n| n.syscalls()) {
                 items.push(("netmod.syscalls".into(), n.to_string()));
             }
-            if core.netmod.is_some() {
+            if core.netmod().is_some() {
                 let r = &core.st.rma;
                 items.push((
                     "netmod.rendezvous_reads".into(),

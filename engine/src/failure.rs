@@ -12,7 +12,8 @@
 //! the finalize handshake).
 
 use crate::error::Error;
-use crate::pg::{Route, VcId};
+use crate::pg::VcId;
+use crate::route::Route;
 use crate::state::State;
 use crate::status::MsgError;
 use crate::table::{Op, RecvPhase};

@@ -5,7 +5,8 @@
 use crate::dynamic::PortName;
 use crate::node_map::NodeMap;
 use crate::pg::{GroupDesc, MemberDesc, Pgs, ProcessGroup, VcId};
-use crate::state::{Limits, State};
+use crate::route::{Limits as RouteLimit, RouteLimits};
+use crate::state::{Setup, State};
 use crate::status::Status;
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
 use crate::wire::{WireHeader, HEADER_SIZE};
@@ -20,13 +21,19 @@ fn state() -> State {
     let map = NodeMap::from_mapping("(vector,(0,4,1))", 4, 0);
     State::new(
         Pgs::new(ProcessGroup::new("fuzz".into(), 4, 0, map, 1 << 16)),
-        Limits {
-            shm_eager_max: 1024,
-            shm_piece: 1024,
+        Setup {
+            limits: RouteLimits {
+                shm: RouteLimit {
+                    eager_max: 1024,
+                    piece: 1024,
+                },
+                net: RouteLimit {
+                    eager_max: 1024,
+                    piece: 1024,
+                },
+            },
             cma_allowed: false,
             split_min: 0,
-            net_eager_max: 1024,
-            net_piece: 1024,
         },
     )
 }

@@ -12,7 +12,8 @@ use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::netmod;
-use crate::pg::{ForeignPg, GroupDesc, MemberDesc, Route, VcId, Vcrt};
+use crate::pg::{ForeignPg, GroupDesc, MemberDesc, VcId, Vcrt};
+use crate::route::Route;
 use crate::wire::{MsgKind, WireHeader};
 
 impl Inner {
@@ -71,7 +72,7 @@ impl Inner {
     /// one node ran without one: other process groups reach us through it.
     pub(crate) fn ensure_netmod(&self) -> Result<String> {
         let mut core = self.lock()?;
-        if let Some(net) = core.netmod.as_ref() {
+        if let Some(net) = core.netmod() {
             return Ok(net.business_card().to_string());
         }
         let job = core.st.pgs.world.id.clone();
@@ -80,11 +81,8 @@ impl Inner {
             one_thread: self.level <= crate::thread::ThreadLevel::Funneled,
         };
         let net = netmod::open(self.netmod_choice, &job, self.rank, hints)?.netmod;
-        let limits = net.limits();
-        core.st.net_eager_max = limits.eager_max;
-        core.st.net_piece = limits.max_payload.max(1);
         let card = net.business_card().to_string();
-        core.netmod = Some(net);
+        core.open_netmod(net);
         Ok(card)
     }
 
@@ -122,8 +120,7 @@ impl Inner {
             let (slot, new) = core.st.pgs.add_group(&m.pg, m.pg_size)?;
             if new {
                 let net = core
-                    .netmod
-                    .as_mut()
+                    .netmod_mut()
                     .ok_or_else(|| Error::Failed("no netmod open".into()))?;
                 net.add_group(slot, &m.pg)?;
                 // Its ranks' HELLOs must prove the key its members sent.
@@ -195,7 +192,7 @@ impl Core {
             for item in vc.pending.drain(..) {
                 self.st.fail_request_for(item.request(), id);
             }
-            if let (Some(net), Route::Netmod(peer)) = (self.netmod.as_mut(), vc.route) {
+            if let (Some(net), Route::Netmod(peer)) = (self.netmod_mut(), vc.route) {
                 if net.knows(peer) {
                     if !vc.failed {
                         let _ = net.try_send(peer, bye.as_bytes(), &[]);
@@ -206,7 +203,7 @@ impl Core {
         }
         self.st.pending_vcs.retain(|v| v.group() != slot);
         self.st.failed_peers.retain(|(v, _)| v.group() != slot);
-        if let Some(net) = self.netmod.as_mut() {
+        if let Some(net) = self.netmod_mut() {
             net.remove_group(slot);
         }
     }

@@ -5,7 +5,9 @@
 //! go; blocking calls loop over `progress` with the `Backoff` policy
 //! between empty polls, retaking the lock each turn so other threads get
 //! their share, and now and then progress the other workers too (without
-//! waiting for their locks), so nothing owed on another worker starves.
+//! waiting for their locks), so nothing owed on another worker starves;
+//! a worker found failed there (a netmod failure on worker 0) fails the
+//! wait too, so the engine's failure reaches waits on every worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -67,7 +69,7 @@ pub struct Inner {
     pub(crate) groups: Mutex<GroupTable>,
     /// Under IMPI: which client each world rank runs under (chapter 4's
     /// collectives need it); unset otherwise.
-    pub(crate) impi: std::sync::OnceLock<crate::impi_coll::ClientMap>,
+    pub(crate) impi: std::sync::OnceLock<crate::impi_topo::ClientMap>,
 }
 
 /// The parent intercommunicator of a spawned process, as the engine keeps
@@ -130,21 +132,26 @@ impl Inner {
     /// Progress every worker but `w` whose lock is free now (never waits
     /// for one): blocking calls do this every `OTHERS_EVERY` idle turns,
     /// so a request of another worker progresses while this thread waits
-    /// (as MPICH's global progress does among its VCIs).
+    /// (as MPICH's global progress does among its VCIs). A worker that has
+    /// failed fails the caller's wait too: the engine failed (a netmod
+    /// failure on worker 0 ends a wait on a lane, which would otherwise
+    /// wait for a peer the engine no longer serves).
     #[inline]
-    pub(crate) fn progress_others(&self, w: usize, idle_turns: &mut u32) {
+    pub(crate) fn progress_others(&self, w: usize, idle_turns: &mut u32) -> Result<()> {
         if self.lanes.is_empty() {
-            return;
+            return Ok(());
         }
         *idle_turns += 1;
         if *idle_turns % OTHERS_EVERY != 0 {
-            return;
+            return Ok(());
         }
         for other in (0..self.workers()).filter(|&o| o != w) {
             if let Some(mut core) = self.worker(other).try_lock() {
                 core.progress();
+                Self::check(&core)?;
             }
         }
+        Ok(())
     }
 
     #[inline]
@@ -240,7 +247,7 @@ impl Inner {
                 }
                 Self::check(&core)?;
             }
-            self.progress_others(w, &mut idle);
+            self.progress_others(w, &mut idle)?;
             backoff.idle();
         }
     }
@@ -301,7 +308,9 @@ impl Inner {
                 }
                 core.progress();
             }
-            self.progress_others(w, &mut idle);
+            // A failure elsewhere does not free this buffer's writer: the
+            // check above aborts once this worker knows of it.
+            let _ = self.progress_others(w, &mut idle);
             backoff.idle();
         }
     }
@@ -365,7 +374,7 @@ impl Inner {
             if let Some(found) = self.improbe(w, context, source, tag)? {
                 return Ok(found);
             }
-            self.progress_others(w, &mut idle);
+            self.progress_others(w, &mut idle)?;
             backoff.idle();
         }
     }
@@ -385,7 +394,7 @@ impl Inner {
             if let Some(s) = self.iprobe(w, context, source, tag)? {
                 return Ok(s);
             }
-            self.progress_others(w, &mut idle);
+            self.progress_others(w, &mut idle)?;
             backoff.idle();
         }
     }
@@ -416,7 +425,7 @@ impl Inner {
         self.drain(|core| core.st.byes_answered());
         self.finalized.store(true, Ordering::Relaxed);
         // Local peers then take our process ending for a goodbye, not a failure.
-        if let Some(shm) = self.lock_even_finalized().shm.as_ref() {
+        if let Some(shm) = self.lock_even_finalized().shm() {
             shm.mark_finalized();
         }
         // The process manager may close the connection once we finalized.
@@ -443,7 +452,7 @@ impl Inner {
             for w in 0..self.workers() {
                 let mut core = self.worker(w).lock();
                 core.progress();
-                let net_idle = core.netmod.as_ref().is_none_or(|n| n.idle());
+                let net_idle = core.netmod().is_none_or(|n| n.idle());
                 let drained = net_idle && core.st.pending_vcs.is_empty() && done(&mut core);
                 all &= drained || core.st.fatal.is_some();
             }
@@ -486,3 +495,7 @@ impl Drop for Inner {
         let _ = self.finalize();
     }
 }
+
+#[cfg(test)]
+#[path = "inner_tests.rs"]
+mod tests;

@@ -53,13 +53,20 @@
 //!   loops, abandon, finalize, the parent link; `waits.rs` waits on many requests.
 //! - `core.rs`: `Core`, the transports plus `State`: progress, transmit, flush of each VC's send
 //!   queue.
+//! - `route.rs`: how a VC reaches its peer (`Route`: loopback, shm, netmod) and what each
+//!   transport allows (`Limits`, `RouteLimits::of`), as data.
+//! - `transport/`: the transports behind one shape (`Transport`: limits, try_send, poll, read):
+//!   `ShmLink` (the shm lane; its RMA is the CMA read, its local peers watched) and `NetLink`
+//!   (the netmod, its poll cadence and `Sink`, its RMA); `Transports` dispatches by route and runs
+//!   every rendezvous read after the poll (`run_reads`).
 //! - `post.rs`: posting sends and receives (eager at once or queued, rendezvous requests), cancel,
 //!   abandon.
-//! - `protocol.rs`: arrivals: eager, rendezvous (CMA or copy), ssend ack, send cancel; eager
-//!   credit, direct placement.
+//! - `protocol.rs`: arrivals: eager, rendezvous (a transport's read, or streamed), ssend ack,
+//!   send cancel; eager credit, direct placement.
 //! - `copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`); single-copy
 //!   jobs run after the poll.
-//! - `rma.rs`: rendezvous by netmod one-sided read (key in the `Rts`, fallback to streaming).
+//! - `rma.rs`: rendezvous by one-sided read, either transport's: its end (`Ack`) or its refusal
+//!   (fallback to streaming).
 //! - `failure.rs`: peer failure, protocol violations (`misbehaved`), the finalize `Bye` handshake.
 //! - `pmi_watch.rs`: ends the rank when its PMI connection hangs up (launcher dead).
 //! - `peer_watch.rs`: local peers' processes watched (pidfds, polled while idle), so a dead shm
@@ -80,10 +87,10 @@
 //! - `intercomm.rs`: intercommunicator merge, disconnect.
 //! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
 //!   swap).
-//! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): masters per client, `cubedim`, the barrier
-//!   across clients; tag values Rivet chose where the text is cut. `impi_comm.rs`: 4.5 free,
-//!   4.8 `intercomm_create`, 4.9 merge (for COMM_WORLD's processes), with the seed's messages
-//!   and context-id rule.
+//! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): the barrier across clients; tag values
+//!   Rivet chose where the text is cut. `impi_topo.rs`: clients per rank, masters per client,
+//!   `cubedim` and the tree, as data. `impi_comm.rs`: 4.5 free, 4.8 `intercomm_create`, 4.9
+//!   merge (for COMM_WORLD's processes), with the seed's messages and context-id rule.
 //! - `shm/`: the node segment (`segment.rs`, `layout.rs`), sizes and errors (`config.rs`), the
 //!   send and receive sides of a lane (`send.rs`, `recv.rs`), CMA (`cma.rs`); the fastbox rings
 //!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
@@ -165,6 +172,7 @@ pub mod fuzzing;
 mod groups;
 mod impi_coll;
 mod impi_comm;
+mod impi_topo;
 mod inner;
 mod intercomm;
 pub mod matching;
@@ -179,12 +187,14 @@ mod protocol;
 mod raw;
 mod request;
 mod rma;
+mod route;
 mod scope;
 pub mod shm;
 mod state;
 mod status;
 mod table;
 mod thread;
+mod transport;
 mod waits;
 /// In `rivet-lockfree` with the shm queue and ring that carry it.
 pub use rivet_lockfree::wire;

@@ -5,9 +5,9 @@
 
 use crate::core::Core;
 use crate::error::Result;
-use crate::pg::{Outgoing, Route, VcId};
+use crate::pg::{Outgoing, VcId};
 use crate::protocol::CREDIT_PER_MESSAGE;
-use crate::rma;
+use crate::route::Route;
 use crate::state::bytes;
 use crate::status::Status;
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
@@ -44,14 +44,10 @@ impl Core {
         if vc.failed {
             return Err(self.st.failure_of(dest));
         }
-        let limit = match vc.route {
-            Route::Loopback => usize::MAX,
-            Route::Shm(_) => self.st.shm_eager_max,
-            Route::Netmod(_) => self
-                .st
-                .net_eager_max
-                .min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE)),
-        };
+        let mut limit = self.st.limits.of(vc.route).eager_max;
+        if let Route::Netmod(_) = vc.route {
+            limit = limit.min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE));
+        }
         Ok((vc.route, limit, !vc.pending.is_empty()))
     }
 
@@ -126,7 +122,11 @@ impl Core {
         } else {
             header.kind = MsgKind::Rts as u8;
             header.aux = a.buf as u64;
-            match rma::register(self.netmod.as_mut(), route, a.buf, a.len) {
+            let key = match (route, self.tx.net.as_mut()) {
+                (Route::Netmod(_), Some(net)) => net.register(a.buf, a.len),
+                _ => None,
+            };
+            match key {
                 Some(key) => {
                     if let Some(Req {
                         op: Op::Send(s), ..
@@ -303,11 +303,8 @@ impl Core {
                     // next, and the netmod's poll may serve a peer's read
                     // of it before `rma_progress` would deregister it.
                     if let Some(key) = s.rma_key.take() {
-                        match self.netmod.as_mut().and_then(|n| n.rma()) {
-                            Some(rma) => {
-                                let _ = rma.deregister(key);
-                            }
-                            None => self.st.rma.release.push(key),
+                        if !self.tx.net.as_mut().is_some_and(|n| n.deregister(key)) {
+                            self.st.rma.release.push(key);
                         }
                     }
                     if let Ok(vc) = self.st.pgs.vc(vc) {

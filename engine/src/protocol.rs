@@ -5,12 +5,12 @@
 //! - `Eager`: match or store as unexpected; `FLAG_SYNC` asks for an `Ack`
 //!   once matched.
 //! - `Rts`: match or store. Once matched the receiver reads the sender's
-//!   buffer (shared memory: `process_vm_readv` from the process the node
-//!   segment has at the sender's slot, never a pid the message names; a
-//!   netmod with one-sided reads: the key the `Rts` carries, `rma.rs`)
-//!   and answers `Ack`, or,
-//!   where single copy is off or refused, answers `Cts` and the sender
-//!   streams `Data` pieces.
+//!   buffer with its transport's one-sided read, after the poll
+//!   (`Transports::run_reads`; shared memory: `process_vm_readv` from the
+//!   process the node segment has at the sender's slot, never a pid the
+//!   message names; a netmod with one-sided reads: the key the `Rts`
+//!   carries) and answers `Ack` (`rma.rs`), or, where no read is possible
+//!   or it is refused, answers `Cts` and the sender streams `Data` pieces.
 //! - `CancelReq`: withdraw the message if it is still unexpected; answer
 //!   `CancelAck` either way.
 //!
@@ -63,8 +63,8 @@ use std::ptr::NonNull;
 
 use crate::error::Result;
 use crate::matching::Envelope;
-use crate::pg::{CmaState, Outgoing, Route, VcId};
-use crate::shm::cma;
+use crate::pg::{Outgoing, VcId};
+use crate::route::{CmaState, Route};
 use crate::state::{ReadWant, State, Unexpected};
 use crate::status::{MsgError, Status};
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
@@ -432,15 +432,20 @@ impl State {
         if self.pgs.vc(from).is_ok_and(|vc| vc.failed) {
             return self.fail_request(rreq, from);
         }
-        if self.cma_allowed && want > 0 {
-            if let Ok(vc) = self.pgs.vc(from) {
+        // The transport's one-sided read: shared memory's single copy
+        // (where allowed and not refused by that peer before), a netmod's
+        // read with the key the `Rts` carries.
+        let (route, cma) = match self.pgs.vc(from) {
+            Ok(vc) => (vc.route, vc.cma),
+            Err(_) => (Route::Loopback, CmaState::Refused),
+        };
+        let key = match route {
+            _ if want == 0 => None,
+            Route::Shm(peer) if self.cma_allowed && cma != CmaState::Refused => {
                 // The pid of the process at that shm slot, never one the
                 // peer names (0 until the slot is seen attached).
-                let pid = match vc.route {
-                    Route::Shm(peer) => self.shm_pids.get(peer).copied().unwrap_or(0),
-                    _ => 0,
-                };
-                if vc.cma == CmaState::Works && self.split_min != 0 && want >= self.split_min {
+                let pid = self.shm_pids.get(peer).copied().unwrap_or(0);
+                if cma == CmaState::Works && self.split_min != 0 && want >= self.split_min {
                     return self.start_split_copy(
                         rreq,
                         from,
@@ -452,45 +457,26 @@ impl State {
                         sreq,
                     );
                 }
-                if vc.cma != CmaState::Refused && pid != 0 {
-                    // SAFETY: the receive owns `buf..buf+cap`, want <= cap.
-                    let dst = unsafe { std::slice::from_raw_parts_mut(buf, want) };
-                    match cma::read(pid, addr, dst) {
-                        Ok(()) => {
-                            vc.cma = CmaState::Works;
-                            self.copies.whole += 1;
-                            self.set_recv_phase(rreq, RecvPhase::Done);
-                            self.complete(rreq);
-                            self.reply(from, control(MsgKind::Ack, env.context, sreq));
-                            return;
-                        }
-                        // Refused (ptrace rules, seccomp): copy from now on.
-                        Err(_) => vc.cma = CmaState::Refused,
-                    }
-                }
+                Some(0)
             }
-        }
-        if let Some(key) = key.filter(|_| want > 0) {
-            if self
-                .pgs
-                .vc(from)
-                .is_ok_and(|vc| matches!(vc.route, Route::Netmod(_)))
-            {
-                // Posted by `Core::rma_progress`, outside the netmod's poll.
-                self.set_recv_phase(rreq, RecvPhase::Reading { from });
-                self.rma.wanted.push(ReadWant {
-                    rreq,
-                    from,
-                    addr,
-                    key,
-                    len: want,
-                    context: env.context,
-                    sreq,
-                });
-                return;
-            }
-        }
-        self.ask_to_stream(rreq, from, env.context, sreq, want);
+            Route::Netmod(_) => key,
+            _ => None,
+        };
+        let Some(key) = key else {
+            return self.ask_to_stream(rreq, from, env.context, sreq, want);
+        };
+        // Read by `Transports::run_reads` after the poll, outside the
+        // transport that delivered the `Rts`.
+        self.set_recv_phase(rreq, RecvPhase::Reading { from });
+        self.rma.wanted.push(ReadWant {
+            rreq,
+            from,
+            addr,
+            key,
+            len: want,
+            context: env.context,
+            sreq,
+        });
     }
 
     /// Answer a rendezvous request with `Cts`: the sender streams `want`
@@ -534,9 +520,9 @@ impl State {
     /// The receiver matched our rendezvous request and wants `h.len` bytes
     /// streamed as `Data` pieces for its request `h.aux`.
     fn on_cts(&mut self, from: VcId, h: &WireHeader) {
-        let piece = match self.pgs.vc(from).map(|vc| vc.route) {
-            Ok(Route::Netmod(_)) => self.net_piece,
-            _ => self.shm_piece,
+        let piece = match self.pgs.vc(from) {
+            Ok(vc) => self.limits.of(vc.route).piece,
+            Err(_) => self.limits.shm.piece,
         };
         if !self.names_send_to(from, h.sreq, "a Cts") {
             return;

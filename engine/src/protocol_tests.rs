@@ -9,8 +9,9 @@ use crate::core::Core;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
 use crate::post::SendArgs;
+use crate::route::{Limits as RouteLimit, RouteLimits};
 use crate::shm::{ShmConfig, ShmNode};
-use crate::state::Limits;
+use crate::state::Setup;
 use crate::table::SendPhase;
 use rivet_netmods::NetmodError;
 
@@ -29,13 +30,19 @@ pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
     let map = NodeMap::from_mapping(&mapping, size, rank);
     State::new(
         Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
-        Limits {
-            shm_eager_max: 1024,
-            shm_piece: 1024,
+        Setup {
+            limits: RouteLimits {
+                shm: RouteLimit {
+                    eager_max: 1024,
+                    piece: 1024,
+                },
+                net: RouteLimit {
+                    eager_max: 1024,
+                    piece: 1024,
+                },
+            },
             cma_allowed: false,
             split_min: 0,
-            net_eager_max: 1024,
-            net_piece: 1024,
         },
     )
 }

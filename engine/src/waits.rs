@@ -65,7 +65,7 @@ impl Inner {
                 Inner::check(&core)?;
             }
             if !moved {
-                self.progress_others(w, &mut idle);
+                self.progress_others(w, &mut idle)?;
                 backoff.idle();
             }
         }
@@ -125,7 +125,7 @@ impl Inner {
                 }
                 Inner::check(&core)?;
             }
-            self.progress_others(w, &mut idle);
+            self.progress_others(w, &mut idle)?;
             backoff.idle();
         }
     }

@@ -189,8 +189,7 @@ impl Inner {
         self.ensure_netmod()?;
         let mut core = self.lock()?;
         let net = core
-            .netmod
-            .as_mut()
+            .netmod_mut()
             .ok_or_else(|| Error::Failed("no netmod".into()))?;
         let peer = net.connect_port(&port.card, port.tag)?;
         let id = core.st.pgs.add_temp(peer);
@@ -201,7 +200,7 @@ impl Inner {
     /// Send one whole message over a temporary VC.
     pub(crate) fn port_send(&self, to: VcId, data: &[u8]) -> Result<()> {
         let mut core = self.lock()?;
-        let piece = core.st.net_piece.max(1);
+        let piece = core.st.limits.net.piece.max(1);
         let mut offset = 0;
         loop {
             let end = (offset + piece).min(data.len());
@@ -292,7 +291,7 @@ impl crate::core::Core {
     /// Forget a temporary VC and close its connection.
     pub fn drop_temp(&mut self, id: VcId) {
         if let Some(vc) = self.st.pgs.remove_temp(id) {
-            if let (Some(net), crate::pg::Route::Netmod(peer)) = (self.netmod.as_mut(), vc.route) {
+            if let (Some(net), crate::route::Route::Netmod(peer)) = (self.netmod_mut(), vc.route) {
                 net.disconnect(peer);
             }
         }

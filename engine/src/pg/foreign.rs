@@ -10,7 +10,8 @@ use std::collections::HashMap;
 
 use rivet_netmods::{peer_id, FxBuildHasher};
 
-use super::vc::{Route, Vc};
+use super::vc::Vc;
+use crate::route::Route;
 
 pub struct ForeignPg {
     /// The group's name as its process manager gave it (its KVS name).

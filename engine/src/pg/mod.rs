@@ -28,11 +28,12 @@ use rivet_netmods::{FxBuildHasher, PeerId, TEMP_GROUP};
 pub use desc::{contact, split_contact, GroupDesc, MemberDesc};
 pub use foreign::ForeignPg;
 pub use id::VcId;
-pub use vc::{CmaState, Outgoing, Route, Vc};
+pub use vc::{Outgoing, Vc};
 pub use vcrt::Vcrt;
 pub use world::ProcessGroup;
 
 use crate::error::{Error, Result};
+use crate::route::Route;
 
 /// Live objects of the PG/VC layer, for tests and `--info`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -3,28 +3,8 @@
 
 use std::collections::VecDeque;
 
-use rivet_netmods::PeerId;
-
+use crate::route::{CmaState, Route};
 use crate::wire::WireHeader;
-
-/// How bytes reach the peer of a VC.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Route {
-    /// This process: delivered straight into its own matching.
-    Loopback,
-    /// Node-local rank of the world, by index into the node's local ranks.
-    Shm(usize),
-    /// Through the network module, under this peer id.
-    Netmod(PeerId),
-}
-
-/// Whether single-copy reads from the peer work (learned on first use).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CmaState {
-    Untried,
-    Works,
-    Refused,
-}
 
 /// A message waiting for room in its transport, in send order.
 pub enum Outgoing {

@@ -11,9 +11,10 @@ use std::collections::HashMap;
 
 use rivet_netmods::FxBuildHasher;
 
-use super::vc::{Route, Vc};
+use super::vc::Vc;
 use crate::error::{Error, Result};
 use crate::node_map::NodeMap;
+use crate::route::Route;
 
 /// The world process group: who is where, and the VCs opened so far.
 pub struct ProcessGroup {

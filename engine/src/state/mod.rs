@@ -16,6 +16,7 @@ pub use spare::SpareBuffers;
 use crate::dynamic::Ports;
 use crate::matching::Matcher;
 use crate::pg::{Pgs, VcId};
+use crate::route::RouteLimits;
 use crate::table::RequestTable;
 
 /// An unexpected message: arrived before its receive was posted.
@@ -60,10 +61,9 @@ pub struct State {
     pub matcher: Matcher<u64, Unexpected>,
     /// Ranks whose VC has pending messages.
     pub pending_vcs: Vec<VcId>,
-    /// Largest eager message over shared memory.
-    pub shm_eager_max: usize,
-    /// Bytes per rendezvous piece on the copy path.
-    pub shm_piece: usize,
+    /// Eager size and rendezvous piece of each transport, by route (the
+    /// netmod's set when it opens, `Core::open_netmod`).
+    pub limits: RouteLimits,
     /// Single-copy reads may be tried (mode and init probe allow it).
     pub cma_allowed: bool,
     /// Single-copy messages from this size on are copied by both sides
@@ -73,9 +73,6 @@ pub struct State {
     /// The pid of each local rank as its slot in the node segment says,
     /// for single-copy reads; empty until every local rank has attached.
     pub shm_pids: Vec<u32>,
-    /// Largest eager message and rendezvous piece over the netmod.
-    pub net_eager_max: usize,
-    pub net_piece: usize,
     /// A transport or peer failed; every wait reports it.
     pub fatal: Option<String>,
     /// Peers whose connection failed, and why (see `peer_failed`).
@@ -111,39 +108,34 @@ pub unsafe fn bytes<'a>(ptr: *const u8, len: usize) -> &'a [u8] {
     }
 }
 
-/// The limits the transports give the protocols, fixed at init.
+/// What the protocols are set up with at init: the transports' limits and
+/// the single-copy choices.
 #[derive(Clone, Copy)]
-pub struct Limits {
-    pub shm_eager_max: usize,
-    pub shm_piece: usize,
+pub struct Setup {
+    pub limits: RouteLimits,
     pub cma_allowed: bool,
     pub split_min: usize,
-    pub net_eager_max: usize,
-    pub net_piece: usize,
 }
 
 impl State {
     /// A state with nothing in flight.
-    pub fn new(pgs: Pgs, l: Limits) -> State {
+    pub fn new(pgs: Pgs, l: Setup) -> State {
         State::for_worker(pgs, l, 0)
     }
 
     /// The state of worker `worker` (`thread.rs`): its request handles and
     /// held-message keys carry the number (`table::worker_of`).
-    pub fn for_worker(pgs: Pgs, l: Limits, worker: usize) -> State {
+    pub fn for_worker(pgs: Pgs, l: Setup, worker: usize) -> State {
         State {
             pgs,
             requests: RequestTable::for_worker(worker),
             matcher: Matcher::new(),
             pending_vcs: Vec::new(),
-            shm_eager_max: l.shm_eager_max,
-            shm_piece: l.shm_piece,
+            limits: l.limits,
             cma_allowed: l.cma_allowed,
             split_min: l.split_min,
             copies: Copies::default(),
             shm_pids: Vec::new(),
-            net_eager_max: l.net_eager_max,
-            net_piece: l.net_piece,
             fatal: None,
             failed_peers: Vec::new(),
             ports: Ports::default(),

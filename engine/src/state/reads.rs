@@ -1,5 +1,5 @@
-//! What the netmod one-sided reads of rendezvous data stand at
-//! (`rma.rs` does them).
+//! What the one-sided reads of rendezvous data stand at (`rma.rs`;
+//! `transport/` does them).
 
 use std::collections::HashMap;
 
@@ -11,7 +11,8 @@ use crate::pg::VcId;
 pub struct ReadWant {
     pub rreq: u64,
     pub from: VcId,
-    /// The sender's buffer (its address in the `Rts`) and region key.
+    /// The sender's buffer (its address in the `Rts`) and region key (a
+    /// netmod's; 0 for a shared-memory read).
     pub addr: u64,
     pub key: u64,
     pub len: usize,
@@ -46,7 +47,7 @@ impl RmaState {
         self.in_flight.retain(|_, w| w.from != vc);
     }
 
-    /// Something for `Core::rma_progress` to do.
+    /// Something for `Transports::run_reads` to do.
     #[inline]
     pub fn busy(&self) -> bool {
         !self.wanted.is_empty() || !self.in_flight.is_empty() || !self.release.is_empty()

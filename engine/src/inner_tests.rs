@@ -1,0 +1,96 @@
+//! `Inner` over several workers, built in-process: a failure on one worker
+//! reaches waits running on another.
+
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
+use std::sync::{mpsc, Arc, Mutex, Weak};
+use std::time::Duration;
+
+use super::Inner;
+use crate::core::Core;
+use crate::error::Error;
+use crate::pg::{VcId, Vcrt};
+use crate::protocol::tests::state;
+use crate::thread::{EngineLock, ThreadLevel};
+
+/// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`
+/// workers, each with its own request handles.
+fn inner(workers: usize) -> Arc<Inner> {
+    let pmi = Arc::new(Mutex::new(None));
+    let level = ThreadLevel::Multiple;
+    let core = |w: usize| {
+        let mut st = state(2, true);
+        st.requests = crate::table::RequestTable::for_worker(w);
+        EngineLock::new(Core::new(None, None, pmi.clone(), st), level)
+    };
+    Arc::new(Inner {
+        core: core(0),
+        lanes: (1..workers).map(core).collect(),
+        spread: workers as u32,
+        level,
+        rank: 0,
+        size: 2,
+        yields: true,
+        next_context: AtomicU32::new(64),
+        pmi: pmi.clone(),
+        pmi_watch: Mutex::new(None),
+        finalized: AtomicBool::new(false),
+        info: Vec::new(),
+        local_size: 2,
+        netmod_choice: crate::config::NetmodChoice::Auto,
+        world_vcrt: Arc::new(Vcrt::world(2)),
+        self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(0)], Weak::new())),
+        vcrts: AtomicUsize::new(0),
+        parent: Mutex::new(None),
+        groups: Mutex::default(),
+        impi: std::sync::OnceLock::new(),
+    })
+}
+
+/// Run `f` on a thread; its result, or a failed test if it never returns
+/// (the bug this guards against is a wait that never ends).
+fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the wait never ended: the failure on worker 0 was not seen")
+}
+
+fn failed_with(r: crate::error::Result<impl std::fmt::Debug>, why: &str) {
+    match r {
+        Err(Error::Failed(msg)) => assert!(msg.contains(why), "{msg}"),
+        other => panic!("expected the engine's failure ({why}), got {other:?}"),
+    }
+}
+
+/// A netmod failure (here: any fatal error) on worker 0 ends a wait, a
+/// wait on many requests and a probe running on worker 1 with that error.
+#[test]
+fn a_failure_on_worker_0_ends_waits_on_other_workers() {
+    let inner = inner(2);
+    let mut buf = vec![0u8; 8];
+    let ptr = buf.as_mut_ptr();
+    let id = inner
+        .start_recv(1, 4, ptr, buf.len(), 1, Some(VcId::world(1)), 3)
+        .unwrap();
+    assert_eq!(crate::table::worker_of(id), 1);
+    inner
+        .lock()
+        .unwrap()
+        .st
+        .fail("tcp netmod: connection reset".into());
+
+    let i = inner.clone();
+    failed_with(bounded(move || i.wait(id)), "connection reset");
+    let i = inner.clone();
+    let ids = [id];
+    failed_with(
+        bounded(move || i.wait_all_ids(1, |k, _| ids[k])),
+        "connection reset",
+    );
+    let i = inner.clone();
+    failed_with(bounded(move || i.probe(1, 4, 1, 3)), "connection reset");
+    inner.abandon(&[id], false);
+    drop(buf);
+}
