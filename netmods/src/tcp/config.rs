@@ -54,6 +54,10 @@ pub struct TcpConfig {
     /// io_uring: multishot receives take bundles of provided buffers where
     /// the kernel has them (6.10+); false: one buffer per completion.
     pub uring_bundles: bool,
+    /// io_uring: the busy connection is read by plain `recv` on every
+    /// poll with no RECV armed (`uring/spin.rs`); false (tests): it stays
+    /// watched by its multishot RECV.
+    pub uring_spin: bool,
     /// io_uring: when queued bytes leave by zero-copy SEND_ZC (the kernel
     /// pins the queue's pages instead of copying them).
     pub send_zc: ZeroCopy,
@@ -90,6 +94,7 @@ impl Default for TcpConfig {
             keepalive: Some(DEFAULT_KEEPALIVE),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             uring_bundles: true,
+            uring_spin: true,
             send_zc: ZeroCopy::Remote,
         }
     }
