@@ -10,9 +10,11 @@
 //! on a connection (the only open one, or the one that last received),
 //! its multishot RECV is cancelled and each poll reads the socket
 //! directly, as the poll backend does; the peer's
-//! sends then find no waiter. After `SPIN_IDLE_MAX` empty polls in a row
-//! the multishot RECV is armed again, and idle polls go back to being
-//! memory loads with no system call.
+//! sends then find no waiter. Past `SPIN_EAGER` empty polls in a row
+//! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
+//! costs fewer calls; a ping-pong's answer comes sooner), and after
+//! `SPIN_IDLE_MAX` the multishot RECV is armed again, and idle polls go
+//! back to being memory loads with no system call.
 //!
 //! Order: while the cancel is in flight the multishot RECV may still take
 //! bytes (during our enters) and nothing is read directly; spinning reads
@@ -33,6 +35,10 @@ use super::*;
 /// connection has gone quiet, and the re-arm (one SQE) and the next
 /// cancel are then cheap against the wait.
 pub(super) const SPIN_IDLE_MAX: u32 = 256;
+/// Empty polls in a row that each read; after them, one poll in
+/// `SPIN_EVERY` does (the others are memory loads).
+const SPIN_EAGER: u32 = 16;
+const SPIN_EVERY: u32 = 4;
 
 impl UringIo {
     /// After a direct read got bytes on `slot`: start spinning on it if
@@ -92,7 +98,8 @@ impl UringIo {
             // The cancel (or a single-shot RECV) is still in flight.
             return false;
         }
-        if self.read_direct(st, slot, sink) > 0 {
+        let idle = self.spin_idle;
+        if (idle < SPIN_EAGER || idle % SPIN_EVERY == 0) && self.read_direct(st, slot, sink) > 0 {
             self.spin_idle = 0;
         } else {
             self.spin_idle += 1;
