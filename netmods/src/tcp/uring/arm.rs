@@ -159,6 +159,12 @@ impl UringIo {
                                 } else if out.is_empty() {
                                     // A detached socket shuts down next.
                                     retry |= s.detached;
+                                } else if spinning {
+                                    // Polled by plain calls anyway: the
+                                    // next poll writes on, as the poll
+                                    // backend does, where a SEND would
+                                    // wait for task work at our enters.
+                                    retry = true;
                                 } else {
                                     let (ptr, len) = out.start_flight();
                                     let len = len.min(MAX_IO) as u32;

@@ -9,8 +9,10 @@
 //! notes, BENCHMARKS.md). So once a direct read (`direct.rs`) finds data
 //! on a connection (the only open one, or the one that last received),
 //! its multishot RECV is cancelled and each poll reads the socket
-//! directly, as the poll backend does; the peer's
-//! sends then find no waiter. Past `SPIN_EAGER` empty polls in a row
+//! directly, as the poll backend does; the peer's sends then find no
+//! waiter. Its queue is written by plain `sendmsg` on every poll too (no
+//! SEND, which would wait for task work at our enters: a 1 MiB message
+//! took some eight such hops). Past `SPIN_EAGER` empty polls in a row
 //! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
 //! costs fewer calls; a ping-pong's answer comes sooner), and after
 //! `SPIN_IDLE_MAX` the multishot RECV is armed again, and idle polls go
@@ -31,10 +33,11 @@ use super::*;
 
 /// Empty spinning polls in a row after which the connection is watched
 /// again by its multishot RECV. A ping-pong's wait for the answer is a few
-/// polls; 256 empty `recv`s (some hundreds of microseconds) mean the
-/// connection has gone quiet, and the re-arm (one SQE) and the next
-/// cancel are then cheap against the wait.
-pub(super) const SPIN_IDLE_MAX: u32 = 256;
+/// polls, a window's wait for its ack some tens; past 64 the connection
+/// has gone quiet (or the process waits its turn on a crowded host, where
+/// every call steals from the ranks that would answer), and the re-arm
+/// (one SQE) and the next cancel are cheap against the wait.
+pub(super) const SPIN_IDLE_MAX: u32 = 64;
 /// Empty polls in a row that each read; after them, one poll in
 /// `SPIN_EVERY` does (the others are memory loads).
 const SPIN_EAGER: u32 = 16;
