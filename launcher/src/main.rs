@@ -394,6 +394,12 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     });
     if let Some(host) = &pmix {
         host.wake(supervisor.waker());
+        // First, so that the user's -genv or -env wins.
+        if let Some((k, v)) = pmix_host::yield_when_oversubscribed(places.len()) {
+            for app in &mut apps {
+                app.env.insert(0, (k.clone().into(), v.clone().into()));
+            }
+        }
     }
     let priority = launch::Priority::raise_own();
     let mut rank0_stdin = None;

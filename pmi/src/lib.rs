@@ -58,7 +58,7 @@
 //!   (`barrier.rs`), one function per command (`handle.rs`), the name table, name requests and
 //!   the standalone `NameServer` (`names.rs`), spawn and name hand-off, `PMI_PORT` authentication
 //!   (`auth.rs`: random `PMI_ID`s, the job secret, the gate before `initack`),
-//!   `PMI_process_mapping` build and parse (`mapping.rs`), group connect serving (`groups.rs`:
+//!   `PMI_process_mapping` build and parse (`mapping.rs`), group connect serving (`groups/`:
 //!   ops, ready phase, groups, `process_ended`), resources kept per rank (`resources.rs`), one
 //!   node of a multi-host job (`node.rs`: WORLD barriers go upstream), PMI-2 beside PMI-1 on one
 //!   connection (`v2.rs`: switched on `init pmi_version=2`, queries through the PMI-1 handlers,

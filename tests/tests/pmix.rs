@@ -200,6 +200,50 @@ fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
     );
 }
 
+/// What `OMPI_MCA_mpi_yield_when_idle` each rank of
+/// `taskset -c CPU rivetrun ARGS -n N sh -c 'echo ...'` sees.
+fn yield_setting_under_one_cpu(args: &[&str], n: u32) -> Vec<String> {
+    let cpu = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        })
+        .and_then(|l| rivet_pmi::topology::parse_cpu_list(&l).ok())
+        .and_then(|cpus| cpus.first().copied())
+        .expect("this process's CPU list");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cpu.to_string()]).arg(bin("rivetrun"));
+    cmd.args(args).args(["-n", &n.to_string()]).args([
+        "sh",
+        "-c",
+        "echo yield=${OMPI_MCA_mpi_yield_when_idle-unset}",
+    ]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let seen: Vec<String> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("yield="))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(seen.len(), n as usize, "{}", o.show());
+    seen
+}
+
+#[test]
+fn open_mpi_ranks_yield_when_they_outnumber_rivetruns_cpus_unless_the_user_says() {
+    let _serial = serial();
+    // One CPU: one rank spins alone, two are told to yield, as mpirun
+    // tells an oversubscribed node's ranks.
+    assert_eq!(yield_setting_under_one_cpu(&[], 1), ["unset"]);
+    assert_eq!(yield_setting_under_one_cpu(&[], 2), ["1", "1"]);
+    // The user's choice stands.
+    let mine = ["-genv", "OMPI_MCA_mpi_yield_when_idle", "0"];
+    assert_eq!(yield_setting_under_one_cpu(&mine, 2), ["0", "0"]);
+}
+
 #[test]
 fn an_open_mpi_abort_under_rivetrun_ends_the_job_with_its_code() {
     let _serial = serial();

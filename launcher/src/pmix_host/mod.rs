@@ -3,7 +3,9 @@
 //!
 //! The server is OpenPMIx's own (`PMIx_server_*` in `libpmix.so.2`, opened
 //! at run time): rivetrun registers the job's namespace and each rank, and
-//! each rank's environment gets what `PMIx_server_setup_fork` adds. The
+//! each rank's environment gets what `PMIx_server_setup_fork` adds (and,
+//! when ranks outnumber CPUs, Open MPI's yield-when-idle setting, as
+//! `mpirun` gives it: [`yield_when_oversubscribed`]). The
 //! library runs its own thread; its upcalls into rivetrun (the host module)
 //! are served there:
 //! * `fence_nb`: every rank is on this node, so the library has already
@@ -741,6 +743,20 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     // SAFETY: the array itself was malloc'd by the library.
     unsafe { libc::free(argv.cast()) };
     out
+}
+
+/// Open MPI's setting for ranks that spin while they wait.
+pub const OMPI_YIELD_VAR: &str = "OMPI_MCA_mpi_yield_when_idle";
+
+/// `OMPI_MCA_mpi_yield_when_idle=1` when `ranks_here` outnumber the CPUs
+/// rivetrun may use and the user did not set it: `mpirun` does the same
+/// for an oversubscribed node, and Open MPI 4.1 does not take it from
+/// `pmix.ndosub`, so without it its ranks under rivetrun spin against
+/// each other while they start.
+pub fn yield_when_oversubscribed(ranks_here: usize) -> Option<(String, String)> {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (ranks_here > cpus && std::env::var_os(OMPI_YIELD_VAR).is_none())
+        .then(|| (OMPI_YIELD_VAR.to_string(), "1".to_string()))
 }
 
 #[cfg(test)]

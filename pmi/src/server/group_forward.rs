@@ -83,7 +83,7 @@ impl Server {
         let conn = self
             .namespace_id(nspace)
             .and_then(|ns| self.namespaces.get(ns as usize))
-            .and_then(|n| n.rank_conn.get(rank as usize).copied().flatten())
+            .and_then(|n| n.conn_of(rank))
             .filter(|c| self.conns.contains_key(c));
         let mut bytes = Vec::new();
         for m in lines {

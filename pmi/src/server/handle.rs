@@ -487,13 +487,16 @@ impl Server {
         let Some(ns) = self.namespaces.get_mut(ns_id as usize) else {
             return;
         };
-        let Some(slot) = ns.rank_conn.get_mut(id as usize) else {
+        if id >= ns.size {
             return fail(out, conn, "initack", -1, "pmiid_out_of_range");
-        };
-        if slot.is_some_and(|h| h != conn && self.conns.contains_key(&h)) {
+        }
+        if ns
+            .conn_of(id)
+            .is_some_and(|h| h != conn && self.conns.contains_key(&h))
+        {
             return fail(out, conn, "initack", -1, "pmiid_already_connected");
         }
-        *slot = Some(conn);
+        ns.set_conn(id, conn);
         let size = ns.size;
         if let Some(c) = self.conns.get_mut(&conn) {
             c.rank = Some(id);

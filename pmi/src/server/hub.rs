@@ -20,18 +20,22 @@
 //! A link speaks only for the namespaces it registered, and only the three
 //! group queries are relayed; anything else is the link's error.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use crate::group::check_cluster_name;
-use crate::server::{ConnId, NamespaceSpec, NsId, Output, Server};
+use crate::server::{ConnId, NsId, Output, Server};
 use crate::wire::Message;
 
 /// Most processes one registered namespace may have (bounds the hub's
 /// per-namespace tables against a bad link).
 pub const MAX_HUB_NAMESPACE: u32 = 1 << 20;
 
-/// Most namespaces the hub keeps.
+/// Most namespaces the hub keeps for open links.
 pub const MAX_HUB_NAMESPACES: usize = 4096;
+
+/// Most namespaces of closed links the hub remembers as ended (a few
+/// hundred bytes each: a closed namespace keeps no per-rank table).
+pub const MAX_HUB_CLOSED: usize = 4096;
 
 /// The group state shared by every job that uses one name server.
 #[derive(Debug)]
@@ -45,6 +49,11 @@ pub struct GroupHub {
     conn_of: HashMap<(NsId, u32), ConnId>,
     proc_of: HashMap<ConnId, (NsId, u32)>,
     next_conn: ConnId,
+    /// Namespaces of closed links, oldest first. Each stays known as
+    /// ended (a connect naming it fails, or skips it with `optional`)
+    /// until [`MAX_HUB_CLOSED`] newer ones closed; then it is retired
+    /// unless group state still names it.
+    closed: VecDeque<NsId>,
 }
 
 impl Default for GroupHub {
@@ -65,6 +74,7 @@ impl GroupHub {
             conn_of: HashMap::new(),
             proc_of: HashMap::new(),
             next_conn: 1,
+            closed: VecDeque::new(),
         }
     }
 
@@ -95,14 +105,7 @@ impl GroupHub {
                 return refuse(e.to_string());
             }
         }
-        let spec = NamespaceSpec {
-            name: nspace.to_string(),
-            size,
-            universe_size: size,
-            node_of_rank: vec![0; size as usize],
-            ..NamespaceSpec::default()
-        };
-        let ns = match self.server.create_namespace(spec) {
+        let ns = match self.server.create_group_namespace(nspace, size) {
             Ok(ns) => ns,
             Err(e) => return refuse(e.to_string()),
         };
@@ -213,6 +216,39 @@ impl GroupHub {
             self.server.detach(c);
         }
         self.translate(inner, out);
+        self.closed.extend(namespaces);
+        self.retire_closed();
+    }
+
+    /// Retire the oldest closed namespaces beyond [`MAX_HUB_CLOSED`] that
+    /// no group state names (group state is bounded, so are the rest).
+    fn retire_closed(&mut self) {
+        if self.closed.len() <= MAX_HUB_CLOSED {
+            return;
+        }
+        let named = self.server.namespaces_in_group_state();
+        let mut excess = self.closed.len() - MAX_HUB_CLOSED;
+        let server = &mut self.server;
+        self.closed.retain(|&ns| {
+            if excess == 0 || named.contains(&ns) {
+                return true;
+            }
+            server.retire_namespace(ns);
+            excess -= 1;
+            false
+        });
+    }
+
+    /// Namespaces the hub keeps: of open links, and of closed ones
+    /// remembered as ended (for tests and diagnostics).
+    pub fn namespaces_kept(&self) -> (usize, usize) {
+        (self.owner.len(), self.closed.len())
+    }
+
+    /// Namespace slots of the hub's server, retired ones included: what
+    /// its memory grows with.
+    pub fn namespace_slots(&self) -> usize {
+        self.server.namespaces.len()
     }
 
     /// The inner server's outputs as lines on the owners' links.

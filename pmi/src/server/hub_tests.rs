@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use super::*;
+use crate::server::hub::MAX_HUB_CLOSED;
 
 fn spec(name: &str, size: u32) -> NamespaceSpec {
     NamespaceSpec {
@@ -405,6 +406,78 @@ fn a_huge_namespace_ends_with_its_link_in_one_step() {
         got.starts_with(&format!(
             "cmd=group_connect_result rc=1 msg=big:{last}\\ ended\\ before\\ joining"
         )),
+        "{got}"
+    );
+}
+
+#[test]
+fn a_long_lived_name_server_forgets_old_closed_jobs_but_not_recent_or_named_ones() {
+    // Each registration used to keep 21 bytes per process for ever: a
+    // link registering and closing 2^20-process namespaces in a loop grew
+    // the name server by 21 MiB a time. Now a namespace costs the same
+    // whatever its size, and closed ones are remembered only for the
+    // last MAX_HUB_CLOSED closes.
+    let mut p = Pair::new();
+    // An optional connect of ja:* and held:1 that waits for ja:1: the
+    // pending operation keeps naming "held" after its link closed.
+    let link = LINK[1] + 1;
+    p.ns.open(link);
+    let mut out = Vec::new();
+    p.ns.receive(
+        link,
+        b"cmd=group_job nspace=held size=2 cluster=c3\n",
+        &mut out,
+    );
+    assert_eq!(sent(&out, link), "cmd=group_job_result rc=0\n");
+    let held = "cmd=group_connect procs=ja:*,held:1 id=k flags=optional ctx=1";
+    p.send(0, 0, &format!("{held} card=A0\n"));
+    p.ns.close(link, &mut Vec::new());
+    let cycles = MAX_HUB_CLOSED as u64 + 20;
+    for i in 0..cycles {
+        let link = 1000 + i;
+        p.ns.open(link);
+        let mut out = Vec::new();
+        let reg = format!("cmd=group_job nspace=old{i} size={MAX_HUB_NAMESPACE} cluster=c3\n");
+        p.ns.receive(link, reg.as_bytes(), &mut out);
+        assert_eq!(sent(&out, link), "cmd=group_job_result rc=0\n", "cycle {i}");
+        p.ns.close(link, &mut Vec::new());
+    }
+    let hub = p.ns.hub();
+    // Open links: ja and jb. Closed: the newest MAX_HUB_CLOSED.
+    assert_eq!(hub.namespaces_kept(), (2, MAX_HUB_CLOSED));
+    assert!(
+        hub.namespace_slots() <= 2 + MAX_HUB_CLOSED + 1,
+        "{} slots",
+        hub.namespace_slots()
+    );
+    // The held namespace was the oldest, but is still known as ended: the
+    // connect completes without it.
+    p.send(0, 1, &format!("{held} card=A1\n"));
+    let got = p.take(0, 0);
+    assert!(got.starts_with("cmd=group_connect_result rc=0 "), "{got}");
+    // A recent closed job still counts as ended; the oldest unnamed one is
+    // forgotten.
+    let last = cycles - 1;
+    p.send(
+        0,
+        0,
+        &format!("cmd=group_connect procs=ja:0,old{last}:7 id=r ctx=1 card=A0\n"),
+    );
+    let got = p.take(0, 0);
+    assert!(
+        got.starts_with(&format!(
+            "cmd=group_connect_result rc=1 msg=old{last}:7\\ ended\\ before\\ joining"
+        )),
+        "{got}"
+    );
+    p.send(
+        0,
+        0,
+        "cmd=group_connect procs=ja:0,old0:7 id=o ctx=1 card=A0\n",
+    );
+    let got = p.take(0, 0);
+    assert!(
+        got.starts_with("cmd=group_connect_result rc=1 msg=unknown\\ namespace\\ old0"),
         "{got}"
     );
 }

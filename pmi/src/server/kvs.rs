@@ -7,7 +7,7 @@
 //! never stored in the user KVS and clients cannot put `PMI_` keys.
 //! A put overwrites: the last write wins (Hydra behaves the same).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use crate::error::{Error, Result};
 use crate::server::barrier::Barriers;
@@ -94,9 +94,11 @@ pub struct Namespace {
     attributes: HashMap<String, String>,
     kvs: HashMap<String, String>,
     pub barriers: Barriers,
-    finalized: Vec<bool>,
-    /// Which connection speaks for each rank, if any.
-    pub rank_conn: Vec<Option<ConnId>>,
+    /// Ranks that sent `finalize` (only those: a namespace may be large
+    /// and mostly silent, as on the name server's hub).
+    finalized: HashSet<u32>,
+    /// Which connection speaks for each rank that has one.
+    rank_conn: HashMap<u32, ConnId>,
     /// Served as one node of a multi-host job (`node.rs`).
     pub(super) delegated: Option<super::node::Delegated>,
 }
@@ -155,7 +157,6 @@ impl Namespace {
             kvs.insert(k, v);
         }
         let mapping = process_mapping_within(&spec.node_of_rank, MAX_REPLY_VALUE);
-        let size = spec.size as usize;
         Ok(Namespace {
             name,
             size: spec.size,
@@ -167,10 +168,54 @@ impl Namespace {
             attributes,
             kvs,
             barriers: Barriers::default(),
-            finalized: vec![false; size],
-            rank_conn: vec![None; size],
+            finalized: HashSet::new(),
+            rank_conn: HashMap::new(),
             delegated: None,
         })
+    }
+
+    /// A namespace known only for group connect (the name server's hub,
+    /// `hub.rs`): no node map, attributes or KVS, so it costs the same
+    /// whatever its size. A barrier in it fails (`rank_out_of_range`); the
+    /// hub relays none.
+    pub fn for_groups(name: String, size: u32) -> Namespace {
+        Namespace {
+            name,
+            size,
+            appnum: 0,
+            appnum_of_rank: Vec::new(),
+            universe_size: size,
+            node_of_rank: Vec::new(),
+            mapping: String::new(),
+            attributes: HashMap::new(),
+            kvs: HashMap::new(),
+            barriers: Barriers::default(),
+            finalized: HashSet::new(),
+            rank_conn: HashMap::new(),
+            delegated: None,
+        }
+    }
+
+    /// The connection that speaks for `rank`, if any.
+    pub fn conn_of(&self, rank: u32) -> Option<ConnId> {
+        self.rank_conn.get(&rank).copied()
+    }
+
+    /// `conn` speaks for `rank` from now on; `false` (and nothing kept)
+    /// for a rank outside the namespace.
+    pub fn set_conn(&mut self, rank: u32, conn: ConnId) -> bool {
+        if rank >= self.size {
+            return false;
+        }
+        self.rank_conn.insert(rank, conn);
+        true
+    }
+
+    /// `conn` went away: `rank` has no connection unless another took over.
+    pub fn clear_conn(&mut self, rank: u32, conn: ConnId) {
+        if self.rank_conn.get(&rank) == Some(&conn) {
+            self.rank_conn.remove(&rank);
+        }
     }
 
     /// The appnum of `rank` (the namespace's when the rank is not known).
@@ -221,12 +266,12 @@ impl Namespace {
     }
 
     pub fn mark_finalized(&mut self, rank: u32) {
-        if let Some(f) = self.finalized.get_mut(rank as usize) {
-            *f = true;
+        if rank < self.size {
+            self.finalized.insert(rank);
         }
     }
 
     pub fn is_finalized(&self, rank: u32) -> bool {
-        self.finalized.get(rank as usize).copied().unwrap_or(false)
+        self.finalized.contains(&rank)
     }
 }

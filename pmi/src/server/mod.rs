@@ -34,7 +34,7 @@
 //!
 //! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
 //! and the standalone [`NameServer`] core), `mapping.rs`
-//! (`PMI_process_mapping`), `groups.rs` (group connect), `handle.rs` (one
+//! (`PMI_process_mapping`), `groups/` (group connect), `handle.rs` (one
 //! function per command), `node.rs` (one node of a multi-host job),
 //! `group_forward.rs` (group requests naming other jobs, handed to the
 //! launcher) and `hub.rs` (the name server's side of those).
@@ -230,6 +230,8 @@ struct Conn {
 pub struct Server {
     namespaces: Vec<Namespace>,
     by_name: HashMap<String, NsId>,
+    /// Ids of retired namespaces (`retire_namespace`), reused first.
+    free_ids: Vec<NsId>,
     conns: HashMap<ConnId, Conn>,
     names: NameService,
     /// Name requests go to the launcher (`Output::Name`), not to `names`.
@@ -276,14 +278,60 @@ impl Server {
                 reason: "a namespace with this name already exists".to_string(),
             });
         }
-        let id = NsId::try_from(self.namespaces.len()).map_err(|_| Error::InvalidNamespace {
-            name: spec.name.clone(),
-            reason: "too many namespaces".to_string(),
-        })?;
         let ns = Namespace::from_spec(spec)?;
-        self.by_name.insert(ns.name.clone(), id);
-        self.namespaces.push(ns);
+        self.add_namespace(ns)
+    }
+
+    /// Add a namespace known only for group connect
+    /// ([`Namespace::for_groups`]): the name server's hub.
+    pub(crate) fn create_group_namespace(&mut self, name: &str, size: u32) -> Result<NsId, Error> {
+        if self.by_name.contains_key(name) {
+            return Err(Error::InvalidNamespace {
+                name: name.to_string(),
+                reason: "a namespace with this name already exists".to_string(),
+            });
+        }
+        self.add_namespace(Namespace::for_groups(name.to_string(), size))
+    }
+
+    /// Keep `ns` under a free id (a retired one first).
+    fn add_namespace(&mut self, ns: Namespace) -> Result<NsId, Error> {
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.namespaces[id as usize] = ns;
+                id
+            }
+            None => {
+                let id =
+                    NsId::try_from(self.namespaces.len()).map_err(|_| Error::InvalidNamespace {
+                        name: ns.name.clone(),
+                        reason: "too many namespaces".to_string(),
+                    })?;
+                self.namespaces.push(ns);
+                id
+            }
+        };
+        self.by_name
+            .insert(self.namespaces[id as usize].name.clone(), id);
         Ok(id)
+    }
+
+    /// Forget namespace `ns` entirely and let a later namespace reuse its
+    /// id. Only for a namespace nothing refers to any more: no connection,
+    /// and no group state naming its processes (the hub checks with
+    /// [`Server::namespaces_in_group_state`]).
+    pub(crate) fn retire_namespace(&mut self, ns: NsId) {
+        let Some(slot) = self.namespaces.get_mut(ns as usize) else {
+            return;
+        };
+        if slot.size == 0 {
+            return; // Retired already.
+        }
+        let old = std::mem::replace(slot, Namespace::for_groups(String::new(), 0));
+        self.by_name.remove(&old.name);
+        self.port_gates.remove(&ns);
+        self.groups.forget_namespace(ns);
+        self.free_ids.push(ns);
     }
 
     /// The kvsname of `ns` (`""` for an unknown id).
@@ -324,8 +372,7 @@ impl Server {
         self.detach(conn);
         let mut rank_known = None;
         if let Some(n) = self.namespaces.get_mut(ns as usize) {
-            if let Some(slot) = n.rank_conn.get_mut(rank as usize) {
-                *slot = Some(conn);
+            if n.set_conn(rank, conn) {
                 rank_known = Some(rank);
             }
         }
@@ -416,11 +463,7 @@ impl Server {
         };
         if let Some(n) = self.namespaces.get_mut(c.ns as usize) {
             if let Some(r) = c.rank {
-                if let Some(slot) = n.rank_conn.get_mut(r as usize) {
-                    if *slot == Some(conn) {
-                        *slot = None;
-                    }
-                }
+                n.clear_conn(r, conn);
             }
             n.barriers.forget_conn(conn);
         }
