@@ -20,8 +20,9 @@ pub enum Backend {
     /// io_uring or an error saying why not.
     Uring,
     /// Nonblocking sockets, epoll and plain system calls. Still the
-    /// default: the rebuilt io_uring backend was not at least as fast at
-    /// every measured point (1 MiB latency and bandwidth; BENCHMARKS.md).
+    /// default: io_uring is ahead at 8 B latency and bandwidth now, but
+    /// not 1.3x poll in message rate, which the engine's per-message cost
+    /// bounds, nor yet shown at 1 MiB latency and fan-in (BENCHMARKS.md).
     #[default]
     Poll,
 }

@@ -31,7 +31,8 @@
 //!   completion or a second enter to reap it. The rest is copied into the
 //!   peer's queue, which the next poll writes the same way; only what the
 //!   socket cannot take then leaves by one SEND (MSG_WAITALL), which the
-//!   kernel continues as room appears. A large such flight to a peer on
+//!   kernel continues as room appears (a spinning connection's instead
+//!   waits for the next poll's `sendmsg`, `spin.rs`). A large such flight to a peer on
 //!   another host goes by SEND_ZC (`ZC_MIN`, `TcpConfig::send_zc`), its
 //!   buffer frozen until the kernel's notification.
 //! - Poll: arms what dirty sockets need, then enters the kernel once,
