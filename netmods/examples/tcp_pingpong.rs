@@ -1,13 +1,13 @@
 //! The tcp netmod alone, in one process and one thread: two netmods on
-//! loopback ping-pong 8-byte messages (with a 40-byte header, as the
-//! engine's). For counting what each backend costs per message without a
+//! loopback ping-pong messages of SIZE bytes (8 by default, with a
+//! 40-byte header, as the engine's). For counting what each backend costs per message without a
 //! second process: the netmod's own system calls here, and the kernel's
 //! io_uring events (task-work adds, poll arms) under `perf stat`
 //! (BENCHMARKS.md, io_uring spinning). One thread drives both sides, so
 //! its timings say little about two-process latency.
 //!
-//! `cargo run --release -p rivet-netmods --example tcp_pingpong -- [uring|uring-nospin|poll] [ITERS]`
-//! (default `uring`, 100000 round trips).
+//! `cargo run --release -p rivet-netmods --example tcp_pingpong -- [uring|uring-nospin|poll] [ITERS] [SIZE]`
+//! (default `uring`, 100000 round trips, 8 bytes).
 
 use std::ptr::NonNull;
 use std::time::Instant;
@@ -36,6 +36,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let how = args.next().unwrap_or_else(|| "uring".into());
     let iters: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
+    let size: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(8);
     let (backend, spin) = match how.as_str() {
         "uring" => (Backend::Uring, true),
         "uring-nospin" => (Backend::Uring, false),
@@ -64,7 +65,7 @@ fn main() {
         n.connect(1 - i as u64, &cards[1 - i]).expect("connect");
     }
     let mut sinks = [Count(0), Count(0)];
-    let (header, payload) = ([0u8; 40], [0u8; 8]);
+    let (header, payload) = ([0u8; 40], vec![0u8; size]);
     // One round trip: 0 sends, 1 polls until it arrived, and back.
     let round = |nets: &mut [TcpNetmod], sinks: &mut [Count; 2]| {
         for (from, to) in [(0, 1), (1, 0)] {

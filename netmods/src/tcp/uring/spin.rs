@@ -44,31 +44,29 @@ const SPIN_EAGER: u32 = 16;
 const SPIN_EVERY: u32 = 4;
 
 impl UringIo {
-    /// After a direct read got bytes on `slot`: start spinning on it if
-    /// none spins (cancels its multishot RECV; the cancel is submitted by
-    /// the next enter).
+    /// After a direct read or a single-shot RECV got bytes on `slot`:
+    /// start spinning on it if none spins (its multishot RECV, if armed,
+    /// is cancelled; the cancel is submitted by the next enter).
     pub(super) fn maybe_spin(&mut self, st: &mut State, slot: u32) {
-        if !self.ring.spin || self.spin.is_some() {
+        if !self.ring.spin || !self.direct_mode() || self.spin.is_some() {
             return;
         }
         let Some(s) = st.sock(slot) else { return };
-        if s.phase != Phase::Open
-            || s.detached
-            || s.io & IO_MULTI == 0
-            || s.io & (IO_RECV | IO_STOP) != 0
-        {
+        if s.phase != Phase::Open || s.detached || s.io & (IO_RECV | IO_STOP) != 0 {
             return;
         }
-        s.io |= IO_STOP;
-        let gen = s.gen;
+        let (gen, multi) = (s.gen, s.io & IO_MULTI != 0);
         self.spin = Some((slot, gen));
         self.spin_idle = 0;
         self.spins += 1;
-        let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
-            .build()
-            .user_data(user_data(slot, gen, K_CANCEL));
-        // SAFETY: a cancel carries no pointers.
-        unsafe { self.push(&e) };
+        if multi {
+            s.io |= IO_STOP;
+            let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
+                .build()
+                .user_data(user_data(slot, gen, K_CANCEL));
+            // SAFETY: a cancel carries no pointers.
+            unsafe { self.push(&e) };
+        }
     }
 
     /// Whether `slot` (generation `gen`) is the spinning connection: it
