@@ -269,7 +269,7 @@ pub unsafe extern "C" fn rivet_lookup_name(
         // SAFETY: a C string by the contract.
         let service = unsafe { strings::arg(service, "the service name") }?;
         let name = on!(&e.e, e => e.lookup_name(service)).map_err(|err| match err {
-            rivet::Error::Pmi(rivet::pmi::Error::Server { .. }) => Fail(
+            rivet::Error::Pmi(rivet::pmi::Error::Server { .. }) => Fail::new(
                 RIVET_ERR_NOT_FOUND,
                 format!("no port is published under {service:?}: {err}"),
             ),

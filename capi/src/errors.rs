@@ -92,9 +92,24 @@ fn remember(message: String) {
 }
 
 /// A failure on its way to C: a code and the message for `rivet_last_error`.
-pub struct Fail(pub c_int, pub String);
+/// Boxed, so that a `Result<(), Fail>` is one pointer (null: success) and
+/// comes back from the inlined body in a register, not through memory.
+pub struct Fail(Box<(c_int, String)>);
+
+impl Fail {
+    /// A failure with `code` and `message` (cold: only failures build one).
+    #[cold]
+    #[inline(never)]
+    pub fn new(code: c_int, message: impl Into<String>) -> Fail {
+        Fail(Box::new((code, message.into())))
+    }
+}
 
 impl From<rivet::Error> for Fail {
+    // Cold and out of line: every `?` on an engine call converts through
+    // here, and the success path should not carry its code.
+    #[cold]
+    #[inline(never)]
     fn from(e: rivet::Error) -> Fail {
         use rivet::Error as E;
         let code = match &e {
@@ -115,13 +130,15 @@ impl From<rivet::Error> for Fail {
             E::Finalized => RIVET_ERR_FINALIZED,
             E::Io { .. } => RIVET_ERR_IO,
         };
-        Fail(code, e.to_string())
+        Fail::new(code, e.to_string())
     }
 }
 
-/// An argument error with its message.
+/// An argument error with its message (cold: only failures build one).
+#[cold]
+#[inline(never)]
 pub fn invalid(what: impl Into<String>) -> Fail {
-    Fail(RIVET_ERR_INVALID_ARG, what.into())
+    Fail::new(RIVET_ERR_INVALID_ARG, what)
 }
 
 pub type CResult = Result<(), Fail>;
@@ -129,19 +146,25 @@ pub type CResult = Result<(), Fail>;
 /// Run an export's body: its error as a code (message kept for
 /// `rivet_last_error`), a panic as `RIVET_ERR_PANIC`. Inlined into every
 /// export so that success costs no call; failures leave through cold
-/// functions.
+/// functions. The body's `Result` becomes a plain code inside the unwind
+/// guard, so only an integer crosses it (a `Result<(), Fail>` would be
+/// written to memory and read back on every call).
 #[inline(always)]
 pub fn boundary(name: &'static str, body: impl FnOnce() -> CResult) -> c_int {
-    match catch_unwind(AssertUnwindSafe(body)) {
-        Ok(Ok(())) => RIVET_SUCCESS,
-        Ok(Err(fail)) => failed(name, fail),
+    let guarded = || match body() {
+        Ok(()) => RIVET_SUCCESS,
+        Err(fail) => failed(name, fail),
+    };
+    match catch_unwind(AssertUnwindSafe(guarded)) {
+        Ok(code) => code,
         Err(panic) => panicked(name, panic),
     }
 }
 
 #[cold]
 #[inline(never)]
-fn failed(name: &str, Fail(code, message): Fail) -> c_int {
+fn failed(name: &str, fail: Fail) -> c_int {
+    let (code, message) = *fail.0;
     remember(format!("{name}: {message}"));
     code
 }

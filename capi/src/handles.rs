@@ -74,6 +74,7 @@ pub(crate) use new_comm;
 /// # Safety
 /// `p` is null or a live handle from `rivet_init`, not used by another
 /// thread at once unless its level is MULTIPLE.
+#[inline(always)]
 pub(crate) unsafe fn engine<'a>(p: *const rivet_engine_t) -> Result<&'a rivet_engine_t, Fail> {
     // SAFETY: null is checked by as_ref; otherwise live by the contract.
     unsafe { p.as_ref() }.ok_or_else(|| invalid("the engine handle is null"))
@@ -83,6 +84,7 @@ pub(crate) unsafe fn engine<'a>(p: *const rivet_engine_t) -> Result<&'a rivet_en
 ///
 /// # Safety
 /// `p` is null or a live handle from this library, as for [`engine`].
+#[inline(always)]
 pub(crate) unsafe fn comm<'a>(p: *const rivet_comm_t) -> Result<&'a rivet_comm_t, Fail> {
     // SAFETY: null is checked by as_ref; otherwise live by the contract.
     unsafe { p.as_ref() }.ok_or_else(|| invalid("the communicator handle is null"))
@@ -99,11 +101,18 @@ pub(crate) unsafe fn give<T>(out: *mut *mut T, value: T) {
 }
 
 /// Refuse a null output pointer before doing any work.
+#[inline(always)]
 pub(crate) fn out_ptr<T>(out: *mut T, what: &str) -> Result<(), Fail> {
     if out.is_null() {
-        return Err(invalid(format!("the output pointer for {what} is null")));
+        return Err(null_out(what));
     }
     Ok(())
+}
+
+#[cold]
+#[inline(never)]
+fn null_out(what: &str) -> Fail {
+    invalid(format!("the output pointer for {what} is null"))
 }
 
 /// Take back a handle C gives up (`*_free`, `rivet_finalize`).
@@ -119,11 +128,16 @@ pub(crate) unsafe fn take<T>(p: *mut T, what: &str) -> Result<Box<T>, Fail> {
 }
 
 /// A C rank or count argument that must fit a `u32`.
+#[inline(always)]
 pub(crate) fn rank_arg(v: c_int, what: &str) -> Result<u32, Fail> {
-    u32::try_from(v).map_err(|_| {
-        Fail(
-            crate::errors::RIVET_ERR_RANK,
-            format!("{what} {v} is negative"),
-        )
-    })
+    u32::try_from(v).map_err(|_| negative(v, what))
+}
+
+#[cold]
+#[inline(never)]
+fn negative(v: c_int, what: &str) -> Fail {
+    Fail::new(
+        crate::errors::RIVET_ERR_RANK,
+        format!("{what} {v} is negative"),
+    )
 }

@@ -19,7 +19,10 @@
 //! * every export runs inside [`errors::boundary`]: a Rust panic becomes
 //!   `RIVET_ERR_PANIC` and never unwinds into C; pointers from C are
 //!   checked for null and output buffers for room before anything is
-//!   written.
+//!   written. The success path is a straight call: the body's result
+//!   becomes a plain code inside the guard, and every failure (messages,
+//!   `format!`, the engine error's conversion) is built in `#[cold]`
+//!   out-of-line helpers.
 //!
 //! The library's file names, soname and pkg-config files come from
 //! `build.rs`.

@@ -22,11 +22,18 @@ fn raw(p: *const c_void, len: usize) -> Result<*mut u8, Fail> {
 }
 
 /// Truncation is an error code for blocking receives, as in MPI.
+#[inline(always)]
 fn truncation(s: rivet::Status) -> CResult {
     match s.error {
-        Some(e @ rivet::MsgError::Truncated { .. }) => Err(Fail(RIVET_ERR_TRUNCATE, e.to_string())),
+        Some(e @ rivet::MsgError::Truncated { .. }) => Err(truncated(e)),
         _ => Ok(()),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn truncated(e: rivet::MsgError) -> Fail {
+    Fail::new(RIVET_ERR_TRUNCATE, e.to_string())
 }
 
 /// Start sending `len` bytes at `buf` to `dest` with `tag` (>= 0). The
@@ -355,7 +362,7 @@ pub unsafe extern "C" fn rivet_mrecv(
         unsafe { put_status(status, s) };
         truncation(s)?;
         if let Some(rivet::MsgError::PeerFailed { rank }) = s.error {
-            return Err(Fail(
+            return Err(Fail::new(
                 crate::errors::RIVET_ERR_PEER_FAILED,
                 format!("rank {rank} failed before its message was received"),
             ));

@@ -10,12 +10,19 @@ use crate::handles::{self, on, out_ptr, rivet_engine_t, rivet_request_t};
 use crate::{put_status, rivet_status_t};
 
 /// A completed request's own error as the call's return code.
+#[inline(always)]
 fn status_code(s: rivet::Status) -> CResult {
-    let code = rivet_status_t::from(s).error;
     match s.error {
         None => Ok(()),
-        Some(e) => Err(Fail(code, e.to_string())),
+        Some(_) => Err(status_fail(s)),
     }
+}
+
+#[cold]
+#[inline(never)]
+fn status_fail(s: rivet::Status) -> Fail {
+    let code = rivet_status_t::from(s).error;
+    Fail::new(code, s.error.map(|e| e.to_string()).unwrap_or_default())
 }
 
 /// `*flag` 1 and `*req` set to `RIVET_REQUEST_NULL` if the request has
@@ -108,8 +115,6 @@ pub unsafe extern "C" fn rivet_waitall(
             return Ok(());
         }
         out_ptr(reqs, "the requests")?;
-        // SAFETY: non-null and valid for `n` elements by the contract.
-        let ids = unsafe { std::slice::from_raw_parts_mut(reqs, n) };
         let mut failed = false;
         if !statuses.is_null() {
             for i in 0..n {
@@ -117,20 +122,25 @@ pub unsafe extern "C" fn rivet_waitall(
                 unsafe { statuses.add(i).write(rivet_status_t::default()) };
             }
         }
-        let ids_read: &[u64] = ids;
+        // Each handle is read where it lies and nulled as it completes
+        // (so one that completed stays null even if the wait then fails).
+        // SAFETY: the engine asks only for i < n (`request_wait_all`), and
+        // `reqs` is valid for `n` reads and writes by the contract.
+        let id_at = |i: usize| unsafe { reqs.add(i).read() };
         let done = |i: usize, s: rivet::Status| {
             failed |= s.error.is_some();
+            // SAFETY: i < n, as for `id_at`.
+            unsafe { reqs.add(i).write(0) };
             if !statuses.is_null() {
                 // SAFETY: i < n; valid for `n` writes by the contract.
                 unsafe { statuses.add(i).write(s.into()) };
             }
         };
-        on!(&e.e, e => e.request_wait_all(n, |i| ids_read[i], done))?;
-        ids.fill(0);
+        on!(&e.e, e => e.request_wait_all(n, id_at, done))?;
         if failed {
-            return Err(Fail(
+            return Err(Fail::new(
                 RIVET_ERR_IN_STATUS,
-                "a request failed: see its status".into(),
+                "a request failed: see its status",
             ));
         }
         Ok(())

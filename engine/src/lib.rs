@@ -81,7 +81,9 @@
 //! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
 //!   swap).
 //! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): masters per client, `cubedim`, the barrier
-//!   across clients; tag values Rivet chose where the text is cut.
+//!   across clients; tag values Rivet chose where the text is cut. `impi_comm.rs`: 4.5 free,
+//!   4.8 `intercomm_create`, 4.9 merge (for COMM_WORLD's processes), with the seed's messages
+//!   and context-id rule.
 //! - `shm/`: the node segment (`segment.rs`, `layout.rs`), CMA (`cma.rs`); the fastbox rings
 //!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
 //!   with their loom models in `lockfree/tests/loom_{queue,ring}.rs`.
@@ -161,6 +163,7 @@ mod failure;
 pub mod fuzzing;
 mod groups;
 mod impi_coll;
+mod impi_comm;
 mod inner;
 mod intercomm;
 pub mod matching;

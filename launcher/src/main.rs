@@ -60,9 +60,10 @@
 //!   of state and writes) and `--impi-client` (`client.rs`: startup, host dance, per-proc
 //!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00),
 //!   inherited by ranks (`IMPI_LISTEN_FDS`, `IMPI_PROCS`), `IMPI_*` for ranks, PK_FINI then
-//!   FINI) and `funnel.rs` (rivetrun as agent while ranks run: one thread moves the packets of
+//!   FINI) and `funnel/` (rivetrun as agent while ranks run: one thread moves the packets of
 //!   pairs without a direct channel over the host links, `IMPI_FUNNEL_FDS`, and watches the
-//!   links: an end without PK_FINI ends the job).
+//!   links: an end without PK_FINI ends the job; `funnel/end.rs`: each socket's queue, capped
+//!   at twice the pairs' flow control, past which the link fails naming its host).
 //! - `nameserver.rs`: the `--name-server` mode and forwarding to it (`--nameserver`).
 //! - `resources.rs`: what ranks registered (seed 002), freed when they end.
 //! - `leftovers.rs`: the job's private temp directory, its `/dev/shm` sweep, removing what dead

@@ -76,6 +76,7 @@ struct slots {
     size_t elem;
     int next_unused; /* first index never used */
     int free_head;   /* a free list through the entries' first int */
+    int live;        /* entries in use (changed under g_lock; read without) */
 };
 /* The entry at `idx`, or NULL outside the table (inline: every call with
  * a handle looks one up). */
@@ -173,10 +174,11 @@ void ctx_free(int pair);
 #define NTYPES 0x25
 #define type_sizes rmpi_type_sizes
 extern const int type_sizes[NTYPES];
-/* Bytes of one element, or -1 if `t` is not a predefined type. */
+/* Bytes of one element, or -1 if `t` is not a predefined type. One
+ * compare: the kind and the index range at once (index 0 wraps high). */
 static inline int type_size(MPI_Datatype t) {
-    int idx = t & ~KIND_MASK;
-    if ((t & KIND_MASK) != KIND_TYPE || idx <= 0 || idx >= NTYPES) return -1;
+    unsigned idx = (unsigned)t - (unsigned)KIND_TYPE;
+    if (idx - 1u >= (unsigned)NTYPES - 1u) return -1;
     return type_sizes[idx];
 }
 int reduce_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout, size_t n);
@@ -212,22 +214,34 @@ static inline struct req *req_get(MPI_Request h) {
 MPI_Request req_done(MPI_Comm comm, const MPI_Status *st);
 
 /* The communicator a librivet request was started on (its error handler
- * applies), remembered by librivet's slot index; MPI_COMM_WORLD if none. */
+ * applies), by librivet's slot index. Only requests on another
+ * communicator than MPI_COMM_WORLD are recorded, with their handle: an
+ * entry counts only for the very handle it holds (librivet's handles are
+ * generation-checked, so the slot's next request never matches it), and a
+ * request without one is on MPI_COMM_WORLD. So the common case, traffic
+ * on MPI_COMM_WORLD, costs one compare here. */
+struct rc_entry {
+    MPI_Request h;
+    MPI_Comm comm;
+};
 void req_comm_grow(MPI_Request h, MPI_Comm comm); /* allocates the chunk */
 #define RC_CHUNK 4096
 #define RC_CHUNKS 256
 #define rc_chunk rmpi_rc_chunk
-extern MPI_Comm *rc_chunk[RC_CHUNKS];
+extern struct rc_entry *rc_chunk[RC_CHUNKS];
 /* Inline: every isend and irecv records its communicator. */
 static inline void req_comm_set(MPI_Request h, MPI_Comm comm) {
     uint64_t idx = (h & 0xffffffffu) - 1;
-    MPI_Comm *chunk;
+    struct rc_entry *chunk;
+    if (comm == MPI_COMM_WORLD) return;
     if (idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return; /* complete at once, or huge */
     chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
-    if (chunk)
-        chunk[idx % RC_CHUNK] = comm;
-    else
+    if (chunk) {
+        chunk[idx % RC_CHUNK].comm = comm;
+        chunk[idx % RC_CHUNK].h = h;
+    } else {
         req_comm_grow(h, comm);
+    }
 }
 MPI_Comm req_comm(MPI_Request h);
 void req_forget_all(void); /* at MPI_Finalize */

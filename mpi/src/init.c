@@ -14,9 +14,9 @@ rivet_engine_t *g_engine;
 int g_initialized, g_finalized, g_level, g_ready;
 struct comm *g_world;
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-struct slots g_comms = {{0}, sizeof(struct comm), 1, 0};
-struct slots g_reqs = {{0}, sizeof(struct req), 1, 0};
-struct slots g_msgs = {{0}, sizeof(struct msg), 1, 0};
+struct slots g_comms = {{0}, sizeof(struct comm), 1, 0, 0};
+struct slots g_reqs = {{0}, sizeof(struct req), 1, 0, 0};
+struct slots g_msgs = {{0}, sizeof(struct msg), 1, 0, 0};
 
 int slot_alloc(struct slots *t) {
     int idx;
@@ -39,6 +39,7 @@ int slot_alloc(struct slots *t) {
         }
         t->next_unused++;
     }
+    __atomic_store_n(&t->live, t->live + 1, __ATOMIC_RELAXED);
     unlock();
     return idx; /* the caller initialises the whole entry */
 }
@@ -50,6 +51,7 @@ void slot_free(struct slots *t, int idx) {
     memset(slot_at(t, idx), 0, 16);
     *(int *)slot_at(t, idx) = t->free_head;
     t->free_head = idx;
+    __atomic_store_n(&t->live, t->live - 1, __ATOMIC_RELAXED);
     unlock();
 }
 
@@ -61,6 +63,7 @@ static void slots_drop(struct slots *t) {
     }
     t->next_unused = 1;
     t->free_head = 0;
+    t->live = 0;
 }
 
 /* Whether this thread's last failure came from librivet (so that

@@ -17,7 +17,10 @@
 //! Module map (`src/`): `impl.h` the state and handle tables; `init.c` init, errors and handlers,
 //! attributes; `comm.c` communicators and their caller context ids; `p2p.c` point-to-point and
 //! statuses; `request.c` request completion (an `MPI_Request` is librivet's handle, or the
-//! layer's own for requests complete before librivet sees them); `reduce.c` types and built-in
+//! layer's own for requests complete before librivet sees them; a request on a communicator
+//! other than `MPI_COMM_WORLD` has its communicator noted by librivet's slot index, kept with
+//! the handle so the slot's next request never reads it; `MPI_Waitall` hands the array to
+//! librivet untouched while the layer holds no request of its own); `reduce.c` types and built-in
 //! ops; `coll.c` collectives on a second context per communicator; `dynamic.c` dynamic
 //! processes; `bin/rivetcc.rs` the compiler wrapper; `tests.rs` the crate's tests.
 

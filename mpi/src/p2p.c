@@ -28,15 +28,28 @@ static void put_status(MPI_Status *out, const MPI_Status *st) {
     if (out != MPI_STATUS_IGNORE && out) *out = *st;
 }
 
-/* The checks every p2p call makes: engine up, live communicator, buffer
- * size. Sets `c` and `len`; returns an error class. */
-static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct comm **c, const void *buf, int count, MPI_Datatype t,
-                 size_t *len) {
-    int rc;
+/* A communicator other than an up MPI_COMM_WORLD (out of line: the fast
+ * path is MPI_COMM_WORLD's cached entry). Sets `c`; returns an error class. */
+static int __attribute__((noinline)) check_comm(MPI_Comm comm, struct comm **c) {
     if (NOT_INIT()) return MPI_ERR_OTHER;
     *c = comm_get(comm);
-    if (!*c) return MPI_ERR_COMM;
-    if ((rc = bytes_of(count, t, len)) != MPI_SUCCESS) return rc;
+    return *c ? MPI_SUCCESS : MPI_ERR_COMM;
+}
+
+/* The checks every p2p call makes: engine up, live communicator, buffer
+ * size. Sets `c` and `len`; returns an error class. MPI_COMM_WORLD's
+ * entry is cached only while the layer is up, so it answers the first
+ * two at once; the type and the count are checked by one sign test. */
+static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct comm **c,
+                                                       const void *buf, int count,
+                                                       MPI_Datatype t, size_t *len) {
+    int rc, size = type_size(t);
+    if (comm == MPI_COMM_WORLD && g_world)
+        *c = g_world;
+    else if ((rc = check_comm(comm, c)) != MPI_SUCCESS)
+        return rc;
+    if ((size | count) < 0) return size < 0 ? MPI_ERR_TYPE : MPI_ERR_COUNT;
+    *len = (size_t)count * (size_t)size;
     if (!buf && *len > 0) return MPI_ERR_BUFFER;
     return MPI_SUCCESS;
 }
@@ -122,7 +135,7 @@ static inline __attribute__((always_inline)) int start(int what, void *buf, int 
         *request = MPI_REQUEST_NULL;
         return raise_err(comm, from_rivet(rc), fn);
     }
-    req_comm_set(*request, comm);
+    if (comm != MPI_COMM_WORLD) req_comm_set(*request, comm); /* world's need no note */
     return MPI_SUCCESS;
 }
 

@@ -10,19 +10,22 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The communicator of each librivet request, by librivet's slot index
- * (the inline fast path is in impl.h). */
-MPI_Comm *rc_chunk[RC_CHUNKS];
+/* The communicator of each librivet request not on MPI_COMM_WORLD, by
+ * librivet's slot index (the inline fast path is in impl.h). */
+struct rc_entry *rc_chunk[RC_CHUNKS];
 
 void req_comm_grow(MPI_Request h, MPI_Comm comm) {
     uint64_t idx = (h & 0xffffffffu) - 1;
-    MPI_Comm *chunk;
+    struct rc_entry *chunk;
     lock();
     chunk = rc_chunk[idx / RC_CHUNK];
     if (!chunk && (chunk = calloc(RC_CHUNK, sizeof *chunk)) != NULL)
         __atomic_store_n(&rc_chunk[idx / RC_CHUNK], chunk, __ATOMIC_RELEASE);
     unlock();
-    if (chunk) chunk[idx % RC_CHUNK] = comm;
+    if (chunk) {
+        chunk[idx % RC_CHUNK].comm = comm;
+        chunk[idx % RC_CHUNK].h = h;
+    }
 }
 
 void req_forget_all(void) {
@@ -35,12 +38,12 @@ void req_forget_all(void) {
 
 MPI_Comm req_comm(MPI_Request h) {
     uint64_t idx = (h & 0xffffffffu) - 1;
-    MPI_Comm *chunk;
+    struct rc_entry *chunk;
     struct req *r = req_get(h);
     if (r) return r->comm;
     if (req_is_layer(h) || idx >= (uint64_t)RC_CHUNK * RC_CHUNKS) return MPI_COMM_WORLD;
     chunk = __atomic_load_n(&rc_chunk[idx / RC_CHUNK], __ATOMIC_ACQUIRE);
-    return chunk && chunk[idx % RC_CHUNK] ? chunk[idx % RC_CHUNK] : MPI_COMM_WORLD;
+    return chunk && chunk[idx % RC_CHUNK].h == h ? chunk[idx % RC_CHUNK].comm : MPI_COMM_WORLD;
 }
 
 MPI_Request req_done(MPI_Comm comm, const MPI_Status *st) {
@@ -163,10 +166,24 @@ int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || (count > 0 && !array_of_requests))
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Waitall");
+    if (ignored(array_of_statuses) && __atomic_load_n(&g_reqs.live, __ATOMIC_RELAXED) == 0) {
+        /* The common case, a window of sends or receives while the layer
+         * holds no request of its own: every handle is librivet's (or
+         * null, or stale: complete, as librivet counts one), so the array
+         * goes to it as it is. Only the first request's communicator
+         * (whose handler applies) is looked up, before librivet nulls it. */
+        MPI_Request first = MPI_REQUEST_NULL;
+        for (i = 0; i < count && first == MPI_REQUEST_NULL; i++) first = array_of_requests[i];
+        comm = first == MPI_REQUEST_NULL ? MPI_COMM_WORLD : req_comm(first);
+        rc = rivet_waitall(g_engine, (size_t)count, array_of_requests, NULL);
+        if (rc == RIVET_SUCCESS) return MPI_SUCCESS;
+        return raise_err(comm, rc == RIVET_ERR_IN_STATUS ? MPI_ERR_IN_STATUS : request_rc(rc),
+                         "MPI_Waitall");
+    }
     if (ignored(array_of_statuses)) {
-        /* The common case, a window of sends or receives: one pass finds
-         * the first request's communicator (whose handler applies) and
-         * hands back the layer's own; librivet's go to it as they are. */
+        /* The same with some of the layer's own requests about: one pass
+         * finds the first request's communicator and hands back the
+         * layer's own; librivet's go to it as they are. */
         for (i = 0; i < count; i++) {
             MPI_Request h = array_of_requests[i];
             if (h == MPI_REQUEST_NULL) continue;

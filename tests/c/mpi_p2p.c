@@ -292,6 +292,52 @@ static void proc_null(void) {
     OK(MPI_Wait(&r, &st));
 }
 
+/* A request's failure is raised on the handler of the communicator it was
+ * started on, not MPI_COMM_WORLD's, in MPI_Wait and MPI_Waitall; and a
+ * request on MPI_COMM_WORLD that reuses the engine's slot of one on
+ * another communicator is not taken for it (the layer notes only requests
+ * off MPI_COMM_WORLD, by the engine's slot). Ranks 0 and 1; rank 1
+ * receives 4 ints into room for 2. */
+static void request_handlers(void) {
+    MPI_Comm dup;
+    MPI_Request r[2];
+    int big[4] = {1, 2, 3, 4}, small[2], x = 7, i;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    if (size >= 2 && rank < 2) {
+        if (rank == 0) {
+            for (i = 0; i < 2; i++) OK(MPI_Send(big, 4, MPI_INT, 1, 60 + i, dup));
+            OK(MPI_Send(&x, 1, MPI_INT, 1, 62, dup));
+            for (i = 0; i < 2; i++) OK(MPI_Send(big, 4, MPI_INT, 1, 63 + i, MPI_COMM_WORLD));
+        } else {
+            /* World fatal, dup returns: the failures come back from dup. */
+            OK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN));
+            OK(MPI_Irecv(small, 2, MPI_INT, 0, 60, dup, &r[0]));
+            RC(MPI_Wait(&r[0], MPI_STATUS_IGNORE), MPI_ERR_TRUNCATE);
+            EXPECT(r[0] == MPI_REQUEST_NULL && small[1] == 2);
+            OK(MPI_Irecv(small, 2, MPI_INT, 0, 61, dup, &r[0]));
+            RC(MPI_Waitall(1, r, MPI_STATUSES_IGNORE), MPI_ERR_IN_STATUS);
+            /* Now the other way round: a request on dup that succeeds
+             * leaves its slot to the next one, on MPI_COMM_WORLD, whose
+             * failure must come back from MPI_COMM_WORLD. */
+            OK(MPI_Comm_set_errhandler(dup, MPI_ERRORS_ARE_FATAL));
+            OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+            OK(MPI_Irecv(&x, 1, MPI_INT, 0, 62, dup, &r[0]));
+            OK(MPI_Wait(&r[0], MPI_STATUS_IGNORE));
+            EXPECT(x == 7);
+            OK(MPI_Irecv(small, 2, MPI_INT, 0, 63, MPI_COMM_WORLD, &r[0]));
+            RC(MPI_Wait(&r[0], MPI_STATUS_IGNORE), MPI_ERR_TRUNCATE);
+            /* And in MPI_Waitall, with a request the layer holds itself
+             * (MPI_PROC_NULL's) beside librivet's. */
+            OK(MPI_Irecv(small, 2, MPI_INT, 0, 64, MPI_COMM_WORLD, &r[0]));
+            OK(MPI_Irecv(&x, 1, MPI_INT, MPI_PROC_NULL, 0, dup, &r[1]));
+            RC(MPI_Waitall(2, r, MPI_STATUSES_IGNORE), MPI_ERR_IN_STATUS);
+            EXPECT(r[0] == MPI_REQUEST_NULL && r[1] == MPI_REQUEST_NULL);
+            OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_ARE_FATAL));
+        }
+    }
+    OK(MPI_Comm_free(&dup));
+}
+
 int main(int argc, char **argv) {
     int level = MPI_THREAD_SINGLE, provided, flag;
     if (argc > 1 && strcmp(argv[1], "fatal") != 0) level = atoi(argv[1]);
@@ -312,6 +358,7 @@ int main(int argc, char **argv) {
     }
     environment(level);
     errors();
+    request_handlers();
     communicators();
     point_to_point();
     proc_null();

@@ -548,6 +548,29 @@ fn the_two_rank_modes_run_between_ranks_of_two_clients() {
 }
 
 #[test]
+fn intercommunicators_are_created_merged_and_freed_across_two_clients() {
+    let _serial = serial();
+    let check = bin("engine_check");
+    let check = check.to_str().unwrap();
+    // World ranks 0, 1 under client 0 and 2, 3 under client 1: groups
+    // {0, 2} and {1, 3} each span both clients.
+    let outs = across_two_clients_of(2, &[check, "intercomm"], &[("IMPI_AUTH_NONE", "")]);
+    for o in &outs {
+        assert!(
+            o.stdout.contains("merged as [1, 3, 0, 2] and [0, 2, 1, 3]"),
+            "{}",
+            o.show()
+        );
+        assert_eq!(
+            o.stdout.matches("engine_check intercomm OK").count(),
+            2,
+            "{}",
+            o.show()
+        );
+    }
+}
+
+#[test]
 fn a_client_that_dies_fails_the_others_and_the_server() {
     let _serial = serial();
     let dir = tempfile_dir();

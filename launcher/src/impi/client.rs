@@ -583,6 +583,7 @@ impl Session {
             finishing: self.finishing.clone(),
             wake: wake_agent,
             tx,
+            fail_job: true,
         })?;
         self.wake = Some(wake);
         self.fini = Some(rx);

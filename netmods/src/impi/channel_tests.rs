@@ -161,6 +161,92 @@ fn a_large_payload_is_received_straight_into_the_engines_memory() {
 }
 
 #[test]
+fn after_a_placed_payload_the_next_ones_skip_the_receive_buffer() {
+    let (mut a, mut b) = pair_of((1 << 20) + 4096);
+    let big: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 5 % 251) as u8).collect();
+    let mut to = Placer {
+        mem: Vec::new(),
+        placed: 0,
+        got: Vec::new(),
+    };
+    let mut sent = 0;
+    for _ in 0..100_000 {
+        if sent < 4 && a.take(b"head", &big).unwrap() {
+            sent += 1;
+        }
+        b.read(&mut to).unwrap();
+        a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
+        a.new_poll();
+        a.flush().unwrap();
+        b.flush().unwrap();
+        if to.got.len() == 4 {
+            break;
+        }
+    }
+    assert_eq!(to.placed, 4);
+    assert!(
+        to.got.iter().all(|g| g.1 == big && g.2),
+        "whole, in placed memory"
+    );
+    // The first payload may start in the buffer (a full read of it); the
+    // others at most a peek's worth each.
+    assert!(
+        b.copied <= (RX_BUF + 3 * rx::PEEK) as u64,
+        "{} bytes copied",
+        b.copied
+    );
+}
+
+#[test]
+fn a_stream_of_large_messages_keeps_the_output_buffer_bounded() {
+    let (mut a, mut b) = pair_of((1 << 20) + 4096);
+    // Small socket buffers, so a 1 MiB message never leaves in one write.
+    for (c, opt) in [(&a, libc::SO_SNDBUF), (&b, libc::SO_RCVBUF)] {
+        use std::os::fd::AsRawFd;
+        let v: libc::c_int = 64 * 1024;
+        // SAFETY: a valid socket and a c_int option of its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                c.sock.as_ref().unwrap().as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+    }
+    let big = vec![3u8; 1 << 20];
+    let mut to = Placer {
+        mem: Vec::new(),
+        placed: 0,
+        got: Vec::new(),
+    };
+    let mut most = 0;
+    let mut sent = 0;
+    // The reader takes a little per turn, so `out` never drains whole.
+    for _ in 0..100_000 {
+        if sent < 40 && a.take(b"h", &big).unwrap() {
+            sent += 1;
+        }
+        most = most.max(a.out.len());
+        b.read(&mut to).unwrap();
+        a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
+        b.flush().unwrap();
+        if to.got.len() == 40 {
+            break;
+        }
+    }
+    assert_eq!(to.got.len(), 40);
+    // What may wait (4 x OUT_HIGH) plus one message, and the written
+    // front of at most as much again.
+    assert!(
+        most <= 2 * (4 * OUT_HIGH + (1 << 20) + 4096),
+        "out grew to {most}"
+    );
+}
+
+#[test]
 fn data_packets_carry_the_envelope_at_the_seeds_offsets() {
     use std::io::Read;
     let (mut a, b) = pair();

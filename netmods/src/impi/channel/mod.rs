@@ -28,7 +28,11 @@
 //! Receiving reads straight into a buffer the channel keeps and cuts
 //! packets in place: a whole short message is handed to the engine from
 //! that buffer (no allocation, no copy); only long messages are assembled
-//! in memory of their own. Protocol ACKs are queued, not written at once:
+//! in memory of their own. A large short message whose headers are in is
+//! received straight into the engine's memory (`Sink::place`); after one,
+//! the next read takes only a few hundred bytes, so in a stream of large
+//! messages each payload but the first goes straight there too, not
+//! through this buffer. Protocol ACKs are queued, not written at once:
 //! they leave with the next write (usually the reply) or at the next poll.
 //!
 //! By concept: the channel's state and life (here), sending under flow
@@ -125,6 +129,9 @@ pub struct Channel {
     /// Packets written, for tests and `describe`.
     pub packets_out: u64,
     pub syscalls: u64,
+    /// Payload bytes copied from the receive buffer into placed memory
+    /// (the rest of a placed payload is received there directly).
+    pub copied: u64,
 }
 
 fn protocol(e: impl std::fmt::Display) -> io::Error {
@@ -168,6 +175,7 @@ impl Channel {
             wrote_since_poll: false,
             packets_out: 0,
             syscalls: 0,
+            copied: 0,
         }
     }
 

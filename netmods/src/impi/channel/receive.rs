@@ -8,6 +8,7 @@ use std::os::fd::AsRawFd;
 
 use super::super::packet::{Kind, Packet, HEADER_LEN};
 use super::super::protocol::{Action, Incoming};
+use super::rx::PEEK;
 use super::{
     protocol, split_message, Arrivals, Arriving, Channel, Placing, Rx, Streaming, LEN_PREFIX,
     PLACE_MIN, READS_PER_POLL,
@@ -63,24 +64,36 @@ impl Channel {
                     // SAFETY: all `len` bytes at `dst` were written above.
                     let payload = unsafe { std::slice::from_raw_parts(pl.dst.as_ptr(), pl.len) };
                     deliver.deliver(&self.placed_header, payload);
+                    rx.peek = true;
                 }
                 if n < want {
                     break;
                 }
                 continue;
             }
+            let peek = std::mem::take(&mut rx.peek);
             let room = rx.room();
-            let want = room.len();
+            let want = if peek {
+                room.len().min(PEEK)
+            } else {
+                room.len()
+            };
             self.syscalls += 1;
             // SAFETY: `room` is `want` writable bytes of our buffer.
             let n = match unsafe { sys::recv(fd, room.as_mut_ptr(), want) } {
                 Ok(0) => return Ok(false),
                 Ok(n) => n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    rx.peek = peek;
+                    break;
+                }
                 Err(e) => return Err(e),
             };
             rx.end += n;
+            let start = rx.start;
             self.parse(rx, deliver)?;
+            // Peek on while no packet's header is in yet.
+            rx.peek = peek && self.placing.is_none() && rx.start == start && rx.need == 0;
             if n < want {
                 break;
             }
@@ -161,6 +174,7 @@ impl Channel {
             self.put(&ack, &[]);
         }
         let have = rx.end - body;
+        self.copied += have as u64;
         // SAFETY: `dst` has `len` writable bytes (Sink::place) and `have <
         // len`, since the packet is not all in; the ranges do not overlap.
         unsafe {

@@ -16,7 +16,15 @@ pub(super) struct Rx {
     pub(super) need: usize,
     /// The packet at `start` was offered to `place` and declined.
     pub(super) declined: bool,
+    /// The next read takes at most [`PEEK`] bytes: a placed payload just
+    /// ended, and a stream of large messages likely goes on, so read only
+    /// the next packet's headers and let its payload go straight to the
+    /// engine rather than through this buffer.
+    pub(super) peek: bool,
 }
+
+/// A packet header, the length prefix and the engine's header, rounded up.
+pub(super) const PEEK: usize = 256;
 
 impl Rx {
     pub(super) fn new() -> Rx {
@@ -26,6 +34,7 @@ impl Rx {
             end: 0,
             need: 0,
             declined: false,
+            peek: false,
         }
     }
 

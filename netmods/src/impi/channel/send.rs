@@ -96,10 +96,16 @@ impl Channel {
         Ok(true)
     }
 
-    /// Append bytes to `out` (reset first when everything was written).
+    /// Append bytes to `out`: reset first when everything was written, and
+    /// the written front dropped once it is half of `out`, so a socket that
+    /// never drains completely (a stream of large messages) keeps `out` at
+    /// about twice what waits rather than growing with all that went.
     fn append(&mut self, parts: &[&[u8]]) {
         if self.out_at == self.out.len() {
             self.out.clear();
+            self.out_at = 0;
+        } else if self.out_at > 0 && self.out_at >= self.out.len() / 2 {
+            self.out.drain(..self.out_at);
             self.out_at = 0;
         }
         for p in parts {

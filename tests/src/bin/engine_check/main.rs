@@ -63,6 +63,8 @@
 //! - `dup [DIR]` (any): context ids, isolation of dup'd communicators,
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
+//! - `intercomm` (>= 4): seed 003's intercommunicator create and merge
+//!   (4.8, 4.9) between even and odd world ranks, then 4.5's free.
 //!
 //! Payloads name their sender, receiver and sequence number: a 16-byte
 //! header (sequence, size, tag, checksum of the body) then a pattern seeded
@@ -76,6 +78,7 @@ mod cancel;
 mod check;
 mod comms;
 mod failures;
+mod intercomms;
 mod p2p;
 mod sizes;
 mod stress;
@@ -90,6 +93,7 @@ use crate::failures::{
     early_exit, hang, kill, kill_before_init, netkill, panic_mid_rendezvous, readkill,
     readkill_dead, shmkill,
 };
+use crate::intercomms::intercomm;
 use crate::p2p::{mprobe, order, pingpong, probe};
 use crate::sizes::{print_info, sizes, trunc};
 use crate::stress::{stress, threads};
@@ -242,6 +246,10 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
             hang(world, std::path::Path::new(dir), release)
         }
         "dup" => dup(world, rest.first().map(String::as_str)),
+        "intercomm" => {
+            at_least(4);
+            intercomm(world)
+        }
         "singleton" => {
             need(1);
             singleton(world)

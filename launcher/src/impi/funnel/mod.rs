@@ -16,31 +16,34 @@
 //! ending without its FINI ends this client's job.
 //!
 //! Nothing blocks: sockets are nonblocking, what a peer cannot take yet
-//! waits in memory (bounded by the pairs' flow control: at most hiwater
-//! packets per pair in flight), and a packet naming no pair of this host
-//! is dropped with one note. A peer's bytes that are no packet end its
+//! waits in memory, and a packet naming no pair of this host is dropped
+//! with one note. What waits is capped (`end.rs`) at twice what the pairs'
+//! flow control allows (at most hiwater packets per pair in flight), never
+//! above `end::MAX_QUEUED`: a host that stops reading its link while our
+//! ranks go on sending (it acknowledges what it does not read), or that
+//! sends a rank more than its flow control allows, has that link failed
+//! with a message naming it, as a link ending without its FINI. A peer's bytes that are no packet end its
 //! link (or pair) with a message, never a panic.
 
 use std::collections::HashMap;
-use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::io::{self, Read};
+use std::net::{Shutdown, TcpStream};
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::net::UnixStream;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc};
 
-use rivet_netmods::impi::framer::Framer;
 use rivet_netmods::impi::packet::{Kind, Packet, Proc};
 use rivet_pmi::impi::world::World;
 
 use crate::error::LaunchError;
 
+mod end;
+use end::{cap, End};
+
 /// Environment variable: per local rank (comma-separated), its funnel
 /// sockets as `G=FD` entries joined by `;` (G: the remote world rank).
 pub const ENV_FUNNEL_FDS: &str = "IMPI_FUNNEL_FDS";
-
-/// Whole packets with their user data.
-type Packets = Vec<(Packet, Vec<u8>)>;
 
 /// Bytes read from one socket per turn.
 const READ_CHUNK: usize = 256 * 1024;
@@ -110,77 +113,6 @@ impl Pairs {
     }
 }
 
-/// A socket the thread reads packets from and writes packets to.
-struct End<S> {
-    sock: S,
-    framer: Framer,
-    out: Vec<u8>,
-    at: usize,
-    open: bool,
-}
-
-impl<S: Read + Write> End<S> {
-    fn new(sock: S, maxdatalen: u32) -> End<S> {
-        End {
-            sock,
-            framer: Framer::new(maxdatalen),
-            out: Vec::new(),
-            at: 0,
-            open: true,
-        }
-    }
-
-    fn queue(&mut self, p: &Packet, data: &[u8]) {
-        if self.at == self.out.len() {
-            self.out.clear();
-            self.at = 0;
-        }
-        self.out.extend_from_slice(&p.encode());
-        self.out.extend_from_slice(data);
-    }
-
-    fn pending(&self) -> bool {
-        self.at < self.out.len()
-    }
-
-    /// Write what the socket takes.
-    fn flush(&mut self) -> io::Result<()> {
-        while self.pending() {
-            match self.sock.write(&self.out[self.at..]) {
-                Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.at += n,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(())
-    }
-
-    /// Read what came, cut into packets; `Ok(None)` at the end of the stream.
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<Option<Packets>> {
-        let mut got = Vec::new();
-        loop {
-            match self.sock.read(buf) {
-                Ok(0) => return Ok(if got.is_empty() { None } else { Some(got) }),
-                Ok(n) => {
-                    let packets = self
-                        .framer
-                        .push(&buf[..n])
-                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e.to_string()))?;
-                    got.extend(packets);
-                    if n < buf.len() {
-                        return Ok(Some(got));
-                    }
-                }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(Some(got)),
-                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
 /// A host link: its host rank and client, and whether its FINI came.
 struct Link {
     host: u32,
@@ -189,6 +121,18 @@ struct Link {
     fini_got: bool,
     fini_sent: bool,
     reported: bool,
+    /// Why this side ended the link (its cap was passed).
+    failed: Option<String>,
+}
+
+impl Link {
+    /// End the link for `why`: what waits for it goes, and the host
+    /// sees the connection close (without our FINI).
+    fn fail(&mut self, why: String) {
+        let _ = self.end.sock.shutdown(Shutdown::Both);
+        self.end.discard();
+        self.failed.get_or_insert(why);
+    }
 }
 
 /// What the thread is given.
@@ -202,6 +146,9 @@ pub struct Agent {
     pub wake: UnixStream,
     /// Per link: `Ok(host)` for its FINI, `Err` for its end without one.
     pub tx: mpsc::Sender<Result<u32, String>>,
+    /// A failed link ends this client's job (SIGTERM to rivetrun), unless
+    /// the job is finishing; false only in tests.
+    pub fail_job: bool,
 }
 
 impl Agent {
@@ -214,24 +161,34 @@ impl Agent {
             finishing,
             mut wake,
             tx,
+            fail_job,
         } = self;
         let maxdatalen = world.maxdatalen;
+        let first = world.first_rank(world.client);
+        let host_of = |g: u32| world.procs.get(g as usize).map(|p| p.host);
+        let hiwater_of = |h: Option<u32>| {
+            h.and_then(|h| world.hosts.get(h as usize))
+                .map_or(1, |h| h.hiwater)
+        };
         let mut links: Vec<Link> = links
             .into_iter()
             .filter_map(|(h, s)| {
                 s.set_nonblocking(true).ok()?;
                 s.set_read_timeout(None).ok()?;
+                // Its pairs: our ranks with each proc of that host.
+                let n = pairs.iter().filter(|p| host_of(p.1) == Some(h)).count();
+                let cap = cap(n.max(1), hiwater_of(Some(h)), maxdatalen);
                 Some(Link {
                     host: h,
                     client: world.hosts.get(h as usize).map_or(0, |x| x.client),
-                    end: End::new(s, maxdatalen),
+                    end: End::new(s, maxdatalen, cap),
                     fini_got: false,
                     fini_sent: false,
                     reported: false,
+                    failed: None,
                 })
             })
             .collect();
-        let first = world.first_rank(world.client);
         // (local rank, remote rank) -> pair index, and each pair's link.
         let mut pair_of: HashMap<(u32, u32), usize> = HashMap::new();
         let mut ends: Vec<(u32, u32, End<UnixStream>)> = Vec::new();
@@ -240,7 +197,9 @@ impl Agent {
                 continue;
             }
             pair_of.insert((l, g), ends.len());
-            ends.push((l, g, End::new(agent_end, maxdatalen)));
+            // What the remote proc sends our rank: our host's hiwater governs.
+            let cap = cap(1, hiwater_of(host_of(first + l)), maxdatalen);
+            ends.push((l, g, End::new(agent_end, maxdatalen, cap)));
         }
         let link_of_host: HashMap<u32, usize> =
             links.iter().enumerate().map(|(i, l)| (l.host, i)).collect();
@@ -265,7 +224,8 @@ impl Agent {
             // End of the job: once the pairs' last packets left, FINI on every link.
             if finishing.load(Ordering::SeqCst) && !links.iter().any(|l| l.end.pending()) {
                 for l in links.iter_mut().filter(|l| l.end.open && !l.fini_sent) {
-                    l.end.queue(&Packet::fini(), &[]);
+                    // Nothing waits, so a header fits any cap.
+                    let _ = l.end.queue(&Packet::fini(), &[]);
                     l.fini_sent = true;
                 }
             }
@@ -286,14 +246,16 @@ impl Agent {
                 }
                 if !l.end.open && !l.reported {
                     l.reported = true;
-                    if l.fini_got {
+                    if l.fini_got && l.failed.is_none() {
                         let _ = tx.send(Ok(l.host));
                     } else {
-                        let msg = format!(
-                            "host {} (client {}) closed before its IMPI_PK_FINI: it failed",
-                            l.host, l.client
-                        );
-                        if !finishing.load(Ordering::SeqCst) {
+                        let msg = l.failed.clone().unwrap_or_else(|| {
+                            format!(
+                                "host {} (client {}) closed before its IMPI_PK_FINI: it failed",
+                                l.host, l.client
+                            )
+                        });
+                        if fail_job && !finishing.load(Ordering::SeqCst) {
                             eprintln!("rivetrun: IMPI: {msg}; ending this client's job");
                             // SAFETY: kill and getpid take no pointers.
                             unsafe { libc::kill(libc::getpid(), libc::SIGTERM) };
@@ -350,8 +312,16 @@ impl Agent {
                 }
                 let got = match link.end.read(&mut buf) {
                     Ok(Some(got)) => got,
-                    Ok(None) | Err(_) => {
+                    Ok(None) => {
                         link.end.open = false;
+                        continue;
+                    }
+                    Err(e) => {
+                        let why = format!(
+                            "host {} (client {}) sent what is no IMPI packet ({e}); link failed",
+                            link.host, link.client
+                        );
+                        link.fail(why);
                         continue;
                     }
                 };
@@ -360,13 +330,29 @@ impl Agent {
                         link.fini_got = true;
                         continue;
                     }
+                    if !link.end.open {
+                        break;
+                    }
                     let to = rank_of
                         .get(&p.dest)
                         .filter(|&&g| g >= first)
                         .and_then(|&g| rank_of.get(&p.src).map(|&s| (g - first, s)))
                         .and_then(|k| pair_of.get(&k));
                     match to {
-                        Some(&k) if ends[k].2.open => ends[k].2.queue(&p, &data),
+                        Some(&k) if ends[k].2.open => {
+                            let (l, g, end) = &mut ends[k];
+                            if let Err(n) = end.queue(&p, &data) {
+                                link.fail(format!(
+                                    "host {} (client {}) sent more than the pairs' flow control \
+                                     allows: {n} bytes would wait for local rank {l} (from world \
+                                     rank {g}), over the cap of {} (IMPI_H_HIWATER {}); link failed",
+                                    link.host,
+                                    link.client,
+                                    end.cap,
+                                    hiwater_of(host_of(first + *l))
+                                ));
+                            }
+                        }
                         Some(_) => {}
                         None if !stray => {
                             stray = true;
@@ -396,13 +382,26 @@ impl Agent {
                 for (p, data) in got {
                     if p.kind == Kind::Fini {
                         // 3.8 between the rank and us: answered here.
-                        end.queue(&Packet::fini(), &[]);
+                        if end.queue(&Packet::fini(), &[]).is_err() {
+                            // FINIs from a rank that reads nothing: end the pair.
+                            let _ = end.sock.shutdown(Shutdown::Both);
+                            end.discard();
+                            break;
+                        }
                         continue;
                     }
-                    let host = world.procs.get(g as usize).map(|p| p.host);
-                    if let Some(&i) = host.and_then(|h| link_of_host.get(&h)) {
-                        if links[i].end.open && !links[i].fini_sent {
-                            links[i].end.queue(&p, &data);
+                    if let Some(&i) = host_of(g).and_then(|h| link_of_host.get(&h)) {
+                        let link = &mut links[i];
+                        if link.end.open && !link.fini_sent {
+                            if let Err(n) = link.end.queue(&p, &data) {
+                                let why = format!(
+                                    "host {} (client {}) is not reading its host link: {n} bytes \
+                                     would wait for it, over the cap of {} (twice what the pairs' \
+                                     flow control allows); link failed",
+                                    link.host, link.client, link.end.cap
+                                );
+                                link.fail(why);
+                            }
                         }
                     }
                 }
@@ -421,40 +420,4 @@ pub fn start(agent: Agent) -> Result<(), LaunchError> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_end_cuts_packets_and_writes_what_it_queued() {
-        let (a, b) = UnixStream::pair().unwrap();
-        a.set_nonblocking(true).unwrap();
-        b.set_nonblocking(true).unwrap();
-        let mut ea = End::new(a, 64);
-        let mut eb = End::new(b, 64);
-        let mut p = Packet::new(Kind::Data, Proc::default(), Proc::default());
-        p.len = 5;
-        p.msglen = 5;
-        ea.queue(&p, b"hello");
-        ea.queue(&Packet::fini(), &[]);
-        ea.flush().unwrap();
-        assert!(!ea.pending());
-        let mut buf = [0u8; 100];
-        let mut got = Vec::new();
-        while got.len() < 2 {
-            got.extend(eb.read(&mut buf).unwrap().unwrap());
-        }
-        assert_eq!(got[0].0, p);
-        assert_eq!(got[0].1, b"hello");
-        assert_eq!(got[1].0.kind, Kind::Fini);
-        // Garbage is an error, not a panic; a closed peer is the end.
-        let (mut c, d) = UnixStream::pair().unwrap();
-        c.write_all(&[0xff; 128]).unwrap();
-        drop(c);
-        let mut ed = End::new(d, 64);
-        assert!(ed.read(&mut buf).is_err());
-        let (c, d) = UnixStream::pair().unwrap();
-        drop(c);
-        let mut ed = End::new(d, 64);
-        assert!(ed.read(&mut buf).unwrap().is_none());
-    }
-}
+mod tests;
