@@ -69,6 +69,9 @@ fn config(bundles: bool, zc: ZeroCopy) -> TcpConfig {
         ifaces: vec!["lo".into()],
         piece: 1 << 20,
         uring_bundles: bundles,
+        // The paths under test are the ring's: the busy connection
+        // would spin on plain `recv` (tested on its own below).
+        uring_spin: false,
         send_zc: zc,
         ..TcpConfig::default()
     }
@@ -174,14 +177,24 @@ fn flagged_polls_read_directly_and_keep_order() {
 }
 
 /// Two peers stream large placed frames and small ones to one receiver at
-/// once: its direct reads follow whichever connection last received, and
-/// both streams arrive intact and in order.
+/// once: its direct reads follow whichever connection last received (or
+/// one spins while the other is read through the ring), and both streams
+/// arrive intact and in order.
 #[test]
 fn direct_reads_with_two_busy_peers_keep_each_stream() {
-    let c = config(true, ZeroCopy::Remote);
+    for spin in [false, true] {
+        two_busy_peers(spin);
+    }
+}
+
+fn two_busy_peers(spin: bool) {
+    let c = TcpConfig {
+        uring_spin: spin,
+        ..config(true, ZeroCopy::Remote)
+    };
     let mut nets = Vec::new();
     for rank in 0..3 {
-        match TcpNetmod::new(c.clone(), "direct-two", rank) {
+        match TcpNetmod::new(c.clone(), &format!("direct-two-{spin}"), rank) {
             Ok(m) => nets.push(m),
             Err(e) if uring_missing_here(&e) => return,
             Err(e) => panic!("{e}"),
@@ -204,9 +217,68 @@ fn direct_reads_with_two_busy_peers_keep_each_stream() {
     assert_eq!(sinks[0].from(2), expect(2, &sizes));
     assert!(sinks.iter().all(|s| s.failed.is_empty()));
     let line = describe(&nets[0], "tcp.backend");
-    let direct = nets[0].uring_direct_reads();
-    eprintln!("direct reads {direct}: {line}");
+    let (direct, spins) = (nets[0].uring_direct_reads(), nets[0].uring_spins());
+    eprintln!("direct reads {direct}, spins {spins}: {line}");
     if line.contains("direct recv when the kernel flags task work") {
         assert!(direct > 0, "{line}");
+        assert_eq!(spins > 0, spin, "{line}");
     }
+}
+
+/// The busy connection spins (read by plain `recv` every poll, no
+/// RECV armed, `uring/spin.rs`): a ping-pong of small and large placed
+/// messages arrives intact and in order while it does; once quiet for a
+/// while it is watched again, and idle polls make no system call; traffic
+/// after that arrives too.
+#[test]
+fn the_busy_connection_spins_then_goes_quiet() {
+    let c = TcpConfig {
+        uring_spin: true,
+        ..config(true, ZeroCopy::Remote)
+    };
+    let Some(mut nets) = open_pair(&c, "spin") else {
+        return;
+    };
+    let line = describe(&nets[0], "tcp.backend");
+    let mut sinks = vec![Rec::placing(), Rec::placing()];
+    connect_all(&mut nets);
+    let sizes: Vec<usize> = (0..80)
+        .map(|i| if i % 20 == 19 { 1 << 20 } else { 8 + i })
+        .collect();
+    let round = |nets: &mut Vec<TcpNetmod>, sinks: &mut Vec<Rec>, i: usize| {
+        for (from, to) in [(0, 1), (1, 0)] {
+            send(nets, sinks, from, to as u64, i as u32, sizes[i]);
+            pump(nets, sinks, |_, s| s[to].msgs.len() == i + 1);
+        }
+    };
+    for i in 0..60 {
+        round(&mut nets, &mut sinks, i);
+    }
+    let spins: Vec<u64> = nets.iter().map(|n| n.uring_spins()).collect();
+    eprintln!("spins {spins:?}: {line}");
+    if !line.contains("spins on recv") {
+        eprintln!("note: no spinning here ({line})");
+        assert_eq!(spins, [0, 0]);
+        return;
+    }
+    assert!(spins.iter().all(|&s| s > 0), "never spun: {spins:?}");
+    // Quiet: spinning polls (one `recv` each) until the watch is back,
+    // then polls are free.
+    spin(&mut nets, &mut sinks, 600);
+    let calls: Vec<u64> = nets.iter().map(|n| n.syscalls()).collect();
+    spin(&mut nets, &mut sinks, 200);
+    let after: Vec<u64> = nets.iter().map(|n| n.syscalls()).collect();
+    assert_eq!(calls, after, "idle polls made system calls: {line}");
+    for i in 60..sizes.len() {
+        round(&mut nets, &mut sinks, i);
+    }
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    let again: Vec<u64> = nets.iter().map(|n| n.uring_spins()).collect();
+    assert!(
+        again.iter().zip(&spins).all(|(a, b)| a > b),
+        "did not spin again after the quiet: {spins:?} then {again:?}"
+    );
 }

@@ -20,8 +20,9 @@ pub enum Backend {
     /// io_uring or an error saying why not.
     Uring,
     /// Nonblocking sockets, epoll and plain system calls. Still the
-    /// default: the rebuilt io_uring backend was not at least as fast at
-    /// every measured point (1 MiB latency and bandwidth; BENCHMARKS.md).
+    /// default: io_uring is ahead at 8 B latency and bandwidth now, but
+    /// not 1.3x poll in message rate, which the engine's per-message cost
+    /// bounds, nor yet shown at 1 MiB latency and fan-in (BENCHMARKS.md).
     #[default]
     Poll,
 }
@@ -54,6 +55,10 @@ pub struct TcpConfig {
     /// io_uring: multishot receives take bundles of provided buffers where
     /// the kernel has them (6.10+); false: one buffer per completion.
     pub uring_bundles: bool,
+    /// io_uring: the busy connection is read by plain `recv` on every
+    /// poll with no RECV armed (`uring/spin.rs`); false (tests): it stays
+    /// watched by its multishot RECV.
+    pub uring_spin: bool,
     /// io_uring: when queued bytes leave by zero-copy SEND_ZC (the kernel
     /// pins the queue's pages instead of copying them).
     pub send_zc: ZeroCopy,
@@ -90,6 +95,7 @@ impl Default for TcpConfig {
             keepalive: Some(DEFAULT_KEEPALIVE),
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             uring_bundles: true,
+            uring_spin: true,
             send_zc: ZeroCopy::Remote,
         }
     }

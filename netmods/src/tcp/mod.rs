@@ -200,13 +200,24 @@ impl TcpNetmod {
         }
     }
 
-    /// io_uring only: plain `recv` calls that took bytes on a poll that
+    /// io_uring only: plain `recv` calls that took bytes, on a poll that
     /// saw the kernel's task-work flag (instead of entering to run the
-    /// multishot RECV); 0 on poll and in modes other than DEFER_TASKRUN.
+    /// multishot RECV) or on a spinning connection; 0 on poll and in modes
+    /// other than DEFER_TASKRUN.
     pub fn uring_direct_reads(&self) -> u64 {
         match &self.io {
             Io::Poll(_) => 0,
             Io::Uring(u) => u.direct_reads,
+        }
+    }
+
+    /// io_uring only: times a connection started spinning
+    /// (read by plain `recv` every poll, its multishot RECV cancelled);
+    /// 0 on poll and in modes other than DEFER_TASKRUN.
+    pub fn uring_spins(&self) -> u64 {
+        match &self.io {
+            Io::Poll(_) => 0,
+            Io::Uring(u) => u.spins,
         }
     }
 

@@ -28,6 +28,8 @@ impl UringIo {
             return;
         };
         let gen = s.gen;
+        // A spinning connection is read by plain calls (`spin.rs`).
+        let spinning = self.spinning(slot, gen);
         let mut retry = false;
         // Plain sends made, and the error one met.
         let mut direct = 0;
@@ -58,7 +60,7 @@ impl UringIo {
                     s.rx.as_ref()
                         .map_or((0, 0), |rx| (rx.frame_left(), rx.exact_left()));
                 let big = left >= DIRECT_RECV_MIN;
-                if s.io & (IO_RECV | IO_MULTI) == 0 {
+                if s.io & (IO_RECV | IO_MULTI) == 0 && !spinning {
                     if parsed && multi && !big && s.single_rx == 0 {
                         let ud = user_data(slot, gen, K_MULTI);
                         let e = if bundle {
@@ -157,6 +159,12 @@ impl UringIo {
                                 } else if out.is_empty() {
                                     // A detached socket shuts down next.
                                     retry |= s.detached;
+                                } else if spinning {
+                                    // Polled by plain calls anyway: the
+                                    // next poll writes on, as the poll
+                                    // backend does, where a SEND would
+                                    // wait for task work at our enters.
+                                    retry = true;
                                 } else {
                                     let (ptr, len) = out.start_flight();
                                     let len = len.min(MAX_IO) as u32;

@@ -148,6 +148,9 @@ impl UringIo {
                                 s.single_rx = SINGLE_RX_FRAMES;
                             }
                         }
+                        // Busy (a large frame's single-shot RECVs take this
+                        // path, not direct reads): spin (`spin.rs`).
+                        self.maybe_spin(st, slot);
                     }
                     st.mark_dirty(slot);
                 } else if res == 0 {

@@ -92,13 +92,17 @@ impl UringIo {
         }
         let got = self.read_direct(st, slot, sink);
         self.owed = if got > 0 { self.owed + 1 } else { 0 };
+        if got > 0 {
+            // Spin on it from now on, if none does (`spin.rs`).
+            self.maybe_spin(st, slot);
+        }
         got > 0 && queued == 0
     }
 
     /// Receives what `slot` has into its parser's target and delivers
     /// whole frames, until the socket is empty or the budget is spent;
     /// returns the bytes received.
-    fn read_direct(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) -> usize {
+    pub(super) fn read_direct(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) -> usize {
         let (mut got, mut frames) = (0, 0);
         while let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) {
             let (gen, fd) = (s.gen, s.fd.as_raw_fd());

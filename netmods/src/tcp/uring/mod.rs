@@ -8,7 +8,11 @@
 //!   Armed once, it needs no SQE per message. In `Defer` mode it is
 //!   mostly a watch: a poll that sees the kernel's task-work flag reads
 //!   the socket by a plain `recv(2)` into the parser's target and enters
-//!   at the next poll (`direct.rs`), large frames included. In the other
+//!   at the next poll (`direct.rs`), large frames included. That
+//!   connection then spins (one at a time): its multishot RECV is
+//!   cancelled and every poll reads it by plain `recv`, so the peer's
+//!   sends meet no io_uring waiter, until it is quiet for a while
+//!   (`spin.rs`). In the other
 //!   modes a frame with
 //!   `DIRECT_RECV_MIN` or more still to come skips that copy: the
 //!   multishot RECV is cancelled and, once it has ended, single-shot RECVs
@@ -27,7 +31,8 @@
 //!   completion or a second enter to reap it. The rest is copied into the
 //!   peer's queue, which the next poll writes the same way; only what the
 //!   socket cannot take then leaves by one SEND (MSG_WAITALL), which the
-//!   kernel continues as room appears. A large such flight to a peer on
+//!   kernel continues as room appears (a spinning connection's instead
+//!   waits for the next poll's `sendmsg`, `spin.rs`). A large such flight to a peer on
 //!   another host goes by SEND_ZC (`ZC_MIN`, `TcpConfig::send_zc`), its
 //!   buffer frozen until the kernel's notification.
 //! - Poll: arms what dirty sockets need, then enters the kernel once,
@@ -182,6 +187,7 @@ mod arm;
 mod complete;
 mod direct;
 mod send;
+mod spin;
 
 pub(crate) struct UringIo {
     ring: Ring,
@@ -214,6 +220,13 @@ pub(crate) struct UringIo {
     /// the last enter (`direct.rs`): the next one enters, unless a large
     /// frame is arriving.
     owed: u32,
+    /// The busy connection read by plain `recv` on every poll, with
+    /// no RECV armed (slot, generation), and its empty polls in a row
+    /// (`spin.rs`).
+    spin: Option<(u32, u32)>,
+    spin_idle: u32,
+    /// Times a connection started spinning, for tests and `describe`.
+    pub(crate) spins: u64,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -245,6 +258,9 @@ impl UringIo {
             direct_reads: 0,
             hot: None,
             owed: 0,
+            spin: None,
+            spin_idle: 0,
+            spins: 0,
         }
     }
 
@@ -263,6 +279,9 @@ impl UringIo {
         });
         if self.direct_mode() {
             f.push("direct recv when the kernel flags task work");
+            if self.ring.spin {
+                f.push("the busy connection spins on recv");
+            }
         }
         let mut s = f.join(", ");
         if let Some(why) = &self.no_bufs {
@@ -333,9 +352,13 @@ impl UringIo {
             let sq = self.ring.ring.submission();
             (sq.len() as u32, sq.taskrun(), sq.cq_overflow())
         };
-        // Data came: read it directly where that is safe (`direct.rs`),
+        // The busy connection is read every poll (`spin.rs`); else,
+        // data came: read it directly where that is safe (`direct.rs`),
         // and enter at the next poll instead of now.
-        let direct = taskrun && !overflow && self.try_direct(st, sink, n);
+        let spun = self.spin.is_some() && self.spin_poll(st, sink);
+        let direct = !spun && taskrun && !overflow && self.try_direct(st, sink, n);
+        // Spinning may have re-armed a RECV: submit it now.
+        let n = if spun { self.ring.queued() } else { n };
         if !direct && (n > 0 || taskrun || overflow) {
             self.owed = 0;
             match self.ring.enter(n, 0, ENTER_GETEVENTS) {

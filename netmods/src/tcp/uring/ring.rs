@@ -56,6 +56,8 @@ pub(crate) struct Ring {
     pub multishot_accept: bool,
     /// Receives take bundles of buffers (6.10+, `TcpConfig::uring_bundles`).
     pub bundle: bool,
+    /// The busy connection may spin (`TcpConfig::uring_spin`).
+    pub spin: bool,
     /// SEND_ZC is there and wanted (`TcpConfig::send_zc`): for which peers.
     pub send_zc: Option<ZeroCopy>,
     /// `io_uring_enter` and `io_uring_register` calls so far.
@@ -132,6 +134,7 @@ pub(crate) fn setup(cfg: &TcpConfig) -> Result<Ring, String> {
         fixed,
         multishot_accept,
         bundle,
+        spin: cfg.uring_spin,
         send_zc,
         calls: 2,
     };

@@ -1,0 +1,120 @@
+//! Spinning: the busy connection is read by plain `recv(2)` on every
+//! poll, with nothing of the ring armed on it.
+//!
+//! An armed RECV (multishot or not) is a waiter on the socket's wait
+//! queue, so every segment the peer sends runs io_uring's wake callback
+//! inside the peer's `sendmsg`, under the socket lock, and queues task
+//! work before our `recv` can take the bytes: on a one-connection 8 B
+//! ping-pong that is what io_uring paid over the poll backend (research
+//! notes, BENCHMARKS.md). So once a direct read (`direct.rs`) finds data
+//! on a connection (the only open one, or the one that last received),
+//! its multishot RECV is cancelled and each poll reads the socket
+//! directly, as the poll backend does; the peer's sends then find no
+//! waiter. Its queue is written by plain `sendmsg` on every poll too (no
+//! SEND, which would wait for task work at our enters: a 1 MiB message
+//! took some eight such hops). Past `SPIN_EAGER` empty polls in a row
+//! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
+//! costs fewer calls; a ping-pong's answer comes sooner), and after
+//! `SPIN_IDLE_MAX` the multishot RECV is armed again, and idle polls go
+//! back to being memory loads with no system call.
+//!
+//! Order: while the cancel is in flight the multishot RECV may still take
+//! bytes (during our enters) and nothing is read directly; spinning reads
+//! start once its last completion is reaped (`IO_MULTI` clear), so bytes
+//! are delivered in the order they came. Only in `Defer` mode (direct
+//! reads), and on one connection at a time: each spinning one costs a
+//! call per poll, so the others stay watched by their multishot RECVs and
+//! a poll's cost stays flat in the number of connections (64 idle peers
+//! do not slow a ping-pong, a fan-in reads one sender directly and the
+//! rest through the ring).
+
+use super::super::state::{Phase, State};
+use super::*;
+
+/// Empty spinning polls in a row after which the connection is watched
+/// again by its multishot RECV. A ping-pong's wait for the answer is a few
+/// polls, a window's wait for its ack some tens; past 64 the connection
+/// has gone quiet (or the process waits its turn on a crowded host, where
+/// every call steals from the ranks that would answer), and the re-arm
+/// (one SQE) and the next cancel are cheap against the wait.
+pub(super) const SPIN_IDLE_MAX: u32 = 64;
+/// Empty polls in a row that each read; after them, one poll in
+/// `SPIN_EVERY` does (the others are memory loads).
+const SPIN_EAGER: u32 = 16;
+const SPIN_EVERY: u32 = 4;
+
+impl UringIo {
+    /// After a direct read or a single-shot RECV got bytes on `slot`:
+    /// start spinning on it if none spins (its multishot RECV, if armed,
+    /// is cancelled; the cancel is submitted by the next enter).
+    pub(super) fn maybe_spin(&mut self, st: &mut State, slot: u32) {
+        if !self.ring.spin || !self.direct_mode() || self.spin.is_some() {
+            return;
+        }
+        let Some(s) = st.sock(slot) else { return };
+        if s.phase != Phase::Open || s.detached || s.io & (IO_RECV | IO_STOP) != 0 {
+            return;
+        }
+        let (gen, multi) = (s.gen, s.io & IO_MULTI != 0);
+        self.spin = Some((slot, gen));
+        self.spin_idle = 0;
+        self.spins += 1;
+        if multi {
+            s.io |= IO_STOP;
+            let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
+                .build()
+                .user_data(user_data(slot, gen, K_CANCEL));
+            // SAFETY: a cancel carries no pointers.
+            unsafe { self.push(&e) };
+        }
+    }
+
+    /// Whether `slot` (generation `gen`) is the spinning connection: it
+    /// gets no RECV armed (`arm`).
+    pub(super) fn spinning(&self, slot: u32, gen: u32) -> bool {
+        self.spin == Some((slot, gen))
+    }
+
+    /// A poll's read of the spinning connection, if any: true if it is
+    /// spinning (armed with nothing), so the flagged direct read is not
+    /// wanted. Stops spinning, arming the multishot RECV again, when the
+    /// connection went quiet or is no longer an open one.
+    pub(super) fn spin_poll(&mut self, st: &mut State, sink: &mut dyn Sink) -> bool {
+        let Some((slot, gen)) = self.spin else {
+            return false;
+        };
+        let Some(s) = st.sock(slot).filter(|s| s.gen == gen) else {
+            self.spin = None;
+            return false;
+        };
+        let (open, busy) = (
+            s.phase == Phase::Open && !s.detached,
+            s.io & (IO_RECV | IO_MULTI),
+        );
+        if !open {
+            self.stop_spin(st, slot);
+            return false;
+        }
+        if busy != 0 {
+            // The cancel (or a single-shot RECV) is still in flight.
+            return false;
+        }
+        let idle = self.spin_idle;
+        if (idle < SPIN_EAGER || idle % SPIN_EVERY == 0) && self.read_direct(st, slot, sink) > 0 {
+            self.spin_idle = 0;
+        } else {
+            self.spin_idle += 1;
+            if self.spin_idle >= SPIN_IDLE_MAX {
+                self.stop_spin(st, slot);
+            }
+        }
+        true
+    }
+
+    /// Stops spinning on `slot`; its RECV is armed again now (submitted by
+    /// this poll's enter).
+    fn stop_spin(&mut self, st: &mut State, slot: u32) {
+        self.spin = None;
+        self.arm(st, slot);
+    }
+}
