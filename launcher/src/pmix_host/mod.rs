@@ -42,27 +42,37 @@
 //! names to rivetrun's job-wide table; spawn and group are left out there,
 //! so clients get "not supported" at once. Not carried yet: group
 //! construct across proxies, spawned namespaces on a proxy.
+//!
+//! Files: `api.rs` (the library's prototypes, opened at run time),
+//! `upcalls.rs` (the module's own upcalls and the event queue), `calls.rs`
+//! and `values.rs` (info lists, completions), one file per served area.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
+mod api;
 mod calls;
 mod group;
 mod job_control;
 pub mod names;
 pub mod node;
 mod spawn;
+mod upcalls;
 mod values;
 
+pub use api::probe;
+use api::*;
 use calls::{Done, InfoList};
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
-    Library, PmixDataArray, PmixInfo, PmixProc, PmixValue, PMIX_DATA_ARRAY,
-    PMIX_GROUP_MEMBER_FAILED, PMIX_OPERATION_SUCCEEDED, PMIX_PROC, PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
+    PmixDataArray, PmixProc, PMIX_DATA_ARRAY, PMIX_GROUP_MEMBER_FAILED, PMIX_PROC,
+    PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
 pub use spawn::SpawnCall;
+pub use upcalls::take_queued;
+use upcalls::{on_abort, on_connected, on_fence, push_event, Upcalls, UPCALLS};
 
 /// What the library's thread tells the supervisor.
 #[derive(Debug)]
@@ -84,283 +94,6 @@ pub enum PmixEvent {
     Dmodex(node::DmodexCall),
     /// This node's server's answer to [`node::request_dmodex`] `id`.
     DmodexAnswer { id: u64, status: i32, data: Vec<u8> },
-}
-
-type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
-pub(crate) type ModexCb = unsafe extern "C" fn(
-    c_int,
-    *const c_char,
-    usize,
-    *mut c_void,
-    Option<unsafe extern "C" fn(*mut c_void)>,
-    *mut c_void,
-);
-type ConnectedUp =
-    unsafe extern "C" fn(*const PmixProc, *mut c_void, Option<OpCb>, *mut c_void) -> c_int;
-type AbortUp = unsafe extern "C" fn(
-    *const PmixProc,
-    *mut c_void,
-    c_int,
-    *const c_char,
-    *mut PmixProc,
-    usize,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
-type FenceUp = unsafe extern "C" fn(
-    *const PmixProc,
-    usize,
-    *const PmixInfo,
-    usize,
-    *mut c_char,
-    usize,
-    Option<ModexCb>,
-    *mut c_void,
-) -> c_int;
-
-/// `pmix_server_module_t` (OpenPMIx 4.x): 28 function pointers (and one
-/// spare null slot); the unset ones are answered "not supported" by the
-/// library.
-#[repr(C)]
-struct Module {
-    client_connected: Option<ConnectedUp>,
-    client_finalized: Option<ConnectedUp>,
-    abort: Option<AbortUp>,
-    fence_nb: Option<FenceUp>,
-    direct_modex: Option<node::DmodexUp>,
-    publish: Option<names::PublishUp>,
-    lookup: Option<names::LookupUp>,
-    unpublish: Option<names::UnpublishUp>,
-    spawn: Option<spawn::SpawnUp>,
-    /// connect ... allocate.
-    middle: [*const c_void; 10],
-    job_control: Option<job_control::JobControlUp>,
-    /// monitor ... push_stdin.
-    after_job_control: [*const c_void; 5],
-    group: Option<group::GroupUp>,
-    /// fabric, client_connected2, the spare slot.
-    rest: [*const c_void; 3],
-}
-
-type ServerInitFn = unsafe extern "C" fn(*mut Module, *mut PmixInfo, usize) -> c_int;
-type ServerFinalizeFn = unsafe extern "C" fn() -> c_int;
-type RegisterNspaceFn = unsafe extern "C" fn(
-    *const c_char,
-    c_int,
-    *mut PmixInfo,
-    usize,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
-type DeregisterNspaceFn = unsafe extern "C" fn(*const c_char, Option<OpCb>, *mut c_void);
-type RegisterClientFn = unsafe extern "C" fn(
-    *const PmixProc,
-    libc::uid_t,
-    libc::gid_t,
-    *mut c_void,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
-type SetupForkFn = unsafe extern "C" fn(*const PmixProc, *mut *mut *mut c_char) -> c_int;
-type InfoLoadFn = unsafe extern "C" fn(*mut PmixInfo, *const c_char, *const c_void, u16) -> c_int;
-type ValueDestructFn = unsafe extern "C" fn(*mut PmixValue);
-type GenerateFn = unsafe extern "C" fn(*const c_char, *mut *mut c_char) -> c_int;
-type NotifyFn = unsafe extern "C" fn(
-    c_int,
-    *const PmixProc,
-    u8,
-    *const PmixInfo,
-    usize,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
-
-struct Api {
-    lib: Library,
-    server_init: ServerInitFn,
-    server_finalize: ServerFinalizeFn,
-    register_nspace: RegisterNspaceFn,
-    deregister_nspace: DeregisterNspaceFn,
-    register_client: RegisterClientFn,
-    setup_fork: SetupForkFn,
-    info_load: InfoLoadFn,
-    value_destruct: ValueDestructFn,
-    generate_regex: GenerateFn,
-    generate_ppn: GenerateFn,
-    notify: NotifyFn,
-}
-
-impl Api {
-    fn open() -> Result<Api, String> {
-        let lib = Library::open().map_err(|e| e.to_string())?;
-        let sym = |name: &CStr| lib.symbol(name).map_err(|e| e.to_string());
-        // SAFETY: each symbol is OpenPMIx's function of that name, whose C
-        // prototype (pmix_server.h / pmix.h, 4.x) the fn type spells.
-        unsafe {
-            Ok(Api {
-                server_init: std::mem::transmute::<*mut c_void, ServerInitFn>(sym(
-                    c"PMIx_server_init",
-                )?),
-                server_finalize: std::mem::transmute::<*mut c_void, ServerFinalizeFn>(sym(
-                    c"PMIx_server_finalize",
-                )?),
-                register_nspace: std::mem::transmute::<*mut c_void, RegisterNspaceFn>(sym(
-                    c"PMIx_server_register_nspace",
-                )?),
-                deregister_nspace: std::mem::transmute::<*mut c_void, DeregisterNspaceFn>(sym(
-                    c"PMIx_server_deregister_nspace",
-                )?),
-                register_client: std::mem::transmute::<*mut c_void, RegisterClientFn>(sym(
-                    c"PMIx_server_register_client",
-                )?),
-                setup_fork: std::mem::transmute::<*mut c_void, SetupForkFn>(sym(
-                    c"PMIx_server_setup_fork",
-                )?),
-                info_load: std::mem::transmute::<*mut c_void, InfoLoadFn>(sym(c"PMIx_Info_load")?),
-                value_destruct: std::mem::transmute::<*mut c_void, ValueDestructFn>(sym(
-                    c"PMIx_Value_destruct",
-                )?),
-                generate_regex: std::mem::transmute::<*mut c_void, GenerateFn>(sym(
-                    c"PMIx_generate_regex",
-                )?),
-                generate_ppn: std::mem::transmute::<*mut c_void, GenerateFn>(sym(
-                    c"PMIx_generate_ppn",
-                )?),
-                notify: std::mem::transmute::<*mut c_void, NotifyFn>(sym(c"PMIx_Notify_event")?),
-                lib,
-            })
-        }
-    }
-
-    fn check(&self, op: &'static str, rc: c_int) -> Result<(), String> {
-        self.lib.check(op, rc).map_err(|e| e.to_string())
-    }
-}
-
-/// `rivetrun --info`: whether jobs are served PMIx, with the library's version.
-pub fn probe() -> Result<String, String> {
-    let api = Api::open()?;
-    let version = api
-        .lib
-        .symbol(c"PMIx_Get_version")
-        .map_err(|e| e.to_string())?;
-    // SAFETY: the symbol is PMIx_Get_version, `const char *(void)`.
-    let version = unsafe {
-        std::mem::transmute::<*mut c_void, unsafe extern "C" fn() -> *const c_char>(version)
-    };
-    // SAFETY: it returns a static NUL-terminated string.
-    let v = unsafe { version() };
-    let v = if v.is_null() {
-        "version unknown".into()
-    } else {
-        // SAFETY: non-null, static, NUL-terminated.
-        unsafe { CStr::from_ptr(v) }.to_string_lossy().into_owned()
-    };
-    Ok(format!(
-        "{v}; rivetrun serves PMIx beside PMI-1, so Open MPI programs run under it"
-    ))
-}
-
-/// The supervisor's side of the upcalls: events and the waker that says so
-/// (set once the supervisor exists, before any rank starts).
-struct Upcalls {
-    waker: Mutex<Option<Arc<Waker>>>,
-    events: Mutex<Vec<PmixEvent>>,
-}
-
-/// Upcalls carry no pointer of ours, so their target is process-wide (one
-/// PMIx server per process is the library's own rule too).
-static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
-
-/// The upcalls' events since the last call (none if no server runs in
-/// this process).
-pub fn take_queued() -> Vec<PmixEvent> {
-    UPCALLS.get().map_or_else(Vec::new, |up| {
-        std::mem::take(&mut *up.events.lock().unwrap_or_else(|e| e.into_inner()))
-    })
-}
-
-/// Queue `event` for the supervisor and wake it; the event comes back if
-/// no server runs.
-fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
-    let Some(up) = UPCALLS.get() else {
-        return Err(event);
-    };
-    up.events
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .push(event);
-    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
-        let _ = waker.wake();
-    }
-    Ok(())
-}
-
-unsafe extern "C" fn on_connected(
-    _proc: *const PmixProc,
-    _object: *mut c_void,
-    _cb: Option<OpCb>,
-    _cbdata: *mut c_void,
-) -> c_int {
-    PMIX_OPERATION_SUCCEEDED
-}
-
-unsafe extern "C" fn on_abort(
-    proc: *const PmixProc,
-    _object: *mut c_void,
-    status: c_int,
-    msg: *const c_char,
-    _procs: *mut PmixProc,
-    _nprocs: usize,
-    _cb: Option<OpCb>,
-    _cbdata: *mut c_void,
-) -> c_int {
-    // SAFETY: the library passes the caller's valid proc.
-    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
-    let message = if msg.is_null() {
-        String::new()
-    } else {
-        // SAFETY: non-null, NUL-terminated (the client's message).
-        unsafe { CStr::from_ptr(msg) }
-            .to_string_lossy()
-            .into_owned()
-    };
-    let _ = push_event(PmixEvent::Aborted {
-        nspace,
-        rank,
-        code: status,
-        message,
-    });
-    // The caller is released at once; the supervisor ends the job.
-    PMIX_OPERATION_SUCCEEDED
-}
-
-unsafe extern "C" fn on_fence(
-    _procs: *const PmixProc,
-    _nprocs: usize,
-    _info: *const PmixInfo,
-    _ninfo: usize,
-    data: *mut c_char,
-    ndata: usize,
-    cb: Option<ModexCb>,
-    cbdata: *mut c_void,
-) -> c_int {
-    // One node: the local contributions are the whole job's.
-    if let Some(cb) = cb {
-        // SAFETY: the library's own callback with its own data and cbdata;
-        // no release function (the data stays the library's).
-        unsafe {
-            cb(
-                PMIX_SUCCESS,
-                data,
-                ndata,
-                cbdata,
-                None,
-                std::ptr::null_mut(),
-            )
-        };
-    }
-    PMIX_SUCCESS
 }
 
 /// A server being started on a thread of its own (it loads its plugins

@@ -1,0 +1,113 @@
+//! The host module's own upcalls (client connected or finalized, abort,
+//! one node's fence) and the queue through which upcalls reach the
+//! supervisor: events, and the waker that says so.
+
+use std::ffi::{c_char, c_int, c_void, CStr};
+use std::sync::{Arc, Mutex, OnceLock};
+
+use mio::Waker;
+use rivet_pmi::pmix_ffi::{PmixInfo, PmixProc, PMIX_OPERATION_SUCCEEDED, PMIX_SUCCESS};
+
+use super::{ModexCb, OpCb, PmixEvent};
+
+/// The supervisor's side of the upcalls: events and the waker that says so
+/// (set once the supervisor exists, before any rank starts).
+pub(super) struct Upcalls {
+    pub(super) waker: Mutex<Option<Arc<Waker>>>,
+    pub(super) events: Mutex<Vec<PmixEvent>>,
+}
+
+/// Upcalls carry no pointer of ours, so their target is process-wide (one
+/// PMIx server per process is the library's own rule too).
+pub(super) static UPCALLS: OnceLock<Upcalls> = OnceLock::new();
+
+/// The upcalls' events since the last call (none if no server runs in
+/// this process).
+pub fn take_queued() -> Vec<PmixEvent> {
+    UPCALLS.get().map_or_else(Vec::new, |up| {
+        std::mem::take(&mut *up.events.lock().unwrap_or_else(|e| e.into_inner()))
+    })
+}
+
+/// Queue `event` for the supervisor and wake it; the event comes back if
+/// no server runs.
+pub(super) fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
+    let Some(up) = UPCALLS.get() else {
+        return Err(event);
+    };
+    up.events
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(event);
+    if let Some(waker) = up.waker.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let _ = waker.wake();
+    }
+    Ok(())
+}
+
+pub(super) unsafe extern "C" fn on_connected(
+    _proc: *const PmixProc,
+    _object: *mut c_void,
+    _cb: Option<OpCb>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    PMIX_OPERATION_SUCCEEDED
+}
+
+pub(super) unsafe extern "C" fn on_abort(
+    proc: *const PmixProc,
+    _object: *mut c_void,
+    status: c_int,
+    msg: *const c_char,
+    _procs: *mut PmixProc,
+    _nprocs: usize,
+    _cb: Option<OpCb>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    // SAFETY: the library passes the caller's valid proc.
+    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
+    let message = if msg.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null, NUL-terminated (the client's message).
+        unsafe { CStr::from_ptr(msg) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    let _ = push_event(PmixEvent::Aborted {
+        nspace,
+        rank,
+        code: status,
+        message,
+    });
+    // The caller is released at once; the supervisor ends the job.
+    PMIX_OPERATION_SUCCEEDED
+}
+
+pub(super) unsafe extern "C" fn on_fence(
+    _procs: *const PmixProc,
+    _nprocs: usize,
+    _info: *const PmixInfo,
+    _ninfo: usize,
+    data: *mut c_char,
+    ndata: usize,
+    cb: Option<ModexCb>,
+    cbdata: *mut c_void,
+) -> c_int {
+    // One node: the local contributions are the whole job's.
+    if let Some(cb) = cb {
+        // SAFETY: the library's own callback with its own data and cbdata;
+        // no release function (the data stays the library's).
+        unsafe {
+            cb(
+                PMIX_SUCCESS,
+                data,
+                ndata,
+                cbdata,
+                None,
+                std::ptr::null_mut(),
+            )
+        };
+    }
+    PMIX_SUCCESS
+}
