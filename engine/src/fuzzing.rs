@@ -5,7 +5,7 @@
 use crate::dynamic::PortName;
 use crate::node_map::NodeMap;
 use crate::pg::{GroupDesc, MemberDesc, Pgs, ProcessGroup, VcId};
-use crate::route::{Limits as RouteLimit, RouteLimits};
+use crate::route::RouteLimits;
 use crate::state::{Setup, State};
 use crate::status::Status;
 use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
@@ -22,16 +22,7 @@ fn state() -> State {
     State::new(
         Pgs::new(ProcessGroup::new("fuzz".into(), 4, 0, map, 1 << 16)),
         Setup {
-            limits: RouteLimits {
-                shm: RouteLimit {
-                    eager_max: 1024,
-                    piece: 1024,
-                },
-                net: RouteLimit {
-                    eager_max: 1024,
-                    piece: 1024,
-                },
-            },
+            limits: RouteLimits::uniform(1024, 1024),
             cma_allowed: false,
             split_min: 0,
         },

@@ -9,7 +9,7 @@ use crate::core::Core;
 use crate::node_map::NodeMap;
 use crate::pg::{Pgs, ProcessGroup};
 use crate::post::SendArgs;
-use crate::route::{Limits as RouteLimit, RouteLimits};
+use crate::route::RouteLimits;
 use crate::shm::{ShmConfig, ShmNode};
 use crate::state::Setup;
 use crate::table::SendPhase;
@@ -31,16 +31,7 @@ pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
     State::new(
         Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
         Setup {
-            limits: RouteLimits {
-                shm: RouteLimit {
-                    eager_max: 1024,
-                    piece: 1024,
-                },
-                net: RouteLimit {
-                    eager_max: 1024,
-                    piece: 1024,
-                },
-            },
+            limits: RouteLimits::uniform(1024, 1024),
             cma_allowed: false,
             split_min: 0,
         },

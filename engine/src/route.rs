@@ -41,6 +41,13 @@ pub struct RouteLimits {
 }
 
 impl RouteLimits {
+    /// Every transport with the same limits (the sans-I/O tests and the
+    /// fuzz target, which open none).
+    pub fn uniform(eager_max: usize, piece: usize) -> RouteLimits {
+        let l = Limits { eager_max, piece };
+        RouteLimits { shm: l, net: l }
+    }
+
     /// The limits of the transport behind `route`. Loopback has no eager
     /// limit; its pieces (never streamed in practice) are shared memory's.
     #[inline(always)]
