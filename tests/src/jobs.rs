@@ -241,3 +241,16 @@ impl Drop for NameServer {
         let _ = self.child.wait();
     }
 }
+
+/// The PMIx servers' directories in the temp dir (`rivet-<pid>-pmix-*`;
+/// namespace hosts share it): what a job must not leave behind.
+pub fn pmix_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}

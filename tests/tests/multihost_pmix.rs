@@ -8,7 +8,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{bin, cc_c, mpicc_openmpi, run_job, serial, Outcome};
+use rivet_tests::{bin, cc_c, mpicc_openmpi, pmix_dirs, run_job, serial, Outcome};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -30,19 +30,6 @@ fn cluster() -> Option<Cluster> {
             None
         }
     }
-}
-
-/// The PMIx servers' directories (`rivet-<pid>-pmix-*`; the hosts share
-/// the temp dir).
-fn pmix_dirs() -> Vec<String> {
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// No process left on any host, no PMIx directory left of those not in `before`.

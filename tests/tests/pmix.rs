@@ -12,8 +12,8 @@ use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, rivetrun, run_job, run_job_checking_shm,
-    run_killed_job_checking_shm, serial, NameServer, Outcome,
+    bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, pmix_dirs, rivetrun, run_job,
+    run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -169,16 +169,6 @@ fn rivet_pmi_pmi1_refuses_a_pmix_launch_with_a_reason() {
 }
 
 /// rivetrun's PMIx server directories (`rivet-<pid>-pmix-*` in the temp dir).
-fn pmix_dirs() -> Vec<String> {
-    std::fs::read_dir(std::env::temp_dir())
-        .map(|d| {
-            d.filter_map(|e| e.ok())
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("rivet-") && n.contains("-pmix-"))
-                .collect()
-        })
-        .unwrap_or_default()
-}
 
 #[test]
 fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
