@@ -8,6 +8,12 @@ use crate::jobs::Outcome;
 /// the program), and one hello per rank whose node-local rank and size are
 /// its world rank and size.
 pub fn mpi_check_passed(o: &Outcome, n: u32) {
+    mpi_check_passed_on_hosts(o, n, n);
+}
+
+/// [`mpi_check_passed`] for `n` ranks placed `per_host` to a host in
+/// blocks: each rank's node-local rank is its place in its block.
+pub fn mpi_check_passed_on_hosts(o: &Outcome, n: u32, per_host: u32) {
     assert_eq!(o.code(), Some(0), "n={n}: {}", o.show());
     assert!(
         o.stdout.contains(&format!("mpi_check OK size={n}")),
@@ -16,10 +22,11 @@ pub fn mpi_check_passed(o: &Outcome, n: u32) {
     );
     for rank in 0..n {
         let hello = format!("hello from rank {rank} of {n} pid ");
+        let local = format!(" node-local {} of {per_host}", rank % per_host);
         assert!(
-            o.stdout.lines().any(
-                |l| l.starts_with(&hello) && l.ends_with(&format!(" node-local {rank} of {n}"))
-            ),
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
             "n={n} rank {rank}: {}",
             o.show()
         );

@@ -8,7 +8,10 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{appnums, bin, mpicc, rivetrun, run_job, run_job_with, serial, Outcome};
+use rivet_tests::{
+    appnums, bin, mpi_check_passed_on_hosts, mpicc, rivetrun, run_job, run_job_with, serial,
+    Outcome,
+};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -372,19 +375,7 @@ fn mpich_program_runs_on_2_hosts_of_2_ranks() {
     let cmd = on_hosts(&c, &["-hostfile", &file_arg], 4, &[], &prog, &[]);
     let o = run_job(cmd, DEADLINE);
     let _ = std::fs::remove_file(&file);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
-    for rank in 0..4 {
-        let hello = format!("hello from rank {rank} of 4 pid ");
-        let local = format!(" node-local {} of 2", rank % 2);
-        assert!(
-            o.stdout
-                .lines()
-                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
-            "rank {rank}: {}",
-            o.show()
-        );
-    }
+    mpi_check_passed_on_hosts(&o, 4, 2);
 }
 
 /// Where `engine_check hang DIR` ranks mark themselves ready; removed on

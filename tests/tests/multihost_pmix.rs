@@ -8,7 +8,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::netns::Cluster;
-use rivet_tests::{bin, cc_c, mpicc_openmpi, pmix_dirs, run_job, serial, Outcome};
+use rivet_tests::{
+    bin, cc_c, mpi_check_passed_on_hosts, mpicc_openmpi, pmix_dirs, run_job, serial, Outcome,
+};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -192,20 +194,8 @@ fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog);
     let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    assert!(o.stdout.contains("mpi_check OK size=4"), "{}", o.show());
-    for rank in 0..4 {
-        // Open MPI learned which ranks share each host from the PMIx maps.
-        let hello = format!("hello from rank {rank} of 4 pid ");
-        let local = format!(" node-local {} of 2", rank % 2);
-        assert!(
-            o.stdout
-                .lines()
-                .any(|l| l.starts_with(&hello) && l.ends_with(&local)),
-            "rank {rank}: {}",
-            o.show()
-        );
-    }
+    // Open MPI learned which ranks share each host from the PMIx maps.
+    mpi_check_passed_on_hosts(&o, 4, 2);
     nothing_left(&c, &o, &before);
 }
 
