@@ -44,7 +44,9 @@
 //! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
 //!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
 //!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
-//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), host loss; names and group
+//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), the loop's inputs
+//!   and the threads reading them (`events.rs`), each proxy's state and host loss (`proxies.rs`),
+//!   rivetrun's signals (`signals.rs`); names and group
 //!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
