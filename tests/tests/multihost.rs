@@ -587,27 +587,6 @@ fn a_rank_whose_exec_fails_on_another_host_is_named_with_host_and_error() {
 }
 
 #[test]
-fn pmi_port_across_hosts_is_refused_before_anything_starts() {
-    let _serial = serial();
-    // Not supported on hosts yet (README): a usage error naming it, before
-    // any proxy is started (these hosts do not exist).
-    let o = run_job(
-        rivetrun(&[
-            "-hosts",
-            "nosuch1,nosuch2",
-            "-n",
-            "2",
-            "--pmi-port",
-            "/bin/true",
-        ]),
-        DEADLINE,
-    );
-    assert_eq!(o.code(), Some(2), "{}", o.show());
-    assert!(o.stderr.contains("--pmi-port"), "{}", o.show());
-    assert!(!o.stderr.contains("nosuch"), "{}", o.show());
-}
-
-#[test]
 fn a_host_cut_off_the_network_fails_the_job_and_cleans_itself_up() {
     let _serial = serial();
     let Some(c) = cluster(2) else { return };

@@ -64,6 +64,8 @@ pub struct Options {
     pub keep_going: bool,
     /// `--nameserver`: where names are published instead of rivetrun's table.
     pub name_server: Option<String>,
+    /// `--pmi-port`: each proxy's ranks reach it over TCP (`PMI_PORT`).
+    pub pmi_port: bool,
 }
 
 /// Run the job on `nodes`: `apps` are its programs (MPMD sections; one
