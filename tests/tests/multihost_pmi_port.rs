@@ -14,20 +14,10 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use rivet_tests::netns::Cluster;
+use rivet_tests::netns::{cluster, Cluster};
 use rivet_tests::{bin, mpi_check_passed_on_hosts, mpicc, run_job, run_job_with, serial};
 
 const DEADLINE: Duration = Duration::from_secs(120);
-
-fn cluster(n: usize) -> Option<Cluster> {
-    match Cluster::new(n) {
-        Ok(c) => Some(c),
-        Err(why) => {
-            eprintln!("skipping: cannot create network namespace hosts here: {why}");
-            None
-        }
-    }
-}
 
 /// `rivetrun --pmi-port` on the cluster's hosts, `per` slots each, `n` ranks.
 fn on_port(c: &Cluster, per: u32, n: u32) -> Command {
