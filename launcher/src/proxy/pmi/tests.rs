@@ -258,3 +258,47 @@ fn the_pmi_port_admits_only_this_nodes_ranks_with_the_secret_once_then_closes() 
         std::thread::sleep(Duration::from_millis(10));
     }
 }
+
+#[test]
+fn strangers_waiting_unidentified_are_bounded_and_the_rest_still_served() {
+    let (pmi, _rivetrun) = node0_loop();
+    let opened = open_port("127.0.0.1".parse().unwrap(), 3, &[0, 1], "s3cret").unwrap();
+    let addr = opened.addr.clone();
+    let saids: HashMap<u32, Arc<Said>> = [0, 1].map(|r| (r, Arc::default())).into();
+    pmi.send(Cmd::Port {
+        opened,
+        saids,
+        host: "h1".into(),
+    });
+    // 64 connections that say nothing: each is held, unidentified.
+    let mut idle: Vec<TcpStream> = (0..64)
+        .map(|_| TcpStream::connect(&addr).unwrap())
+        .collect();
+    // Each is accepted in order: the 64th answers before the next comes.
+    let last = idle.last_mut().unwrap();
+    last.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    last.write_all(b"cmd=initack pmiid=7\n").unwrap();
+    let mut got = String::new();
+    last.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "cmd=initack rc=-1 msg=unknown_pmiid\n");
+    idle.pop();
+    // 63 wait; one more is held, the next is closed unanswered.
+    let _held = TcpStream::connect(&addr).unwrap();
+    let mut extra = TcpStream::connect(&addr).unwrap();
+    extra
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    extra.read_to_end(&mut got).expect("closed, not left open");
+    assert!(got.is_empty());
+    // The ones held are still served (and refused for their bad id).
+    let first = &mut idle[0];
+    first.write_all(b"cmd=initack pmiid=7\n").unwrap();
+    first
+        .set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut got = String::new();
+    first.read_to_string(&mut got).unwrap();
+    assert_eq!(got, "cmd=initack rc=-1 msg=unknown_pmiid\n");
+}
