@@ -101,6 +101,8 @@ impl Loop {
                     "rivetrun: proxy on {}: cannot watch the PMI port: {e}",
                     port.host
                 );
+                // Closed: the ranks fail to connect rather than wait unheard.
+                port.listener = None;
             }
         }
         self.port = Some(port);
