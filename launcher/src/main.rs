@@ -44,11 +44,14 @@
 //! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
 //!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
 //!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
-//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), host loss; names and group
+//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), the loop's inputs
+//!   and the threads reading them (`events.rs`), each proxy's state and host loss (`proxies.rs`),
+//!   rivetrun's signals (`signals.rs`); names and group
 //!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
-//!   server core in a poll loop with the node's topology keys (`pmi.rs`), barriers up a tree of
+//!   server core in a poll loop with the node's topology keys (`pmi/`; `--pmi-port`'s port, its gate
+//!   and closing: `pmi/port.rs`), barriers up a tree of
 //!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits; the
 //!   node's PMIx server, its fences as tree barriers and direct modex through rivetrun
 //!   (`pmix.rs`; rivetrun's routing in `remote/pmix.rs`).
@@ -516,10 +519,9 @@ fn run_on_hosts(
     entries: &[hosts::HostEntry],
     name_server: Option<String>,
 ) -> Result<i32, LaunchError> {
-    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
+    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() {
         return Err(LaunchError::Usage(
-            "-hosts/-hostfile cannot be combined with --topology, --cpu-list, --mesh-dims \
-             or --pmi-port yet"
+            "-hosts/-hostfile cannot be combined with --topology, --cpu-list or --mesh-dims yet"
                 .into(),
         ));
     }
@@ -552,6 +554,7 @@ fn run_on_hosts(
         stats: cli.launch_stats,
         keep_going: cli.disable_auto_cleanup,
         name_server,
+        pmi_port: cli.pmi_port,
     };
     remote::run(job, &apps, appnums, nodes, &opts)
 }

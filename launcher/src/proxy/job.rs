@@ -40,6 +40,8 @@ pub(super) struct Job {
     pub(super) grace: f64,
     /// `--report-bindings`: one line per rank on stderr before it starts.
     pub(super) report: bool,
+    /// `--pmi-port`: the ranks connect to a TCP port of the proxy's.
+    pub(super) pmi_port: bool,
     /// Every node's name, as rivetrun has it (the PMIx node map).
     pub(super) hosts: Vec<String>,
 }
@@ -117,6 +119,7 @@ pub(super) fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
             "nodes" => job.hosts = (1..msg.len()).map(t).collect(),
             "label" => job.label = true,
             "report-bindings" => job.report = true,
+            "pmi-port" => job.pmi_port = true,
             "map-by" => job.map_by = Some(t(1)),
             "bind-to" => job.bind_to = Some(t(1)),
             "grace" => job.grace = t(1).parse().unwrap_or(3.0),

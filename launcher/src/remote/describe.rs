@@ -116,6 +116,9 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
     if opts.report_bindings {
         put(&[b"report-bindings"]);
     }
+    if opts.pmi_port {
+        put(&[b"pmi-port"]);
+    }
     put(&[b"map-by", opts.map_by.as_bytes()]);
     if let Some(b) = &opts.bind_to {
         put(&[b"bind-to", b.as_bytes()]);

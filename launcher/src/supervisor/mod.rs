@@ -27,13 +27,13 @@ mod spawns;
 mod teardown;
 
 use std::collections::HashMap;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream, UnixStream};
+use mio::net::TcpListener;
 use mio::unix::pipe::Receiver;
 use mio::{Events, Poll, Token, Waker};
 use rivet_pmi::server::{ConnId, NameRequest, NsId, Server};
@@ -43,6 +43,7 @@ use signal_hook_mio::v1_0::Signals;
 
 use crate::group_link::GroupLink;
 use crate::launch::Priority;
+use crate::nonblocking::PmiStream;
 use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
 use crate::pmix_host::{NameCall, PmixHost};
@@ -69,41 +70,6 @@ enum Stream {
 enum Source {
     Pmi(ConnId),
     Output { proc: usize, stream: Stream },
-}
-
-enum PmiStream {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl PmiStream {
-    fn source(&mut self) -> &mut dyn mio::event::Source {
-        match self {
-            PmiStream::Unix(s) => s,
-            PmiStream::Tcp(s) => s,
-        }
-    }
-}
-
-impl Read for PmiStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            PmiStream::Unix(s) => s.read(buf),
-            PmiStream::Tcp(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for PmiStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            PmiStream::Unix(s) => s.write(buf),
-            PmiStream::Tcp(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 struct PmiConn {
