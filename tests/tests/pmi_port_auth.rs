@@ -1,7 +1,8 @@
 //! A stranger on the machine connects to a `--pmi-port` job's PMI port:
 //! it tries abort, initack with guessed ids and a wrong secret, and
 //! garbage. Each of its connections is closed without effect, and the job
-//! completes with exit 0.
+//! completes with exit 0. Strangers that connect and say nothing are held
+//! only up to a bound; more are closed at once.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -84,6 +85,22 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
             let said = intrude(&addr, attempt);
             answers.push((String::from_utf8_lossy(attempt).into_owned(), said));
         }
+        // Both ranks are in: as many strangers as the cap may wait saying
+        // nothing; the next is closed unanswered, before it says anything.
+        let idle: Vec<TcpStream> = (0..rivet_pmi::server::MAX_STRANGERS)
+            .filter_map(|_| TcpStream::connect(&addr).ok())
+            .collect();
+        let mut crowd = String::new();
+        if let Ok(mut extra) = TcpStream::connect(&addr) {
+            let _ = extra.set_read_timeout(Some(Duration::from_secs(20)));
+            let mut got = Vec::new();
+            crowd = match extra.read_to_end(&mut got) {
+                Ok(_) => String::from_utf8_lossy(&got).into_owned(),
+                Err(e) => format!("left open: {e}"),
+            };
+        }
+        answers.push((format!("{} idle, then one more", idle.len()), crowd));
+        drop(idle);
         std::fs::write(d.join("go"), b"").unwrap();
     });
     let _ = std::fs::remove_dir_all(&dir);
@@ -109,6 +126,18 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     assert!(
         o.stderr
             .contains("before authenticating with initack; refused"),
+        "{}",
+        o.show()
+    );
+    assert!(
+        answers.iter().any(|(sent, said)| sent
+            == &format!("{} idle, then one more", rivet_pmi::server::MAX_STRANGERS)
+            && said.is_empty()),
+        "{answers:?}"
+    );
+    assert!(
+        o.stderr
+            .contains("PMI_PORT connections wait unidentified already; closing another"),
         "{}",
         o.show()
     );

@@ -36,7 +36,7 @@ use std::time::{Duration, Instant};
 use mio::net::TcpListener;
 use mio::unix::pipe::Receiver;
 use mio::{Events, Poll, Token, Waker};
-use rivet_pmi::server::{ConnId, NameRequest, NsId, Server};
+use rivet_pmi::server::{ConnId, NameRequest, NsId, Server, MAX_STRANGERS};
 use rivet_pmi::wire::Message;
 use signal_hook::consts::SIGCHLD;
 use signal_hook_mio::v1_0::Signals;
@@ -336,6 +336,16 @@ impl Supervisor {
             };
             match listener.accept() {
                 Ok((stream, _)) => {
+                    let identified = self.conns.values().filter(|c| c.proc.is_some()).count();
+                    let unidentified = self.conns.len() - identified;
+                    let cap = MAX_STRANGERS + self.procs.len().saturating_sub(identified);
+                    if unidentified >= cap {
+                        eprintln!(
+                            "rivetrun: {cap} PMI_PORT connections wait unidentified already; \
+                             closing another"
+                        );
+                        continue; // dropped: closed
+                    }
                     let _ = stream.set_nodelay(true);
                     // PMI_PORT connections are the ranks' (spawned processes use PMI_FD).
                     match self.add_conn(PmiStream::Tcp(stream), None) {

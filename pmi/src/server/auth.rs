@@ -18,6 +18,12 @@ use std::io;
 /// The variable rivetrun passes the job secret in.
 pub const PORT_SECRET_ENV: &str = "RIVET_PMI_SECRET";
 
+/// A PMI port holds at most this many connections beyond the ranks still
+/// to come waiting unidentified at once, and closes more as they come: a
+/// stranger cannot run the launcher out of files, nor crowd out a rank
+/// (every rank not yet admitted has a place of its own).
+pub const MAX_STRANGERS: usize = 64;
+
 /// What the launcher handed out: each rank's `PMI_ID` (index = rank) and
 /// the job secret. An id of 0 or less is handed to nobody: a proxy's
 /// gate ([`PortAuth::for_ranks`]) admits only the ranks it placed.

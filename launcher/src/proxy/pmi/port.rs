@@ -10,7 +10,7 @@
 //! like a `PMI_FD` rank's from then on (barriers up the proxy tree, KVS,
 //! names, spawn). The port closes once every rank placed here has been
 //! admitted, or when rivetrun's connection is lost; strangers still
-//! unidentified are bounded (`MAX_UNIDENTIFIED`), and the rest close with
+//! unidentified are bounded (`MAX_STRANGERS` beyond the ranks to come), and the rest close with
 //! the proxy.
 
 use std::collections::HashMap;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use mio::net::TcpListener;
 use mio::{Interest, Token};
-use rivet_pmi::server::{ConnId, PortAuth};
+use rivet_pmi::server::{ConnId, PortAuth, MAX_STRANGERS};
 
 use super::{Conn, Loop, Said};
 use crate::nonblocking::{interest, PmiStream};
@@ -32,10 +32,6 @@ pub(super) const LISTENER: Token = Token(FIRST_CONN as usize - 1);
 /// Ids of port connections: above the ranks' (`rank + 1`), below spawned
 /// processes' (`proxy::spawn`) and PMIx name queries' (`pmix_names::CONN_BASE`).
 const FIRST_CONN: ConnId = 1 << 30;
-
-/// At most this many connections wait unidentified at once; more are
-/// closed as they come (a stranger cannot run the proxy out of files).
-const MAX_UNIDENTIFIED: usize = 64;
 
 /// A proxy's PMI port before its loop takes it: the listener, where the
 /// ranks reach it (`host:port`), and the ids and secret they are given.
@@ -131,9 +127,10 @@ impl Loop {
                 }
             };
             let unidentified = self.conns.values().filter(|c| c.rank.is_none()).count();
-            if unidentified >= MAX_UNIDENTIFIED {
+            let cap = MAX_STRANGERS + port.waiting;
+            if unidentified >= cap {
                 eprintln!(
-                    "rivetrun: proxy on {}: {MAX_UNIDENTIFIED} PMI_PORT connections wait \
+                    "rivetrun: proxy on {}: {cap} PMI_PORT connections wait \
                      unidentified already; closing another",
                     port.host
                 );

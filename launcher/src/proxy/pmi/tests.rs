@@ -270,11 +270,13 @@ fn strangers_waiting_unidentified_are_bounded_and_the_rest_still_served() {
         saids,
         host: "h1".into(),
     });
-    // 64 connections that say nothing: each is held, unidentified.
-    let mut idle: Vec<TcpStream> = (0..64)
+    // As many connections as may wait (two places are the ranks'), saying
+    // nothing: each is held, unidentified.
+    let cap = rivet_pmi::server::MAX_STRANGERS + 2;
+    let mut idle: Vec<TcpStream> = (0..cap)
         .map(|_| TcpStream::connect(&addr).unwrap())
         .collect();
-    // Each is accepted in order: the 64th answers before the next comes.
+    // Each is accepted in order: the last answers before the next comes.
     let last = idle.last_mut().unwrap();
     last.set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
@@ -283,7 +285,7 @@ fn strangers_waiting_unidentified_are_bounded_and_the_rest_still_served() {
     last.read_to_string(&mut got).unwrap();
     assert_eq!(got, "cmd=initack rc=-1 msg=unknown_pmiid\n");
     idle.pop();
-    // 63 wait; one more is held, the next is closed unanswered.
+    // One place is free again: one more is held, the next is closed unanswered.
     let _held = TcpStream::connect(&addr).unwrap();
     let mut extra = TcpStream::connect(&addr).unwrap();
     extra
