@@ -337,9 +337,18 @@ fn a_message_that_must_wait_is_refused_not_copied() {
     assert!(tail > 0 && tail < big.len() as u64, "{tail} bytes copied");
     // The second would wait behind it: refused, nothing copied, nothing
     // counted against the flow control.
+    let calls = a.syscalls;
     assert!(!a.take(b"h1", &big).unwrap());
     assert_eq!((a.copied_out, a.refused), (tail, 1));
     assert_eq!(a.credit.unacknowledged(), 1);
+    // The socket was full: offers refused before the next poll do not try
+    // it again; the first after a poll does, once.
+    assert!(!a.take(b"h1", &big).unwrap());
+    assert_eq!(a.syscalls, calls, "a refused offer wrote to a full socket");
+    a.new_poll();
+    assert!(!a.take(b"h1", &big).unwrap());
+    assert_eq!(a.syscalls, calls + 1);
+    assert_eq!(a.refused, 3);
     // Offered again as the socket drains, each goes once there is room;
     // no byte of any message is copied twice.
     let mut to = Placer {

@@ -139,6 +139,9 @@ pub struct Channel {
     pub fini_got: bool,
     /// A message was written since the last poll (see `take`).
     wrote_since_poll: bool,
+    /// The socket took less than offered since the last poll: a refused
+    /// `take` does not try it again (an `EAGAIN` per offer), the poll does.
+    socket_full: bool,
     /// Packets written, for tests and `describe`.
     pub packets_out: u64,
     pub syscalls: u64,
@@ -192,6 +195,7 @@ impl Channel {
             fini_sent: false,
             fini_got: false,
             wrote_since_poll: false,
+            socket_full: false,
             packets_out: 0,
             syscalls: 0,
             refused: 0,
@@ -217,6 +221,7 @@ impl Channel {
     /// A new poll began: the next small message may be written at once.
     pub fn new_poll(&mut self) {
         self.wrote_since_poll = false;
+        self.socket_full = false;
     }
 
     /// Stop writing into the engine's memory (the engine is going away):

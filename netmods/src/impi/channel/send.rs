@@ -34,7 +34,7 @@ impl Channel {
             self.pump();
         }
         let waiting = self.out.len() - self.out_at;
-        if waiting >= 4 * OUT_HIGH || (waiting > 0 && len >= HOLD_FROM) {
+        if (waiting >= 4 * OUT_HIGH || (waiting > 0 && len >= HOLD_FROM)) && !self.socket_full {
             self.flush()?;
         }
         let waiting = self.out.len() - self.out_at;
@@ -45,7 +45,9 @@ impl Channel {
             || waiting >= 4 * OUT_HIGH
             || (waiting > 0 && len >= HOLD_FROM)
         {
-            self.flush()?;
+            if !self.socket_full {
+                self.flush()?;
+            }
             self.refused += 1;
             return Ok(false);
         }
@@ -80,6 +82,7 @@ impl Channel {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
                     Err(e) => return Err(e),
                 };
+                self.socket_full = n < waiting + HEADER_LEN + len;
                 if n <= waiting {
                     self.advance(n);
                     self.append(&[&head, header, payload]);
@@ -240,10 +243,14 @@ impl Channel {
                 // would only return EAGAIN.
                 Ok(n) if n < left => {
                     self.advance(n);
+                    self.socket_full = true;
                     break;
                 }
                 Ok(n) => self.advance(n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.socket_full = true;
+                    break;
+                }
                 Err(e) => return Err(e),
             }
         }
