@@ -146,8 +146,10 @@
 //!   send of its own to that receiver, right after its `Rts` and within the message; the receiver
 //!   completes only after its own part and the sender's `Written`, then answers `Ack`.
 //! - A rendezvous receive that reads over the netmod stays in its Reading phase, its buffer
-//!   untouched by anything else, until the read ends; the sender's registration lives until its
-//!   send completes (an abandoned send's is deregistered before its buffer is released).
+//!   untouched by anything else, until the read ends; if its peer fails, until the netmod has
+//!   stopped the read (`Rma::stop_reads`; one it cannot stop fails the engine); the sender's
+//!   registration lives until its send completes (an abandoned send's is deregistered before its
+//!   buffer is released).
 //! - Finalize: a rank says `Bye` to every live netmod peer and waits for each one's `Bye` (a peer
 //!   answers one at once and sends nothing else after a `Bye` it got).
 //! - shm attach maps a segment only if it is a regular file of our user with mode 0600

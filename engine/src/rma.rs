@@ -13,7 +13,15 @@
 //! (`State::rma.wanted`); `Transports::run_reads` then does or posts the
 //! reads by route, collects their ends and releases the senders'
 //! registrations, and reports each end here.
+//!
+//! A failed peer's reads in flight are stopped by the netmod before their
+//! receives fail (`Rma::stop_reads`, asked by `run_reads`): until then the
+//! receive stays in its Reading phase, so `Inner::abandon` keeps waiting
+//! and no wait sees it complete while the netmod may still write. A netmod
+//! that cannot stop them in time fails the engine instead (the buffers are
+//! then never given back: `abandon` aborts).
 
+use crate::pg::VcId;
 use crate::state::{ReadWant, State};
 use crate::table::{Op, RecvPhase, Req};
 use crate::wire::MsgKind;
@@ -42,6 +50,17 @@ impl State {
             return self.fail_request_for(w.rreq, w.from);
         }
         self.ask_to_stream(w.rreq, w.from, w.context, w.sreq, w.len);
+    }
+
+    /// The netmod has stopped failed peer `vc`'s reads (`Rma::stop_reads`):
+    /// nothing writes into their buffers any more, so their receives fail
+    /// now.
+    pub(crate) fn reads_stopped(&mut self, vc: VcId) {
+        for w in self.rma.take_reads_from(vc) {
+            if self.reading(&w) {
+                self.fail_request_for(w.rreq, vc);
+            }
+        }
     }
 
     /// The buffer of the receive waiting for read `w`; `None` once it is

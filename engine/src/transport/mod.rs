@@ -104,11 +104,26 @@ impl Transports {
         events
     }
 
-    /// Post the reads the protocols asked for, by route, and report ended
-    /// ones: a read done completes its receive and answers `Ack`, a
-    /// refused one asks the sender to stream (`Cts`).
+    /// Have the netmod stop failed peers' reads (then fail their
+    /// receives), post the reads the protocols asked for, by route, and
+    /// report ended ones: a read done completes its receive and answers
+    /// `Ack`, a refused one asks the sender to stream (`Cts`).
     pub fn run_reads(&mut self, st: &mut State) -> usize {
         let mut events = 0;
+        for vc in std::mem::take(&mut st.rma.stopping) {
+            // A VC's id is its netmod peer id; reads in flight are netmod
+            // reads (shared memory reads before returning).
+            let stopped = self.net.as_mut().is_none_or(|net| net.stop_reads(vc.0));
+            if stopped {
+                st.reads_stopped(vc);
+                events += 1;
+            } else {
+                st.fail(format!(
+                    "the netmod could not stop its reads from failed {vc}: their receive \
+                     buffers may still be written"
+                ));
+            }
+        }
         if let Some(net) = self.net.as_mut() {
             net.release(st);
         }

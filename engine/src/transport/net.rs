@@ -124,6 +124,12 @@ impl NetLink {
         }
     }
 
+    /// Stop every read from failed `peer` (`Rma::stop_reads`); `true`
+    /// once none of them writes any more (or there is no RMA).
+    pub fn stop_reads(&mut self, peer: PeerId) -> bool {
+        self.net.rma().is_none_or(|rma| rma.stop_reads(peer))
+    }
+
     /// Report reads that ended since the last call.
     pub fn poll_reads(&mut self, st: &mut State) -> usize {
         if st.rma.in_flight.is_empty() {
