@@ -101,7 +101,7 @@ impl Core {
             events += self.flush();
         }
         if self.st.copies.busy() {
-            events += self.st.run_copies();
+            events += self.st.run_copies(self.tx.shm_pids());
             if !self.st.pending_vcs.is_empty() {
                 events += self.flush();
             }

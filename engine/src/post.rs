@@ -16,7 +16,7 @@ use crate::wire::{control, MsgKind, WireHeader, FLAG_RMA_KEY, FLAG_SYNC};
 /// The rendezvous request carries the sender's pid (the wire format has
 /// it); it lives in a static so a queued request can point at it. The
 /// receiver does not use it: a single-copy read takes the pid the sender's
-/// slot in the node segment has (`State::shm_pids`), which a peer cannot
+/// slot in the node segment has (`ShmLink::pids`), which a peer cannot
 /// forge to make us read a third process's memory.
 fn pid_bytes() -> &'static [u8; 4] {
     static PID: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();

@@ -442,14 +442,13 @@ impl State {
         let key = match route {
             _ if want == 0 => None,
             Route::Shm(peer) if self.cma_allowed && cma != CmaState::Refused => {
-                // The pid of the process at that shm slot, never one the
-                // peer names (0 until the slot is seen attached).
-                let pid = self.shm_pids.get(peer).copied().unwrap_or(0);
+                // Copies go to the process at that shm slot (the shm
+                // transport's pid for it), never one the peer names.
                 if cma == CmaState::Works && self.split_min != 0 && want >= self.split_min {
                     return self.start_split_copy(
                         rreq,
                         from,
-                        pid,
+                        peer,
                         addr,
                         buf,
                         want,

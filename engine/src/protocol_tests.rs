@@ -309,7 +309,7 @@ fn single_copy_reads_use_the_segment_pid() {
     let (me, mut peer) = shm_pair("cma-pid");
     let mut core = shm_core(me, state(2, true));
     core.progress();
-    assert_eq!(core.st.shm_pids, [std::process::id(); 2]);
+    assert_eq!(core.tx.shm_pids(), [std::process::id(); 2]);
 
     let source: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
     let mut dst = vec![0u8; source.len()];

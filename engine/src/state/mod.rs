@@ -70,9 +70,6 @@ pub struct State {
     /// (0: never); the copies under way (`copy.rs`).
     pub split_min: usize,
     pub copies: Copies,
-    /// The pid of each local rank as its slot in the node segment says,
-    /// for single-copy reads; empty until every local rank has attached.
-    pub shm_pids: Vec<u32>,
     /// A transport or peer failed; every wait reports it.
     pub fatal: Option<String>,
     /// Peers whose connection failed, and why (see `peer_failed`).
@@ -135,7 +132,6 @@ impl State {
             cma_allowed: l.cma_allowed,
             split_min: l.split_min,
             copies: Copies::default(),
-            shm_pids: Vec::new(),
             fatal: None,
             failed_peers: Vec::new(),
             ports: Ports::default(),

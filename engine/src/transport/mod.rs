@@ -81,6 +81,12 @@ pub struct Transports {
 }
 
 impl Transports {
+    /// The pid of each local rank as its slot in the node segment says
+    /// (for single copies; empty until every local rank has attached).
+    pub fn shm_pids(&self) -> &[u32] {
+        self.shm.as_ref().map_or(&[], ShmLink::pids)
+    }
+
     /// Poll every open transport once (the netmod at its cadence).
     /// Inline: it runs once per progress call, busy or idle.
     #[inline]
