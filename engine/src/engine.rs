@@ -514,10 +514,10 @@ impl<T: Threading> Engine<T> {
                 ),
             ));
             if core.shm().is_some() {
-                let c = &core.st.copies;
+                let (whole, shared) = core.st.single_copies();
                 items.push((
                     "shm.single_copy_reads".into(),
-                    format!("{} whole, {} shared with the sender", c.whole, c.shared),
+                    format!("{whole} whole, {shared} shared with the sender"),
                 ));
             }
             if let Some(n) = core.netmod().and_then(|n| n.syscalls()) {
@@ -539,12 +539,12 @@ impl<T: Threading> Engine<T> {
                     format!("{size} ranks, {vcs} VCs, {refs} in use"),
                 ));
             }
-            for (vc, why) in &core.st.failed_peers {
+            for (vc, why) in core.st.failed_peers() {
                 let key = match vc.group() {
                     0 => format!("failed_peer.{}", vc.rank()),
                     _ => format!("failed_peer.{vc}"),
                 };
-                items.push((key, why.clone()));
+                items.push((key, why.to_string()));
             }
         }
         Info {

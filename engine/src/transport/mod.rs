@@ -151,10 +151,7 @@ impl Transports {
             };
             events += 1;
             match (start, route) {
-                (ReadStart::Done, Route::Shm(_)) => {
-                    st.copies.whole += 1;
-                    st.read_done(w);
-                }
+                (ReadStart::Done, Route::Shm(_)) => st.single_copy_done(w),
                 (ReadStart::Done, _) => {
                     st.rma.reads += 1;
                     st.read_done(w);

@@ -2,7 +2,7 @@
 //! impi) with the engine's side of it: the poll cadence next to shared
 //! memory, the `Sink` it hands arrivals to, and its RMA (registering a
 //! rendezvous sender's buffer, reading the sender's buffer with the key the
-//! `Rts` carries, `rma.rs`).
+//! `Rts` carries, `state/rma.rs`).
 
 use std::ptr::NonNull;
 

@@ -3,7 +3,7 @@
 //! RMA, the single-copy read (`shm::cma`, `process_vm_readv`) from the
 //! process the node segment has at the sender's slot, never a pid a
 //! message names. Once every local rank has attached, their pids are kept
-//! here (`ShmLink::pids`: the one owner; the shared copies of `copy.rs` get
+//! here (`ShmLink::pids`: the one owner; the shared copies of `state/copy.rs` get
 //! them through `Core::progress`) and their processes watched
 //! (`peer_watch.rs`).
 

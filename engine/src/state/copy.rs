@@ -275,8 +275,8 @@ mod tests {
     use super::*;
     use crate::core::Core;
     use crate::post::SendArgs;
-    use crate::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
     use crate::route::CmaState;
+    use crate::state::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;
 

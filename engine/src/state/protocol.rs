@@ -663,6 +663,31 @@ impl State {
         matches!(vc.route, Route::Netmod(_)).then_some(from)
     }
 
+    /// The route to `dest`, its eager limit (the transport's, within the
+    /// credit a netmod peer left us), and whether sends to it queue.
+    #[inline]
+    pub fn send_route(&mut self, dest: VcId) -> Result<(Route, usize, bool)> {
+        let vc = self.pgs.vc(dest)?;
+        if vc.failed {
+            return Err(self.failure_of(dest));
+        }
+        let mut limit = self.limits.of(vc.route).eager_max;
+        if let Route::Netmod(_) = vc.route {
+            limit = limit.min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE));
+        }
+        Ok((vc.route, limit, !vc.pending.is_empty()))
+    }
+
+    /// An eager message to a netmod peer spends its credit.
+    #[inline]
+    pub fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
+        if let Route::Netmod(_) = route {
+            if let Ok(vc) = self.pgs.vc(dest) {
+                vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
+            }
+        }
+    }
+
     /// Eager bytes from `from` reached their receive: owe the sender that
     /// much credit, and return it once a quarter window has piled up.
     #[inline]

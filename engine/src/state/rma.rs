@@ -27,6 +27,13 @@ use crate::table::{Op, RecvPhase, Req};
 use crate::wire::MsgKind;
 
 impl State {
+    /// A single-copy (CMA) read of the whole message is done: counted
+    /// (`info`), then as any read done.
+    pub(crate) fn single_copy_done(&mut self, w: ReadWant) {
+        self.copies.whole += 1;
+        self.read_done(w);
+    }
+
     /// A read ended with every byte in place.
     pub(crate) fn read_done(&mut self, w: ReadWant) {
         if !self.reading(&w) {
