@@ -94,7 +94,7 @@ impl Core {
     /// Poll every transport once, then send what was waiting for room.
     pub fn progress(&mut self) -> usize {
         let mut events = self.tx.poll(&mut self.st);
-        if self.st.rma.busy() {
+        if self.st.reads_busy() {
             events += self.tx.run_reads(&mut self.st);
         }
         if !self.st.pending_vcs.is_empty() {

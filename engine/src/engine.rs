@@ -524,13 +524,10 @@ impl<T: Threading> Engine<T> {
                 items.push(("netmod.syscalls".into(), n.to_string()));
             }
             if core.netmod().is_some() {
-                let r = &core.st.rma;
+                let (done, streamed) = core.st.netmod_reads();
                 items.push((
                     "netmod.rendezvous_reads".into(),
-                    format!(
-                        "{} done, {} streamed instead (a read refused or failed)",
-                        r.reads, r.fallbacks
-                    ),
+                    format!("{done} done, {streamed} streamed instead (a read refused or failed)"),
                 ));
             }
             for (name, size, vcs, refs) in core.st.pgs.foreign_groups() {

@@ -132,7 +132,9 @@ impl Core {
                     op: Op::Send(s), ..
                 }) = self.st.requests.remove(id)
                 {
-                    self.st.rma.release.extend(s.rma_key);
+                    if let Some(key) = s.rma_key {
+                        self.st.release_key(key);
+                    }
                 }
                 return Err(e);
             }
@@ -274,7 +276,7 @@ impl Core {
                     // of it before `rma_progress` would deregister it.
                     if let Some(key) = s.rma_key.take() {
                         if !self.tx.net.as_mut().is_some_and(|n| n.deregister(key)) {
-                            self.st.rma.release.push(key);
+                            self.st.release_key(key);
                         }
                     }
                     if let Ok(vc) = self.st.pgs.vc(vc) {

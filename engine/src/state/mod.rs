@@ -7,7 +7,7 @@
 //! progress; `inner.rs`, `engine.rs`) goes through methods that say what it
 //! does (`record` a held message, `has_failed`, `check` the fatal error, ...).
 //! Still public, for the next step: `pgs`, `requests`, `matcher`,
-//! `pending_vcs`, `ports`, `rma`.
+//! `pending_vcs`, `ports`.
 
 mod copies;
 mod copy;
@@ -86,7 +86,7 @@ pub struct State {
     /// Open ports and the connections waiting on them (dynamic processes).
     pub ports: Ports,
     /// Rendezvous reads over the netmod (`rma.rs`).
-    pub rma: RmaState,
+    rma: RmaState,
     /// Requests completed so far: `wait_any` rescans its requests only
     /// when this moved.
     completions: u64,

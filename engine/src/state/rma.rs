@@ -27,6 +27,82 @@ use crate::table::{Op, RecvPhase, Req};
 use crate::wire::MsgKind;
 
 impl State {
+    /// Reads to post, failed peers' reads to stop, registrations to
+    /// release, or reads in flight: `Transports::run_reads` has work.
+    #[inline]
+    pub fn reads_busy(&self) -> bool {
+        self.rma.busy()
+    }
+
+    /// Failed peers whose reads in flight the netmod is to stop now
+    /// (then `reads_stopped`, or the engine fails).
+    pub(crate) fn take_reads_to_stop(&mut self) -> Vec<VcId> {
+        std::mem::take(&mut self.rma.stopping)
+    }
+
+    /// The reads the protocols asked for since the last call.
+    pub(crate) fn take_wanted_reads(&mut self) -> Vec<ReadWant> {
+        std::mem::take(&mut self.rma.wanted)
+    }
+
+    /// Netmod read `w` is posted under `token`: its end comes from
+    /// `read_ended`.
+    pub(crate) fn read_posted(&mut self, token: u64, w: ReadWant) {
+        self.rma.in_flight.insert(token, w);
+    }
+
+    /// Reads posted and not ended.
+    #[inline]
+    pub(crate) fn reads_in_flight(&self) -> bool {
+        !self.rma.in_flight.is_empty()
+    }
+
+    /// The netmod says read `token` ended; `None` if it is not ours (any
+    /// more: stopped with its failed peer).
+    pub(crate) fn read_ended(&mut self, token: u64) -> Option<ReadWant> {
+        self.rma.in_flight.remove(&token)
+    }
+
+    /// No netmod can end the reads in flight any more: they are refused
+    /// (the senders stream, or the receives fail with their peer), and
+    /// no registration is left to release.
+    pub(crate) fn reads_lost(&mut self) {
+        let lost: Vec<_> = self.rma.in_flight.drain().map(|(_, w)| w).collect();
+        for w in lost {
+            self.read_refused(w);
+        }
+        self.rma.release.clear();
+    }
+
+    /// A send's region key whose deregistration waits for the netmod
+    /// (`take_released_keys`, next progress).
+    pub(crate) fn release_key(&mut self, key: u64) {
+        self.rma.release.push(key);
+    }
+
+    /// The keys to deregister now.
+    pub(crate) fn take_released_keys(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.rma.release)
+    }
+
+    /// A netmod read ended with every byte in place (counted for `info`).
+    pub(crate) fn netmod_read_done(&mut self, w: ReadWant) {
+        self.rma.reads += 1;
+        self.read_done(w);
+    }
+
+    /// A netmod read was refused or failed: the sender streams instead
+    /// (counted for `info`).
+    pub(crate) fn netmod_read_refused(&mut self, w: ReadWant) {
+        self.rma.fallbacks += 1;
+        self.read_refused(w);
+    }
+
+    /// Netmod reads so far: done, and streamed instead.
+    pub fn netmod_reads(&self) -> (u64, u64) {
+        (self.rma.reads, self.rma.fallbacks)
+    }
+
     /// A single-copy (CMA) read of the whole message is done: counted
     /// (`info`), then as any read done.
     pub(crate) fn single_copy_done(&mut self, w: ReadWant) {

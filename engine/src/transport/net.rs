@@ -111,16 +111,14 @@ impl NetLink {
 
     /// Release the registrations of sends that no longer need them.
     pub fn release(&mut self, st: &mut State) {
-        if st.rma.release.is_empty() {
+        let keys = st.take_released_keys();
+        if keys.is_empty() {
             return;
         }
-        match self.net.rma() {
-            Some(rma) => {
-                for key in st.rma.release.drain(..) {
-                    let _ = rma.deregister(key);
-                }
+        if let Some(rma) = self.net.rma() {
+            for key in keys {
+                let _ = rma.deregister(key);
             }
-            None => st.rma.release.clear(),
         }
     }
 
@@ -132,7 +130,7 @@ impl NetLink {
 
     /// Report reads that ended since the last call.
     pub fn poll_reads(&mut self, st: &mut State) -> usize {
-        if st.rma.in_flight.is_empty() {
+        if !st.reads_in_flight() {
             return 0;
         }
         let Some(rma) = self.net.rma() else {
@@ -142,19 +140,13 @@ impl NetLink {
         rma.poll_reads(&mut |token, result| ended.push((token, result)));
         let mut events = 0;
         for (token, result) in ended {
-            let Some(w) = st.rma.in_flight.remove(&token) else {
+            let Some(w) = st.read_ended(token) else {
                 continue;
             };
             events += 1;
             match result {
-                Ok(()) => {
-                    st.rma.reads += 1;
-                    st.read_done(w);
-                }
-                Err(_) => {
-                    st.rma.fallbacks += 1;
-                    st.read_refused(w);
-                }
+                Ok(()) => st.netmod_read_done(w),
+                Err(_) => st.netmod_read_refused(w),
             }
         }
         events
