@@ -158,6 +158,8 @@ use crate::topology::{PlacementRequest, Topology};
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
+    // Before any thread starts: it sets a variable OpenPMIx reads.
+    pmix_host::prefer_hash_store();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }

@@ -470,6 +470,24 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     out
 }
 
+/// OpenPMIx's setting for which store (`gds`) serves the job's data.
+pub const GDS_VAR: &str = "PMIX_MCA_gds";
+
+/// Have OpenPMIx serve job data from its `hash` store, unless the user
+/// chose one (`PMIX_MCA_gds`): its default, the `ds21` shared-memory
+/// store, zeroes tens of MB of segment files in the server's directory
+/// while the first clients wait to connect (about half of rivetrun's
+/// instructions in an 8-rank Open MPI hello), where `hash` hands each
+/// client the job's data as it connects. The ranks inherit the setting
+/// (their OpenPMIx client picks the same store). Called first thing in
+/// `main`, before any thread runs (the environment is not safe to change
+/// once threads may read it).
+pub fn prefer_hash_store() {
+    if std::env::var_os(GDS_VAR).is_none() {
+        std::env::set_var(GDS_VAR, "hash");
+    }
+}
+
 /// Open MPI's setting for ranks that spin while they wait.
 pub const OMPI_YIELD_VAR: &str = "OMPI_MCA_mpi_yield_when_idle";
 
