@@ -161,6 +161,8 @@ use crate::topology::{PlacementRequest, Topology};
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
+    // Before any thread starts: it sets a variable OpenPMIx reads.
+    pmix_host::prefer_hash_store();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }
@@ -392,13 +394,21 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     // Open MPI's ranks take the topology from the server rather than
     // each discovering it (`pmix.hwlocxml2`).
     let topology_xml = std::fs::read_to_string(&xml).ok();
-    let pmix = pmix.and_then(|starting| match starting.finish(topology_xml, cluster_id) {
-        Ok(host) => Some(host),
-        Err(why) => {
-            eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
-            None
-        }
-    });
+    let pmix_appnums = if apps.len() > 1 {
+        appnums.clone()
+    } else {
+        Vec::new()
+    };
+    let pmix =
+        pmix.and_then(
+            |starting| match starting.finish(topology_xml, cluster_id, pmix_appnums) {
+                Ok(host) => Some(host),
+                Err(why) => {
+                    eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
+                    None
+                }
+            },
+        );
     if let Some(host) = &pmix {
         host.wake(supervisor.waker());
         // First, so that the user's -genv or -env wins.

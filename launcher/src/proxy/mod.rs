@@ -312,6 +312,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         pmix_starting,
         &job.hosts,
         &node_of_rank,
+        job.all_appnums()?,
         proxy_id,
         &dir.path().join("topology.xml"),
         attr(rivet_pmi::group::KEY_CLUSTER).cloned(),
