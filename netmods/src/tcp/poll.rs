@@ -143,7 +143,7 @@ impl PollIo {
         st.calls += 1;
         match sys::send(fd, &[&prefix, header, payload]) {
             Ok(n) => Some(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(0),
+            Err(e) if sys::would_block(&e) => Some(0),
             Err(e) => {
                 st.sock_failed(id.slot, format!("send: {e}"));
                 Some(0)
@@ -293,7 +293,7 @@ impl PollIo {
             st.calls += 1;
             match r {
                 Ok(n) => st.hs_sent(slot, n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
+                Err(e) if sys::would_block(&e) => return st.mark_dirty(slot),
                 Err(e) => return st.sock_failed(slot, format!("send: {e}")),
             }
         }
@@ -313,7 +313,7 @@ impl PollIo {
                     // An acceptor waits for the next slow tick (see
                     // `awaiting_hello`); a connector keeps trying.
                     // An acceptor past its deadline closes (`hello_overdue`).
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Err(e) if sys::would_block(&e) => {
                         if !matches!(phase, Phase::AwaitHello) {
                             st.mark_dirty(slot)
                         } else {
@@ -362,7 +362,7 @@ fn write_queue(st: &mut State, slot: u32, fd: i32) {
     }
     st.calls += calls;
     match err {
-        Some(e) if e.kind() == io::ErrorKind::WouldBlock => st.mark_dirty(slot),
+        Some(e) if sys::would_block(&e) => st.mark_dirty(slot),
         Some(e) => st.sock_failed(slot, format!("send: {e}")),
         None => {}
     }
@@ -392,7 +392,7 @@ fn read(st: &mut State, slot: u32, sink: &mut dyn Sink) {
                     return;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if sys::would_block(&e) => return,
             Err(e) => return st.sock_failed(slot, format!("recv: {e}")),
         }
     }

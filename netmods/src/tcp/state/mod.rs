@@ -371,6 +371,7 @@ impl State {
         Some((s, &mut self.peers))
     }
 
+    #[inline]
     pub(crate) fn mark_dirty(&mut self, slot: u32) {
         if let Some(s) = self.sock(slot) {
             if !s.dirty {

@@ -2,8 +2,6 @@
 //! queued (`TcpNetmod::try_send` decides), else through its queue (see the
 //! module docs).
 
-use std::io;
-
 use std::os::fd::AsRawFd;
 
 use super::super::state::{Phase, State};
@@ -36,7 +34,7 @@ impl UringIo {
         st.calls += 1;
         match sys::send(fd, &[&prefix, header, payload]) {
             Ok(n) => Some(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(0),
+            Err(e) if sys::would_block(&e) => Some(0),
             Err(e) => {
                 st.sock_failed(slot, format!("send: {e}"));
                 Some(0)
