@@ -328,6 +328,9 @@ impl Outq {
 
     /// Appends the frame `prefix + header + payload`, less its first `skip`
     /// bytes (already written by the caller).
+    /// Inline: every queued message comes here (callgrind: left out of
+    /// line, its call cost `try_send` some 30 instructions a message).
+    #[inline(always)]
     pub(crate) fn push(&mut self, header: &[u8], payload: &[u8], skip: usize) {
         let prefix = wire::encode_prefix(header.len(), payload.len());
         if skip == 0 {
@@ -353,6 +356,12 @@ impl Outq {
             unsafe { q.set_len(at + total) };
             return;
         }
+        self.push_rest(prefix, header, payload, skip);
+    }
+
+    /// What a direct send left of a frame (its first `skip` bytes written).
+    #[inline(never)]
+    fn push_rest(&mut self, prefix: [u8; PREFIX], header: &[u8], payload: &[u8], skip: usize) {
         let mut skip = skip;
         for part in [&prefix[..], header, payload] {
             let k = skip.min(part.len());
