@@ -181,13 +181,20 @@ impl Core {
                 let Some(net) = self.tx.net.as_mut() else {
                     return Err(Error::NoRoute(id));
                 };
-                let (pgs, pmi) = (&self.st.pgs, &self.pmi);
-                net.ensure_connected(peer, || match pgs.card(id) {
-                    Some(card) => Ok(card.to_string()),
-                    None if id.group() == 0 => business_card(pmi, id.rank()),
-                    None => Err(Error::NoRoute(id)),
-                })?;
-                match net.send(peer, header, payload) {
+                // The send first: a netmod refuses a peer it does not
+                // know yet, which is connected then and sent to again (a
+                // lookup less per message than asking every time).
+                let mut r = net.send(peer, header, payload);
+                if r.is_err() && !net.netmod().knows(peer) {
+                    let (pgs, pmi) = (&self.st.pgs, &self.pmi);
+                    net.ensure_connected(peer, || match pgs.card(id) {
+                        Some(card) => Ok(card.to_string()),
+                        None if id.group() == 0 => business_card(pmi, id.rank()),
+                        None => Err(Error::NoRoute(id)),
+                    })?;
+                    r = net.send(peer, header, payload);
+                }
+                match r {
                     Ok(taken) => Ok(taken),
                     Err(e) => {
                         self.st.peer_failed(id, &e.to_string());

@@ -313,7 +313,9 @@ pub trait Netmod: Send {
     /// Take one message for a known `peer`: `Ok(true)` once the bytes are
     /// copied or written (the caller may reuse its buffers), `Ok(false)` if
     /// the transport is full for now and the caller should retry after
-    /// `poll`. A peer reported failed gives `Err`.
+    /// `poll`. A peer reported failed, or one not known (`knows` false),
+    /// gives `Err`: the engine sends first and connects only on that
+    /// error, so a known peer costs no `knows` lookup per message.
     fn try_send(
         &mut self,
         peer: PeerId,
