@@ -153,9 +153,20 @@ pub unsafe extern "C" fn rivet_recv_unchecked(
         // SAFETY: non-null (or dangling with length 0), valid and exclusive
         // for `len` bytes by the contract.
         let data = unsafe { std::slice::from_raw_parts_mut(buffer(buf), len) };
-        let s = on!(&c.c, c => c.recv(data, source, tag))?;
-        // SAFETY: null or valid by the contract.
-        unsafe { put_status(status, s) };
-        crate::p2p::truncation(s)
+        let received = on!(&c.c, c => c.recv(data, source, tag));
+        // The status is read where it lies, field by field as needed: with
+        // no status wanted and no error, only its error is.
+        let s = match &received {
+            Ok(s) => s,
+            Err(_) => return received.map(|_| ()).map_err(Fail::from),
+        };
+        if !status.is_null() {
+            // SAFETY: non-null, so valid by the contract.
+            unsafe { put_status(status, *s) };
+        }
+        match s.error {
+            None => Ok(()),
+            Some(_) => crate::p2p::truncation(*s),
+        }
     })
 }

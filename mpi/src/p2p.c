@@ -71,12 +71,12 @@ static inline __attribute__((always_inline)) rivet_comm_t *fast(MPI_Comm comm, c
                                                                 int count, MPI_Datatype t,
                                                                 int peer, size_t *len) {
     rivet_comm_t *p2p = g_world_p2p;
-    int size = type_size(t);
-    *len = (size_t)count * (size_t)size; /* used only if both are >= 0 */
-    if (comm != MPI_COMM_WORLD || !p2p || (size | count) < 0 || (!buf && *len > 0) ||
+    unsigned idx = (unsigned)t - (unsigned)KIND_TYPE; /* as type_size(), whose sizes are > 0 */
+    if (comm != MPI_COMM_WORLD || !p2p || idx - 1u >= (unsigned)NTYPES - 1u || count < 0 ||
         peer == MPI_PROC_NULL)
         return NULL;
-    return p2p;
+    *len = (size_t)(unsigned)count * (size_t)(unsigned)type_sizes[idx];
+    return buf || !*len ? p2p : NULL;
 }
 
 /* librivet's failure on the fast path, raised on MPI_COMM_WORLD. */
