@@ -121,7 +121,7 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int t
     return send_slow(SSEND, buf, count, datatype, dest, tag, comm, "MPI_Ssend");
 }
 
-/* The general path of MPI_Recv: every check, any communicator, a status. */
+/* The general path of MPI_Recv: every check, any communicator. */
 static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatype datatype,
                                                int source, int tag, MPI_Comm comm,
                                                MPI_Status *status) {
@@ -145,14 +145,38 @@ static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatyp
     return raise_err(comm, rc, "MPI_Recv");
 }
 
+/* MPI_Status and rivet_status_t have one layout (this fails to compile
+ * otherwise), so librivet fills a wanted status in place; only its error
+ * is then turned into an MPI class (RIVET_SUCCESS is MPI_SUCCESS). */
+typedef char rmpi_status_layout[(sizeof(MPI_Status) == sizeof(rivet_status_t) &&
+                                 offsetof(MPI_Status, MPI_SOURCE) ==
+                                     offsetof(rivet_status_t, source) &&
+                                 offsetof(MPI_Status, MPI_TAG) == offsetof(rivet_status_t, tag) &&
+                                 offsetof(MPI_Status, MPI_ERROR) ==
+                                     offsetof(rivet_status_t, error) &&
+                                 offsetof(MPI_Status, rivet_cancelled) ==
+                                     offsetof(rivet_status_t, cancelled) &&
+                                 offsetof(MPI_Status, rivet_count) ==
+                                     offsetof(rivet_status_t, count) &&
+                                 sizeof(long long) == sizeof(uint64_t) && RIVET_SUCCESS == 0 &&
+                                 MPI_SUCCESS == 0)
+                                    ? 1
+                                    : -1];
+
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     size_t len;
     rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
     int rc;
-    if (!p2p || (status != MPI_STATUS_IGNORE && status))
-        return recv_slow(buf, count, datatype, source, tag, comm, status);
-    rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
+    if (!p2p) return recv_slow(buf, count, datatype, source, tag, comm, status);
+    if (status == MPI_STATUS_IGNORE || !status) {
+        rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
+    } else {
+        rc = rivet_recv_unchecked(p2p, buf, len, source, tag, (rivet_status_t *)(void *)status);
+        /* Filled on success and on truncation only (other failures leave
+         * it untouched). */
+        if (rc == RIVET_ERR_TRUNCATE) status->MPI_ERROR = from_rivet(status->MPI_ERROR);
+    }
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
 }
 
