@@ -141,7 +141,8 @@ static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatyp
             comm, from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, NULL)),
             "MPI_Recv");
     rc = from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, &rst));
-    status_from(status, &rst);
+    /* librivet filled `rst` on success and truncation only. */
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_TRUNCATE) status_from(status, &rst);
     return raise_err(comm, rc, "MPI_Recv");
 }
 
