@@ -164,20 +164,27 @@ typedef char rmpi_status_layout[(sizeof(MPI_Status) == sizeof(rivet_status_t) &&
                                     ? 1
                                     : -1];
 
+/* MPI_Recv's fast path with a status wanted (out of line: the status
+ * pointer, live across the call, would cost the ignored case a saved
+ * register). */
+static int __attribute__((noinline)) recv_status(rivet_comm_t *p2p, void *buf, size_t len,
+                                                 int source, int tag, MPI_Status *status) {
+    int rc = rivet_recv_unchecked(p2p, buf, len, source, tag, (rivet_status_t *)(void *)status);
+    /* Filled on success and on truncation only (other failures leave it
+     * untouched). */
+    if (rc == RIVET_ERR_TRUNCATE) status->MPI_ERROR = from_rivet(status->MPI_ERROR);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
+}
+
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     size_t len;
     rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
     int rc;
     if (!p2p) return recv_slow(buf, count, datatype, source, tag, comm, status);
-    if (status == MPI_STATUS_IGNORE || !status) {
-        rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
-    } else {
-        rc = rivet_recv_unchecked(p2p, buf, len, source, tag, (rivet_status_t *)(void *)status);
-        /* Filled on success and on truncation only (other failures leave
-         * it untouched). */
-        if (rc == RIVET_ERR_TRUNCATE) status->MPI_ERROR = from_rivet(status->MPI_ERROR);
-    }
+    if (status != MPI_STATUS_IGNORE && status)
+        return recv_status(p2p, buf, len, source, tag, status);
+    rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
 }
 
