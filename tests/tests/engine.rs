@@ -846,9 +846,12 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         cmd.arg(bin("engine_check")).arg("netkill");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        // How many others still run when rivetrun reaps rank 1 depends on
+        // the order it reaps in: ranks 0 and 2 may have exited already.
         assert!(
-            o.stderr
-                .contains("rank 1 was killed by signal 9 (SIGKILL); 2 other rank(s) keep running"),
+            (0..=2).any(|n| o.stderr.contains(&format!(
+                "rank 1 was killed by signal 9 (SIGKILL); {n} other rank(s) keep running"
+            ))),
             "{env:?}: {}",
             o.show()
         );
