@@ -875,8 +875,8 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
 
 /// Rank 1 dies while rank 0 pulls its 48 MiB rendezvous message (read
 /// over ofi, streamed over tcp): rank 0's receive ends, with the message or
-/// with an error naming rank 1, and rank 0 exits 0; rivetrun reports the
-/// kill. Nothing is left behind.
+/// with an error naming rank 1, and rank 0 exits 0 (over ofi it may abort
+/// instead, saying why); rivetrun reports the kill. Nothing is left behind.
 #[test]
 fn a_sender_killed_mid_rendezvous_ends_the_receive() {
     let _serial = serial();
@@ -886,6 +886,17 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
         has(&o, &env, "engine_check readkill: rank 1 raises SIGKILL");
+        // As in the test below: an ofi provider may never end a read from
+        // the dead sender, and rank 0 then aborts rather than release the
+        // buffer it may still write.
+        if env.contains(&("RIVET_NETMOD", "ofi"))
+            && o.stderr
+                .contains("rank 1 may still be writing into a receive buffer")
+            && o.stderr.contains("rank 0 was killed by signal 6 (SIGABRT)")
+        {
+            eprintln!("{env:?}: the provider kept the read; rank 0 aborted");
+            continue;
+        }
         has(&o, &env, "engine_check readkill: rank 0's receive ended: ");
         has(&o, &env, &ok_line("readkill", 0, 2, env.level));
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
