@@ -12,10 +12,10 @@ use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::PathBuf;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivet_tests::netns::{cluster, Cluster};
-use rivet_tests::{bin, mpi_check_passed_on_hosts, mpicc, run_job, run_job_with, serial};
+use rivet_tests::{bin, mpi_check_passed_on_hosts, mpicc, run_job, run_job_with, serial, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 
@@ -109,18 +109,6 @@ fn intrude(addr: &str, bytes: &[u8]) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&got).into_owned())
 }
 
-/// Wait (bounded) for `cond`; false if it never held.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > DEADLINE / 2 {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 /// Removed on drop, also when an assertion fails.
 struct TempDir(PathBuf);
 
@@ -153,7 +141,7 @@ fn strangers_on_a_proxys_pmi_port_are_refused_and_the_job_completes() {
     let o = run_job_with(&mut cmd, DEADLINE, |_| {
         // Every rank's environment is readable once the three are up.
         let (mut h1, mut h2) = (Vec::new(), Vec::new());
-        let up = wait_for(|| {
+        let up = wait_for(DEADLINE / 2, || {
             (h1, h2) = (ranks_on(hosts, 0), ranks_on(hosts, 1));
             h1.len() == 2 && h2.len() == 2
         });
@@ -173,10 +161,14 @@ fn strangers_on_a_proxys_pmi_port_are_refused_and_the_job_completes() {
                 heard.push((attempt, said));
             }
             // Once h1's ranks are both in, its port closes.
-            h1_port_after = Some(!wait_for(|| TcpStream::connect(&h1_port).is_err()));
+            h1_port_after = Some(!wait_for(DEADLINE / 2, || {
+                TcpStream::connect(&h1_port).is_err()
+            }));
         }
         let _ = std::fs::write(dirp.join("start"), b"");
-        if wait_for(|| (0..4).all(|r| dirp.join(format!("ready-{r}")).exists())) {
+        if wait_for(DEADLINE / 2, || {
+            (0..4).all(|r| dirp.join(format!("ready-{r}")).exists())
+        }) {
             let _ = std::fs::write(dirp.join("go"), b"");
         }
     });

@@ -7,10 +7,10 @@
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivet_tests::procfs::pmi_port_of_child;
-use rivet_tests::{bin, rivetrun, run_job_with, serial};
+use rivet_tests::{bin, rivetrun, run_job_with, serial, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -34,20 +34,6 @@ fn intrude(addr: &str, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-/// Wait (bounded) for `cond`; false if it never held. No panic here: the
-/// caller runs inside `run_job_with`'s hook, which must return for the job
-/// to be reaped.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > DEADLINE / 2 {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 #[test]
 fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     let _serial = serial();
@@ -64,8 +50,8 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     let d: PathBuf = dir.clone();
     let o = run_job_with(&mut cmd, DEADLINE, |launcher| {
         let mut addr = None;
-        let up = wait_for(|| marked(&d))
-            && wait_for(|| {
+        let up = wait_for(DEADLINE / 2, || marked(&d))
+            && wait_for(DEADLINE / 2, || {
                 addr = pmi_port_of_child(launcher);
                 addr.is_some()
             });
