@@ -51,17 +51,7 @@ impl Channel {
             self.refused += 1;
             return Ok(false);
         }
-        let (lsrank, tag, cid) = engine_envelope(header);
-        let env = Envelope {
-            src: self.me,
-            dest: self.them,
-            lsrank,
-            tag,
-            cid,
-        };
-        let srqid = self.next_srqid;
-        self.next_srqid += 1;
-        let mut out = Outgoing::new(env, srqid, len as u64, false, self.maxdatalen);
+        let mut out = self.outgoing(header, len);
         let (p, _) = out.first();
         let mut head = [0u8; HEADER_LEN + LEN_PREFIX];
         head[..HEADER_LEN].copy_from_slice(&p.encode());
@@ -112,6 +102,22 @@ impl Channel {
         Ok(true)
     }
 
+    /// A new IMPI message of `len` bytes from this pair, addressed as the
+    /// engine `header` says, with the next send request id.
+    fn outgoing(&mut self, header: &[u8], len: usize) -> Outgoing {
+        let (lsrank, tag, cid) = engine_envelope(header);
+        let env = Envelope {
+            src: self.me,
+            dest: self.them,
+            lsrank,
+            tag,
+            cid,
+        };
+        let srqid = self.next_srqid;
+        self.next_srqid += 1;
+        Outgoing::new(env, srqid, len as u64, false, self.maxdatalen)
+    }
+
     /// A message of several packets (3.7's long protocol, with a peer of
     /// smaller `maxdatalen`), or one after our FINI (never sent): copied,
     /// since its later packets go only after the receiver's SYNCACK.
@@ -123,17 +129,7 @@ impl Channel {
             return Ok(false);
         }
         let len = LEN_PREFIX + header.len() + payload.len();
-        let (lsrank, tag, cid) = engine_envelope(header);
-        let env = Envelope {
-            src: self.me,
-            dest: self.them,
-            lsrank,
-            tag,
-            cid,
-        };
-        let srqid = self.next_srqid;
-        self.next_srqid += 1;
-        let out = Outgoing::new(env, srqid, len as u64, false, self.maxdatalen);
+        let out = self.outgoing(header, len);
         let mut data = Vec::with_capacity(len);
         data.extend_from_slice(&(header.len() as u32).to_be_bytes());
         data.extend_from_slice(header);
