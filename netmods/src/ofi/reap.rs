@@ -5,8 +5,10 @@
 //! # Stopping a receive into the engine's memory
 //! `disconnect` and a peer's failure must leave the engine's placement
 //! memory alone once they return. A payload receive into it is cancelled
-//! (`fi_cancel`) and its completion awaited, progressing the queue and
-//! keeping every other completion for the next `poll`. A receive the
+//! (`fi_cancel`) and its completion awaited, progressing the queue;
+//! every other completion read meanwhile is handled as a sinkless reap
+//! handles it (`set_aside`: sends and reads at once, receives kept for the
+//! next `poll`). A receive the
 //! provider had already matched finishes first (it needs the sender's
 //! progress for some protocols); if that takes longer than the timeout it
 //! is counted in `describe` ("placements not stopped in time").
@@ -129,13 +131,23 @@ impl OfiNetmod {
         let mut got = Vec::new();
         self.read_cq(&mut got, MAX_PER_POLL);
         for c in got {
-            let Some(c) = self.complete_local(c) else {
-                continue;
-            };
             match sink.as_deref_mut() {
-                Some(s) => self.complete_rx(c, s),
-                None => self.deferred.push_back(c),
+                Some(s) => {
+                    if let Some(c) = self.complete_local(c) {
+                        self.complete_rx(c, s);
+                    }
+                }
+                None => self.set_aside(c),
             }
+        }
+    }
+
+    /// Handles a completion read with no sink at hand: a local one (send,
+    /// read, drain) at once, so its bookkeeping is never lost; a receive
+    /// waits in `deferred` for the next `poll`.
+    pub(super) fn set_aside(&mut self, c: Completion) {
+        if let Some(c) = self.complete_local(c) {
+            self.deferred.push_back(c);
         }
     }
 
@@ -292,7 +304,7 @@ impl OfiNetmod {
             let empty = got.is_empty();
             for c in got {
                 if c.ctx() != ctx {
-                    self.deferred.push_back(c);
+                    self.set_aside(c);
                     continue;
                 }
                 let Some(op) = self.ops.take(ctx) else {
@@ -318,5 +330,70 @@ impl OfiNetmod {
                 std::thread::sleep(Duration::from_micros(50));
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::super::ops::OpKind;
+    use super::*;
+    use crate::OfiConfig;
+
+    fn done(ctx: *mut c_void) -> Completion {
+        Completion::Done(fi_cq_tagged_entry {
+            op_context: ctx,
+            flags: 0,
+            len: 0,
+            buf: ptr::null_mut(),
+            data: 0,
+            tag: 0,
+        })
+    }
+
+    /// What `quiesce` reads besides the receive it stops keeps its
+    /// bookkeeping: a send's completion frees its count at once and a
+    /// read's is reported by the next `poll_reads` (they used to wait for
+    /// a `poll` that hands completions only to the receive handler, which
+    /// dropped them: a read never reported, a send's bytes never freed).
+    #[test]
+    fn completions_set_aside_keep_their_bookkeeping() {
+        let cfg = OfiConfig {
+            provider: Some("tcp;ofi_rxm".into()),
+            domain: Some("lo".into()),
+            timeout: Duration::from_secs(5),
+            ..OfiConfig::default()
+        };
+        let mut n = OfiNetmod::new(cfg, "aside", 0).expect("tcp;ofi_rxm on lo");
+        let read = n.ops.add(
+            OpKind::Read {
+                token: 7,
+                peer: 1,
+                local: ptr::null_mut(),
+                len: 0,
+                src: 0,
+                remote: 0,
+                key: 0,
+            },
+            None,
+        );
+        let send = n.ops.add(
+            OpKind::Send {
+                conn: None,
+                buf: vec![0; 8],
+                optional: false,
+            },
+            None,
+        );
+        assert_eq!((n.ops.sends(), n.reads_in_flight()), (1, 1));
+        n.set_aside(done(read));
+        n.set_aside(done(send));
+        assert_eq!((n.ops.sends(), n.reads_in_flight()), (0, 0));
+        assert!(
+            n.deferred.is_empty(),
+            "nothing left for the receive handler"
+        );
+        assert_eq!(n.regions.done, [7], "the read is reported");
     }
 }
