@@ -502,3 +502,55 @@ fn differential_large_key_space() {
         differential(seed ^ 0x1234_5678_9abc_def0, 8000, 4, 16, 64);
     }
 }
+
+/// Test-only views of the matcher: slab capacities and its invariants.
+impl<R: Copy + Eq, M> Matcher<R, M> {
+    fn capacities(&self) -> [usize; 5] {
+        [
+            self.posted.slots.capacity(),
+            self.unexp.slots.capacity(),
+            self.buckets.slots.capacity(),
+            self.bucket_map.capacity(),
+            self.ctx_map.capacity(),
+        ]
+    }
+
+    fn check_invariants(&self) {
+        let mut idle = 0;
+        let mut i = self.idle.head;
+        while i != NIL {
+            let b = self.buckets.get(i);
+            assert!(b.posted.is_empty() && b.unexp.is_empty());
+            idle += 1;
+            i = b.idle.next;
+        }
+        assert_eq!(idle, self.idle_len);
+        assert!(self.idle_len <= IDLE_BUCKETS);
+        assert_eq!(self.bucket_map.len(), self.buckets.len);
+        for (&key, &b) in &self.bucket_map {
+            let bucket = self.buckets.get(b);
+            assert_eq!(bucket.key, key);
+            assert_eq!(self.ctx_map[&key.context], bucket.ctx);
+        }
+        let mut wild = 0;
+        let mut unexp = 0;
+        for ctx in &self.ctxs {
+            let mut i = ctx.wild.head;
+            let mut last = None;
+            while i != NIL {
+                let p = self.posted.get(i);
+                assert!(last < Some(p.seq));
+                last = Some(p.seq);
+                wild += 1;
+                i = p.links.next;
+            }
+            let mut i = ctx.unexp.head;
+            while i != NIL {
+                unexp += 1;
+                i = self.unexp.get(i).in_ctx.next;
+            }
+        }
+        assert_eq!(wild, self.wild_len);
+        assert_eq!(unexp, self.unexp.len);
+    }
+}

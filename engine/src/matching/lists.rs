@@ -1,0 +1,159 @@
+//! The matcher's bookkeeping: sequence numbers, contexts, buckets (with
+//! their idle list) and the slab lists posted receives and unexpected
+//! messages live on. `mod.rs` holds the matching rules that use them.
+
+use super::*;
+
+impl<R: Copy + Eq, M> Matcher<R, M> {
+    #[inline]
+    pub(super) fn bump_seq(&mut self) -> u64 {
+        let s = self.next_seq;
+        self.next_seq += 1;
+        s
+    }
+
+    pub(super) fn acquire_ctx(&mut self, context: u32) -> u32 {
+        match self.ctx_map.entry(context) {
+            Entry::Occupied(o) => *o.get(),
+            Entry::Vacant(v) => {
+                let c = self.ctxs.len() as u32;
+                self.ctxs.push(Ctx {
+                    wild: List::EMPTY,
+                    unexp: List::EMPTY,
+                });
+                v.insert(c);
+                c
+            }
+        }
+    }
+
+    /// The bucket for `key`, created if needed, taken off the idle list if
+    /// it was there. The cached last bucket is the inline path; a map
+    /// lookup or a new bucket is out of line.
+    #[inline(always)]
+    pub(super) fn acquire_bucket(&mut self, key: Key) -> u32 {
+        let b = if self.last_bucket != NIL && self.last_key == key {
+            self.last_bucket
+        } else {
+            self.lookup_or_create_bucket(key)
+        };
+        let bucket = self.buckets.get(b);
+        if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+            self.idle_len -= 1;
+        }
+        b
+    }
+
+    /// [`acquire_bucket`](Self::acquire_bucket) past the cache: the map's
+    /// bucket (which becomes the cached one) or a new, idle-listed one.
+    #[inline(never)]
+    pub(super) fn lookup_or_create_bucket(&mut self, key: Key) -> u32 {
+        if let Some(&b) = self.bucket_map.get(&key) {
+            self.last_key = key;
+            self.last_bucket = b;
+            return b;
+        }
+        let ctx = self.acquire_ctx(key.context);
+        let b = self.buckets.insert(Bucket {
+            key,
+            ctx,
+            posted: List::EMPTY,
+            unexp: List::EMPTY,
+            idle: Links::NONE,
+        });
+        self.bucket_map.insert(key, b);
+        self.last_key = key;
+        self.last_bucket = b;
+        // Born empty, so it starts on the idle list, where the caller
+        // takes it off again.
+        push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+        self.idle_len += 1;
+        b
+    }
+
+    /// Park `b` on the idle list if it just became empty; evict the oldest
+    /// idle bucket beyond the cap.
+    #[inline(always)]
+    pub(super) fn release_bucket(&mut self, b: u32) {
+        let bucket = self.buckets.get(b);
+        if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            self.park_bucket(b);
+        }
+    }
+
+    #[inline(never)]
+    pub(super) fn park_bucket(&mut self, b: u32) {
+        push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+        self.idle_len += 1;
+        if self.idle_len > IDLE_BUCKETS {
+            let old = self.idle.head;
+            unlink(&mut self.buckets, &mut self.idle, old, bucket_idle_links);
+            self.idle_len -= 1;
+            let key = self.buckets.remove(old).key;
+            self.bucket_map.remove(&key);
+            if self.last_bucket == old {
+                self.last_bucket = NIL;
+            }
+        }
+    }
+
+    #[inline(always)]
+    pub(super) fn remove_posted(&mut self, i: u32) -> Posted<R> {
+        let (b, c) = {
+            let p = self.posted.get(i);
+            (p.bucket, p.ctx)
+        };
+        if b != NIL {
+            unlink(
+                &mut self.posted,
+                &mut self.buckets.get_mut(b).posted,
+                i,
+                posted_links,
+            );
+            self.release_bucket(b);
+        } else {
+            unlink(
+                &mut self.posted,
+                &mut self.ctxs[c as usize].wild,
+                i,
+                posted_links,
+            );
+            self.wild_len -= 1;
+        }
+        self.posted.remove(i)
+    }
+
+    pub(super) fn remove_unexp(&mut self, i: u32) -> Unexpected<M> {
+        let b = self.unexp.get(i).bucket;
+        let c = self.buckets.get(b).ctx;
+        unlink(
+            &mut self.unexp,
+            &mut self.buckets.get_mut(b).unexp,
+            i,
+            unexp_bucket_links,
+        );
+        unlink(
+            &mut self.unexp,
+            &mut self.ctxs[c as usize].unexp,
+            i,
+            unexp_ctx_links,
+        );
+        self.release_bucket(b);
+        self.unexp.remove(i)
+    }
+
+    /// Earliest-arrived unexpected message of context `c` matching the
+    /// pattern (scan of the context's arrival list).
+    pub(super) fn find_unexp(&self, c: u32, source: i32, tag: i32) -> u32 {
+        let mut i = self.ctxs[c as usize].unexp.head;
+        while i != NIL {
+            let u = self.unexp.get(i);
+            if pattern_matches(source, tag, &u.env) {
+                return i;
+            }
+            i = u.in_ctx.next;
+        }
+        NIL
+    }
+}
