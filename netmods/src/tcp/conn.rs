@@ -1,14 +1,13 @@
-//! The sans-IO half of a connection, shared by both backends so framing
+//! The receiving half of a connection, shared by both backends so framing
 //! behaves identically: [`Rx`] turns received bytes into frames (and steers
-//! large payloads straight into the engine's memory), [`Outq`] holds a
-//! peer's unsent bytes.
+//! large payloads straight into the engine's memory); the sending half is
+//! `outq.rs`.
 //!
-//! Backends only ask where to receive next ([`Rx::target`]), report how many
-//! bytes landed ([`Rx::received`]), and ask what to send next
-//! ([`Outq::front`]). For io_uring the memory behind a target must not move
-//! while an operation uses it: `Rx` only moves bytes inside `target` and
-//! `parse`, which a backend calls when no receive is in flight, and `Outq`
-//! freezes its `sending` buffer between `start_flight` and `end_flight`.
+//! Backends only ask where to receive next ([`Rx::target`]) and report how
+//! many bytes landed ([`Rx::received`]). For io_uring the memory behind a
+//! target must not move while an operation uses it: `Rx` only moves bytes
+//! inside `target` and `parse`, which a backend calls when no receive is in
+//! flight.
 
 use std::ptr::NonNull;
 
@@ -23,9 +22,6 @@ pub(crate) const RX_BUF: usize = 256 * 1024;
 /// in: below it the copy out of the input buffer is cheaper than the extra
 /// receive call into the engine's memory.
 pub(crate) const PLACE_MIN: usize = 16 * 1024;
-/// A peer's queue takes more messages only while below this; an empty
-/// queue always takes one, whatever its size.
-pub(crate) const QUEUE_CAP: usize = 4 << 20;
 
 /// Where the engine asked a payload to be written (`Sink::place`).
 struct Dst(NonNull<u8>);
@@ -294,137 +290,9 @@ impl Rx {
     }
 }
 
-/// A peer's bytes not yet handed to the kernel. Appends go to `queued`;
-/// sends come from `sending`, which is frozen while an io_uring SEND reads
-/// it and swapped with `queued` once drained. Both keep their capacity.
-#[derive(Default)]
-pub(crate) struct Outq {
-    sending: Vec<u8>,
-    sent: usize,
-    queued: Vec<u8>,
-    in_flight: bool,
-    /// Cleared while in flight: forget `sending` when the flight ends.
-    discard: bool,
-}
-
-impl Outq {
-    /// Bytes waiting (in flight included).
-    pub(crate) fn len(&self) -> usize {
-        if self.discard {
-            return self.queued.len();
-        }
-        self.sending.len() - self.sent + self.queued.len()
-    }
-
-    pub(crate) fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
-    /// Whether a message of `bytes` (prefix included) may be queued now.
-    pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        let n = self.len();
-        n == 0 || n + bytes <= QUEUE_CAP
-    }
-
-    /// Appends the frame `prefix + header + payload`, less its first `skip`
-    /// bytes (already written by the caller).
-    /// Inline: every queued message comes here (callgrind: left out of
-    /// line, its call cost `try_send` some 30 instructions a message).
-    #[inline(always)]
-    pub(crate) fn push(&mut self, header: &[u8], payload: &[u8], skip: usize) {
-        let prefix = wire::encode_prefix(header.len(), payload.len());
-        if skip == 0 {
-            // The usual case, in one reservation (three `extend`s with
-            // their growth checks cost a window's 8 B messages a hundred
-            // instructions each, callgrind).
-            let q = &mut self.queued;
-            let total = PREFIX + header.len() + payload.len();
-            q.reserve(total);
-            let at = q.len();
-            // SAFETY: `reserve` made room for `total` bytes past `at`; the
-            // three copies fill exactly them from buffers that are not
-            // the queue's.
-            unsafe {
-                let dst = q.as_mut_ptr().add(at);
-                std::ptr::copy_nonoverlapping(prefix.as_ptr(), dst, PREFIX);
-                let dst = dst.add(PREFIX);
-                std::ptr::copy_nonoverlapping(header.as_ptr(), dst, header.len());
-                let dst = dst.add(header.len());
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
-            }
-            // SAFETY: the `total` bytes past `at` were just written.
-            unsafe { q.set_len(at + total) };
-            return;
-        }
-        self.push_rest(prefix, header, payload, skip);
-    }
-
-    /// What a direct send left of a frame (its first `skip` bytes written).
-    #[inline(never)]
-    fn push_rest(&mut self, prefix: [u8; PREFIX], header: &[u8], payload: &[u8], skip: usize) {
-        let mut skip = skip;
-        for part in [&prefix[..], header, payload] {
-            let k = skip.min(part.len());
-            self.queued.extend_from_slice(&part[k..]);
-            skip -= k;
-        }
-    }
-
-    /// The bytes to send next (empty if none). Not while in flight.
-    pub(crate) fn front(&mut self) -> &[u8] {
-        debug_assert!(!self.in_flight);
-        if self.sent == self.sending.len() && !self.queued.is_empty() {
-            self.sending.clear();
-            self.sent = 0;
-            std::mem::swap(&mut self.sending, &mut self.queued);
-        }
-        &self.sending[self.sent..]
-    }
-
-    /// `n` bytes of `front()` were written.
-    pub(crate) fn advance(&mut self, n: usize) {
-        self.sent += n;
-    }
-
-    /// `front()` as a pointer that stays valid (the buffer frozen) until
-    /// `end_flight`.
-    pub(crate) fn start_flight(&mut self) -> (*const u8, usize) {
-        let f = self.front();
-        let r = (f.as_ptr(), f.len());
-        self.in_flight = true;
-        r
-    }
-
-    pub(crate) fn end_flight(&mut self, n: usize) {
-        self.in_flight = false;
-        if self.discard {
-            self.discard = false;
-            self.sending.clear();
-            self.sent = 0;
-        } else {
-            self.sent += n;
-        }
-    }
-
-    pub(crate) fn in_flight(&self) -> bool {
-        self.in_flight
-    }
-
-    /// Drops every unsent byte (the peer failed). A buffer in flight is
-    /// only forgotten when its flight ends.
-    pub(crate) fn clear(&mut self) {
-        self.queued.clear();
-        if self.in_flight {
-            self.discard = true;
-        } else {
-            self.sending.clear();
-            self.sent = 0;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::outq::Outq;
     use super::*;
 
     #[derive(Default)]
@@ -550,29 +418,6 @@ mod tests {
         let mut rx = Rx::new(budget);
         assert_eq!(feed(&mut rx, &mut placing, &bytes, 1 << 16), Ok(1));
         assert!(rx.footprint() <= RX_BUF);
-    }
-
-    #[test]
-    fn outq_flight_cap_and_clear() {
-        let mut q = Outq::default();
-        assert!(q.has_room(QUEUE_CAP * 2), "an empty queue takes anything");
-        q.push(b"h", &[1; 10], 3);
-        assert_eq!(q.len(), PREFIX + 1 + 10 - 3);
-        assert!(!q.has_room(QUEUE_CAP));
-        let (_, n) = q.start_flight();
-        q.push(b"", &[2; 4], 0);
-        assert_eq!(q.len(), n + PREFIX + 4);
-        q.clear();
-        assert!(q.in_flight());
-        assert!(q.is_empty());
-        q.end_flight(2);
-        assert!(q.is_empty());
-        assert!(q.front().is_empty());
-        q.push(b"x", b"y", 0);
-        let f = q.front().to_vec();
-        assert_eq!(f.len(), PREFIX + 2);
-        q.advance(f.len());
-        assert!(q.is_empty());
     }
 
     /// `frame_left` counts what the frame in progress still needs, in the

@@ -22,7 +22,7 @@
 //! | `config.rs` | `TcpConfig`, `RIVET_TCP_*` parsing |
 //! | `iface.rs`, `card.rs` | addresses to publish; the business card format |
 //! | `wire.rs` | handshake and frame encoding |
-//! | `conn.rs` | receive parsing and placement (`Rx`), send queue (`Outq`) |
+//! | `conn.rs`, `outq.rs` | receive parsing and placement (`Rx`); a peer's send queue (`Outq`) |
 //! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
 //! | `sys.rs` | socket system calls |
 //! | `poll.rs`, `uring/` | the two backends |
@@ -31,6 +31,7 @@ pub(crate) mod card;
 mod config;
 pub(crate) mod conn;
 mod iface;
+mod outq;
 mod poll;
 mod state;
 pub(crate) mod sys;

@@ -57,7 +57,8 @@ use std::time::{Duration, Instant};
 use crate::jobs::Jobs;
 use crate::{peer_id, split_peer, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
 
-use super::conn::{Outq, Rx};
+use super::conn::Rx;
+use super::outq::Outq;
 use super::sys::{self, SockAddr};
 use super::wire::{self, Hello, Verdict, HELLO_MAX, KIND_PORT, KIND_RANK, VERDICT_LEN};
 use crate::auth::{self, JobKey};
