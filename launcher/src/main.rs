@@ -56,7 +56,8 @@
 //!   and closing: `pmi/port.rs`), barriers up a tree of
 //!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits; the
 //!   node's PMIx server, its fences as tree barriers and direct modex through rivetrun
-//!   (`pmix.rs`; rivetrun's routing in `remote/pmix.rs`).
+//!   (`pmix.rs`), fences over some ranks and groups gathered by rivetrun (`pmix_subset.rs`;
+//!   rivetrun's routing and gathering in `remote/pmix.rs`).
 //! - `pmix_host/`: rivetrun as a PMIx server through OpenPMIx's server library (`mod.rs`): the job
 //!   and its ranks registered, fork environments, the host module's upcalls as supervisor events;
 //!   info lists and completion waits (`calls.rs`); publish/lookup/unpublish answered from the

@@ -1,7 +1,8 @@
 //! PMIx across hosts: each host's proxy serves its ranks PMIx through
 //! OpenPMIx's server, fences gathered through the proxy tree, direct modex
-//! and names through rivetrun, every rank's MPMD app registered on every host;
-//! what is not carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
+//! and names through rivetrun, fences over some ranks and groups gathered by
+//! rivetrun, every rank's MPMD app registered on every host; what is not
+//! carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
 //! made (not root) or OpenPMIx is missing.
 
@@ -137,26 +138,60 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     cmd.arg(&prog).arg("refused");
     let o = run_job(cmd, DEADLINE);
     assert_eq!(o.code(), Some(0), "{}", o.show());
-    for call in ["spawn", "group"] {
+    // Spawn, and a fence naming another namespace's process, on every rank.
+    for call in ["spawn", "fence"] {
         let n = o
             .stdout
             .matches(&format!("pmix_modex refused {call}: "))
             .count();
         assert_eq!(n, 4, "{call}: {}", o.show());
     }
-    // Ranks 0 (h1) and 3 (h2) fenced over just the two of them.
-    assert_eq!(
-        o.stdout.matches("pmix_modex refused fence: ").count(),
-        2,
-        "{}",
-        o.show()
-    );
     assert!(
-        o.stderr
-            .contains("a PMIx fence over some ranks of several hosts is not supported"),
+        o.stderr.contains("a proxy serves only the job's"),
         "{}",
         o.show()
     );
+    nothing_left(&c, &o, &before);
+}
+
+/// Fences over some ranks of both hosts, with data, and PMIx groups
+/// (construct and destruct) of the whole job and of pairs spanning the
+/// hosts: each node's server gathers its members, rivetrun the nodes.
+#[test]
+fn pmix_subset_fences_and_groups_span_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_subset.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    // Each rank's (whole-job group's context, its pair group's context).
+    let ctx: Vec<(String, String)> = (0..4)
+        .map(|r| {
+            let prefix = format!("pmix_subset rank {r} of 4 all ctx ");
+            let rest = o
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix)?.strip_suffix(" OK"))
+                .unwrap_or_else(|| panic!("rank {r}: {}", o.show()));
+            let (all, pair) = rest.split_once(" pair ctx ").expect("two contexts");
+            (all.to_string(), pair.to_string())
+        })
+        .collect();
+    // One context per group, the same on every member, none shared.
+    assert!(ctx.iter().all(|(a, _)| *a == ctx[0].0), "{}", o.show());
+    assert_eq!(ctx[0].1, ctx[3].1, "{}", o.show());
+    assert_eq!(ctx[1].1, ctx[2].1, "{}", o.show());
+    let mut all = vec![&ctx[0].0, &ctx[0].1, &ctx[1].1];
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 3, "{}", o.show());
     nothing_left(&c, &o, &before);
 }
 

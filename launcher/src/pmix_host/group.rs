@@ -15,6 +15,12 @@
 //! first, [`member_ended`] says which groups it was in, so the host can
 //! notify the others (`PMIX_GROUP_MEMBER_FAILED`) and, where that was not
 //! allowed, fail the job as for a PMI-1 group without `early_term`.
+//!
+//! On a node of a multi-host job the library has gathered only this
+//! node's members: the upcall (`on_node_group`) queues a [`GroupCall`]
+//! for the proxy, which completes it across hosts through rivetrun, the
+//! context id then rivetrun's, unique in the job (`proxy/pmix_subset.rs`).
+//! Member ends are not notified across hosts.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, c_void};
@@ -28,7 +34,7 @@ use rivet_pmi::pmix_ffi::{
 /// `pmix_release_cbfunc_t`.
 type ReleaseCb = unsafe extern "C" fn(*mut c_void);
 /// `pmix_info_cbfunc_t`.
-type InfoCb =
+pub type InfoCb =
     unsafe extern "C" fn(c_int, *mut PmixInfo, usize, *mut c_void, Option<ReleaseCb>, *mut c_void);
 pub(super) type GroupUp = unsafe extern "C" fn(
     c_int,
@@ -155,6 +161,52 @@ unsafe extern "C" fn release(data: *mut c_void) {
     drop(unsafe { Box::from_raw(data.cast::<Vec<PmixInfo>>()) });
 }
 
+/// Views of an upcall's procs and directives.
+///
+/// # Safety
+/// Each pointer is null (its count then ignored) or points at as many
+/// valid entries as its count says, alive while the views are used.
+unsafe fn views<'a>(
+    procs: *const PmixProc,
+    nprocs: usize,
+    directives: *const PmixInfo,
+    ndirs: usize,
+) -> (&'a [PmixProc], &'a [PmixInfo]) {
+    let procs = if procs.is_null() || nprocs == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(procs, nprocs) }
+    };
+    let directives = if directives.is_null() || ndirs == 0 {
+        &[][..]
+    } else {
+        // SAFETY: the caller's promise.
+        unsafe { std::slice::from_raw_parts(directives, ndirs) }
+    };
+    (procs, directives)
+}
+
+/// Complete a group upcall: `status`, and `PMIX_GROUP_CONTEXT_ID` when
+/// `context` is given.
+fn reply(cb: InfoCb, cbdata: *mut c_void, status: c_int, context: Option<u64>) {
+    let mut results: Box<Vec<PmixInfo>> = Box::default();
+    if let Some(id) = context {
+        // SAFETY: all-zero is a constructed pmix_info_t; a size_t value
+        // holds no pointer, so nothing needs destructing.
+        let mut info: PmixInfo = unsafe { std::mem::zeroed() };
+        rivet_pmi::pmix_ffi::load_key(&mut info.key, b"pmix.grp.ctxid");
+        info.value.ty = PMIX_SIZE;
+        info.value.data[0] = id;
+        results.push(info);
+    }
+    let (ptr, n) = (results.as_mut_ptr(), results.len());
+    let keep = Box::into_raw(results);
+    // SAFETY: the library's callback with its own cbdata, called once; the
+    // results stay alive until it calls `release` with `keep`.
+    unsafe { cb(status, ptr, n, cbdata, Some(release), keep.cast()) };
+}
+
 pub(super) unsafe extern "C" fn on_group(
     op: c_int,
     grp: *mut c_char,
@@ -168,35 +220,117 @@ pub(super) unsafe extern "C" fn on_group(
     let Some(cb) = cb else {
         return PMIX_ERR_BAD_PARAM;
     };
-    let directives = if directives.is_null() || ndirs == 0 {
-        &[][..]
-    } else {
-        // SAFETY: the library passes `ndirs` valid entries.
-        unsafe { std::slice::from_raw_parts(directives, ndirs) }
-    };
-    let procs = if procs.is_null() || nprocs == 0 {
-        &[][..]
-    } else {
-        // SAFETY: the library passes `nprocs` valid procs.
-        unsafe { std::slice::from_raw_parts(procs, nprocs) }
-    };
+    // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
+    let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
     record(op, grp, procs, directives);
-    let mut results: Box<Vec<PmixInfo>> = Box::default();
-    if op == CONSTRUCT && wants_context(directives) {
-        let id = NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: all-zero is a constructed pmix_info_t; a size_t value
-        // holds no pointer, so nothing needs destructing.
-        let mut info: PmixInfo = unsafe { std::mem::zeroed() };
-        rivet_pmi::pmix_ffi::load_key(&mut info.key, b"pmix.grp.ctxid");
-        info.value.ty = PMIX_SIZE;
-        info.value.data[0] = id;
-        results.push(info);
+    let context = (op == CONSTRUCT && wants_context(directives))
+        .then(|| NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed));
+    reply(cb, cbdata, PMIX_SUCCESS, context);
+    PMIX_SUCCESS
+}
+
+/// A group operation of one node's clients in a multi-host job, for the
+/// proxy to complete across hosts (`proxy/pmix_subset.rs`).
+pub struct GroupCall {
+    pub construct: bool,
+    pub name: String,
+    /// The processes named (`PMIX_RANK_WILDCARD`: a whole namespace);
+    /// empty when the library named none (a destruct may not).
+    pub procs: Vec<(String, u32)>,
+    /// `PMIX_GROUP_ASSIGN_CONTEXT_ID`.
+    pub wants_context: bool,
+    /// `PMIX_GROUP_OPTIONAL`: members may never join.
+    pub optional: bool,
+    cb: InfoCb,
+    cbdata: *mut c_void,
+}
+
+// SAFETY: the callback is the library's, callable from any thread (it
+// moves the work to its own).
+unsafe impl Send for GroupCall {}
+
+impl std::fmt::Debug for GroupCall {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let op = if self.construct {
+            "construct"
+        } else {
+            "destruct"
+        };
+        write!(f, "group {op} of {} over {:?}", self.name, self.procs)
     }
-    let (ptr, n) = (results.as_mut_ptr(), results.len());
-    let keep = Box::into_raw(results);
-    // SAFETY: the library's callback with its own cbdata, called once; the
-    // results stay alive until it calls `release` with `keep`.
-    unsafe { cb(PMIX_SUCCESS, ptr, n, cbdata, Some(release), keep.cast()) };
+}
+
+impl GroupCall {
+    /// Complete the operation with `status` (and a context id for a
+    /// construct that asked for one).
+    pub fn finish(self, status: c_int, context: Option<u64>) {
+        let context = context.filter(|_| self.construct && self.wants_context);
+        reply(self.cb, self.cbdata, status, context);
+    }
+}
+
+#[cfg(test)]
+impl GroupCall {
+    /// A call completed through `cb` with `cbdata` (tests without a library).
+    pub fn for_test(
+        construct: bool,
+        name: &str,
+        procs: Vec<(String, u32)>,
+        wants_context: bool,
+        cb: InfoCb,
+        cbdata: *mut c_void,
+    ) -> GroupCall {
+        GroupCall {
+            construct,
+            name: name.to_string(),
+            procs,
+            wants_context,
+            optional: false,
+            cb,
+            cbdata,
+        }
+    }
+}
+
+/// The `group` upcall of a multi-host job's node: queued for the proxy.
+pub(super) unsafe extern "C" fn on_node_group(
+    op: c_int,
+    grp: *mut c_char,
+    procs: *const PmixProc,
+    nprocs: usize,
+    directives: *const PmixInfo,
+    ndirs: usize,
+    cb: Option<InfoCb>,
+    cbdata: *mut c_void,
+) -> c_int {
+    let Some(cb) = cb else {
+        return PMIX_ERR_BAD_PARAM;
+    };
+    if grp.is_null() || (op != CONSTRUCT && op != DESTRUCT) {
+        return PMIX_ERR_BAD_PARAM;
+    }
+    // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
+    let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
+    let flag = |key: &[u8]| {
+        directives
+            .iter()
+            .any(|i| key_is(i, key) && i.value.ty == PMIX_BOOL && i.value.data[0] as u8 != 0)
+    };
+    let call = GroupCall {
+        construct: op == CONSTRUCT,
+        // SAFETY: non-null, the library's NUL-terminated group name.
+        name: unsafe { std::ffi::CStr::from_ptr(grp) }
+            .to_string_lossy()
+            .into_owned(),
+        procs: procs.iter().map(|p| (p.nspace(), p.rank)).collect(),
+        wants_context: flag(b"pmix.grp.actxid"),
+        optional: flag(b"pmix.grp.opt"),
+        cb,
+        cbdata,
+    };
+    if let Err(super::PmixEvent::Group(call)) = super::push_event(super::PmixEvent::Group(call)) {
+        call.finish(rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED, None);
+    }
     PMIX_SUCCESS
 }
 

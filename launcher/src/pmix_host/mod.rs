@@ -39,10 +39,10 @@
 //! In a multi-host job each node's proxy runs one of these servers instead
 //! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
 //! with every host's node and process maps and this node's ranks as its
-//! clients; fence and direct modex go across hosts through the proxy,
-//! names to rivetrun's job-wide table; spawn and group are left out there,
-//! so clients get "not supported" at once. Not carried yet: group
-//! construct across proxies, spawned namespaces on a proxy.
+//! clients; fence, direct modex and group go across hosts through the
+//! proxy, names to rivetrun's job-wide table; spawn is left out there, so
+//! clients get "not supported" at once. Not carried yet: spawned
+//! namespaces on a proxy, group member ends across hosts.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
@@ -67,6 +67,7 @@ mod values;
 pub use api::probe;
 use api::*;
 use calls::{Done, InfoList};
+pub use group::GroupCall;
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
 use rivet_pmi::pmix_ffi::{
@@ -97,6 +98,9 @@ pub enum PmixEvent {
     Dmodex(node::DmodexCall),
     /// This node's server's answer to [`node::request_dmodex`] `id`.
     DmodexAnswer { id: u64, status: i32, data: Vec<u8> },
+    /// A group construct or destruct of a node's clients, to complete
+    /// across hosts (proxies only).
+    Group(GroupCall),
 }
 
 /// A server being started on a thread of its own (it loads its plugins
@@ -254,7 +258,8 @@ impl PmixHost {
         if node_role {
             module.fence_nb = Some(node::on_fence);
             module.direct_modex = Some(node::on_direct_modex);
-            (module.spawn, module.group) = (None, None);
+            module.spawn = None;
+            module.group = Some(group::on_node_group);
             let f = self
                 .api
                 .lib

@@ -4,19 +4,23 @@
 //! but only this node's ranks are its clients. Its host module differs
 //! from single-host rivetrun's in what needs the other hosts:
 //! * `fence_nb` hands the node's blob to the proxy ([`FenceCall`]), which
-//!   allgathers it across hosts through the proxy tree's barrier and
-//!   returns the concatenation of every node's blob;
+//!   allgathers it across hosts (the whole job: the proxy tree's barrier;
+//!   some ranks of several hosts: rivetrun, `proxy/pmix_subset.rs`) and
+//!   returns the concatenation of every participating node's blob;
 //! * `direct_modex` hands the request to the proxy ([`DmodexCall`]), which
 //!   asks the target's node through rivetrun; there the proxy asks its own
 //!   server ([`request_dmodex`]) and the answer ([`PmixEvent::DmodexAnswer`])
 //!   travels back;
+//! * `group` hands construct and destruct to the proxy
+//!   ([`super::GroupCall`], `group.rs`), completed across hosts as a
+//!   subset fence is;
 //! * `abort` is queued as on one host; the proxy tells rivetrun;
 //! * publish, lookup and unpublish are queued as on one host; the proxy
 //!   asks rivetrun's job-wide name table (`proxy/pmix_names.rs`).
 //!
-//! Spawn and group are left out of a node's module: the proxy protocol
-//! does not carry them for PMIx, so the library answers the clients "not
-//! supported" at once instead of a request nobody serves.
+//! Spawn is left out of a node's module: the proxy protocol does not carry
+//! it for PMIx, so the library answers the clients "not supported" at once
+//! instead of a request nobody serves.
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;

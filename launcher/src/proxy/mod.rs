@@ -22,6 +22,7 @@ mod job;
 mod pmi;
 mod pmix;
 mod pmix_names;
+mod pmix_subset;
 mod spawn;
 pub mod tree;
 mod upstream;
@@ -317,7 +318,13 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         &dir.path().join("topology.xml"),
         attr(rivet_pmi::group::KEY_CLUSTER).cloned(),
     );
-    let pmix_state = pmix::State::new(proxy_id, &job.kvsname, job.size, job.ranks.clone());
+    let pmix_state = pmix::State::new(
+        proxy_id,
+        &job.kvsname,
+        job.size,
+        node_of_rank.clone(),
+        job.ranks.clone(),
+    );
     let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone(), pmix_state)
         .map_err(|e| e.to_string())?;
     // What each rank did over PMI, read when it exits.
@@ -391,7 +398,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
-                    "dmodex_ask" | "dmodex_done" => {
+                    "dmodex_ask" | "dmodex_done" | "coll_out" => {
                         if let Some(m) = pmix::Msg::parse(&msg) {
                             pmi.send(pmi::Cmd::Pmix(m));
                         }

@@ -8,8 +8,8 @@
 //!   brings every node's, concatenated for the library. Fences run one at
 //!   a time, in the order they come (every node sees the same order). A
 //!   fence among this node's ranks alone completes here; one over some
-//!   ranks of several hosts is refused (`PMIX_ERR_NOT_SUPPORTED`) with a
-//!   message, as the tree gathers only whole-job barriers;
+//!   ranks of several hosts, and group construct and destruct, are gathered
+//!   by rivetrun (`pmix_subset.rs`);
 //! * a direct modex asks rivetrun (`dmodex ID NS RANK`), which asks the
 //!   target's proxy (`dmodex_ask FROM ID NS RANK`); that proxy's server
 //!   answers (`dmodex_data FROM ID STATUS HEX`) and rivetrun passes it back
@@ -24,6 +24,7 @@ use rivet_pmi::pmix_ffi::{
     PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
 };
 
+use super::pmix_subset::{Done, Subsets};
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
 use crate::pmix_host::{PmixEvent, PmixHost, Starting};
@@ -82,10 +83,12 @@ pub enum Msg {
     },
     /// The answer to this node's direct modex `id`.
     Done { id: u64, status: i32, data: Vec<u8> },
+    /// The end of a collective over a subset (`pmix_subset.rs`).
+    Coll(Done),
 }
 
 impl Msg {
-    /// Parse `dmodex_ask` / `dmodex_done` (other words: None).
+    /// Parse `dmodex_ask` / `dmodex_done` / `coll_out` (other words: None).
     pub fn parse(words: &[Vec<u8>]) -> Option<Msg> {
         let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
         match text(0)?.as_str() {
@@ -100,6 +103,7 @@ impl Msg {
                 status: text(2)?.parse().ok()?,
                 data: unhex(&text(3)?)?,
             }),
+            "coll_out" => Done::parse(words).map(Msg::Coll),
             _ => None,
         }
     }
@@ -119,6 +123,8 @@ pub struct State {
     next_id: u64,
     /// Other nodes' requests this node's server is answering: ours → (from, theirs).
     answering: HashMap<u64, (u32, u64)>,
+    /// Fences over some ranks of several hosts, and groups.
+    subsets: Subsets,
 }
 
 /// What the loop must do after a PMIx event.
@@ -129,11 +135,20 @@ pub enum Step {
 }
 
 impl State {
-    pub fn new(node: u32, kvsname: &str, size: u32, local: Vec<u32>) -> State {
+    /// Node `node`'s state; job `kvsname` has `size` ranks, rank `r` on
+    /// node `node_of_rank[r]`, this node's are `local`.
+    pub fn new(
+        node: u32,
+        kvsname: &str,
+        size: u32,
+        node_of_rank: Vec<u32>,
+        local: Vec<u32>,
+    ) -> State {
         State {
+            size,
+            subsets: Subsets::new(node, kvsname, node_of_rank),
             node,
             kvsname: kvsname.to_string(),
-            size,
             local,
             fences: VecDeque::new(),
             in_tree: false,
@@ -151,7 +166,8 @@ impl State {
     /// One event from the node's server.
     pub fn event(&mut self, ev: PmixEvent, rivetrun: &Upstream) -> Step {
         match ev {
-            PmixEvent::Fence(call) => return self.fence(call),
+            PmixEvent::Fence(call) => return self.fence(call, rivetrun),
+            PmixEvent::Group(call) => self.subsets.group(call, rivetrun),
             PmixEvent::Dmodex(call) => {
                 let id = self.next_id;
                 self.next_id += 1;
@@ -199,7 +215,7 @@ impl State {
         Step::Nothing
     }
 
-    fn fence(&mut self, call: FenceCall) -> Step {
+    fn fence(&mut self, call: FenceCall, rivetrun: &Upstream) -> Step {
         let mut whole = false;
         let mut covered = std::collections::HashSet::new();
         let mut all_local = true;
@@ -223,12 +239,7 @@ impl State {
             return Step::Nothing;
         }
         if !whole {
-            eprintln!(
-                "rivetrun: proxy {}: a PMIx fence over some ranks of several hosts is not \
-                 supported under multi-host proxies (only the whole job, or one host's ranks)",
-                self.node
-            );
-            call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new());
+            self.subsets.fence(call, rivetrun);
             return Step::Nothing;
         }
         self.fences.push_back(call);
@@ -289,9 +300,10 @@ impl State {
         }
     }
 
-    /// rivetrun's link is gone: direct modexes fail too.
+    /// rivetrun's link is gone: direct modexes and subsets fail too.
     pub fn lost(&mut self) {
         self.fail_fences();
+        self.subsets.lost();
         for (_, call) in self.asked.drain() {
             call.finish(PMIX_ERR_UNREACH, Vec::new());
         }
@@ -328,6 +340,7 @@ impl State {
                     call.finish(status, data);
                 }
             }
+            Msg::Coll(done) => self.subsets.done(done),
         }
     }
 }
@@ -349,6 +362,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::remote::wire;
     use std::ffi::{c_char, c_int, c_void};
     use std::sync::Mutex;
 
@@ -397,7 +411,7 @@ mod tests {
     fn fences_go_up_the_tree_one_at_a_time_and_come_back_concatenated() {
         let (up, _peer) = rivetrun();
         // Node 1 of a 4-rank job holding ranks 2 and 3.
-        let mut st = State::new(1, "kvs_1", 4, vec![2, 3]);
+        let mut st = State::new(1, "kvs_1", 4, vec![0, 0, 1, 1], vec![2, 3]);
         let s = Seen::default();
         // A fence among this node's ranks completes at once, with its data.
         assert!(matches!(
@@ -441,11 +455,36 @@ mod tests {
             s.lock().unwrap().pop(),
             Some((PMIX_ERR_UNREACH, Vec::new()))
         );
-        // Some ranks of several hosts: refused.
+        // Some ranks of several hosts: gathered by rivetrun, not the tree.
+        let (up, peer) = rivetrun();
         assert!(matches!(
-            st.event(fence(&[0, 3], b"", &s), &up),
+            st.event(fence(&[0, 3], b"q", &s), &up),
             Step::Nothing
         ));
+        assert!(!st.in_tree());
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(peer), &mut line).unwrap();
+        let words = wire::recv(&mut line.as_bytes()).unwrap().unwrap();
+        assert_eq!(words[0], b"coll");
+        assert_eq!(words[2], b"0,1");
+        assert_eq!(words[3], b"q");
+        // rivetrun's answer completes it with both nodes' blobs.
+        let done = Done {
+            key: wire::text(&words[1]),
+            status: PMIX_SUCCESS,
+            context: 1,
+            blobs: vec![(0, b"p".to_vec()), (1, b"q".to_vec())],
+        };
+        st.message(Msg::Coll(done), &up);
+        assert_eq!(
+            s.lock().unwrap().pop(),
+            Some((PMIX_SUCCESS, b"pq".to_vec()))
+        );
+        // Another namespace's processes: refused at once.
+        let other = vec![("kvs_1".to_string(), 0), ("other".to_string(), 1)];
+        let cbdata = &s as *const Seen as *mut c_void;
+        let call = FenceCall::for_test(other, Vec::new(), seen, cbdata);
+        st.event(PmixEvent::Fence(call), &up);
         assert_eq!(
             s.lock().unwrap().pop(),
             Some((PMIX_ERR_NOT_SUPPORTED, Vec::new()))

@@ -274,7 +274,7 @@ mod tests {
             Upstream::new(up),
             tree,
             std::sync::mpsc::channel().0,
-            super::super::pmix::State::new(node, "kvs_2", 2, vec![node]),
+            super::super::pmix::State::new(node, "kvs_2", 2, vec![0, 1], vec![node]),
         )
         .unwrap();
         let (ours, theirs) = UnixStream::pair().unwrap();

@@ -216,6 +216,7 @@ pub fn run(
     let mut slowest = [0u64; 3];
     let mut teardown_at: Option<Instant> = None;
     let mut barrier = barrier::TopBarrier::new(top.clone());
+    let mut colls = pmix::Collectives::default();
     let (mut barrier_msgs, mut msgs) = (0u64, 0u64);
     let mut exits = 0u32;
     let grace = Duration::from_secs_f64(opts.grace.clamp(0.0, crate::cli::MAX_KILL_GRACE));
@@ -463,6 +464,15 @@ pub fn run(
                     },
                     "dmodex" => pmix::ask(id, &msg, &node_of_rank, &mut proxies),
                     "dmodex_data" => pmix::answer(&msg, &mut proxies),
+                    "coll" => {
+                        let gone =
+                            |n: u32| proxies.get(n as usize).is_some_and(|p| p.done || p.closed);
+                        let (sends, lost) = colls.arrive(id, &msg, n, gone);
+                        if let Some(l) = lost {
+                            pmix::coll_lost(&proxies[l as usize].host, 1);
+                        }
+                        pmix::send(&mut proxies, sends);
+                    }
                     "pmi" => {
                         let routed = jobwide.relay(id, &msg);
                         deliver(&mut proxies, routed, &mut failure, &fail);
@@ -489,6 +499,9 @@ pub fn run(
                         if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {
                             stranded(&proxies, ended, waiting, &mut failure, &fail);
                         }
+                        let (sends, k) = colls.ended(id);
+                        pmix::coll_lost(&proxies[i].host, k);
+                        pmix::send(&mut proxies, sends);
                         for (k, slot) in slowest.iter_mut().enumerate() {
                             let t = word(k + 1).parse::<u64>().unwrap_or(0);
                             *slot = (*slot).max(t);
@@ -518,6 +531,9 @@ pub fn run(
                 if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {
                     stranded(&proxies, ended, waiting, &mut failure, &fail);
                 }
+                let (sends, k) = colls.ended(id);
+                pmix::coll_lost(&proxies[id as usize].host, k);
+                pmix::send(&mut proxies, sends);
             }
             Ev::LauncherExit(ids, status) => {
                 let how = match (status.code(), status.signal()) {

@@ -1,9 +1,13 @@
 //! rivetrun's part in PMIx under the proxies: passing a direct modex
 //! between the asking node's proxy and the target rank's (`proxy/pmix.rs`
-//! has the whole exchange). Fences need nothing here: they are barriers.
+//! has the whole exchange), and gathering collectives over some hosts
+//! (fences over a subset, groups: [`Collectives`]). Whole-job fences need
+//! nothing here: they are the tree's barriers.
+
+use std::collections::{BTreeMap, HashMap};
 
 use super::{wire, Proxy};
-use rivet_pmi::pmix_ffi::PMIX_ERR_UNREACH;
+use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_UNREACH, PMIX_SUCCESS};
 
 /// `dmodex ID NS RANK` from proxy `from`: asked of the proxy of `RANK`
 /// (`dmodex_ask FROM ID NS RANK`), or answered at once with an error if
@@ -39,5 +43,218 @@ pub(super) fn answer(msg: &[Vec<u8>], proxies: &mut [Proxy]) {
     words.extend(msg.iter().skip(2).take(3).cloned());
     if let Some(c) = proxies.get_mut(from).and_then(|p| p.conn.as_mut()) {
         let _ = wire::send(c, &words);
+    }
+}
+
+/// `coll_out KEY STATUS CONTEXT` with no blobs: a failed collective.
+fn failed(key: &[u8], status: i32) -> Vec<Vec<u8>> {
+    vec![
+        b"coll_out".to_vec(),
+        key.to_vec(),
+        status.to_string().into_bytes(),
+        b"0".to_vec(),
+    ]
+}
+
+/// One collective being gathered: the nodes it needs and the blobs in.
+struct Gather {
+    nodes: Vec<u32>,
+    arrived: BTreeMap<u32, Vec<u8>>,
+}
+
+/// PMIx collectives over some hosts (`proxy/pmix_subset.rs`): each
+/// participating proxy's `coll KEY NODES DATA`, gathered by key; once every
+/// listed node is in, each gets `coll_out KEY 0 CONTEXT NODE DATA ...`
+/// (every blob in node order; CONTEXT counts completed collectives, so it
+/// is unique in the job). A collective needing a proxy that ended, or
+/// whose proxies disagree on its nodes, fails for those in
+/// (`PMIX_ERR_UNREACH`, `PMIX_ERR_BAD_PARAM`).
+#[derive(Default)]
+pub(super) struct Collectives {
+    gathering: HashMap<Vec<u8>, Gather>,
+    completed: u64,
+}
+
+/// Messages to send: (proxy, words).
+pub(super) type Sends = Vec<(u32, Vec<Vec<u8>>)>;
+
+impl Collectives {
+    /// Proxy `from`'s part; `gone(n)`: node `n`'s proxy has ended. Returns
+    /// the messages to send and, for a collective failed by a proxy that
+    /// ended, that node (for the message naming its host).
+    pub(super) fn arrive(
+        &mut self,
+        from: u32,
+        msg: &[Vec<u8>],
+        nnodes: u32,
+        gone: impl Fn(u32) -> bool,
+    ) -> (Sends, Option<u32>) {
+        let (Some(key), Some(nodes), Some(data)) = (msg.get(1), msg.get(2), msg.get(3)) else {
+            return (Vec::new(), None);
+        };
+        let nodes: Option<Vec<u32>> = (wire::text(nodes).split(','))
+            .map(|n| n.parse().ok().filter(|&n| n < nnodes))
+            .collect();
+        let nodes = nodes
+            .map(|mut n| {
+                n.sort_unstable();
+                n.dedup();
+                n
+            })
+            .filter(|n| n.contains(&from));
+        let Some(nodes) = nodes else {
+            return (vec![(from, failed(key, PMIX_ERR_BAD_PARAM))], None);
+        };
+        let g = self.gathering.entry(key.clone()).or_insert_with(|| Gather {
+            nodes: nodes.clone(),
+            arrived: BTreeMap::new(),
+        });
+        if g.nodes != nodes {
+            // The proxies disagree on who takes part: nobody can complete it.
+            let mut sends = self.fail(key, PMIX_ERR_BAD_PARAM);
+            sends.push((from, failed(key, PMIX_ERR_BAD_PARAM)));
+            return (sends, None);
+        }
+        g.arrived.entry(from).or_insert_with(|| data.clone());
+        if let Some(&n) = g
+            .nodes
+            .iter()
+            .find(|&&n| gone(n) && !g.arrived.contains_key(&n))
+        {
+            return (self.fail(key, PMIX_ERR_UNREACH), Some(n));
+        }
+        if g.arrived.len() < g.nodes.len() {
+            return (Vec::new(), None);
+        }
+        let g = self.gathering.remove(key).expect("gathered above");
+        self.completed += 1;
+        let mut out = vec![
+            b"coll_out".to_vec(),
+            key.clone(),
+            PMIX_SUCCESS.to_string().into_bytes(),
+            self.completed.to_string().into_bytes(),
+        ];
+        for (n, blob) in g.arrived {
+            out.push(n.to_string().into_bytes());
+            out.push(blob);
+        }
+        (
+            g.nodes.into_iter().map(|n| (n, out.clone())).collect(),
+            None,
+        )
+    }
+
+    /// Node `id`'s proxy ended: every collective still needing it fails.
+    /// Returns the messages and how many collectives failed.
+    pub(super) fn ended(&mut self, id: u32) -> (Sends, usize) {
+        let keys: Vec<Vec<u8>> = (self.gathering.iter())
+            .filter(|(_, g)| g.nodes.contains(&id) && !g.arrived.contains_key(&id))
+            .map(|(k, _)| k.clone())
+            .collect();
+        let n = keys.len();
+        let sends = keys
+            .iter()
+            .flat_map(|k| self.fail(k, PMIX_ERR_UNREACH))
+            .collect();
+        (sends, n)
+    }
+
+    /// Drop collective `key`: its error to every node in.
+    fn fail(&mut self, key: &[u8], status: i32) -> Sends {
+        let Some(g) = self.gathering.remove(key) else {
+            return Vec::new();
+        };
+        (g.arrived.into_keys())
+            .map(|n| (n, failed(key, status)))
+            .collect()
+    }
+}
+
+/// Send each message to its proxy (one that ended is skipped).
+pub(super) fn send(proxies: &mut [Proxy], sends: Sends) {
+    for (to, words) in sends {
+        if let Some(c) = proxies.get_mut(to as usize).and_then(|p| p.conn.as_mut()) {
+            let _ = wire::send(c, &words);
+        }
+    }
+}
+
+/// Say that `n` collectives failed because `host`'s proxy ended.
+pub(super) fn coll_lost(host: &str, n: usize) {
+    if n > 0 {
+        eprintln!(
+            "rivetrun: host {host}: its proxy ended while {n} PMIx collective(s) over some hosts \
+             (a fence over a subset, or a group) needed its ranks; they fail"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn coll(key: &str, nodes: &str, data: &str) -> Vec<Vec<u8>> {
+        [
+            &b"coll"[..],
+            key.as_bytes(),
+            nodes.as_bytes(),
+            data.as_bytes(),
+        ]
+        .iter()
+        .map(|w| w.to_vec())
+        .collect()
+    }
+
+    fn words(w: &[&str]) -> Vec<Vec<u8>> {
+        w.iter().map(|w| w.as_bytes().to_vec()).collect()
+    }
+
+    #[test]
+    fn a_collective_completes_once_every_listed_node_is_in() {
+        let mut c = Collectives::default();
+        let none = |_| false;
+        // Nodes 0 and 2 of 3; node 2 first.
+        assert!(c.arrive(2, &coll("k", "0,2", "b2"), 3, none).0.is_empty());
+        let (sends, lost) = c.arrive(0, &coll("k", "2,0", "b0"), 3, none);
+        assert_eq!(lost, None);
+        let out = words(&["coll_out", "k", "0", "1", "0", "b0", "2", "b2"]);
+        assert_eq!(sends, vec![(0, out.clone()), (2, out)]);
+        // The next one has the next context; a key completes afresh.
+        let (sends, _) = c.arrive(1, &coll("k", "1", ""), 3, none);
+        assert_eq!(
+            sends,
+            vec![(1, words(&["coll_out", "k", "0", "2", "1", ""]))]
+        );
+    }
+
+    #[test]
+    fn bad_parts_and_ended_proxies_fail_it_for_those_in_and_nothing_waits() {
+        let mut c = Collectives::default();
+        let none = |_| false;
+        let bad = |n: u32, k: &str| (n, words(&["coll_out", k, "-27", "0"]));
+        // A node list without the sender, past the job, or garbled.
+        for nodes in ["1", "0,7", "x", ""] {
+            let (sends, _) = c.arrive(0, &coll("k", nodes, ""), 3, none);
+            assert_eq!(sends, vec![bad(0, "k")], "{nodes}");
+        }
+        // Two proxies disagree on the nodes: both hear it.
+        c.arrive(0, &coll("d", "0,1", ""), 3, none);
+        let (sends, _) = c.arrive(1, &coll("d", "1,2", ""), 3, none);
+        assert_eq!(sends, vec![bad(0, "d"), bad(1, "d")]);
+        // A node that ended before its part came.
+        let unreach = |n: u32, k: &str| (n, words(&["coll_out", k, "-25", "0"]));
+        let (sends, lost) = c.arrive(0, &coll("e", "0,1", ""), 3, |n| n == 1);
+        assert_eq!((sends, lost), (vec![unreach(0, "e")], Some(1)));
+        // ... or after the others were in.
+        c.arrive(0, &coll("f", "0,1,2", ""), 3, none);
+        c.arrive(2, &coll("f", "0,1,2", ""), 3, none);
+        assert_eq!(c.ended(0), (Vec::new(), 0), "node 0 is in");
+        assert_eq!(c.ended(1), (vec![unreach(0, "f"), unreach(2, "f")], 1));
+        assert!(c.gathering.is_empty());
+        // A message cut short is ignored.
+        assert_eq!(
+            c.arrive(0, &words(&["coll", "k"]), 3, none),
+            (Vec::new(), None)
+        );
     }
 }

@@ -10,7 +10,9 @@
 //! (where the tree parent listens), `barrier_out K V ...` (every key put
 //! since the last barrier, job-wide), `stdin DATA` and `stdin_eof` (rank 0's
 //! input), `signal N`, `term`; PMIx direct modex: `dmodex_ask FROM ID NS
-//! RANK` (to the rank's proxy), `dmodex_done ID STATUS HEX` (to the asker).
+//! RANK` (to the rank's proxy), `dmodex_done ID STATUS HEX` (to the asker);
+//! `coll_out KEY STATUS CONTEXT NODE DATA ...` (a PMIx collective over some
+//! hosts completed, to each of them).
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
 //! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
 //! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
@@ -20,7 +22,9 @@
 //! as `pmi_out CONN BYTES`), `spawned KVS SIZE` and `sexit KVS INDEX CODE
 //! SIGNAL` (processes a spawn started on that host), `orphaned` (a barrier
 //! needs the parent proxy, which ended); `dmodex ID NS RANK` and
-//! `dmodex_data FROM ID STATUS HEX` (PMIx direct modex, `proxy/pmix.rs`).
+//! `dmodex_data FROM ID STATUS HEX` (PMIx direct modex, `proxy/pmix.rs`);
+//! `coll KEY NODES DATA` (a node's part of a PMIx fence over a subset or a
+//! group, NODES the participating nodes, `proxy/pmix_subset.rs`).
 //! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
 //! ...`; parent → child: `barrier_out K V ...`.
 

@@ -131,6 +131,7 @@ impl Supervisor {
                 // A node's upcalls (a proxy's server), never single-host rivetrun's.
                 PmixEvent::Fence(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
                 PmixEvent::Dmodex(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
+                PmixEvent::Group(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, None),
                 PmixEvent::DmodexAnswer { .. } => {}
             }
         }

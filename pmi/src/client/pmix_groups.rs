@@ -4,8 +4,10 @@
 //! * connect: the card and context proposal are put under a key named
 //!   after the group and committed; `PMIx_Group_construct` over the named
 //!   processes (`PMIX_GROUP_OPTIONAL` with `optional`) is the collective;
-//!   then every member's card is read with `PMIx_Get` (`pmix.immediate`:
-//!   a member that never joined has none, and is left out when optional).
+//!   then every member's card is read with `PMIx_Get` (with `optional`,
+//!   `pmix.immediate`: a member that never joined has none, and is left
+//!   out; otherwise a plain get, so a card on another host comes by
+//!   direct modex).
 //!   Members are sorted by (namespace, rank); the new rank is the index,
 //!   the context the largest proposal. The group's name is derived from
 //!   what every participant names alike (procs in any order, id, flags)
@@ -243,7 +245,10 @@ impl Pmix {
                 None => (0..size).collect(),
             };
             for r in ranks {
-                match self.get_string_of(&p.nspace, r, &key, true)? {
+                // Optional: only what the server holds (a member that never
+                // joined has no card); otherwise a card on another host
+                // comes by direct modex.
+                match self.get_string_of(&p.nspace, r, &key, req.optional)? {
                     Some(v) => {
                         let (ctx, card) = parse_entry(&v).ok_or_else(|| {
                             failed(OP, format!("{}:{r} left a malformed card", p.nspace))

@@ -12,8 +12,9 @@
 //! answered by `name_done`) and group messages (`pmi`, whose answers come
 //! back as `pmi_out`; see `remote::jobwide`). Spawn requests go to the
 //! proxy's main thread (`super::spawn`), which starts the children here.
-//! The node's PMIx server's upcalls wake this loop too; their fences ride
-//! the same tree barrier (`super::pmix`). With `--pmi-port` the ranks
+//! The node's PMIx server's upcalls wake this loop too; their whole-job
+//! fences ride the same tree barrier (`super::pmix`), fences over some
+//! ranks and groups go to rivetrun (`super::pmix_subset`). With `--pmi-port` the ranks
 //! connect to a TCP port of the proxy's instead (`port.rs`: who is admitted,
 //! and when the port closes); admitted, they are served alike.
 //!

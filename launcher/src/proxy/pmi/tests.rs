@@ -49,7 +49,7 @@ fn node0_loop() -> (Handle, BufReader<TcpStream>) {
         .set_read_timeout(Some(Duration::from_secs(20)))
         .unwrap();
     let (spawns, _) = mpsc::channel();
-    let pmix = crate::proxy::pmix::State::new(0, "kvs_1", 3, vec![0, 1]);
+    let pmix = crate::proxy::pmix::State::new(0, "kvs_1", 3, vec![0, 0, 1], vec![0, 1]);
     let up = Upstream::new(up);
     let pmi = start(server, ns, up, Tree::new(false, &[]), spawns, pmix).unwrap();
     (pmi, BufReader::new(rivetrun))

@@ -1,0 +1,383 @@
+//! PMIx collectives over some of the job's ranks on several hosts: a
+//! fence over a subset (`PMIx_Fence` naming procs) and group construct and
+//! destruct. The node's server has gathered its own participants; the
+//! proxy sends rivetrun the node's part, `coll KEY NODES DATA`: a key every
+//! participating node derives alike, the nodes taking part (from the
+//! job's process map) and the node's blob. rivetrun gathers every listed
+//! node's part (`remote/pmix.rs`) and answers each of them `coll_out KEY
+//! STATUS CONTEXT NODE DATA ...`: every node's blob, in node order, and a
+//! number unique in the job, a group's context id. A whole-job fence still
+//! rides the proxy tree's barrier (`pmix.rs`): only some hosts take part in
+//! a subset, so its parts go straight to rivetrun, as direct modex does.
+//!
+//! Keys: a fence's is its processes (sorted) and how many fences over the
+//! same processes this node ran before; a group's its operation, name and
+//! count. PMIx has every participant call collectives over the same
+//! processes in the same order, so every node derives the same keys.
+//!
+//! Refused at once, with a message: processes of another namespace (a
+//! proxy serves only the job's), ranks past the job, a group with optional
+//! members over several hosts (nodes whose members never join would be
+//! waited for), a destruct of a group this node never constructed. A
+//! participating host whose proxy ended, or rivetrun's link lost, fails the
+//! collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
+
+use std::collections::HashMap;
+
+use rivet_pmi::pmix_ffi::{
+    PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
+};
+
+use super::upstream::Upstream;
+use crate::pmix_host::node::FenceCall;
+use crate::pmix_host::GroupCall;
+use crate::remote::wire;
+
+/// rivetrun's answer to one collective: `coll_out KEY STATUS CONTEXT
+/// (NODE DATA)...`.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Done {
+    pub key: String,
+    pub status: i32,
+    pub context: u64,
+    /// Each participating node's blob, in node order.
+    pub blobs: Vec<(u32, Vec<u8>)>,
+}
+
+impl Done {
+    /// Parse `coll_out` (None if malformed).
+    pub fn parse(words: &[Vec<u8>]) -> Option<Done> {
+        if words.first()? != b"coll_out" {
+            return None;
+        }
+        let text = |i: usize| words.get(i).map(|w| wire::text(w));
+        let rest = words.get(4..)?;
+        if rest.len() % 2 != 0 {
+            return None;
+        }
+        let blobs = rest
+            .chunks_exact(2)
+            .map(|p| Some((wire::text(&p[0]).parse().ok()?, p[1].clone())))
+            .collect::<Option<Vec<_>>>()?;
+        Some(Done {
+            key: text(1)?,
+            status: text(2)?.parse().ok()?,
+            context: text(3)?.parse().ok()?,
+            blobs,
+        })
+    }
+}
+
+/// What a collective completes once rivetrun answers.
+enum Waiting {
+    Fence(FenceCall),
+    Group(GroupCall),
+}
+
+impl Waiting {
+    fn fail(self, status: i32) {
+        match self {
+            Waiting::Fence(call) => call.finish(status, Vec::new()),
+            Waiting::Group(call) => call.finish(status, None),
+        }
+    }
+}
+
+/// The node's collectives over subsets.
+pub struct Subsets {
+    node: u32,
+    kvsname: String,
+    /// The node of each rank of the job.
+    node_of_rank: Vec<u32>,
+    /// Collectives run so far, by what they were over (for keys).
+    seen: HashMap<String, u64>,
+    /// Sent to rivetrun, waiting for its `coll_out`, by key.
+    pending: HashMap<String, Waiting>,
+    /// Groups constructed here and not destructed: their processes.
+    groups: HashMap<String, Vec<(String, u32)>>,
+}
+
+impl Subsets {
+    pub fn new(node: u32, kvsname: &str, node_of_rank: Vec<u32>) -> Subsets {
+        Subsets {
+            node,
+            kvsname: kvsname.to_string(),
+            node_of_rank,
+            seen: HashMap::new(),
+            pending: HashMap::new(),
+            groups: HashMap::new(),
+        }
+    }
+
+    /// The nodes of `procs` (sorted), or why they cannot take part.
+    fn nodes_of(&self, procs: &[(String, u32)]) -> Result<Vec<u32>, String> {
+        let mut nodes = Vec::new();
+        for (ns, rank) in procs {
+            if *ns != self.kvsname {
+                return Err(format!(
+                    "processes of namespace {ns}: a proxy serves only the job's ({})",
+                    self.kvsname
+                ));
+            }
+            if *rank == PMIX_RANK_WILDCARD {
+                nodes.extend(self.node_of_rank.iter().copied());
+            } else {
+                match self.node_of_rank.get(*rank as usize) {
+                    Some(&n) => nodes.push(n),
+                    None => return Err(format!("rank {rank} is not in the job")),
+                }
+            }
+        }
+        nodes.sort_unstable();
+        nodes.dedup();
+        if nodes.is_empty() {
+            return Err("no processes named".into());
+        }
+        Ok(nodes)
+    }
+
+    /// The key of the next collective over `what`.
+    fn key(&mut self, what: String) -> String {
+        let count = self.seen.entry(what.clone()).or_insert(0);
+        *count += 1;
+        format!("{what}#{count}")
+    }
+
+    fn refuse(&self, what: &str, why: &str) {
+        eprintln!(
+            "rivetrun: proxy {}: {what} is not supported under multi-host proxies: {why}",
+            self.node
+        );
+    }
+
+    /// A fence over `call.procs`, some ranks of several hosts.
+    pub fn fence(&mut self, call: FenceCall, rivetrun: &Upstream) {
+        let nodes = match self.nodes_of(&call.procs) {
+            Ok(n) => n,
+            Err(why) => {
+                self.refuse("a PMIx fence over these processes", &why);
+                return call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new());
+            }
+        };
+        let mut procs: Vec<String> = (call.procs.iter())
+            .map(|(ns, r)| match *r {
+                PMIX_RANK_WILDCARD => format!("{ns}:*"),
+                r => format!("{ns}:{r}"),
+            })
+            .collect();
+        procs.sort();
+        procs.dedup();
+        let key = self.key(format!("fence/{}", procs.join(",")));
+        let data = call.data.clone();
+        self.send(key, &nodes, data, Waiting::Fence(call), rivetrun);
+    }
+
+    /// A group construct or destruct.
+    pub fn group(&mut self, call: GroupCall, rivetrun: &Upstream) {
+        let procs = if call.procs.is_empty() && !call.construct {
+            match self.groups.get(&call.name) {
+                Some(p) => p.clone(),
+                None => {
+                    let why = format!("group {} was not constructed here", call.name);
+                    self.refuse("a PMIx group destruct", &why);
+                    return call.finish(PMIX_ERR_BAD_PARAM, None);
+                }
+            }
+        } else {
+            call.procs.clone()
+        };
+        let nodes = match self.nodes_of(&procs) {
+            Ok(n) => n,
+            Err(why) => {
+                self.refuse("a PMIx group over these processes", &why);
+                return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
+            }
+        };
+        if call.optional && nodes.len() > 1 {
+            let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
+            self.refuse("a PMIx group", why);
+            return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
+        }
+        let op = if call.construct {
+            "construct"
+        } else {
+            "destruct"
+        };
+        let key = self.key(format!("group/{op}/{}", call.name));
+        self.send(key, &nodes, Vec::new(), Waiting::Group(call), rivetrun);
+    }
+
+    fn send(
+        &mut self,
+        key: String,
+        nodes: &[u32],
+        data: Vec<u8>,
+        waiting: Waiting,
+        rivetrun: &Upstream,
+    ) {
+        let nodes_word = (nodes.iter().map(u32::to_string))
+            .collect::<Vec<_>>()
+            .join(",");
+        let words = [
+            b"coll".to_vec(),
+            key.clone().into_bytes(),
+            nodes_word.into_bytes(),
+            data,
+        ];
+        match rivetrun.send(&words) {
+            Ok(()) => {
+                self.pending.insert(key, waiting);
+            }
+            Err(_) => waiting.fail(PMIX_ERR_UNREACH),
+        }
+    }
+
+    /// rivetrun's answer: complete the collective it names.
+    pub fn done(&mut self, done: Done) {
+        let Some(waiting) = self.pending.remove(&done.key) else {
+            return;
+        };
+        match waiting {
+            Waiting::Fence(call) if done.status == PMIX_SUCCESS => call.finish(
+                PMIX_SUCCESS,
+                done.blobs.into_iter().flat_map(|(_, b)| b).collect(),
+            ),
+            Waiting::Group(call) if done.status == PMIX_SUCCESS => {
+                if call.construct {
+                    self.groups.insert(call.name.clone(), call.procs.clone());
+                } else {
+                    self.groups.remove(&call.name);
+                }
+                call.finish(PMIX_SUCCESS, Some(done.context));
+            }
+            w => w.fail(done.status),
+        }
+    }
+
+    /// rivetrun's link is gone: every collective under way fails.
+    pub fn lost(&mut self) {
+        for (_, w) in self.pending.drain() {
+            w.fail(PMIX_ERR_UNREACH);
+        }
+    }
+
+    /// Whether collectives wait for rivetrun.
+    #[cfg(test)]
+    pub fn waiting(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rivet_pmi::pmix_ffi::PmixInfo;
+    use std::ffi::{c_int, c_void};
+    use std::io::BufRead;
+    use std::sync::Mutex;
+
+    /// What group completions said: (status, context id if any).
+    type Seen = Mutex<Vec<(c_int, Option<u64>)>>;
+
+    unsafe extern "C" fn seen(
+        status: c_int,
+        info: *mut PmixInfo,
+        n: usize,
+        cbdata: *mut c_void,
+        release: Option<unsafe extern "C" fn(*mut c_void)>,
+        release_data: *mut c_void,
+    ) {
+        // SAFETY: `cbdata` is the test's `Seen`; `n` infos at `info`, alive
+        // until `release` (called right after they are read).
+        unsafe {
+            let ctx = (n > 0).then(|| (*info).value.data[0]);
+            (*(cbdata as *const Seen))
+                .lock()
+                .unwrap()
+                .push((status, ctx));
+            if let Some(r) = release {
+                r(release_data);
+            }
+        }
+    }
+
+    fn call(construct: bool, procs: &[u32], s: &Seen) -> GroupCall {
+        let procs = procs.iter().map(|&r| ("kvs".to_string(), r)).collect();
+        let cbdata = s as *const Seen as *mut c_void;
+        GroupCall::for_test(construct, "g", procs, true, seen, cbdata)
+    }
+
+    #[test]
+    fn groups_go_to_rivetrun_and_a_destruct_naming_none_uses_the_construct() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = Upstream::new(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let mut peer = std::io::BufReader::new(l.accept().unwrap().0);
+        let mut next = || {
+            let mut line = String::new();
+            peer.read_line(&mut line).unwrap();
+            wire::recv(&mut line.as_bytes()).unwrap().unwrap()
+        };
+        // Node 1 of ranks on nodes 0, 0, 1, 1.
+        let mut st = Subsets::new(1, "kvs", vec![0, 0, 1, 1]);
+        let s = Seen::default();
+        st.group(call(true, &[1, PMIX_RANK_WILDCARD], &s), &up);
+        let words = next();
+        assert_eq!((&words[0][..], &words[2][..]), (&b"coll"[..], &b"0,1"[..]));
+        let key = wire::text(&words[1]);
+        let done = |key: String, status| Done {
+            key,
+            status,
+            context: 7,
+            blobs: Vec::new(),
+        };
+        st.done(done(key, PMIX_SUCCESS));
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_SUCCESS, Some(7))));
+        // The destruct names no processes: the construct's nodes.
+        st.group(call(false, &[], &s), &up);
+        let words = next();
+        assert_eq!(words[2], b"0,1");
+        assert_ne!(wire::text(&words[1]), "", "a key of its own");
+        st.done(done(wire::text(&words[1]), PMIX_SUCCESS));
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_SUCCESS, None)));
+        // Now it is gone: a destruct naming none is refused.
+        st.group(call(false, &[], &s), &up);
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_ERR_BAD_PARAM, None)));
+        // Optional members on several hosts, a rank past the job: refused.
+        let mut opt = call(true, &[0, 3], &s);
+        opt.optional = true;
+        st.group(opt, &up);
+        st.group(call(true, &[9], &s), &up);
+        let refused = s.lock().unwrap().drain(..).collect::<Vec<_>>();
+        assert_eq!(refused, vec![(PMIX_ERR_NOT_SUPPORTED, None); 2]);
+        // A collective under way fails when rivetrun's link is lost.
+        st.group(call(true, &[2, 3], &s), &up);
+        assert_eq!(next()[2], b"1");
+        assert_eq!(st.waiting(), 1);
+        st.lost();
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_ERR_UNREACH, None)));
+        assert_eq!(st.waiting(), 0);
+    }
+
+    #[test]
+    fn rivetruns_answer_parses_and_garbage_does_not() {
+        let w = |s: &[&str]| s.iter().map(|w| w.as_bytes().to_vec()).collect::<Vec<_>>();
+        assert_eq!(
+            Done::parse(&w(&["coll_out", "k#1", "0", "3", "0", "ab", "1", ""])),
+            Some(Done {
+                key: "k#1".into(),
+                status: 0,
+                context: 3,
+                blobs: vec![(0, b"ab".to_vec()), (1, Vec::new())],
+            })
+        );
+        for bad in [
+            &["coll_out", "k", "0"][..],
+            &["coll_out", "k", "x", "1"],
+            &["coll_out", "k", "0", "1", "0"],
+            &["coll_out", "k", "0", "1", "n", "b"],
+            &["coll", "k", "0", "1"],
+        ] {
+            assert_eq!(Done::parse(&w(bad)), None, "{bad:?}");
+        }
+    }
+}
