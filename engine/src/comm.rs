@@ -2,7 +2,8 @@
 //!
 //! Point-to-point calls live here; collectives the engine itself needs
 //! (barrier, dup, and the steps of connect/accept) in `collective.rs`,
-//! intercommunicator `merge` in `intercomm.rs`.
+//! `create` and `split` in `split.rs`, intercommunicator `merge` in
+//! `intercomm.rs`.
 
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -137,8 +138,9 @@ impl<T: Threading> Comm<T> {
     /// A new communicator with the same groups and a new context id (the
     /// VC tables are shared, seed 000). Collective: every rank of `self`
     /// (both groups of an intercommunicator) must call it, in the same order.
+    /// Across IMPI clients the id is agreed as seed 003's 4.6 (`split.rs`).
     pub fn dup(&self) -> Result<Comm<T>> {
-        let context = self.agree_context()?;
+        let context = self.dup_context()?;
         Ok(self.with_context(context))
     }
 

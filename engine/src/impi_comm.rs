@@ -57,20 +57,23 @@ fn put_uint8s(values: &[u64]) -> Vec<u8> {
 
 impl<T: Threading> Comm<T> {
     /// `IMPI_max_cid` made odd: this process's proposal (4.4).
-    fn impi_proposal(&self) -> u64 {
+    pub(crate) fn impi_proposal(&self) -> u64 {
         let max_cid = u64::from(self.next_free_context().saturating_sub(1));
         max_cid | 1
     }
 
     /// Take `newcid = maxcid + 1` and `span` ids from it.
-    fn impi_take(&self, maxcid: u64, span: u32) -> Result<u32> {
-        let newcid = u32::try_from(maxcid + 1).map_err(|_| bad("out of context ids"))?;
+    pub(crate) fn impi_take(&self, maxcid: u64, span: u32) -> Result<u32> {
+        let newcid = maxcid
+            .checked_add(1)
+            .and_then(|c| u32::try_from(c).ok())
+            .ok_or_else(|| bad("out of context ids"))?;
         self.take_context(newcid, span)?;
         Ok(newcid)
     }
 
     /// Receive exactly `buf.len()` bytes.
-    fn recv_exact(&self, buf: &mut [u8], from: u32, tag: i32) -> Result<()> {
+    pub(crate) fn recv_exact(&self, buf: &mut [u8], from: u32, tag: i32) -> Result<()> {
         let st = self.fail_on_peer(self.recv(buf, from as i32, tag)?)?;
         let st = st.check().map_err(|e| bad(&e.to_string()))?;
         if st.count != buf.len() {
@@ -84,7 +87,13 @@ impl<T: Threading> Comm<T> {
     }
 
     /// Send `out` to and receive exactly `inp.len()` bytes from `peer`.
-    fn sendrecv_exact(&self, out: &[u8], peer: u32, inp: &mut [u8], tag: i32) -> Result<()> {
+    pub(crate) fn sendrecv_exact(
+        &self,
+        out: &[u8],
+        peer: u32,
+        inp: &mut [u8],
+        tag: i32,
+    ) -> Result<()> {
         let want = inp.len();
         let st = self.scope(|s| {
             let send = s.isend(out, peer, tag)?;

@@ -97,6 +97,19 @@ pub fn tree(mynum: u32, n: u32) -> (Vec<u32>, Option<u32>, Vec<u32>) {
     (children, parent, release)
 }
 
+/// The masters in `k`'s subtree of [`tree`] (`k` first, ascending):
+/// whose contributions master `k` sends its parent in a gather.
+pub fn subtree(k: u32, n: u32) -> Vec<u32> {
+    let mut all = vec![k];
+    let mut i = 0;
+    while i < all.len() {
+        all.extend(tree(all[i], n).0);
+        i += 1;
+    }
+    all.sort_unstable();
+    all
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -144,6 +157,17 @@ mod tests {
                 assert_eq!(r, children);
             }
             assert!(heard[1..].iter().all(|&h| h == 1), "n {n}: {heard:?}");
+            // Master 0's subtree is everyone; each child's is disjoint.
+            assert_eq!(subtree(0, n), (0..n).collect::<Vec<_>>());
+            for k in 0..n {
+                let (children, _, _) = tree(k, n);
+                let mut parts: Vec<u32> = children.iter().flat_map(|&c| subtree(c, n)).collect();
+                parts.push(k);
+                parts.sort_unstable();
+                assert_eq!(parts, subtree(k, n), "n {n}: {k}'s subtree");
+            }
         }
+        assert_eq!(subtree(1, 4), vec![1, 3]);
+        assert_eq!(subtree(2, 7), vec![2, 6]);
     }
 }

@@ -45,6 +45,8 @@
 //!   business-card keys; `wrap_impi` for other IMPI clients' ranks.
 //! - `comm.rs`, `request.rs`, `scope.rs`, `status.rs`, `message.rs`: the public handles (`Comm`:
 //!   dup, barrier, p2p; matched probes); `error.rs` the one error type.
+//! - `split.rs`: `Comm::create` and `Comm::split`, and the context agreement they and `dup` run:
+//!   the engine's within one IMPI client, seed 003's 4.4 / 4.6 / 4.7 across clients.
 //! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
 //!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
 //! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a spin lock
@@ -90,8 +92,9 @@
 //! - `intercomm.rs`: intercommunicator merge, disconnect.
 //! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
 //!   swap).
-//! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): the barrier across clients; tag values
-//!   Rivet chose where the text is cut. `impi_topo.rs`: clients per rank, masters per client,
+//! - `impi_coll.rs`: IMPI collectives (seed 003 ch. 4): the barrier across clients, the
+//!   all-reduce and all-gather communicator creation runs; tag values Rivet chose where the text
+//!   is cut. `impi_topo.rs`: clients per rank, masters per client,
 //!   `cubedim` and the tree, as data. `impi_comm.rs`: 4.5 free, 4.8 `intercomm_create`, 4.9
 //!   merge (for COMM_WORLD's processes), with the seed's messages and context-id rule.
 //! - `shm/`: the node segment (`segment.rs`, `layout.rs`), sizes and errors (`config.rs`), the
@@ -191,6 +194,7 @@ mod request;
 mod route;
 mod scope;
 pub mod shm;
+mod split;
 mod state;
 mod status;
 mod table;

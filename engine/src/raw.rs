@@ -8,8 +8,6 @@
 //! forged handle finds nothing: it is treated as already complete (empty
 //! status), never as someone else's request.
 
-use std::marker::PhantomData;
-
 use crate::comm::Comm;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
@@ -152,40 +150,13 @@ impl<T: Threading> Comm<T> {
             ));
         }
         let engine_context = user_context(context)?;
-        let mut seen = vec![false; self.size as usize];
-        let mut rank = None;
-        for (i, &r) in ranks.iter().enumerate() {
-            let slot = seen.get_mut(r as usize).ok_or(Error::RankOutOfRange {
-                rank: r.into(),
-                size: self.size,
-            })?;
-            if std::mem::replace(slot, true) {
-                return Err(Error::InvalidArgument(format!(
-                    "rank {r} is listed twice for the new communicator"
-                )));
-            }
-            if r == self.rank {
-                rank = Some(i as u32);
-            }
-        }
-        let rank = rank.ok_or_else(|| {
+        let rank = self.position_in(ranks)?.ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "this process (rank {}) is not among the new communicator's ranks",
                 self.rank
             ))
         })?;
-        let members = ranks.iter().map(|&r| self.local.vc(r)).collect();
-        let local = self.inner.new_vcrt(members)?;
-        Ok(Comm {
-            inner: self.inner.clone(),
-            context: engine_context,
-            rank,
-            size: ranks.len() as u32,
-            local,
-            remote: None,
-            first: false,
-            _threads: PhantomData,
-        })
+        self.subset(ranks, rank, engine_context)
     }
 
     /// The same groups on the caller's context id `context` (a dup without

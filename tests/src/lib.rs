@@ -15,7 +15,8 @@
 //!   and failure reporting; `procfs.rs` a job's processes seen through `/proc` (ranks,
 //!   listeners, peak memory); `netns.rs` namespace hosts for multi-host tests (netns + veth on a
 //!   bridge, own address, hostname, `/etc/hosts`, the `--launcher-exec` wrapper; removed on
-//!   drop); `pattern.rs` the payload patterns.
+//!   drop); `pattern.rs` the payload patterns; `impi.rs` IMPI servers and clients (`--impi-server`,
+//!   `--impi-client`).
 //! - `src/bin/`: the Rust test ranks (`engine_check`, `dyn_check`, `group_check`, `cancel_race`,
 //!   `pmi_check`, `pmi_spawn_check`) and `no_io_uring`; `c/`: the C test programs (librivet,
 //!   librivet-pmi, the MPI layer, PMIx).
@@ -29,6 +30,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod impi;
 pub mod netns;
 pub mod pattern;
 pub mod procfs;

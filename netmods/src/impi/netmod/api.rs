@@ -39,7 +39,17 @@ impl ImpiNetmod {
                     self.dirty.push(g);
                 }
             }
-            Ok(false) if c.fini_got => self.close(g),
+            // 3.8's orderly end, reported as the engine's contract asks of
+            // a closed connection: after the peer's `Bye` it fails only
+            // what names the peer, which nothing can satisfy any more (a
+            // receive posted for it would otherwise wait forever).
+            Ok(false) if c.fini_got => self.fail(
+                g,
+                format!(
+                    "IMPI: world rank {g} has finalized (its IMPI_PK_FINI came) and closed its \
+                     channel"
+                ),
+            ),
             Ok(false) => self.fail(
                 g,
                 format!(

@@ -13,7 +13,7 @@ const TAG: i32 = 77;
 
 /// Every rank of `c` tells every other its world rank and `c`'s context
 /// id; each checks they match `order` (world ranks by rank of `c`).
-fn check_members<T: Threading>(what: &str, c: &Comm<T>, me: u32, order: &[u32]) {
+pub(crate) fn check_members<T: Threading>(what: &str, c: &Comm<T>, me: u32, order: &[u32]) {
     ensure!(
         c.size() as usize == order.len() && order[c.rank() as usize] == me,
         "{what}: world rank {me} is rank {} of {}, expected order {order:?}",
@@ -89,6 +89,35 @@ pub(crate) fn intercomm<T: Threading>(world: &Comm<T>) {
             theirs[r as usize]
         );
     }
+    // 4.6: a dup of the intercommunicator, and traffic across it.
+    let dup = inter.dup().or_die("dup of the intercommunicator");
+    ensure!(
+        dup.is_inter()
+            && dup.remote_size() == inter.remote_size()
+            && dup.context_id() % 2 == 0
+            && dup.context_id() > inter.context_id(),
+        "dup of the intercommunicator: context {} after {}",
+        dup.context_id(),
+        inter.context_id()
+    );
+    if (r as usize) < theirs.len() {
+        let mut got = [0u8; 4];
+        let out = me.to_be_bytes();
+        dup.scope(|s| {
+            let w = s.isend(&out, r, TAG).or_die("isend on the dup");
+            s.irecv(&mut got, r as i32, TAG)
+                .or_die("irecv")
+                .wait()
+                .or_die("wait");
+            w.wait().or_die("wait");
+        });
+        ensure!(
+            u32::from_be_bytes(got) == theirs[r as usize],
+            "across the dup: rank {r} is world rank {}",
+            u32::from_be_bytes(got)
+        );
+    }
+    dup.free().or_die("free of the dup");
     // high: A passes true, so B comes first.
     let m1 = inter.merge(in_a).or_die("merge (high)");
     let b_first: Vec<u32> = b.iter().chain(&a).copied().collect();

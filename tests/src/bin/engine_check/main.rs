@@ -64,7 +64,12 @@
 //!   barriers (checked through marker files in DIR when given).
 //! - `singleton` (1): messages to self.
 //! - `intercomm` (>= 4): seed 003's intercommunicator create and merge
-//!   (4.8, 4.9) between even and odd world ranks, then 4.5's free.
+//!   (4.8, 4.9) between even and odd world ranks, a dup of it (4.6), then
+//!   4.5's free.
+//! - `comms` (>= 4): dup, split and create (seed 003's 4.6, 4.7, 4.4
+//!   across IMPI clients): ranks, sizes, traffic, isolation.
+//! - `splitbad` (>= 3): split and create with a bad argument at one rank,
+//!   and a split one rank skips: errors, no hang.
 //!
 //! Payloads name their sender, receiver and sequence number: a 16-byte
 //! header (sequence, size, tag, checksum of the body) then a pattern seeded
@@ -81,6 +86,7 @@ mod failures;
 mod intercomms;
 mod p2p;
 mod sizes;
+mod splits;
 mod stress;
 
 use rivet::{Comm, Engine, Local, Shared, ThreadLevel, Threading};
@@ -96,6 +102,7 @@ use crate::failures::{
 use crate::intercomms::intercomm;
 use crate::p2p::{mprobe, order, pingpong, probe};
 use crate::sizes::{print_info, sizes, trunc};
+use crate::splits::{comms, splitbad};
 use crate::stress::{stress, threads};
 
 fn main() {
@@ -249,6 +256,14 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "intercomm" => {
             at_least(4);
             intercomm(world)
+        }
+        "comms" => {
+            at_least(4);
+            comms(world)
+        }
+        "splitbad" => {
+            at_least(3);
+            splitbad(world)
         }
         "singleton" => {
             need(1);
