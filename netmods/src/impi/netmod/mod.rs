@@ -31,7 +31,9 @@
 //! with ours at once (its engine said goodbye before, so nothing more goes
 //! to it), so a dropped netmod waits for its peers' FINI only as long as
 //! they take to poll; the wait is bounded by `FINI_TIMEOUT` for peers that
-//! do not.
+//! do not. Its close after the FINI is reported as a peer that finalized
+//! (`Sink::peer_failed`), as a tcp close is: the engine then fails only
+//! what still names that peer.
 //!
 //! By concept: the netmod's state and opening (here), opening channels
 //! (dialling, accepting, hellos: `connect.rs`), the `Netmod` calls and the
