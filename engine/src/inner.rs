@@ -198,24 +198,6 @@ impl Inner {
         source_vc: Option<VcId>,
         tag: i32,
     ) -> Result<u64> {
-        self.start_recv_inline(w, context, buf, cap, source, source_vc, tag)
-    }
-
-    /// [`start_recv`](Self::start_recv)'s body, inlined into
-    /// `RawP2p::irecv` (one frame for the C ABI); `Comm`'s calls keep the
-    /// call (the benchmark loops ran slower with it inlined there).
-    #[allow(clippy::too_many_arguments)]
-    #[inline(always)]
-    pub(crate) fn start_recv_inline(
-        &self,
-        w: usize,
-        context: u32,
-        buf: *mut u8,
-        cap: usize,
-        source: i32,
-        source_vc: Option<VcId>,
-        tag: i32,
-    ) -> Result<u64> {
         let mut core = self.lock_on(w)?;
         Self::check(&core)?;
         Ok(core.start_recv(context, buf, cap, source, source_vc, tag))

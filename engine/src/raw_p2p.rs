@@ -11,12 +11,13 @@
 //! names peers by, context, rank, worker) as plain pointers and numbers,
 //! taken once when the C handle is made, and its calls are compiled here:
 //! a C start is one call into the engine, its arguments in registers, its
-//! result (the request handle, or a boxed error) in two registers. A
-//! receive has `Inner::start_recv`'s body inlined (one frame); a send
-//! calls `Inner::start_send` (inlined here, LLVM left `try_send_now` a
-//! call and the send cost 8 instructions more). The checks and the
-//! semantics are those of `Comm::isend_raw`, `irecv_raw` and `send`,
-//! shared with them.
+//! result (the request handle, or a boxed error) in two registers. They
+//! call the same compiled `Inner::start_send`/`start_recv` as every
+//! `Comm` (callgrind: with those bodies inlined here, LLVM left other
+//! calls inside them out of line, and the count moved between builds by
+//! up to 30 instructions per message; the call costs a few). The checks
+//! and the semantics are those of `Comm::isend_raw`, `irecv_raw` and
+//! `send`, shared with them.
 
 use std::marker::PhantomData;
 
@@ -127,7 +128,7 @@ impl RawP2p {
             return Err(boxed(e));
         }
         let vc = source_vc_of(peers, source);
-        match inner.start_recv_inline(self.worker, self.context, buf, len, source, vc, tag) {
+        match inner.start_recv(self.worker, self.context, buf, len, source, vc, tag) {
             Ok(id) => Ok(id),
             Err(e) => Err(boxed(e)),
         }
