@@ -48,8 +48,8 @@
 //! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
 //!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
 //! - `raw_p2p.rs`: `RawP2p`, a communicator's isend/irecv/send as one non-generic value of
-//!   plain pointers, for the C ABI's `*_unchecked` entries: compiled here, so a C start is one
-//!   call with its arguments and result in registers (`Comm`'s generic calls cost a frame more).
+//!   plain pointers (worker and VC table taken once), for the C ABI's `*_unchecked` entries:
+//!   compiled here, so a C start is one call with its arguments and result in registers.
 //! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a spin lock
 //!   at MULTIPLE, a busy flag below), workers and how communicators map to them.
 //! - `inner.rs`: `Inner`, what every handle points at: the workers (each a locked `Core`), wait
