@@ -180,3 +180,49 @@ fn wait_send(inner: &Inner, id: u64) -> crate::error::Result<()> {
         _ => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, Error, Local, ThreadLevel, ANY_SOURCE, REQUEST_COMPLETE};
+
+    /// A singleton's world through `RawP2p`: messages to itself arrive
+    /// whole and in order, on the communicator they were sent on, and
+    /// bad ranks and tags are the errors `Comm`'s calls give.
+    #[test]
+    fn raw_p2p_sends_receives_and_checks_as_comm() {
+        let engine = Engine::<Local>::init_thread(ThreadLevel::Single).expect("a singleton");
+        let world = engine.world();
+        let dup = world.dup().expect("dup");
+        let (p2p, on_dup) = (world.raw_p2p(), dup.raw_p2p());
+        let mut got = [[0u8; 4]; 3];
+        // SAFETY: the buffers outlive the requests, each waited for below.
+        unsafe {
+            let on_world = p2p.irecv(got[0].as_mut_ptr(), 4, ANY_SOURCE, 7).unwrap();
+            let second = p2p.irecv(got[1].as_mut_ptr(), 4, 0, 7).unwrap();
+            let dup_recv = on_dup.irecv(got[2].as_mut_ptr(), 4, 0, 7).unwrap();
+            on_dup.send([9u8; 4].as_ptr(), 4, 0, 7).unwrap();
+            let sent = p2p.isend([1u8, 2, 3, 4].as_ptr(), 4, 0, 7).unwrap();
+            p2p.send([5u8, 6, 7, 8].as_ptr(), 4, 0, 7).unwrap();
+            for id in [on_world, second, dup_recv] {
+                assert_ne!(id, REQUEST_COMPLETE);
+                let st = engine.request_wait(id).unwrap();
+                assert_eq!((st.source, st.tag, st.count), (0, 7, 4));
+            }
+            engine.request_wait(sent).unwrap();
+        }
+        assert_eq!(got, [[1, 2, 3, 4], [5, 6, 7, 8], [9; 4]]);
+
+        let mut buf = [0u8; 4];
+        // SAFETY: every call below fails before it keeps the buffer.
+        unsafe {
+            let rank = |e: Box<Error>| matches!(*e, Error::RankOutOfRange { rank: 1, size: 1 });
+            let tag = |e: Box<Error>| matches!(*e, Error::InvalidTag(-5));
+            assert!(rank(p2p.isend(buf.as_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(rank(p2p.send(buf.as_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(rank(p2p.irecv(buf.as_mut_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(tag(p2p.isend(buf.as_ptr(), 4, 0, -5).unwrap_err()));
+            assert!(tag(p2p.send(buf.as_ptr(), 4, 0, -5).unwrap_err()));
+            assert!(tag(p2p.irecv(buf.as_mut_ptr(), 4, 0, -5).unwrap_err()));
+        }
+    }
+}
