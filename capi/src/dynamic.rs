@@ -165,12 +165,8 @@ pub unsafe extern "C" fn rivet_comm_spawn(
         };
         let n = command.maxprocs as usize;
         let result = match &c.c {
-            Either::Local(c) => c.spawn_multiple(&[command], root).map(|i| rivet_comm_t {
-                c: Either::Local(i),
-            }),
-            Either::Shared(c) => c.spawn_multiple(&[command], root).map(|i| rivet_comm_t {
-                c: Either::Shared(i),
-            }),
+            Either::Local(c) => c.spawn_multiple(&[command], root).map(rivet_comm_t::local),
+            Either::Shared(c) => c.spawn_multiple(&[command], root).map(rivet_comm_t::shared),
         };
         let codes = match &result {
             Err(rivet::Error::Spawn { errcodes, .. }) => errcodes.clone(),

@@ -10,7 +10,7 @@
 
 use std::ffi::c_int;
 
-use rivet::{Comm, Engine, Group, Local, Shared};
+use rivet::{Comm, Engine, Group, Local, RawP2p, Shared};
 
 use crate::errors::{invalid, Fail};
 
@@ -22,6 +22,26 @@ pub struct rivet_engine_t {
 /// A communicator, freed by `rivet_comm_free` (or `rivet_comm_disconnect`).
 pub struct rivet_comm_t {
     pub(crate) c: Either<Comm<Local>, Comm<Shared>>,
+    /// `c`'s point-to-point by plain pointers into it (valid while `c`
+    /// lives, which is as long as this handle), for the `*_unchecked`
+    /// entries: one non-generic call into the engine, no dispatch.
+    pub(crate) p2p: RawP2p,
+}
+
+impl rivet_comm_t {
+    pub(crate) fn local(c: Comm<Local>) -> rivet_comm_t {
+        rivet_comm_t {
+            p2p: c.raw_p2p(),
+            c: Either::Local(c),
+        }
+    }
+
+    pub(crate) fn shared(c: Comm<Shared>) -> rivet_comm_t {
+        rivet_comm_t {
+            p2p: c.raw_p2p(),
+            c: Either::Shared(c),
+        }
+    }
 }
 
 /// A group made by `rivet_group_connect`, ended by `rivet_group_disconnect`.
@@ -58,12 +78,8 @@ pub(crate) use on;
 macro_rules! new_comm {
     ($x:expr, $v:ident => $body:expr) => {
         match $x {
-            $crate::handles::Either::Local($v) => $crate::handles::rivet_comm_t {
-                c: $crate::handles::Either::Local($body),
-            },
-            $crate::handles::Either::Shared($v) => $crate::handles::rivet_comm_t {
-                c: $crate::handles::Either::Shared($body),
-            },
+            $crate::handles::Either::Local($v) => $crate::handles::rivet_comm_t::local($body),
+            $crate::handles::Either::Shared($v) => $crate::handles::rivet_comm_t::shared($body),
         }
     };
 }

@@ -222,12 +222,8 @@ pub unsafe extern "C" fn rivet_comm_parent(
         let e = unsafe { handles::engine(engine) }?;
         out_ptr(comm, "the communicator")?;
         let parent = match &e.e {
-            Either::Local(e) => e.parent().map(|c| rivet_comm_t {
-                c: Either::Local(c),
-            }),
-            Either::Shared(e) => e.parent().map(|c| rivet_comm_t {
-                c: Either::Shared(c),
-            }),
+            Either::Local(e) => e.parent().map(rivet_comm_t::local),
+            Either::Shared(e) => e.parent().map(rivet_comm_t::shared),
         };
         match parent {
             // SAFETY: checked non-null; valid by the contract.

@@ -5,7 +5,13 @@
 //! Each skips librivet's own null checks (the handle, the buffer, the
 //! request pointer), so the one check is made in one place; the engine
 //! still checks what only it knows (the rank against the communicator's
-//! size, the tag), and the panic boundary stays.
+//! size, the tag), and the panic boundary stays. `rivet_isend_unchecked`,
+//! `rivet_irecv_unchecked` and `rivet_send_unchecked` go through the
+//! handle's `RawP2p` (the engine's non-generic point-to-point, taken when
+//! the handle is made): one call into the engine with its arguments and
+//! result in registers, no thread-level dispatch, and a frame of a few
+//! instructions here (`Comm`'s generic calls, compiled into this crate,
+//! cost 60-70 instructions of their own per message).
 //!
 //! Any other caller should use the checked calls in `p2p.rs`: a null
 //! pointer here is undefined behaviour, not an error code.
@@ -14,6 +20,8 @@ use std::ffi::{c_int, c_void};
 use std::ptr::NonNull;
 
 use crate::errors::{boundary, Fail};
+use rivet::BoxedError;
+
 use crate::handles::{on, rank_arg, rivet_comm_t, rivet_request_t};
 use crate::{put_status, rivet_status_t};
 
@@ -33,7 +41,7 @@ fn buffer(p: *const c_void) -> *mut u8 {
 /// # Safety
 /// `req` is valid for a write.
 #[inline(always)]
-unsafe fn started(req: *mut rivet_request_t, id: rivet::Result<u64>) -> Result<(), Fail> {
+unsafe fn started(req: *mut rivet_request_t, id: Result<u64, BoxedError>) -> Result<(), Fail> {
     match id {
         Ok(id) => {
             // SAFETY: valid for a write by the contract.
@@ -43,9 +51,17 @@ unsafe fn started(req: *mut rivet_request_t, id: rivet::Result<u64>) -> Result<(
         Err(e) => {
             // SAFETY: valid for a write by the contract.
             unsafe { req.write(0) };
-            Err(e.into())
+            Err(unboxed(e))
         }
     }
+}
+
+/// The engine's error, boxed by `RawP2p` so its result fits two registers.
+#[cold]
+#[inline(never)]
+#[allow(clippy::boxed_local)]
+fn unboxed(e: BoxedError) -> Fail {
+    Fail::from(*e)
 }
 
 /// `rivet_isend` for a caller that checked its
@@ -67,9 +83,10 @@ pub unsafe extern "C" fn rivet_isend_unchecked(
     boundary("rivet_isend_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        let (buf, dest) = (buffer(buf), rank_arg(dest, "destination rank")?);
-        // SAFETY: the caller keeps the buffer valid until completion.
-        let id = on!(&c.c, c => unsafe { c.isend_raw(buf, len, dest, tag) }.map(|r| r.into_raw()));
+        let dest = rank_arg(dest, "destination rank")?;
+        // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
+        // the caller keeps the buffer valid until completion.
+        let id = unsafe { c.p2p.isend(buffer(buf), len, dest, tag) };
         // SAFETY: valid for a write by the contract.
         unsafe { started(req, id) }
     })
@@ -94,11 +111,9 @@ pub unsafe extern "C" fn rivet_irecv_unchecked(
     boundary("rivet_irecv_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        let buf = buffer(buf);
-        let id = on!(&c.c, c => {
-            // SAFETY: the caller keeps the buffer valid and exclusive until completion.
-            unsafe { c.irecv_raw(buf, len, source, tag) }.map(|r| r.into_raw())
-        });
+        // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
+        // the caller keeps the buffer valid and exclusive until completion.
+        let id = unsafe { c.p2p.irecv(buffer(buf), len, source, tag) };
         // SAFETY: valid for a write by the contract.
         unsafe { started(req, id) }
     })
@@ -121,12 +136,13 @@ pub unsafe extern "C" fn rivet_send_unchecked(
     boundary("rivet_send_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        // SAFETY: non-null (or dangling with length 0) and valid for `len`
-        // reads by the contract.
-        let data = unsafe { std::slice::from_raw_parts(buffer(buf), len) };
         let dest = rank_arg(dest, "destination rank")?;
-        on!(&c.c, c => c.send(data, dest, tag))?;
-        Ok(())
+        // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
+        // the buffer is valid for `len` reads by the contract.
+        match unsafe { c.p2p.send(buffer(buf), len, dest, tag) } {
+            Ok(()) => Ok(()),
+            Err(e) => Err(unboxed(e)),
+        }
     })
 }
 

@@ -275,43 +275,82 @@ impl<T: Threading> Comm<T> {
         tag: i32,
         sync: bool,
     ) -> Result<SendArgs> {
-        let peers = self.peers();
-        if dest >= peers.size() {
-            return Err(Error::RankOutOfRange {
-                rank: dest.into(),
-                size: peers.size(),
-            });
-        }
-        if tag < 0 {
-            return Err(Error::InvalidTag(tag));
-        }
-        Ok(SendArgs {
-            context: self.context,
-            src: self.rank,
+        send_args_of(
+            self.peers(),
+            self.context,
+            self.rank,
             buf,
             len,
-            dest: peers.vc(dest),
+            dest,
             tag,
             sync,
-        })
+        )
     }
 
     #[inline]
     fn source_vc(&self, source: i32) -> Option<VcId> {
-        (source != ANY_SOURCE).then(|| self.peers().vc(source as u32))
+        source_vc_of(self.peers(), source)
     }
 
     pub(crate) fn check_pattern(&self, source: i32, tag: i32) -> Result<()> {
-        let size = self.peers().size();
-        if source != ANY_SOURCE && (source < 0 || source as u32 >= size) {
-            return Err(Error::RankOutOfRange {
-                rank: source.into(),
-                size,
-            });
-        }
-        if tag < 0 && tag != ANY_TAG {
-            return Err(Error::InvalidTag(tag));
-        }
-        Ok(())
+        check_pattern_of(self.peers(), source, tag)
     }
+}
+
+/// A send's arguments after its checks (the destination in range of
+/// `peers`, the tag not negative); shared with `raw_p2p.rs`.
+#[allow(clippy::too_many_arguments)]
+#[inline]
+pub(crate) fn send_args_of(
+    peers: &Vcrt,
+    context: u32,
+    rank: u32,
+    buf: *const u8,
+    len: usize,
+    dest: u32,
+    tag: i32,
+    sync: bool,
+) -> Result<SendArgs> {
+    if dest >= peers.size() {
+        return Err(Error::RankOutOfRange {
+            rank: dest.into(),
+            size: peers.size(),
+        });
+    }
+    if tag < 0 {
+        return Err(Error::InvalidTag(tag));
+    }
+    Ok(SendArgs {
+        context,
+        src: rank,
+        buf,
+        len,
+        dest: peers.vc(dest),
+        tag,
+        sync,
+    })
+}
+
+/// The VC of a receive's source (none for `ANY_SOURCE`), after
+/// [`check_pattern_of`].
+#[inline]
+pub(crate) fn source_vc_of(peers: &Vcrt, source: i32) -> Option<VcId> {
+    (source != ANY_SOURCE).then(|| peers.vc(source as u32))
+}
+
+/// A receive's source and tag: a rank of `peers` or `ANY_SOURCE`, a tag
+/// not negative or `ANY_TAG`.
+#[inline]
+pub(crate) fn check_pattern_of(peers: &Vcrt, source: i32, tag: i32) -> Result<()> {
+    let size = peers.size();
+    if source != ANY_SOURCE && (source < 0 || source as u32 >= size) {
+        return Err(Error::RankOutOfRange {
+            rank: source.into(),
+            size,
+        });
+    }
+    if tag < 0 && tag != ANY_TAG {
+        return Err(Error::InvalidTag(tag));
+    }
+    Ok(())
 }

@@ -49,6 +49,9 @@
 //!   the engine's within one IMPI client, seed 003's 4.4 / 4.6 / 4.7 across clients.
 //! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
 //!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
+//! - `raw_p2p.rs`: `RawP2p`, a communicator's isend/irecv/send as one non-generic value of
+//!   plain pointers (worker and VC table taken once), for the C ABI's `*_unchecked` entries:
+//!   compiled here, so a C start is one call with its arguments and result in registers.
 //! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a spin lock
 //!   at MULTIPLE, a busy flag below), workers and how communicators map to them.
 //! - `inner.rs`: `Inner`, what every handle points at: the workers (each a locked `Core`), wait
@@ -190,6 +193,7 @@ mod pg;
 mod pmi_watch;
 mod post;
 mod raw;
+mod raw_p2p;
 mod request;
 mod route;
 mod scope;
@@ -217,6 +221,7 @@ pub use matching::{ANY_SOURCE, ANY_TAG};
 pub use message::Message;
 pub use pg::PgCounts;
 pub use raw::{REQUEST_COMPLETE, USER_CONTEXT_MAX};
+pub use raw_p2p::{BoxedError, RawP2p};
 pub use request::Request;
 pub use rivet_pmi as pmi;
 pub use rivet_pmi::group::ProcName;

@@ -1,0 +1,228 @@
+//! A communicator's point-to-point as one plain value, for the C ABI's
+//! `rivet_*_unchecked` entries (`rivet-capi`), which the MPI layer calls
+//! once per message from C.
+//!
+//! [`Comm`]'s calls are generic over the thread level, so a downstream
+//! crate compiles its own copy of them, and there the engine's
+//! `Inner::start_send`/`start_recv` stay separate calls: a frame each,
+//! with four arguments of `start_recv` on the stack and a `Result` the
+//! size of an `Error` returned through memory. [`RawP2p`] is not generic:
+//! it holds what a communicator's traffic needs (engine, the VC table it
+//! names peers by, context, rank, worker) as plain pointers and numbers,
+//! taken once when the C handle is made, and its calls are compiled here:
+//! a C start is one call into the engine, its arguments in registers, its
+//! result (the request handle, or a boxed error) in two registers. They
+//! call the same compiled `Inner::start_send`/`start_recv` as every
+//! `Comm` (callgrind: with those bodies inlined here, LLVM left other
+//! calls inside them out of line, and the count moved between builds by
+//! up to 30 instructions per message; the call costs a few). The checks
+//! and the semantics are those of `Comm::isend_raw`, `irecv_raw` and
+//! `send`, shared with them.
+
+use std::marker::PhantomData;
+
+use crate::comm::{check_pattern_of, send_args_of, source_vc_of, Comm};
+use crate::error::Error;
+use crate::inner::Inner;
+use crate::pg::Vcrt;
+use crate::raw::REQUEST_COMPLETE;
+use crate::request::Lent;
+use crate::status::MsgError;
+use crate::thread::Threading;
+
+/// An engine error as one pointer (the success path returns in registers).
+pub type BoxedError = Box<Error>;
+
+/// A communicator's point-to-point by pointers into it; see the module
+/// doc. Valid while the [`Comm`] it came from lives (it holds no
+/// reference count), and usable only as that `Comm` is: from its own
+/// thread if it came from an `Engine<Local>`, from any thread at
+/// MULTIPLE. Its calls are `unsafe` for that reason; neither `Send` nor
+/// `Sync`, so only its unsafe calls can cross threads.
+#[derive(Clone, Copy)]
+pub struct RawP2p {
+    inner: *const Inner,
+    peers: *const Vcrt,
+    context: u32,
+    rank: u32,
+    worker: usize,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl<T: Threading> Comm<T> {
+    /// This communicator's point-to-point as a [`RawP2p`], for a C ABI.
+    /// The worker is fixed for a communicator's life (`Inner::worker_for`
+    /// reads its context and groups, both constant), so it is chosen here.
+    pub fn raw_p2p(&self) -> RawP2p {
+        RawP2p {
+            inner: &*self.inner,
+            peers: self.peers(),
+            context: self.context,
+            rank: self.rank,
+            worker: self.worker(),
+            _not_send: PhantomData,
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn boxed(e: Error) -> BoxedError {
+    Box::new(e)
+}
+
+impl RawP2p {
+    /// # Safety
+    /// The `Comm` this came from is alive.
+    #[inline(always)]
+    unsafe fn parts(&self) -> (&Inner, &Vcrt) {
+        // SAFETY: both point into the live `Comm` (its `Arc`s), by the
+        // caller's contract.
+        unsafe { (&*self.inner, &*self.peers) }
+    }
+
+    /// `Comm::isend_raw(..).into_raw()`: the raw request handle,
+    /// [`REQUEST_COMPLETE`] if the send finished as it started.
+    ///
+    /// # Safety
+    /// As the type says (the `Comm` alive, used from a thread it may be
+    /// used from), and as `isend_raw`: `buf..buf+len` stays valid and
+    /// unchanged until the request completes.
+    #[inline(never)]
+    pub unsafe fn isend(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+    ) -> Result<u64, BoxedError> {
+        // SAFETY: by the caller's contract.
+        let (inner, peers) = unsafe { self.parts() };
+        let args = match send_args_of(peers, self.context, self.rank, buf, len, dest, tag, false) {
+            Ok(a) => a,
+            Err(e) => return Err(boxed(e)),
+        };
+        match inner.start_send(self.worker, &args) {
+            Ok(0) => Ok(REQUEST_COMPLETE),
+            Ok(id) => Ok(id),
+            Err(e) => Err(boxed(e)),
+        }
+    }
+
+    /// `Comm::irecv_raw(..).into_raw()`: the raw request handle.
+    ///
+    /// # Safety
+    /// As the type says, and as `irecv_raw`: `buf..buf+len` stays valid
+    /// and untouched by anyone else until the request completes.
+    #[inline(never)]
+    pub unsafe fn irecv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+    ) -> Result<u64, BoxedError> {
+        // SAFETY: by the caller's contract.
+        let (inner, peers) = unsafe { self.parts() };
+        if let Err(e) = check_pattern_of(peers, source, tag) {
+            return Err(boxed(e));
+        }
+        let vc = source_vc_of(peers, source);
+        match inner.start_recv(self.worker, self.context, buf, len, source, vc, tag) {
+            Ok(id) => Ok(id),
+            Err(e) => Err(boxed(e)),
+        }
+    }
+
+    /// `Comm::send`: returns once the buffer may be reused; a failed
+    /// destination is `Err(PeerFailed)`.
+    ///
+    /// # Safety
+    /// As the type says; `buf` is valid for `len` reads for the call.
+    #[inline(never)]
+    pub unsafe fn send(
+        &self,
+        buf: *const u8,
+        len: usize,
+        dest: u32,
+        tag: i32,
+    ) -> Result<(), BoxedError> {
+        // SAFETY: by the caller's contract.
+        let (inner, peers) = unsafe { self.parts() };
+        let args = match send_args_of(peers, self.context, self.rank, buf, len, dest, tag, false) {
+            Ok(a) => a,
+            Err(e) => return Err(boxed(e)),
+        };
+        match inner.start_send(self.worker, &args) {
+            Ok(0) => Ok(()),
+            Ok(id) => wait_send(inner, id).map_err(boxed),
+            Err(e) => Err(boxed(e)),
+        }
+    }
+}
+
+/// The rest of a blocking send the transport did not take at once, as
+/// `Comm::send_blocking`: withdrawn if waiting fails (`Lent`).
+#[inline(never)]
+fn wait_send(inner: &Inner, id: u64) -> crate::error::Result<()> {
+    let lent = Lent::new(inner, id);
+    let status = match inner.wait(id) {
+        Ok(s) => s,
+        Err(e) => {
+            // As a `Request` dropped by its failed wait.
+            inner.detach(id);
+            return Err(e);
+        }
+    };
+    lent.finished();
+    match status.error {
+        Some(MsgError::PeerFailed { rank }) => Err(inner.failure_of(rank)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Engine, Error, Local, ThreadLevel, ANY_SOURCE, REQUEST_COMPLETE};
+
+    /// A singleton's world through `RawP2p`: messages to itself arrive
+    /// whole and in order, on the communicator they were sent on, and
+    /// bad ranks and tags are the errors `Comm`'s calls give.
+    #[test]
+    fn raw_p2p_sends_receives_and_checks_as_comm() {
+        let engine = Engine::<Local>::init_thread(ThreadLevel::Single).expect("a singleton");
+        let world = engine.world();
+        let dup = world.dup().expect("dup");
+        let (p2p, on_dup) = (world.raw_p2p(), dup.raw_p2p());
+        let mut got = [[0u8; 4]; 3];
+        // SAFETY: the buffers outlive the requests, each waited for below.
+        unsafe {
+            let on_world = p2p.irecv(got[0].as_mut_ptr(), 4, ANY_SOURCE, 7).unwrap();
+            let second = p2p.irecv(got[1].as_mut_ptr(), 4, 0, 7).unwrap();
+            let dup_recv = on_dup.irecv(got[2].as_mut_ptr(), 4, 0, 7).unwrap();
+            on_dup.send([9u8; 4].as_ptr(), 4, 0, 7).unwrap();
+            let sent = p2p.isend([1u8, 2, 3, 4].as_ptr(), 4, 0, 7).unwrap();
+            p2p.send([5u8, 6, 7, 8].as_ptr(), 4, 0, 7).unwrap();
+            for id in [on_world, second, dup_recv] {
+                assert_ne!(id, REQUEST_COMPLETE);
+                let st = engine.request_wait(id).unwrap();
+                assert_eq!((st.source, st.tag, st.count), (0, 7, 4));
+            }
+            engine.request_wait(sent).unwrap();
+        }
+        assert_eq!(got, [[1, 2, 3, 4], [5, 6, 7, 8], [9; 4]]);
+
+        let mut buf = [0u8; 4];
+        // SAFETY: every call below fails before it keeps the buffer.
+        unsafe {
+            let rank = |e: Box<Error>| matches!(*e, Error::RankOutOfRange { rank: 1, size: 1 });
+            let tag = |e: Box<Error>| matches!(*e, Error::InvalidTag(-5));
+            assert!(rank(p2p.isend(buf.as_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(rank(p2p.send(buf.as_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(rank(p2p.irecv(buf.as_mut_ptr(), 4, 1, 0).unwrap_err()));
+            assert!(tag(p2p.isend(buf.as_ptr(), 4, 0, -5).unwrap_err()));
+            assert!(tag(p2p.send(buf.as_ptr(), 4, 0, -5).unwrap_err()));
+            assert!(tag(p2p.irecv(buf.as_mut_ptr(), 4, 0, -5).unwrap_err()));
+        }
+    }
+}
