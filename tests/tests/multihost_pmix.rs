@@ -195,6 +195,35 @@ fn pmix_subset_fences_and_groups_span_hosts() {
     nothing_left(&c, &o, &before);
 }
 
+/// Rivet's group connect (seed 004) for ranks bootstrapped by PMIx on two
+/// hosts: PMIx groups and fences over the members, across proxies; the
+/// job connects as one group and as a subset, runs a ring on each and
+/// disconnects.
+#[test]
+fn rivet_group_connect_over_pmix_spans_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.args([
+        "-genv",
+        "RIVET_PMI",
+        "pmix",
+        "-genv",
+        "RIVET_YIELD",
+        "always",
+    ])
+    .arg(bin("group_check"))
+    .arg("flat");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..4 {
+        let ok = format!("group_check flat OK rank {r} of 4");
+        assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
 #[test]
 fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
     let _serial = serial();

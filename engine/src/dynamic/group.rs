@@ -299,7 +299,12 @@ impl<T: Threading> Engine<T> {
     /// process on the group is lost.
     pub fn group_disconnect(&self, group: Group<T>) -> Result<()> {
         let Group { id, comm, .. } = group;
-        let left = self.inner.with_pmi(|pmi| pmi.group_disconnect(&id));
+        // Progressing meanwhile: under PMIx the disconnect is a collective
+        // destruct, and members may still need messages we queued (a tcp
+        // connection only we can finish) before they reach it.
+        let left = self
+            .inner
+            .with_pmi_progressing(|pmi| pmi.group_disconnect(&id));
         self.inner.group_table().live.remove(&id);
         if let Ok(table) = Arc::try_unwrap(comm.local) {
             table.mark_disconnect();
