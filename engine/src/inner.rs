@@ -6,8 +6,8 @@
 //! between empty polls, retaking the lock each turn so other threads get
 //! their share, and now and then progress the other workers too (without
 //! waiting for their locks), so nothing owed on another worker starves;
-//! a worker found failed there (a netmod failure on worker 0) fails the
-//! wait too, so the engine's failure reaches waits on every worker.
+//! a worker found failed there (a netmod failure on any worker's instance)
+//! fails the wait too, so the engine's failure reaches waits on every worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,16 +27,17 @@ use crate::table::{worker_of, Op};
 use crate::thread::{EngineGuard, EngineLock, ThreadLevel};
 
 pub struct Inner {
-    /// Worker 0's state: everything not on a lane of its own (the netmod,
-    /// dynamic processes, other process groups, ports) and the
-    /// communicators mapped to it. Locked at MULTIPLE, unlocked below
+    /// Worker 0's state: everything not on a worker of its own (dynamic
+    /// processes, other process groups, ports, the netmod they use) and
+    /// the communicators mapped to it. Locked at MULTIPLE, unlocked below
     /// (`thread.rs`).
     pub(crate) core: EngineLock<Core>,
-    /// Workers 1..: each a shared-memory lane with its own requests,
-    /// matching and send queues (`thread.rs`); empty unless this is a
-    /// one-node job whose node leader runs at MULTIPLE.
+    /// Workers 1..: each its own requests, matching and send queues, its
+    /// shared-memory lane and its netmod instance where the job has them
+    /// (`thread.rs`); empty below MULTIPLE (in a one-node job on shared
+    /// memory alone: unless its node leader runs at MULTIPLE).
     pub(crate) lanes: Box<[EngineLock<Core>]>,
-    /// Workers communicators of our own world spread over (1 + lanes).
+    /// Workers communicators of our own world spread over (1 + lanes.len()).
     pub(crate) spread: u32,
     /// The level provided.
     pub(crate) level: ThreadLevel,
@@ -109,8 +110,8 @@ impl Inner {
 
     /// The worker of a communicator on `context` whose groups are all of
     /// our world (`world_only`): a function of the context id alone, the
-    /// same on every rank (all ranks of a one-node job read `spread` from
-    /// the one node segment). Contexts come in fours (`collective.rs`), so
+    /// same on every rank (all ranks agree on `spread`, `thread.rs`).
+    /// Contexts come in fours (`collective.rs`), so
     /// a communicator's own contexts share a worker and successive dups
     /// take successive workers. Anything else runs on worker 0.
     #[inline]
