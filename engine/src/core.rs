@@ -185,12 +185,9 @@ impl Core {
                 let Some(net) = self.tx.net.as_mut() else {
                     return Err(Error::NoRoute(id));
                 };
-                let (pgs, pmi, cards) = (&self.st.pgs, &self.pmi, self.cards);
-                net.ensure_connected(peer, || match pgs.card(id) {
-                    Some(card) => Ok(card.to_string()),
-                    None if id.group() == 0 => business_card(pmi, cards, id.rank()),
-                    None => Err(Error::NoRoute(id)),
-                })?;
+                if !net.netmod().knows(peer) {
+                    connect_first(net, &self.st.pgs, &self.pmi, self.cards, id, peer)?;
+                }
                 match net.send(peer, header, payload) {
                     Ok(taken) => Ok(taken),
                     Err(e) => {
@@ -308,6 +305,26 @@ impl Core {
             sent += 1;
         }
     }
+}
+
+/// First contact with `id` through this worker's netmod: its card (from
+/// its process group, else the KVS), then the connection. Out of line, so
+/// that a send to a known peer builds nothing for it.
+#[cold]
+#[inline(never)]
+fn connect_first(
+    net: &mut NetLink,
+    pgs: &crate::pg::Pgs,
+    pmi: &Mutex<Option<Client>>,
+    cards: CardKeys,
+    id: VcId,
+    peer: rivet_netmods::PeerId,
+) -> Result<()> {
+    net.ensure_connected(peer, || match pgs.card(id) {
+        Some(card) => Ok(card.to_string()),
+        None if id.group() == 0 => business_card(pmi, cards, id.rank()),
+        None => Err(Error::NoRoute(id)),
+    })
 }
 
 /// A peer's business card for this worker from the process manager's
