@@ -39,7 +39,10 @@
 //!   card for their count on first contact and fail the send naming
 //!   `RIVET_WORKERS`: every rank must run at MULTIPLE with the same
 //!   `RIVET_WORKERS`, or all below it (as MPI programs do).
-//! - Under IMPI, or through `external.rs`: one worker.
+//! - Under IMPI, through `external.rs`, or in a spawned job: one worker.
+//!   (A spawned job with several hung in group connect with its parents,
+//!   `group_check parents` over tcp at MULTIPLE; the cause is not found
+//!   yet, so spawned processes keep one worker for now.)
 //!
 //! A communicator whose groups are all of our world runs on worker
 //! `(context / 4) % workers` (`Inner::worker_for`), the same on every
