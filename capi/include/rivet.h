@@ -855,6 +855,65 @@ int rivet_cancel(const rivet_engine_t *engine, rivet_request_t req);
  */
 int rivet_request_free(const rivet_engine_t *engine, rivet_request_t *req);
 
+/*
+ `rivet_isend` for a caller that checked its
+ arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
+
+ # Safety
+ `c` is a live handle; `buf` is valid for `len` reads until completion
+ and non-null unless `len` is 0; `req` is non-null and valid for a
+ write. None of this is checked.
+ */
+int rivet_isend_unchecked(const rivet_comm_t *c,
+                          const void *buf,
+                          size_t len,
+                          int dest,
+                          int tag,
+                          rivet_request_t *req);
+
+/*
+ `rivet_irecv` for a caller that checked its
+ arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
+
+ # Safety
+ `c` is a live handle; `buf` is valid for `len` writes, and untouched by
+ anyone else, until completion, and non-null unless `len` is 0; `req` is
+ non-null and valid for a write. None of this is checked.
+ */
+int rivet_irecv_unchecked(const rivet_comm_t *c,
+                          void *buf,
+                          size_t len,
+                          int source,
+                          int tag,
+                          rivet_request_t *req);
+
+/*
+ `rivet_send` for a caller that checked its
+ arguments (the MPI layer).
+
+ # Safety
+ `c` is a live handle; `buf` is valid for `len` reads and non-null
+ unless `len` is 0. Not checked.
+ */
+int rivet_send_unchecked(const rivet_comm_t *c, const void *buf, size_t len, int dest, int tag);
+
+/*
+ `rivet_recv` for a caller that checked its
+ arguments (the MPI layer). `status` may be null; a truncated message
+ returns `RIVET_ERR_TRUNCATE` with the status filled, as there.
+
+ # Safety
+ `c` is a live handle; `buf` is valid and exclusive for `len` writes and
+ non-null unless `len` is 0 (not checked); `status` null or valid for a
+ write.
+ */
+int rivet_recv_unchecked(const rivet_comm_t *c,
+                         void *buf,
+                         size_t len,
+                         int source,
+                         int tag,
+                         rivet_status_t *status);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus

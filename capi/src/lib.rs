@@ -15,7 +15,10 @@
 //!   (start-up without one: address blobs and "add these peers"), [`comm`]
 //!   (communicators, caller context ids), [`p2p`] (sends, receives,
 //!   probes), [`request`] (test/wait/cancel on `u64` handles),
-//!   [`dynamic`] (ports, accept/connect, spawn, names, group connect);
+//!   [`dynamic`] (ports, accept/connect, spawn, names, group connect),
+//!   [`unchecked`] (send, receive and their nonblocking starts without
+//!   librivet's argument checks, for a layer that made them: the MPI
+//!   layer);
 //! * every export runs inside [`errors::boundary`]: a Rust panic becomes
 //!   `RIVET_ERR_PANIC` and never unwinds into C; pointers from C are
 //!   checked for null and output buffers for room before anything is
@@ -34,14 +37,16 @@
 //! at init; calls dispatch on it once (`on!`).
 //!
 //! Module map: `handles.rs`, `errors.rs`, `init.rs`, `bootstrap.rs`, `comm.rs`, `p2p.rs`,
-//! `request.rs`, `dynamic.rs` as above; `strings.rs` strings and buffers from and to C, checked;
+//! `request.rs`, `dynamic.rs`, `unchecked.rs` as above; `strings.rs` strings and buffers from
+//! and to C, checked;
 //! `header_tests.rs` the header check; `capi/examples/` C programs (ping-pong, accept/connect,
 //! spawn).
 //!
 //! What must stay true here: no Rust panic crosses into C: every export runs inside
 //! `catch_unwind` (unit tests check each one) and a panic is `RIVET_ERR_PANIC`; librivet exports
 //! only `rivet_*`; pointers from C are checked for null and output buffers for room before
-//! anything is written.
+//! anything is written (except by the `rivet_*_unchecked` entries, whose one caller, the MPI
+//! layer, checked them and says so by calling them).
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 // Exported types keep C's spelling (`rivet_status_t`).
@@ -56,6 +61,7 @@ pub mod init;
 pub mod p2p;
 pub mod request;
 mod strings;
+pub mod unchecked;
 
 #[cfg(test)]
 mod header_tests;

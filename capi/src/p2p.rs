@@ -23,7 +23,7 @@ fn raw(p: *const c_void, len: usize) -> Result<*mut u8, Fail> {
 
 /// Truncation is an error code for blocking receives, as in MPI.
 #[inline(always)]
-fn truncation(s: rivet::Status) -> CResult {
+pub(crate) fn truncation(s: rivet::Status) -> CResult {
     match s.error {
         Some(e @ rivet::MsgError::Truncated { .. }) => Err(truncated(e)),
         _ => Ok(()),

@@ -122,6 +122,31 @@ pub unsafe extern "C" fn rivet_waitall(
                 unsafe { statuses.add(i).write(rivet_status_t::default()) };
             }
         }
+        // A leading run of sends that completed as they started (and of
+        // null handles) needs no engine: nulled here in one pass (their
+        // statuses are the empty ones written above), so a window of
+        // such sends costs one read and write each.
+        let mut first = 0;
+        while first < n {
+            // SAFETY: first < n; valid for `n` reads and writes by the contract.
+            let id = unsafe { reqs.add(first).read() };
+            if id != 0 && id != rivet::REQUEST_COMPLETE {
+                break;
+            }
+            // SAFETY: as above.
+            unsafe { reqs.add(first).write(0) };
+            first += 1;
+        }
+        if first == n {
+            return Ok(());
+        }
+        // SAFETY: first < n, so both stay inside their arrays.
+        let (n, reqs) = (n - first, unsafe { reqs.add(first) });
+        let statuses = match statuses.is_null() {
+            true => statuses,
+            // SAFETY: as above.
+            false => unsafe { statuses.add(first) },
+        };
         // Each handle is read where it lies and nulled as it completes
         // (so one that completed stays null even if the wait then fails).
         // SAFETY: the engine asks only for i < n (`request_wait_all`), and

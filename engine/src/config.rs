@@ -39,7 +39,7 @@ pub struct Config {
     /// Largest message sent eagerly over shared memory.
     pub shm_eager_max: usize,
     /// Rendezvous messages over shared memory from this size on are copied
-    /// by both sides at once (`copy.rs`); 0: never.
+    /// by both sides at once (`state/copy.rs`); 0: never.
     pub shm_split_min: usize,
     pub lmt: LmtMode,
     pub yield_mode: YieldMode,

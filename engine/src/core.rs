@@ -12,7 +12,7 @@
 //! --threads 2` measures it. Everything crossing processes (shm rings and
 //! queues) is lock-free.
 //!
-//! Transports hand arrivals to `State::deliver` (protocol.rs; the netmod
+//! Transports hand arrivals to `State::deliver` (`state/protocol.rs`; the netmod
 //! through its `Sink`, which also offers it receive buffers to fill
 //! directly and learns of failed peers), which never
 //! sends directly (a rendezvous read it wants runs after the poll,
@@ -61,7 +61,7 @@ impl Core {
         pmi: Arc<Mutex<Option<Client>>>,
         st: State,
     ) -> Core {
-        let shm = shm.map(|node| ShmLink::new(node, st.limits.shm));
+        let shm = shm.map(|node| ShmLink::new(node, st.limits().shm));
         let mut core = Core {
             tx: Transports { shm, net: None },
             pmi,
@@ -77,7 +77,7 @@ impl Core {
     /// Take the netmod (opened at init, or later for dynamic processes).
     pub fn open_netmod(&mut self, net: Box<dyn Netmod>) {
         let link = NetLink::new(net);
-        self.st.limits.net = link.limits();
+        self.st.netmod_opened(link.limits());
         self.tx.net = Some(link);
     }
 
@@ -98,14 +98,14 @@ impl Core {
     /// Poll every transport once, then send what was waiting for room.
     pub fn progress(&mut self) -> usize {
         let mut events = self.tx.poll(&mut self.st);
-        if self.st.rma.busy() {
+        if self.st.reads_busy() {
             events += self.tx.run_reads(&mut self.st);
         }
         if !self.st.pending_vcs.is_empty() {
             events += self.flush();
         }
-        if self.st.copies.busy() {
-            events += self.st.run_copies();
+        if self.st.copies_busy() {
+            events += self.st.run_copies(self.tx.shm_pids());
             if !self.st.pending_vcs.is_empty() {
                 events += self.flush();
             }
@@ -185,10 +185,15 @@ impl Core {
                 let Some(net) = self.tx.net.as_mut() else {
                     return Err(Error::NoRoute(id));
                 };
-                if !net.netmod().knows(peer) {
+                // The send first: a netmod refuses a peer it does not
+                // know yet, which is connected then and sent to again (a
+                // lookup less per message than asking every time).
+                let mut r = net.send(peer, header, payload);
+                if r.is_err() && !net.netmod().knows(peer) {
                     connect_first(net, &self.st.pgs, &self.pmi, self.cards, id, peer)?;
+                    r = net.send(peer, header, payload);
                 }
-                match net.send(peer, header, payload) {
+                match r {
                     Ok(taken) => Ok(taken),
                     Err(e) => {
                         self.st.peer_failed(id, &e.to_string());

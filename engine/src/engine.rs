@@ -586,23 +586,20 @@ impl<T: Threading> Engine<T> {
                 ),
             ));
             if core.shm().is_some() {
-                let c = &core.st.copies;
+                let (whole, shared) = core.st.single_copies();
                 items.push((
                     "shm.single_copy_reads".into(),
-                    format!("{} whole, {} shared with the sender", c.whole, c.shared),
+                    format!("{whole} whole, {shared} shared with the sender"),
                 ));
             }
             if let Some(n) = core.netmod().and_then(|n| n.syscalls()) {
                 items.push(("netmod.syscalls".into(), n.to_string()));
             }
             if core.netmod().is_some() {
-                let r = &core.st.rma;
+                let (done, streamed) = core.st.netmod_reads();
                 items.push((
                     "netmod.rendezvous_reads".into(),
-                    format!(
-                        "{} done, {} streamed instead (a read refused or failed)",
-                        r.reads, r.fallbacks
-                    ),
+                    format!("{done} done, {streamed} streamed instead (a read refused or failed)"),
                 ));
             }
             for (name, size, vcs, refs) in core.st.pgs.foreign_groups() {
@@ -611,12 +608,12 @@ impl<T: Threading> Engine<T> {
                     format!("{size} ranks, {vcs} VCs, {refs} in use"),
                 ));
             }
-            for (vc, why) in &core.st.failed_peers {
+            for (vc, why) in core.st.failed_peers() {
                 let key = match vc.group() {
                     0 => format!("failed_peer.{}", vc.rank()),
                     _ => format!("failed_peer.{vc}"),
                 };
-                items.push((key, why.clone()));
+                items.push((key, why.to_string()));
             }
         }
         // Each worker's own transports (`thread.rs`), one lock at a time.

@@ -202,7 +202,7 @@ impl Core {
             }
         }
         self.st.pending_vcs.retain(|v| v.group() != slot);
-        self.st.failed_peers.retain(|(v, _)| v.group() != slot);
+        self.st.forget_group_failures(slot);
         if let Some(net) = self.netmod_mut() {
             net.remove_group(slot);
         }

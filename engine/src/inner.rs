@@ -157,7 +157,7 @@ impl Inner {
 
     #[inline]
     pub(crate) fn check(core: &Core) -> Result<()> {
-        match &core.st.fatal {
+        match core.st.fatal() {
             Some(why) => Err(failed(why)),
             None => Ok(()),
         }
@@ -168,13 +168,7 @@ impl Inner {
         let mut first = None;
         for w in 0..self.workers() {
             let core = self.worker(w).lock();
-            let vc = core
-                .st
-                .failed_peers
-                .iter()
-                .map(|(vc, _)| *vc)
-                .find(|vc| vc.rank() == rank);
-            match vc {
+            match core.st.failed_with_rank(rank) {
                 Some(vc) => return core.st.failure_of(vc),
                 None if w == 0 => first = Some(core.st.failure_of(VcId::world(rank))),
                 None => {}
@@ -276,8 +270,8 @@ impl Inner {
     /// The rule: no buffer is released while a netmod, a netmod read or a
     /// peer's single-copy write may still write into it, i.e. a receive
     /// streaming from a netmod peer (the netmod may have been handed the
-    /// buffer, `State::placement`), reading from one (`rma.rs`), or sharing
-    /// its copy with a shared-memory sender (`copy.rs`). Such a receive is finished first (or
+    /// buffer, `State::placement`), reading from one (`state/rma.rs`), or sharing
+    /// its copy with a shared-memory sender (`state/copy.rs`). Such a receive is finished first (or
     /// failed with its peer) if the engine can still do that; during a
     /// panic, or once the engine has failed, the process aborts instead:
     /// an unwind must not free memory the netmod is writing, and waiting
@@ -304,7 +298,7 @@ impl Inner {
                     core.abandon(ids);
                     return;
                 };
-                if unwinding || core.st.fatal.is_some() {
+                if unwinding || core.st.fatal().is_some() {
                     abort_for_live_buffer(from, unwinding);
                 }
                 core.progress();
@@ -455,7 +449,7 @@ impl Inner {
                 core.progress();
                 let net_idle = core.netmod().is_none_or(|n| n.idle());
                 let drained = net_idle && core.st.pending_vcs.is_empty() && done(&mut core);
-                all &= drained || core.st.fatal.is_some();
+                all &= drained || core.st.fatal().is_some();
             }
             if all {
                 return;

@@ -12,7 +12,7 @@ use super::Inner;
 use crate::core::Core;
 use crate::error::Error;
 use crate::pg::{VcId, Vcrt};
-use crate::protocol::tests::state;
+use crate::state::protocol::tests::state;
 use crate::thread::{EngineLock, ThreadLevel};
 
 /// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`

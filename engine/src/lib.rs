@@ -61,23 +61,26 @@
 //!   every rendezvous read after the poll (`run_reads`).
 //! - `post.rs`: posting sends and receives (eager at once or queued, rendezvous requests), cancel,
 //!   abandon.
-//! - `protocol.rs`: arrivals: eager, rendezvous (a transport's read, or streamed), ssend ack,
-//!   send cancel; eager credit, direct placement.
-//! - `copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`); single-copy
-//!   jobs run after the poll.
-//! - `rma.rs`: rendezvous by one-sided read, either transport's: its end (`Ack`) or its refusal
-//!   (fallback to streaming).
-//! - `failure.rs`: peer failure, protocol violations (`misbehaved`), the finalize `Bye` handshake.
 //! - `pmi_watch.rs`: ends the rank when its PMI connection hangs up (launcher dead).
 //! - `peer_watch.rs`: local peers' processes watched (pidfds, polled while idle), so a dead shm
 //!   peer fails its waiters.
-//! - `state/`: the protocol state as data: requests, matching, VCs, unexpected messages (kept
-//!   buffers, `spare.rs`), netmod reads (`reads.rs`) and shared copies (`copies.rs`) under way.
+//! - `state/`: the protocol state (requests, matching, VCs, unexpected messages with their kept
+//!   buffers `spare.rs`, netmod reads `reads.rs` and shared copies `copies.rs` under way) and the
+//!   protocol code that changes it, behind private fields:
+//!   - `state/protocol.rs`: arrivals: eager, rendezvous (a transport's read, or streamed), ssend
+//!     ack, send cancel; eager credit, direct placement.
+//!   - `state/copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`);
+//!     single-copy jobs run after the poll.
+//!   - `state/rma.rs`: rendezvous by one-sided read, either transport's: its end (`Ack`) or its
+//!     refusal (fallback to streaming); a failed peer's reads stopped first.
+//!   - `state/failure.rs`: peer failure, protocol violations (`misbehaved`), the finalize `Bye`
+//!     handshake.
 //! - `table.rs`: the request table (generation-checked `u64` handles) and `SendPhase`.
 //! - `matching/`: posted and unexpected queues, O(1) exact match; slab and intrusive lists in
 //!   `matching/slab.rs`.
 //! - `pg/`: process groups, ours (`world.rs`, from the KVS) and foreign ones (`foreign.rs`, cards
-//!   cached), `VcId` = (PG slot, rank) (`id.rs`), reference counts; one VC (`vc.rs`: route, send
+//!   cached), `VcId` = (PG slot, rank) (`id.rs`), the world's netmod VCs by rank in a two-level
+//!   table (`ranks.rs`), reference counts; one VC (`vc.rs`: route, send
 //!   queue, credit, failure, refs); VC tables (`vcrt.rs`: shared by dups, identity map for
 //!   COMM_WORLD); group descriptions shipped by connect/accept and spawn (`desc.rs`).
 //! - `groups.rs`: registering foreign groups, creating and releasing VC tables, lazy netmod.
@@ -142,12 +145,14 @@
 //!   netmod, a netmod read or a peer's single-copy write may still write into it
 //!   (`Inner::abandon`): the receive is finished first, or, during a panic or once the engine has
 //!   failed, the process aborts (SIGABRT, reason on stderr) instead of unwinding.
-//! - A shared copy (`copy.rs`): the sender writes only into the range the receiver named for a
+//! - A shared copy (`state/copy.rs`): the sender writes only into the range the receiver named for a
 //!   send of its own to that receiver, right after its `Rts` and within the message; the receiver
 //!   completes only after its own part and the sender's `Written`, then answers `Ack`.
 //! - A rendezvous receive that reads over the netmod stays in its Reading phase, its buffer
-//!   untouched by anything else, until the read ends; the sender's registration lives until its
-//!   send completes (an abandoned send's is deregistered before its buffer is released).
+//!   untouched by anything else, until the read ends; if its peer fails, until the netmod has
+//!   stopped the read (`Rma::stop_reads`; one it cannot stop fails the engine); the sender's
+//!   registration lives until its send completes (an abandoned send's is deregistered before its
+//!   buffer is released).
 //! - Finalize: a rank says `Bye` to every live netmod peer and waits for each one's `Bye` (a peer
 //!   answers one at once and sends nothing else after a `Bye` it got).
 //! - shm attach maps a segment only if it is a regular file of our user with mode 0600
@@ -159,13 +164,11 @@ mod backoff;
 mod collective;
 mod comm;
 mod config;
-mod copy;
 mod core;
 mod dynamic;
 mod engine;
 mod error;
 mod external;
-mod failure;
 /// Entry points of the fuzz targets (`fuzz/`); not an API.
 #[doc(hidden)]
 pub mod fuzzing;
@@ -183,10 +186,8 @@ mod peer_watch;
 mod pg;
 mod pmi_watch;
 mod post;
-mod protocol;
 mod raw;
 mod request;
-mod rma;
 mod route;
 mod scope;
 pub mod shm;

@@ -1,12 +1,11 @@
 //! Posting operations: sends (eager at once where the transport takes
 //! them, else a request: eager queued, or a rendezvous request), receives
 //! (matched against what already arrived), cancel and abandon. What
-//! arrives afterwards is `protocol.rs`'s.
+//! arrives afterwards is `state/protocol.rs`'s.
 
 use crate::core::Core;
 use crate::error::Result;
 use crate::pg::{Outgoing, VcId};
-use crate::protocol::CREDIT_PER_MESSAGE;
 use crate::route::Route;
 use crate::state::bytes;
 use crate::status::Status;
@@ -16,7 +15,7 @@ use crate::wire::{control, MsgKind, WireHeader, FLAG_RMA_KEY, FLAG_SYNC};
 /// The rendezvous request carries the sender's pid (the wire format has
 /// it); it lives in a static so a queued request can point at it. The
 /// receiver does not use it: a single-copy read takes the pid the sender's
-/// slot in the node segment has (`State::shm_pids`), which a peer cannot
+/// slot in the node segment has (`ShmLink::pids`), which a peer cannot
 /// forge to make us read a third process's memory.
 fn pid_bytes() -> &'static [u8; 4] {
     static PID: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
@@ -37,35 +36,11 @@ pub struct SendArgs {
 }
 
 impl Core {
-    /// The route to `dest`, its eager limit, and whether sends to it queue.
-    #[inline]
-    fn route_of(&mut self, dest: VcId) -> Result<(Route, usize, bool)> {
-        let vc = self.st.pgs.vc(dest)?;
-        if vc.failed {
-            return Err(self.st.failure_of(dest));
-        }
-        let mut limit = self.st.limits.of(vc.route).eager_max;
-        if let Route::Netmod(_) = vc.route {
-            limit = limit.min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE));
-        }
-        Ok((vc.route, limit, !vc.pending.is_empty()))
-    }
-
-    /// An eager message to a netmod peer spends its credit.
-    #[inline]
-    fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
-        if let Route::Netmod(_) = route {
-            if let Ok(vc) = self.st.pgs.vc(dest) {
-                vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
-            }
-        }
-    }
-
     /// Fast path of every standard send: an eager message that goes out
     /// right now needs no request at all. `Ok(false)`: take `start_send`.
     #[inline]
     pub fn try_send_now(&mut self, a: &SendArgs) -> Result<bool> {
-        let (route, limit, queued) = self.route_of(a.dest)?;
+        let (route, limit, queued) = self.st.send_route(a.dest)?;
         if a.sync || a.len > limit || queued {
             return Ok(false);
         }
@@ -81,17 +56,17 @@ impl Core {
         let payload = unsafe { bytes(a.buf, a.len) };
         let sent = self.transmit(route, a.dest, &header, payload)?;
         if sent {
-            self.spend_credit(route, a.dest, a.len);
+            self.st.spend_credit(route, a.dest, a.len);
         }
         Ok(sent)
     }
 
     /// Start a send; the handle of its request.
     pub fn start_send(&mut self, a: &SendArgs) -> Result<u64> {
-        let (route, limit, _) = self.route_of(a.dest)?;
+        let (route, limit, _) = self.st.send_route(a.dest)?;
         let eager = a.len <= limit;
         if eager {
-            self.spend_credit(route, a.dest, a.len);
+            self.st.spend_credit(route, a.dest, a.len);
         }
         let id = self.st.requests.insert(Req {
             op: Op::Send(SendOp::new(
@@ -157,7 +132,9 @@ impl Core {
                     op: Op::Send(s), ..
                 }) = self.st.requests.remove(id)
                 {
-                    self.st.rma.release.extend(s.rma_key);
+                    if let Some(key) = s.rma_key {
+                        self.st.release_key(key);
+                    }
                 }
                 return Err(e);
             }
@@ -195,9 +172,7 @@ impl Core {
         }
         // Nothing more comes from a failed peer: fail now rather than wait.
         if let Some(vc) = source_vc {
-            if self.st.failed_peers.iter().any(|(v, _)| *v == vc)
-                && self.st.requests.get(id).is_some_and(|r| !r.complete)
-            {
+            if self.st.has_failed(vc) && self.st.requests.get(id).is_some_and(|r| !r.complete) {
                 self.st.fail_request(id, vc);
             }
         }
@@ -215,17 +190,14 @@ impl Core {
             cancelled: false,
             error: None,
         };
-        let key = self.st.next_held;
-        self.st.next_held += 1;
-        self.st.held.insert(key, (env, msg));
-        Some((key, status))
+        Some((self.st.hold(env, msg), status))
     }
 
     /// Receive the message a matched probe took (`key`) into `buf`: the
     /// receive's handle. An unknown key gives a receive that completes at
     /// once with nothing.
     pub fn receive_held(&mut self, key: u64, buf: *mut u8, cap: usize) -> u64 {
-        let held = self.st.held.remove(&key);
+        let held = self.st.take_held(key);
         let (source, vc) = match &held {
             Some((env, msg)) => (env.source as i32, Some(msg.origin().0)),
             None => (crate::ANY_SOURCE, None),
@@ -304,7 +276,7 @@ impl Core {
                     // of it before `rma_progress` would deregister it.
                     if let Some(key) = s.rma_key.take() {
                         if !self.tx.net.as_mut().is_some_and(|n| n.deregister(key)) {
-                            self.st.rma.release.push(key);
+                            self.st.release_key(key);
                         }
                     }
                     if let Ok(vc) = self.st.pgs.vc(vc) {

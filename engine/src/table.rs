@@ -18,14 +18,14 @@ pub struct SendOp {
     pub context: u32,
     pub tag: i32,
     /// The buffer is registered with the netmod for the receiver to read
-    /// (`rma.rs`); released when the send completes.
+    /// (`state/rma.rs`); released when the send completes.
     pub rma_key: Option<u64>,
     phase: SendPhase,
     /// A cancel request is out; completion waits for its answer.
     cancel_pending: bool,
 }
 
-/// Where a send stands (the send state machine; `protocol.rs` has the
+/// Where a send stands (the send state machine; `state/protocol.rs` has the
 /// messages that move it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SendPhase {
@@ -226,7 +226,7 @@ pub enum RecvPhase {
         from: VcId,
     },
     /// Matched a rendezvous message that it reads from the sender with a
-    /// netmod one-sided read (`rma.rs`).
+    /// netmod one-sided read (`state/rma.rs`).
     Reading {
         from: VcId,
     },

@@ -105,7 +105,7 @@ impl Inner {
             {
                 let mut core = self.lock_on(w)?;
                 loop {
-                    let now = core.st.completions;
+                    let now = core.st.completions();
                     if seen != Some(now) {
                         seen = Some(now);
                         for i in 0..n {

@@ -27,7 +27,9 @@
 //! - `cli/`: the options: the clap definition (`mod.rs`), mpiexec spellings normalised for clap
 //!   (`normalize.rs`), value parsers (`values.rs`); `generate.rs` the hidden `--clap-generate`
 //!   (man page, completions) shared with rivet-bench.
-//! - `mpmd.rs`: MPMD sections (`prog1 : -n 2 prog2`, `-configfile`), the appnum of each rank.
+//! - `mpmd.rs`: MPMD sections (`prog1 : -n 2 prog2`, `-configfile`), the appnum of each rank;
+//!   `job.rs`: the job the command line describes (each section's `App`, the shared `JobSpec`,
+//!   the placement request).
 //! - `topology/`: hwloc discovery with plugins kept out (`discover.rs`), mapping policies
 //!   (`policy.rs`, `mapping.rs`), the binding plan (`binding.rs`), `--report-bindings`
 //!   (`report.rs`).
@@ -44,11 +46,14 @@
 //! - `remote/`: multi-host jobs, rivetrun's side: the control port (address from `--iface` or the
 //!   route, `addr.rs`), starting proxies (ssh, rsh, fork, manual, `--launcher-exec`: `start.rs`;
 //!   Slurm allocations: `slurm.rs`), the control protocol (`wire.rs`), the job each proxy gets
-//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), host loss; names and group
+//!   (`describe.rs`), barriers from the top of the proxy tree (`barrier.rs`), the loop's inputs
+//!   and the threads reading them (`events.rs`), each proxy's state and host loss (`proxies.rs`),
+//!   rivetrun's signals (`signals.rs`); names and group
 //!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
 //!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
-//!   server core in a poll loop with the node's topology keys (`pmi.rs`), barriers up a tree of
+//!   server core in a poll loop with the node's topology keys (`pmi/`; `--pmi-port`'s port, its gate
+//!   and closing: `pmi/port.rs`), barriers up a tree of
 //!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits; the
 //!   node's PMIx server, its fences as tree barriers and direct modex through rivetrun
 //!   (`pmix.rs`; rivetrun's routing in `remote/pmix.rs`).
@@ -122,6 +127,7 @@ mod group_link;
 mod hosts;
 mod impi;
 mod info;
+mod job;
 mod launch;
 mod leftovers;
 mod mpmd;
@@ -139,7 +145,6 @@ mod supervisor;
 mod topology;
 mod version;
 
-use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::process::{ChildStdin, ExitCode};
 use std::time::Duration;
@@ -148,16 +153,19 @@ use rivet_pmi::server::{NamespaceSpec, Server};
 
 use crate::cli::Cli;
 use crate::error::LaunchError;
+use crate::job::{job_spec, placement_request, App};
 use crate::launch::{JobSpec, PmiChannel, RankPlace};
 use crate::leftovers::{JobDir, ShmSweep};
 use crate::spawn::SpawnBase;
 use crate::supervisor::{Failure, Supervisor};
-use crate::topology::{PlacementRequest, Topology};
+use crate::topology::Topology;
 
 /// What the netmods read the job secret from (`rivet_netmods::auth`).
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
+    // Before any thread starts: it sets a variable OpenPMIx reads.
+    pmix_host::prefer_hash_store();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }
@@ -389,13 +397,21 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     // Open MPI's ranks take the topology from the server rather than
     // each discovering it (`pmix.hwlocxml2`).
     let topology_xml = std::fs::read_to_string(&xml).ok();
-    let pmix = pmix.and_then(|starting| match starting.finish(topology_xml, cluster_id) {
-        Ok(host) => Some(host),
-        Err(why) => {
-            eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
-            None
-        }
-    });
+    let pmix_appnums = if apps.len() > 1 {
+        appnums.clone()
+    } else {
+        Vec::new()
+    };
+    let pmix =
+        pmix.and_then(
+            |starting| match starting.finish(topology_xml, cluster_id, pmix_appnums) {
+                Ok(host) => Some(host),
+                Err(why) => {
+                    eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
+                    None
+                }
+            },
+        );
     if let Some(host) = &pmix {
         host.wake(supervisor.waker());
         // First, so that the user's -genv or -env wins.
@@ -516,10 +532,9 @@ fn run_on_hosts(
     entries: &[hosts::HostEntry],
     name_server: Option<String>,
 ) -> Result<i32, LaunchError> {
-    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() || cli.pmi_port {
+    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() {
         return Err(LaunchError::Usage(
-            "-hosts/-hostfile cannot be combined with --topology, --cpu-list, --mesh-dims \
-             or --pmi-port yet"
+            "-hosts/-hostfile cannot be combined with --topology, --cpu-list or --mesh-dims yet"
                 .into(),
         ));
     }
@@ -552,141 +567,9 @@ fn run_on_hosts(
         stats: cli.launch_stats,
         keep_going: cli.disable_auto_cleanup,
         name_server,
+        pmi_port: cli.pmi_port,
     };
     remote::run(job, &apps, appnums, nodes, &opts)
-}
-
-fn placement_request(cli: &Cli, nranks: usize) -> PlacementRequest {
-    PlacementRequest {
-        nranks,
-        map_by: cli.map_by,
-        bind_to: cli.bind_to,
-        ppn: cli.ppn.map(|p| p as usize),
-        cpu_list: cli.cpu_list.clone(),
-        mesh_dims: cli
-            .mesh_dims
-            .as_ref()
-            .map(|d| d.iter().map(|&x| x as usize).collect()),
-    }
-}
-
-/// Check the command line and every program, and gather what every rank
-/// shares (`JobSpec`, with the first section's program), each MPMD
-/// section's program, arguments, variables and directory (`apps`, in app
-/// order), the app of every rank, and the PATH the ranks see (where spawned programs are looked up).
-fn job_spec(cli: &Cli) -> Result<JobParts, LaunchError> {
-    let sections = cli.sections().map_err(LaunchError::Usage)?;
-    let appnums = mpmd::appnums(&sections).map_err(LaunchError::Usage)?;
-    let mut global: Vec<(OsString, OsString)> = Vec::new();
-    for name in &cli.genvlist {
-        match std::env::var_os(name) {
-            Some(value) => global.push((name.into(), value)),
-            None => {
-                eprintln!("rivetrun: warning: -genvlist names {name}, which is not set; not passed")
-            }
-        }
-    }
-    let check_name = |k: &str| {
-        if k.is_empty() || k.contains('=') {
-            Err(LaunchError::Usage(format!(
-                "invalid variable name '{k}' in -env/-genv"
-            )))
-        } else {
-            Ok(())
-        }
-    };
-    for (k, v) in cli.global_assignments() {
-        check_name(&k)?;
-        global.push((k.into(), v.into()));
-    }
-    let mut apps = Vec::new();
-    let mut first_path = None;
-    for (i, section) in sections.iter().enumerate() {
-        let mut env = global.clone();
-        for (k, v) in &section.env {
-            check_name(k)?;
-            env.push((k.into(), v.into()));
-        }
-        // The PATH the ranks will see decides where the program is looked up.
-        let path = env
-            .iter()
-            .rev()
-            .find(|(k, _)| k == "PATH")
-            .map(|(_, v)| v.clone())
-            .or_else(|| {
-                if cli.genvnone {
-                    None
-                } else {
-                    std::env::var_os("PATH")
-                }
-            });
-        let program = &section.command[0];
-        let resolved = launch::resolve_program(program, path.as_deref())?;
-        if let Some(dir) = &section.wdir {
-            if !dir.is_dir() {
-                return Err(LaunchError::BadWdir(dir.display().to_string()));
-            }
-        }
-        // A relative program path is relative to where rivetrun was started, not to -wdir.
-        let resolved = if resolved.is_relative() && section.wdir.is_some() {
-            std::env::current_dir()
-                .map_err(LaunchError::Io)?
-                .join(resolved)
-        } else {
-            resolved
-        };
-        if i == 0 {
-            first_path = path;
-        }
-        apps.push(App {
-            program: resolved,
-            argv0: program.clone(),
-            args: section.command[1..].to_vec(),
-            env,
-            wdir: section.wdir.clone(),
-        });
-    }
-    let first = &apps[0];
-    let job = JobSpec {
-        program: first.program.clone(),
-        argv0: first.argv0.clone(),
-        args: first.args.clone(),
-        env: first.env.clone(),
-        clear_env: cli.genvnone,
-        wdir: first.wdir.clone(),
-        size: appnums.len() as u32,
-        kvsname: format!("rivet_{}_0", std::process::id()),
-        channel: PmiChannel::Fd,
-        default_affinity: None,
-        spawned: false,
-    };
-    Ok((job, apps, appnums, first_path))
-}
-
-/// `job_spec`'s answer: the job, its apps, each rank's app, the ranks' PATH.
-type JobParts = (JobSpec, Vec<App>, Vec<u32>, Option<OsString>);
-
-/// What one MPMD section's ranks run (see `mpmd.rs`).
-struct App {
-    program: std::path::PathBuf,
-    argv0: OsString,
-    args: Vec<OsString>,
-    env: Vec<(OsString, OsString)>,
-    wdir: Option<std::path::PathBuf>,
-}
-
-impl App {
-    /// The job as this app's ranks start it.
-    fn job(&self, base: &JobSpec) -> JobSpec {
-        JobSpec {
-            program: self.program.clone(),
-            argv0: self.argv0.clone(),
-            args: self.args.clone(),
-            env: self.env.clone(),
-            wdir: self.wdir.clone(),
-            ..base.clone()
-        }
-    }
 }
 
 /// Copy rivetrun's stdin to rank 0 on a thread of its own: stdin may be a

@@ -1,8 +1,10 @@
 //! Writing to nonblocking sockets, shared by the PMI connections
-//! (`supervisor`) and the name server (`nameserver`).
+//! (`supervisor`, the proxy's `proxy::pmi`) and the name server
+//! (`nameserver`), and the one type of a PMI connection they read and write.
 
-use std::io::{self, ErrorKind, Write};
+use std::io::{self, ErrorKind, Read, Write};
 
+use mio::net::{TcpStream, UnixStream};
 use mio::Interest;
 
 /// Write as much of `unsent` as the nonblocking `stream` takes now; `Err`
@@ -27,5 +29,42 @@ pub(crate) fn interest(wants_write: bool) -> Interest {
         Interest::READABLE | Interest::WRITABLE
     } else {
         Interest::READABLE
+    }
+}
+
+/// A PMI connection: a rank's inherited `PMI_FD` or a `PMI_PORT` TCP
+/// connection, read and written alike.
+pub(crate) enum PmiStream {
+    Unix(UnixStream),
+    Tcp(TcpStream),
+}
+
+impl PmiStream {
+    pub(crate) fn source(&mut self) -> &mut dyn mio::event::Source {
+        match self {
+            PmiStream::Unix(s) => s,
+            PmiStream::Tcp(s) => s,
+        }
+    }
+}
+
+impl Read for PmiStream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            PmiStream::Unix(s) => s.read(buf),
+            PmiStream::Tcp(s) => s.read(buf),
+        }
+    }
+}
+
+impl Write for PmiStream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            PmiStream::Unix(s) => s.write(buf),
+            PmiStream::Tcp(s) => s.write(buf),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
     }
 }

@@ -50,6 +50,7 @@
 #define g_my_gid rmpi_g_my_gid
 #define g_ready rmpi_g_ready
 #define g_world rmpi_g_world
+#define g_world_p2p rmpi_g_world_p2p
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -154,6 +155,9 @@ static inline int raise_err(MPI_Comm comm, int code, const char *fn) {
 /* Communicators (comm.c). MPI_COMM_WORLD's entry, set once it exists and
  * cleared at MPI_Finalize: the common handle needs no table walk. */
 extern struct comm *g_world;
+/* Its user-traffic handle, set and cleared with it: the point-to-point
+ * fast paths need this one pointer (one load, not two). */
+extern rivet_comm_t *g_world_p2p;
 /* The handle's communicator, or NULL if it is not a live one (inline:
  * every call looks one up). */
 static inline struct comm *comm_get(MPI_Comm h) {

@@ -13,6 +13,7 @@
 rivet_engine_t *g_engine;
 int g_initialized, g_finalized, g_level, g_ready;
 struct comm *g_world;
+rivet_comm_t *g_world_p2p;
 pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 struct slots g_comms = {{0}, sizeof(struct comm), 1, 0, 0};
 struct slots g_reqs = {{0}, sizeof(struct req), 1, 0, 0};
@@ -161,6 +162,7 @@ static int init(int required, int *provided) {
     rc = comm_setup_world();
     if (rc != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, rc, "MPI_Init");
     g_world = comm_get(MPI_COMM_WORLD);
+    g_world_p2p = g_world ? g_world->p2p : NULL;
     return MPI_SUCCESS;
 }
 
@@ -199,6 +201,7 @@ int MPI_Finalize(void) {
     if (NOT_INIT()) return raise_err(MPI_COMM_NULL, MPI_ERR_OTHER, "MPI_Finalize");
     g_ready = 0;
     g_world = NULL;
+    g_world_p2p = NULL;
     /* Every communicator still held goes (world and self last). */
     for (i = g_comms.next_unused - 1; i >= 1; i--) {
         struct comm *c = slot_at(&g_comms, i);

@@ -13,6 +13,12 @@
 //! `librivet.so.0`, resolved at run time beside it). Only `MPI_*` is exported
 //! (`-fvisibility=hidden`, and `impl.h` declares the internals hidden so they are reached without
 //! the GOT; internal names carry `rmpi_`); calls into librivet skip the PLT (`-fno-plt`).
+//! `MPI_Send`, `MPI_Recv`, `MPI_Isend` and `MPI_Irecv` on an up `MPI_COMM_WORLD` with a
+//! predefined type take a fast path (`p2p.c`'s `fast`): the layer makes MPI's checks once and
+//! calls librivet's `rivet_*_unchecked` entries, which skip librivet's own; `MPI_Recv` has
+//! librivet fill a wanted `MPI_Status` in place (its layout is `rivet_status_t`'s, checked at
+//! compile time). Anything else (another communicator, `MPI_PROC_NULL`, an error) takes the
+//! general path.
 //!
 //! Module map (`src/`): `impl.h` the state and handle tables; `init.c` init, errors and handlers,
 //! attributes; `comm.c` communicators and their caller context ids; `p2p.c` point-to-point and

@@ -60,36 +60,71 @@ static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct com
         if (rc_ != MPI_SUCCESS) return raise_err(c ? comm : MPI_COMM_WORLD, rc_, fn);     \
     } while (0)
 
-int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
-             MPI_Comm comm) {
+/* The fast path of MPI_Send, MPI_Recv, MPI_Isend and MPI_Irecv: traffic on
+ * an up MPI_COMM_WORLD, a predefined type, a count >= 0, a buffer that is
+ * there (or empty), a real peer. Those are all the checks MPI asks of the
+ * layer, made here once; librivet's *_unchecked entries then skip their
+ * own (the engine still checks the rank's range and the tag). Everything
+ * else, errors included, takes the general path. On success nothing is
+ * left to do after librivet returns, so the call needs no saved state. */
+static inline __attribute__((always_inline)) rivet_comm_t *fast(MPI_Comm comm, const void *buf,
+                                                                int count, MPI_Datatype t,
+                                                                int peer, size_t *len) {
+    rivet_comm_t *p2p = g_world_p2p;
+    unsigned idx = (unsigned)t - (unsigned)KIND_TYPE; /* as type_size(), whose sizes are > 0 */
+    if (comm != MPI_COMM_WORLD || !p2p || idx - 1u >= (unsigned)NTYPES - 1u || count < 0 ||
+        peer == MPI_PROC_NULL)
+        return NULL;
+    *len = (size_t)(unsigned)count * (size_t)(unsigned)type_sizes[idx];
+    return buf || !*len ? p2p : NULL;
+}
+
+/* librivet's failure on the fast path, raised on MPI_COMM_WORLD. */
+static int __attribute__((noinline, cold)) fast_failed(int rc, const char *fn) {
+    return raise_fail(MPI_COMM_WORLD, from_rivet_err(rc), fn);
+}
+
+enum { SEND, RSEND, SSEND };
+
+/* The general path of the blocking sends: every check, any communicator. */
+static int __attribute__((noinline)) send_slow(int what, const void *buf, int count,
+                                               MPI_Datatype datatype, int dest, int tag,
+                                               MPI_Comm comm, const char *fn) {
     struct comm *c = NULL;
     size_t len;
-    CHECKED("MPI_Send");
+    CHECKED(fn);
     if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-    return raise_err(comm, from_rivet(rivet_send(c->p2p, buf, len, dest, tag)), "MPI_Send");
+    return raise_err(comm,
+                     from_rivet(what == SSEND ? rivet_ssend(c->p2p, buf, len, dest, tag)
+                                              : rivet_send_unchecked(c->p2p, buf, len, dest, tag)),
+                     fn);
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
+             MPI_Comm comm) {
+    size_t len;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len);
+    int rc;
+    if (!p2p) return send_slow(SEND, buf, count, datatype, dest, tag, comm, "MPI_Send");
+    rc = rivet_send_unchecked(p2p, buf, len, dest, tag);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Send");
 }
 
 /* A ready send may be sent as a standard one. */
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
               MPI_Comm comm) {
-    struct comm *c = NULL;
-    size_t len;
-    CHECKED("MPI_Rsend");
-    if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-    return raise_err(comm, from_rivet(rivet_send(c->p2p, buf, len, dest, tag)), "MPI_Rsend");
+    return send_slow(RSEND, buf, count, datatype, dest, tag, comm, "MPI_Rsend");
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
               MPI_Comm comm) {
-    struct comm *c = NULL;
-    size_t len;
-    CHECKED("MPI_Ssend");
-    if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
-    return raise_err(comm, from_rivet(rivet_ssend(c->p2p, buf, len, dest, tag)), "MPI_Ssend");
+    return send_slow(SSEND, buf, count, datatype, dest, tag, comm, "MPI_Ssend");
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
-             MPI_Status *status) {
+/* The general path of MPI_Recv: every check, any communicator. */
+static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatype datatype,
+                                               int source, int tag, MPI_Comm comm,
+                                               MPI_Status *status) {
     struct comm *c = NULL;
     size_t len;
     rivet_status_t rst;
@@ -102,17 +137,65 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, M
         return MPI_SUCCESS;
     }
     if (status == MPI_STATUS_IGNORE || !status)
-        return raise_err(comm, from_rivet(rivet_recv(c->p2p, buf, len, source, tag, NULL)),
-                         "MPI_Recv");
-    rc = from_rivet(rivet_recv(c->p2p, buf, len, source, tag, &rst));
-    status_from(status, &rst);
+        return raise_err(
+            comm, from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, NULL)),
+            "MPI_Recv");
+    rc = from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, &rst));
+    /* librivet filled `rst` on success and truncation only. */
+    if (rc == MPI_SUCCESS || rc == MPI_ERR_TRUNCATE) status_from(status, &rst);
     return raise_err(comm, rc, "MPI_Recv");
+}
+
+/* MPI_Status and rivet_status_t have one layout (this fails to compile
+ * otherwise), so librivet fills a wanted status in place; only its error
+ * is then turned into an MPI class (RIVET_SUCCESS is MPI_SUCCESS). */
+typedef char rmpi_status_layout[(sizeof(MPI_Status) == sizeof(rivet_status_t) &&
+                                 offsetof(MPI_Status, MPI_SOURCE) ==
+                                     offsetof(rivet_status_t, source) &&
+                                 offsetof(MPI_Status, MPI_TAG) == offsetof(rivet_status_t, tag) &&
+                                 offsetof(MPI_Status, MPI_ERROR) ==
+                                     offsetof(rivet_status_t, error) &&
+                                 offsetof(MPI_Status, rivet_cancelled) ==
+                                     offsetof(rivet_status_t, cancelled) &&
+                                 offsetof(MPI_Status, rivet_count) ==
+                                     offsetof(rivet_status_t, count) &&
+                                 sizeof(long long) == sizeof(uint64_t) && RIVET_SUCCESS == 0 &&
+                                 MPI_SUCCESS == 0)
+                                    ? 1
+                                    : -1];
+
+/* MPI_Recv's fast path with a status wanted (out of line: the status
+ * pointer, live across the call, would cost the ignored case a saved
+ * register). */
+static int __attribute__((noinline)) recv_status(rivet_comm_t *p2p, void *buf, size_t len,
+                                                 int source, int tag, MPI_Status *status) {
+    int rc = rivet_recv_unchecked(p2p, buf, len, source, tag, (rivet_status_t *)(void *)status);
+    /* Filled on success and on truncation only (other failures leave it
+     * untouched). */
+    if (rc == RIVET_ERR_TRUNCATE) status->MPI_ERROR = from_rivet(status->MPI_ERROR);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
+             MPI_Status *status) {
+    size_t len;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
+    int rc;
+    if (!p2p) return recv_slow(buf, count, datatype, source, tag, comm, status);
+    if (status != MPI_STATUS_IGNORE && status)
+        return recv_status(p2p, buf, len, source, tag, status);
+    rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
 }
 
 enum { ISEND, ISSEND, IRECV };
 
-static inline __attribute__((always_inline)) int start(int what, void *buf, int count, MPI_Datatype datatype, int peer, int tag,
-                 MPI_Comm comm, MPI_Request *request, const char *fn) {
+/* The general path of the nonblocking starts: every check, any
+ * communicator, MPI_PROC_NULL. */
+static int __attribute__((noinline)) start_slow(int what, void *buf, int count,
+                                                MPI_Datatype datatype, int peer, int tag,
+                                                MPI_Comm comm, MPI_Request *request,
+                                                const char *fn) {
     struct comm *c = NULL;
     size_t len;
     int rc;
@@ -124,13 +207,13 @@ static inline __attribute__((always_inline)) int start(int what, void *buf, int 
         *request = req_done(comm, &st);
         return *request == MPI_REQUEST_NULL ? raise_err(comm, MPI_ERR_NO_MEM, fn) : MPI_SUCCESS;
     }
-    /* The MPI request is librivet's handle itself. */
+    /* The MPI request is librivet's handle itself (null if it failed). */
     if (what == ISEND)
-        rc = rivet_isend(c->p2p, buf, len, peer, tag, request);
+        rc = rivet_isend_unchecked(c->p2p, buf, len, peer, tag, request);
     else if (what == ISSEND)
         rc = rivet_issend(c->p2p, buf, len, peer, tag, request);
     else
-        rc = rivet_irecv(c->p2p, buf, len, peer, tag, request);
+        rc = rivet_irecv_unchecked(c->p2p, buf, len, peer, tag, request);
     if (rc != RIVET_SUCCESS) {
         *request = MPI_REQUEST_NULL;
         return raise_err(comm, from_rivet(rc), fn);
@@ -141,19 +224,32 @@ static inline __attribute__((always_inline)) int start(int what, void *buf, int 
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
               MPI_Comm comm, MPI_Request *request) {
-    return start(ISEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm, request,
-                 "MPI_Isend");
+    size_t len;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len);
+    int rc;
+    if (!p2p || !request)
+        return start_slow(ISEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm,
+                          request, "MPI_Isend");
+    /* The MPI request is librivet's handle itself (null if it failed). */
+    rc = rivet_isend_unchecked(p2p, buf, len, dest, tag, request);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Isend");
 }
 
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
                MPI_Comm comm, MPI_Request *request) {
-    return start(ISSEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm, request,
-                 "MPI_Issend");
+    return start_slow(ISSEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm, request,
+                      "MPI_Issend");
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
               MPI_Comm comm, MPI_Request *request) {
-    return start(IRECV, buf, count, datatype, source, tag, comm, request, "MPI_Irecv");
+    size_t len;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
+    int rc;
+    if (!p2p || !request)
+        return start_slow(IRECV, buf, count, datatype, source, tag, comm, request, "MPI_Irecv");
+    rc = rivet_irecv_unchecked(p2p, buf, len, source, tag, request);
+    return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Irecv");
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest,

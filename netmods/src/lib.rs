@@ -95,6 +95,9 @@
 //!   whole HELLO by `RIVET_TCP_HANDSHAKE_TIMEOUT` is closed (checked only on the slow path); at
 //!   most 512 accepted sockets wait for their HELLO at once (the oldest is closed to make room); a
 //!   connector cut that way before its verdict connects again (at most 3 times per peer).
+//! - After `Rma::stop_reads(peer)` returns `true`, no read from `peer` writes into its local
+//!   buffer (ofi: cancelled or reaped, within the timeout); the engine fails such a read's
+//!   receive only then.
 //! - Memory an io_uring operation points at (buffers, addresses, placed receive buffers, provided
 //!   buffers) is not freed or reused until its completion is reaped; a send from the caller's
 //!   buffer (`try_send`) is reaped before `try_send` returns (MSG_DONTWAIT: it completes inline).
@@ -310,7 +313,9 @@ pub trait Netmod: Send {
     /// Take one message for a known `peer`: `Ok(true)` once the bytes are
     /// copied or written (the caller may reuse its buffers), `Ok(false)` if
     /// the transport is full for now and the caller should retry after
-    /// `poll`. A peer reported failed gives `Err`.
+    /// `poll`. A peer reported failed, or one not known (`knows` false),
+    /// gives `Err`: the engine sends first and connects only on that
+    /// error, so a known peer costs no `knows` lookup per message.
     fn try_send(
         &mut self,
         peer: PeerId,
@@ -371,4 +376,13 @@ pub trait Rma {
     /// read whose bytes are all in place, `Err(why)` for one that failed
     /// (its local buffer is no longer written either way).
     fn poll_reads(&mut self, done: &mut dyn FnMut(u64, Result<(), String>));
+
+    /// `peer` failed (whoever found out: this netmod, or the engine): end
+    /// every read from it now, cancelled or finished, waiting a bounded
+    /// time for the provider. `true`: when this returns, no read from
+    /// `peer` writes into its local buffer any more (their ends may still
+    /// be reported by `poll_reads`; the caller ignores them); `false`: some
+    /// read could not be ended in time and may still write, so its buffer
+    /// must not be given back yet.
+    fn stop_reads(&mut self, peer: PeerId) -> bool;
 }

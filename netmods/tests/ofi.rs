@@ -973,6 +973,56 @@ fn rma_read(prov: &str) {
     rma_read_with(&config(prov));
 }
 
+/// The target of a read dies before serving it: `stop_reads` ends the
+/// read (the engine fails the receive only then, so its buffer is given
+/// back only once the netmod holds no pointer to it).
+fn rma_read_from_a_peer_that_dies(prov: &str) {
+    if prov == SHM {
+        eprintln!("note: shm peer failure is not testable within one process");
+        return;
+    }
+    let Some(mut nets) = open_n(prov, "rmadie", 2) else {
+        return;
+    };
+    if nets[0].rma().is_none() {
+        eprintln!("note: {prov} has no RMA here");
+        return;
+    }
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    // Both sides connected (the handshake is done) before the read.
+    send(&mut nets, &mut sinks, 1, 0, 0, 100);
+    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
+    let src = payload(1, 3, 4 << 20);
+    let key = nets[1]
+        .rma()
+        .unwrap()
+        .register(src.as_ptr() as usize, src.len())
+        .unwrap();
+    let mut dst = vec![0u8; src.len()];
+    let rma0 = nets[0].rma().unwrap();
+    // SAFETY: `dst` outlives the read: it ends by `stop_reads` below.
+    unsafe { rma0.read(1, dst.as_mut_ptr(), dst.len(), src.as_ptr() as u64, key) }.unwrap();
+    assert_eq!(nets[0].reads_in_flight(), 1);
+    // The target never progresses again: it is gone.
+    drop(nets.remove(1));
+    sinks.remove(1);
+    assert!(
+        nets[0].rma().unwrap().stop_reads(1),
+        "the dead peer's read was not stopped within the timeout"
+    );
+    assert_eq!(
+        nets[0].reads_in_flight(),
+        0,
+        "the netmod still holds the buffer"
+    );
+    // Stopping another peer's reads (none) is immediate.
+    assert!(nets[0].rma().unwrap().stop_reads(7));
+    // The netmod goes on: whatever it reports later is about the dead peer.
+    spin(&mut nets, &mut sinks, 10);
+    assert!(sinks[0].msgs.len() == 1);
+}
+
 /// Files in /dev/shm whose names contain `needle`.
 fn shm_files(needle: &str) -> Vec<String> {
     std::fs::read_dir("/dev/shm")
@@ -1250,7 +1300,8 @@ both_providers!(
     idle_peer_dies_while_we_poll,
     keepalive_between_idle_peers,
     unpolled_live_peer_not_failed,
-    rma_read
+    rma_read,
+    rma_read_from_a_peer_that_dies
 );
 
 /// What `auto` looks at: the providers that fit, and which beat tcp.

@@ -581,6 +581,56 @@ fn flow_control(b: Backend) {
     }
 }
 
+/// Windows of small messages, which `try_send` queues between polls and
+/// writes together (one send per window), interleaved with large ones
+/// (written directly, placed or through the overflow buffer), both ways at
+/// once: every message arrives whole and in order on both sides.
+fn coalesced_small_among_large(b: Backend) {
+    let Some(mut nets) = open_n(b, "coalesce", 2) else {
+        return;
+    };
+    let mut sinks = vec![Rec::default(), Rec::placing()];
+    connect_all(&mut nets);
+    let pattern = [
+        8,
+        0,
+        1,
+        8,
+        33,
+        8,
+        20_000,
+        8,
+        8,
+        255,
+        70_000,
+        8,
+        16 * 1024 - 30,
+        16 * 1024,
+        8,
+        (256 << 10) + 3,
+        8,
+        8,
+    ];
+    let sizes: Vec<usize> = (0..700).map(|i| pattern[i % pattern.len()]).collect();
+    for (w, window) in sizes.chunks(64).enumerate() {
+        // No poll within a window unless a queue is full.
+        for (k, &len) in window.iter().enumerate() {
+            let seq = (w * 64 + k) as u32;
+            send(&mut nets, &mut sinks, 0, 1, seq, len);
+            send(&mut nets, &mut sinks, 1, 0, seq, len);
+        }
+        spin(&mut nets, &mut sinks, 1);
+    }
+    pump(&mut nets, &mut sinks, |_, s| {
+        s[0].msgs.len() == sizes.len() && s[1].msgs.len() == sizes.len()
+    });
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert!(sinks[1].delivered_placed > 0, "the large ones were placed");
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+}
+
 fn second_address(b: Backend) {
     let Some(mut nets) = open_n(b, "second", 2) else {
         return;
@@ -1048,6 +1098,7 @@ both_backends!(
     cross_job_keys,
     silent_stranger,
     flow_control,
+    coalesced_small_among_large,
     second_address,
     many_peers,
     cross_job_connect,

@@ -33,6 +33,8 @@ pub const PMIX_PROC_RANK: u16 = 40;
 pub const PMIX_PROC: u16 = 22;
 /// `PMIX_DATA_ARRAY`: a `pmix_data_array_t` value.
 pub const PMIX_DATA_ARRAY: u16 = 39;
+/// `PMIX_INFO`: a `pmix_info_t` (the element type of an info array).
+pub const PMIX_INFO: u16 = 24;
 /// The event a group member's end raises for the other members.
 pub const PMIX_GROUP_MEMBER_FAILED: c_int = -170;
 /// `PMIX_RANGE_CUSTOM`: an event's targets are listed (`pmix.evrange`).
@@ -283,6 +285,7 @@ mod tests {
         assert_eq!(value("PMIX_PROC_RANK"), PMIX_PROC_RANK as i64);
         assert_eq!(value("PMIX_PROC"), PMIX_PROC as i64);
         assert_eq!(value("PMIX_DATA_ARRAY"), PMIX_DATA_ARRAY as i64);
+        assert_eq!(value("PMIX_INFO"), PMIX_INFO as i64);
         assert_eq!(
             value("PMIX_GROUP_MEMBER_FAILED"),
             PMIX_GROUP_MEMBER_FAILED as i64

@@ -107,7 +107,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_JOB_SECRET", "", Scope::Launcher,
       "set by rivetrun for every process of the job (a random key): tcp and ofi HELLOs between them carry a MAC with it; never printed"),
     s("RIVET_PMI_SECRET", "", Scope::Launcher,
-      "set by rivetrun with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
+      "set by rivetrun (or a host's proxy) with `--pmi-port`: what a rank presents on its PMI connection before anything is served; never printed"),
     s("RIVET_NAMESERVER", "", Scope::Launcher,
       "`HOST:PORT` of a name server (`rivetrun --name-server`) for rivetrun's jobs; `--nameserver` wins"),
     s("RIVET_IMPI_DIRECT", "1", Scope::Launcher,

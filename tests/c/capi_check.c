@@ -125,6 +125,46 @@ int main(int argc, char **argv) {
         CHECK(rivet_wait(engine, &reqs[2], &st));
     }
 
+    /* The MPI layer's unchecked entries: the engine's own checks still
+     * answer, a failed start leaves a null request, and they carry the
+     * same traffic. A window of sends (those complete at once are nulled
+     * by waitall's first pass), a null handle and a live receive, waited
+     * with statuses: the sends' and the null one's are empty. */
+    {
+        long out[4], in[4];
+        rivet_request_t w[6];
+        rivet_status_t ws[6], empty;
+        memset(&empty, 0, sizeof empty);
+        req = 77;
+        EXPECT_RC(rivet_isend_unchecked(world, small, 1, 2, 1, &req), RIVET_ERR_RANK);
+        EXPECT(req == RIVET_REQUEST_NULL);
+        req = 77;
+        EXPECT_RC(rivet_irecv_unchecked(world, small, 1, peer, -5, &req), RIVET_ERR_TAG);
+        EXPECT(req == RIVET_REQUEST_NULL);
+        EXPECT_RC(rivet_send_unchecked(world, small, 1, -1, 1), RIVET_ERR_RANK);
+        EXPECT_RC(rivet_recv_unchecked(world, small, 1, 5, 1, NULL), RIVET_ERR_RANK);
+        for (i = 0; i < 4; i++) {
+            out[i] = 100 * rank + i;
+            CHECK(rivet_isend_unchecked(world, &out[i], sizeof(long), peer, 20 + i, &w[i]));
+        }
+        w[4] = RIVET_REQUEST_NULL;
+        CHECK(rivet_irecv_unchecked(world, NULL, 0, peer, 30, &w[5]));
+        CHECK(rivet_send_unchecked(world, NULL, 0, peer, 30));
+        memset(ws, 0xff, sizeof ws);
+        CHECK(rivet_waitall(engine, 6, w, ws));
+        for (i = 0; i < 6; i++) EXPECT(w[i] == RIVET_REQUEST_NULL);
+        for (i = 0; i < 5; i++) EXPECT(memcmp(&ws[i], &empty, sizeof empty) == 0);
+        EXPECT(ws[5].source == peer && ws[5].tag == 30 && ws[5].count == 0 && ws[5].error == 0);
+        for (i = 0; i < 4; i++)
+            CHECK(rivet_recv_unchecked(world, &in[i], sizeof(long), peer, 20 + i, i ? NULL : &st));
+        EXPECT(st.source == peer && st.tag == 20 && st.count == sizeof(long));
+        for (i = 0; i < 4; i++) EXPECT(in[i] == 100 * peer + i);
+        /* Truncation as in rivet_recv: the code, and the status filled. */
+        CHECK(rivet_send_unchecked(world, out, 2 * sizeof(long), peer, 31));
+        EXPECT_RC(rivet_recv_unchecked(world, in, sizeof(long), peer, 31, &st), RIVET_ERR_TRUNCATE);
+        EXPECT(st.error == RIVET_ERR_TRUNCATE && st.count == sizeof(long) && in[0] == 100 * peer);
+    }
+
     /* Cancel a receive nothing matches. */
     {
         char buf[8];

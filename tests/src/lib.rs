@@ -49,6 +49,20 @@ pub use verdicts::*;
 
 use std::sync::{Mutex, MutexGuard};
 
+/// Wait for `cond`, polling every 20 ms for at most `limit`; false if it
+/// never held. It never panics: callers run inside `run_job_with`'s hook,
+/// which must return for the job to be reaped.
+pub fn wait_for(limit: std::time::Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = std::time::Instant::now();
+    while !cond() {
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    true
+}
+
 /// Hold this for the whole of a test that starts processes.
 pub fn serial() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());

@@ -10,7 +10,8 @@
 //! `--iface NAME` names the interface on every host (as `eth1` would on a
 //! cluster). Names carry this process's id and a counter, so concurrent
 //! runs do not collide; everything is removed on drop, which also runs when
-//! an assertion fails (unwinding).
+//! an assertion fails (unwinding). [`cluster`] makes one or says why a
+//! test skips; [`on_hosts`] is rivetrun through its wrapper.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -256,4 +257,47 @@ fn sweep_dead_runs() {
             let _ = ip(&["link", "del", &format!("rvb{pid}x{k}")]);
         }
     }
+}
+
+/// `Cluster::new(n)`, or `None` after saying why on stderr: a test
+/// skips where network namespaces cannot be made (not root).
+pub fn cluster(n: usize) -> Option<Cluster> {
+    match Cluster::new(n) {
+        Ok(c) => Some(c),
+        Err(why) => {
+            eprintln!("skipping: cannot create network namespace hosts here: {why}");
+            None
+        }
+    }
+}
+
+/// rivetrun on the hosts `place` names (`-hosts LIST`, `-hostfile FILE`)
+/// through the cluster's wrapper.
+pub fn on_hosts(
+    c: &Cluster,
+    place: &[&str],
+    n: u32,
+    extra: &[&str],
+    prog: &Path,
+    args: &[&str],
+) -> Command {
+    let n = n.to_string();
+    let exec = c.launcher_exec().display().to_string();
+    let mut v = vec![
+        "--launcher",
+        "rsh",
+        "--launcher-exec",
+        &exec,
+        "-n",
+        &n,
+        "-genv",
+        "RIVET_YIELD",
+        "always",
+        "--launch-stats",
+    ];
+    v.extend_from_slice(place);
+    v.extend_from_slice(extra);
+    let mut cmd = crate::rivetrun(&v);
+    cmd.arg(prog).args(args);
+    cmd
 }

@@ -902,9 +902,12 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
         cmd.arg(bin("engine_check")).arg("netkill");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        // How many others still run when rivetrun reaps rank 1 depends on
+        // the order it reaps in: ranks 0 and 2 may have exited already.
         assert!(
-            o.stderr
-                .contains("rank 1 was killed by signal 9 (SIGKILL); 2 other rank(s) keep running"),
+            (0..=2).any(|n| o.stderr.contains(&format!(
+                "rank 1 was killed by signal 9 (SIGKILL); {n} other rank(s) keep running"
+            ))),
             "{env:?}: {}",
             o.show()
         );
@@ -928,8 +931,8 @@ fn a_peer_killed_mid_stream_fails_only_what_needs_it() {
 
 /// Rank 1 dies while rank 0 pulls its 48 MiB rendezvous message (read
 /// over ofi, streamed over tcp): rank 0's receive ends, with the message or
-/// with an error naming rank 1, and rank 0 exits 0; rivetrun reports the
-/// kill. Nothing is left behind.
+/// with an error naming rank 1, and rank 0 exits 0 (over ofi it may abort
+/// instead, saying why); rivetrun reports the kill. Nothing is left behind.
 #[test]
 fn a_sender_killed_mid_rendezvous_ends_the_receive() {
     let _serial = serial();
@@ -939,6 +942,17 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
         has(&o, &env, "engine_check readkill: rank 1 raises SIGKILL");
+        // As in the test below: an ofi provider may never end a read from
+        // the dead sender, and rank 0 then aborts rather than release the
+        // buffer it may still write.
+        if env.contains(&("RIVET_NETMOD", "ofi"))
+            && o.stderr
+                .contains("rank 1 may still be writing into a receive buffer")
+            && o.stderr.contains("rank 0 was killed by signal 6 (SIGABRT)")
+        {
+            eprintln!("{env:?}: the provider kept the read; rank 0 aborted");
+            continue;
+        }
         has(&o, &env, "engine_check readkill: rank 0's receive ended: ");
         has(&o, &env, &ok_line("readkill", 0, 2, env.level));
         assert!(!o.stderr.contains("FAILED"), "{env:?}: {}", o.show());
@@ -955,6 +969,10 @@ fn a_sender_killed_mid_rendezvous_ends_the_receive() {
 /// The deterministic case: rank 1's rendezvous request has arrived and
 /// rank 1 is dead before rank 0 posts the receive, so no byte of the
 /// payload can come: the receive must end with `PeerFailed` naming rank 1.
+/// Over ofi the read may be posted before the netmod knows of the death;
+/// a provider that then never ends it (`tcp;ofi_rxm` to a killed peer)
+/// cannot give the buffer back, so rank 0 aborts, saying why, rather than
+/// release memory the provider may still write (`Rma::stop_reads`).
 #[test]
 fn a_receive_of_a_dead_senders_rendezvous_fails_naming_it() {
     let _serial = serial();
@@ -963,6 +981,15 @@ fn a_receive_of_a_dead_senders_rendezvous_fails_naming_it() {
         cmd.arg(bin("engine_check")).args(["readkill", "dead"]);
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
         assert_eq!(o.code(), Some(128 + 9), "{env:?}: {}", o.show());
+        let read_kept = env.contains(&("RIVET_NETMOD", "ofi"))
+            && o.stderr
+                .contains("rank 1 may still be writing into a receive buffer")
+            && o.stderr.contains("rank 0 was killed by signal 6 (SIGABRT)");
+        if read_kept {
+            assert!(!o.stdout.contains("receive ended"), "{env:?}: {}", o.show());
+            eprintln!("{env:?}: the provider kept the read; rank 0 aborted");
+            continue;
+        }
         has(
             &o,
             &env,

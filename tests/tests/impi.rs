@@ -289,7 +289,7 @@ fn run_all(cmds: Vec<Command>) -> Vec<rivet_tests::Outcome> {
 
 const SHOW: &str = "echo rank=$PMI_RANK client=$IMPI_CLIENT_RANK/$IMPI_CLIENT_SIZE \
                     offset=$IMPI_WORLD_OFFSET world=$IMPI_WORLD_SIZE procs=$IMPI_CLIENT_NPROCS \
-                    hosts=$IMPI_HOSTS version=$IMPI_VERSION";
+                    hosts=$IMPI_HOSTS version=$IMPI_VERSION; echo flow=$IMPI_PROCS";
 
 #[test]
 fn two_rivetrun_clients_start_up_and_learn_each_other() {
@@ -321,6 +321,21 @@ fn two_rivetrun_clients_start_up_and_learn_each_other() {
         assert!(outs[1].stdout.contains(&want), "{}", outs[1].show());
     }
     assert!(outs[0].stdout.contains("version=0.0"));
+    // Every proc's entry carries its host's standard flow control and,
+    // both clients being Rivet, Rivet's own pair (RIVET_H_ACKMARK/HIWATER).
+    for o in &outs {
+        let procs = o
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("flow="))
+            .unwrap_or_default();
+        let entries: Vec<&str> = procs.split(',').collect();
+        assert_eq!(entries.len(), 5, "{}", o.show());
+        assert!(
+            entries.iter().all(|e| e.ends_with("/16/32/32/128")),
+            "{procs}"
+        );
+    }
     assert!(
         outs[1]
             .stderr

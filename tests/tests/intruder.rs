@@ -14,10 +14,10 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivet_tests::procfs::{listening, peak_rss, pmi_port_of_child, rank_pid};
-use rivet_tests::{bin, rivetrun, run_job_with, serial};
+use rivet_tests::{bin, rivetrun, run_job_with, serial, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(120);
 const RANKS: u32 = 3;
@@ -59,17 +59,6 @@ fn port_hello_then_huge_frame(tag: u64) -> Vec<u8> {
     b
 }
 
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > DEADLINE / 3 {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 #[test]
 fn an_intruder_on_every_port_leaves_the_job_and_its_memory_alone() {
     let _serial = serial();
@@ -89,8 +78,8 @@ fn an_intruder_on_every_port_leaves_the_job_and_its_memory_alone() {
     let mut peaks: Vec<(String, u64)> = Vec::new();
     let o = run_job_with(&mut cmd, DEADLINE, |launcher| {
         let mut pmi = None;
-        let up = wait_for(|| marked(&d))
-            && wait_for(|| {
+        let up = wait_for(DEADLINE / 3, || marked(&d))
+            && wait_for(DEADLINE / 3, || {
                 pmi = pmi_port_of_child(launcher);
                 pmi.is_some()
             });

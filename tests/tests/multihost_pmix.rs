@@ -1,6 +1,7 @@
 //! PMIx across hosts: each host's proxy serves its ranks PMIx through
 //! OpenPMIx's server, fences gathered through the proxy tree, direct modex
-//! and names through rivetrun; what is not carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
+//! and names through rivetrun, every rank's MPMD app registered on every host;
+//! what is not carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
 //! made (not root) or OpenPMIx is missing.
 
@@ -216,4 +217,43 @@ fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
         o.show()
     );
     nothing_left(&c, &o, &before);
+}
+
+#[test]
+fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    // `-n 1 P : -n 3 P` over two hosts of two slots: rank 0 (app 0) and
+    // rank 1 (app 1) on h1, ranks 2 and 3 (app 1) on h2; each proxy
+    // registers every rank's app, not only its own ranks'.
+    let ompi = mpicc_openmpi("mpi_appnum.c");
+    let apps = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_apps.c"),
+        "pmix",
+        "",
+    );
+    for prog in [&ompi, &apps] {
+        let mut cmd = c.rivetrun(2, 1);
+        cmd.arg(prog).args([":", "-n", "3"]).arg(prog);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "{}", o.show());
+        for (rank, app, size, leader, app_rank, local) in [
+            (0, 0, 1, 0, 0, 0),
+            (1, 1, 3, 1, 0, 1),
+            (2, 1, 3, 1, 1, 0),
+            (3, 1, 3, 1, 2, 1),
+        ] {
+            let want = if prog == &ompi {
+                format!("mpi_appnum rank {rank} appnum {app}\n")
+            } else {
+                format!(
+                    "pmix_apps rank {rank} napps 2 appnums 0,1,1,1 app_size {size} \
+                     app_leader {leader} app_rank {app_rank} local_rank {local}\n"
+                )
+            };
+            assert!(o.stdout.contains(&want), "{want:?}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
 }

@@ -1,15 +1,16 @@
 //! A stranger on the machine connects to a `--pmi-port` job's PMI port:
 //! it tries abort, initack with guessed ids and a wrong secret, and
 //! garbage. Each of its connections is closed without effect, and the job
-//! completes with exit 0.
+//! completes with exit 0. Strangers that connect and say nothing are held
+//! only up to a bound; more are closed at once.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rivet_tests::procfs::pmi_port_of_child;
-use rivet_tests::{bin, rivetrun, run_job_with, serial};
+use rivet_tests::{bin, rivetrun, run_job_with, serial, wait_for};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -33,20 +34,6 @@ fn intrude(addr: &str, bytes: &[u8]) -> String {
     String::from_utf8_lossy(&got).into_owned()
 }
 
-/// Wait (bounded) for `cond`; false if it never held. No panic here: the
-/// caller runs inside `run_job_with`'s hook, which must return for the job
-/// to be reaped.
-fn wait_for(mut cond: impl FnMut() -> bool) -> bool {
-    let start = Instant::now();
-    while !cond() {
-        if start.elapsed() > DEADLINE / 2 {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    true
-}
-
 #[test]
 fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     let _serial = serial();
@@ -63,8 +50,8 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     let d: PathBuf = dir.clone();
     let o = run_job_with(&mut cmd, DEADLINE, |launcher| {
         let mut addr = None;
-        let up = wait_for(|| marked(&d))
-            && wait_for(|| {
+        let up = wait_for(DEADLINE / 2, || marked(&d))
+            && wait_for(DEADLINE / 2, || {
                 addr = pmi_port_of_child(launcher);
                 addr.is_some()
             });
@@ -84,6 +71,22 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
             let said = intrude(&addr, attempt);
             answers.push((String::from_utf8_lossy(attempt).into_owned(), said));
         }
+        // Both ranks are in: as many strangers as the cap may wait saying
+        // nothing; the next is closed unanswered, before it says anything.
+        let idle: Vec<TcpStream> = (0..rivet_pmi::server::MAX_STRANGERS)
+            .filter_map(|_| TcpStream::connect(&addr).ok())
+            .collect();
+        let mut crowd = String::new();
+        if let Ok(mut extra) = TcpStream::connect(&addr) {
+            let _ = extra.set_read_timeout(Some(Duration::from_secs(20)));
+            let mut got = Vec::new();
+            crowd = match extra.read_to_end(&mut got) {
+                Ok(_) => String::from_utf8_lossy(&got).into_owned(),
+                Err(e) => format!("left open: {e}"),
+            };
+        }
+        answers.push((format!("{} idle, then one more", idle.len()), crowd));
+        drop(idle);
         std::fs::write(d.join("go"), b"").unwrap();
     });
     let _ = std::fs::remove_dir_all(&dir);
@@ -109,6 +112,18 @@ fn a_stranger_on_the_pmi_port_is_refused_and_the_job_completes() {
     assert!(
         o.stderr
             .contains("before authenticating with initack; refused"),
+        "{}",
+        o.show()
+    );
+    assert!(
+        answers.iter().any(|(sent, said)| sent
+            == &format!("{} idle, then one more", rivet_pmi::server::MAX_STRANGERS)
+            && said.is_empty()),
+        "{answers:?}"
+    );
+    assert!(
+        o.stderr
+            .contains("PMI_PORT connections wait unidentified already; closing another"),
         "{}",
         o.show()
     );

@@ -552,3 +552,19 @@ fn rivet_group_connect_runs_under_open_mpis_mpirun() {
         );
     }
 }
+
+/// rivetrun's PMIx server keeps job data in OpenPMIx's `hash` store, and
+/// its ranks' clients pick the same, unless the user chose a store.
+#[test]
+fn the_pmix_store_is_hash_unless_the_user_chose_one() {
+    let _serial = serial();
+    let show = ["sh", "-c", "echo gds=$PMIX_MCA_gds"];
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.args(show).env_remove("PMIX_MCA_gds");
+    let o = run_job(cmd, DEADLINE);
+    assert!(o.stdout.contains("gds=hash\n"), "{}", o.show());
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.args(show).env("PMIX_MCA_gds", "ds21");
+    let o = run_job(cmd, DEADLINE);
+    assert!(o.stdout.contains("gds=ds21\n"), "{}", o.show());
+}

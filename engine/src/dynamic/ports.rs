@@ -200,7 +200,7 @@ impl Inner {
     /// Send one whole message over a temporary VC.
     pub(crate) fn port_send(&self, to: VcId, data: &[u8]) -> Result<()> {
         let mut core = self.lock()?;
-        let piece = core.st.limits.net.piece.max(1);
+        let piece = core.st.limits().net.piece.max(1);
         let mut offset = 0;
         loop {
             let end = (offset + piece).min(data.len());
@@ -238,10 +238,8 @@ impl Inner {
                 Ok(vc) if !vc.failed => None,
                 _ => Some(Err(Error::PortClosed(
                     core.st
-                        .failed_peers
-                        .iter()
-                        .find(|(v, _)| *v == from)
-                        .map_or("connection lost", |(_, why)| why.as_str())
+                        .why_failed(from)
+                        .unwrap_or("connection lost")
                         .to_string(),
                 ))),
             }
@@ -303,7 +301,7 @@ impl crate::core::Core {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::tests::state;
+    use crate::state::protocol::tests::state;
     use rivet_netmods::{peer_id, TEMP_GROUP};
 
     fn header(kind: MsgKind, len: u64) -> WireHeader {

@@ -17,6 +17,7 @@
 mod desc;
 mod foreign;
 pub(crate) mod id;
+mod ranks;
 mod vc;
 mod vcrt;
 mod world;

@@ -58,7 +58,7 @@ pub struct Vc {
     /// that goes to the peer any more.
     pub bye_sent: bool,
     /// Netmod routes: eager bytes we may still send before the peer
-    /// returns credit (see `protocol.rs`, flow control).
+    /// returns credit (see `state/protocol.rs`, flow control).
     pub credit: usize,
     /// Netmod routes: eager bytes from the peer consumed here but not yet
     /// returned to it as credit.

@@ -3,14 +3,12 @@
 //! A VC is created the first time a rank is addressed, so a process that
 //! talks to three peers of a million-rank job holds three VCs (seed 000's
 //! scalability note). VCs of node-local peers sit in a table indexed by
-//! local rank (O(ranks on this node)); the rest in a map. Connection info
+//! local rank (O(ranks on this node)); the rest in a two-level table by rank
+//! (`ranks.rs`: chunks only where ranks were used). Connection info
 //! comes from the KVS, or, for an engine bootstrapped externally, from the
 //! addresses the caller gave (`cards`). The world's VCs are never freed (seed 000, rule 4).
 
-use std::collections::HashMap;
-
-use rivet_netmods::FxBuildHasher;
-
+use super::ranks::RankTable;
 use super::vc::Vc;
 use crate::error::{Error, Result};
 use crate::node_map::NodeMap;
@@ -30,7 +28,7 @@ pub struct ProcessGroup {
     pub cards: Vec<String>,
     me: Vc,
     local: Vec<Option<Box<Vc>>>,
-    remote: HashMap<u32, Box<Vc>, FxBuildHasher>,
+    remote: RankTable<Box<Vc>>,
 }
 
 impl ProcessGroup {
@@ -51,7 +49,7 @@ impl ProcessGroup {
             cards: Vec::new(),
             me: Vc::new(Route::Loopback, window),
             local: (0..local_count).map(|_| None).collect(),
-            remote: HashMap::default(),
+            remote: RankTable::default(),
         }
     }
 
@@ -69,15 +67,22 @@ impl ProcessGroup {
         pg
     }
 
-    /// The VC to `rank`, created on first use. An existing shared-memory
-    /// VC is the inline path (every send and arrival asks).
+    /// The VC to `rank`, created on first use. An existing VC is the
+    /// inline path (every send and arrival asks): shared memory's by local
+    /// index, the netmod's by rank.
     #[inline(always)]
     pub fn vc(&mut self, rank: u32) -> Result<&mut Vc> {
-        if !self.node_map.netmod_forced() && rank != self.my_rank {
-            if let Some(i) = self.node_map.local_index(rank) {
-                if self.local[i].is_some() {
-                    return Ok(self.local[i].as_deref_mut().expect("checked just above"));
+        if rank != self.my_rank {
+            if !self.node_map.netmod_forced() {
+                if let Some(i) = self.node_map.local_index(rank) {
+                    if self.local[i].is_some() {
+                        return Ok(self.local[i].as_deref_mut().expect("checked just above"));
+                    }
+                    return self.vc_slow(rank);
                 }
+            }
+            if self.remote.contains(rank) {
+                return Ok(self.remote.get_mut(rank).expect("checked just above"));
             }
         }
         self.vc_slow(rank)
@@ -103,10 +108,9 @@ impl ProcessGroup {
             });
         }
         let window = self.window;
-        Ok(self
-            .remote
-            .entry(rank)
-            .or_insert_with(|| Box::new(Vc::new(Route::Netmod(rank.into()), window))))
+        Ok(self.remote.get_or_insert_with(rank, || {
+            Box::new(Vc::new(Route::Netmod(rank.into()), window))
+        }))
     }
 
     /// Ranks with a netmod VC that has not failed.
@@ -114,7 +118,7 @@ impl ProcessGroup {
         self.remote
             .iter()
             .filter(|(_, vc)| !vc.failed && matches!(vc.route, Route::Netmod(_)))
-            .map(|(&rank, _)| rank)
+            .map(|(rank, _)| rank)
             .collect()
     }
 

@@ -1,4 +1,6 @@
-//! What the shared single copies stand at (`copy.rs` does them).
+//! What the shared single copies stand at (`copy.rs` does them). A copy
+//! names its peer by shm slot; the pid to copy with is the shm transport's
+//! (`ShmLink::pids`), looked up when the copy runs.
 
 use crate::pg::VcId;
 
@@ -22,21 +24,22 @@ impl Copies {
 
 /// One part to copy with a single syscall.
 pub(crate) enum Job {
-    /// Receiver: read `len` bytes at `src` in `pid` into `dst`.
+    /// Receiver: read `len` bytes at `src` in the process at shm slot
+    /// `peer` into `dst`.
     Read {
         rreq: u64,
         from: VcId,
-        pid: u32,
+        peer: usize,
         src: u64,
         dst: *mut u8,
         len: usize,
     },
-    /// Sender: write `len` bytes of `src` to `dst` in `pid`, then answer
-    /// `Written` for the peer's receive `rreq`.
+    /// Sender: write `len` bytes of `src` to `dst` in the process at shm
+    /// slot `peer`, then answer `Written` for the peer's receive `rreq`.
     Write {
         sreq: u64,
         to: VcId,
-        pid: u32,
+        peer: usize,
         src: *const u8,
         dst: u64,
         len: usize,
@@ -49,7 +52,8 @@ pub(crate) enum Job {
 pub(crate) struct Split {
     pub(crate) rreq: u64,
     pub(crate) from: VcId,
-    pub(crate) pid: u32,
+    /// The sender's shm slot (its pid is the shm transport's).
+    pub(crate) peer: usize,
     /// The sender's part: its address there, ours here, its length.
     pub(crate) src_rest: u64,
     pub(crate) dst_rest: *mut u8,

@@ -1,11 +1,20 @@
 //! The protocol state: everything `deliver` and the posting calls work
 //! on (requests, matching, VCs, flow control, the reads and copies under
-//! way), as data. The behaviour lives above it: `protocol.rs` (arrivals),
-//! `post.rs` (sends and receives), `rma.rs` and `copy.rs` (single-copy
-//! paths), `core.rs` (transports and progress).
+//! way), and the protocol code that changes several parts of it together:
+//! `protocol.rs` (arrivals), `failure.rs` (peer failure), `rma.rs` and
+//! `copy.rs` (single-copy paths). Their fields are private to this module:
+//! code above (`post.rs`: sends and receives; `core.rs`: transports and
+//! progress; `inner.rs`, `engine.rs`) goes through methods that say what it
+//! does (`record` a held message, `has_failed`, `check` the fatal error, ...).
+//! Still public, for the next step: `pgs`, `requests`, `matcher`,
+//! `pending_vcs`, `ports`.
 
 mod copies;
+mod copy;
+pub(crate) mod failure;
+pub(crate) mod protocol;
 mod reads;
+mod rma;
 mod spare;
 
 pub use copies::Copies;
@@ -63,34 +72,31 @@ pub struct State {
     pub pending_vcs: Vec<VcId>,
     /// Eager size and rendezvous piece of each transport, by route (the
     /// netmod's set when it opens, `Core::open_netmod`).
-    pub limits: RouteLimits,
+    limits: RouteLimits,
     /// Single-copy reads may be tried (mode and init probe allow it).
-    pub cma_allowed: bool,
+    cma_allowed: bool,
     /// Single-copy messages from this size on are copied by both sides
     /// (0: never); the copies under way (`copy.rs`).
-    pub split_min: usize,
-    pub copies: Copies,
-    /// The pid of each local rank as its slot in the node segment says,
-    /// for single-copy reads; empty until every local rank has attached.
-    pub shm_pids: Vec<u32>,
+    split_min: usize,
+    copies: Copies,
     /// A transport or peer failed; every wait reports it.
-    pub fatal: Option<String>,
+    fatal: Option<String>,
     /// Peers whose connection failed, and why (see `peer_failed`).
-    pub failed_peers: Vec<(VcId, String)>,
+    failed_peers: Vec<(VcId, String)>,
     /// Open ports and the connections waiting on them (dynamic processes).
     pub ports: Ports,
     /// Rendezvous reads over the netmod (`rma.rs`).
-    pub rma: RmaState,
+    rma: RmaState,
     /// Requests completed so far: `wait_any` rescans its requests only
     /// when this moved.
-    pub completions: u64,
+    completions: u64,
     /// Buffers of unexpected eager messages already received, kept for
     /// the next ones so that steady state allocates nothing.
-    pub spare: SpareBuffers,
+    spare: SpareBuffers,
     /// Messages taken by a matched probe (`mprobe`), by handle, until
     /// they are received; and the next handle.
-    pub held: std::collections::HashMap<u64, (crate::matching::Envelope, Unexpected)>,
-    pub next_held: u64,
+    held: std::collections::HashMap<u64, (crate::matching::Envelope, Unexpected)>,
+    next_held: u64,
 }
 
 /// A byte slice from a raw pointer that may be null when empty.
@@ -135,7 +141,6 @@ impl State {
             cma_allowed: l.cma_allowed,
             split_min: l.split_min,
             copies: Copies::default(),
-            shm_pids: Vec::new(),
             fatal: None,
             failed_peers: Vec::new(),
             ports: Ports::default(),
@@ -145,5 +150,94 @@ impl State {
             held: Default::default(),
             next_held: ((worker as u64) << crate::table::WORKER_SHIFT) | 1,
         }
+    }
+}
+
+/// What code outside `state/` may ask or record; each says what its caller
+/// does, so the fields that go together change together here.
+impl State {
+    /// The transports' limits, by route.
+    #[inline]
+    pub fn limits(&self) -> &RouteLimits {
+        &self.limits
+    }
+
+    /// The netmod opened (at init, or later for dynamic processes): netmod
+    /// routes take its limits from now on.
+    pub fn netmod_opened(&mut self, limits: crate::route::Limits) {
+        self.limits.net = limits;
+    }
+
+    /// The first failure (a transport's, or a read that could not be
+    /// stopped), which every wait reports; `None` while all is well.
+    #[inline]
+    pub fn fatal(&self) -> Option<&str> {
+        self.fatal.as_deref()
+    }
+
+    /// Whether peer `vc` failed (`peer_failed`).
+    #[inline]
+    pub fn has_failed(&self, vc: VcId) -> bool {
+        self.failed_peers.iter().any(|(v, _)| *v == vc)
+    }
+
+    /// Why peer `vc` failed, if it did.
+    pub fn why_failed(&self, vc: VcId) -> Option<&str> {
+        self.failed_peers
+            .iter()
+            .find(|(v, _)| *v == vc)
+            .map(|(_, why)| why.as_str())
+    }
+
+    /// The first failed peer with rank `rank` in its group.
+    pub fn failed_with_rank(&self, rank: u32) -> Option<VcId> {
+        self.failed_peers
+            .iter()
+            .map(|(vc, _)| *vc)
+            .find(|vc| vc.rank() == rank)
+    }
+
+    /// Every failed peer and why, in the order they failed (for `info`).
+    pub fn failed_peers(&self) -> impl Iterator<Item = (VcId, &str)> {
+        self.failed_peers
+            .iter()
+            .map(|(vc, why)| (*vc, why.as_str()))
+    }
+
+    /// Process group `slot` is gone: its failures go with it (slots are
+    /// never reused, so no later peer is taken for failed).
+    pub fn forget_group_failures(&mut self, slot: u32) {
+        self.failed_peers.retain(|(v, _)| v.group() != slot);
+    }
+
+    /// Requests completed so far: a `wait_any` rescans only when it moved.
+    #[inline]
+    pub fn completions(&self) -> u64 {
+        self.completions
+    }
+
+    /// Keep a message a matched probe took out of matching until it is
+    /// received (`take_held`); its key.
+    pub fn hold(&mut self, env: crate::matching::Envelope, msg: Unexpected) -> u64 {
+        let key = self.next_held;
+        self.next_held += 1;
+        self.held.insert(key, (env, msg));
+        key
+    }
+
+    /// The message held under `key`, taken back (`None`: no such key).
+    pub fn take_held(&mut self, key: u64) -> Option<(crate::matching::Envelope, Unexpected)> {
+        self.held.remove(&key)
+    }
+
+    /// Shared single copies wait to run (`run_copies`, after the poll).
+    #[inline]
+    pub fn copies_busy(&self) -> bool {
+        self.copies.busy()
+    }
+
+    /// Single-copy receives so far: read whole, and shared with the sender.
+    pub fn single_copies(&self) -> (u64, u64) {
+        (self.copies.whole, self.copies.shared)
     }
 }

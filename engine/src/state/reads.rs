@@ -27,6 +27,9 @@ pub struct RmaState {
     pub wanted: Vec<ReadWant>,
     /// Netmod read token → the read.
     pub(crate) in_flight: HashMap<u64, ReadWant, FxBuildHasher>,
+    /// Failed peers with reads in flight: the netmod is to stop those
+    /// (`Rma::stop_reads`) before their receives fail.
+    pub(crate) stopping: Vec<VcId>,
     /// Keys of sends that no longer need their region.
     pub release: Vec<u64>,
     /// Counters for `info`: reads done, and fallbacks to streaming.
@@ -35,21 +38,49 @@ pub struct RmaState {
 }
 
 impl RmaState {
-    /// Peer `vc` failed: its reads are not waited for (a read from a dead
-    /// process never ends on some providers, e.g. ofi's `shm`); a late end
-    /// is ignored. Known gap: `Rma::read` lets the netmod write into the
-    /// receive buffer until it reports the read's end, yet the receive
-    /// fails (and its buffer may be freed) now. Closing it needs the netmod
-    /// to stop a peer's reads when the peer fails, as it stops placed
-    /// receives.
-    pub fn forget(&mut self, vc: VcId) {
+    /// Peer `vc` failed. Its reads not yet posted are dropped (nothing
+    /// writes for them; their receives fail now). Its reads in flight stay,
+    /// their receives in the Reading phase, until the netmod has stopped
+    /// them (`Transports::run_reads` asks it, `Rma::stop_reads`; a read
+    /// from a dead process never ends on some providers, e.g. ofi's `shm`):
+    /// only then do they fail (`reads_stopped`), so no receive buffer is
+    /// given back while the netmod may still write into it. Returns the
+    /// receives left waiting for that.
+    pub fn peer_failed(&mut self, vc: VcId) -> Vec<u64> {
         self.wanted.retain(|w| w.from != vc);
-        self.in_flight.retain(|_, w| w.from != vc);
+        let waiting: Vec<u64> = self
+            .in_flight
+            .values()
+            .filter(|w| w.from == vc)
+            .map(|w| w.rreq)
+            .collect();
+        if !waiting.is_empty() && !self.stopping.contains(&vc) {
+            self.stopping.push(vc);
+        }
+        waiting
+    }
+
+    /// The netmod stopped `vc`'s reads: take them out of the reads in
+    /// flight (a late end reported for one is ignored).
+    pub(crate) fn take_reads_from(&mut self, vc: VcId) -> Vec<ReadWant> {
+        let tokens: Vec<u64> = self
+            .in_flight
+            .iter()
+            .filter(|(_, w)| w.from == vc)
+            .map(|(&t, _)| t)
+            .collect();
+        tokens
+            .into_iter()
+            .filter_map(|t| self.in_flight.remove(&t))
+            .collect()
     }
 
     /// Something for `Transports::run_reads` to do.
     #[inline]
     pub fn busy(&self) -> bool {
-        !self.wanted.is_empty() || !self.in_flight.is_empty() || !self.release.is_empty()
+        !self.wanted.is_empty()
+            || !self.in_flight.is_empty()
+            || !self.release.is_empty()
+            || !self.stopping.is_empty()
     }
 }

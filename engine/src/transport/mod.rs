@@ -81,6 +81,12 @@ pub struct Transports {
 }
 
 impl Transports {
+    /// The pid of each local rank as its slot in the node segment says
+    /// (for single copies; empty until every local rank has attached).
+    pub fn shm_pids(&self) -> &[u32] {
+        self.shm.as_ref().map_or(&[], ShmLink::pids)
+    }
+
     /// Poll every open transport once (the netmod at its cadence).
     /// Inline: it runs once per progress call, busy or idle.
     #[inline]
@@ -104,15 +110,30 @@ impl Transports {
         events
     }
 
-    /// Post the reads the protocols asked for, by route, and report ended
-    /// ones: a read done completes its receive and answers `Ack`, a
-    /// refused one asks the sender to stream (`Cts`).
+    /// Have the netmod stop failed peers' reads (then fail their
+    /// receives), post the reads the protocols asked for, by route, and
+    /// report ended ones: a read done completes its receive and answers
+    /// `Ack`, a refused one asks the sender to stream (`Cts`).
     pub fn run_reads(&mut self, st: &mut State) -> usize {
         let mut events = 0;
+        for vc in st.take_reads_to_stop() {
+            // A VC's id is its netmod peer id; reads in flight are netmod
+            // reads (shared memory reads before returning).
+            let stopped = self.net.as_mut().is_none_or(|net| net.stop_reads(vc.0));
+            if stopped {
+                st.reads_stopped(vc);
+                events += 1;
+            } else {
+                st.fail(format!(
+                    "the netmod could not stop its reads from failed {vc}: their receive \
+                     buffers may still be written"
+                ));
+            }
+        }
         if let Some(net) = self.net.as_mut() {
             net.release(st);
         }
-        for w in std::mem::take(&mut st.rma.wanted) {
+        for w in st.take_wanted_reads() {
             // Failed with its peer or abandoned meanwhile: nothing to read.
             let Some(dst) = st.reading_buf(&w) else {
                 continue;
@@ -130,35 +151,20 @@ impl Transports {
             };
             events += 1;
             match (start, route) {
-                (ReadStart::Done, Route::Shm(_)) => {
-                    st.copies.whole += 1;
-                    st.read_done(w);
-                }
-                (ReadStart::Done, _) => {
-                    st.rma.reads += 1;
-                    st.read_done(w);
-                }
+                (ReadStart::Done, Route::Shm(_)) => st.single_copy_done(w),
+                (ReadStart::Done, _) => st.netmod_read_done(w),
                 (ReadStart::Posted(token), _) => {
-                    st.rma.in_flight.insert(token, w);
+                    st.read_posted(token, w);
                     events -= 1;
                 }
                 (ReadStart::Refused, Route::Shm(_)) => st.read_refused(w),
-                (ReadStart::Refused, _) => {
-                    st.rma.fallbacks += 1;
-                    st.read_refused(w);
-                }
+                (ReadStart::Refused, _) => st.netmod_read_refused(w),
             }
         }
         match self.net.as_mut() {
             Some(net) => events += net.poll_reads(st),
             // No netmod (or no RMA) any more: nothing will end these.
-            None => {
-                let lost: Vec<_> = st.rma.in_flight.drain().map(|(_, w)| w).collect();
-                for w in lost {
-                    st.read_refused(w);
-                }
-                st.rma.release.clear();
-            }
+            None => st.reads_lost(),
         }
         events
     }

@@ -2,7 +2,7 @@
 //! impi) with the engine's side of it: the poll cadence next to shared
 //! memory, the `Sink` it hands arrivals to, and its RMA (registering a
 //! rendezvous sender's buffer, reading the sender's buffer with the key the
-//! `Rts` carries, `rma.rs`).
+//! `Rts` carries, `state/rma.rs`).
 
 use std::ptr::NonNull;
 
@@ -111,22 +111,26 @@ impl NetLink {
 
     /// Release the registrations of sends that no longer need them.
     pub fn release(&mut self, st: &mut State) {
-        if st.rma.release.is_empty() {
+        let keys = st.take_released_keys();
+        if keys.is_empty() {
             return;
         }
-        match self.net.rma() {
-            Some(rma) => {
-                for key in st.rma.release.drain(..) {
-                    let _ = rma.deregister(key);
-                }
+        if let Some(rma) = self.net.rma() {
+            for key in keys {
+                let _ = rma.deregister(key);
             }
-            None => st.rma.release.clear(),
         }
+    }
+
+    /// Stop every read from failed `peer` (`Rma::stop_reads`); `true`
+    /// once none of them writes any more (or there is no RMA).
+    pub fn stop_reads(&mut self, peer: PeerId) -> bool {
+        self.net.rma().is_none_or(|rma| rma.stop_reads(peer))
     }
 
     /// Report reads that ended since the last call.
     pub fn poll_reads(&mut self, st: &mut State) -> usize {
-        if st.rma.in_flight.is_empty() {
+        if !st.reads_in_flight() {
             return 0;
         }
         let Some(rma) = self.net.rma() else {
@@ -136,19 +140,13 @@ impl NetLink {
         rma.poll_reads(&mut |token, result| ended.push((token, result)));
         let mut events = 0;
         for (token, result) in ended {
-            let Some(w) = st.rma.in_flight.remove(&token) else {
+            let Some(w) = st.read_ended(token) else {
                 continue;
             };
             events += 1;
             match result {
-                Ok(()) => {
-                    st.rma.reads += 1;
-                    st.read_done(w);
-                }
-                Err(_) => {
-                    st.rma.fallbacks += 1;
-                    st.read_refused(w);
-                }
+                Ok(()) => st.netmod_read_done(w),
+                Err(_) => st.netmod_read_refused(w),
             }
         }
         events
@@ -170,8 +168,10 @@ impl Transport for NetLink {
     /// misbehaving during the poll are disconnected after it.
     fn poll(&mut self, st: &mut State) -> Result<usize> {
         let n = self.net.poll(&mut NetSink { st })?;
-        for peer in std::mem::take(&mut st.ports.refused) {
-            self.net.disconnect(peer);
+        if !st.ports.refused.is_empty() {
+            for peer in std::mem::take(&mut st.ports.refused) {
+                self.net.disconnect(peer);
+            }
         }
         Ok(n)
     }

@@ -3,8 +3,9 @@
 //! RMA, the single-copy read (`shm::cma`, `process_vm_readv`) from the
 //! process the node segment has at the sender's slot, never a pid a
 //! message names. Once every local rank has attached, their pids are kept
-//! (`State::shm_pids`, also the shared copies' `copy.rs`) and their
-//! processes watched (`peer_watch.rs`).
+//! here (`ShmLink::pids`: the one owner; the shared copies of `state/copy.rs` get
+//! them through `Core::progress`) and their processes watched
+//! (`peer_watch.rs`).
 
 use crate::error::Result;
 use crate::peer_watch::LocalPeers;
@@ -18,6 +19,9 @@ use crate::wire::WireHeader;
 pub struct ShmLink {
     node: ShmNode,
     limits: Limits,
+    /// The pid of each local rank as its slot in the node segment says,
+    /// for single copies; empty until every local rank has attached.
+    pids: Vec<u32>,
     /// The local peers' processes, watched for their end once all attached.
     local_peers: Option<LocalPeers>,
 }
@@ -29,12 +33,18 @@ impl ShmLink {
         ShmLink {
             node,
             limits,
+            pids: Vec::new(),
             local_peers: None,
         }
     }
 
     pub fn node(&self) -> &ShmNode {
         &self.node
+    }
+
+    /// The local ranks' pids by slot, once all attached (else empty).
+    pub fn pids(&self) -> &[u32] {
+        &self.pids
     }
 
     #[cfg(test)]
@@ -119,8 +129,8 @@ impl Transport for ShmLink {
 
     #[inline(always)]
     fn poll(&mut self, st: &mut State) -> Result<usize> {
-        if st.shm_pids.is_empty() {
-            self.learn_pids(st);
+        if self.pids.is_empty() {
+            self.learn_pids();
         }
         Self::deliver_all(&mut self.node, st)
     }
@@ -135,7 +145,7 @@ impl Transport for ShmLink {
         w: &ReadWant,
         dst: *mut u8,
     ) -> ReadStart {
-        let pid = st.shm_pids.get(peer).copied().unwrap_or(0);
+        let pid = self.pids.get(peer).copied().unwrap_or(0);
         let Ok(vc) = st.pgs.vc(w.from) else {
             return ReadStart::Refused;
         };
@@ -161,13 +171,13 @@ impl Transport for ShmLink {
 impl ShmLink {
     /// Once every local rank has attached: their pids, and their watch.
     #[cold]
-    fn learn_pids(&mut self, st: &mut State) {
+    fn learn_pids(&mut self) {
         let pids: Vec<u32> = (0..self.node.local_size())
             .map(|p| self.node.peer_pid(p))
             .collect();
         if !pids.contains(&0) {
             self.local_peers = Some(LocalPeers::new(&pids, self.node.me()));
-            st.shm_pids = pids;
+            self.pids = pids;
         }
     }
 }

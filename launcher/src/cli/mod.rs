@@ -110,7 +110,8 @@ pub struct Cli {
     #[arg(short = 'l', long = "label", visible_alias = "prepend-rank")]
     pub label: bool,
 
-    /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun) instead of an inherited PMI_FD.
+    /// Give ranks PMI_PORT + PMI_ID (a TCP connection back to rivetrun, or on
+    /// -hosts to their host's proxy) instead of an inherited PMI_FD.
     #[arg(long = "pmi-port")]
     pub pmi_port: bool,
 

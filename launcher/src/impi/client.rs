@@ -48,6 +48,14 @@ pub const TAG_UB: i32 = i32::MAX;
 /// Flow control this host asks for (`H_ACKMARK`, `H_HIWATER`; 3.9).
 pub const ACKMARK: u32 = 16;
 pub const HIWATER: u32 = 32;
+/// Flow control this host asks of other Rivet hosts (`RIVET_H_ACKMARK`,
+/// `RIVET_H_HIWATER`), for the direct channels between their procs: more
+/// packets in flight and fewer ACKs. Nothing between two Rivet procs
+/// buffers on the strength of it (the receiving engine bounds what it
+/// buffers itself), so it only needs to keep the sender from stalling on
+/// a stream of rendezvous pieces and their small control messages.
+pub const RIVET_ACKMARK: u32 = 32;
+pub const RIVET_HIWATER: u32 = 128;
 /// Environment variables a user sets to choose the collective crossovers
 /// (2.3.5 wants a way; unset sends -1, the version's default).
 pub const ENV_COLL_XSIZE: &str = "IMPI_COLL_XSIZE";
@@ -262,6 +270,7 @@ pub fn join(rank: u32, addr: &str, nprocs: u32) -> Result<Session, LaunchError> 
         pids: (0..nprocs as i64).map(|r| (pid << 32) | r).collect(),
         proc_ports,
         nonce: Some(random16()),
+        rivet_flow: Some((RIVET_ACKMARK, RIVET_HIWATER)),
     };
 
     // COLL (2.3.5): each label, then its broadcast (others' may come between).
@@ -490,16 +499,20 @@ impl Session {
         let w = &self.world;
         let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         let hosts: Vec<String> = w.hosts.iter().map(|h| addr_text(h.ipv6, h.port)).collect();
-        // Per global rank: `IP:PORT/PID/ACKMARK/HIWATER` (its direct channel's
-        // address, its IMPI_Proc pid, its host's flow control).
+        // Per global rank: `IP:PORT/PID/ACKMARK/HIWATER[/RACKMARK/RHIWATER]`
+        // (its direct channel's address, its IMPI_Proc pid, its host's flow
+        // control, and its host's flow control for Rivet hosts if it sent one).
         let procs: Vec<String> = w
             .procs
             .iter()
             .enumerate()
             .map(|(g, p)| {
                 let h = &w.hosts[p.host as usize];
+                let rivet = h
+                    .rivet_flow
+                    .map_or(String::new(), |(a, hi)| format!("/{a}/{hi}"));
                 format!(
-                    "{}/{}/{}/{}",
+                    "{}/{}/{}/{}{rivet}",
                     addr_text(p.ipv6, w.proc_ports.get(g).copied().unwrap_or(0)),
                     p.pid,
                     h.ackmark,

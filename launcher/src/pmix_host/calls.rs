@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rivet_pmi::pmix_ffi::{
     PmixInfo, PMIX_BOOL, PMIX_OPERATION_SUCCEEDED, PMIX_PROC_RANK, PMIX_STRING, PMIX_SUCCESS,
-    PMIX_UINT32,
+    PMIX_UINT16, PMIX_UINT32,
 };
 
 use super::{Api, OpCb};
@@ -46,6 +46,10 @@ impl<'a> InfoList<'a> {
 
     pub(super) fn u32(&mut self, key: &CStr, value: u32) {
         self.load(key, (&value as *const u32).cast(), PMIX_UINT32);
+    }
+
+    pub(super) fn u16(&mut self, key: &CStr, value: u16) {
+        self.load(key, (&value as *const u16).cast(), PMIX_UINT16);
     }
 
     pub(super) fn rank(&mut self, key: &CStr, value: u32) {

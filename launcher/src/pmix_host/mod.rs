@@ -2,7 +2,8 @@
 //! anything on PRRTE's or Slurm's `--mpi=pmix`) run under it unchanged.
 //!
 //! The server is OpenPMIx's own (`PMIx_server_*` in `libpmix.so.2`, opened
-//! at run time): rivetrun registers the job's namespace and each rank, and
+//! at run time): rivetrun registers the job's namespace (with each MPMD
+//! section as an app and each rank's appnum: `register.rs`) and each rank, and
 //! each rank's environment gets what `PMIx_server_setup_fork` adds (and,
 //! when ranks outnumber CPUs, Open MPI's yield-when-idle setting, as
 //! `mpirun` gives it: [`yield_when_oversubscribed`]). The
@@ -44,10 +45,11 @@
 //! construct across proxies, spawned namespaces on a proxy.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
-//! `upcalls.rs` (the module's own upcalls and the event queue), `calls.rs`
-//! and `values.rs` (info lists, completions), one file per served area.
+//! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
+//! module's own upcalls and the event queue), `calls.rs` and `values.rs`
+//! (info lists, completions), one file per served area.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_char, c_void, CStr, CString};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
@@ -57,6 +59,7 @@ mod group;
 mod job_control;
 pub mod names;
 pub mod node;
+mod register;
 mod spawn;
 mod upcalls;
 mod values;
@@ -142,13 +145,11 @@ impl Starting {
         if layout.hosts.get(layout.node) != Some(&host.host) {
             return Err("this node is not in the job's host list".into());
         }
-        let size = layout.ranks_of_node.iter().map(Vec::len).sum::<usize>() as u32;
         host.topology_xml = topology_xml;
         host.cluster = cluster;
-        host.layout = layout;
         host.nspace = CString::new(self.job.as_str())
             .map_err(|_| "the job name holds a NUL byte".to_string())?;
-        host.register(&self.job, size, None)?;
+        host.register(&self.job, &layout, None)?;
         Ok(host)
     }
 
@@ -163,19 +164,21 @@ impl Starting {
     /// XML of this node) is handed to the ranks as `pmix.hwlocxml2`, which
     /// Open MPI reads instead of discovering the topology in every rank;
     /// `cluster` as `PMIX_CLUSTER_ID` (Rivet's ranks qualify their
-    /// namespace with it, as under PMI-1).
+    /// namespace with it, as under PMI-1); `appnums`: the app (MPMD
+    /// section) of each rank, empty for one app.
     pub fn finish(
         mut self,
         topology_xml: Option<String>,
         cluster: Option<String>,
+        appnums: Vec<u32>,
     ) -> Result<PmixHost, String> {
         let mut host = self.join()?;
         host.topology_xml = topology_xml;
         host.cluster = cluster;
         host.nspace = CString::new(self.job.as_str())
             .map_err(|_| "the job name holds a NUL byte".to_string())?;
-        host.layout = node::Layout::one_host(&host.host, self.size);
-        host.register(&self.job, self.size, None)?;
+        let layout = node::Layout::one_host(&host.host, self.size).with_apps(appnums)?;
+        host.register(&self.job, &layout, None)?;
         Ok(host)
     }
 }
@@ -199,8 +202,6 @@ pub struct PmixHost {
     topology_xml: Option<String>,
     /// rivetrun's cluster id (`PMIX_CLUSTER_ID` of every namespace).
     cluster: Option<String>,
-    /// Where the job's ranks are (one host, or a node of many).
-    layout: node::Layout,
 }
 
 impl PmixHost {
@@ -217,7 +218,6 @@ impl PmixHost {
             host: host.to_string(),
             topology_xml: None,
             cluster: None,
-            layout: node::Layout::one_host(host, 0),
         };
         if UPCALLS
             .set(Upcalls {
@@ -283,114 +283,21 @@ impl PmixHost {
         self.api.check("PMIx_server_init", rc)
     }
 
-    /// Register the spawned job `job` of `size` processes (before they
-    /// start), so they are served PMIx as the job's ranks are.
-    /// `parent`: the process that asked, as (namespace, rank).
+    /// Register the spawned job `job` (before its processes start), so
+    /// they are served PMIx as the job's ranks are: all on this host,
+    /// `app_sizes` the processes of each app (spawn command), in rank
+    /// order. `parent`: the process that asked, as (namespace, rank).
     pub fn register_spawned(
         &self,
         job: &str,
-        size: u32,
+        app_sizes: &[u32],
         parent: (&str, u32),
     ) -> Result<(), String> {
-        self.register(job, size, Some(PmixProc::new(parent.0, parent.1)))
-    }
-
-    fn register(&self, job: &str, size: u32, parent: Option<PmixProc>) -> Result<(), String> {
-        let host = self.host.as_str();
-        let ns = CString::new(job).map_err(|_| "the job name holds a NUL byte".to_string())?;
-        // The job's ranks where they are; a spawned job all on this host.
-        let layout = if parent.is_none() {
-            self.layout.clone()
-        } else {
-            node::Layout::one_host(host, size)
-        };
-        let local = layout.local().to_vec();
-        let peers = local
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
-        let node_map = self.generate(self.api.generate_regex, &layout.hosts.join(","))?;
-        let proc_map = self.generate(self.api.generate_ppn, &layout.ppn())?;
-        let nlocal = local.len() as u32;
-        let mut info = InfoList::new(&self.api);
-        info.u32(c"pmix.univ.size", size);
-        info.u32(c"pmix.job.size", size);
-        info.u32(c"pmix.max.size", size);
-        info.u32(c"pmix.local.size", nlocal);
-        info.u32(c"pmix.job.napps", 1);
-        info.u32(c"pmix.num.nodes", layout.hosts.len() as u32);
-        info.u32(c"pmix.appnum", 0);
-        info.rank(c"pmix.lldr", local.first().copied().unwrap_or(0));
-        info.flag(c"pmix.spawned", parent.is_some());
-        if let Some(parent) = &parent {
-            info.load(
-                c"pmix.parent",
-                (parent as *const PmixProc).cast(),
-                PMIX_PROC,
-            );
-        }
-        info.string(c"pmix.lpeers", &peers);
-        info.string(c"pmix.nmap", &node_map);
-        info.string(c"pmix.pmap", &proc_map);
-        info.string(c"pmix.jobid", job);
-        info.string(c"pmix.hname", host);
-        if let Some(c) = &self.cluster {
-            info.string(c"pmix.clid", c);
-        }
-        if let Some(xml) = &self.topology_xml {
-            info.string(c"pmix.hwlocxml2", xml);
-        }
-        // More ranks than CPUs: MPI libraries then yield when idle (Open
-        // MPI reads this), instead of spinning against each other.
-        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
-        if nlocal as usize > cpus {
-            info.flag(c"pmix.ndosub", true);
-        }
-        let (api, ns) = (&self.api, &ns);
-        Done::run("PMIx_server_register_nspace", api, |cb, data| {
-            // SAFETY: a valid namespace and info array, alive until the
-            // completion (this function waits for it).
-            unsafe {
-                (api.register_nspace)(
-                    ns.as_ptr(),
-                    nlocal as c_int,
-                    info.infos.as_mut_ptr(),
-                    info.infos.len(),
-                    cb,
-                    data,
-                )
-            }
-        })?;
-        // SAFETY: getuid/getgid cannot fail.
-        let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-        for &rank in &local {
-            let proc = PmixProc::new(job, rank);
-            Done::run("PMIx_server_register_client", api, |cb, data| {
-                // SAFETY: a valid proc; no server object.
-                unsafe { (api.register_client)(&proc, uid, gid, std::ptr::null_mut(), cb, data) }
-            })?;
-        }
-        Ok(())
-    }
-
-    /// `PMIx_generate_regex` / `_ppn` of `input`, as an owned string.
-    fn generate(&self, f: GenerateFn, input: &str) -> Result<String, String> {
-        let input = CString::new(input).map_err(|_| "a NUL byte in a PMIx map".to_string())?;
-        let mut out: *mut c_char = std::ptr::null_mut();
-        // SAFETY: a NUL-terminated input; `out` receives a malloc'd string.
-        let rc = unsafe { f(input.as_ptr(), &mut out) };
-        self.api.check("PMIx_generate_regex/ppn", rc)?;
-        if out.is_null() {
-            return Err("PMIx_generate_regex/ppn gave nothing".into());
-        }
-        // SAFETY: non-null and NUL-terminated; freed right after the copy.
-        let s = unsafe { CStr::from_ptr(out) }
-            .to_string_lossy()
-            .into_owned();
-        // SAFETY: allocated by the library with malloc.
-        unsafe { libc::free(out.cast()) };
-        Ok(s)
+        let appnums: Vec<u32> = (app_sizes.iter().enumerate())
+            .flat_map(|(app, &n)| std::iter::repeat_n(app as u32, n as usize))
+            .collect();
+        let layout = node::Layout::one_host(&self.host, appnums.len() as u32).with_apps(appnums)?;
+        self.register(job, &layout, Some(PmixProc::new(parent.0, parent.1)))
     }
 
     /// The variables rank `rank` needs to reach this server
@@ -561,6 +468,24 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     // SAFETY: the array itself was malloc'd by the library.
     unsafe { libc::free(argv.cast()) };
     out
+}
+
+/// OpenPMIx's setting for which store (`gds`) serves the job's data.
+pub const GDS_VAR: &str = "PMIX_MCA_gds";
+
+/// Have OpenPMIx serve job data from its `hash` store, unless the user
+/// chose one (`PMIX_MCA_gds`): its default, the `ds21` shared-memory
+/// store, zeroes tens of MB of segment files in the server's directory
+/// while the first clients wait to connect (about half of rivetrun's
+/// instructions in an 8-rank Open MPI hello), where `hash` hands each
+/// client the job's data as it connects. The ranks inherit the setting
+/// (their OpenPMIx client picks the same store). Called first thing in
+/// `main`, before any thread runs (the environment is not safe to change
+/// once threads may read it).
+pub fn prefer_hash_store() {
+    if std::env::var_os(GDS_VAR).is_none() {
+        std::env::set_var(GDS_VAR, "hash");
+    }
 }
 
 /// Open MPI's setting for ranks that spin while they wait.

@@ -25,13 +25,36 @@ use rivet_pmi::pmix_ffi::{PmixInfo, PmixProc, PMIX_SUCCESS};
 
 use super::{push_event, ModexCb, PmixEvent};
 
-/// Where a multi-host job's ranks are: the name of every node (as rivetrun
-/// was given it), the ranks of each, and which node this server serves.
+/// Where a job's ranks are: the name of every node (as rivetrun was given
+/// it), the ranks of each, which node this server serves, and the app
+/// (MPMD section) of every rank.
 #[derive(Debug, Clone)]
 pub struct Layout {
     pub hosts: Vec<String>,
     pub ranks_of_node: Vec<Vec<u32>>,
     pub node: usize,
+    /// The app of each rank of the job, by rank; empty: all in app 0.
+    pub appnums: Vec<u32>,
+}
+
+/// One app of a job, as registered (`PMIX_APP_INFO_ARRAY`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AppInfo {
+    pub appnum: u32,
+    pub size: u32,
+    /// Its lowest rank (`PMIX_APPLDR`); None for an app of no ranks.
+    pub leader: Option<u32>,
+}
+
+/// One process of a job, as registered (`PMIX_PROC_DATA`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub rank: u32,
+    pub appnum: u32,
+    pub app_rank: u32,
+    pub app_leader: u32,
+    pub node: u32,
+    pub local_rank: u16,
 }
 
 impl Layout {
@@ -41,6 +64,7 @@ impl Layout {
             hosts: vec![host.to_string()],
             ranks_of_node: vec![(0..size).collect()],
             node: 0,
+            appnums: Vec::new(),
         }
     }
 
@@ -56,7 +80,31 @@ impl Layout {
             hosts,
             ranks_of_node,
             node,
+            appnums: Vec::new(),
         }
+    }
+
+    /// This layout with rank `r` in app `appnums[r]` (empty: all in app
+    /// 0); an error unless it names one app, below the job's size, for
+    /// every rank.
+    pub fn with_apps(mut self, appnums: Vec<u32>) -> Result<Layout, String> {
+        let size = self.size();
+        if !appnums.is_empty() && appnums.len() != size as usize {
+            return Err(format!(
+                "{} appnums for a job of {size} ranks",
+                appnums.len()
+            ));
+        }
+        if let Some(a) = appnums.iter().find(|&&a| a >= size) {
+            return Err(format!("appnum {a} in a job of {size} ranks"));
+        }
+        self.appnums = appnums;
+        Ok(self)
+    }
+
+    /// The job's size: the ranks of every node.
+    pub fn size(&self) -> u32 {
+        self.ranks_of_node.iter().map(Vec::len).sum::<usize>() as u32
     }
 
     /// This node's ranks.
@@ -74,6 +122,58 @@ impl Layout {
             .map(|rs| rs.iter().map(u32::to_string).collect::<Vec<_>>().join(","))
             .collect();
         nodes.join(";")
+    }
+
+    fn appnum(&self, rank: u32) -> u32 {
+        self.appnums.get(rank as usize).copied().unwrap_or(0)
+    }
+
+    /// Every app, by appnum, from 0 to the highest a rank is in.
+    pub fn apps(&self) -> Vec<AppInfo> {
+        let napps = (0..self.size()).map(|r| self.appnum(r)).max().unwrap_or(0) + 1;
+        let mut apps: Vec<AppInfo> = (0..napps)
+            .map(|appnum| AppInfo {
+                appnum,
+                size: 0,
+                leader: None,
+            })
+            .collect();
+        for r in 0..self.size() {
+            let app = &mut apps[self.appnum(r) as usize];
+            app.size += 1;
+            app.leader.get_or_insert(r);
+        }
+        apps
+    }
+
+    /// Every process of the job, by rank: its app, its rank in the app, its
+    /// node and its rank among its node's.
+    pub fn procs(&self) -> Vec<ProcInfo> {
+        let apps = self.apps();
+        let mut seen = vec![0u32; apps.len()];
+        let mut procs: Vec<ProcInfo> = (0..self.size())
+            .map(|rank| {
+                let appnum = self.appnum(rank);
+                let app_rank = seen[appnum as usize];
+                seen[appnum as usize] += 1;
+                ProcInfo {
+                    rank,
+                    appnum,
+                    app_rank,
+                    app_leader: apps[appnum as usize].leader.unwrap_or(rank),
+                    node: 0,
+                    local_rank: 0,
+                }
+            })
+            .collect();
+        for (node, ranks) in self.ranks_of_node.iter().enumerate() {
+            for (local, &r) in ranks.iter().enumerate() {
+                if let Some(p) = procs.get_mut(r as usize) {
+                    (p.node, p.local_rank) = (node as u32, local as u16);
+                }
+            }
+        }
+        procs
     }
 }
 
@@ -299,5 +399,44 @@ mod tests {
         assert_eq!(l.local(), &[2, 3]);
         assert_eq!(l.ppn(), "0,1,4;2,3");
         assert_eq!(Layout::one_host("h", 3).ppn(), "0,1,2");
+    }
+
+    #[test]
+    fn each_process_knows_its_app_and_its_place_on_its_node() {
+        // MPMD `-n 1 a : -n 3 b` on two hosts of two slots.
+        let l = Layout::from_nodes(vec!["a".into(), "b".into()], &[0, 0, 1, 1], 1)
+            .with_apps(vec![0, 1, 1, 1])
+            .unwrap();
+        let app = |appnum, size, leader| AppInfo {
+            appnum,
+            size,
+            leader: Some(leader),
+        };
+        assert_eq!(l.apps(), vec![app(0, 1, 0), app(1, 3, 1)]);
+        let proc = |rank, appnum, app_rank, app_leader, node, local_rank| ProcInfo {
+            rank,
+            appnum,
+            app_rank,
+            app_leader,
+            node,
+            local_rank,
+        };
+        assert_eq!(
+            l.procs(),
+            vec![
+                proc(0, 0, 0, 0, 0, 0),
+                proc(1, 1, 0, 1, 0, 1),
+                proc(2, 1, 1, 1, 1, 0),
+                proc(3, 1, 2, 1, 1, 1),
+            ]
+        );
+        // One app by default; an app with no ranks has no leader.
+        assert_eq!(Layout::one_host("h", 2).apps(), vec![app(0, 2, 0)]);
+        let gap = Layout::one_host("h", 3).with_apps(vec![0, 0, 2]).unwrap();
+        assert_eq!(gap.apps()[1].leader, None);
+        assert_eq!(gap.procs()[2].app_leader, 2);
+        // A list that does not cover the job, or names an app past it, is refused.
+        assert!(Layout::one_host("h", 2).with_apps(vec![0]).is_err());
+        assert!(Layout::one_host("h", 2).with_apps(vec![0, 7]).is_err());
     }
 }

@@ -30,6 +30,8 @@ pub(super) struct Job {
     /// This node's ranks and the app of each.
     pub(super) ranks: Vec<u32>,
     pub(super) appnums: Vec<u32>,
+    /// How many ranks each app has (apps take consecutive ranks).
+    pub(super) app_sizes: Vec<u32>,
     /// Whether our tree parent is a proxy, and our children.
     pub(super) has_parent: bool,
     pub(super) children: Vec<u32>,
@@ -40,6 +42,8 @@ pub(super) struct Job {
     pub(super) grace: f64,
     /// `--report-bindings`: one line per rank on stderr before it starts.
     pub(super) report: bool,
+    /// `--pmi-port`: the ranks connect to a TCP port of the proxy's.
+    pub(super) pmi_port: bool,
     /// Every node's name, as rivetrun has it (the PMIx node map).
     pub(super) hosts: Vec<String>,
 }
@@ -103,6 +107,9 @@ pub(super) fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
                     None => job.env.push(pair),
                 }
             }
+            "app_sizes" => {
+                job.app_sizes = (1..msg.len()).map(num).collect::<Result<_, _>>()?;
+            }
             "rank" => {
                 job.ranks.push(num(1)?);
                 job.appnums.push(num(2)?);
@@ -117,6 +124,7 @@ pub(super) fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
             "nodes" => job.hosts = (1..msg.len()).map(t).collect(),
             "label" => job.label = true,
             "report-bindings" => job.report = true,
+            "pmi-port" => job.pmi_port = true,
             "map-by" => job.map_by = Some(t(1)),
             "bind-to" => job.bind_to = Some(t(1)),
             "grace" => job.grace = t(1).parse().unwrap_or(3.0),
@@ -133,5 +141,76 @@ pub(super) fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
             job.ranks, job.size
         ));
     }
+    job.all_appnums()?;
     Ok(job)
+}
+
+impl Job {
+    /// The app of every rank of the job, from `app_sizes` (empty if it
+    /// was not given); an error if the sizes do not add up to the job or
+    /// disagree with this node's ranks' apps.
+    pub(super) fn all_appnums(&self) -> Result<Vec<u32>, String> {
+        if self.app_sizes.is_empty() {
+            return Ok(Vec::new());
+        }
+        let total: u64 = self.app_sizes.iter().map(|&n| u64::from(n)).sum();
+        if total != u64::from(self.size) || self.app_sizes.len() != self.apps.len() {
+            return Err(format!(
+                "app sizes {:?} for {} apps of {} ranks",
+                self.app_sizes,
+                self.apps.len(),
+                self.size
+            ));
+        }
+        let all: Vec<u32> = (self.app_sizes.iter().enumerate())
+            .flat_map(|(app, &n)| std::iter::repeat_n(app as u32, n as usize))
+            .collect();
+        for (&r, &a) in self.ranks.iter().zip(&self.appnums) {
+            if all[r as usize] != a {
+                return Err(format!(
+                    "rank {r} is in app {a}, but app sizes {:?} put it in app {}",
+                    self.app_sizes, all[r as usize]
+                ));
+            }
+        }
+        Ok(all)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A job of 4 ranks in two apps, this node holding ranks 1 and 3,
+    /// with `app_sizes` as given.
+    fn job_with(app_sizes: &[&str], rank3_app: &str) -> Result<Job, String> {
+        let mut lines = vec![wire::line(&["job", "4", "kvs"])];
+        for _ in 0..2 {
+            lines.push(wire::line(&["app"]));
+            lines.push(wire::line(&["prog", "/bin/true", "true"]));
+        }
+        let mut sizes = vec!["app_sizes"];
+        sizes.extend(app_sizes);
+        lines.push(wire::line(&sizes));
+        lines.push(wire::line(&["rank", "1", "1"]));
+        lines.push(wire::line(&["rank", "3", rank3_app]));
+        lines.push(wire::line(&["start"]));
+        receive_job(&mut std::io::Cursor::new(lines.concat()))
+    }
+
+    #[test]
+    fn the_app_of_every_rank_comes_from_the_app_sizes() {
+        let job = job_with(&["1", "3"], "1").unwrap();
+        assert_eq!(job.all_appnums().unwrap(), [0, 1, 1, 1]);
+        // Sizes that miss ranks, name more apps than the job has, or put
+        // this node's rank in another app are refused.
+        for (sizes, rank3) in [
+            (&["1", "2"][..], "1"),
+            (&["1", "1", "2"], "1"),
+            (&["2", "2"], "1"),
+        ] {
+            let e = job_with(sizes, rank3).err().unwrap_or_default();
+            assert!(e.contains("app"), "{sizes:?}: {e}");
+        }
+    }
 }

@@ -6,8 +6,10 @@
 //! job, discovers this node's topology, places and binds the node's ranks
 //! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
 //! through the PMI server core, with the job's process mapping, appnums
-//! and this node's topology keys; the node's puts batched upstream, one
-//! barrier message per subtree up a tree of proxies, `tree`; and PMIx, where
+//! and this node's topology keys, over each rank's `PMI_FD` or, with
+//! `--pmi-port`, a port of the proxy's that admits only its ranks; the
+//! node's puts batched upstream, one barrier message per subtree up a tree
+//! of proxies, `tree`; and PMIx, where
 //! OpenPMIx is installed, through a server of its own, `pmix`), forwards their
 //! output a whole line at a time to its own stdout/stderr (which the
 //! launcher carries back), frees what an ended rank registered and did not
@@ -24,6 +26,7 @@ mod spawn;
 pub mod tree;
 mod upstream;
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::process::{ChildStderr, ChildStdout};
 use std::sync::atomic::Ordering;
@@ -268,6 +271,19 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
     let t_placed = ms();
     let _segments = ShmSweep(std::process::id());
+    // --pmi-port: a port on this host's address facing rivetrun (`pmi/port.rs`).
+    let port = match job.pmi_port {
+        true => {
+            let ip = up.local_ip().map_err(|e| e.to_string())?;
+            let opened = pmi::open_port(ip, job.size, &job.ranks, &secret);
+            Some(opened.map_err(|e| format!("opening the PMI port: {e}"))?)
+        }
+        false => None,
+    };
+    let channel = match &port {
+        Some(p) => PmiChannel::Port(p.addr.clone(), p.auth.clone()),
+        None => PmiChannel::Fd,
+    };
     let specs: Vec<JobSpec> = job
         .apps
         .iter()
@@ -280,7 +296,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             wdir: app.wdir.clone(),
             size: job.size,
             kvsname: job.kvsname.clone(),
-            channel: PmiChannel::Fd,
+            channel: channel.clone(),
             default_affinity,
             spawned: false,
         })
@@ -296,6 +312,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         pmix_starting,
         &job.hosts,
         &node_of_rank,
+        job.all_appnums()?,
         proxy_id,
         &dir.path().join("topology.xml"),
         attr(rivet_pmi::group::KEY_CLUSTER).cloned(),
@@ -303,6 +320,17 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let pmix_state = pmix::State::new(proxy_id, &job.kvsname, job.size, job.ranks.clone());
     let pmi = pmi::start(server, 0, up.clone(), tree, tx.clone(), pmix_state)
         .map_err(|e| e.to_string())?;
+    // What each rank did over PMI, read when it exits.
+    let saids: HashMap<u32, Arc<pmi::Said>> =
+        job.ranks.iter().map(|&r| (r, Arc::default())).collect();
+    if let Some(opened) = port {
+        let (saids, host) = (saids.clone(), host.to_string());
+        pmi.send(pmi::Cmd::Port {
+            opened,
+            saids,
+            host,
+        });
+    }
     let pmix_envs: Vec<Vec<(String, String)>> = match &pmix_host {
         Some(h) => {
             h.wake(pmi.waker());
@@ -424,7 +452,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         }
         let label = job.label.then(|| format!("[{rank}] "));
         outputs.extend(output_threads(started.stdout, started.stderr, label));
-        let said = Arc::new(pmi::Said::default());
+        let said = saids.get(&rank).cloned().unwrap_or_default();
         if let Some(conn) = started.pmi {
             let said = said.clone();
             pmi.send(pmi::Cmd::Rank { rank, conn, said });

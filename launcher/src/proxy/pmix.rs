@@ -41,20 +41,25 @@ pub fn begin(kvsname: &str, hosts: &[String], node: u32) -> Option<Starting> {
 }
 
 /// Register the job with the node's server: its ranks where
-/// `node_of_rank` says, this node's hwloc XML and the cluster id. None, saying
-/// why, if that fails: the job then runs with PMI-1/PMI-2 only, as
-/// single-host rivetrun without OpenPMIx.
+/// `node_of_rank` says, in the apps `appnums` says (empty: one app), this
+/// node's hwloc XML and the cluster id. None, saying why, if that fails:
+/// the job then runs with PMI-1/PMI-2 only, as single-host rivetrun
+/// without OpenPMIx.
 pub fn finish(
     starting: Option<Starting>,
     hosts: &[String],
     node_of_rank: &[u32],
+    appnums: Vec<u32>,
     node: u32,
     topology_xml: &Path,
     cluster: Option<String>,
 ) -> Option<PmixHost> {
-    let layout = Layout::from_nodes(hosts.to_vec(), node_of_rank, node as usize);
+    let starting = starting?;
     let xml = std::fs::read_to_string(topology_xml).ok();
-    match starting?.finish_node(layout, xml, cluster) {
+    let registered = Layout::from_nodes(hosts.to_vec(), node_of_rank, node as usize)
+        .with_apps(appnums)
+        .and_then(|layout| starting.finish_node(layout, xml, cluster));
+    match registered {
         Ok(h) => Some(h),
         Err(why) => {
             let host = hosts.get(node as usize).map_or("?", String::as_str);

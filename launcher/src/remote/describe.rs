@@ -1,6 +1,6 @@
 //! The job description rivetrun sends each proxy (`wire.rs` lists the
-//! words): the environment, the programs (MPMD apps), the node's ranks and
-//! their apps, the proxy's place in the barrier tree, the job attributes.
+//! words): the environment, the programs (MPMD apps) and the ranks of
+//! each, the node's ranks and their apps, the proxy's place in the barrier tree, the job attributes.
 
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
@@ -84,6 +84,18 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
             put(&[b"wdir", d.as_os_str().as_bytes()]);
         }
     }
+    // How many ranks each app has (apps take consecutive ranks): the
+    // proxy's PMIx server registers every rank's app, not just its node's.
+    let mut sizes = vec![0u32; place.apps.len()];
+    for &a in place.appnums {
+        if let Some(n) = sizes.get_mut(a as usize) {
+            *n += 1;
+        }
+    }
+    let sizes: Vec<String> = sizes.iter().map(u32::to_string).collect();
+    let mut words: Vec<&[u8]> = vec![b"app_sizes"];
+    words.extend(sizes.iter().map(|w| w.as_bytes()));
+    put(&words);
     for &r in &node.ranks {
         let app = place.appnums.get(r as usize).copied().unwrap_or(0);
         put(&[
@@ -115,6 +127,9 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
     }
     if opts.report_bindings {
         put(&[b"report-bindings"]);
+    }
+    if opts.pmi_port {
+        put(&[b"pmi-port"]);
     }
     put(&[b"map-by", opts.map_by.as_bytes()]);
     if let Some(b) = &opts.bind_to {

@@ -11,22 +11,27 @@
 //! ranks did (a dead host), fails the job: the message names the host,
 //! the other proxies are told to terminate their ranks, and the exit code
 //! is non-zero.
+//!
+//! Files: the event loop (`run`, here), what it hears and the threads that
+//! hear it (`events`), each proxy's state and the failures naming its host
+//! (`proxies`), rivetrun's signals (`signals`).
 
 pub mod addr;
 mod barrier;
 mod describe;
+mod events;
 mod jobwide;
 mod pmix;
+mod proxies;
+mod signals;
 pub mod slurm;
 pub mod start;
 pub mod wire;
 
 use std::ffi::OsString;
-use std::io::BufReader;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::os::unix::process::ExitStatusExt;
-use std::process::ExitStatus;
-use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -35,6 +40,9 @@ use crate::hosts::{self, Node};
 use crate::launch::JobSpec;
 use crate::proxy::tree;
 use describe::{describe, fanout, Place};
+use events::{accept_proxies, forward_stdin, read_proxy, Ev};
+use proxies::{deliver, kill_launcher, stranded, Proxy};
+use signals::{catch_signals, SIGNALLED};
 
 /// How long proxies have to connect back after rivetrun starts them.
 const CONNECT_WITHIN: Duration = Duration::from_secs(30);
@@ -56,45 +64,8 @@ pub struct Options {
     pub keep_going: bool,
     /// `--nameserver`: where names are published instead of rivetrun's table.
     pub name_server: Option<String>,
-}
-
-enum Ev {
-    Hello(u32, TcpStream),
-    Msg(u32, Vec<Vec<u8>>),
-    Closed(u32),
-    /// rivetrun's stdin for rank 0 (None: end of input).
-    Stdin(Option<Vec<u8>>),
-    /// A launcher command ended; the proxies it was starting.
-    LauncherExit(Vec<u32>, ExitStatus),
-    /// The name server's answer for a proxy (its words for the proxy).
-    NameAnswer(u32, Vec<Vec<u8>>),
-}
-
-#[derive(Default)]
-struct Proxy {
-    host: String,
-    ranks: usize,
-    conn: Option<TcpStream>,
-    connected: bool,
-    closed: bool,
-    done: bool,
-    exited: usize,
-    launcher_pid: Option<u32>,
-    launcher_done: bool,
-}
-
-/// The last signal rivetrun received (SIGINT, SIGTERM, SIGHUP), 0 if none.
-static SIGNALLED: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNALLED.store(sig, Ordering::Relaxed);
-}
-
-fn catch_signals() {
-    for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
-        // SAFETY: the handler only stores to an atomic (async-signal-safe).
-        unsafe { libc::signal(sig, on_signal as *const () as libc::sighandler_t) };
-    }
+    /// `--pmi-port`: each proxy's ranks reach it over TCP (`PMI_PORT`).
+    pub pmi_port: bool,
 }
 
 /// Run the job on `nodes`: `apps` are its programs (MPMD sections; one
@@ -604,123 +575,4 @@ pub fn run(
         );
     }
     Ok(failure.unwrap_or(0))
-}
-
-/// Proxy `ended` ended while ranks of proxy `waiting`'s subtree are in a
-/// barrier, which needs every rank: the job fails naming its host.
-fn stranded(
-    proxies: &[Proxy],
-    ended: u32,
-    waiting: u32,
-    failure: &mut Option<i32>,
-    fail: &impl Fn(&mut Option<i32>, i32, String),
-) {
-    if failure.is_some() {
-        return; // a lost host has said so already
-    }
-    let (e, w) = (&proxies[ended as usize], &proxies[waiting as usize]);
-    let how = if e.done {
-        " (its ranks had all exited)"
-    } else {
-        ""
-    };
-    let msg = format!(
-        "host {}: its proxy ended{how} while ranks on {} entered a barrier, which cannot \
-         complete without them",
-        e.host, w.host
-    );
-    fail(failure, 1, msg);
-}
-
-/// Send the job-wide server's answers to their proxies; its failures fail the job.
-fn deliver(
-    proxies: &mut [Proxy],
-    routed: jobwide::Routed,
-    failure: &mut Option<i32>,
-    fail: &impl Fn(&mut Option<i32>, i32, String),
-) {
-    for (p, words) in routed.to {
-        if let Some(c) = proxies.get_mut(p as usize).and_then(|p| p.conn.as_mut()) {
-            let _ = wire::send(c, &words);
-        }
-    }
-    for msg in routed.failures {
-        if failure.is_none() {
-            fail(failure, 1, msg);
-        }
-    }
-}
-
-/// Accept proxies as they connect; pass on the ones whose `hello` carries
-/// the job secret and a proxy id of this job (others are closed unanswered).
-fn accept_proxies(listener: TcpListener, secret: String, nproxies: u32, tx: mpsc::Sender<Ev>) {
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(conn) = conn else { continue };
-            let (secret, tx) = (secret.clone(), tx.clone());
-            std::thread::spawn(move || {
-                let _ = conn.set_read_timeout(Some(Duration::from_secs(10)));
-                let _ = conn.set_nodelay(true);
-                let _ = wire::keepalive(&conn, wire::LAUNCHER_PROBES);
-                let Ok(read) = conn.try_clone() else { return };
-                let mut reader = BufReader::new(read);
-                let Ok(Some(hello)) = wire::recv(&mut reader) else {
-                    return;
-                };
-                let ok = hello.len() == 4 && hello[0] == b"hello" && hello[1] == secret.as_bytes();
-                let id = wire::text(hello.get(2).map_or(&[][..], |w| w)).parse::<u32>();
-                match id {
-                    Ok(id) if ok && id < nproxies => {
-                        let _ = conn.set_read_timeout(None);
-                        let _ = tx.send(Ev::Hello(id, conn));
-                    }
-                    _ => {}
-                }
-            });
-        }
-    });
-}
-
-/// Copy rivetrun's stdin to rank 0 (through the event loop, which owns the
-/// connection), on a thread of its own: stdin may be a terminal or a file.
-fn forward_stdin(tx: mpsc::Sender<Ev>) {
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = vec![0u8; 16384];
-        loop {
-            match std::io::Read::read(&mut stdin, &mut buf) {
-                Ok(0) => break,
-                Ok(n) => {
-                    if tx.send(Ev::Stdin(Some(buf[..n].to_vec()))).is_err() {
-                        return;
-                    }
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        let _ = tx.send(Ev::Stdin(None));
-    });
-}
-
-/// Read one proxy's messages until its connection ends.
-fn read_proxy(id: u32, conn: TcpStream, tx: mpsc::Sender<Ev>) {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(conn);
-        while let Ok(Some(msg)) = wire::recv(&mut reader) {
-            if tx.send(Ev::Msg(id, msg)).is_err() {
-                return;
-            }
-        }
-        let _ = tx.send(Ev::Closed(id));
-    });
-}
-
-/// SIGKILL the process group of a proxy's launcher command, if it runs.
-fn kill_launcher(p: &mut Proxy) {
-    if let (Some(pid), false) = (p.launcher_pid, p.launcher_done) {
-        // SAFETY: kill(2) takes no pointers; the group is the launcher
-        // command's own (started with process_group(0)), not yet reaped.
-        unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
-    }
 }

@@ -3,7 +3,8 @@
 //! percent-encoded (so values may hold spaces, newlines, any byte).
 //!
 //! rivetrun → proxy: the job (`job SIZE KVS`, `env` for every app, then per
-//! app `app`, `prog`, `arg`, `env`, `wdir`; `rank R APPNUM`, `tree
+//! app `app`, `prog`, `arg`, `env`, `wdir`; `app_sizes N...` (each app's
+//! ranks, consecutive), `rank R APPNUM`, `tree
 //! HAS_PARENT CHILD...`, `nodes HOST...`, `attr`, options, then `start`),
 //! `parent ADDR`
 //! (where the tree parent listens), `barrier_out K V ...` (every key put

@@ -27,22 +27,23 @@ mod spawns;
 mod teardown;
 
 use std::collections::HashMap;
-use std::io::{self, ErrorKind, Read, Write};
+use std::io::ErrorKind;
 use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use mio::net::{TcpListener, TcpStream, UnixStream};
+use mio::net::TcpListener;
 use mio::unix::pipe::Receiver;
 use mio::{Events, Poll, Token, Waker};
-use rivet_pmi::server::{ConnId, NameRequest, NsId, Server};
+use rivet_pmi::server::{ConnId, NameRequest, NsId, Server, MAX_STRANGERS};
 use rivet_pmi::wire::Message;
 use signal_hook::consts::SIGCHLD;
 use signal_hook_mio::v1_0::Signals;
 
 use crate::group_link::GroupLink;
 use crate::launch::Priority;
+use crate::nonblocking::PmiStream;
 use crate::outfiles::{Files, OutFiles};
 use crate::output::LineBuffer;
 use crate::pmix_host::{NameCall, PmixHost};
@@ -69,41 +70,6 @@ enum Stream {
 enum Source {
     Pmi(ConnId),
     Output { proc: usize, stream: Stream },
-}
-
-enum PmiStream {
-    Unix(UnixStream),
-    Tcp(TcpStream),
-}
-
-impl PmiStream {
-    fn source(&mut self) -> &mut dyn mio::event::Source {
-        match self {
-            PmiStream::Unix(s) => s,
-            PmiStream::Tcp(s) => s,
-        }
-    }
-}
-
-impl Read for PmiStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        match self {
-            PmiStream::Unix(s) => s.read(buf),
-            PmiStream::Tcp(s) => s.read(buf),
-        }
-    }
-}
-
-impl Write for PmiStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        match self {
-            PmiStream::Unix(s) => s.write(buf),
-            PmiStream::Tcp(s) => s.write(buf),
-        }
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
 }
 
 struct PmiConn {
@@ -370,6 +336,16 @@ impl Supervisor {
             };
             match listener.accept() {
                 Ok((stream, _)) => {
+                    let identified = self.conns.values().filter(|c| c.proc.is_some()).count();
+                    let unidentified = self.conns.len() - identified;
+                    let cap = MAX_STRANGERS + self.procs.len().saturating_sub(identified);
+                    if unidentified >= cap {
+                        eprintln!(
+                            "rivetrun: {cap} PMI_PORT connections wait unidentified already; \
+                             closing another"
+                        );
+                        continue; // dropped: closed
+                    }
                     let _ = stream.set_nodelay(true);
                     // PMI_PORT connections are the ranks' (spawned processes use PMI_FD).
                     match self.add_conn(PmiStream::Tcp(stream), None) {

@@ -17,11 +17,12 @@ use signal_hook::consts::{SIGCHLD, SIGHUP, SIGINT, SIGTERM};
 use signal_hook_mio::v1_0::Signals;
 
 use super::{
-    Failure, NameClient, Phase, PmiConn, PmiStream, Proc, Source, Spawner, Stream, Supervisor, Who,
+    Failure, NameClient, Phase, PmiConn, Proc, Source, Spawner, Stream, Supervisor, Who,
     FIRST_DYNAMIC, LISTENER, SIGNALS, WAKER,
 };
 use crate::group_link::GroupLink;
 use crate::launch::{Priority, Started};
+use crate::nonblocking::PmiStream;
 use crate::outfiles::OutFiles;
 use crate::output::LineBuffer;
 use crate::pmix_host::PmixHost;

@@ -57,7 +57,7 @@ impl Supervisor {
         let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
             Some(host) => match host.register_spawned(
                 &kvsname,
-                plan.total,
+                &plan.commands.iter().map(|c| c.nprocs).collect::<Vec<_>>(),
                 (self.server.namespace_name(ns), rank),
             ) {
                 Ok(()) => (0..plan.total)

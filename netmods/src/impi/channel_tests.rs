@@ -306,3 +306,163 @@ fn a_message_over_the_limit_breaks_the_channel() {
         Some((&[7u8][..], &[8u8][..]))
     );
 }
+
+/// Shrink both ends' socket buffers so a 1 MiB message never fits.
+fn small_buffers(a: &Channel, b: &Channel) {
+    use std::os::fd::AsRawFd;
+    for (c, opt) in [(a, libc::SO_SNDBUF), (b, libc::SO_RCVBUF)] {
+        let v: libc::c_int = 64 * 1024;
+        // SAFETY: a valid socket and a c_int option of its size.
+        let rc = unsafe {
+            libc::setsockopt(
+                c.sock.as_ref().unwrap().as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                (&v as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+    }
+}
+
+#[test]
+fn a_message_that_must_wait_is_refused_not_copied() {
+    let (mut a, mut b) = pair_of((1 << 20) + 4096);
+    small_buffers(&a, &b);
+    let big: Vec<u8> = (0..(1usize << 20)).map(|i| (i * 3 % 241) as u8).collect();
+    // The first goes at once: what the socket did not take waits in `out`.
+    assert!(a.take(b"h0", &big).unwrap());
+    let tail = a.copied_out;
+    assert!(tail > 0 && tail < big.len() as u64, "{tail} bytes copied");
+    // The second would wait behind it: refused, nothing copied, nothing
+    // counted against the flow control.
+    let calls = a.syscalls;
+    assert!(!a.take(b"h1", &big).unwrap());
+    assert_eq!((a.copied_out, a.refused), (tail, 1));
+    assert_eq!(a.credit.unacknowledged(), 1);
+    // The socket was full: offers refused before the next poll do not try
+    // it again; the first after a poll does, once.
+    assert!(!a.take(b"h1", &big).unwrap());
+    assert_eq!(a.syscalls, calls, "a refused offer wrote to a full socket");
+    a.new_poll();
+    assert!(!a.take(b"h1", &big).unwrap());
+    assert_eq!(a.syscalls, calls + 1);
+    assert_eq!(a.refused, 3);
+    // Offered again as the socket drains, each goes once there is room;
+    // no byte of any message is copied twice.
+    let mut to = Placer {
+        mem: Vec::new(),
+        placed: 0,
+        got: Vec::new(),
+    };
+    let mut sent = 1;
+    for _ in 0..100_000 {
+        if sent < 6 && a.take(format!("h{sent}").as_bytes(), &big).unwrap() {
+            sent += 1;
+        }
+        b.read(&mut to).unwrap();
+        a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
+        a.flush().unwrap();
+        if to.got.len() == 6 {
+            break;
+        }
+    }
+    assert_eq!(to.got.len(), 6);
+    assert!(to.got.iter().all(|g| g.1 == big), "each payload whole");
+    assert!(a.refused > 1);
+    assert!(
+        a.copied_out <= 6 * (big.len() as u64 + 200),
+        "{} bytes copied for 6 messages of {}",
+        a.copied_out,
+        big.len()
+    );
+}
+
+#[test]
+fn without_credit_a_message_waits_with_the_engine_and_the_ack_comes_at_once() {
+    // hiwater 4, ackmark 2 both ways.
+    let (mut a, mut b) = pair();
+    for i in 0..4u8 {
+        assert!(a.take(&[i], b"short").unwrap());
+    }
+    let copied = a.copied_out;
+    assert!(!a.take(&[4], b"short").unwrap(), "at hiwater: full");
+    assert_eq!(a.copied_out, copied, "nothing copied while refused");
+    // One read by the receiver (no poll, no flush after it) sends its ACKs.
+    let mut got = Vec::new();
+    for _ in 0..10_000 {
+        b.read(&mut |h: &[u8], _: &[u8]| got.push(h.to_vec()))
+            .unwrap();
+        if got.len() == 4 {
+            break;
+        }
+    }
+    assert_eq!(got.len(), 4);
+    assert!(!b.wants_write(), "the ACKs were written by the read");
+    for _ in 0..10_000 {
+        a.read(&mut |_: &[u8], _: &[u8]| {}).unwrap();
+        if a.credit.unacknowledged() == 0 {
+            break;
+        }
+    }
+    assert_eq!(a.credit.unacknowledged(), 0, "both ACKs came back");
+    assert!(a.take(&[4], b"short").unwrap());
+}
+
+#[test]
+fn an_ack_cuts_in_ahead_of_the_data_queued_before_it() {
+    let (mut a, mut b) = pair_of((1 << 20) + 4096);
+    small_buffers(&a, &b);
+    // `a` fills its socket and `out`: one large message (its tail waits)
+    // and two small ones queued behind it (hiwater 4: one credit left).
+    let big = vec![7u8; 1 << 20];
+    assert!(a.take(b"big", &big).unwrap());
+    assert!(a.take(b"s1", &[1u8; 30_000]).unwrap());
+    assert!(a.take(b"s2", &[2u8; 30_000]).unwrap());
+    assert!(a.wants_write());
+    // `b` sends two packets: `a` owes an ACK (ackmark 2) and queues it
+    // where the large message ends, ahead of the small ones.
+    assert!(b.take(b"x", b"1").unwrap() && b.take(b"y", b"2").unwrap());
+    assert_eq!(b.credit.unacknowledged(), 2);
+    // The second was coalesced behind the first: the next poll writes it.
+    b.flush().unwrap();
+    let mut at_a = 0;
+    for _ in 0..10_000 {
+        a.read(&mut |_: &[u8], _: &[u8]| at_a += 1).unwrap();
+        if at_a == 2 {
+            break;
+        }
+    }
+    assert_eq!(at_a, 2);
+    // On the wire to `b`: the large message, the ACK, then the small ones.
+    use crate::impi::framer::Framer;
+    use crate::impi::packet::Kind;
+    use std::io::Read;
+    let mut s = TcpStream::from(b.sock.take().unwrap());
+    let mut framer = Framer::new((1 << 20) + 4096);
+    let mut packets = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    for _ in 0..100_000 {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => packets.extend(framer.push(&buf[..n]).unwrap()),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e}"),
+        }
+        a.flush().unwrap();
+        if packets.len() == 4 {
+            break;
+        }
+    }
+    let kinds: Vec<(Kind, usize)> = packets.iter().map(|(p, d)| (p.kind, d.len())).collect();
+    assert_eq!(
+        kinds,
+        vec![
+            (Kind::Data, 4 + 3 + (1 << 20)),
+            (Kind::ProtoAck, 0),
+            (Kind::Data, 4 + 2 + 30_000),
+            (Kind::Data, 4 + 2 + 30_000),
+        ]
+    );
+}

@@ -3,8 +3,11 @@
 //! parsed and checked.
 //!
 //! `IMPI_PROCS` holds one entry per global rank, comma-separated:
-//! `IP:PORT/PID/ACKMARK/HIWATER` (the proc's direct-channel address, port 0
-//! for none; its `IMPI_P_PID`; its host's `IMPI_H_ACKMARK`/`IMPI_H_HIWATER`).
+//! `IP:PORT/PID/ACKMARK/HIWATER[/RACKMARK/RHIWATER]` (the proc's
+//! direct-channel address, port 0 for none; its `IMPI_P_PID`; its host's
+//! `IMPI_H_ACKMARK`/`IMPI_H_HIWATER`; and, for a Rivet host, its
+//! `RIVET_H_ACKMARK`/`RIVET_H_HIWATER`, which govern direct channels
+//! between two Rivet hosts: [`ProcInfo::flow_from`]).
 //! `IMPI_LISTEN_FDS` lists the inherited listening sockets by local rank
 //! (-1: none, for a client that sent no `RIVET_P_PORT`). `IMPI_FUNNEL_FDS`
 //! (optional) lists, per local rank (comma-separated), `G=FD` entries joined
@@ -30,6 +33,22 @@ pub struct ProcInfo {
     /// The flow control of its host (3.6; the receiver's pair governs).
     pub ackmark: u32,
     pub hiwater: u32,
+    /// Its host's flow control for other Rivet hosts, if it sent one.
+    pub rivet_flow: Option<(u32, u32)>,
+}
+
+impl ProcInfo {
+    /// `(ackmark, hiwater)` governing what `sender` sends this proc: its
+    /// host's (the receiver buffers and acknowledges). Rivet's own pair
+    /// when both hosts sent one and the channel is `direct` (no agent
+    /// between, so no agent's memory bound depends on it); else the
+    /// standard labels', which a client of another implementation knows.
+    pub fn flow_from(&self, sender: &ProcInfo, direct: bool) -> (u32, u32) {
+        match (self.rivet_flow, sender.rivet_flow) {
+            (Some(mine), Some(_)) if direct => mine,
+            _ => (self.ackmark, self.hiwater),
+        }
+    }
 }
 
 /// The job as one rank sees it.
@@ -63,24 +82,29 @@ fn bad(what: &str, why: impl std::fmt::Display) -> String {
 }
 
 fn parse_proc(entry: &str) -> Result<ProcInfo, String> {
-    let mut parts = entry.split('/');
-    let (Some(addr), Some(pid), Some(ackmark), Some(hiwater), None) = (
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-        parts.next(),
-    ) else {
-        return Err(format!("{entry:?} is not IP:PORT/PID/ACKMARK/HIWATER"));
+    let parts: Vec<&str> = entry.split('/').collect();
+    let (addr, pid, ackmark, hiwater, rivet) = match parts[..] {
+        [a, p, k, h] => (a, p, k, h, None),
+        [a, p, k, h, rk, rh] => (a, p, k, h, Some((rk, rh))),
+        _ => {
+            return Err(format!(
+                "{entry:?} is not IP:PORT/PID/ACKMARK/HIWATER[/RACKMARK/RHIWATER]"
+            ))
+        }
     };
     let addr: SocketAddr = addr
         .parse()
         .map_err(|e| format!("{addr:?} is not IP:PORT: {e}"))?;
     let num = |s: &str| s.parse::<u32>().map_err(|_| format!("{s:?} in {entry:?}"));
-    let (ackmark, hiwater) = (num(ackmark)?, num(hiwater)?);
-    if !(1 <= ackmark && ackmark <= hiwater) {
-        return Err(format!("{entry:?} breaks 1 <= ackmark <= hiwater"));
-    }
+    let marks = |k: &str, h: &str| -> Result<(u32, u32), String> {
+        let (k, h) = (num(k)?, num(h)?);
+        if !(1 <= k && k <= h) {
+            return Err(format!("{entry:?} breaks 1 <= ackmark <= hiwater"));
+        }
+        Ok((k, h))
+    };
+    let (ackmark, hiwater) = marks(ackmark, hiwater)?;
+    let rivet_flow = rivet.map(|(k, h)| marks(k, h)).transpose()?;
     let pid = pid
         .parse::<i64>()
         .map_err(|_| format!("pid {pid:?} in {entry:?}"))?;
@@ -93,6 +117,7 @@ fn parse_proc(entry: &str) -> Result<ProcInfo, String> {
         proc: Proc { hostid, pid },
         ackmark,
         hiwater,
+        rivet_flow,
     })
 }
 
@@ -259,7 +284,7 @@ mod tests {
 
     #[test]
     fn the_launchers_variables_parse_and_bad_ones_are_refused() {
-        let procs = "10.0.0.1:5000/7/16/32,10.0.0.1:5001/8/16/32,[::1]:6000/9/2/4";
+        let procs = "10.0.0.1:5000/7/16/32/64/256,10.0.0.1:5001/8/16/32/64/256,[::1]:6000/9/2/4";
         let c = ImpiConfig::parse(procs, 0, 65536, &[3, 4], 1, 2).unwrap();
         assert_eq!((c.rank, c.listen_fd, c.other_fds.clone()), (1, 4, vec![3]));
         assert!(c.is_own(0) && c.is_own(1) && !c.is_own(2));
@@ -267,12 +292,22 @@ mod tests {
         assert_eq!(c.procs[2].proc.pid, 9);
         assert_eq!(c.procs[0].proc.hostid[10..12], [0xff, 0xff]);
         assert_eq!((c.procs[2].ackmark, c.procs[2].hiwater), (2, 4));
+        // Rivet's pair between two Rivet hosts, the standard one otherwise.
+        assert_eq!(c.procs[0].rivet_flow, Some((64, 256)));
+        assert_eq!(c.procs[0].flow_from(&c.procs[1], true), (64, 256));
+        assert_eq!(c.procs[0].flow_from(&c.procs[1], false), (16, 32));
+        assert_eq!(c.procs[0].flow_from(&c.procs[2], true), (16, 32));
+        assert_eq!(c.procs[2].flow_from(&c.procs[0], true), (2, 4));
         for bad in [
             "10.0.0.1:5000/7/16",
             "10.0.0.1/7/16/32",
             "10.0.0.1:5000/x/16/32",
             "10.0.0.1:5000/7/0/32",
             "10.0.0.1:5000/7/33/32",
+            "10.0.0.1:5000/7/16/32/64",
+            "10.0.0.1:5000/7/16/32/65/64",
+            "10.0.0.1:5000/7/16/32/0/64",
+            "10.0.0.1:5000/7/16/32/1/2/3",
         ] {
             assert!(ImpiConfig::parse(bad, 0, 100, &[3], 0, 1).is_err(), "{bad}");
         }

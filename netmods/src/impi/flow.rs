@@ -9,7 +9,11 @@
 //! (`IMPI_H_ACKMARK`/`IMPI_H_HIWATER`), and Rivet applies the receiving
 //! host's pair to the traffic it receives, since it is the one that
 //! buffers (hiwater) and acknowledges (ackmark); 3.9 keeps `1 <= ackmark
-//! <= hiwater`, so a sender always gets its ACK before it stalls.
+//! <= hiwater`, so a sender always gets its ACK before it stalls. Between
+//! two Rivet hosts a direct channel uses the pair each sent in Rivet's own
+//! labels (`RIVET_H_ACKMARK`/`RIVET_H_HIWATER`, see
+//! [`ProcInfo::flow_from`](super::config::ProcInfo::flow_from)); a peer
+//! that did not send them sees only the standard values.
 
 use super::packet::Kind;
 

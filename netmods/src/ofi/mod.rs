@@ -64,7 +64,7 @@
 //! | `send.rs` | the send path: queues, back-pressure, HELLO, peer addresses |
 //! | `reap.rs` | reaping the completion queue; stopping a placed receive |
 //! | `recv.rs` | what arrives: messages by kind and in turn, keepalive round |
-//! | `rma.rs` | memory registration and one-sided reads |
+//! | `rma.rs` | memory registration and one-sided reads; stopping a failed peer's reads |
 //! | `fuzz.rs` | the fuzz target over HELLO and message sequences |
 //! | `forge.rs` | what an intruder can send (hidden; for tests) |
 
@@ -147,6 +147,9 @@ pub struct OfiNetmod {
     /// Receives into engine memory that did not stop within the timeout
     /// at `disconnect` or failure (see `reap::quiesce`).
     stuck: u64,
+    /// Failed peers whose reads did not end within the timeout
+    /// (`Rma::stop_reads`).
+    stuck_reads: u64,
     /// Events of the current `poll`.
     events: usize,
     /// Polls so far (wrapping): the keepalive looks at the clock every
@@ -234,6 +237,7 @@ impl OfiNetmod {
             next_key: 1,
             pool: Vec::new(),
             stuck: 0,
+            stuck_reads: 0,
             events: 0,
             polls: 0,
             ka_next: Instant::now(),
@@ -259,6 +263,13 @@ impl OfiNetmod {
     /// Handshakes completed so far (ours answered, or theirs accepted).
     pub fn connections_made(&self) -> u64 {
         self.st.made
+    }
+
+    /// RMA reads posted and not yet completed (for tests: after
+    /// `Rma::stop_reads(peer)` none of them is `peer`'s).
+    #[doc(hidden)]
+    pub fn reads_in_flight(&self) -> usize {
+        self.ops.reads_from(None).len()
     }
 
     /// Peers whose handshake is done and that have not failed.
@@ -453,14 +464,16 @@ impl Netmod for OfiNetmod {
                 ),
             ),
         ];
-        if self.st.dropped > 0 || self.stuck > 0 {
+        if self.st.dropped > 0 || self.stuck > 0 || self.stuck_reads > 0 {
             d.push((
                 "ofi.dropped".into(),
                 format!(
-                    "{} messages (last: {}); {} placements not stopped in time",
+                    "{} messages (last: {}); {} placements and {} failed peers' reads not \
+                     stopped in time",
                     self.st.dropped,
                     self.st.last_drop.as_deref().unwrap_or("-"),
-                    self.stuck
+                    self.stuck,
+                    self.stuck_reads
                 ),
             ));
         }

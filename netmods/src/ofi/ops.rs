@@ -131,6 +131,22 @@ impl Ops {
     pub(crate) fn sends(&self) -> usize {
         self.sends
     }
+
+    /// Contexts of the reads from `peer` not yet completed (every peer's
+    /// with `None`).
+    pub(crate) fn reads_from(&self, peer: Option<PeerId>) -> Vec<*mut c_void> {
+        self.live
+            .values()
+            .filter(|p| {
+                // SAFETY: allocated while in `live`; `&self` keeps `Ops`
+                // unchanged, and the provider touches only the context
+                // scratch space, and only inside libfabric calls.
+                let op = unsafe { p.as_ref() };
+                matches!(op.kind, OpKind::Read { peer: from, .. } if peer.is_none_or(|p| p == from))
+            })
+            .map(|p| p.as_ptr().cast())
+            .collect()
+    }
 }
 
 impl Drop for Ops {

@@ -18,12 +18,14 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
+use std::time::{Duration, Instant};
 
 use crate::{FxBuildHasher, NetmodError, PeerId, Rma};
 
 use super::fid::Mr;
 use super::ops::OpKind;
-use super::sys::{FI_READ, FI_REMOTE_READ};
+use super::send::process_exists;
+use super::sys::{fi_cancel, FI_READ, FI_REMOTE_READ};
 use super::OfiNetmod;
 
 /// Bases of offset-named regions fit below this.
@@ -118,6 +120,18 @@ impl Rma for OfiNetmod {
             return Err(err(why.clone()));
         }
         let src = c.addr;
+        // A same-node provider would queue the read to a dead process,
+        // where nobody ever serves or ends it (`shm`): its process id tells
+        // first, as in the keepalive round.
+        if let Some(&pid) = self.st.pids.get(&src) {
+            if !process_exists(pid) {
+                let why = format!("its process ({pid}) has exited");
+                if let Some(&id) = self.st.peers.get(&peer) {
+                    self.fail_conn(id, why.clone());
+                }
+                return Err(err(why));
+            }
+        }
         let remote = if mode.virt {
             remote_addr
         } else {
@@ -141,6 +155,35 @@ impl Rma for OfiNetmod {
         let ctx = self.ops.add(op, mr);
         self.post_read(ctx).map_err(|e| err(e.to_string()))?;
         Ok(token)
+    }
+
+    /// Cancels the peer's reads (`fi_cancel`; providers may not cancel
+    /// reads, then they finish or fail) and reaps until none is left,
+    /// keeping receive completions for the next `poll`, for at most the
+    /// timeout (`stuck_reads` counts the peers given up on).
+    fn stop_reads(&mut self, peer: PeerId) -> bool {
+        let reads = self.ops.reads_from(Some(peer));
+        if reads.is_empty() {
+            return true;
+        }
+        for ctx in reads {
+            // SAFETY: a live endpoint; `ctx` is a posted read of ours.
+            unsafe { fi_cancel(self.ep.raw(), ctx) };
+        }
+        let deadline = Instant::now() + self.cfg.timeout;
+        loop {
+            // Reads end in `complete_local` (a failed one fails its peer,
+            // already failed here), sends too; receives wait in `deferred`.
+            self.reap(None);
+            if self.ops.reads_from(Some(peer)).is_empty() {
+                return true;
+            }
+            if Instant::now() > deadline {
+                self.stuck_reads += 1;
+                return false;
+            }
+            std::thread::sleep(Duration::from_micros(50));
+        }
     }
 
     fn poll_reads(&mut self, done: &mut dyn FnMut(u64, Result<(), String>)) {

@@ -328,8 +328,40 @@ impl Outq {
 
     /// Appends the frame `prefix + header + payload`, less its first `skip`
     /// bytes (already written by the caller).
+    /// Inline: every queued message comes here (callgrind: left out of
+    /// line, its call cost `try_send` some 30 instructions a message).
+    #[inline(always)]
     pub(crate) fn push(&mut self, header: &[u8], payload: &[u8], skip: usize) {
         let prefix = wire::encode_prefix(header.len(), payload.len());
+        if skip == 0 {
+            // The usual case, in one reservation (three `extend`s with
+            // their growth checks cost a window's 8 B messages a hundred
+            // instructions each, callgrind).
+            let q = &mut self.queued;
+            let total = PREFIX + header.len() + payload.len();
+            q.reserve(total);
+            let at = q.len();
+            // SAFETY: `reserve` made room for `total` bytes past `at`; the
+            // three copies fill exactly them from buffers that are not
+            // the queue's.
+            unsafe {
+                let dst = q.as_mut_ptr().add(at);
+                std::ptr::copy_nonoverlapping(prefix.as_ptr(), dst, PREFIX);
+                let dst = dst.add(PREFIX);
+                std::ptr::copy_nonoverlapping(header.as_ptr(), dst, header.len());
+                let dst = dst.add(header.len());
+                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+            }
+            // SAFETY: the `total` bytes past `at` were just written.
+            unsafe { q.set_len(at + total) };
+            return;
+        }
+        self.push_rest(prefix, header, payload, skip);
+    }
+
+    /// What a direct send left of a frame (its first `skip` bytes written).
+    #[inline(never)]
+    fn push_rest(&mut self, prefix: [u8; PREFIX], header: &[u8], payload: &[u8], skip: usize) {
         let mut skip = skip;
         for part in [&prefix[..], header, payload] {
             let k = skip.min(part.len());

@@ -18,7 +18,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 
 use crate::{NetmodError, PeerId, Sink};
 
-use super::state::{Phase, State};
+use super::state::{Phase, SockId, State};
 use super::sys::{self, Epoll};
 use super::wire;
 
@@ -43,7 +43,7 @@ pub(crate) struct PollIo {
     /// A message was written straight to a socket since the last poll:
     /// further small ones are queued and leave together at the next poll
     /// (one send for a window of them), see `send`.
-    wrote_since_poll: bool,
+    pub(crate) wrote_since_poll: bool,
     /// Reused lists, so a poll allocates nothing.
     work: Vec<u32>,
     ready: Vec<u64>,
@@ -51,10 +51,9 @@ pub(crate) struct PollIo {
     pollslots: Vec<u32>,
 }
 
-/// Messages below this size may be coalesced (see `PollIo::send`).
-const COALESCE_BELOW: usize = 16 * 1024;
-/// Queued bytes that are written at once rather than at the next poll.
-const COALESCE_FLUSH: usize = 64 * 1024;
+/// Queued bytes of small messages that are written at once rather than
+/// at the next poll (`TcpNetmod::try_send`).
+pub(crate) const COALESCE_FLUSH: usize = 64 * 1024;
 
 fn token(slot: u32, gen: u32) -> u64 {
     (slot as u64) << 32 | gen as u64
@@ -127,44 +126,28 @@ impl PollIo {
         }
     }
 
-    /// Takes a message for `peer` (room checked by the caller). Written
-    /// straight to the socket when nothing is queued and, for a small
-    /// message, when it is the first since the last poll: a lone message
-    /// (ping-pong) leaves at once, while a burst of small ones (a window of
-    /// isends) is queued and leaves in one send at the next poll, or as
-    /// soon as `COALESCE_FLUSH` bytes are waiting.
-    pub(crate) fn send(&mut self, st: &mut State, peer: PeerId, header: &[u8], payload: &[u8]) {
-        let conn = st.open_conn(peer);
-        let queued = st.peers.get(&peer).map_or(0, |p| p.out.len());
-        let small = header.len() + payload.len() < COALESCE_BELOW;
-        let fd = conn.and_then(|id| st.sock_at(id)).map(|s| s.fd.as_raw_fd());
-        let coalesce = queued > 0 || (small && self.wrote_since_poll);
-        let (Some(id), Some(fd), false) = (conn, fd, coalesce) else {
-            if let Some(p) = st.peers.get_mut(&peer) {
-                p.out.push(header, payload, 0);
-            }
-            if let Some(id) = conn {
-                st.mark_dirty(id.slot);
-                if small && queued + header.len() + payload.len() >= COALESCE_FLUSH {
-                    self.drive(st, id.slot);
-                }
-            }
-            return;
-        };
+    /// Writes `prefix + header + payload` on connection `id` with one
+    /// nonblocking `sendmsg(2)`, straight from the caller's buffers (see
+    /// `TcpNetmod::try_send` for when); `None` if the socket is gone, else
+    /// the bytes written (0 if it is full; on error the socket has failed).
+    pub(crate) fn send_direct(
+        &mut self,
+        st: &mut State,
+        id: SockId,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Option<usize> {
+        let fd = st.sock_at(id)?.fd.as_raw_fd();
         self.wrote_since_poll = true;
         let prefix = wire::encode_prefix(header.len(), payload.len());
-        let total = prefix.len() + header.len() + payload.len();
         st.calls += 1;
-        let written = match sys::send(fd, &[&prefix, header, payload]) {
-            Ok(n) => n,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
-            Err(e) => return st.sock_failed(id.slot, format!("send: {e}")),
-        };
-        if written < total {
-            if let Some(p) = st.peers.get_mut(&peer) {
-                p.out.push(header, payload, written);
+        match sys::send(fd, &[&prefix, header, payload]) {
+            Ok(n) => Some(n),
+            Err(e) if sys::would_block(&e) => Some(0),
+            Err(e) => {
+                st.sock_failed(id.slot, format!("send: {e}"));
+                Some(0)
             }
-            st.mark_dirty(id.slot);
         }
     }
 
@@ -296,7 +279,7 @@ impl PollIo {
     /// Handshake I/O, and writes of queued frames, for a dirty socket. It
     /// stays dirty while it waits for anything but a connect or a read of
     /// an open connection.
-    fn drive(&mut self, st: &mut State, slot: u32) {
+    pub(crate) fn drive(&mut self, st: &mut State, slot: u32) {
         let Some(s) = st.sock(slot) else { return };
         s.dirty = false;
         let fd = s.fd.as_raw_fd();
@@ -310,7 +293,7 @@ impl PollIo {
             st.calls += 1;
             match r {
                 Ok(n) => st.hs_sent(slot, n),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return st.mark_dirty(slot),
+                Err(e) if sys::would_block(&e) => return st.mark_dirty(slot),
                 Err(e) => return st.sock_failed(slot, format!("send: {e}")),
             }
         }
@@ -330,7 +313,7 @@ impl PollIo {
                     // An acceptor waits for the next slow tick (see
                     // `awaiting_hello`); a connector keeps trying.
                     // An acceptor past its deadline closes (`hello_overdue`).
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    Err(e) if sys::would_block(&e) => {
                         if !matches!(phase, Phase::AwaitHello) {
                             st.mark_dirty(slot)
                         } else {
@@ -379,7 +362,7 @@ fn write_queue(st: &mut State, slot: u32, fd: i32) {
     }
     st.calls += calls;
     match err {
-        Some(e) if e.kind() == io::ErrorKind::WouldBlock => st.mark_dirty(slot),
+        Some(e) if sys::would_block(&e) => st.mark_dirty(slot),
         Some(e) => st.sock_failed(slot, format!("send: {e}")),
         None => {}
     }
@@ -409,7 +392,7 @@ fn read(st: &mut State, slot: u32, sink: &mut dyn Sink) {
                     return;
                 }
             }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+            Err(e) if sys::would_block(&e) => return,
             Err(e) => return st.sock_failed(slot, format!("recv: {e}")),
         }
     }

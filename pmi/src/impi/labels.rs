@@ -53,6 +53,14 @@ pub const RIVET_P_PORT: u32 = 0x3F00;
 /// so only processes of this run can open a channel. After `RIVET_P_PORT`.
 pub const RIVET_C_NONCE: u32 = 0x3F01;
 
+/// Rivet's own per-host labels: the `ackmark`/`hiwater` a Rivet host asks
+/// for what other Rivet hosts send it. Pairs whose both hosts sent them
+/// use these; any pair with a host that did not uses the standard
+/// `H_ACKMARK`/`H_HIWATER` (3.6), so a client of another implementation
+/// sees only the standard values. After `RIVET_C_NONCE`.
+pub const RIVET_H_ACKMARK: u32 = 0x3F02;
+pub const RIVET_H_HIWATER: u32 = 0x3F03;
+
 /// Every label of version 0.0, in the ascending order clients send them.
 pub const LABELS_0_0: [u32; 14] = [
     C_VERSION,
@@ -94,7 +102,9 @@ pub fn shape(label: u32) -> (Scope, usize) {
             (Scope::Client, 4)
         }
         H_IPV6 => (Scope::Host, 16),
-        H_PORT | H_NPROCS | H_ACKMARK | H_HIWATER => (Scope::Host, 4),
+        H_PORT | H_NPROCS | H_ACKMARK | H_HIWATER | RIVET_H_ACKMARK | RIVET_H_HIWATER => {
+            (Scope::Host, 4)
+        }
         P_IPV6 => (Scope::Proc, 16),
         P_PID => (Scope::Proc, 8),
         RIVET_P_PORT => (Scope::Proc, 4),
@@ -123,6 +133,8 @@ pub fn label_name(label: u32) -> String {
         P_PID => "IMPI_P_PID",
         RIVET_P_PORT => "RIVET_P_PORT",
         RIVET_C_NONCE => "RIVET_C_NONCE",
+        RIVET_H_ACKMARK => "RIVET_H_ACKMARK",
+        RIVET_H_HIWATER => "RIVET_H_HIWATER",
         other => return format!("label 0x{other:x}"),
     };
     name.into()
@@ -339,7 +351,7 @@ pub enum Value {
     Int(i32),
     /// `H_IPV6`, `P_IPV6`; `RIVET_C_NONCE`.
     Addrs(Vec<[u8; 16]>),
-    /// `H_PORT`, `H_NPROCS`, `H_ACKMARK`, `H_HIWATER`.
+    /// `H_PORT`, `H_NPROCS`, `H_ACKMARK`, `H_HIWATER`; Rivet's host labels.
     Counts(Vec<u32>),
     /// `P_PID`.
     Pids(Vec<i64>),

@@ -29,6 +29,9 @@ pub struct Mine {
     /// Rivet's `RIVET_C_NONCE`: this client's random contribution to the
     /// channel key; `None`: the label is not sent.
     pub nonce: Option<[u8; 16]>,
+    /// Rivet's `RIVET_H_ACKMARK`/`RIVET_H_HIWATER`: the flow control this
+    /// host asks of other Rivet hosts; `None`: the labels are not sent.
+    pub rivet_flow: Option<(u32, u32)>,
 }
 
 impl Mine {
@@ -65,6 +68,16 @@ impl Mine {
         if let Some(n) = self.nonce {
             out.push((labels::RIVET_C_NONCE, Value::Addrs(vec![n]).encode()));
         }
+        if let Some((ackmark, hiwater)) = self.rivet_flow {
+            out.push((
+                labels::RIVET_H_ACKMARK,
+                Value::Counts(vec![ackmark]).encode(),
+            ));
+            out.push((
+                labels::RIVET_H_HIWATER,
+                Value::Counts(vec![hiwater]).encode(),
+            ));
+        }
         out
     }
 }
@@ -78,6 +91,11 @@ pub struct Host {
     pub nprocs: u32,
     pub ackmark: u32,
     pub hiwater: u32,
+    /// What the host asks of other Rivet hosts (`RIVET_H_ACKMARK`,
+    /// `RIVET_H_HIWATER`); `None` for a host whose client sent neither.
+    /// The `impi` netmod applies it to direct channels between two hosts
+    /// that both sent it (`rivet_netmods::impi::config::ProcInfo::flow_from`).
+    pub rivet_flow: Option<(u32, u32)>,
 }
 
 /// One proc (MPI process) of the job; its index is its global rank.
@@ -289,6 +307,47 @@ impl WorldBuilder {
         }
     }
 
+    /// Per host, Rivet's flow control where its client sent both labels
+    /// with one value per host; a value breaking 3.9's `1 <= ackmark <=
+    /// hiwater` is refused, as the standard ones are.
+    fn rivet_flows(&self, nhosts: &[u32], hosts: &mut [Host]) -> Result<(), WireError> {
+        let per_client = |label: u32| -> Vec<Option<Vec<u32>>> {
+            let mut out = vec![None; self.nclients];
+            if let Some((_, values)) = self.seen.iter().find(|(l, _)| *l == label) {
+                for (c, v) in values.iter().enumerate().take(self.nclients) {
+                    if let Some(Value::Counts(n)) = v {
+                        out[c] = Some(n.clone());
+                    }
+                }
+            }
+            out
+        };
+        let acks = per_client(labels::RIVET_H_ACKMARK);
+        let his = per_client(labels::RIVET_H_HIWATER);
+        let mut first = 0usize;
+        for (c, &n) in nhosts.iter().enumerate() {
+            let n = n as usize;
+            if let (Some(a), Some(h)) = (&acks[c], &his[c]) {
+                if a.len() == n && h.len() == n {
+                    for k in 0..n {
+                        if !(1 <= a[k] && a[k] <= h[k]) {
+                            return Err(invalid(format!(
+                                "host {}: RIVET_H_ACKMARK {} and RIVET_H_HIWATER {} break 1 <= \
+                                 ackmark <= hiwater",
+                                first + k,
+                                a[k],
+                                h[k]
+                            )));
+                        }
+                        hosts[first + k].rivet_flow = Some((a[k], h[k]));
+                    }
+                }
+            }
+            first += n;
+        }
+        Ok(())
+    }
+
     /// The job, once every label of version 0.0 was exchanged.
     pub fn finish(&self) -> Result<World, WireError> {
         let lists: Vec<Vec<(u32, u32)>> = self
@@ -350,6 +409,7 @@ impl WorldBuilder {
                     nprocs: host_procs[h],
                     ackmark: ackmarks[h],
                     hiwater: hiwaters[h],
+                    rivet_flow: None,
                 };
                 if !(1 <= host.ackmark && host.ackmark <= host.hiwater) {
                     return Err(invalid(format!(
@@ -360,6 +420,7 @@ impl WorldBuilder {
                 hosts.push(host);
             }
         }
+        self.rivet_flows(&nhosts, &mut hosts)?;
         let pipv6 = self.addrs(labels::P_IPV6)?;
         if pipv6.len() != total_procs as usize {
             return Err(invalid(format!(
@@ -467,14 +528,29 @@ mod tests {
             pids: (0..nprocs as i64).collect(),
             proc_ports: (0..nprocs as u32).map(|p| port * 100 + p).collect(),
             nonce: Some([port as u8 ^ 0x5a; 16]),
+            rivet_flow: Some((port * 8, port * 32)),
         }
     }
 
     /// What the server would broadcast, label by label.
     fn exchange(clients: &[Mine]) -> Vec<Broadcast> {
         let all: Vec<Vec<(u32, Vec<u8>)>> = clients.iter().map(Mine::labels).collect();
-        (0..all[0].len())
-            .map(|i| Broadcast::collect(all[0][i].0, all.iter().map(|l| Some(l[i].1.as_slice()))))
+        let mut labels: Vec<u32> = all.iter().flatten().map(|(l, _)| *l).collect();
+        labels.sort_unstable();
+        labels.dedup();
+        // A client that does not send a label is missing from its mask.
+        labels
+            .into_iter()
+            .map(|label| {
+                Broadcast::collect(
+                    label,
+                    all.iter().map(|l| {
+                        l.iter()
+                            .find(|(x, _)| *x == label)
+                            .map(|(_, v)| v.as_slice())
+                    }),
+                )
+            })
             .collect()
     }
 
@@ -503,6 +579,34 @@ mod tests {
         assert_eq!(world.hosts[1].ipv6, [2; 16]);
         assert_eq!(world.proc_ports, vec![100, 101, 200, 201, 202]);
         assert_eq!(world.nonces, vec![Some([0x5b; 16]), Some([0x58; 16])]);
+        assert_eq!(world.hosts[0].rivet_flow, Some((8, 32)));
+        assert_eq!(world.hosts[1].rivet_flow, Some((16, 64)));
+    }
+
+    #[test]
+    fn rivet_flow_control_is_learnt_per_host_and_checked() {
+        // Clients 0 and 1 are Rivet; client 2 sends only the standard labels.
+        let mut plain = mine(3, 1, -1);
+        plain.rivet_flow = None;
+        let bs = exchange(&[mine(1, 1, -1), mine(2, 1, -1), plain]);
+        assert!(bs.windows(2).all(|w| w[0].label < w[1].label));
+        let mut w = WorldBuilder::new(0, 3);
+        for b in &bs {
+            w.take(b).unwrap();
+        }
+        let world = w.finish().unwrap();
+        let flows: Vec<_> = world.hosts.iter().map(|h| h.rivet_flow).collect();
+        assert_eq!(flows, vec![Some((8, 32)), Some((16, 64)), None]);
+        assert_eq!((world.hosts[2].ackmark, world.hosts[2].hiwater), (2, 4));
+        // A broken Rivet pair is refused like a broken standard one.
+        let mut bad = mine(1, 1, -1);
+        bad.rivet_flow = Some((9, 3));
+        let mut w = WorldBuilder::new(0, 1);
+        for b in &exchange(&[bad]) {
+            w.take(b).unwrap();
+        }
+        let e = w.finish().unwrap_err().to_string();
+        assert!(e.contains("RIVET_H_ACKMARK 9"), "{e}");
     }
 
     #[test]

@@ -18,8 +18,15 @@ use std::io;
 /// The variable rivetrun passes the job secret in.
 pub const PORT_SECRET_ENV: &str = "RIVET_PMI_SECRET";
 
+/// A PMI port holds at most this many connections beyond the ranks still
+/// to come waiting unidentified at once, and closes more as they come: a
+/// stranger cannot run the launcher out of files, nor crowd out a rank
+/// (every rank not yet admitted has a place of its own).
+pub const MAX_STRANGERS: usize = 64;
+
 /// What the launcher handed out: each rank's `PMI_ID` (index = rank) and
-/// the job secret.
+/// the job secret. An id of 0 or less is handed to nobody: a proxy's
+/// gate ([`PortAuth::for_ranks`]) admits only the ranks it placed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortAuth {
     pub secret: String,
@@ -73,6 +80,19 @@ impl PortAuth {
         }
         Ok(PortAuth { secret, ids })
     }
+
+    /// Ids for the ranks `ranks` of a job of `size` (a proxy's node), the
+    /// job's `secret`: every other rank's id is 0, which admits nobody.
+    pub fn for_ranks(size: u32, ranks: &[u32], secret: String) -> io::Result<PortAuth> {
+        let fresh = PortAuth::generate(ranks.len() as u32)?;
+        let mut ids = vec![0; size as usize];
+        for (&rank, id) in ranks.iter().zip(fresh.ids) {
+            if let Some(slot) = ids.get_mut(rank as usize) {
+                *slot = id;
+            }
+        }
+        Ok(PortAuth { secret, ids })
+    }
 }
 
 /// The server's side of [`PortAuth`] for one namespace.
@@ -90,6 +110,7 @@ impl PortGate {
             .ids
             .iter()
             .enumerate()
+            .filter(|&(_, &id)| id > 0)
             .map(|(rank, &id)| (id, rank as u32))
             .collect();
         PortGate {
@@ -119,7 +140,7 @@ impl PortGate {
 
     /// Whether `pmiid` is the id handed to `rank` (a repeated `initack`).
     pub(super) fn is_id_of(&self, rank: u32, pmiid: i32) -> bool {
-        self.ids.get(rank as usize) == Some(&pmiid)
+        pmiid > 0 && self.ids.get(rank as usize) == Some(&pmiid)
     }
 }
 
@@ -156,5 +177,22 @@ mod tests {
         assert_eq!(g.admit(5, Some("s3cr3t")), Err("pmiid_already_used"));
         assert_eq!(g.admit(77, None), Ok(0));
         assert!(g.is_id_of(0, 77) && !g.is_id_of(0, 5));
+    }
+
+    #[test]
+    fn a_gate_for_some_ranks_admits_only_those() {
+        let auth = PortAuth::for_ranks(5, &[3, 1], "job".into()).unwrap();
+        assert_eq!(auth.ids.len(), 5);
+        assert!(auth.ids[1] > 0 && auth.ids[3] > 0 && auth.ids[1] != auth.ids[3]);
+        assert_eq!([auth.ids[0], auth.ids[2], auth.ids[4]], [0, 0, 0]);
+        let (one, three) = (auth.ids[1], auth.ids[3]);
+        let mut g = PortGate::new(auth);
+        // The id 0 the other ranks "have" is nobody's.
+        assert_eq!(g.admit(0, Some("job")), Err("unknown_pmiid"));
+        assert!(!g.is_id_of(0, 0));
+        assert_eq!(g.admit(three, Some("nope")), Err("wrong_secret"));
+        assert_eq!(g.admit(three, Some("job")), Ok(3));
+        assert_eq!(g.admit(one, None), Ok(1));
+        assert_eq!(g.admit(one, Some("job")), Err("pmiid_already_used"));
     }
 }

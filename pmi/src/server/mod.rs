@@ -71,7 +71,7 @@ pub use handle::SERVER_VERSION;
 pub use kvs::{max_entries, MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
 pub use mapping::{parse_process_mapping, process_mapping, process_mapping_within};
 
-pub use auth::{random_bytes, PortAuth, PORT_SECRET_ENV};
+pub use auth::{random_bytes, PortAuth, MAX_STRANGERS, PORT_SECRET_ENV};
 pub use group_forward::{HUB_GROUP_PREFIX, HUB_OP_BASE};
 pub use groups::{MAX_GROUP_STATE, MAX_PENDING_GROUP_OPS};
 pub use hub::{GroupHub, MAX_HUB_NAMESPACE, MAX_HUB_NAMESPACES};

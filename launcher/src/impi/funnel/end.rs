@@ -9,11 +9,16 @@
 //! uncounted packets), never more than [`MAX_QUEUED`]; more waiting means a
 //! peer broke the flow control or stopped reading while acknowledging, and
 //! the funnel fails that link rather than grow.
+//!
+//! A protocol ACK is queued at the end of the packet being written, ahead
+//! of the packets waiting behind it (3.6 wants ACKs expedited: a sender at
+//! its hiwater waits for it), so `out` keeps where its packets end.
 
+use std::collections::VecDeque;
 use std::io::{self, Read, Write};
 
 use rivet_netmods::impi::framer::Framer;
-use rivet_netmods::impi::packet::{Packet, HEADER_LEN};
+use rivet_netmods::impi::packet::{Kind, Packet, HEADER_LEN};
 
 /// Whole packets with their user data.
 pub(super) type Packets = Vec<(Packet, Vec<u8>)>;
@@ -43,6 +48,8 @@ pub(super) struct End<S> {
     framer: Framer,
     out: Vec<u8>,
     at: usize,
+    /// Ends of the packets in `out` from `at` on, ascending.
+    bounds: VecDeque<usize>,
     pub(super) open: bool,
     /// Most bytes that may wait in `out`.
     pub(super) cap: usize,
@@ -55,6 +62,7 @@ impl<S: Read + Write> End<S> {
             framer: Framer::new(maxdatalen),
             out: Vec::new(),
             at: 0,
+            bounds: VecDeque::new(),
             open: true,
             cap,
         }
@@ -66,6 +74,7 @@ impl<S: Read + Write> End<S> {
         if self.at == self.out.len() {
             self.out.clear();
             self.at = 0;
+            self.bounds.clear();
         }
         let waiting = self.out.len() - self.at + HEADER_LEN + data.len();
         if waiting > self.cap {
@@ -74,11 +83,34 @@ impl<S: Read + Write> End<S> {
         if self.at > 0 && self.out.len() + HEADER_LEN + data.len() > self.out.capacity() {
             // Reuse the written front rather than grow past what waits.
             self.out.drain(..self.at);
+            for b in self.bounds.iter_mut() {
+                *b -= self.at;
+            }
             self.at = 0;
         }
-        self.out.extend_from_slice(&p.encode());
-        self.out.extend_from_slice(data);
+        match self.bounds.front().copied() {
+            Some(end) if p.kind == Kind::ProtoAck && end < self.out.len() => {
+                self.out.splice(end..end, p.encode());
+                for b in self.bounds.iter_mut().skip(1) {
+                    *b += HEADER_LEN;
+                }
+                self.bounds.insert(1, end + HEADER_LEN);
+            }
+            _ => {
+                self.out.extend_from_slice(&p.encode());
+                self.out.extend_from_slice(data);
+                self.bounds.push_back(self.out.len());
+            }
+        }
         Ok(())
+    }
+
+    /// `n` more bytes were written.
+    fn advance(&mut self, n: usize) {
+        self.at += n;
+        while self.bounds.front().is_some_and(|&b| b < self.at) {
+            self.bounds.pop_front();
+        }
     }
 
     pub(super) fn pending(&self) -> bool {
@@ -95,6 +127,7 @@ impl<S: Read + Write> End<S> {
     pub(super) fn discard(&mut self) {
         self.out = Vec::new();
         self.at = 0;
+        self.bounds.clear();
         self.open = false;
     }
 
@@ -103,7 +136,7 @@ impl<S: Read + Write> End<S> {
         while self.pending() {
             match self.sock.write(&self.out[self.at..]) {
                 Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-                Ok(n) => self.at += n,
+                Ok(n) => self.advance(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 Err(e) => return Err(e),
@@ -178,6 +211,81 @@ mod tests {
         drop(c);
         let mut ed = End::new(d, 64, MAX_QUEUED);
         assert!(ed.read(&mut buf).unwrap().is_none());
+    }
+
+    /// A socket taking `room` more bytes, recording them.
+    struct Slow {
+        room: usize,
+        wire: Vec<u8>,
+    }
+
+    impl Read for Slow {
+        fn read(&mut self, _: &mut [u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::WouldBlock.into())
+        }
+    }
+
+    impl Write for Slow {
+        fn write(&mut self, b: &[u8]) -> io::Result<usize> {
+            if self.room == 0 {
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            let n = b.len().min(self.room);
+            self.room -= n;
+            self.wire.extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn an_ack_goes_ahead_of_the_packets_waiting_behind_the_one_being_written() {
+        let slow = Slow {
+            room: 100,
+            wire: Vec::new(),
+        };
+        let mut e = End::new(slow, 1000, MAX_QUEUED);
+        let data = |n: usize, byte: u8| {
+            let mut p = Packet::new(Kind::Data, Proc::default(), Proc::default());
+            p.len = n as u32;
+            p.msglen = n as u64;
+            (p, vec![byte; n])
+        };
+        let (p1, d1) = data(500, 1);
+        let (p2, d2) = data(300, 2);
+        e.queue(&p1, &d1).unwrap();
+        e.queue(&p2, &d2).unwrap();
+        // 100 bytes of the first packet went; the ACK comes after its end,
+        // before the second.
+        e.sock.room = 100;
+        e.flush().unwrap();
+        let ack = Packet::new(Kind::ProtoAck, Proc::default(), Proc::default());
+        e.queue(&ack, &[]).unwrap();
+        // Once the first packet is whole, a second ACK goes right there too.
+        e.sock.room = HEADER_LEN + 500 - 100 + HEADER_LEN;
+        e.flush().unwrap();
+        e.queue(&ack, &[]).unwrap();
+        e.sock.room = usize::MAX;
+        e.flush().unwrap();
+        assert!(!e.pending());
+        let mut framer = Framer::new(1000);
+        let kinds: Vec<(Kind, usize)> = framer
+            .push(&e.sock.wire)
+            .unwrap()
+            .into_iter()
+            .map(|(p, d)| (p.kind, d.len()))
+            .collect();
+        assert_eq!(
+            kinds,
+            vec![
+                (Kind::Data, 500),
+                (Kind::ProtoAck, 0),
+                (Kind::ProtoAck, 0),
+                (Kind::Data, 300)
+            ]
+        );
     }
 
     #[test]

@@ -316,6 +316,12 @@ impl Agent {
                         link.end.open = false;
                         continue;
                     }
+                    // A host that fails with our bytes unread resets the
+                    // link rather than closing it: the same failure.
+                    Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                        link.end.open = false;
+                        continue;
+                    }
                     Err(e) => {
                         let why = format!(
                             "host {} (client {}) sent what is no IMPI packet ({e}); link failed",

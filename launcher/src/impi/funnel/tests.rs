@@ -22,6 +22,7 @@ fn host(client: u32, id: u8) -> Host {
         nprocs: 1,
         ackmark: 2,
         hiwater: HIWATER,
+        rivet_flow: None,
     }
 }
 

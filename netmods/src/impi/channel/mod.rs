@@ -18,12 +18,16 @@
 //! is 0, a communicator `c` and its collectives `c + 1`).
 //!
 //! Sending obeys the pair's flow control (the destination host's
-//! ackmark/hiwater): a counted packet goes only with credit. A short
-//! message with credit and no message queued is written straight from the
-//! caller's buffers, behind the bytes `out` still holds, in one vectored
-//! `sendmsg`; only what the socket does not take is copied into `out`, and
-//! a short write ends the flush (the socket is full). Everything else
-//! waits encoded in `out`.
+//! ackmark/hiwater, Rivet's own between two Rivet hosts over a direct
+//! channel): a counted packet goes only with credit. A short message with
+//! credit and no message queued is written straight from the caller's
+//! buffers, behind the bytes `out` still holds, in one vectored `sendmsg`;
+//! only what the socket does not take is copied into `out`, and a short
+//! write ends the flush (the socket is full). A short message without
+//! credit, behind queued packets, or large (`HOLD_FROM`) behind unwritten
+//! bytes, is refused (`take` says full): the engine keeps it by reference
+//! and offers it again after its next poll, so waiting copies nothing.
+//! Long messages (a peer with a smaller `maxdatalen`) wait encoded in `out`.
 //!
 //! Receiving reads straight into a buffer the channel keeps and cuts
 //! packets in place: a whole short message is handed to the engine from
@@ -32,8 +36,9 @@
 //! received straight into the engine's memory (`Sink::place`); after one,
 //! the next read takes only a few hundred bytes, so in a stream of large
 //! messages each payload but the first goes straight there too, not
-//! through this buffer. Protocol ACKs are queued, not written at once:
-//! they leave with the next write (usually the reply) or at the next poll.
+//! through this buffer. A protocol ACK that falls due is written before
+//! the read returns, at the next packet boundary of `out` (never behind
+//! data queued there): a peer at its hiwater waits one read for it.
 //!
 //! By concept: the channel's state and life (here), sending under flow
 //! control (`send.rs`), receiving and the protocol actions (`receive.rs`),
@@ -70,6 +75,9 @@ const READS_PER_POLL: usize = 8;
 const COALESCE_BELOW: usize = 16 * 1024;
 /// Queued bytes written at once rather than at the next poll.
 const COALESCE_FLUSH: usize = 64 * 1024;
+/// A short message of at least this size is refused while `out` holds
+/// unwritten bytes (the socket is full): queued, it would be copied whole.
+const HOLD_FROM: usize = 64 * 1024;
 /// Bytes before the engine's header in an IMPI message: its length.
 const LEN_PREFIX: usize = 4;
 /// Payloads from this size on are offered to the engine (`Arrivals::place`)
@@ -105,6 +113,11 @@ pub struct Channel {
     max_msg: u64,
     out: Vec<u8>,
     out_at: usize,
+    /// Ends of the packets (or packet tails) in `out`, ascending, those
+    /// from `out_at` on: where a protocol ACK may cut in.
+    bounds: VecDeque<usize>,
+    /// A protocol ACK was queued since the last flush.
+    ack_due: bool,
     rx: Rx,
     /// The payload of the packet being read goes to the engine's memory.
     placing: Option<Placing>,
@@ -126,9 +139,16 @@ pub struct Channel {
     pub fini_got: bool,
     /// A message was written since the last poll (see `take`).
     wrote_since_poll: bool,
+    /// The socket took less than offered since the last poll: a refused
+    /// `take` does not try it again (an `EAGAIN` per offer), the poll does.
+    socket_full: bool,
     /// Packets written, for tests and `describe`.
     pub packets_out: u64,
     pub syscalls: u64,
+    /// `take` calls answered "full", for tests.
+    pub refused: u64,
+    /// Bytes copied into `out` (packets waiting for the socket), for tests.
+    pub copied_out: u64,
     /// Payload bytes copied from the receive buffer into placed memory
     /// (the rest of a placed payload is received there directly).
     pub copied: u64,
@@ -157,6 +177,8 @@ impl Channel {
             max_msg,
             out: Vec::new(),
             out_at: 0,
+            bounds: VecDeque::new(),
+            ack_due: false,
             rx: Rx::new(),
             placing: None,
             placed_header: Vec::new(),
@@ -173,8 +195,11 @@ impl Channel {
             fini_sent: false,
             fini_got: false,
             wrote_since_poll: false,
+            socket_full: false,
             packets_out: 0,
             syscalls: 0,
+            refused: 0,
+            copied_out: 0,
             copied: 0,
         }
     }
@@ -196,6 +221,7 @@ impl Channel {
     /// A new poll began: the next small message may be written at once.
     pub fn new_poll(&mut self) {
         self.wrote_since_poll = false;
+        self.socket_full = false;
     }
 
     /// Stop writing into the engine's memory (the engine is going away):

@@ -18,8 +18,8 @@ use crate::tcp::sys;
 impl Channel {
     /// Read what arrived and act on it, handing each whole engine message
     /// (header, payload) to `deliver`; `Ok(false)` once the peer closed.
-    /// Protocol ACKs this makes due are left queued (`wants_write`); other
-    /// packets it makes possible are written.
+    /// Protocol ACKs this makes due, and other packets it makes possible,
+    /// are written (what the socket does not take waits in `out`).
     pub fn read(&mut self, deliver: &mut dyn Arrivals) -> io::Result<bool> {
         let mut rx = std::mem::take(&mut self.rx);
         let r = self.read_with(&mut rx, deliver);
@@ -102,8 +102,8 @@ impl Channel {
         if !(self.queue.is_empty() && self.ctl.is_empty() && self.streaming.is_empty()) {
             self.pump();
         }
-        // Only ACKs added: they wait for the next write or poll.
-        if pending_before > 0 || self.out.len() > before {
+        if pending_before > 0 || self.out.len() > before || self.ack_due {
+            self.ack_due = false;
             self.flush()?;
         }
         Ok(true)
@@ -171,7 +171,7 @@ impl Channel {
         };
         self.check_len(p.msglen)?;
         if let Some(ack) = self.incoming.take_short(p).map_err(protocol)? {
-            self.put(&ack, &[]);
+            self.put_ack(&ack);
         }
         let have = rx.end - body;
         self.copied += have as u64;
@@ -205,7 +205,7 @@ impl Channel {
         if Incoming::is_short_data(p) && self.order.is_empty() {
             self.check_len(p.msglen)?;
             if let Some(ack) = self.incoming.take_short(p).map_err(protocol)? {
-                self.put(&ack, &[]);
+                self.put_ack(&ack);
             }
             let (h, payload) = split_message(data)
                 .ok_or_else(|| protocol("a message without its engine header"))?;
@@ -216,7 +216,7 @@ impl Channel {
         let mut data = Some(data);
         while let Some(a) = actions.pop_front() {
             match a {
-                Action::Send(reply) if reply.kind == Kind::ProtoAck => self.put(&reply, &[]),
+                Action::Send(reply) if reply.kind == Kind::ProtoAck => self.put_ack(&reply),
                 Action::Send(reply) => {
                     if !self.fini_sent {
                         self.ctl.push_back(reply);

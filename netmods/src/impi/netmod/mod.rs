@@ -201,13 +201,14 @@ impl ImpiNetmod {
         self.chans.entry(g).or_insert_with(|| {
             let me = &cfg.procs[cfg.rank as usize];
             let them = &cfg.procs[g as usize];
+            let direct = cfg.funnel_fd(g).is_none();
             Channel::new(
                 me.proc,
                 them.proc,
                 cfg.maxdatalen,
                 max_msg,
-                (them.ackmark, them.hiwater),
-                me.ackmark,
+                them.flow_from(me, direct),
+                me.flow_from(them, direct).0,
             )
         })
     }

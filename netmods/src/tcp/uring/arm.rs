@@ -148,7 +148,7 @@ impl UringIo {
                                             out.advance(n);
                                             break;
                                         }
-                                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                                        Err(e) if sys::would_block(&e) => break,
                                         Err(e) => {
                                             failed = Some(e);
                                             break;

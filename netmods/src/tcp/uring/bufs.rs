@@ -24,7 +24,7 @@ pub(crate) struct BufRing {
     /// Our tail: entries below it were handed to the kernel.
     tail: u16,
     /// Entries added since the tail was last published.
-    pending: bool,
+    pub(super) pending: bool,
     /// The ring position (tail value) each buffer was last given at, and
     /// the buffer given at each position (modulo `COUNT`): a bundle
     /// completion names only its first buffer, the rest are the buffers

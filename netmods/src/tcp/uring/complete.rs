@@ -10,7 +10,22 @@ use super::super::sys;
 use super::*;
 
 impl UringIo {
+    /// Handles every completion there is. Inline for an idle poll's
+    /// check, which then costs no call (callgrind: the call and its frame
+    /// were some 35 instructions a poll).
+    #[inline]
     pub(super) fn reap(&mut self, st: &mut State, sink: &mut dyn Sink) {
+        if self.deferred.is_empty()
+            && self.ring.ring.completion().is_empty()
+            && !self.bufs.as_ref().is_some_and(|b| b.pending)
+        {
+            return;
+        }
+        self.reap_some(st, sink);
+    }
+
+    #[inline(never)]
+    fn reap_some(&mut self, st: &mut State, sink: &mut dyn Sink) {
         if !self.deferred.is_empty() {
             let deferred = std::mem::take(&mut self.deferred);
             for &(ud, res, flags) in &deferred {

@@ -22,7 +22,6 @@
 //! socket with no single-shot RECV in flight (which would write into the
 //! same target later).
 
-use std::io;
 use std::os::fd::AsRawFd;
 
 use super::super::state::{Phase, State};
@@ -129,7 +128,7 @@ impl UringIo {
                         break;
                     }
                 }
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) if sys::would_block(&e) => break,
                 Err(e) => {
                     st.sock_failed(slot, format!("recv: {e}"));
                     break;

@@ -139,9 +139,6 @@ const SINGLE_RX_FRAMES: u32 = 64;
 /// MSG_ZEROCOPY, ~3 KB on NICs since 6.10).
 const ZC_MIN: usize = 16 * 1024;
 
-/// Messages below this size may wait for the next poll (see `send`).
-const COALESCE_BELOW: usize = 16 * 1024;
-
 /// slot (32 bits) | generation (24 bits) | kind (8 bits): a completion for a
 /// slot since reused is recognised and ignored.
 fn user_data(slot: u32, gen: u32, kind: u64) -> u64 {
@@ -199,7 +196,7 @@ pub(crate) struct UringIo {
     tick: u64,
     /// A message went out directly since the last poll: further small ones
     /// wait for the poll (one SEND for a window of them).
-    wrote_since_poll: bool,
+    pub(crate) wrote_since_poll: bool,
     /// Reused list, so a poll allocates nothing.
     work: Vec<u32>,
     /// Completions reaped outside a poll (`send`, `quiesce`), handled

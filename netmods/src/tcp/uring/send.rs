@@ -1,7 +1,6 @@
 //! Sending: straight from the caller's buffers when a peer has nothing
-//! queued, else through its queue (see the module docs).
-
-use std::io;
+//! queued (`TcpNetmod::try_send` decides), else through its queue (see the
+//! module docs).
 
 use std::os::fd::AsRawFd;
 
@@ -11,33 +10,6 @@ use super::ring::ENTER_GETEVENTS;
 use super::*;
 
 impl UringIo {
-    /// Takes a message for `peer` (room checked by the caller): sent from
-    /// the caller's buffers when nothing is queued for the peer and it is
-    /// large or the first small one since the last poll; else queued.
-    pub(crate) fn send(&mut self, st: &mut State, peer: PeerId, header: &[u8], payload: &[u8]) {
-        let total = wire::PREFIX + header.len() + payload.len();
-        let queued = st.peers.get(&peer).map_or(0, |p| p.out.len());
-        let conn = st.open_conn(peer);
-        let mut skip = 0;
-        if let Some(id) = conn {
-            if queued == 0 && (total >= COALESCE_BELOW || !self.wrote_since_poll) {
-                match self.send_direct(st, id.slot, header, payload) {
-                    Some(n) if n == total => return,
-                    Some(n) => skip = n,
-                    None => {}
-                }
-            }
-        }
-        if let Some(p) = st.peers.get_mut(&peer) {
-            if p.failed.is_none() {
-                p.out.push(header, payload, skip);
-            }
-        }
-        if let Some(id) = conn {
-            st.mark_dirty(id.slot);
-        }
-    }
-
     /// Writes `prefix + header + payload` on `slot` with one nonblocking
     /// `sendmsg(2)`, straight from the caller's buffers; `None` if the
     /// socket cannot take a direct send now, else the bytes written (on
@@ -45,7 +17,7 @@ impl UringIo {
     /// with room takes the bytes in the call either way, and the call
     /// needs no SQE, no completion to reap and no second enter to wait
     /// for it; what does not fit goes to the queue and an io_uring SEND.
-    fn send_direct(
+    pub(crate) fn send_direct(
         &mut self,
         st: &mut State,
         slot: u32,
@@ -62,7 +34,7 @@ impl UringIo {
         st.calls += 1;
         match sys::send(fd, &[&prefix, header, payload]) {
             Ok(n) => Some(n),
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Some(0),
+            Err(e) if sys::would_block(&e) => Some(0),
             Err(e) => {
                 st.sock_failed(slot, format!("send: {e}"));
                 Some(0)

@@ -34,14 +34,14 @@ use crate::wire::control;
 use crate::wire::{MsgKind, WireHeader, FLAG_FAILED};
 
 impl State {
-    /// Receiver, just matched `want` bytes at `addr` in `pid`: take the
-    /// first part, ask the sender for the rest.
+    /// Receiver, just matched `want` bytes at `addr` in the process at shm
+    /// slot `peer`: take the first part, ask the sender for the rest.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn start_split_copy(
         &mut self,
         rreq: u64,
         from: VcId,
-        pid: u32,
+        peer: usize,
         addr: u64,
         buf: *mut u8,
         want: usize,
@@ -61,7 +61,7 @@ impl State {
         self.copies.splits.push(Split {
             rreq,
             from,
-            pid,
+            peer,
             src_rest: addr + h as u64,
             dst_rest,
             rest,
@@ -71,7 +71,7 @@ impl State {
         self.copies.jobs.push(Job::Read {
             rreq,
             from,
-            pid,
+            peer,
             src: addr,
             dst: buf,
             len: h,
@@ -95,13 +95,9 @@ impl State {
         let (Some(count), Some(rreq)) = (le_u64(payload, 0), le_u64(payload, 8)) else {
             return self.misbehaved(from, "a Write without its count and receive");
         };
-        let pid = match self.pgs.vc(from).map(|vc| vc.route) {
-            Ok(Route::Shm(peer)) => self.shm_pids.get(peer).copied().unwrap_or(0),
-            _ => 0,
-        };
-        if pid == 0 {
+        let Ok(Route::Shm(peer)) = self.pgs.vc(from).map(|vc| vc.route) else {
             return self.misbehaved(from, "a Write from a peer not on shared memory");
-        }
+        };
         let Some(Req {
             op: Op::Send(s), ..
         }) = self.requests.get_mut(h.sreq)
@@ -121,7 +117,7 @@ impl State {
         self.copies.jobs.push(Job::Write {
             sreq: h.sreq,
             to: from,
-            pid,
+            peer,
             src: s.buf.wrapping_add(h.len as usize),
             dst: h.aux,
             len: count as usize,
@@ -143,7 +139,7 @@ impl State {
             self.copies.jobs.push(Job::Read {
                 rreq: s.rreq,
                 from: s.from,
-                pid: s.pid,
+                peer: s.peer,
                 src: s.src_rest,
                 dst: s.dst_rest,
                 len: s.rest,
@@ -194,9 +190,12 @@ impl State {
 }
 
 impl State {
-    /// Run the copies asked for since the last call; the parts done.
+    /// Run the copies asked for since the last call, with the pids the
+    /// shm transport has for its slots (`ShmLink::pids`; none yet: 0, which
+    /// no copy reaches); the parts done.
     #[cold]
-    pub(crate) fn run_copies(&mut self) -> usize {
+    pub(crate) fn run_copies(&mut self, pids: &[u32]) -> usize {
+        let pid_of = |peer: usize| pids.get(peer).copied().unwrap_or(0);
         let jobs = std::mem::take(&mut self.copies.jobs);
         let done = jobs.len();
         for job in jobs {
@@ -204,11 +203,12 @@ impl State {
                 Job::Read {
                     rreq,
                     from,
-                    pid,
+                    peer,
                     src,
                     dst,
                     len,
                 } => {
+                    let pid = pid_of(peer);
                     if !self.copying_from(rreq, from) {
                         continue;
                     }
@@ -229,7 +229,7 @@ impl State {
                 Job::Write {
                     sreq,
                     to,
-                    pid,
+                    peer,
                     src,
                     dst,
                     len,
@@ -249,7 +249,8 @@ impl State {
                     // receiver's `Ack`), so its buffer is lent to us, and
                     // `src..src+len` lies inside it (`on_write` checked).
                     let part = unsafe { bytes(src, len) };
-                    let ok = cma::write(pid, dst, part).is_ok();
+                    let pid = pid_of(peer);
+                    let ok = pid != 0 && cma::write(pid, dst, part).is_ok();
                     s.written();
                     let mut answer = control(MsgKind::Written, context, sreq);
                     answer.aux = rreq;
@@ -274,8 +275,8 @@ mod tests {
     use super::*;
     use crate::core::Core;
     use crate::post::SendArgs;
-    use crate::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
     use crate::route::CmaState;
+    use crate::state::protocol::tests::{phase, shm_core, shm_pair, state, state_of, violation};
     use crate::table::{SendOp, SendPhase};
     use crate::wire::FLAG_FAILED;
 
@@ -382,10 +383,9 @@ mod tests {
         assert!(dst == src, "the receiver read the refused part itself");
     }
 
-    /// A State-only sender: rank 0, peer 1 on shared memory, pid known.
+    /// A State-only sender: rank 0, peer 1 on shared memory.
     fn sender() -> (State, u64) {
         let mut st = state(3, true);
-        st.shm_pids = vec![std::process::id(); 3];
         let id = st.requests.insert(Req {
             op: Op::Send(SendOp::new(
                 VcId::world(1),

@@ -442,14 +442,13 @@ impl State {
         let key = match route {
             _ if want == 0 => None,
             Route::Shm(peer) if self.cma_allowed && cma != CmaState::Refused => {
-                // The pid of the process at that shm slot, never one the
-                // peer names (0 until the slot is seen attached).
-                let pid = self.shm_pids.get(peer).copied().unwrap_or(0);
+                // Copies go to the process at that shm slot (the shm
+                // transport's pid for it), never one the peer names.
                 if cma == CmaState::Works && self.split_min != 0 && want >= self.split_min {
                     return self.start_split_copy(
                         rreq,
                         from,
-                        pid,
+                        peer,
                         addr,
                         buf,
                         want,
@@ -662,6 +661,31 @@ impl State {
         };
         let vc = self.pgs.vc(from).ok()?;
         matches!(vc.route, Route::Netmod(_)).then_some(from)
+    }
+
+    /// The route to `dest`, its eager limit (the transport's, within the
+    /// credit a netmod peer left us), and whether sends to it queue.
+    #[inline]
+    pub fn send_route(&mut self, dest: VcId) -> Result<(Route, usize, bool)> {
+        let vc = self.pgs.vc(dest)?;
+        if vc.failed {
+            return Err(self.failure_of(dest));
+        }
+        let mut limit = self.limits.of(vc.route).eager_max;
+        if let Route::Netmod(_) = vc.route {
+            limit = limit.min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE));
+        }
+        Ok((vc.route, limit, !vc.pending.is_empty()))
+    }
+
+    /// An eager message to a netmod peer spends its credit.
+    #[inline]
+    pub fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
+        if let Route::Netmod(_) = route {
+            if let Ok(vc) = self.pgs.vc(dest) {
+                vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
+            }
+        }
     }
 
     /// Eager bytes from `from` reached their receive: owe the sender that

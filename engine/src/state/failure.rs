@@ -3,7 +3,8 @@
 //! Peer failure (`State::peer_failed`): every request that needs the dead
 //! peer completes with `MsgError::PeerFailed`: sends to it, receives posted
 //! for it or for `ANY_SOURCE`, and rendezvous receives streaming from,
-//! reading from or copying with it. Messages that already arrived from it
+//! reading from or copying with it (one a netmod reads into only once the
+//! netmod has stopped that read, `rma.rs`). Messages that already arrived from it
 //! stay receivable. A peer that breaks the protocol (`misbehaved`) is
 //! treated as failed. A peer that finalized says `Bye` first; its
 //! connection closing afterwards fails only what names it (not
@@ -123,7 +124,9 @@ impl State {
             why.to_string()
         };
         self.failed_peers.push((id, why));
-        let waiting = self.requests.select(|req| {
+        // Receives a netmod is reading into fail once it stopped (`rma.rs`).
+        let reading = self.rma.peer_failed(id);
+        let mut waiting = self.requests.select(|req| {
             !req.complete
                 && match &req.op {
                     Op::Send(s) => s.vc == id,
@@ -139,9 +142,9 @@ impl State {
                     },
                 }
         });
+        waiting.retain(|req| !reading.contains(req));
         for req in dropped.into_iter().chain(waiting) {
             self.fail_request(req, id);
         }
-        self.rma.forget(id);
     }
 }

@@ -309,7 +309,7 @@ fn single_copy_reads_use_the_segment_pid() {
     let (me, mut peer) = shm_pair("cma-pid");
     let mut core = shm_core(me, state(2, true));
     core.progress();
-    assert_eq!(core.st.shm_pids, [std::process::id(); 2]);
+    assert_eq!(core.tx.shm_pids(), [std::process::id(); 2]);
 
     let source: Vec<u8> = (0..3000u32).map(|i| i as u8).collect();
     let mut dst = vec![0u8; source.len()];
@@ -339,10 +339,31 @@ fn single_copy_reads_use_the_segment_pid() {
     assert_eq!(kinds, [Some(MsgKind::Ack)]);
 }
 
-/// A netmod that takes every message and offers one-sided reads, keeping
-/// the keys registered now.
+/// What `FakeNet` holds, shared with the test.
+#[derive(Default)]
+struct FakeState {
+    /// Keys registered now.
+    registered: Vec<u64>,
+    /// Reads accepted (else refused), and those not ended: (peer, buffer).
+    accept_reads: bool,
+    reads: Vec<(rivet_netmods::PeerId, usize)>,
+    /// `stop_reads` gives up (a provider that never ends them).
+    stuck: bool,
+    /// Reported failed at the next poll.
+    fail_at_poll: Option<rivet_netmods::PeerId>,
+}
+
+/// A netmod that takes every message and offers one-sided reads, which
+/// never end by themselves: the test sees which buffers it still holds.
 struct FakeNet {
-    registered: Arc<Mutex<Vec<u64>>>,
+    st: Arc<Mutex<FakeState>>,
+}
+
+impl FakeNet {
+    fn new() -> (FakeNet, Arc<Mutex<FakeState>>) {
+        let st = Arc::new(Mutex::new(FakeState::default()));
+        (FakeNet { st: st.clone() }, st)
+    }
 }
 
 impl rivet_netmods::Netmod for FakeNet {
@@ -377,8 +398,12 @@ impl rivet_netmods::Netmod for FakeNet {
     ) -> Result<bool, NetmodError> {
         Ok(true)
     }
-    fn poll(&mut self, _: &mut dyn rivet_netmods::Sink) -> Result<usize, NetmodError> {
-        Ok(0)
+    fn poll(&mut self, sink: &mut dyn rivet_netmods::Sink) -> Result<usize, NetmodError> {
+        let failed = self.st.lock().unwrap().fail_at_poll.take();
+        if let Some(peer) = failed {
+            sink.peer_failed(peer, "connection reset");
+        }
+        Ok(failed.is_some() as usize)
     }
     fn idle(&self) -> bool {
         true
@@ -399,24 +424,37 @@ impl rivet_netmods::Netmod for FakeNet {
 
 impl rivet_netmods::Rma for FakeNet {
     fn register(&mut self, addr: usize, _: usize) -> Result<u64, NetmodError> {
-        self.registered.lock().unwrap().push(addr as u64);
+        self.st.lock().unwrap().registered.push(addr as u64);
         Ok(addr as u64)
     }
     fn deregister(&mut self, key: u64) -> Result<(), NetmodError> {
-        self.registered.lock().unwrap().retain(|&k| k != key);
+        self.st.lock().unwrap().registered.retain(|&k| k != key);
         Ok(())
     }
     unsafe fn read(
         &mut self,
-        _: rivet_netmods::PeerId,
-        _: *mut u8,
+        peer: rivet_netmods::PeerId,
+        local: *mut u8,
         _: usize,
         _: u64,
         _: u64,
     ) -> Result<u64, NetmodError> {
-        Err(NetmodError::Unavailable("fake".into()))
+        let mut st = self.st.lock().unwrap();
+        if !st.accept_reads {
+            return Err(NetmodError::Unavailable("fake".into()));
+        }
+        st.reads.push((peer, local as usize));
+        Ok(st.reads.len() as u64)
     }
     fn poll_reads(&mut self, _: &mut dyn FnMut(u64, Result<(), String>)) {}
+    fn stop_reads(&mut self, peer: rivet_netmods::PeerId) -> bool {
+        let mut st = self.st.lock().unwrap();
+        if st.stuck {
+            return false;
+        }
+        st.reads.retain(|&(p, _)| p != peer);
+        true
+    }
 }
 
 /// An abandoned rendezvous send (a scope unwinding, a blocking send that
@@ -425,12 +463,10 @@ impl rivet_netmods::Rma for FakeNet {
 /// poll must not find it still registered.
 #[test]
 fn abandoned_sends_deregister_their_buffer_at_once() {
-    let registered = Arc::new(Mutex::new(Vec::new()));
+    let (net, fake) = FakeNet::new();
     let mut core = Core::new(
         None,
-        Some(Box::new(FakeNet {
-            registered: registered.clone(),
-        })),
+        Some(Box::new(net)),
         Arc::new(Mutex::new(None)),
         state(2, false),
     );
@@ -445,10 +481,123 @@ fn abandoned_sends_deregister_their_buffer_at_once() {
             sync: false,
         })
         .unwrap();
-    assert_eq!(*registered.lock().unwrap(), [BUF.as_ptr() as u64]);
+    assert_eq!(fake.lock().unwrap().registered, [BUF.as_ptr() as u64]);
     core.abandon(&[id]);
     assert!(
-        registered.lock().unwrap().is_empty(),
+        fake.lock().unwrap().registered.is_empty(),
         "the abandoned buffer is still readable by the peer"
     );
+}
+
+/// How a netmod peer fails in `failed_peers_reads_end_before_their_receive`.
+#[derive(Clone, Copy, Debug)]
+enum Death {
+    /// The netmod reports it (`Sink::peer_failed`).
+    Netmod,
+    /// The engine finds out itself (a group event, a protocol violation,
+    /// the process watch): the netmod still holds the read.
+    Engine,
+}
+
+/// A receive matched to a netmod `Rts` from rank 1, its read posted into
+/// `dst` by the netmod of `core`.
+fn reading_receive(core: &mut Core, fake: &Mutex<FakeState>, dst: &mut [u8]) -> u64 {
+    fake.lock().unwrap().accept_reads = true;
+    let rreq = core.start_recv(CONTEXT, dst.as_mut_ptr(), dst.len(), 1, None, 5);
+    let rts = WireHeader {
+        kind: MsgKind::Rts as u8,
+        flags: FLAG_RMA_KEY,
+        context: CONTEXT,
+        tag: 5,
+        src: 1,
+        len: dst.len() as u64,
+        sreq: 42,
+        aux: 0x1000,
+        ..WireHeader::default()
+    };
+    let mut payload = 0u32.to_le_bytes().to_vec();
+    payload.extend_from_slice(&77u64.to_le_bytes());
+    core.st.deliver(VcId::world(1), &rts, &payload);
+    core.progress();
+    assert_eq!(
+        fake.lock().unwrap().reads,
+        [(1, dst.as_ptr() as usize)],
+        "the netmod reads into the receive buffer"
+    );
+    assert!(!complete(&core.st, rreq));
+    rreq
+}
+
+/// A peer dies while the netmod reads its data into a receive buffer: the
+/// receive fails only once the netmod has let go of the buffer (the user
+/// may free it as soon as the receive completes), and until then it is
+/// still written by someone (`abandon` waits for it).
+#[test]
+fn failed_peers_reads_end_before_their_receive() {
+    for death in [Death::Netmod, Death::Engine] {
+        let (net, fake) = FakeNet::new();
+        let mut core = Core::new(
+            None,
+            Some(Box::new(net)),
+            Arc::new(Mutex::new(None)),
+            state(2, false),
+        );
+        let mut dst = vec![0u8; 4096];
+        let rreq = reading_receive(&mut core, &fake, &mut dst);
+        let holds = |fake: &Mutex<FakeState>| !fake.lock().unwrap().reads.is_empty();
+        match death {
+            Death::Netmod => fake.lock().unwrap().fail_at_poll = Some(1),
+            Death::Engine => {
+                core.st
+                    .peer_failed(VcId::world(1), "it terminated (group event)");
+                assert!(
+                    !complete(&core.st, rreq),
+                    "{death:?}: the receive completed while the netmod still reads into it"
+                );
+                assert_eq!(core.st.remote_writer(rreq), Some(VcId::world(1)));
+            }
+        }
+        core.progress();
+        assert!(
+            complete(&core.st, rreq),
+            "{death:?}: the receive never failed"
+        );
+        assert!(
+            !holds(&fake),
+            "{death:?}: the netmod still holds the buffer"
+        );
+        let status = &core.st.requests.get(rreq).unwrap().status;
+        assert_eq!(
+            status.error,
+            Some(MsgError::PeerFailed { rank: 1 }),
+            "{death:?}"
+        );
+        assert_eq!(core.st.remote_writer(rreq), None);
+        assert!(core.st.fatal.is_none(), "{death:?}: {:?}", core.st.fatal);
+        assert!(!core.st.rma.busy(), "{death:?}: reads left behind");
+    }
+}
+
+/// A netmod that cannot stop a failed peer's read in time: the receive
+/// never completes (its buffer is still written), the engine fails, so
+/// waits end with the error and releasing the buffer aborts (`abandon`).
+#[test]
+fn reads_not_stopped_fail_the_engine_and_keep_the_buffer() {
+    let (net, fake) = FakeNet::new();
+    let mut core = Core::new(
+        None,
+        Some(Box::new(net)),
+        Arc::new(Mutex::new(None)),
+        state(2, false),
+    );
+    let mut dst = vec![0u8; 4096];
+    let rreq = reading_receive(&mut core, &fake, &mut dst);
+    fake.lock().unwrap().stuck = true;
+    fake.lock().unwrap().fail_at_poll = Some(1);
+    core.progress();
+    core.progress();
+    assert!(!complete(&core.st, rreq));
+    assert_eq!(core.st.remote_writer(rreq), Some(VcId::world(1)));
+    let fatal = core.st.fatal.clone().expect("the engine failed");
+    assert!(fatal.contains("could not stop its reads"), "{fatal}");
 }

@@ -13,117 +13,45 @@
 //! back as `pmi_out`; see `remote::jobwide`). Spawn requests go to the
 //! proxy's main thread (`super::spawn`), which starts the children here.
 //! The node's PMIx server's upcalls wake this loop too; their fences ride
-//! the same tree barrier (`super::pmix`).
+//! the same tree barrier (`super::pmix`). With `--pmi-port` the ranks
+//! connect to a TCP port of the proxy's instead (`port.rs`: who is admitted,
+//! and when the port closes); admitted, they are served alike.
+//!
+//! `handle.rs` is what other threads send the loop.
+//!
+//! Connection ids: rank R's `PMI_FD` is R + 1, port connections count from
+//! 2^30 (`port.rs`), spawned processes' from 2^31 (`super::spawn`).
 
 use std::collections::HashMap;
 use std::io::{self, ErrorKind, Read};
 use std::os::unix::net::UnixStream as StdUnixStream;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 
 use mio::net::UnixStream;
 use mio::{Events, Poll, Token, Waker};
-use rivet_pmi::server::{ConnId, NamespaceSpec, NsId, Output, Server, SpawnFailure};
-use rivet_pmi::wire::{Message, SpawnRequest};
+
+use rivet_pmi::server::{ConnId, NsId, Output, Server};
+use rivet_pmi::wire::Message;
+
+mod handle;
+mod port;
+pub use handle::{Cmd, Handle, Said, SpawnAsk};
+pub use port::open as open_port;
 
 use super::tree::Tree;
 use super::upstream::Upstream;
-use crate::nonblocking::{interest, write_unsent};
+use crate::nonblocking::{interest, write_unsent, PmiStream};
 use crate::remote::wire;
 
 const WAKER: Token = Token(0);
 
-/// What a rank did over PMI, read when it exits: one that spoke PMI and
-/// exits 0 without finalizing fails the job (others may wait for it).
-#[derive(Default)]
-pub struct Said {
-    pub spoke: AtomicBool,
-    pub finalized: AtomicBool,
-}
-
-/// What other threads tell the PMI loop.
-pub enum Cmd {
-    /// A rank started: serve its PMI connection.
-    Rank {
-        rank: u32,
-        conn: StdUnixStream,
-        said: Arc<Said>,
-    },
-    /// A rank ended: free what it registered and did not release (seed
-    /// 002, as single-host rivetrun does), then say so on `done`.
-    Ended {
-        rank: u32,
-        who: String,
-        done: mpsc::Sender<()>,
-    },
-    /// Upstream's `barrier_out`: the job's puts since the last barrier.
-    BarrierOut(Vec<(String, String)>),
-    /// A child proxy's `barrier` (its subtree's puts).
-    ChildBarrier(u32, Vec<(String, String)>),
-    /// A child proxy's connection ended.
-    ChildGone(u32),
-    /// The connection to the parent proxy is up (its writing half).
-    Parent(Upstream),
-    /// A child proxy connected (the writing half of its connection).
-    Child(u32, Upstream),
-    /// The way upstream is gone: barriers fail.
-    Lost,
-    /// The parent proxy's connection ended (see `Tree::orphaned`).
-    ParentGone,
-    /// A namespace for children this proxy spawns (before their `Child`).
-    Namespace(NamespaceSpec),
-    /// A spawned process started: serve its PMI connection as `index` of `kvs`.
-    Spawned {
-        kvs: String,
-        index: u32,
-        id: ConnId,
-        conn: StdUnixStream,
-        said: Arc<Said>,
-    },
-    /// The answer to a spawn request from connection `ConnId`.
-    SpawnDone(ConnId, Result<Vec<i32>, SpawnFailure>),
-    /// rivetrun's answer to a name request.
-    NameDone(ConnId, Result<Message, String>),
-    /// Bytes rivetrun's job-wide server sends a connection (`pmi_out`).
-    Out(ConnId, Vec<u8>),
-    /// rivetrun's word on a PMIx direct modex.
-    Pmix(super::pmix::Msg),
-}
-
-/// A rank's spawn request, for the proxy's main thread.
-pub struct SpawnAsk {
-    pub conn: ConnId,
-    /// The namespace and rank of the process that asked.
-    pub kvs: String,
-    pub rank: u32,
-    pub request: SpawnRequest,
-}
-
-/// How other threads reach the PMI loop.
-#[derive(Clone)]
-pub struct Handle {
-    tx: mpsc::Sender<Cmd>,
-    waker: Arc<Waker>,
-}
-
-impl Handle {
-    pub fn send(&self, cmd: Cmd) {
-        if self.tx.send(cmd).is_ok() {
-            let _ = self.waker.wake();
-        }
-    }
-
-    /// What wakes the loop (the PMIx server's upcalls use it too).
-    pub fn waker(&self) -> Arc<Waker> {
-        self.waker.clone()
-    }
-}
-
 struct Conn {
-    stream: UnixStream,
-    rank: u32,
+    stream: PmiStream,
+    /// None: a port connection not yet admitted.
+    rank: Option<u32>,
     unsent: Vec<u8>,
-    said: Arc<Said>,
+    said: Option<Arc<Said>>,
 }
 
 struct Loop {
@@ -139,6 +67,8 @@ struct Loop {
     spawns: mpsc::Sender<super::Event>,
     /// The node's PMIx fences and direct modexes.
     pmix: super::pmix::State,
+    /// `--pmi-port`: the port and the ranks admitted on it.
+    port: Option<port::Port>,
 }
 
 /// Start the PMI loop for namespace `ns` of `server`.
@@ -163,6 +93,7 @@ pub fn start(
         lost: false,
         spawns,
         pmix,
+        port: None,
     };
     std::thread::Builder::new()
         .name("proxy-pmi".into())
@@ -184,6 +115,10 @@ impl Loop {
             for ev in events.iter() {
                 let token = ev.token();
                 if token == WAKER {
+                    continue;
+                }
+                if token == port::LISTENER {
+                    self.accept();
                     continue;
                 }
                 let conn = token.0 as ConnId;
@@ -231,7 +166,7 @@ impl Loop {
             }
             Cmd::Ended { rank, who, done } => {
                 // Its last PMI words (a registration) may still be unread.
-                self.read(ConnId::from(rank) + 1);
+                self.read(self.conn_of(rank));
                 let left = self.server.take_resources(self.ns, rank);
                 crate::resources::free_left(&who, left);
                 let _ = done.send(());
@@ -257,6 +192,18 @@ impl Loop {
             Cmd::NameDone(conn, result) => self.server.name_done(conn, result, &mut out),
             Cmd::Out(conn, bytes) => self.queue(conn, &bytes),
             Cmd::Pmix(msg) => self.pmix.message(msg, &self.rivetrun),
+            Cmd::Port {
+                opened,
+                saids,
+                host,
+            } => {
+                // The gate first: nothing is accepted before it stands.
+                self.server.require_port_auth(self.ns, opened.auth);
+                match port::Port::new(opened.listener, saids, host) {
+                    Ok(p) => self.open_port(p),
+                    Err(e) => eprintln!("rivetrun: proxy: the PMI port: {e}"),
+                }
+            }
             Cmd::BarrierOut(puts) => {
                 self.tree.barrier_out(&puts);
                 if self.pmix.in_tree() {
@@ -295,6 +242,7 @@ impl Loop {
             }
             Cmd::Lost => {
                 self.lost = true;
+                self.close_port();
                 self.barriers_failed("launcher_connection_lost", &mut out);
                 self.pmix.lost();
             }
@@ -306,11 +254,11 @@ impl Loop {
         if conn.set_nonblocking(true).is_err() {
             return;
         }
-        let mut stream = UnixStream::from_std(conn);
+        let mut stream = PmiStream::Unix(UnixStream::from_std(conn));
         if self
             .poll
             .registry()
-            .register(&mut stream, Token(id as usize), interest(false))
+            .register(stream.source(), Token(id as usize), interest(false))
             .is_err()
         {
             return;
@@ -320,9 +268,9 @@ impl Loop {
             id,
             Conn {
                 stream,
-                rank,
+                rank: Some(rank),
                 unsent: Vec::new(),
-                said,
+                said: Some(said),
             },
         );
     }
@@ -412,7 +360,9 @@ impl Loop {
                         break;
                     }
                     Ok(n) => {
-                        c.said.spoke.store(true, Ordering::Relaxed);
+                        if let Some(said) = &c.said {
+                            said.spoke.store(true, Ordering::Relaxed);
+                        }
                         self.server.receive(conn, &buf[..n], &mut out);
                     }
                     Err(e) if e.kind() == ErrorKind::WouldBlock => break,
@@ -424,6 +374,8 @@ impl Loop {
                 }
             }
         }
+        // Known before the answer goes out (the rank may exit right after).
+        self.identify(conn);
         self.apply(out);
         self.forward_groups();
         if closed {
@@ -433,7 +385,7 @@ impl Loop {
 
     fn drop_conn(&mut self, conn: ConnId) {
         if let Some(mut c) = self.conns.remove(&conn) {
-            let _ = self.poll.registry().deregister(&mut c.stream);
+            let _ = self.poll.registry().deregister(c.stream.source());
         }
         self.server.detach(conn);
     }
@@ -446,10 +398,11 @@ impl Loop {
             return self.drop_conn(conn);
         }
         let wants = !c.unsent.is_empty();
-        let _ =
-            self.poll
-                .registry()
-                .reregister(&mut c.stream, Token(conn as usize), interest(wants));
+        let _ = self.poll.registry().reregister(
+            c.stream.source(),
+            Token(conn as usize),
+            interest(wants),
+        );
     }
 
     fn queue(&mut self, conn: ConnId, bytes: &[u8]) {
@@ -462,9 +415,10 @@ impl Loop {
     fn apply(&mut self, outputs: Vec<Output>) {
         // Marked before the answer goes out: the rank exits only after it.
         for o in &outputs {
-            if let Output::Finalized { rank, .. } = o {
-                if let Some(c) = self.conns.get(&(ConnId::from(*rank) + 1)) {
-                    c.said.finalized.store(true, Ordering::Relaxed);
+            if let Output::Finalized { ns, rank } = o {
+                let c = (*ns == self.ns).then(|| self.conns.get(&self.conn_of(*rank)));
+                if let Some(said) = c.flatten().and_then(|c| c.said.as_ref()) {
+                    said.finalized.store(true, Ordering::Relaxed);
                 }
             }
         }
@@ -477,11 +431,14 @@ impl Loop {
                     }
                 }
                 Output::Close { conn, reason } => {
-                    if let Some(c) = self.conns.get(&conn) {
-                        eprintln!(
-                            "rivetrun: proxy: closing the PMI connection of rank {}: {reason}",
-                            c.rank
-                        );
+                    match self.conns.get(&conn).map(|c| c.rank) {
+                        Some(Some(rank)) => eprintln!(
+                            "rivetrun: proxy: closing the PMI connection of rank {rank}: {reason}"
+                        ),
+                        Some(None) => {
+                            eprintln!("rivetrun: proxy on {}: {reason}", self.port_host())
+                        }
+                        None => {}
                     }
                     self.drop_conn(conn);
                 }
@@ -557,5 +514,4 @@ impl Loop {
 }
 
 #[cfg(test)]
-#[path = "pmi_tests.rs"]
 mod tests;
