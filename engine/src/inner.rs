@@ -177,6 +177,17 @@ impl Inner {
         first.unwrap_or(Error::Finalized)
     }
 
+    /// Fail `vc` on every worker that has it (a world VC is on each, a
+    /// foreign one on worker 0 only): its requests run on whichever worker
+    /// its communicator maps to, and one left unfailed there would wait
+    /// for the netmod to notice the peer gone (ofi over `tcp;ofi_rxm`: a
+    /// minute) or for ever.
+    pub(crate) fn peer_failed_everywhere(&self, vc: VcId, why: &str) {
+        for w in 0..self.workers() {
+            self.worker(w).lock().st.peer_failed(vc, why);
+        }
+    }
+
     /// Start a send: its request's handle. A standard eager send that the
     /// transport takes at once needs no request at all: 0, finished.
     pub(crate) fn start_send(&self, w: usize, a: &SendArgs) -> Result<u64> {
