@@ -146,13 +146,11 @@ impl<T: Threading> Engine<T> {
             && (config.netmod != NetmodChoice::Auto || local.len() < client_size as usize);
         // Workers (`thread.rs`) in a job with a netmod: RIVET_WORKERS at
         // MULTIPLE, one below; every rank decides alike from its own level
-        // (the card keys say how many, `netmod::CardKeys`). Spawned
-        // processes keep one: with several, group connect between a job and
-        // its children hung (tests/tests/group.rs, cause not yet found;
-        // `thread.rs`). A one-node job
-        // on shared memory alone follows its node leader's lanes instead.
+        // (the card keys say how many, `netmod::CardKeys`), spawned
+        // processes too. A one-node job on shared memory alone follows its
+        // node leader's lanes instead.
         let net_workers = match level == ThreadLevel::Multiple && impi.is_none() {
-            true if needs_netmod && !pmi.spawned() => config.workers,
+            true if needs_netmod => config.workers,
             _ => 1,
         };
         let hints = netmod::Hints {

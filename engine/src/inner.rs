@@ -146,13 +146,20 @@ impl Inner {
         if *idle_turns % OTHERS_EVERY != 0 {
             return Ok(());
         }
+        self.progress_all_but(w).map(|_| ())
+    }
+
+    /// Progress once every worker but `w` whose lock is free now; the
+    /// events handled. Fails as [`Inner::progress_others`] does.
+    pub(crate) fn progress_all_but(&self, w: usize) -> Result<usize> {
+        let mut events = 0;
         for other in (0..self.workers()).filter(|&o| o != w) {
             if let Some(mut core) = self.worker(other).try_lock() {
-                core.progress();
+                events += core.progress();
                 Self::check(&core)?;
             }
         }
-        Ok(())
+        Ok(events)
     }
 
     #[inline]

@@ -1,6 +1,7 @@
 //! `Inner` over several workers, built in-process: a failure on one worker
 //! (worker 0, or worker 1's own netmod instance) reaches waits running on
-//! another.
+//! another; a peer failed from outside fails on every worker; waits on
+//! other processes progress every worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::sync::{mpsc, Arc, Mutex, Weak};
@@ -57,7 +58,7 @@ fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
         let _ = tx.send(f());
     });
     rx.recv_timeout(Duration::from_secs(60))
-        .expect("the wait never ended: the failure on worker 0 was not seen")
+        .expect("the wait never ended")
 }
 
 fn failed_with(r: crate::error::Result<impl std::fmt::Debug>, why: &str) {
@@ -179,4 +180,120 @@ fn a_netmod_failure_on_worker_1_ends_waits_on_worker_0() {
     failed_with(on_1, "broken netmod");
     inner.abandon(&[on_0], false);
     drop((buf, other));
+}
+
+/// A netmod instance holding a message in its send queue until it is
+/// polled (as tcp holds what is sent before its connection is up).
+struct QueuedNet(Arc<AtomicBool>);
+
+impl Netmod for QueuedNet {
+    fn name(&self) -> &'static str {
+        "queued"
+    }
+    fn business_card(&self) -> &str {
+        "queued"
+    }
+    fn knows(&self, _: PeerId) -> bool {
+        true
+    }
+    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn remove_group(&mut self, _: u32) {}
+    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
+        Err(NetmodError::Unavailable("queued".into()))
+    }
+    fn disconnect(&mut self, _: PeerId) {}
+    fn peer_count(&self) -> usize {
+        1
+    }
+    fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
+        Ok(true)
+    }
+    fn poll(&mut self, _: &mut dyn Sink) -> Result<usize, NetmodError> {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(0)
+    }
+    fn idle(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn limits(&self) -> rivet_netmods::Limits {
+        rivet_netmods::Limits {
+            max_payload: 1 << 20,
+            eager_max: 1024,
+        }
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// A wait on another process (a port, the process manager's group
+/// connect: `progress_until`, whose condition is on worker 0) progresses
+/// worker 1 too: what sits in worker 1's netmod queue may be what the
+/// other process needs before it can answer (a spawned job's children hung
+/// so in group connect, one of them in a barrier on worker 1).
+#[test]
+fn waits_on_other_processes_progress_every_worker() {
+    let inner = inner(2);
+    let flushed = Arc::new(AtomicBool::new(false));
+    inner
+        .worker(1)
+        .lock()
+        .open_netmod(Box::new(QueuedNet(flushed.clone())));
+    let i = inner.clone();
+    let seen = flushed.clone();
+    bounded(move || {
+        i.progress_until(|_| {
+            seen.load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(Ok(()))
+        })
+    })
+    .expect("progress_until");
+    assert!(inner.worker(1).lock().netmod().is_some_and(|n| n.idle()));
+}
+
+/// A peer failed from outside the transports (a group member's
+/// `Terminated` event) fails on every worker: a receive from it posted on
+/// worker 1, where a communicator of our world may run, is complete with
+/// the error at once instead of waiting for the transport to notice.
+#[test]
+fn a_peer_failed_from_outside_fails_on_every_worker() {
+    let inner = inner(2);
+    let mut buf = vec![0u8; 8];
+    let id = inner
+        .start_recv(
+            1,
+            4,
+            buf.as_mut_ptr(),
+            buf.len(),
+            1,
+            Some(VcId::world(1)),
+            3,
+        )
+        .unwrap();
+    assert_eq!(crate::table::worker_of(id), 1);
+    assert!(matches!(inner.test(id), Ok(None)));
+    inner.peer_failed_everywhere(VcId::world(1), "it terminated (group event)");
+    match inner.test(id) {
+        Ok(Some(st)) => assert!(st.check().is_err(), "{st:?}"),
+        other => panic!("the receive from the failed peer: {other:?}"),
+    }
+    let on_0 = inner.start_recv(
+        0,
+        8,
+        buf.as_mut_ptr(),
+        buf.len(),
+        1,
+        Some(VcId::world(1)),
+        3,
+    );
+    match on_0.map(|id| inner.test(id)) {
+        Ok(Ok(Some(st))) => assert!(st.check().is_err(), "{st:?}"),
+        other => panic!("a receive on worker 0 from the failed peer: {other:?}"),
+    }
+    drop(buf);
 }

@@ -39,10 +39,8 @@
 //!   card for their count on first contact and fail the send naming
 //!   `RIVET_WORKERS`: every rank must run at MULTIPLE with the same
 //!   `RIVET_WORKERS`, or all below it (as MPI programs do).
-//! - Under IMPI, through `external.rs`, or in a spawned job: one worker.
-//!   (A spawned job with several hung in group connect with its parents,
-//!   `group_check parents` over tcp at MULTIPLE; the cause is not found
-//!   yet, so spawned processes keep one worker for now.)
+//! - Under IMPI or through `external.rs`: one worker. Spawned jobs
+//!   follow the rules above like any other.
 //!
 //! A communicator whose groups are all of our world runs on worker
 //! `(context / 4) % workers` (`Inner::worker_for`), the same on every
@@ -53,7 +51,13 @@
 //! foreign groups, ports, dynamic processes) runs on worker 0 and its
 //! netmod. A netmod failure on any worker (a poll error) fails that
 //! worker, and waits on the others see it when they look at it
-//! (`Inner::progress_others`). A request handle carries its worker in its
+//! (`Inner::progress_others`). A peer failed from outside the transports
+//! (a group member's `Terminated` event) fails on every worker
+//! (`Inner::peer_failed_everywhere`). Waits on other processes (ports,
+//! group connect: `Inner::progress_until`) progress every worker each
+//! turn: the other process may first need what sits in another worker's
+//! queues (a barrier's last message on another worker's netmod queue hung
+//! a spawned job's children in group connect before). A request handle carries its worker in its
 //! top bits (`table::worker_of`). No thread holds two workers' locks at
 //! once; a blocking call progresses its own worker every turn and, every
 //! few idle turns, each other worker whose lock is free (`try_lock`), so
