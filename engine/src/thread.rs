@@ -74,10 +74,10 @@
 //! (31.4 G against 0.88 G), nearly all in empty progress calls under
 //! valgrind's one-thread-at-a-time scheduling: a timing artefact, not a
 //! per-message cost. Per-worker netmods left SINGLE as it was (callgrind,
-//! same run, 211,200 sends): `start_send` 207.0 instructions per message
-//! over shm before and after; over tcp (`RIVET_NETMOD=tcp`) 696.2 against
-//! 731.2 before, the first-contact card lookup having moved out of line
-//! (`core.rs`, `connect_first`), `TcpNetmod::try_send` unchanged.
+//! `rivet-bench mr -i 3000 -m 8:8`, 211,200 sends, against main at
+//! 0a7275b): `Inner::start_send` 207.0 instructions per message over shm
+//! before and after; over tcp (`RIVET_NETMOD=tcp`) 383.0 against 382.0
+//! (the first contact out of line, `core.rs`, `connect_first`).
 //!
 //! Rust code cannot be trusted to keep a promise about threads, so the
 //! promise is a type: handles are `Engine<Local>`, `Comm<Local>`, ...
