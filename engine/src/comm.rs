@@ -117,8 +117,8 @@ impl<T: Threading> Comm<T> {
     }
 
     /// The worker this communicator's traffic runs on (`thread.rs`): one
-    /// of several for a communicator of our own world's processes in a
-    /// one-node job at MULTIPLE, else worker 0.
+    /// of several for a communicator of our own world's processes at
+    /// MULTIPLE, else worker 0.
     #[inline]
     pub(crate) fn worker(&self) -> usize {
         self.inner.worker_for(

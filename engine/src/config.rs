@@ -51,8 +51,8 @@ pub struct Config {
     /// `RIVET_THREAD_LEVEL`: the least thread level the engine provides
     /// (it may raise what the program asks for, never lower it).
     pub thread_level: Option<crate::ThreadLevel>,
-    /// `RIVET_WORKERS`: workers (shared-memory lanes) a node leader at
-    /// MULTIPLE lays out (`thread.rs`).
+    /// `RIVET_WORKERS`: workers at MULTIPLE (`thread.rs`): shared-memory
+    /// lanes a node leader lays out, netmod instances a rank opens.
     pub workers: usize,
 }
 

@@ -1,8 +1,8 @@
 //! One worker's state behind its lock, and the progress loop.
 //!
 //! `Core` is everything a worker mutates: its transports (`tx`,
-//! `transport/`: its shm lane; the netmod, worker 0's only), and the
-//! protocol `State` (requests, matching, VCs). Each worker's `Core` lives in its own `EngineLock`
+//! `transport/`: its shm lane, its netmod instance), and the protocol
+//! `State` (requests, matching, VCs). Each worker's `Core` lives in its own `EngineLock`
 //! (`Inner::core` for worker 0, `Inner::lanes` for the others; `thread.rs`).
 //! Why one lock per worker rather than finer ones: MPI matching is serial
 //! per context by definition (non-overtaking order), posting and arrival
@@ -26,6 +26,7 @@ use rivet_netmods::Netmod;
 use rivet_pmi::Client;
 
 use crate::error::{Error, Result};
+use crate::netmod::CardKeys;
 use crate::pg::{Outgoing, VcId};
 use crate::route::Route;
 use crate::shm::ShmNode;
@@ -34,12 +35,14 @@ use crate::transport::{NetLink, ShmLink, Transport, Transports};
 use crate::wire::WireHeader;
 
 pub struct Core {
-    /// The open transports: this worker's shm lane, and (worker 0) the
-    /// netmod.
+    /// The open transports: this worker's shm lane and netmod instance.
     pub tx: Transports,
     /// Where peers' business cards are looked up on first contact; shared
     /// with `Inner` (lock order: the engine lock, then this one).
     pub pmi: Arc<Mutex<Option<Client>>>,
+    /// Which of a peer's cards this worker's netmod connects to: the
+    /// peer's instance of the same worker (`netmod::CardKeys`).
+    pub cards: CardKeys,
     pub st: State,
 }
 
@@ -62,6 +65,7 @@ impl Core {
         let mut core = Core {
             tx: Transports { shm, net: None },
             pmi,
+            cards: CardKeys::ONE,
             st,
         };
         if let Some(net) = netmod {
@@ -186,12 +190,7 @@ impl Core {
                 // lookup less per message than asking every time).
                 let mut r = net.send(peer, header, payload);
                 if r.is_err() && !net.netmod().knows(peer) {
-                    let (pgs, pmi) = (&self.st.pgs, &self.pmi);
-                    net.ensure_connected(peer, || match pgs.card(id) {
-                        Some(card) => Ok(card.to_string()),
-                        None if id.group() == 0 => business_card(pmi, id.rank()),
-                        None => Err(Error::NoRoute(id)),
-                    })?;
+                    connect_first(net, &self.st.pgs, &self.pmi, self.cards, id, peer)?;
                     r = net.send(peer, header, payload);
                 }
                 match r {
@@ -313,9 +312,40 @@ impl Core {
     }
 }
 
-/// A peer's business card from the process manager's key-value space.
-fn business_card(pmi: &Mutex<Option<Client>>, rank: u32) -> Result<String> {
+/// First contact with `id` through this worker's netmod: its card (from
+/// its process group, else the KVS), then the connection. Out of line, so
+/// that a send to a known peer builds nothing for it.
+#[cold]
+#[inline(never)]
+fn connect_first(
+    net: &mut NetLink,
+    pgs: &crate::pg::Pgs,
+    pmi: &Mutex<Option<Client>>,
+    cards: CardKeys,
+    id: VcId,
+    peer: rivet_netmods::PeerId,
+) -> Result<()> {
+    net.ensure_connected(peer, || match pgs.card(id) {
+        Some(card) => Ok(card.to_string()),
+        None if id.group() == 0 => business_card(pmi, cards, id.rank()),
+        None => Err(Error::NoRoute(id)),
+    })
+}
+
+/// A peer's business card for this worker from the process manager's
+/// key-value space. None there while the peer runs: the peer published
+/// its cards for another number of workers (`netmod::CardKeys`).
+#[cold]
+fn business_card(pmi: &Mutex<Option<Client>>, cards: CardKeys, rank: u32) -> Result<String> {
     let mut pmi = pmi.lock().unwrap_or_else(|p| p.into_inner());
     let client = pmi.as_mut().ok_or(Error::Finalized)?;
-    Ok(client.get(&crate::netmod::card_key(rank))?)
+    let key = cards.key(rank);
+    client.get(&key).map_err(|e| {
+        Error::Failed(format!(
+            "no netmod card {key:?} for rank {rank} ({e}); this rank runs {} worker(s): every \
+             rank of a job with a netmod must run with the same number of workers (all at \
+             MULTIPLE with the same RIVET_WORKERS, or all below MULTIPLE)",
+            cards.workers
+        ))
+    })
 }

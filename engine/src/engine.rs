@@ -144,11 +144,20 @@ impl<T: Threading> Engine<T> {
         // IMPI the `impi` netmod wraps it and also reaches the other clients.
         let needs_netmod = client_size > 1
             && (config.netmod != NetmodChoice::Auto || local.len() < client_size as usize);
+        // Workers (`thread.rs`) in a job with a netmod: RIVET_WORKERS at
+        // MULTIPLE, one below; every rank decides alike from its own level
+        // (the card keys say how many, `netmod::CardKeys`), spawned
+        // processes too. A one-node job on shared memory alone follows its
+        // node leader's lanes instead.
+        let net_workers = match level == ThreadLevel::Multiple && impi.is_none() {
+            true if needs_netmod => config.workers,
+            _ => 1,
+        };
+        let hints = netmod::Hints {
+            one_node: local.len() == client_size as usize,
+            one_thread: level <= ThreadLevel::Funneled,
+        };
         let mut netmod = if needs_netmod {
-            let hints = netmod::Hints {
-                one_node: local.len() == client_size as usize,
-                one_thread: level <= ThreadLevel::Funneled,
-            };
             Some(netmod::open(
                 config.netmod,
                 pmi.kvs_name(),
@@ -161,23 +170,40 @@ impl<T: Threading> Engine<T> {
         if let Some(cfg) = impi.clone() {
             netmod = Some(netmod::wrap_impi(cfg, netmod)?);
         }
+        // Workers 1..'s own instances (their own listener or endpoint),
+        // each published under its own key.
+        let mut more_netmods = Vec::new();
         if let Some(opened) = &netmod {
-            pmi.put(&netmod::card_key(rank), opened.netmod.business_card())?;
+            for _ in 1..net_workers {
+                let more = netmod::open(config.netmod, pmi.kvs_name(), client_rank, hints)?;
+                more_netmods.push(more.netmod);
+            }
+            let keys = |worker| netmod::CardKeys {
+                worker,
+                workers: net_workers,
+            };
+            pmi.put(&keys(0).key(rank), opened.netmod.business_card())?;
+            for (k, more) in more_netmods.iter().enumerate() {
+                pmi.put(&keys(k + 1).key(rank), more.business_card())?;
+            }
         }
 
         let mut shm = None;
         if use_shm && my_local == 0 {
             let name = segment_name(&pmi, rank);
             let shm_config = ShmConfig::from_env()?;
-            // Lanes (one per worker, `thread.rs`) where the leader runs at
-            // MULTIPLE and the whole job is on this node, so that every
-            // rank maps communicators to workers alike.
+            // Lanes (one per worker, `thread.rs`): in a job with a netmod,
+            // one per worker of ours; in a one-node job on shared memory
+            // alone, RIVET_WORKERS where the leader runs at MULTIPLE, and
+            // every rank of the node follows, so that every rank maps
+            // communicators to workers alike.
             let lanes = match level == ThreadLevel::Multiple
                 && local.len() == size as usize
                 && impi.is_none()
+                && !needs_netmod
             {
                 true => config.workers,
-                false => 1,
+                false => net_workers,
             };
             shm = Some(ShmNode::create_lanes(
                 &name,
@@ -202,7 +228,21 @@ impl<T: Threading> Engine<T> {
         pmi.barrier()?;
         if use_shm && my_local != 0 {
             let name = pmi.get(&shm_key(local[0]))?;
-            shm = Some(ShmNode::attach(&name, local.len(), my_local)?);
+            let node = ShmNode::attach(&name, local.len(), my_local)?;
+            if needs_netmod && node.lanes() != net_workers {
+                return Err(Error::Config {
+                    name: "RIVET_WORKERS",
+                    value: config.workers.to_string(),
+                    why: format!(
+                        "this rank runs {net_workers} worker(s) at thread level {level}, its \
+                         node leader (rank {}) laid out {}: in a job with a netmod every rank \
+                         must run at MULTIPLE with the same RIVET_WORKERS, or all below MULTIPLE",
+                        local[0],
+                        node.lanes()
+                    ),
+                });
+            }
+            shm = Some(node);
         }
         let spawned = pmi.spawned();
         let mut world = ProcessGroup::new(
@@ -225,7 +265,7 @@ impl<T: Threading> Engine<T> {
                 })
                 .collect();
         }
-        let engine = Engine::assemble(&config, level, world, shm, netmod, Some(pmi))?;
+        let engine = Engine::assemble(&config, level, world, shm, netmod, more_netmods, Some(pmi))?;
         if let Some(cfg) = &impi {
             let _ = engine.inner.impi.set(crate::impi_topo::ClientMap {
                 firsts: cfg.client_firsts.clone(),
@@ -243,13 +283,16 @@ impl<T: Threading> Engine<T> {
     }
 
     /// The engine from its opened transports, however they were set up
-    /// (through PMI here, or `external.rs`).
+    /// (through PMI here, or `external.rs`): worker 0's netmod, and
+    /// `more_netmods` for workers 1.. (their cards published by the
+    /// caller under `netmod::CardKeys`).
     pub(crate) fn assemble(
         config: &Config,
         level: ThreadLevel,
         world: ProcessGroup,
         shm: Option<ShmNode>,
         netmod: Option<netmod::Opened>,
+        more_netmods: Vec<Box<dyn rivet_netmods::Netmod>>,
         pmi: Option<Client>,
     ) -> Result<Engine<T>> {
         let (rank, size) = (world.my_rank, world.size);
@@ -265,12 +308,14 @@ impl<T: Threading> Engine<T> {
         };
         let yields = should_yield(config.yield_mode, local_size);
         // Workers 1.. (`thread.rs`): one per further lane of the node
-        // segment, in a one-node job only.
+        // segment and per further netmod instance (as many of each where
+        // both are open, `init_thread`).
         let mut shm = shm;
         let lanes = match shm.as_mut() {
-            Some(node) if local_size == size as usize => node.take_lanes(),
-            _ => Vec::new(),
+            Some(node) => node.take_lanes(),
+            None => Vec::new(),
         };
+        let workers = 1 + lanes.len().max(more_netmods.len());
         let (shm_eager_max, shm_piece) = match &shm {
             Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
@@ -296,12 +341,16 @@ impl<T: Threading> Engine<T> {
         ));
         info.push((
             "workers".into(),
-            match lanes.len() {
-                0 => "1".into(),
+            match workers {
+                1 => "1".into(),
                 n => format!(
-                    "{} (communicators of this one-node job spread by context id; each worker \
-                     its own shared-memory lane; RIVET_WORKERS)",
-                    n + 1
+                    "{n} (communicators of our world spread by context id; each worker its own {}; \
+                     RIVET_WORKERS)",
+                    match (lanes.is_empty(), more_netmods.is_empty()) {
+                        (false, true) => "shared-memory lane",
+                        (true, false) => "netmod instance",
+                        _ => "shared-memory lane and netmod instance",
+                    }
                 ),
             },
         ));
@@ -340,20 +389,29 @@ impl<T: Threading> Engine<T> {
             None => None,
         };
         let pmi = Arc::new(Mutex::new(pmi));
-        let spread = 1 + lanes.len() as u32;
-        let workers: Box<[EngineLock<Core>]> = lanes
-            .into_iter()
-            .enumerate()
-            .map(|(i, lane)| {
-                let st = State::for_worker(Pgs::new(world.fresh()), limits, i + 1);
-                EngineLock::new(Core::new(Some(lane), None, pmi.clone(), st), level)
+        let spread = workers as u32;
+        let net_workers = 1 + more_netmods.len();
+        let keys = |worker| netmod::CardKeys {
+            worker,
+            workers: net_workers,
+        };
+        let mut lanes = lanes.into_iter();
+        let mut more_netmods = more_netmods.into_iter();
+        let others: Box<[EngineLock<Core>]> = (1..workers)
+            .map(|w| {
+                let st = State::for_worker(Pgs::new(world.fresh()), limits, w);
+                let mut core = Core::new(lanes.next(), more_netmods.next(), pmi.clone(), st);
+                core.cards = keys(w);
+                EngineLock::new(core, level)
             })
             .collect();
         let st = State::new(Pgs::new(world), limits);
+        let mut core = Core::new(shm, netmod, pmi.clone(), st);
+        core.cards = keys(0);
         Ok(Engine {
             inner: Arc::new(Inner {
-                core: EngineLock::new(Core::new(shm, netmod, pmi.clone(), st), level),
-                lanes: workers,
+                core: EngineLock::new(core, level),
+                lanes: others,
                 spread,
                 level,
                 rank,
@@ -401,12 +459,22 @@ impl<T: Threading> Engine<T> {
     /// connections, ports. Tests check they return to their baseline.
     pub fn counts(&self) -> Counts {
         let core = self.inner.lock_even_finalized();
+        let (pg, ports) = (core.st.pgs.counts(), core.st.ports.open_count());
+        drop(core);
         Counts {
-            pg: core.st.pgs.counts(),
+            pg,
             vcrts: self.inner.vcrts.load(Ordering::Relaxed),
-            connections: core.netmod().map_or(0, |n| n.peer_count()),
-            ports: core.st.ports.open_count(),
+            connections: self.per_worker_netmod(|n| n.peer_count() as u64) as usize,
+            ports,
         }
+    }
+
+    /// `f` of each worker's netmod, summed (0 without one); one worker's
+    /// lock at a time.
+    fn per_worker_netmod(&self, f: impl Fn(&dyn rivet_netmods::Netmod) -> u64) -> u64 {
+        (0..self.inner.workers())
+            .map(|w| self.inner.worker(w).lock().netmod().map_or(0, &f))
+            .sum()
     }
 
     pub fn rank(&self) -> u32 {
@@ -475,11 +543,13 @@ impl<T: Threading> Engine<T> {
     }
 
     /// System calls the netmod has made for I/O so far, where it counts
-    /// them (the tcp netmod does); `None` without a netmod, or if the
-    /// engine's lock is poisoned.
+    /// them (the tcp netmod does; every worker's instance, summed); `None`
+    /// without a netmod, or once finalized.
     pub fn netmod_syscalls(&self) -> Option<u64> {
         let core = self.inner.lock().ok()?;
-        core.netmod().and_then(|n| n.syscalls())
+        core.netmod().and_then(|n| n.syscalls())?;
+        drop(core);
+        Some(self.per_worker_netmod(|n| n.syscalls().unwrap_or(0)))
     }
 
     pub fn info(&self) -> Info {
@@ -543,6 +613,19 @@ impl<T: Threading> Engine<T> {
                 };
                 items.push((key, why.to_string()));
             }
+        }
+        // Each worker's own transports (`thread.rs`), one lock at a time.
+        for w in (0..self.inner.workers()).filter(|_| self.inner.workers() > 1) {
+            let core = self.inner.worker(w).lock();
+            let (shm, net) = core.st.pgs.world.vcs_by_path();
+            let netmod = match core.netmod() {
+                Some(n) => format!("{} with {} connections", n.name(), n.peer_count()),
+                None => "none".into(),
+            };
+            items.push((
+                format!("worker.{w}"),
+                format!("{shm} shm VCs, {net} netmod VCs open; netmod: {netmod}"),
+            ));
         }
         Info {
             rank: self.inner.rank,

@@ -241,7 +241,15 @@ impl<T: Threading> Bootstrap<T> {
             self.config.eager_window,
         );
         world.cards = peers.into_iter().map(|p| p.card).collect();
-        Engine::assemble(&self.config, self.level, world, shm, self.netmod, None)
+        Engine::assemble(
+            &self.config,
+            self.level,
+            world,
+            shm,
+            self.netmod,
+            Vec::new(),
+            None,
+        )
     }
 }
 

@@ -6,8 +6,8 @@
 //! between empty polls, retaking the lock each turn so other threads get
 //! their share, and now and then progress the other workers too (without
 //! waiting for their locks), so nothing owed on another worker starves;
-//! a worker found failed there (a netmod failure on worker 0) fails the
-//! wait too, so the engine's failure reaches waits on every worker.
+//! a worker found failed there (a netmod failure on any worker's instance)
+//! fails the wait too, so the engine's failure reaches waits on every worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,16 +27,17 @@ use crate::table::{worker_of, Op};
 use crate::thread::{EngineGuard, EngineLock, ThreadLevel};
 
 pub struct Inner {
-    /// Worker 0's state: everything not on a lane of its own (the netmod,
-    /// dynamic processes, other process groups, ports) and the
-    /// communicators mapped to it. Locked at MULTIPLE, unlocked below
+    /// Worker 0's state: everything not on a worker of its own (dynamic
+    /// processes, other process groups, ports, the netmod they use) and
+    /// the communicators mapped to it. Locked at MULTIPLE, unlocked below
     /// (`thread.rs`).
     pub(crate) core: EngineLock<Core>,
-    /// Workers 1..: each a shared-memory lane with its own requests,
-    /// matching and send queues (`thread.rs`); empty unless this is a
-    /// one-node job whose node leader runs at MULTIPLE.
+    /// Workers 1..: each its own requests, matching and send queues, its
+    /// shared-memory lane and its netmod instance where the job has them
+    /// (`thread.rs`); empty below MULTIPLE (in a one-node job on shared
+    /// memory alone: unless its node leader runs at MULTIPLE).
     pub(crate) lanes: Box<[EngineLock<Core>]>,
-    /// Workers communicators of our own world spread over (1 + lanes).
+    /// Workers communicators of our own world spread over (1 + lanes.len()).
     pub(crate) spread: u32,
     /// The level provided.
     pub(crate) level: ThreadLevel,
@@ -109,8 +110,8 @@ impl Inner {
 
     /// The worker of a communicator on `context` whose groups are all of
     /// our world (`world_only`): a function of the context id alone, the
-    /// same on every rank (all ranks of a one-node job read `spread` from
-    /// the one node segment). Contexts come in fours (`collective.rs`), so
+    /// same on every rank (all ranks agree on `spread`, `thread.rs`).
+    /// Contexts come in fours (`collective.rs`), so
     /// a communicator's own contexts share a worker and successive dups
     /// take successive workers. Anything else runs on worker 0.
     #[inline]
@@ -145,13 +146,20 @@ impl Inner {
         if *idle_turns % OTHERS_EVERY != 0 {
             return Ok(());
         }
+        self.progress_all_but(w).map(|_| ())
+    }
+
+    /// Progress once every worker but `w` whose lock is free now; the
+    /// events handled. Fails as [`Inner::progress_others`] does.
+    pub(crate) fn progress_all_but(&self, w: usize) -> Result<usize> {
+        let mut events = 0;
         for other in (0..self.workers()).filter(|&o| o != w) {
             if let Some(mut core) = self.worker(other).try_lock() {
-                core.progress();
+                events += core.progress();
                 Self::check(&core)?;
             }
         }
-        Ok(())
+        Ok(events)
     }
 
     #[inline]
@@ -174,6 +182,17 @@ impl Inner {
             }
         }
         first.unwrap_or(Error::Finalized)
+    }
+
+    /// Fail `vc` on every worker that has it (a world VC is on each, a
+    /// foreign one on worker 0 only): its requests run on whichever worker
+    /// its communicator maps to, and one left unfailed there would wait
+    /// for the netmod to notice the peer gone (ofi over `tcp;ofi_rxm`: a
+    /// minute) or for ever.
+    pub(crate) fn peer_failed_everywhere(&self, vc: VcId, why: &str) {
+        for w in 0..self.workers() {
+            self.worker(w).lock().st.peer_failed(vc, why);
+        }
     }
 
     /// Start a send: its request's handle. A standard eager send that the

@@ -1,9 +1,13 @@
 //! `Inner` over several workers, built in-process: a failure on one worker
-//! reaches waits running on another.
+//! (worker 0, or worker 1's own netmod instance) reaches waits running on
+//! another; a peer failed from outside fails on every worker; waits on
+//! other processes progress every worker.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
 use std::sync::{mpsc, Arc, Mutex, Weak};
 use std::time::Duration;
+
+use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
 use super::Inner;
 use crate::core::Core;
@@ -54,7 +58,7 @@ fn bounded<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
         let _ = tx.send(f());
     });
     rx.recv_timeout(Duration::from_secs(60))
-        .expect("the wait never ended: the failure on worker 0 was not seen")
+        .expect("the wait never ended")
 }
 
 fn failed_with(r: crate::error::Result<impl std::fmt::Debug>, why: &str) {
@@ -92,5 +96,204 @@ fn a_failure_on_worker_0_ends_waits_on_other_workers() {
     let i = inner.clone();
     failed_with(bounded(move || i.probe(1, 4, 1, 3)), "connection reset");
     inner.abandon(&[id], false);
+    drop(buf);
+}
+
+/// A netmod instance whose connection is gone: every poll fails.
+struct BrokenNet;
+
+impl Netmod for BrokenNet {
+    fn name(&self) -> &'static str {
+        "broken"
+    }
+    fn business_card(&self) -> &str {
+        "broken"
+    }
+    fn knows(&self, _: PeerId) -> bool {
+        true
+    }
+    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn remove_group(&mut self, _: u32) {}
+    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
+        Err(NetmodError::Unavailable("broken".into()))
+    }
+    fn disconnect(&mut self, _: PeerId) {}
+    fn peer_count(&self) -> usize {
+        1
+    }
+    fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
+        Ok(false)
+    }
+    fn poll(&mut self, _: &mut dyn Sink) -> Result<usize, NetmodError> {
+        Err(NetmodError::Io {
+            what: "reading from rank 1".into(),
+            source: std::io::Error::from(std::io::ErrorKind::ConnectionReset),
+        })
+    }
+    fn idle(&self) -> bool {
+        true
+    }
+    fn limits(&self) -> rivet_netmods::Limits {
+        rivet_netmods::Limits {
+            max_payload: 1 << 20,
+            eager_max: 1024,
+        }
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// Worker 1's own netmod instance fails (a job over several nodes at
+/// MULTIPLE, `thread.rs`): a wait, a wait on many requests and a probe on
+/// worker 0, which has no netmod failure of its own, end with that error,
+/// and so does a wait on worker 1 itself.
+#[test]
+fn a_netmod_failure_on_worker_1_ends_waits_on_worker_0() {
+    let inner = inner(2);
+    inner.worker(1).lock().open_netmod(Box::new(BrokenNet));
+    let mut buf = vec![0u8; 8];
+    let ptr = buf.as_mut_ptr();
+    let on_0 = inner
+        .start_recv(0, 8, ptr, buf.len(), 1, Some(VcId::world(1)), 3)
+        .unwrap();
+    assert_eq!(crate::table::worker_of(on_0), 0);
+
+    let i = inner.clone();
+    failed_with(bounded(move || i.wait(on_0)), "broken netmod");
+    let i = inner.clone();
+    let ids = [on_0];
+    failed_with(
+        bounded(move || i.wait_all_ids(1, |k, _| ids[k])),
+        "broken netmod",
+    );
+    let i = inner.clone();
+    failed_with(bounded(move || i.probe(0, 8, 1, 3)), "connection reset");
+    let mut other = vec![0u8; 8];
+    let on_1 = inner.start_recv(1, 4, other.as_mut_ptr(), 8, 1, Some(VcId::world(1)), 3);
+    // Worker 1 failed already: nothing new starts there.
+    failed_with(on_1, "broken netmod");
+    inner.abandon(&[on_0], false);
+    drop((buf, other));
+}
+
+/// A netmod instance holding a message in its send queue until it is
+/// polled (as tcp holds what is sent before its connection is up).
+struct QueuedNet(Arc<AtomicBool>);
+
+impl Netmod for QueuedNet {
+    fn name(&self) -> &'static str {
+        "queued"
+    }
+    fn business_card(&self) -> &str {
+        "queued"
+    }
+    fn knows(&self, _: PeerId) -> bool {
+        true
+    }
+    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
+        Ok(())
+    }
+    fn remove_group(&mut self, _: u32) {}
+    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
+        Err(NetmodError::Unavailable("queued".into()))
+    }
+    fn disconnect(&mut self, _: PeerId) {}
+    fn peer_count(&self) -> usize {
+        1
+    }
+    fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
+        Ok(true)
+    }
+    fn poll(&mut self, _: &mut dyn Sink) -> Result<usize, NetmodError> {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+        Ok(0)
+    }
+    fn idle(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::Relaxed)
+    }
+    fn limits(&self) -> rivet_netmods::Limits {
+        rivet_netmods::Limits {
+            max_payload: 1 << 20,
+            eager_max: 1024,
+        }
+    }
+    fn describe(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
+}
+
+/// A wait on another process (a port, the process manager's group
+/// connect: `progress_until`, whose condition is on worker 0) progresses
+/// worker 1 too: what sits in worker 1's netmod queue may be what the
+/// other process needs before it can answer (a spawned job's children hung
+/// so in group connect, one of them in a barrier on worker 1).
+#[test]
+fn waits_on_other_processes_progress_every_worker() {
+    let inner = inner(2);
+    let flushed = Arc::new(AtomicBool::new(false));
+    inner
+        .worker(1)
+        .lock()
+        .open_netmod(Box::new(QueuedNet(flushed.clone())));
+    let i = inner.clone();
+    let seen = flushed.clone();
+    bounded(move || {
+        i.progress_until(|_| {
+            seen.load(std::sync::atomic::Ordering::Relaxed)
+                .then_some(Ok(()))
+        })
+    })
+    .expect("progress_until");
+    assert!(inner.worker(1).lock().netmod().is_some_and(|n| n.idle()));
+}
+
+/// A peer failed from outside the transports (a group member's
+/// `Terminated` event) fails on every worker: a receive from it posted on
+/// worker 1, where a communicator of our world may run, is complete with
+/// the error at once instead of waiting for the transport to notice.
+#[test]
+fn a_peer_failed_from_outside_fails_on_every_worker() {
+    let inner = inner(2);
+    let mut buf = vec![0u8; 8];
+    let id = inner
+        .start_recv(
+            1,
+            4,
+            buf.as_mut_ptr(),
+            buf.len(),
+            1,
+            Some(VcId::world(1)),
+            3,
+        )
+        .unwrap();
+    assert_eq!(crate::table::worker_of(id), 1);
+    assert!(matches!(inner.test(id), Ok(None)));
+    inner.peer_failed_everywhere(VcId::world(1), "it terminated (group event)");
+    match inner.test(id) {
+        Ok(Some(st)) => assert!(st.check().is_err(), "{st:?}"),
+        other => panic!("the receive from the failed peer: {other:?}"),
+    }
+    let on_0 = inner.start_recv(
+        0,
+        8,
+        buf.as_mut_ptr(),
+        buf.len(),
+        1,
+        Some(VcId::world(1)),
+        3,
+    );
+    match on_0.map(|id| inner.test(id)) {
+        Ok(Ok(Some(st))) => assert!(st.check().is_err(), "{st:?}"),
+        other => panic!("a receive on worker 0 from the failed peer: {other:?}"),
+    }
     drop(buf);
 }

@@ -28,8 +28,8 @@
 //! so no atomic read-modify-write from isend to completion). Misuse of a `Local` handle across
 //! threads does not compile; `RIVET_THREAD_LEVEL` can only raise a level. At MULTIPLE the state
 //! is split into workers, each behind its own lock with its own requests, matching, send queues
-//! and shared-memory lane; communicators of a one-node job map to workers by context id, alike on
-//! every rank; the netmod and dynamic processes stay on worker 0 (`thread.rs`). Shared memory
+//! and shared-memory lane and netmod instance; communicators of our world map to workers by
+//! context id, alike on every rank; dynamic processes stay on worker 0 (`thread.rs`). Shared memory
 //! between processes is lock-free. `rivet-bench mr --threads` measures the cost, the criterion
 //! bench `engine_path` the lock per call.
 //!

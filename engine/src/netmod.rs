@@ -19,9 +19,37 @@ use rivet_netmods::Netmod;
 use crate::config::NetmodChoice;
 use crate::error::Result;
 
-/// The KVS key of `rank`'s business card.
+/// The KVS key of `rank`'s business card (a job with one worker).
 pub fn card_key(rank: u32) -> String {
     format!("rivet-net-{rank}")
+}
+
+/// Which worker's card a `Core` publishes and reads (`thread.rs`): with
+/// one worker, the plain [`card_key`]; with several, worker `k` of `W`
+/// publishes under `rivet-net-<rank>-w<k>of<W>`, one short key per worker
+/// (a card's size stays as it was, within PMI's value limit). The count
+/// is in the key so that ranks disagreeing on it find no card, and say
+/// so, rather than reach a worker that maps contexts otherwise.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CardKeys {
+    pub worker: usize,
+    pub workers: usize,
+}
+
+impl CardKeys {
+    /// One worker, one netmod: the keys a job had before workers.
+    pub const ONE: CardKeys = CardKeys {
+        worker: 0,
+        workers: 1,
+    };
+
+    /// The key of `rank`'s card for this worker.
+    pub fn key(self, rank: u32) -> String {
+        match self.workers {
+            0 | 1 => card_key(rank),
+            w => format!("rivet-net-{rank}-w{}of{w}", self.worker),
+        }
+    }
 }
 
 /// An open netmod, and why it is the one (for `info`).

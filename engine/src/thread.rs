@@ -17,22 +17,47 @@
 //!
 //! At MULTIPLE the state is split into workers, each a whole engine state
 //! (`Core`: request table, matching, VCs with their send queues and
-//! credit, its shared-memory lane) behind its own `EngineLock`, as UCX
-//! workers or MPICH's VCIs. Worker 0 also holds everything cold or
-//! process-wide: the netmod, other process groups, ports and dynamic
-//! processes; PMI, the parent link and group tables have their own
-//! mutexes in `Inner`. Workers 1.. exist in a one-node job whose node
-//! leader runs at MULTIPLE: the leader lays out `RIVET_WORKERS` lanes in
-//! the node segment (`shm/layout.rs`), each a complete set of rings, queues
-//! and cells, and every rank on the node (at any level) gets one worker
-//! per lane. A communicator whose groups are all of our world runs on
-//! worker `(context / 4) % workers` (`Inner::worker_for`), the same on
-//! every rank, so both ends of a pair use the same lane for it: its order
-//! and `ANY_SOURCE` stay inside one worker, and protocol replies (CTS, Ack,
-//! cancel, `Write`/`Written`) come back on the lane of the request they
-//! answer. Anything else (intercommunicators, foreign groups, jobs over
-//! several nodes or a netmod) runs on worker 0: netmod traffic keeps one
-//! lock in this first landing. A request handle carries its worker in its
+//! credit, its shared-memory lane, its netmod instance) behind its own
+//! `EngineLock`, as UCX workers or MPICH's VCIs (whose netmod endpoints
+//! are per VCI too). Worker 0 also holds everything cold or process-wide:
+//! other process groups, ports and dynamic processes; PMI, the parent link
+//! and group tables have their own mutexes in `Inner`.
+//!
+//! How many workers, alike on every rank:
+//! - A one-node job on shared memory alone: the node leader, if it runs
+//!   at MULTIPLE, lays out `RIVET_WORKERS` lanes in the node segment
+//!   (`shm/layout.rs`), each a complete set of rings, queues and cells,
+//!   and every rank on the node (at any level) gets one worker per lane.
+//! - A job with a netmod (several nodes, or a netmod forced): each rank at
+//!   MULTIPLE runs `RIVET_WORKERS` workers, one below. Each worker opens
+//!   its own netmod instance (its own tcp listener or ofi endpoint) and
+//!   publishes its card under its own key, `rivet-net-<rank>-w<k>of<W>`
+//!   (`netmod::CardKeys`; one worker keeps the plain `rivet-net-<rank>`);
+//!   worker k's VCs connect to the peer's worker k. Node leaders lay out
+//!   as many lanes, and a rank whose node leader laid out another number
+//!   fails its init saying so. Ranks that disagree across nodes find no
+//!   card for their count on first contact and fail the send naming
+//!   `RIVET_WORKERS`: every rank must run at MULTIPLE with the same
+//!   `RIVET_WORKERS`, or all below it (as MPI programs do).
+//! - Under IMPI or through `external.rs`: one worker. Spawned jobs
+//!   follow the rules above like any other.
+//!
+//! A communicator whose groups are all of our world runs on worker
+//! `(context / 4) % workers` (`Inner::worker_for`), the same on every
+//! rank, so both ends of a pair use the same lane and netmod instances for
+//! it: its order and `ANY_SOURCE` stay inside one worker, and protocol
+//! replies (CTS, Ack, cancel, `Write`/`Written`, netmod reads) come back on
+//! the worker of the request they answer. Anything else (intercommunicators,
+//! foreign groups, ports, dynamic processes) runs on worker 0 and its
+//! netmod. A netmod failure on any worker (a poll error) fails that
+//! worker, and waits on the others see it when they look at it
+//! (`Inner::progress_others`). A peer failed from outside the transports
+//! (a group member's `Terminated` event) fails on every worker
+//! (`Inner::peer_failed_everywhere`). Waits on other processes (ports,
+//! group connect: `Inner::progress_until`) progress every worker each
+//! turn: the other process may first need what sits in another worker's
+//! queues (a barrier's last message on another worker's netmod queue hung
+//! a spawned job's children in group connect before). A request handle carries its worker in its
 //! top bits (`table::worker_of`). No thread holds two workers' locks at
 //! once; a blocking call progresses its own worker every turn and, every
 //! few idle turns, each other worker whose lock is free (`try_lock`), so
@@ -48,7 +73,11 @@
 //! before workers executed about 35 times the instructions per process
 //! (31.4 G against 0.88 G), nearly all in empty progress calls under
 //! valgrind's one-thread-at-a-time scheduling: a timing artefact, not a
-//! per-message cost.
+//! per-message cost. Per-worker netmods left SINGLE as it was (callgrind,
+//! `rivet-bench mr -i 3000 -m 8:8`, 211,200 sends, against main at
+//! 0a7275b): `Inner::start_send` 207.0 instructions per message over shm
+//! before and after; over tcp (`RIVET_NETMOD=tcp`) 383.0 against 382.0
+//! (the first contact out of line, `core.rs`, `connect_first`).
 //!
 //! Rust code cannot be trusted to keep a promise about threads, so the
 //! promise is a type: handles are `Engine<Local>`, `Comm<Local>`, ...

@@ -89,7 +89,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_THREAD_LEVEL", "", Scope::Engine,
       "`single`, `funneled`, `serialized` or `multiple`: raises the thread level the program asks for (never lowers it); at `multiple` each call locks the state of one worker (`RIVET_WORKERS`)"),
     s("RIVET_WORKERS", "4", Scope::Engine,
-      "1 to 32: workers at `multiple` (each its own lock, requests, matching and shared-memory lanes; a communicator of a one-node job runs on one, by context id); the node's leader decides for the node, and shared memory grows by that factor"),
+      "1 to 32: workers at `multiple` (each its own lock, requests, matching, shared-memory lane and netmod instance; a communicator of our world runs on one, by context id); in a one-node job on shared memory alone the node's leader decides for the node; with a netmod every rank must use the same; shared memory grows by that factor, and each worker opens its own tcp listener or ofi endpoint"),
     s("RIVET_SHM_FASTBOX_SIZE", "32K", Scope::Shm,
       "bytes of each per-pair ring (a power of two)"),
     s("RIVET_SHM_FASTBOX_MAX", "1K", Scope::Shm,

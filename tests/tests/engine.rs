@@ -36,7 +36,7 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// The settings the tests vary; cleared first so the caller's environment
 /// cannot leak into a case.
-const KNOBS: [&str; 23] = [
+const KNOBS: [&str; 24] = [
     "RIVET_SHM_SPLIT_MIN",
     "RIVET_THREAD_LEVEL",
     "RIVET_TCP_BACKEND",
@@ -60,6 +60,7 @@ const KNOBS: [&str; 23] = [
     "RIVET_OFI_PIECE",
     "RIVET_OFI_TIMEOUT",
     "RIVET_OFI_RMA",
+    "RIVET_WORKERS",
 ];
 
 type Env = Vec<(&'static str, &'static str)>;
@@ -580,19 +581,21 @@ fn threads_share_the_engine() {
                 &env,
                 &format!("engine_check threads: rank {rank}: 4 threads x 400 exchanges verified"),
             );
-            // A one-node job at MULTIPLE over shared memory spreads its
-            // communicators over RIVET_WORKERS workers (4 by default; world,
-            // c1 and c2 on three of them), and one thread's calls move them
-            // all; a job with a netmod forced has one worker.
-            let workers = match env.iter().any(|(k, _)| *k == "RIVET_NETMOD") {
-                true => "1",
-                false => "4 (",
+            // A job at MULTIPLE spreads its communicators over
+            // RIVET_WORKERS workers (4 by default; world, c1 and c2 on three
+            // of them), each with its own shm lane or, a netmod forced, its
+            // own netmod instance; one thread's calls move them all.
+            let transport = match env.iter().any(|(k, _)| *k == "RIVET_NETMOD") {
+                true => "netmod instance",
+                false => "shared-memory lane",
             };
             has(
                 &o,
                 &env,
                 &format!(
-                    "engine_check threads: rank {rank}: across workers OK; workers: {workers}"
+                    "engine_check threads: rank {rank}: across workers OK; workers: 4 \
+                     (communicators of our world spread by context id; each worker its own \
+                     {transport}; RIVET_WORKERS)"
                 ),
             );
         }
@@ -828,6 +831,59 @@ fn shm_on_the_node_and_tcp_across_nodes() {
             "libfabric provider faster than tcp here)"
         };
         has(&o, &case, &format!("{tcp}{why}"));
+    }
+}
+
+/// Two "nodes" of two ranks at MULTIPLE with two workers: two threads per
+/// rank, each on its own communicator, exchange with every rank, on the
+/// node (shm) and across (tcp on both backends, or ofi): each of the two
+/// workers' own netmod instances and shm lanes carried its thread's
+/// traffic (the rank checks `Engine::info`'s `worker.N` lines).
+#[test]
+fn two_threads_use_two_workers_netmods_across_nodes() {
+    let _serial = serial();
+    let two_nodes = [
+        "-ppn",
+        "2",
+        "--map-by",
+        "node",
+        "--topology",
+        "pack:1 core:2 pu:1",
+    ];
+    let two: &[(&str, &str)] = &[("RIVET_WORKERS", "2")];
+    let runs: [(Env, &str); 4] = [
+        (vec![("RIVET_TCP_BACKEND", "poll")], "tcp with"),
+        (vec![("RIVET_TCP_BACKEND", "uring")], "tcp with"),
+        (vec![("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")], "ofi with"),
+        // Forced on the node too: no shm, every peer through the netmod.
+        (TCP[1].to_vec(), "tcp with"),
+    ];
+    for (settings, netmod) in runs {
+        let env = Case::shared(settings.into_iter().chain(two.iter().copied()).collect());
+        let mut cmd = rivetrun(&["-n", "4"]);
+        cmd.args(two_nodes)
+            .arg(bin("engine_check"))
+            .arg("node_workers");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        let case = format!("{env:?}");
+        assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
+        let (shm, net) = match env.iter().any(|(k, _)| *k == "RIVET_NETMOD") {
+            true => (0, 3),
+            false => (1, 2),
+        };
+        for rank in 0..4 {
+            has(&o, &case, &ok_line("node_workers", rank, 4, env.level));
+            for w in 0..2 {
+                has(
+                    &o,
+                    &case,
+                    &format!(
+                        "engine_check node_workers: rank {rank}: worker.{w}: {shm} shm VCs, \
+                         {net} netmod VCs open; netmod: {netmod}"
+                    ),
+                );
+            }
+        }
     }
 }
 

@@ -354,9 +354,9 @@ impl<T: Threading> Engine<T> {
                 .collect();
             if !dead.is_empty() {
                 drop(table);
-                let mut core = self.inner.lock_even_finalized();
                 for vc in dead {
-                    core.st.peer_failed(vc, "it terminated (group event)");
+                    self.inner
+                        .peer_failed_everywhere(vc, "it terminated (group event)");
                 }
                 table = self.inner.group_table();
             }

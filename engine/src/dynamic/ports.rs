@@ -256,7 +256,15 @@ impl Inner {
         Ok(())
     }
 
-    /// Drive progress until `done` has an answer.
+    /// Drive progress until `done` (on worker 0's state) has an answer.
+    /// Every worker progresses each turn, not worker 0 alone: these waits
+    /// are for other processes (a port's peer, the process manager's
+    /// group connect), which may first need what sits in another worker's
+    /// queues, e.g. the last message of a barrier on a communicator of
+    /// another worker, still in its netmod instance's send queue (a
+    /// spawned job's children hung so in group connect at MULTIPLE, one
+    /// in `disconnect`'s barrier waiting for it, the other in the group
+    /// connect that waited for the first).
     pub(crate) fn progress_until<T>(
         &self,
         mut done: impl FnMut(&mut crate::core::Core) -> Option<Result<T>>,
@@ -265,7 +273,7 @@ impl Inner {
         // not microseconds): yield the CPU they need.
         let mut backoff = Backoff::new(true);
         loop {
-            {
+            let mut events = {
                 let mut core = self.lock()?;
                 if let Some(r) = done(&mut core) {
                     return r;
@@ -275,12 +283,13 @@ impl Inner {
                     return r;
                 }
                 Self::check(&core)?;
-                if events > 0 {
-                    backoff.busy();
-                    continue;
-                }
+                events
+            };
+            events += self.progress_all_but(0)?;
+            match events {
+                0 => backoff.idle(),
+                _ => backoff.busy(),
             }
-            backoff.idle();
         }
     }
 }

@@ -27,7 +27,8 @@
 //! - `term [early]` (3): all three connect (with `early_term_allowed` when
 //!   `early`); rank 2 then finalizes and exits without disconnecting. The
 //!   others get a `Terminated` event for it, and a receive from it on the
-//!   group completes with an error instead of waiting; they disconnect.
+//!   group is complete with an error at its first test (whichever worker
+//!   the group runs on), instead of waiting; they disconnect.
 //!   Without `early`, rivetrun must fail the job.
 //! - `flat` (any size, also under a PMIx server): the job connects as
 //!   group "f1" (size N, new rank = world rank; named cluster-qualified
@@ -571,8 +572,22 @@ fn term<T: Threading>(engine: &Engine<T>, early: bool) {
             proc: dead,
         },
     );
+    // The event failed the member's VC on every worker, the one the
+    // group's communicator runs on included: a receive from it fails at
+    // its first test, whatever the transport has noticed yet.
     let mut buf = [0u8; 1];
-    let outcome = g.comm().recv(&mut buf, 2, 5);
+    let (first, outcome) = g
+        .comm()
+        .scope(|s| {
+            let mut r = s.irecv(&mut buf, 2, 5)?;
+            let first = r.test();
+            Ok::<_, rivet::Error>((first, r.wait()))
+        })
+        .or_die("irecv from the terminated member");
+    ensure!(
+        !matches!(first, Ok(None)),
+        "a receive from the terminated member was still pending after the event"
+    );
     ensure!(
         outcome.as_ref().map_or(true, |st| st.check().is_err()),
         "a receive from the terminated member succeeded: {outcome:?}"

@@ -6,12 +6,12 @@
 //! first mismatch. A rank that passes prints `engine_check MODE OK rank R of
 //! N at thread level L` last.
 //!
-//! Thread levels: `threads` runs on an `Engine<Shared>` (MULTIPLE: its
-//! threads share the handles); every other mode on an `Engine<Local>`
-//! initialised at SINGLE, so the engine runs without a lock unless
-//! `RIVET_THREAD_LEVEL=multiple` raises the level. The level provided must
-//! be the one `RIVET_THREAD_LEVEL` asks for (unset: SINGLE, or MULTIPLE for
-//! `threads`), or the rank fails at once.
+//! Thread levels: `threads` and `node_workers` run on an `Engine<Shared>`
+//! (MULTIPLE: their threads share the handles); every other mode on an
+//! `Engine<Local>` initialised at SINGLE, so the engine runs without a lock
+//! unless `RIVET_THREAD_LEVEL=multiple` raises the level. The level
+//! provided must be the one `RIVET_THREAD_LEVEL` asks for (unset: SINGLE,
+//! or MULTIPLE for those two), or the rank fails at once.
 //!
 //! Modes (the ranks they need):
 //! - `pingpong` (2): both directions, a few sizes up to 4 MiB, blocking,
@@ -34,6 +34,9 @@
 //!   random sizes and tags between all ranks, mixed receive patterns.
 //! - `threads` (2): worker threads on dup'd and shared communicators, and a
 //!   thread that only calls `progress()`.
+//! - `node_workers` (>= 2, a netmod; meant for two nodes of two): two
+//!   threads, each on its own communicator, exchange with every other
+//!   rank; two workers' own netmods (and shm lanes) must have carried it.
 //! - `kill [early]` (3): rank 2 kills itself while ranks 0 and 1 wait for
 //!   it (`early`: before it starts its engine, while the others start theirs).
 //! - `connect_all` (any): every rank sends to every other rank at once,
@@ -88,6 +91,7 @@ mod p2p;
 mod sizes;
 mod splits;
 mod stress;
+mod workers;
 
 use rivet::{Comm, Engine, Local, Shared, ThreadLevel, Threading};
 use rivet_tests::ensure;
@@ -104,6 +108,7 @@ use crate::p2p::{mprobe, order, pingpong, probe};
 use crate::sizes::{print_info, sizes, trunc};
 use crate::splits::{comms, splitbad};
 use crate::stress::{stress, threads};
+use crate::workers::node_workers;
 
 fn main() {
     rank_check::start("engine_check");
@@ -126,6 +131,15 @@ fn main() {
             |engine, world| {
                 need(&mode, world, 2);
                 threads(engine, world)
+            },
+        );
+    } else if mode == "node_workers" {
+        run(
+            rank_check::init::<Shared>(ThreadLevel::Multiple),
+            &mode,
+            |engine, world| {
+                at_least(&mode, world, 2);
+                node_workers(engine, world)
             },
         );
     } else {
