@@ -166,7 +166,7 @@ const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
     // Before any thread starts: it sets a variable OpenPMIx reads.
-    pmix_host::prefer_hash_store();
+    pmix_host::choose_pmix_defaults();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }

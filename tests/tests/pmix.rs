@@ -553,18 +553,24 @@ fn rivet_group_connect_runs_under_open_mpis_mpirun() {
     }
 }
 
-/// rivetrun's PMIx server keeps job data in OpenPMIx's `hash` store, and
-/// its ranks' clients pick the same, unless the user chose a store.
+/// rivetrun's PMIx server keeps job data in OpenPMIx's `hash` store and
+/// checks clients with its `native` security component (not `munge`,
+/// which waits seconds for a munged that may not run), and its ranks'
+/// clients pick the same, unless the user chose otherwise.
 #[test]
-fn the_pmix_store_is_hash_unless_the_user_chose_one() {
+fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
     let _serial = serial();
-    let show = ["sh", "-c", "echo gds=$PMIX_MCA_gds"];
+    let show = ["sh", "-c", "echo gds=$PMIX_MCA_gds psec=$PMIX_MCA_psec"];
     let mut cmd = rivetrun(&["-n", "1"]);
-    cmd.args(show).env_remove("PMIX_MCA_gds");
+    cmd.args(show)
+        .env_remove("PMIX_MCA_gds")
+        .env_remove("PMIX_MCA_psec");
     let o = run_job(cmd, DEADLINE);
-    assert!(o.stdout.contains("gds=hash\n"), "{}", o.show());
+    assert!(o.stdout.contains("gds=hash psec=native\n"), "{}", o.show());
     let mut cmd = rivetrun(&["-n", "1"]);
-    cmd.args(show).env("PMIX_MCA_gds", "ds21");
+    cmd.args(show)
+        .env("PMIX_MCA_gds", "ds21")
+        .env("PMIX_MCA_psec", "munge");
     let o = run_job(cmd, DEADLINE);
-    assert!(o.stdout.contains("gds=ds21\n"), "{}", o.show());
+    assert!(o.stdout.contains("gds=ds21 psec=munge\n"), "{}", o.show());
 }

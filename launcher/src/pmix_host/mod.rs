@@ -475,21 +475,31 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
     out
 }
 
-/// OpenPMIx's setting for which store (`gds`) serves the job's data.
-pub const GDS_VAR: &str = "PMIX_MCA_gds";
+/// OpenPMIx settings rivetrun chooses unless the user set them, each with
+/// its reason. The ranks inherit them (their OpenPMIx client picks the
+/// same component).
+/// - `PMIX_MCA_gds=hash`: the default `ds21` shared-memory store zeroes
+///   tens of MB of segment files in the server's directory while the first
+///   clients wait to connect (about half of rivetrun's instructions in an
+///   8-rank Open MPI hello); `hash` hands each client the job's data as it
+///   connects.
+/// - `PMIX_MCA_psec=native`: with the `munge` package installed (Slurm
+///   needs it) but no `munged` running, OpenPMIx picks its munge security
+///   component, and server init retries `munge_encode` with growing sleeps:
+///   about 2.25 s before every job (`rivetrun -n 1 /bin/true` took 2.3 s).
+///   A server here serves only clients on its own host, which `native`
+///   checks by the socket's peer credentials.
+pub const PMIX_DEFAULTS: [(&str, &str); 2] =
+    [("PMIX_MCA_gds", "hash"), ("PMIX_MCA_psec", "native")];
 
-/// Have OpenPMIx serve job data from its `hash` store, unless the user
-/// chose one (`PMIX_MCA_gds`): its default, the `ds21` shared-memory
-/// store, zeroes tens of MB of segment files in the server's directory
-/// while the first clients wait to connect (about half of rivetrun's
-/// instructions in an 8-rank Open MPI hello), where `hash` hands each
-/// client the job's data as it connects. The ranks inherit the setting
-/// (their OpenPMIx client picks the same store). Called first thing in
-/// `main`, before any thread runs (the environment is not safe to change
-/// once threads may read it).
-pub fn prefer_hash_store() {
-    if std::env::var_os(GDS_VAR).is_none() {
-        std::env::set_var(GDS_VAR, "hash");
+/// Applies [`PMIX_DEFAULTS`]. Called first thing in `main`, before any
+/// thread runs (the environment is not safe to change once threads may
+/// read it).
+pub fn choose_pmix_defaults() {
+    for (var, value) in PMIX_DEFAULTS {
+        if std::env::var_os(var).is_none() {
+            std::env::set_var(var, value);
+        }
     }
 }
 
