@@ -6,9 +6,8 @@
 //! `disconnect` and a peer's failure must leave the engine's placement
 //! memory alone once they return. A payload receive into it is cancelled
 //! (`fi_cancel`) and its completion awaited, progressing the queue;
-//! every other completion read meanwhile is handled as a sinkless reap
-//! handles it (`set_aside`: sends and reads at once, receives kept for the
-//! next `poll`). A receive the
+//! every other completion read meanwhile waits in `deferred` for the next
+//! `poll`, which handles it as if just read (sends and reads included). A receive the
 //! provider had already matched finishes first (it needs the sender's
 //! progress for some protocols); if that takes longer than the timeout it
 //! is counted in `describe` ("placements not stopped in time").
@@ -121,33 +120,27 @@ impl OfiNetmod {
     }
 
     /// Progresses the queue and handles what completed. Without a sink
-    /// (`poll_reads`), receive completions wait in `deferred`.
+    /// (`poll_reads`), receive completions wait in `deferred`. With one,
+    /// `deferred` goes first, through `complete_local` too: `quiesce` sets
+    /// aside whatever it reads, sends and reads included.
     pub(super) fn reap(&mut self, mut sink: Option<&mut dyn Sink>) {
         if let Some(s) = sink.as_deref_mut() {
             while let Some(c) = self.deferred.pop_front() {
-                self.complete_rx(c, s);
+                if let Some(c) = self.complete_local(c) {
+                    self.complete_rx(c, s);
+                }
             }
         }
         let mut got = Vec::new();
         self.read_cq(&mut got, MAX_PER_POLL);
         for c in got {
+            let Some(c) = self.complete_local(c) else {
+                continue;
+            };
             match sink.as_deref_mut() {
-                Some(s) => {
-                    if let Some(c) = self.complete_local(c) {
-                        self.complete_rx(c, s);
-                    }
-                }
-                None => self.set_aside(c),
+                Some(s) => self.complete_rx(c, s),
+                None => self.deferred.push_back(c),
             }
-        }
-    }
-
-    /// Handles a completion read with no sink at hand: a local one (send,
-    /// read, drain) at once, so its bookkeeping is never lost; a receive
-    /// waits in `deferred` for the next `poll`.
-    pub(super) fn set_aside(&mut self, c: Completion) {
-        if let Some(c) = self.complete_local(c) {
-            self.deferred.push_back(c);
         }
     }
 
@@ -304,7 +297,11 @@ impl OfiNetmod {
             let empty = got.is_empty();
             for c in got {
                 if c.ctx() != ctx {
-                    self.set_aside(c);
+                    // Handled at the next `reap` with a sink, not here: a
+                    // failed send fails its connection, which stops that
+                    // one's receive in a nested loop that could set this
+                    // one's completion aside.
+                    self.deferred.push_back(c);
                     continue;
                 }
                 let Some(op) = self.ops.take(ctx) else {
@@ -352,11 +349,21 @@ mod tests {
         })
     }
 
-    /// What `quiesce` reads besides the receive it stops keeps its
-    /// bookkeeping: a send's completion frees its count at once and a
-    /// read's is reported by the next `poll_reads` (they used to wait for
-    /// a `poll` that hands completions only to the receive handler, which
-    /// dropped them: a read never reported, a send's bytes never freed).
+    struct NoSink;
+    impl Sink for NoSink {
+        fn deliver(&mut self, _: crate::PeerId, _: &[u8], _: &[u8]) {
+            panic!("nothing to deliver");
+        }
+        fn peer_failed(&mut self, _: crate::PeerId, _: &str) {
+            panic!("no peer to fail");
+        }
+    }
+
+    /// What `quiesce` reads besides the receive it stops waits in
+    /// `deferred` and keeps its bookkeeping: the next `poll` frees a
+    /// send's count and records a read's completion for `poll_reads` (they
+    /// used to reach only the receive handler, which dropped them: a read
+    /// never reported, a send's bytes never freed).
     #[test]
     fn completions_set_aside_keep_their_bookkeeping() {
         let cfg = OfiConfig {
@@ -387,13 +394,11 @@ mod tests {
             None,
         );
         assert_eq!((n.ops.sends(), n.reads_in_flight()), (1, 1));
-        n.set_aside(done(read));
-        n.set_aside(done(send));
+        n.deferred.push_back(done(read));
+        n.deferred.push_back(done(send));
+        n.reap(Some(&mut NoSink));
         assert_eq!((n.ops.sends(), n.reads_in_flight()), (0, 0));
-        assert!(
-            n.deferred.is_empty(),
-            "nothing left for the receive handler"
-        );
-        assert_eq!(n.regions.done, [7], "the read is reported");
+        assert!(n.deferred.is_empty());
+        assert_eq!(n.regions.done, [7], "the read is recorded");
     }
 }
