@@ -15,31 +15,16 @@ use super::summary::{Pu, RawCore, Summary};
 
 /// hwlocality answers a few "impossible" hwloc errors with a panic; turn one into an error so
 /// the launcher never aborts on a topology.
+///
+/// (hwloc's plugins, loaded on first use, are not kept out: doing it by
+/// setting `HWLOC_PLUGINS_PATH` for the call raced with the PMIx server's
+/// thread reading the environment, and `getenv` crashed rivetrun now and
+/// then. The environment is changed only before any thread starts.)
 fn no_panic<T>(
     f: impl FnOnce() -> Result<T, TopologyError>,
     on_panic: impl FnOnce() -> TopologyError,
 ) -> Result<T, TopologyError> {
-    without_plugins(|| catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(on_panic())))
-}
-
-/// Runs `f` (which creates the first hwloc topology) with hwloc's plugins out of
-/// reach. Debian's hwloc loads its PCI, OpenCL, GL and libxml2 plugins, and
-/// with them ICU and libstdc++, on first use: 2-3 ms of every launch, for
-/// I/O discovery rivetrun does not use (hwloc's built-in XML code reads and
-/// writes the topology files). The variable is restored at once, so ranks
-/// see the environment rivetrun was given.
-fn without_plugins<T>(f: impl FnOnce() -> T) -> T {
-    const VAR: &str = "HWLOC_PLUGINS_PATH";
-    let saved = std::env::var_os(VAR);
-    if saved.is_none() {
-        // rivetrun is single-threaded while it plans the job.
-        std::env::set_var(VAR, "/nonexistent/rivet-no-hwloc-plugins");
-    }
-    let result = f();
-    if saved.is_none() {
-        std::env::remove_var(VAR);
-    }
-    result
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(on_panic()))
 }
 
 pub(super) fn this_system() -> Result<HwTopology, TopologyError> {
