@@ -2,7 +2,7 @@
 //! sequence (checksummed header, seeded pattern), byte and status checks,
 //! a seeded generator, and the inbox that matches what arrives to what was sent.
 
-use rivet::{Request, Status, Threading, ANY_SOURCE, ANY_TAG};
+use rivet::{Comm, Request, Status, Threading, ANY_SOURCE, ANY_TAG};
 use rivet_tests::ensure;
 use rivet_tests::pattern::{fill, mix, pattern, seed_of};
 use rivet_tests::rank_check::{die, OrDie};
@@ -329,3 +329,19 @@ pub(crate) fn check_recv(what: &str, st: &Status, source: u32, tag: i32, buf: &[
 
 // ---------------------------------------------------------------------------
 // order
+
+/// Sends `value` to rank `to` of `c` while receiving one from `from`, both
+/// on `tag`; what arrived.
+pub(crate) fn swap_u32<T: Threading>(c: &Comm<T>, value: u32, to: u32, from: u32, tag: i32) -> u32 {
+    let mut got = [0u8; 4];
+    let out = value.to_be_bytes();
+    c.scope(|s| {
+        let w = s.isend(&out, to, tag).or_die("isend");
+        s.irecv(&mut got, from as i32, tag)
+            .or_die("irecv")
+            .wait()
+            .or_die("wait irecv");
+        w.wait().or_die("wait isend");
+    });
+    u32::from_be_bytes(got)
+}

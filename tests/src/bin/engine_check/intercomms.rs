@@ -9,6 +9,8 @@ use rivet::{Comm, Threading};
 use rivet_tests::ensure;
 use rivet_tests::rank_check::OrDie;
 
+use crate::check::swap_u32;
+
 const TAG: i32 = 77;
 
 /// Every rank of `c` tells every other its world rank and `c`'s context
@@ -72,17 +74,7 @@ pub(crate) fn intercomm<T: Threading>(world: &Comm<T>) {
     // Across: rank r of each group swaps world ranks with rank r of the other.
     let r = inter.rank();
     if (r as usize) < theirs.len() {
-        let mut got = [0u8; 4];
-        let out = me.to_le_bytes();
-        inter.scope(|s| {
-            let w = s.isend(&out, r, TAG).or_die("isend across");
-            s.irecv(&mut got, r as i32, TAG)
-                .or_die("irecv")
-                .wait()
-                .or_die("wait");
-            w.wait().or_die("wait");
-        });
-        let peer = u32::from_le_bytes(got);
+        let peer = swap_u32(&inter, me, r, r, TAG);
         ensure!(
             peer == theirs[r as usize],
             "across the intercommunicator: rank {r} is world rank {peer}, not {}",
@@ -101,20 +93,10 @@ pub(crate) fn intercomm<T: Threading>(world: &Comm<T>) {
         inter.context_id()
     );
     if (r as usize) < theirs.len() {
-        let mut got = [0u8; 4];
-        let out = me.to_be_bytes();
-        dup.scope(|s| {
-            let w = s.isend(&out, r, TAG).or_die("isend on the dup");
-            s.irecv(&mut got, r as i32, TAG)
-                .or_die("irecv")
-                .wait()
-                .or_die("wait");
-            w.wait().or_die("wait");
-        });
+        let peer = swap_u32(&dup, me, r, r, TAG);
         ensure!(
-            u32::from_be_bytes(got) == theirs[r as usize],
-            "across the dup: rank {r} is world rank {}",
-            u32::from_be_bytes(got)
+            peer == theirs[r as usize],
+            "across the dup: rank {r} is world rank {peer}"
         );
     }
     dup.free().or_die("free of the dup");

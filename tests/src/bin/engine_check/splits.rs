@@ -18,6 +18,7 @@ use rivet::{Comm, Error, Threading, ANY_SOURCE, ANY_TAG};
 use rivet_tests::ensure;
 use rivet_tests::rank_check::OrDie;
 
+use crate::check::swap_u32;
 use crate::intercomms::check_members;
 
 const TAG: i32 = 9;
@@ -83,20 +84,10 @@ fn kept_apart<T: Threading>(what: &str, world: &Comm<T>, new: &Comm<T>, order: &
 fn ring_and_allreduce<T: Threading>(what: &str, c: &Comm<T>) {
     let (r, n) = (c.rank(), c.size());
     let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
-    let mut got = [0u8; 4];
-    let out = r.to_be_bytes();
-    c.scope(|s| {
-        let w = s.isend(&out, next, TAG).or_die("isend ring");
-        s.irecv(&mut got, prev as i32, TAG)
-            .or_die("irecv ring")
-            .wait()
-            .or_die("wait");
-        w.wait().or_die("wait");
-    });
+    let got = swap_u32(c, r, next, prev, TAG);
     ensure!(
-        u32::from_be_bytes(got) == prev,
-        "{what}: the ring brought {} from rank {prev}",
-        u32::from_be_bytes(got)
+        got == prev,
+        "{what}: the ring brought {got} from rank {prev}"
     );
     let mine = u64::from(r + 1).to_be_bytes();
     let mut bufs = vec![[0u8; 8]; n as usize];
