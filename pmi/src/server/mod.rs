@@ -32,12 +32,14 @@
 //!   without `early_term` yields [`Output::GroupMemberLost`]. Process names
 //!   qualified with a cluster are accepted for [`Server::set_cluster`]'s only.
 //!
-//! Files: `auth.rs` (`PMI_PORT` authentication), `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service,
-//! and the standalone [`NameServer`] core), `mapping.rs`
-//! (`PMI_process_mapping`), `groups/` (group connect), `handle.rs` (one
-//! function per command), `node.rs` (one node of a multi-host job),
-//! `group_forward.rs` (group requests naming other jobs, handed to the
-//! launcher) and `hub.rs` (the name server's side of those).
+//! Files: `output.rs` (what the launcher is asked to do), `spawn_result.rs`
+//! (the answer to a spawn), `auth.rs` (`PMI_PORT` authentication),
+//! `kvs.rs` (a namespace), `barrier.rs`, `names.rs` (name service, and the
+//! standalone [`NameServer`] core), `mapping.rs` (`PMI_process_mapping`),
+//! `groups/` (group connect), `handle.rs` (one function per command),
+//! `node.rs` (one node of a multi-host job), `group_forward.rs` (group
+//! requests naming other jobs, handed to the launcher) and `hub.rs` (the
+//! name server's side of those).
 
 mod auth;
 mod barrier;
@@ -49,7 +51,9 @@ mod kvs;
 pub mod mapping;
 pub mod names;
 mod node;
+mod output;
 mod resources;
+mod spawn_result;
 mod v2;
 
 #[cfg(test)]
@@ -62,10 +66,9 @@ mod tests;
 mod v2_tests;
 
 use std::collections::HashMap;
-use std::sync::Arc;
 
 use crate::error::{Error, Result};
-use crate::wire::{Framer, Message, SpawnRequest};
+use crate::wire::{Framer, Message};
 
 pub use handle::SERVER_VERSION;
 pub use kvs::{max_entries, MAX_REPLY_VALUE, PROCESS_MAPPING_KEY, RESERVED_PREFIX};
@@ -77,6 +80,9 @@ pub use groups::{MAX_GROUP_STATE, MAX_PENDING_GROUP_OPS};
 pub use hub::{GroupHub, MAX_HUB_NAMESPACE, MAX_HUB_NAMESPACES};
 use kvs::Namespace;
 pub use names::{NameRequest, NameServer, NameService};
+use output::reply_to;
+pub use output::{Forwarded, Output, SpawnFailure};
+use spawn_result::shorten_to_fit;
 
 /// Launcher-chosen id of one connection.
 pub type ConnId = u64;
@@ -101,108 +107,6 @@ pub struct NamespaceSpec {
     pub attributes: Vec<(String, String)>,
     /// pre-put pairs visible in the KVS (spawn preput)
     pub preput: Vec<(String, String)>,
-}
-
-/// Something the launcher must do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    Send {
-        conn: ConnId,
-        bytes: Vec<u8>,
-    },
-    /// The same bytes to each of these connections, after anything queued
-    /// for them before (a group connect's member lines: one copy, not one
-    /// per member).
-    SendAll {
-        conns: Vec<ConnId>,
-        bytes: Arc<[u8]>,
-    },
-    /// The stream from this connection is garbage: the launcher logs `reason` and closes it.
-    Close {
-        conn: ConnId,
-        reason: String,
-    },
-    /// A rank called abort: the launcher tears the job down. `rank` is
-    /// `None` if a `PMI_PORT` connection aborted before its `initack`
-    /// (possible only without [`Server::require_port_auth`]).
-    Abort {
-        ns: NsId,
-        rank: Option<u32>,
-        exit_code: i32,
-        message: Option<String>,
-    },
-    /// A rank finished PMI (finalize answered).
-    Finalized {
-        ns: NsId,
-        rank: u32,
-    },
-    /// A rank asked to spawn; the launcher must answer with `Server::spawn_done`.
-    Spawn {
-        conn: ConnId,
-        ns: NsId,
-        rank: u32,
-        request: SpawnRequest,
-    },
-    /// With [`Server::forward_names`]: a name request the launcher carries to
-    /// the name server, answering with `Server::name_done`. `rank` is `None`
-    /// on a `PMI_PORT` connection before its `initack`.
-    Name {
-        conn: ConnId,
-        ns: NsId,
-        rank: Option<u32>,
-        request: NameRequest,
-    },
-    /// With [`Server::delegate_barriers`]: this node's ranks are all in
-    /// the job-wide barrier; the launcher carries it upstream with `puts`
-    /// (the node's since the last one) and answers with
-    /// [`Server::barrier_done`].
-    Barrier {
-        ns: NsId,
-        puts: Vec<(String, String)>,
-    },
-    /// Rank `rank` of `ns` ended while still connected to `group`, which was
-    /// made without `early_term` (PMIx RFC0003: every member must
-    /// disconnect before it ends). The launcher treats it as a job failure.
-    GroupMemberLost {
-        ns: NsId,
-        rank: u32,
-        group: String,
-    },
-    /// With [`Server::forward_other_jobs`]: a group request of rank `rank` of
-    /// `ns` that names other jobs; the launcher relays it to the name
-    /// server's group hub and hands what comes back to
-    /// [`Server::group_relayed`].
-    GroupForward {
-        ns: NsId,
-        rank: u32,
-        message: Message,
-    },
-}
-
-/// Why a spawn failed, for [`Server::spawn_done`]: sent as
-/// `cmd=spawn_result rc=1 errcodes=... msg=...`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct SpawnFailure {
-    /// One code per requested process (0: it would have started); sent only
-    /// when there is exactly one per process.
-    pub errcodes: Vec<i32>,
-    /// Why, for the person who started the job.
-    pub message: String,
-}
-
-impl From<String> for SpawnFailure {
-    fn from(message: String) -> SpawnFailure {
-        SpawnFailure {
-            errcodes: Vec::new(),
-            message,
-        }
-    }
-}
-
-impl From<&str> for SpawnFailure {
-    fn from(message: &str) -> SpawnFailure {
-        SpawnFailure::from(message.to_string())
-    }
 }
 
 /// Per-connection state.
@@ -248,19 +152,6 @@ pub struct Server {
     resources: Option<resources::Registry>,
     /// With [`Server::forward_groups`]: group messages for the launcher.
     forwarded: Option<Vec<Forwarded>>,
-}
-
-/// A group message (`group_connect`, `group_ready`, `group_disconnect`)
-/// that a server with [`Server::forward_groups`] left for the launcher to
-/// serve job-wide (a multi-host job's proxy hands it to rivetrun, which
-/// feeds it to its own server as if from `rank` of `ns` and sends the
-/// answers back to `conn`).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Forwarded {
-    pub conn: ConnId,
-    pub ns: NsId,
-    pub rank: u32,
-    pub msg: Message,
 }
 
 impl Server {
@@ -470,52 +361,6 @@ impl Server {
         self.groups.forget_conn(conn);
     }
 
-    /// Answer a pending spawn: `Ok(errcodes)` → `cmd=spawn_result rc=0`,
-    /// `Err(failure)` → `cmd=spawn_result rc=1 errcodes=... msg=...`.
-    ///
-    /// Error codes are sent only when one is nonzero and there is one per
-    /// requested process (MPICH asserts on any other count); all zeros are
-    /// left out, as Hydra does. MPICH's client reads no codes from a failed
-    /// spawn (it stops at `rc`); Rivet's returns them in
-    /// [`crate::Error::SpawnFailed`]. A connection without a pending spawn
-    /// is ignored.
-    pub fn spawn_done(
-        &mut self,
-        conn: ConnId,
-        result: Result<Vec<i32>, SpawnFailure>,
-        out: &mut Vec<Output>,
-    ) {
-        let Some(total) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.spawn_pending.take())
-        else {
-            return;
-        };
-        let reply = match result {
-            Ok(codes) if codes.iter().all(|&c| c == 0) => Message::SpawnResult {
-                rc: 0,
-                errcodes: Vec::new(),
-                msg: None,
-            },
-            Ok(codes) if codes.len() as u64 == total => Message::SpawnResult {
-                rc: 0,
-                errcodes: codes,
-                msg: None,
-            },
-            Ok(_) => Message::error_reply(Some("spawn"), -1, "some_processes_failed_to_start"),
-            Err(failure) => {
-                let errcodes = if failure.errcodes.len() as u64 == total {
-                    failure.errcodes
-                } else {
-                    Vec::new()
-                };
-                spawn_failure_reply(errcodes, failure.message)
-            }
-        };
-        reply_to(out, conn, &reply);
-    }
-
     /// Send name requests (`publish_name`, `lookup_name`, `unpublish_name`)
     /// to the launcher as [`Output::Name`] instead of answering them from
     /// this server's own table (a job that uses an outside name server).
@@ -614,54 +459,6 @@ impl Conn {
             v2: None,
         }
     }
-}
-
-/// `cmd=spawn_result rc=1 errcodes=... msg=...` made to fit one line: a long
-/// message is shortened, and codes that cannot fit even so are left out
-/// (a client could not read them).
-fn spawn_failure_reply(errcodes: Vec<i32>, message: String) -> Message {
-    let reply = |errcodes: &[i32], msg: &str| Message::SpawnResult {
-        rc: 1,
-        errcodes: errcodes.to_vec(),
-        msg: Some(msg.to_string()),
-    };
-    let codes_fit = reply(&errcodes, "").encode().is_ok();
-    let codes: &[i32] = if codes_fit { &errcodes } else { &[] };
-    shorten_to_fit(|m| reply(codes, m), message)
-}
-
-/// `make(message)`, with `message` shortened (marked `...`) until the
-/// reply fits one line.
-fn shorten_to_fit(make: impl Fn(&str) -> Message, message: String) -> Message {
-    let mut msg = message;
-    while make(&msg).encode().is_err() && !msg.is_empty() {
-        // Cut a quarter (at a character boundary) and mark the cut.
-        let keep = msg.trim_end_matches("...").len() * 3 / 4;
-        let cut = (0..=keep)
-            .rev()
-            .find(|&i| msg.is_char_boundary(i))
-            .unwrap_or(0);
-        msg.truncate(cut);
-        if !msg.is_empty() {
-            msg.push_str("...");
-        }
-    }
-    make(&msg)
-}
-
-/// Queue `msg` for `conn`. A reply that cannot be encoded (a value too long
-/// for one line) becomes an error answer of the same command.
-fn reply_to(out: &mut Vec<Output>, conn: ConnId, msg: &Message) {
-    let bytes = msg.encode().or_else(|e| {
-        let query = crate::wire::query_name(msg.cmd());
-        let short = match e {
-            Error::LineTooLong { .. } => "reply_too_long_for_one_line",
-            _ => "reply_cannot_be_encoded",
-        };
-        Message::error_reply(query, -1, short).encode()
-    });
-    let bytes = bytes.unwrap_or_else(|_| b"cmd=error rc=-1\n".to_vec());
-    out.push(Output::Send { conn, bytes });
 }
 
 /// How the name table records a process as publisher.
