@@ -1,13 +1,15 @@
 //! IMPI (seed 003): one MPI_COMM_WORLD across separately started jobs.
 //! `server` is `rivetrun --impi-server N`, the rendezvous point of chapter
 //! 2; `client` is the startup a job run with `--impi-client RANK HOST:PORT`
-//! goes through before its ranks start, and its shutdown after they end;
+//! goes through before its ranks start, and its shutdown after they end
+//! (`hosts`: the hosts' connection dance and their channels' key);
 //! `funnel` is rivetrun as its procs' agent on the host links while the
 //! ranks run (packets of pairs without a direct channel, the links' watch).
 //! The bytes both speak are `rivet_pmi::impi`'s.
 
 pub mod client;
 pub mod funnel;
+mod hosts;
 pub mod server;
 
 use std::net::{IpAddr, Ipv4Addr, ToSocketAddrs, UdpSocket};
