@@ -9,7 +9,13 @@
  * from both clients, nonblocking transfers, a probe's count, and
  * MPI_Comm_dup / MPI_Comm_split with traffic and collectives (Allreduce,
  * Bcast, Allgather, Alltoall, Scatter) on them. Prints "mpi_impi OK rank
- * R" at the end; any failure exits 1 naming it. */
+ * R" at the end; any failure exits 1 naming it.
+ *
+ * With the argument `mix`, on world ranks 0 and 1 only, the other client
+ * running the engine's `engine_check mixmpi`: MPI_Comm_dup of the world
+ * (it dups too: the dup carries traffic only if both chose seed 003's
+ * context id), then an MPI_INT each way and an MPI_LONG to rank + 2 on
+ * it; the engine side checks the bytes are external32. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +223,22 @@ static void use_comm(MPI_Comm comm, const char *what) {
     }
 }
 
+/* `mix`: this client is librivetmpi, the other the engine alone. */
+static void mix(void) {
+    MPI_Comm dup;
+    MPI_Status st;
+    int v = 0x55667700 + me, got = 0, n;
+    long l = -5L - me;
+    CHECK(me < 2, "mix runs on world ranks 0 and 1, not %d", me);
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    OK(MPI_Recv(&got, 1, MPI_INT, me + 2, 40, dup, &st));
+    OK(MPI_Get_count(&st, MPI_INT, &n));
+    CHECK(n == 1 && got == 0x11223300 + me + 2, "an int from the engine: %d %x", n, got);
+    OK(MPI_Send(&v, 1, MPI_INT, me + 2, 41, dup));
+    OK(MPI_Send(&l, 1, MPI_LONG, me + 2, 42, dup));
+    OK(MPI_Comm_free(&dup));
+}
+
 int main(int argc, char **argv) {
     int size, r, n, rc;
     long big = 1L << 40, one = 1, out;
@@ -226,6 +248,14 @@ int main(int argc, char **argv) {
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     CHECK(size == 4, "world size %d", size);
     OK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
+    if (argc > 1 && strcmp(argv[1], "mix") == 0) {
+        mix();
+        OK(MPI_Barrier(MPI_COMM_WORLD));
+        printf("mpi_impi mix OK rank %d\n", me);
+        fflush(stdout);
+        MPI_Finalize();
+        return 0;
+    }
     typed_p2p();
     wire_bytes();
     any_source_and_nonblocking();
