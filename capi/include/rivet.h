@@ -406,6 +406,19 @@ int rivet_comm_collective(const rivet_comm_t *c, rivet_comm_t **out);
 int rivet_comm_foreign_peers(const rivet_comm_t *c, uint8_t *flags, size_t n, int *any);
 
 /*
+ For each rank `r < n` of `c`'s (local) group, its rank in `other`'s
+ local group in `ranks[r]`, or -1 if it is not there (`n` is `c`'s
+ size). No communication.
+
+ # Safety
+ `c` and `other` are live handles; `ranks` valid for `n` writes.
+ */
+int rivet_comm_translate_ranks(const rivet_comm_t *c,
+                               const rivet_comm_t *other,
+                               int *ranks,
+                               size_t n);
+
+/*
  An intracommunicator of both groups of the intercommunicator `c`; the
  group passing `high = 0` comes first. Collective over both groups.
 

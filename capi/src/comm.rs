@@ -275,6 +275,45 @@ pub unsafe extern "C" fn rivet_comm_foreign_peers(
     })
 }
 
+/// For each rank `r < n` of `c`'s (local) group, its rank in `other`'s
+/// local group in `ranks[r]`, or -1 if it is not there (`n` is `c`'s
+/// size). No communication.
+///
+/// # Safety
+/// `c` and `other` are live handles; `ranks` valid for `n` writes.
+#[no_mangle]
+pub unsafe extern "C" fn rivet_comm_translate_ranks(
+    c: *const rivet_comm_t,
+    other: *const rivet_comm_t,
+    ranks: *mut c_int,
+    n: usize,
+) -> c_int {
+    boundary("rivet_comm_translate_ranks", || {
+        // SAFETY: live handles by the contract.
+        let (c, other) = unsafe { (comm(c)?, comm(other)?) };
+        let found = match (&c.c, &other.c) {
+            (handles::Either::Local(a), handles::Either::Local(b)) => a.ranks_in(b),
+            (handles::Either::Shared(a), handles::Either::Shared(b)) => a.ranks_in(b),
+            _ => return Err(invalid("the communicators are of two engines")),
+        };
+        if n != found.len() {
+            return Err(invalid(format!(
+                "the rank array holds {n} entries for {} ranks",
+                found.len()
+            )));
+        }
+        if ranks.is_null() && n > 0 {
+            return Err(invalid("the rank array is null"));
+        }
+        for (i, r) in found.into_iter().enumerate() {
+            let r = r.map_or(-1, |r| r as c_int);
+            // SAFETY: non-null and valid for `n` writes by the contract.
+            unsafe { ranks.add(i).write(r) };
+        }
+        Ok(())
+    })
+}
+
 /// Store `value` as a new handle, or null.
 ///
 /// # Safety

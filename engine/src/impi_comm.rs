@@ -310,6 +310,20 @@ impl<T: Threading> Comm<T> {
             .collect()
     }
 
+    /// For each rank of this communicator's (local) group, its rank in
+    /// `other`'s local group, if there: an MPI layer names a new
+    /// communicator's processes without a message another IMPI
+    /// implementation would not send.
+    pub fn ranks_in(&self, other: &Comm<T>) -> Vec<Option<u32>> {
+        let theirs: std::collections::HashMap<VcId, u32> =
+            other.local.members().into_iter().zip(0..).collect();
+        self.local
+            .members()
+            .into_iter()
+            .map(|id| theirs.get(&id).copied())
+            .collect()
+    }
+
     /// This communicator on its collective context (`context + 1`: the
     /// seed's `newcid + 1`, which the engine's own collectives use too,
     /// on tags 1 to 5 and 1001 to 1006), for a layer's collectives.

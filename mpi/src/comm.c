@@ -218,9 +218,10 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     return MPI_SUCCESS;
 }
 
-/* The engine's split (seed 003's 4.7 across IMPI clients); then the
- * members' ranks in `comm`, gathered on the new communicator, name its
- * process ids as this process knows them. */
+/* The engine's split (seed 003's 4.7 across IMPI clients, no other
+ * message, so another IMPI implementation's split meets it); the
+ * members' ranks in `comm` name its process ids as this process knows
+ * them. */
 static int split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm, const char *fn) {
     struct comm *c = comm_get(comm), *n;
     rivet_comm_t *p2p = NULL;
@@ -240,7 +241,9 @@ static int split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm, const cha
     n->eh = c->eh;
     n->gids = malloc(sizeof(uint64_t) * (size_t)n->size);
     ranks = malloc(sizeof(int) * (size_t)n->size);
-    rc = n->gids && ranks ? coll_allgather(n, &c->rank, sizeof(int), ranks) : MPI_ERR_NO_MEM;
+    rc = !n->gids || !ranks ? MPI_ERR_NO_MEM
+                            : from_rivet(rivet_comm_translate_ranks(n->p2p, c->p2p, ranks,
+                                                                    (size_t)n->size));
     for (i = 0; rc == MPI_SUCCESS && i < n->size; i++) {
         if (ranks[i] < 0 || ranks[i] >= c->size) rc = MPI_ERR_INTERN;
         else n->gids[i] = c->gids[ranks[i]];

@@ -239,6 +239,13 @@ int main(int argc, char **argv) {
         CHECK(rivet_comm_split(world, 3, -rank, &sub));
         CHECK(rivet_comm_rank(sub, &r));
         EXPECT(r == 1 - rank);
+        CHECK(rivet_comm_translate_ranks(sub, world, ranks, 2));
+        EXPECT(ranks[0] == 1 && ranks[1] == 0);
+        EXPECT_RC(rivet_comm_translate_ranks(sub, world, ranks, 1), RIVET_ERR_INVALID_ARG);
+        CHECK(rivet_comm_free(sub));
+        CHECK(rivet_comm_split(world, rank, 0, &sub));
+        CHECK(rivet_comm_translate_ranks(world, sub, ranks, 2));
+        EXPECT(ranks[rank] == 0 && ranks[1 - rank] == -1);
         CHECK(rivet_comm_free(sub));
         CHECK(rivet_comm_split(world, -1, 0, &sub));
         EXPECT(sub == NULL);

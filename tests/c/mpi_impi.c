@@ -15,7 +15,8 @@
  * running the engine's `engine_check mixmpi`: MPI_Comm_dup of the world
  * (it dups too: the dup carries traffic only if both chose seed 003's
  * context id), then an MPI_INT each way and an MPI_LONG to rank + 2 on
- * it; the engine side checks the bytes are external32. */
+ * it; the engine side checks the bytes are external32. Then
+ * MPI_Comm_split by parity meets the engine's split, an MPI_INT each way. */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,6 +237,15 @@ static void mix(void) {
     CHECK(n == 1 && got == 0x11223300 + me + 2, "an int from the engine: %d %x", n, got);
     OK(MPI_Send(&v, 1, MPI_INT, me + 2, 41, dup));
     OK(MPI_Send(&l, 1, MPI_LONG, me + 2, 42, dup));
+    OK(MPI_Comm_free(&dup));
+    /* Parity, keys descending: {2, 0} and {3, 1}, as the engine splits. */
+    OK(MPI_Comm_split(MPI_COMM_WORLD, me % 2, -me, &dup));
+    OK(MPI_Comm_rank(dup, &n));
+    CHECK(n == 1, "split: rank %d", n);
+    v = 0x01020304 + me;
+    OK(MPI_Send(&v, 1, MPI_INT, 0, 43, dup));
+    OK(MPI_Recv(&got, 1, MPI_INT, 0, 44, dup, &st));
+    CHECK(got == 0x0a0b0c00 + me + 2, "an int on the split: %x", got);
     OK(MPI_Comm_free(&dup));
 }
 

@@ -9,7 +9,8 @@
 //! Then a job whose client 0 runs librivetmpi and client 1 the engine
 //! alone (`engine_check mixmpi`): an `MPI_Comm_dup` carries traffic to the
 //! engine's own dup (both chose seed 003's context id, 4 after the world's
-//! 0 and COMM_SELF's 2, 3), whose side sees external32 bytes.
+//! 0 and COMM_SELF's 2, 3), whose side sees external32 bytes; then an
+//! `MPI_Comm_split` meets the engine's split on id 6 likewise.
 
 use std::path::PathBuf;
 
@@ -53,7 +54,10 @@ fn librivetmpi_and_the_engine_agree_on_a_dup_across_clients() {
     for r in [0, 1] {
         let ok = format!("mpi_impi mix OK rank {r}\n");
         assert!(outs[0].stdout.contains(&ok), "{ok}: {}", outs[0].show());
-        let ok = format!("engine_check mixmpi OK rank {}: dup context id 4\n", r + 2);
+        let ok = format!(
+            "engine_check mixmpi OK rank {}: dup context id 4, split 6\n",
+            r + 2
+        );
         assert!(outs[1].stdout.contains(&ok), "{ok}: {}", outs[1].show());
     }
 }
