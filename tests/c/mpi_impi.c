@@ -8,7 +8,7 @@
  * is not sent, that ranks of one client keep native bytes, MPI_ANY_SOURCE
  * from both clients, nonblocking transfers, a probe's count, and
  * MPI_Comm_dup / MPI_Comm_split with traffic and collectives (Allreduce,
- * Bcast, Allgather, Alltoall, Scatter) on them. Prints "mpi_impi OK rank
+ * Bcast, Allgather, Alltoall, Scatter, Gather, Reduce) on them. Prints "mpi_impi OK rank
  * R" at the end; any failure exits 1 naming it.
  *
  * With the argument `mix`, on world ranks 0 and 1 only, the other client
@@ -221,6 +221,21 @@ static void use_comm(MPI_Comm comm, const char *what) {
         for (i = 0; i < n; i++) v[i] = 7 * i + 1;
         OK(MPI_Scatter(v, 1, MPI_INT, all, 1, MPI_INT, 0, comm));
         CHECK(all[0] == 7 * r + 1, "%s: scatter %d", what, all[0]);
+        {
+            long g[4] = {0}, red = 0;
+            l = -70000L * me;
+            OK(MPI_Gather(&l, 1, MPI_LONG, g, 1, MPI_LONG, 1, comm));
+            if (r == 1)
+                for (i = 0; i < n; i++)
+                    CHECK(g[i] == -70000L * w[i], "%s: gather from %d: %ld", what, i, g[i]);
+            OK(MPI_Reduce(&l, &red, 1, MPI_LONG, MPI_MIN, n - 1, comm));
+            if (r == n - 1) {
+                long want_min = 0;
+                for (i = 0; i < n; i++)
+                    if (-70000L * w[i] < want_min) want_min = -70000L * w[i];
+                CHECK(red == want_min, "%s: reduce min %ld (want %ld)", what, red, want_min);
+            }
+        }
     }
 }
 
