@@ -15,8 +15,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Layer requests freed by MPI_Request_free while librivet's still runs. */
+/* Layer requests freed by MPI_Request_free while librivet's still runs,
+ * and the lock of their sweep (one thread at a time; others skip it). */
 static int detached;
+static pthread_mutex_t sweep_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int conv_wanted(const struct comm *c, MPI_Datatype t, int peer) {
     if (!c->foreign || type_size(t) < 0 || ext32_is_native(t)) return 0;
@@ -128,14 +130,16 @@ int conv_mrecv(struct comm *c, void *buf, int count, MPI_Datatype t, rivet_messa
  * receives are converted as they complete). */
 static void sweep(void) {
     int i, flag;
-    if (!detached) return;
+    if (!__atomic_load_n(&detached, __ATOMIC_RELAXED) || pthread_mutex_trylock(&sweep_lock))
+        return;
     for (i = 1; i < g_reqs.next_unused; i++) {
         struct req *r = slot_at(&g_reqs, i);
         if (r && r->state == REQ_DETACHED && conv_settle(r, 0, &flag) == MPI_SUCCESS && flag) {
             slot_free(&g_reqs, i);
-            detached--;
+            __atomic_fetch_sub(&detached, 1, __ATOMIC_RELAXED);
         }
     }
+    pthread_mutex_unlock(&sweep_lock);
 }
 
 int conv_start(struct comm *c, MPI_Comm comm, int what, void *buf, int count, MPI_Datatype t,
@@ -210,7 +214,7 @@ int conv_cancel(struct req *r) {
 
 void conv_detach(struct req *r) {
     r->state = REQ_DETACHED;
-    detached++;
+    __atomic_fetch_add(&detached, 1, __ATOMIC_RELAXED);
 }
 
 int conv_sendrecv(struct comm *c, MPI_Comm comm, const void *sendbuf, int sendcount,
@@ -239,7 +243,10 @@ void conv_probed(const struct comm *c, MPI_Status *st) {
     if (c->foreign && is_foreign(c, st->MPI_SOURCE)) st->rivet_cancelled |= STATUS_EXT32;
 }
 
+/* At MPI_Finalize: what completed is freed; the rest goes with the
+ * request table (a freed request still running then is the program's
+ * error, as in MPI). */
 void conv_finalize(void) {
     sweep();
-    detached = 0;
+    __atomic_store_n(&detached, 0, __ATOMIC_RELAXED);
 }
