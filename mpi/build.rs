@@ -28,7 +28,7 @@ use layout::{replace_file, symlink};
 /// Soname major version: bump when mpi.h's ABI changes incompatibly.
 const SO_MAJOR: u32 = 0;
 
-const SOURCES: [&str; 7] = [
+const SOURCES: [&str; 10] = [
     "init.c",
     "comm.c",
     "p2p.c",
@@ -36,6 +36,9 @@ const SOURCES: [&str; 7] = [
     "reduce.c",
     "coll.c",
     "dynamic.c",
+    "external32.c",
+    "foreign.c",
+    "coll_ext32.c",
 ];
 
 fn main() {

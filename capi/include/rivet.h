@@ -355,6 +355,70 @@ int rivet_comm_create(const rivet_comm_t *c,
                       rivet_comm_t **out);
 
 /*
+ Split the intracommunicator `c`: processes passing the same `color`
+ form a new one, ordered by `key`, then by rank in `c`; a negative
+ `color` (MPI's `MPI_UNDEFINED`) gives a null `*out`. The context id is
+ agreed over `c` (across IMPI clients as seed 003's 4.7: the new
+ communicator gets `maxcid + 1`, its collectives `maxcid + 2`), so
+ another IMPI implementation agrees. Collective over `c`.
+
+ # Safety
+ `c` is a live handle; `out` valid for a write.
+ */
+int rivet_comm_split(const rivet_comm_t *c, int color, int key, rivet_comm_t **out);
+
+/*
+ A communicator of `ranks[0..n]` (ranks of the intracommunicator `c`,
+ in the new order) on a context id agreed over `c`, as
+ [`rivet_comm_split`] agrees one; members get it, every other process
+ of `c` a null `*out`. Collective over `c`: every process calls it with
+ the same ranks.
+
+ # Safety
+ `c` is a live handle; `ranks` valid for `n` reads; `out` for a write.
+ */
+int rivet_comm_create_agreed(const rivet_comm_t *c, const int *ranks, size_t n, rivet_comm_t **out);
+
+/*
+ The groups of `c` on its collective context (its context id + 1: the
+ seed's collective context of a communicator made by dup, split or
+ create), for an MPI layer's own collectives. The engine's collectives
+ (`rivet_comm_barrier`, agreements) use tags 1 to 5 and 1001 to 1006
+ there; a layer keeps to others. No communication.
+
+ # Safety
+ `c` is a live handle; `out` valid for a write.
+ */
+int rivet_comm_collective(const rivet_comm_t *c, rivet_comm_t **out);
+
+/*
+ For each rank `c` sends to (the remote group's of an
+ intercommunicator), whether it runs under another IMPI client than
+ this process: `flags[r]` = 1 if so, else 0, for `r < n` (`n` is the
+ (remote) size); `*any` = 1 if one is. User data to such a rank travels
+ as external32 (seed 003, 1.2.2), which the caller converts. All 0
+ outside an IMPI job. No communication.
+
+ # Safety
+ `c` is a live handle; `flags` valid for `n` writes (or null with `n`
+ 0); `any` valid for a write.
+ */
+int rivet_comm_foreign_peers(const rivet_comm_t *c, uint8_t *flags, size_t n, int *any);
+
+/*
+ For each rank `r < n` of `c`'s (local) group, its rank in `other`'s
+ local group in `ranks[r]`, or -1 if it is not there (`n` is `c`'s
+ size). No communication.
+
+ # Safety
+ `c` and `other` are live handles; `ranks` valid for `n` writes.
+ */
+int rivet_comm_translate_ranks(const rivet_comm_t *c,
+                               const rivet_comm_t *other,
+                               int *ranks,
+                               size_t n);
+
+/*
  An intracommunicator of both groups of the intercommunicator `c`; the
  group passing `high = 0` comes first. Collective over both groups.
 

@@ -286,3 +286,48 @@ impl<T: Threading> Comm<T> {
         Ok(())
     }
 }
+
+impl<T: Threading> Comm<T> {
+    /// For each rank this communicator sends to (the remote group's of an
+    /// intercommunicator), whether it runs under another IMPI client than
+    /// this process: user data to it travels as external32 (seed 003,
+    /// 1.2.2), which an MPI layer on top converts. All `false` outside an
+    /// IMPI job; processes outside COMM_WORLD (the seed names none) count
+    /// as this client's.
+    pub fn foreign_peers(&self) -> Vec<bool> {
+        let peers = self.remote.as_ref().unwrap_or(&self.local);
+        let Some(map) = self.inner.impi.get() else {
+            return vec![false; peers.size() as usize];
+        };
+        let me = self.local.vc(self.rank);
+        let client = |id: VcId| (id.group() == 0).then(|| map.client_of(id.rank()));
+        let mine = client(me);
+        (0..peers.size())
+            .map(|r| {
+                let theirs = client(peers.vc(r));
+                mine.is_some() && theirs.is_some() && theirs != mine
+            })
+            .collect()
+    }
+
+    /// For each rank of this communicator's (local) group, its rank in
+    /// `other`'s local group, if there: an MPI layer names a new
+    /// communicator's processes without a message another IMPI
+    /// implementation would not send.
+    pub fn ranks_in(&self, other: &Comm<T>) -> Vec<Option<u32>> {
+        let theirs: std::collections::HashMap<VcId, u32> =
+            other.local.members().into_iter().zip(0..).collect();
+        self.local
+            .members()
+            .into_iter()
+            .map(|id| theirs.get(&id).copied())
+            .collect()
+    }
+
+    /// This communicator on its collective context (`context + 1`: the
+    /// seed's `newcid + 1`, which the engine's own collectives use too,
+    /// on tags 1 to 5 and 1001 to 1006), for a layer's collectives.
+    pub fn on_collective_context(&self) -> Comm<T> {
+        self.collective_comm()
+    }
+}

@@ -173,6 +173,7 @@ typedef struct MPI_Status {
 #define MPI_ERR_IN_STATUS 17
 #define MPI_ERR_PENDING 18
 #define MPI_ERR_REQUEST 19
+#define MPI_ERR_CONVERSION 23
 #define MPI_ERR_INFO 28
 #define MPI_ERR_NAME 33
 #define MPI_ERR_NO_MEM 34

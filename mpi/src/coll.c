@@ -1,6 +1,7 @@
 /* Collectives on intracommunicators, simple and correct: binomial trees
  * for bcast and reduce, linear gather/scatter/alltoall, and compositions
- * (allreduce = reduce + bcast, allgather = gather + bcast). They run on
+ * (allreduce = reduce + bcast, allgather = gather + bcast); across IMPI
+ * clients their data goes as external32 (coll_ext32.c). They run on
  * the communicator's collective context, never matching user messages;
  * each kind has its own tag. MPI_Barrier is librivet's. */
 #define _GNU_SOURCE
@@ -9,7 +10,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { TAG_BCAST = 1, TAG_REDUCE, TAG_GATHER, TAG_SCATTER, TAG_ALLTOALL };
+/* Tags above the engine's own on a collective context (1 to 5, and 1001
+ * to 1006 across IMPI clients). */
+enum { TAG_BCAST = 0x100, TAG_REDUCE, TAG_GATHER, TAG_SCATTER, TAG_ALLTOALL };
 
 int coll_bcast(struct comm *c, void *buf, size_t bytes, int root) {
     int rel = (c->rank - root + c->size) % c->size, mask = 1, rc;
@@ -29,14 +32,21 @@ int coll_bcast(struct comm *c, void *buf, size_t bytes, int root) {
     return MPI_SUCCESS;
 }
 
+/* Across IMPI clients (coll_converts) each message is an external32
+ * piece behind a flag byte (coll_ext32.c): a rank that could not pack, or
+ * got a failed piece, passes a failed one on, and fails. */
 int coll_reduce(struct comm *c, const void *in, void *out, size_t count, MPI_Datatype t,
                 MPI_Op op, int root) {
     size_t bytes = count * (size_t)type_size(t);
+    int conv = coll_converts(c, t), ok = 1;
+    size_t wlen = conv ? 1 + count * (size_t)ext32_size(t) : 0;
     int rel = (c->rank - root + c->size) % c->size, mask, rc = MPI_SUCCESS;
     char *acc = malloc(bytes ? bytes : 1), *tmp = malloc(bytes ? bytes : 1);
-    if (!acc || !tmp) {
+    unsigned char *wire = conv ? malloc(wlen) : NULL;
+    if (!acc || !tmp || (conv && !wire)) {
         free(acc);
         free(tmp);
+        free(wire);
         return MPI_ERR_NO_MEM;
     }
     memcpy(acc, in, bytes);
@@ -44,18 +54,24 @@ int coll_reduce(struct comm *c, const void *in, void *out, size_t count, MPI_Dat
         if ((rel & mask) == 0) {
             int src = rel | mask;
             if (src >= c->size) continue;
-            rc = from_rivet(
-                rivet_recv(c->coll, tmp, bytes, (src + root) % c->size, TAG_REDUCE, NULL));
-            if (rc == MPI_SUCCESS) rc = reduce_apply(op, t, tmp, acc, count);
+            rc = from_rivet(rivet_recv(c->coll, conv ? (void *)wire : tmp, conv ? wlen : bytes,
+                                       (src + root) % c->size, TAG_REDUCE, NULL));
+            if (rc == MPI_SUCCESS && conv)
+                ok = ok && wire[0] && ext32_unpack(t, wire + 1, count, tmp) == MPI_SUCCESS;
+            if (rc == MPI_SUCCESS && ok) rc = reduce_apply(op, t, tmp, acc, count);
         } else {
-            rc = from_rivet(
-                rivet_send(c->coll, acc, bytes, ((rel & ~mask) + root) % c->size, TAG_REDUCE));
+            if (conv) wire[0] = ok && ext32_pack(t, acc, count, wire + 1) == MPI_SUCCESS;
+            if (conv) ok = wire[0];
+            rc = from_rivet(rivet_send(c->coll, conv ? (void *)wire : acc, conv ? wlen : bytes,
+                                       ((rel & ~mask) + root) % c->size, TAG_REDUCE));
             break;
         }
     }
     if (rc == MPI_SUCCESS && c->rank == root) memcpy(out, acc, bytes);
+    if (rc == MPI_SUCCESS && !ok) rc = MPI_ERR_CONVERSION;
     free(acc);
     free(tmp);
+    free(wire);
     return rc;
 }
 
@@ -103,7 +119,9 @@ static int intra(MPI_Comm comm, struct comm **c) {
 int MPI_Barrier(MPI_Comm comm) {
     struct comm *c = NOT_INIT() ? NULL : comm_get(comm);
     if (!c) FAIL(MPI_ERR_COMM, "MPI_Barrier");
-    return raise_err(comm, from_rivet(rivet_comm_barrier(c->coll)), "MPI_Barrier");
+    /* On `p2p`: the engine runs it on the collective context (across IMPI
+     * clients as seed 003's 4.10). */
+    return raise_err(comm, from_rivet(rivet_comm_barrier(c->p2p)), "MPI_Barrier");
 }
 
 int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm comm) {
@@ -113,6 +131,8 @@ int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root, MPI_Comm
     TRY(bytes_of(count, datatype, &bytes), "MPI_Bcast");
     if (root < 0 || root >= c->size) FAIL(MPI_ERR_ROOT, "MPI_Bcast");
     if (!buffer && bytes) FAIL(MPI_ERR_BUFFER, "MPI_Bcast");
+    if (coll_converts(c, datatype))
+        return raise_err(comm, ext32_bcast(c, buffer, count, datatype, root, 1), "MPI_Bcast");
     return raise_err(comm, coll_bcast(c, buffer, bytes, root), "MPI_Bcast");
 }
 
@@ -143,6 +163,13 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype da
     struct comm *c = NULL;
     TRY(reduce_args(comm, &c, sendbuf, recvbuf, count, datatype, op, 0, 1), "MPI_Allreduce");
     if (sendbuf == MPI_IN_PLACE) sendbuf = recvbuf;
+    if (coll_converts(c, datatype)) {
+        /* The root's failure travels in the broadcast, so none waits. */
+        int rc = coll_reduce(c, sendbuf, recvbuf, (size_t)count, datatype, op, 0), brc;
+        if (rc != MPI_SUCCESS && rc != MPI_ERR_CONVERSION) FAIL(rc, "MPI_Allreduce");
+        brc = ext32_bcast(c, recvbuf, count, datatype, 0, c->rank != 0 || rc == MPI_SUCCESS);
+        return raise_err(comm, rc != MPI_SUCCESS ? rc : brc, "MPI_Allreduce");
+    }
     TRY(coll_reduce(c, sendbuf, recvbuf, (size_t)count, datatype, op, 0), "MPI_Allreduce");
     return raise_err(comm, coll_bcast(c, recvbuf, (size_t)count * (size_t)type_size(datatype), 0),
                      "MPI_Allreduce");
@@ -175,9 +202,15 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
         if (!recvbuf && each) FAIL(MPI_ERR_BUFFER, "MPI_Gather");
         if (sendbuf == MPI_IN_PLACE) sendbuf = (char *)recvbuf + (size_t)root * each;
         else if (mine != each) FAIL(MPI_ERR_TRUNCATE, "MPI_Gather");
+        if (coll_converts(c, recvtype))
+            return raise_err(comm, ext32_gather(c, sendbuf, recvcount, recvtype, recvbuf, root, 0),
+                             "MPI_Gather");
         return raise_err(comm, coll_gather(c, sendbuf, each, recvbuf, root), "MPI_Gather");
     }
     if (sendbuf == MPI_IN_PLACE || (!sendbuf && mine)) FAIL(MPI_ERR_BUFFER, "MPI_Gather");
+    if (coll_converts(c, sendtype))
+        return raise_err(comm, ext32_gather(c, sendbuf, sendcount, sendtype, NULL, root, 0),
+                         "MPI_Gather");
     return raise_err(comm, coll_gather(c, sendbuf, mine, NULL, root), "MPI_Gather");
 }
 
@@ -194,6 +227,9 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, voi
         sendbuf = (char *)recvbuf + (size_t)c->rank * each;
     else if (mine != each)
         FAIL(MPI_ERR_TRUNCATE, "MPI_Allgather");
+    if (coll_converts(c, recvtype))
+        return raise_err(comm, ext32_gather(c, sendbuf, recvcount, recvtype, recvbuf, 0, 1),
+                         "MPI_Allgather");
     return raise_err(comm, coll_allgather(c, sendbuf, each, recvbuf), "MPI_Allgather");
 }
 
@@ -211,11 +247,17 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
         "MPI_Scatter");
     if (!at_root) {
         if (in_place || (!recvbuf && mine)) FAIL(MPI_ERR_BUFFER, "MPI_Scatter");
+        if (coll_converts(c, recvtype))
+            return raise_err(comm, ext32_scatter(c, comm, NULL, recvbuf, recvcount, recvtype, root),
+                             "MPI_Scatter");
         return raise_err(comm, from_rivet(rivet_recv(c->coll, recvbuf, mine, root, TAG_SCATTER, NULL)),
                          "MPI_Scatter");
     }
     if (!sendbuf && each) FAIL(MPI_ERR_BUFFER, "MPI_Scatter");
     if (!in_place && mine != each) FAIL(MPI_ERR_TRUNCATE, "MPI_Scatter");
+    if (coll_converts(c, sendtype))
+        return raise_err(comm, ext32_scatter(c, comm, sendbuf, recvbuf, sendcount, sendtype, root),
+                         "MPI_Scatter");
     if (!(reqs = calloc((size_t)c->size, sizeof *reqs))) FAIL(MPI_ERR_NO_MEM, "MPI_Scatter");
     for (r = 0; r < c->size && rc == RIVET_SUCCESS; r++)
         if (r != root)
@@ -239,6 +281,9 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void
         "MPI_Alltoall");
     if (mine != each) FAIL(MPI_ERR_TRUNCATE, "MPI_Alltoall");
     if (each && (!recvbuf || !sendbuf)) FAIL(MPI_ERR_BUFFER, "MPI_Alltoall");
+    if (coll_converts(c, recvtype))
+        return raise_err(comm, ext32_alltoall(c, comm, sendbuf, recvbuf, recvcount, recvtype),
+                         "MPI_Alltoall");
     if (in_place) {
         /* Send from a copy: the receives overwrite the buffer. */
         if (!(copy = malloc(each * (size_t)c->size + 1))) FAIL(MPI_ERR_NO_MEM, "MPI_Alltoall");

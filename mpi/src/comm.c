@@ -1,6 +1,8 @@
-/* Communicators: the handle table, context ids agreed among the members
- * (caller ids for librivet, two per communicator), rank/size, dup, split,
- * free, compare, and intercommunicators' remote groups. */
+/* Communicators: the handle table, rank/size, dup, split, free, compare,
+ * and intercommunicators' remote groups. Context ids are the engine's
+ * (rivet_comm_dup, rivet_comm_split): across IMPI clients those follow
+ * seed 003's chapter 4 (cid for user traffic, cid + 1 for collectives,
+ * the layer's `coll`), so another IMPI implementation agrees on them. */
 #define _GNU_SOURCE
 #include "impl.h"
 
@@ -12,14 +14,21 @@
 MPI_Comm g_parent = MPI_COMM_NULL;
 uint64_t g_my_gid;
 
-/* Caller context ids: 0 and 1 are COMM_WORLD's and COMM_SELF's collective
- * contexts; pair k is ids 2+2k (user traffic) and 3+2k (collectives). */
-#define PAIRS 2048
-#define WORDS (PAIRS / 32)
-static uint32_t ctx_free_mask[WORDS];
-static int ctx_ready;
+/* Which peers of `c` run under another IMPI client (c->foreign). */
+static int find_foreign(struct comm *c) {
+    int n = c->remote_size >= 0 ? c->remote_size : c->size, any = 0, rc;
+    unsigned char *flags = malloc(n ? (size_t)n : 1);
+    if (!flags) return MPI_ERR_NO_MEM;
+    rc = rivet_comm_foreign_peers(c->p2p, flags, (size_t)n, &any);
+    if (rc != RIVET_SUCCESS || !any) {
+        free(flags);
+        return from_rivet(rc);
+    }
+    c->foreign = flags;
+    return MPI_SUCCESS;
+}
 
-MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ctx) {
+MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size) {
     struct comm *c;
     int idx = slot_alloc(&g_comms);
     if (idx < 0) return MPI_COMM_NULL;
@@ -31,8 +40,11 @@ MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ct
     rivet_comm_rank(p2p, &c->rank);
     rivet_comm_size(p2p, &c->size);
     c->remote_size = remote_size;
-    c->ctx = ctx;
     c->eh = MPI_ERRORS_ARE_FATAL;
+    if (find_foreign(c) != MPI_SUCCESS) {
+        slot_free(&g_comms, idx);
+        return MPI_COMM_NULL;
+    }
     return KIND_COMM | (idx - 1);
 }
 
@@ -44,9 +56,9 @@ void comm_release(MPI_Comm h, int disconnect) {
         rivet_comm_disconnect(c->p2p);
     else
         rivet_comm_free(c->p2p);
-    if (c->ctx >= 0) ctx_free(c->ctx);
     free(c->gids);
     free(c->rgids);
+    free(c->foreign);
     if (h == g_parent) g_parent = MPI_COMM_NULL;
     slot_free(&g_comms, (h & ~KIND_MASK) + 1);
 }
@@ -62,33 +74,20 @@ static uint64_t gid_of(uint64_t job, int rank) {
     return job ^ ((uint64_t)(unsigned)rank * 0x9e3779b97f4a7c15ull);
 }
 
-static int dup_pair(rivet_comm_t *base, int pair, rivet_comm_t **p2p, rivet_comm_t **coll) {
-    int rc = rivet_comm_dup_with_context(base, (uint32_t)(2 + 2 * pair), p2p);
-    if (rc != RIVET_SUCCESS) return from_rivet(rc);
-    rc = rivet_comm_dup_with_context(base, (uint32_t)(3 + 2 * pair), coll);
-    if (rc != RIVET_SUCCESS) {
-        rivet_comm_free(*p2p);
-        return from_rivet(rc);
-    }
-    return MPI_SUCCESS;
-}
-
 int comm_setup_world(void) {
     rivet_comm_t *p2p, *coll, *parent;
     struct comm *w;
     char ns[512];
     uint64_t job;
     int i, rc;
-    if (!ctx_ready) {
-        memset(ctx_free_mask, 0xff, sizeof ctx_free_mask);
-        ctx_ready = 1;
-    }
+    /* The world's collectives on its collective context (1, the seed's);
+     * COMM_SELF's on caller id 1, which no agreed id meets. */
     if ((rc = rivet_comm_world(g_engine, &p2p)) != RIVET_SUCCESS) return from_rivet(rc);
-    if ((rc = rivet_comm_dup_with_context(p2p, 0, &coll)) != RIVET_SUCCESS) return from_rivet(rc);
-    if (comm_new(p2p, coll, -1, -1) != MPI_COMM_WORLD) return MPI_ERR_INTERN;
+    if ((rc = rivet_comm_collective(p2p, &coll)) != RIVET_SUCCESS) return from_rivet(rc);
+    if (comm_new(p2p, coll, -1) != MPI_COMM_WORLD) return MPI_ERR_INTERN;
     if ((rc = rivet_comm_self(g_engine, &p2p)) != RIVET_SUCCESS) return from_rivet(rc);
     if ((rc = rivet_comm_dup_with_context(p2p, 1, &coll)) != RIVET_SUCCESS) return from_rivet(rc);
-    if (comm_new(p2p, coll, -1, -1) != MPI_COMM_SELF) return MPI_ERR_INTERN;
+    if (comm_new(p2p, coll, -1) != MPI_COMM_SELF) return MPI_ERR_INTERN;
 
     w = comm_get(MPI_COMM_WORLD);
     if (rivet_nspace(g_engine, ns, sizeof ns) != RIVET_SUCCESS) {
@@ -120,7 +119,7 @@ int comm_make_inter(MPI_Comm local, rivet_comm_t *p2p, MPI_Comm *out) {
     MPI_Comm h;
     if ((rc = rivet_comm_remote_size(p2p, &remote)) != RIVET_SUCCESS) goto fail;
     if ((rc = rivet_comm_dup(p2p, &coll)) != RIVET_SUCCESS) goto fail;
-    h = comm_new(p2p, coll, remote, -1);
+    h = comm_new(p2p, coll, remote);
     if (h == MPI_COMM_NULL) {
         rivet_comm_free(coll);
         rivet_comm_free(p2p);
@@ -157,35 +156,6 @@ fail:
     return from_rivet(rc);
 }
 
-/* Agree on a free context pair over `parent` (collective over it): the
- * lowest pair free at every member. */
-int ctx_alloc(struct comm *parent, int *pair) {
-    uint32_t mine[WORDS], all[WORDS];
-    int rc, w, b;
-    lock();
-    memcpy(mine, ctx_free_mask, sizeof mine);
-    unlock();
-    rc = coll_reduce(parent, mine, all, WORDS, MPI_UINT32_T, MPI_BAND, 0);
-    if (rc == MPI_SUCCESS) rc = coll_bcast(parent, all, sizeof all, 0);
-    if (rc != MPI_SUCCESS) return rc;
-    for (w = 0; w < WORDS; w++)
-        for (b = 0; b < 32; b++)
-            if (all[w] & (1u << b)) {
-                lock();
-                ctx_free_mask[w] &= ~(1u << b);
-                unlock();
-                *pair = w * 32 + b;
-                return MPI_SUCCESS;
-            }
-    return MPI_ERR_INTERN; /* every pair in use: 2048 live communicators */
-}
-
-void ctx_free(int pair) {
-    lock();
-    ctx_free_mask[pair / 32] |= 1u << (pair % 32);
-    unlock();
-}
-
 int MPI_Comm_rank(MPI_Comm comm, int *rank) {
     struct comm *c = comm_get(comm);
     if (NOT_INIT() || !c) return raise_err(MPI_COMM_WORLD, MPI_ERR_COMM, "MPI_Comm_rank");
@@ -202,30 +172,38 @@ int MPI_Comm_size(MPI_Comm comm, int *size) {
     return MPI_SUCCESS;
 }
 
+/* A communicator the engine made (dup or split: context id agreed),
+ * with its collective context as `coll`. */
+static int wrap(rivet_comm_t *p2p, int remote_size, MPI_Comm *out) {
+    rivet_comm_t *coll;
+    int rc = from_rivet(remote_size < 0 ? rivet_comm_collective(p2p, &coll)
+                                        : rivet_comm_dup(p2p, &coll));
+    if (rc != MPI_SUCCESS) {
+        rivet_comm_free(p2p);
+        return rc;
+    }
+    *out = comm_new(p2p, coll, remote_size);
+    if (*out == MPI_COMM_NULL) {
+        rivet_comm_free(coll);
+        rivet_comm_free(p2p);
+        return MPI_ERR_NO_MEM;
+    }
+    return MPI_SUCCESS;
+}
+
 int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     struct comm *c = comm_get(comm), *n;
-    rivet_comm_t *p2p, *coll;
-    int pair = -1, rc;
+    rivet_comm_t *p2p;
+    int rc;
     MPI_Comm h;
     if (NOT_INIT() || !c) return raise_err(MPI_COMM_WORLD, MPI_ERR_COMM, "MPI_Comm_dup");
     if (!newcomm) return raise_err(comm, MPI_ERR_ARG, "MPI_Comm_dup");
-    if (c->remote_size < 0) {
-        if ((rc = ctx_alloc(c, &pair)) != MPI_SUCCESS) return raise_err(comm, rc, "MPI_Comm_dup");
-        if ((rc = dup_pair(c->p2p, pair, &p2p, &coll)) != MPI_SUCCESS) {
-            ctx_free(pair);
-            return raise_err(comm, rc, "MPI_Comm_dup");
-        }
-    } else {
-        /* Both groups agree through the engine. */
-        if ((rc = rivet_comm_dup(c->p2p, &p2p)) != RIVET_SUCCESS)
-            return raise_err(comm, from_rivet(rc), "MPI_Comm_dup");
-        if ((rc = rivet_comm_dup(c->coll, &coll)) != RIVET_SUCCESS) {
-            rivet_comm_free(p2p);
-            return raise_err(comm, from_rivet(rc), "MPI_Comm_dup");
-        }
-    }
-    h = comm_new(p2p, coll, c->remote_size, pair);
-    if (h == MPI_COMM_NULL) return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Comm_dup");
+    /* An intercommunicator's `coll` is a dup of its own (both groups agree
+     * through the engine), as accept, connect and spawn make it. */
+    if ((rc = rivet_comm_dup(c->p2p, &p2p)) != RIVET_SUCCESS)
+        return raise_err(comm, from_rivet(rc), "MPI_Comm_dup");
+    if ((rc = wrap(p2p, c->remote_size, &h)) != MPI_SUCCESS)
+        return raise_err(comm, rc, "MPI_Comm_dup");
     n = comm_get(h);
     n->eh = c->eh;
     n->gids = malloc(sizeof(uint64_t) * (size_t)c->size);
@@ -240,75 +218,43 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
     return MPI_SUCCESS;
 }
 
-struct entry {
-    int color, key, rank;
-};
-
-static int by_key(const void *a, const void *b) {
-    const struct entry *x = a, *y = b;
-    if (x->key != y->key) return x->key < y->key ? -1 : 1;
-    return x->rank < y->rank ? -1 : x->rank > y->rank;
-}
-
+/* The engine's split (seed 003's 4.7 across IMPI clients, no other
+ * message, so another IMPI implementation's split meets it); the
+ * members' ranks in `comm` name its process ids as this process knows
+ * them. */
 static int split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm, const char *fn) {
     struct comm *c = comm_get(comm), *n;
-    struct entry me, *all = NULL;
-    int *ranks = NULL, pair = -1, rc, i, k = 0;
-    rivet_comm_t *p2p = NULL, *coll = NULL;
+    rivet_comm_t *p2p = NULL;
+    int *ranks = NULL, rc, i;
     MPI_Comm h;
     if (NOT_INIT() || !c || c->remote_size >= 0)
         return raise_err(c ? comm : MPI_COMM_WORLD, MPI_ERR_COMM, fn);
     if (!newcomm || (color < 0 && color != MPI_UNDEFINED)) return raise_err(comm, MPI_ERR_ARG, fn);
-    me.color = color;
-    me.key = key;
-    me.rank = c->rank;
-    all = malloc(sizeof *all * (size_t)c->size);
-    ranks = malloc(sizeof *ranks * (size_t)c->size);
-    if (!all || !ranks) {
-        rc = MPI_ERR_NO_MEM;
-        goto out;
-    }
-    if ((rc = coll_allgather(c, &me, sizeof me, all)) != MPI_SUCCESS) goto out;
-    if ((rc = ctx_alloc(c, &pair)) != MPI_SUCCESS) goto out;
-    if (color == MPI_UNDEFINED) {
-        ctx_free(pair);
+    rc = from_rivet(rivet_comm_split(c->p2p, color == MPI_UNDEFINED ? -1 : color, key, &p2p));
+    if (rc != MPI_SUCCESS) return raise_err(comm, rc, fn);
+    if (!p2p) {
         *newcomm = MPI_COMM_NULL;
-        goto out;
+        return MPI_SUCCESS;
     }
-    for (i = 0; i < c->size; i++)
-        if (all[i].color == color) all[k++] = all[i];
-    qsort(all, (size_t)k, sizeof *all, by_key);
-    for (i = 0; i < k; i++) ranks[i] = all[i].rank;
-    rc = from_rivet(rivet_comm_create(c->p2p, ranks, (size_t)k, (uint32_t)(2 + 2 * pair), &p2p));
-    if (rc == MPI_SUCCESS)
-        rc = from_rivet(rivet_comm_create(c->p2p, ranks, (size_t)k, (uint32_t)(3 + 2 * pair), &coll));
-    if (rc != MPI_SUCCESS) {
-        if (p2p) rivet_comm_free(p2p);
-        ctx_free(pair);
-        goto out;
-    }
-    h = comm_new(p2p, coll, -1, pair);
-    if (h == MPI_COMM_NULL) {
-        rivet_comm_free(p2p);
-        rivet_comm_free(coll);
-        ctx_free(pair);
-        rc = MPI_ERR_NO_MEM;
-        goto out;
-    }
+    if ((rc = wrap(p2p, -1, &h)) != MPI_SUCCESS) return raise_err(comm, rc, fn);
     n = comm_get(h);
     n->eh = c->eh;
-    n->gids = malloc(sizeof(uint64_t) * (size_t)k);
-    if (!n->gids) {
-        comm_release(h, 0);
-        rc = MPI_ERR_NO_MEM;
-        goto out;
+    n->gids = malloc(sizeof(uint64_t) * (size_t)n->size);
+    ranks = malloc(sizeof(int) * (size_t)n->size);
+    rc = !n->gids || !ranks ? MPI_ERR_NO_MEM
+                            : from_rivet(rivet_comm_translate_ranks(n->p2p, c->p2p, ranks,
+                                                                    (size_t)n->size));
+    for (i = 0; rc == MPI_SUCCESS && i < n->size; i++) {
+        if (ranks[i] < 0 || ranks[i] >= c->size) rc = MPI_ERR_INTERN;
+        else n->gids[i] = c->gids[ranks[i]];
     }
-    for (i = 0; i < k; i++) n->gids[i] = c->gids[ranks[i]];
-    *newcomm = h;
-out:
-    free(all);
     free(ranks);
-    return rc == MPI_SUCCESS ? rc : raise_err(comm, rc, fn);
+    if (rc != MPI_SUCCESS) {
+        comm_release(h, 0);
+        return raise_err(comm, rc, fn);
+    }
+    *newcomm = h;
+    return MPI_SUCCESS;
 }
 
 int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {

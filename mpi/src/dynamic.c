@@ -139,7 +139,7 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm) {
         rivet_comm_free(p2p);
         return raise_err(intercomm, from_rivet(rc), "MPI_Intercomm_merge");
     }
-    h = comm_new(p2p, coll, -1, -1);
+    h = comm_new(p2p, coll, -1);
     if (h == MPI_COMM_NULL) {
         rivet_comm_free(coll);
         rivet_comm_free(p2p);

@@ -23,8 +23,6 @@
 #define comm_release rmpi_comm_release
 #define comm_setup_world rmpi_comm_setup_world
 #define comm_make_inter rmpi_comm_make_inter
-#define ctx_alloc rmpi_ctx_alloc
-#define ctx_free rmpi_ctx_free
 #define reduce_apply rmpi_reduce_apply
 #define coll_bcast rmpi_coll_bcast
 #define coll_reduce rmpi_coll_reduce
@@ -50,6 +48,26 @@
 #define g_my_gid rmpi_g_my_gid
 #define g_ready rmpi_g_ready
 #define g_world rmpi_g_world
+#define ext32_size rmpi_ext32_size
+#define conv_wanted rmpi_conv_wanted
+#define coll_converts rmpi_coll_converts
+#define ext32_bcast rmpi_ext32_bcast
+#define ext32_gather rmpi_ext32_gather
+#define ext32_scatter rmpi_ext32_scatter
+#define ext32_alltoall rmpi_ext32_alltoall
+#define conv_send rmpi_conv_send
+#define conv_recv rmpi_conv_recv
+#define conv_mrecv rmpi_conv_mrecv
+#define conv_start rmpi_conv_start
+#define conv_settle rmpi_conv_settle
+#define conv_cancel rmpi_conv_cancel
+#define conv_detach rmpi_conv_detach
+#define conv_sendrecv rmpi_conv_sendrecv
+#define conv_probed rmpi_conv_probed
+#define conv_finalize rmpi_conv_finalize
+#define ext32_is_native rmpi_ext32_is_native
+#define ext32_pack rmpi_ext32_pack
+#define ext32_unpack rmpi_ext32_unpack
 #define g_world_p2p rmpi_g_world_p2p
 #include <pthread.h>
 #include <stddef.h>
@@ -91,14 +109,19 @@ int slot_alloc(struct slots *t); /* -1 when full or out of memory */
 void slot_free(struct slots *t, int idx);
 
 /* A communicator: user traffic on `p2p`, the layer's own collectives on
- * `coll` (another context id, so they never match user messages). */
+ * `coll` (another context id, so they never match user messages: for
+ * communicators the engine made by dup or split, its collective context,
+ * the seed's cid + 1). */
 struct comm {
     int next_free; /* slot free list; 0 while in use */
     int in_use;
     rivet_comm_t *p2p, *coll;
     int rank, size;
     int remote_size;  /* -1: an intracommunicator */
-    int ctx;          /* caller context pair index, or -1 */
+    /* Per rank sent to (the remote group's of an intercommunicator): 1 if
+     * it runs under another IMPI client, whose user data travels as
+     * external32 (external32.c); NULL when no peer does. */
+    unsigned char *foreign;
     MPI_Errhandler eh;
     uint64_t *gids;   /* process ids of the local group, in rank order */
     uint64_t *rgids;  /* of the remote group (intercommunicators) */
@@ -112,8 +135,17 @@ struct req {
     int state; /* REQ_* */
     MPI_Comm comm; /* whose error handler applies */
     MPI_Status st; /* the completed status */
+    /* REQ_CONV (foreign.c): librivet's request, and what to do at its end. */
+    MPI_Request inner;
+    int what;        /* CONV_* */
+    void *buf, *tmp; /* the user's buffer; the wire copy (freed at the end) */
+    int count;
+    MPI_Datatype type;
 };
-enum { REQ_FREE = 0, REQ_DONE = 2 };
+/* REQ_CONV: converting data to or from another IMPI client, librivet's
+ * part running; REQ_DETACHED: the same, freed by MPI_Request_free. */
+enum { REQ_FREE = 0, REQ_DONE = 2, REQ_CONV = 3, REQ_DETACHED = 4 };
+enum { CONV_SEND, CONV_SSEND, CONV_RECV };
 
 struct msg {
     int next_free;
@@ -167,12 +199,14 @@ static inline struct comm *comm_get(MPI_Comm h) {
     c = (struct comm *)slot_at(&g_comms, (h & ~KIND_MASK) + 1);
     return c && c->in_use ? c : NULL;
 }
-MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size, int ctx);
+MPI_Comm comm_new(rivet_comm_t *p2p, rivet_comm_t *coll, int remote_size);
 void comm_release(MPI_Comm h, int disconnect);
 int comm_setup_world(void);
 int comm_make_inter(MPI_Comm local, rivet_comm_t *p2p, MPI_Comm *out);
-int ctx_alloc(struct comm *parent, int *pair);
-void ctx_free(int pair);
+/* Whether user data to `peer` of `c` travels as external32. */
+static inline int is_foreign(const struct comm *c, int peer) {
+    return c->foreign && peer >= 0 && c->foreign[peer];
+}
 
 /* Datatypes and operations (reduce.c). */
 #define NTYPES 0x25
@@ -187,12 +221,33 @@ static inline int type_size(MPI_Datatype t) {
 }
 int reduce_apply(MPI_Op op, MPI_Datatype t, const void *in, void *inout, size_t n);
 
+/* external32, user data to and from other IMPI clients (external32.c). */
+int ext32_size(MPI_Datatype t);      /* wire bytes of one element; -1: no type */
+int ext32_is_native(MPI_Datatype t); /* 1: one byte, the same either way */
+/* `n` elements of `t` from native `in` to wire `out` (MPI_ERR_CONVERSION
+ * for a value that does not fit its wire size, nothing truncated). */
+int ext32_pack(MPI_Datatype t, const void *in, size_t n, void *out);
+/* From wire `in` to native `out`; `in` may be `out` (in place). */
+int ext32_unpack(MPI_Datatype t, const void *in, size_t n, void *out);
+
 /* Collectives over `coll` (coll.c), also used by the layer itself. */
 int coll_bcast(struct comm *c, void *buf, size_t bytes, int root);
 int coll_reduce(struct comm *c, const void *in, void *out, size_t count, MPI_Datatype t,
                 MPI_Op op, int root);
 int coll_gather(struct comm *c, const void *in, size_t bytes, void *out, int root);
 int coll_allgather(struct comm *c, const void *in, size_t bytes, void *out);
+
+/* The same across IMPI clients, as external32 (coll_ext32.c). */
+int coll_converts(const struct comm *c, MPI_Datatype t); /* 1: convert `t` on `c` */
+/* `ok` 0 at the root: fail everywhere (the root could not produce it). */
+int ext32_bcast(struct comm *c, void *buf, int count, MPI_Datatype t, int root, int ok);
+/* Gather (or, with `all`, all-gather) `n` elements per rank. */
+int ext32_gather(struct comm *c, const void *sendbuf, int n, MPI_Datatype t, void *recvbuf,
+                 int root, int all);
+int ext32_scatter(struct comm *c, MPI_Comm comm, const void *sendbuf, void *recvbuf, int n,
+                  MPI_Datatype t, int root);
+int ext32_alltoall(struct comm *c, MPI_Comm comm, const void *sendbuf, void *recvbuf, int n,
+                   MPI_Datatype t);
 
 /* Statuses and requests (p2p.c, request.c). */
 void status_from(MPI_Status *out, const rivet_status_t *in);
@@ -249,6 +304,32 @@ static inline void req_comm_set(MPI_Request h, MPI_Comm comm) {
 }
 MPI_Comm req_comm(MPI_Request h);
 void req_forget_all(void); /* at MPI_Finalize */
+/* Point to point with peers under other IMPI clients (foreign.c). */
+/* 1 if data of `t` to or from `peer` (or MPI_ANY_SOURCE) of `c` converts. */
+int conv_wanted(const struct comm *c, MPI_Datatype t, int peer);
+int conv_send(struct comm *c, int sync, const void *buf, int count, MPI_Datatype t, int dest,
+              int tag);
+int conv_recv(struct comm *c, void *buf, int count, MPI_Datatype t, int source, int tag,
+              MPI_Status *status);
+int conv_mrecv(struct comm *c, void *buf, int count, MPI_Datatype t, rivet_message_t *m,
+               MPI_Status *status);
+/* A nonblocking CONV_* as a layer request (REQ_CONV) in `*request`. */
+int conv_start(struct comm *c, MPI_Comm comm, int what, void *buf, int count, MPI_Datatype t,
+               int peer, int tag, MPI_Request *request);
+/* Complete a REQ_CONV request if librivet's has (or, with `block`, once
+ * it has): `*flag` 1 and the request REQ_DONE; any other request is done. */
+int conv_settle(struct req *r, int block, int *flag);
+int conv_cancel(struct req *r);
+void conv_detach(struct req *r); /* MPI_Request_free: completed later */
+int conv_sendrecv(struct comm *c, MPI_Comm comm, const void *sendbuf, int sendcount,
+                  MPI_Datatype sendtype, int dest, int sendtag, void *recvbuf, int recvcount,
+                  MPI_Datatype recvtype, int source, int recvtag, MPI_Status *status);
+/* A probe's status from another client counts wire bytes: marked so in
+ * its cancelled word, which MPI_Get_count reads. */
+#define STATUS_EXT32 2
+void conv_probed(const struct comm *c, MPI_Status *st);
+void conv_finalize(void);
+
 /* Bytes of `count` elements of `t`, or an error class. */
 static inline int bytes_of(int count, MPI_Datatype t, size_t *out) {
     int size = type_size(t);

@@ -108,6 +108,8 @@ static const char *class_text(int code) {
     case MPI_ERR_IN_STATUS: return "MPI_ERR_IN_STATUS: see the statuses";
     case MPI_ERR_PENDING: return "MPI_ERR_PENDING: request pending";
     case MPI_ERR_REQUEST: return "MPI_ERR_REQUEST: invalid request";
+    case MPI_ERR_CONVERSION:
+        return "MPI_ERR_CONVERSION: a value does not fit its external32 size (IMPI)";
     case MPI_ERR_INFO: return "MPI_ERR_INFO: invalid info (only MPI_INFO_NULL)";
     case MPI_ERR_NAME: return "MPI_ERR_NAME: service name not published";
     case MPI_ERR_NO_MEM: return "MPI_ERR_NO_MEM: out of memory";
@@ -162,7 +164,9 @@ static int init(int required, int *provided) {
     rc = comm_setup_world();
     if (rc != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, rc, "MPI_Init");
     g_world = comm_get(MPI_COMM_WORLD);
-    g_world_p2p = g_world ? g_world->p2p : NULL;
+    /* The point-to-point fast path only while no world peer runs under
+     * another IMPI client: data to those is converted (the slow path). */
+    g_world_p2p = g_world && !g_world->foreign ? g_world->p2p : NULL;
     return MPI_SUCCESS;
 }
 
@@ -202,6 +206,7 @@ int MPI_Finalize(void) {
     g_ready = 0;
     g_world = NULL;
     g_world_p2p = NULL;
+    conv_finalize();
     /* Every communicator still held goes (world and self last). */
     for (i = g_comms.next_unused - 1; i >= 1; i--) {
         struct comm *c = slot_at(&g_comms, i);

@@ -17,17 +17,20 @@
 //! predefined type take a fast path (`p2p.c`'s `fast`): the layer makes MPI's checks once and
 //! calls librivet's `rivet_*_unchecked` entries, which skip librivet's own; `MPI_Recv` has
 //! librivet fill a wanted `MPI_Status` in place (its layout is `rivet_status_t`'s, checked at
-//! compile time). Anything else (another communicator, `MPI_PROC_NULL`, an error) takes the
-//! general path.
+//! compile time). Anything else (another communicator, `MPI_PROC_NULL`, an error, or an
+//! `MPI_COMM_WORLD` with ranks under another IMPI client) takes the general path.
 //!
 //! Module map (`src/`): `impl.h` the state and handle tables; `init.c` init, errors and handlers,
-//! attributes; `comm.c` communicators and their caller context ids; `p2p.c` point-to-point and
+//! attributes; `comm.c` communicators (context ids agreed by librivet's dup and split, seed
+//! 003's across IMPI clients); `p2p.c` point-to-point and
 //! statuses; `request.c` request completion (an `MPI_Request` is librivet's handle, or the
 //! layer's own for requests complete before librivet sees them; a request on a communicator
 //! other than `MPI_COMM_WORLD` has its communicator noted by librivet's slot index, kept with
 //! the handle so the slot's next request never reads it; `MPI_Waitall` hands the array to
 //! librivet untouched while the layer holds no request of its own); `reduce.c` types and built-in
-//! ops; `coll.c` collectives on a second context per communicator; `dynamic.c` dynamic
+//! ops; `coll.c` collectives on a communicator's collective context; across IMPI clients
+//! user data is external32: `external32.c` the conversion, `foreign.c` point-to-point and its
+//! requests (layer requests owning the wire copy), `coll_ext32.c` the collectives; `dynamic.c` dynamic
 //! processes; `bin/rivetcc.rs` the compiler wrapper; `tests.rs` the crate's tests.
 
 #[cfg(test)]

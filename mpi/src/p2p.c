@@ -94,6 +94,8 @@ static int __attribute__((noinline)) send_slow(int what, const void *buf, int co
     size_t len;
     CHECKED(fn);
     if (dest == MPI_PROC_NULL) return MPI_SUCCESS;
+    if (conv_wanted(c, datatype, dest))
+        return raise_err(comm, conv_send(c, what == SSEND, buf, count, datatype, dest, tag), fn);
     return raise_err(comm,
                      from_rivet(what == SSEND ? rivet_ssend(c->p2p, buf, len, dest, tag)
                                               : rivet_send_unchecked(c->p2p, buf, len, dest, tag)),
@@ -136,6 +138,8 @@ static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatyp
         put_status(status, &st);
         return MPI_SUCCESS;
     }
+    if (conv_wanted(c, datatype, source))
+        return raise_err(comm, conv_recv(c, buf, count, datatype, source, tag, status), "MPI_Recv");
     if (status == MPI_STATUS_IGNORE || !status)
         return raise_err(
             comm, from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, NULL)),
@@ -207,6 +211,13 @@ static int __attribute__((noinline)) start_slow(int what, void *buf, int count,
         *request = req_done(comm, &st);
         return *request == MPI_REQUEST_NULL ? raise_err(comm, MPI_ERR_NO_MEM, fn) : MPI_SUCCESS;
     }
+    if (conv_wanted(c, datatype, peer)) {
+        *request = MPI_REQUEST_NULL;
+        return raise_err(comm,
+                         conv_start(c, comm, what == IRECV ? CONV_RECV : what == ISSEND ? CONV_SSEND : CONV_SEND,
+                                    buf, count, datatype, peer, tag, request),
+                         fn);
+    }
     /* The MPI request is librivet's handle itself (null if it failed). */
     if (what == ISEND)
         rc = rivet_isend_unchecked(c->p2p, buf, len, peer, tag, request);
@@ -264,6 +275,11 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     if ((rc = check(comm, &c, sendbuf, sendcount, sendtype, &slen)) != MPI_SUCCESS ||
         (rc = check(comm, &c, recvbuf, recvcount, recvtype, &rlen)) != MPI_SUCCESS)
         return raise_err(c ? comm : MPI_COMM_WORLD, rc, "MPI_Sendrecv");
+    if (conv_wanted(c, sendtype, dest) || conv_wanted(c, recvtype, source))
+        return raise_err(comm,
+                         conv_sendrecv(c, comm, sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
+                                       recvcount, recvtype, source, recvtag, status),
+                         "MPI_Sendrecv");
     status_null(&st);
     if (source != MPI_PROC_NULL)
         rc = from_rivet(rivet_irecv(c->p2p, recvbuf, rlen, source, recvtag, &r));
@@ -295,6 +311,7 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     rc = from_rivet(rivet_probe(c->p2p, source, tag, &rst));
     if (rc == MPI_SUCCESS) {
         status_from(&st, &rst);
+        conv_probed(c, &st);
         put_status(status, &st);
     }
     return raise_err(comm, rc, "MPI_Probe");
@@ -316,6 +333,7 @@ int MPI_Iprobe(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status
     rc = from_rivet(rivet_iprobe(c->p2p, source, tag, flag, &rst));
     if (rc == MPI_SUCCESS && *flag) {
         status_from(&st, &rst);
+        conv_probed(c, &st);
         put_status(status, &st);
     }
     return raise_err(comm, rc, "MPI_Iprobe");
@@ -346,6 +364,7 @@ int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message, MPI_Sta
         return raise_err(comm, rc, "MPI_Mprobe");
     }
     status_from(&st, &rst);
+    conv_probed(c, &st);
     put_status(status, &st);
     *message = KIND_MSG | idx;
     return MPI_SUCCESS;
@@ -374,6 +393,13 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
     if ((rc = bytes_of(count, datatype, &len)) != MPI_SUCCESS)
         return raise_err(comm, rc, "MPI_Mrecv");
     if (!buf && len > 0) return raise_err(comm, MPI_ERR_BUFFER, "MPI_Mrecv");
+    if (comm_get(comm) && conv_wanted(comm_get(comm), datatype, MPI_ANY_SOURCE)) {
+        rc = conv_mrecv(comm_get(comm), buf, count, datatype, &m->m, &st);
+        slot_free(&g_msgs, idx);
+        *message = MPI_MESSAGE_NULL;
+        put_status(status, &st);
+        return raise_err(comm, rc, "MPI_Mrecv");
+    }
     rc = from_rivet(rivet_mrecv(g_engine, buf, len, &m->m, &rst));
     slot_free(&g_msgs, idx);
     *message = MPI_MESSAGE_NULL;
@@ -387,6 +413,7 @@ int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
     if (size < 0) return raise_err(MPI_COMM_WORLD, MPI_ERR_TYPE, "MPI_Get_count");
     if (!status || status == MPI_STATUS_IGNORE || !count)
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Get_count");
+    if (status->rivet_cancelled & STATUS_EXT32) size = ext32_size(datatype); /* a probe's */
     if (status->rivet_count % size != 0 || status->rivet_count / size > 0x7fffffff)
         *count = MPI_UNDEFINED;
     else
@@ -397,6 +424,6 @@ int MPI_Get_count(const MPI_Status *status, MPI_Datatype datatype, int *count) {
 int MPI_Test_cancelled(const MPI_Status *status, int *flag) {
     if (!status || status == MPI_STATUS_IGNORE || !flag)
         return raise_err(MPI_COMM_WORLD, MPI_ERR_ARG, "MPI_Test_cancelled");
-    *flag = status->rivet_cancelled;
+    *flag = status->rivet_cancelled & 1;
     return MPI_SUCCESS;
 }

@@ -104,8 +104,10 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
         return MPI_SUCCESS;
     }
     if (req_is_layer(*request)) {
+        int flag;
         if (!req_get(*request)) return bad("MPI_Wait");
         comm = req_comm(*request);
+        conv_settle(req_get(*request), 1, &flag);
         return raise_err(comm, finish(request, status), "MPI_Wait");
     }
     comm = req_comm(*request);
@@ -130,8 +132,9 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
     }
     if (req_is_layer(*request)) {
         if (!req_get(*request)) return bad("MPI_Test");
-        *flag = 1;
         comm = req_comm(*request);
+        conv_settle(req_get(*request), 0, flag);
+        if (!*flag) return MPI_SUCCESS;
         return raise_err(comm, finish(request, status), "MPI_Test");
     }
     comm = req_comm(*request);
@@ -152,8 +155,10 @@ static int take_layer(int count, MPI_Request *reqs, MPI_Status *statuses, int *f
     int i;
     for (i = 0; i < count; i++) {
         if (!req_is_layer(reqs[i])) continue;
+        int flag;
         if (!req_get(reqs[i])) return MPI_ERR_REQUEST;
         *comm = req_comm(reqs[i]);
+        conv_settle(req_get(reqs[i]), 1, &flag);
         if (finish(&reqs[i], nth(statuses, i)) != MPI_SUCCESS) *failed = 1;
     }
     return MPI_SUCCESS;
@@ -161,7 +166,7 @@ static int take_layer(int count, MPI_Request *reqs, MPI_Status *statuses, int *f
 
 int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_statuses) {
     rivet_status_t small[64], *rst = small;
-    int i, rc, failed = 0;
+    int i, rc, failed = 0, flag;
     MPI_Comm comm = MPI_COMM_NULL; /* the first request's, once found */
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (count < 0 || (count > 0 && !array_of_requests))
@@ -193,6 +198,7 @@ int MPI_Waitall(int count, MPI_Request *array_of_requests, MPI_Status *array_of_
             }
             if (!req_get(h)) return bad("MPI_Waitall");
             if (comm == MPI_COMM_NULL) comm = req_comm(h);
+            conv_settle(req_get(h), 1, &flag);
             if (finish(&array_of_requests[i], MPI_STATUS_IGNORE) != MPI_SUCCESS) failed = 1;
         }
         if (comm == MPI_COMM_NULL) comm = MPI_COMM_WORLD;
@@ -276,6 +282,13 @@ int MPI_Waitany(int count, MPI_Request *array_of_requests, int *index, MPI_Statu
         if (array_of_requests[i] == MPI_REQUEST_NULL) continue;
         if (req_is_layer(array_of_requests[i])) {
             if (!req_get(array_of_requests[i])) return bad("MPI_Waitany");
+            if (req_get(array_of_requests[i])->state == REQ_CONV) {
+                /* Converting: librivet cannot wait on it with the others. */
+                int flag = 0;
+                do rc = MPI_Testany(count, array_of_requests, index, &flag, status);
+                while (rc == MPI_SUCCESS && !flag);
+                return rc;
+            }
             *index = i;
             comm = req_comm(array_of_requests[i]);
             return raise_err(comm, finish(&array_of_requests[i], status), "MPI_Waitany");
@@ -304,6 +317,7 @@ static int settle_all(int count, MPI_Request *reqs, int *err) {
         if (reqs[i] == MPI_REQUEST_NULL) continue;
         if (req_is_layer(reqs[i])) {
             if (!req_get(reqs[i])) *err = MPI_ERR_REQUEST;
+            else if (conv_settle(req_get(reqs[i]), 0, &flag), !flag) all = 0;
             continue;
         }
         comm = req_comm(reqs[i]);
@@ -334,10 +348,18 @@ int MPI_Waitsome(int incount, MPI_Request *array_of_requests, int *outcount,
         *outcount = MPI_UNDEFINED;
         return MPI_SUCCESS;
     }
-    settle_all(incount, array_of_requests, &err);
-    if (err != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, err, "MPI_Waitsome");
-    for (i = 0; i < incount; i++)
-        if (req_is_layer(array_of_requests[i])) break;
+    for (;;) {
+        int converting = 0;
+        settle_all(incount, array_of_requests, &err);
+        if (err != MPI_SUCCESS) return raise_err(MPI_COMM_WORLD, err, "MPI_Waitsome");
+        for (i = 0; i < incount; i++)
+            if (req_is_layer(array_of_requests[i])) {
+                if (req_get(array_of_requests[i])->state == REQ_DONE) break;
+                converting = 1;
+            }
+        /* Some converting (librivet cannot wait on them): test again. */
+        if (i < incount || !converting) break;
+    }
     if (i == incount) {
         /* None done yet: block for one (librivet's only, here). */
         MPI_Comm comm = MPI_COMM_WORLD;
@@ -349,7 +371,9 @@ int MPI_Waitsome(int incount, MPI_Request *array_of_requests, int *outcount,
             return raise_err(comm, MPI_ERR_NO_MEM, "MPI_Waitsome");
     }
     for (i = 0; i < incount; i++) {
-        if (!req_is_layer(array_of_requests[i])) continue;
+        if (!req_is_layer(array_of_requests[i]) ||
+            req_get(array_of_requests[i])->state != REQ_DONE)
+            continue;
         array_of_indices[n] = i;
         if (finish(&array_of_requests[i], nth(array_of_statuses, n)) != MPI_SUCCESS) failed = 1;
         n++;
@@ -395,6 +419,8 @@ int MPI_Testany(int count, MPI_Request *array_of_requests, int *index, int *flag
         comm = req_comm(array_of_requests[i]);
         if (req_is_layer(array_of_requests[i])) {
             if (!req_get(array_of_requests[i])) return bad("MPI_Testany");
+            conv_settle(req_get(array_of_requests[i]), 0, &got);
+            if (!got) continue;
             *flag = 1;
             *index = i;
             return raise_err(comm, finish(&array_of_requests[i], status), "MPI_Testany");
@@ -421,7 +447,10 @@ int MPI_Testany(int count, MPI_Request *array_of_requests, int *index, int *flag
 int MPI_Cancel(MPI_Request *request) {
     if (NOT_INIT()) return MPI_ERR_OTHER;
     if (!request || *request == MPI_REQUEST_NULL) return bad("MPI_Cancel");
-    if (req_is_layer(*request)) return req_get(*request) ? MPI_SUCCESS : bad("MPI_Cancel");
+    if (req_is_layer(*request))
+        return req_get(*request) ? raise_err(req_comm(*request), conv_cancel(req_get(*request)),
+                                             "MPI_Cancel")
+                                 : bad("MPI_Cancel");
     return raise_err(req_comm(*request), request_rc(rivet_cancel(g_engine, *request)),
                      "MPI_Cancel");
 }
@@ -431,7 +460,10 @@ int MPI_Request_free(MPI_Request *request) {
     if (!request || *request == MPI_REQUEST_NULL) return bad("MPI_Request_free");
     if (req_is_layer(*request)) {
         if (!req_get(*request)) return bad("MPI_Request_free");
-        slot_free(&g_reqs, (int)(*request >> 32));
+        if (req_get(*request)->state == REQ_CONV)
+            conv_detach(req_get(*request)); /* freed once librivet's completes */
+        else
+            slot_free(&g_reqs, (int)(*request >> 32));
         *request = MPI_REQUEST_NULL;
         return MPI_SUCCESS;
     }

@@ -1,4 +1,5 @@
-//! mpi.h is strict C99 and C++; librivetmpi exports only `MPI_*`.
+//! mpi.h is strict C99 and C++; librivetmpi exports only `MPI_*`; its
+//! external32 codec matches MPI-2's sizes and byte order.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -99,4 +100,37 @@ fn library_exports_only_mpi_calls() {
     // Absent, not stubbed: a call outside the scope does not link.
     assert!(!names.contains(&"MPI_Win_create"));
     assert!(!names.contains(&"MPI_Type_vector"));
+}
+
+/// external32.c (internal, so linked from librivetmpi.a): wire bytes,
+/// round trips and refusals of tests/ext32_check.c.
+#[test]
+fn external32_matches_mpi2s_sizes_and_byte_order() {
+    let dir = std::env::temp_dir().join(format!("rivet-mpi-ext32-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let exe = dir.join("ext32_check");
+    let root = crate_dir();
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-std=c99", "-Wall", "-Wextra", "-Werror", "-I"])
+        .arg(root.join("src"))
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg("-I")
+        .arg(root.join("../capi/include"))
+        .arg(root.join("tests/ext32_check.c"))
+        .arg(profile_dir().join("librivetmpi.a"))
+        .arg("-o")
+        .arg(&exe)
+        .output()
+        .expect("running cc");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let run = Command::new(&exe).output().expect("running ext32_check");
+    let _ = std::fs::remove_dir_all(&dir);
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(run.status.success(), "{stdout}");
+    assert_eq!(stdout, "ext32_check OK\n");
 }

@@ -44,7 +44,7 @@ int main(int argc, char **argv) {
     rivet_message_t msg;
     rivet_status_t st, sts[4];
     int level = argc > 1 ? atoi(argv[1]) : RIVET_THREAD_SINGLE;
-    int provided = -1, size, peer, flag, i, q, r, ranks[1];
+    int provided = -1, size, peer, flag, i, q, r, ranks[2];
     size_t index, needed = 0;
     char small[4], info[8192], text[64];
 
@@ -221,6 +221,53 @@ int main(int argc, char **argv) {
         CHECK(rivet_comm_free(sub));
         CHECK(rivet_comm_free(mine));
         CHECK(rivet_comm_free(dup));
+    }
+
+    /* Agreed split and create, the collective context, foreign peers
+     * (none outside IMPI). */
+    {
+        rivet_comm_t *coll = NULL, *none = NULL;
+        unsigned char flags[2] = {9, 9};
+        int a = 5 + rank, b = -1, any = -1;
+        /* Colours by rank: each alone; keys reversed do not matter. */
+        CHECK(rivet_comm_split(world, rank, -rank, &sub));
+        EXPECT(sub != NULL);
+        CHECK(rivet_comm_size(sub, &r));
+        EXPECT(r == 1);
+        CHECK(rivet_comm_free(sub));
+        /* One colour, keys reversed: rank 1 first. */
+        CHECK(rivet_comm_split(world, 3, -rank, &sub));
+        CHECK(rivet_comm_rank(sub, &r));
+        EXPECT(r == 1 - rank);
+        CHECK(rivet_comm_translate_ranks(sub, world, ranks, 2));
+        EXPECT(ranks[0] == 1 && ranks[1] == 0);
+        EXPECT_RC(rivet_comm_translate_ranks(sub, world, ranks, 1), RIVET_ERR_INVALID_ARG);
+        CHECK(rivet_comm_free(sub));
+        CHECK(rivet_comm_split(world, rank, 0, &sub));
+        CHECK(rivet_comm_translate_ranks(world, sub, ranks, 2));
+        EXPECT(ranks[rank] == 0 && ranks[1 - rank] == -1);
+        CHECK(rivet_comm_free(sub));
+        CHECK(rivet_comm_split(world, -1, 0, &sub));
+        EXPECT(sub == NULL);
+        ranks[0] = 1;
+        CHECK(rivet_comm_create_agreed(world, ranks, 1, &sub));
+        EXPECT(rank == 1 ? sub != NULL : sub == NULL);
+        if (sub) CHECK(rivet_comm_free(sub));
+        ranks[0] = 0;
+        ranks[1] = 0;
+        EXPECT_RC(rivet_comm_create_agreed(world, ranks, 2, &none), RIVET_ERR_INVALID_ARG);
+        CHECK(rivet_comm_foreign_peers(world, flags, 2, &any));
+        EXPECT(flags[0] == 0 && flags[1] == 0 && any == 0);
+        EXPECT_RC(rivet_comm_foreign_peers(world, flags, 1, &any), RIVET_ERR_INVALID_ARG);
+        EXPECT_RC(rivet_comm_foreign_peers(world, flags, 2, NULL), RIVET_ERR_INVALID_ARG);
+        /* The collective context is apart from the user one. */
+        CHECK(rivet_comm_collective(world, &coll));
+        CHECK(rivet_send(coll, &a, sizeof a, peer, 77));
+        CHECK(rivet_iprobe(world, peer, 77, &flag, NULL));
+        EXPECT(flag == 0);
+        CHECK(rivet_recv(coll, &b, sizeof b, peer, 77, &st));
+        EXPECT(b == 5 + peer);
+        CHECK(rivet_comm_free(coll));
     }
 
     CHECK(rivet_progress(engine, NULL));

@@ -108,10 +108,19 @@ pub fn across_two_clients(prog: &[&str], env: &[(&str, &str)]) -> Vec<crate::Out
 
 /// As `across_two_clients`, with `n` ranks per client.
 pub fn across_two_clients_of(n: u32, prog: &[&str], env: &[(&str, &str)]) -> Vec<crate::Outcome> {
+    across_two_clients_running(n, [prog, prog], env)
+}
+
+/// As `across_two_clients_of`, client `c` running `progs[c]`.
+pub fn across_two_clients_running(
+    n: u32,
+    progs: [&[&str]; 2],
+    env: &[(&str, &str)],
+) -> Vec<crate::Outcome> {
     let server = Server::start(&["2"], env);
     let handles: Vec<_> = (0..2)
         .map(|c| {
-            let cmd = data_client(c, &server.addr, n, prog, env);
+            let cmd = data_client(c, &server.addr, n, progs[c as usize], env);
             std::thread::spawn(move || crate::run_job(cmd, DATA_DEADLINE))
         })
         .collect();

@@ -73,6 +73,9 @@
 //!   across IMPI clients): ranks, sizes, traffic, isolation.
 //! - `splitbad` (>= 3): split and create with a bad argument at one rank,
 //!   and a split one rank skips: errors, no hang.
+//! - `mixmpi` (4, world ranks 2 and 3 of two IMPI clients, the other
+//!   running tests/c/mpi_impi.c `mix`): a dup agreed with librivetmpi,
+//!   external32 bytes on it.
 //!
 //! Payloads name their sender, receiver and sequence number: a 16-byte
 //! header (sequence, size, tag, checksum of the body) then a pattern seeded
@@ -87,6 +90,7 @@ mod check;
 mod comms;
 mod failures;
 mod intercomms;
+mod mixmpi;
 mod p2p;
 mod sizes;
 mod splits;
@@ -104,6 +108,7 @@ use crate::failures::{
     readkill_dead, shmkill,
 };
 use crate::intercomms::intercomm;
+use crate::mixmpi::mixmpi;
 use crate::p2p::{mprobe, order, pingpong, probe};
 use crate::sizes::{print_info, sizes, trunc};
 use crate::splits::{comms, splitbad};
@@ -278,6 +283,10 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "splitbad" => {
             at_least(3);
             splitbad(world)
+        }
+        "mixmpi" => {
+            need(4);
+            mixmpi(world)
         }
         "singleton" => {
             need(1);
