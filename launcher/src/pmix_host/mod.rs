@@ -40,9 +40,10 @@
 //! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
 //! with every host's node and process maps and this node's ranks as its
 //! clients; fence, direct modex and group go across hosts through the
-//! proxy, names to rivetrun's job-wide table; spawn is left out there, so
-//! clients get "not supported" at once. Not carried yet: spawned
-//! namespaces on a proxy, group member ends across hosts.
+//! proxy, names to rivetrun's job-wide table; a spawn goes to the proxy,
+//! which starts the children on its own host, their namespace registered
+//! with its server (`proxy/spawn.rs`). Not carried yet: group member ends
+//! across hosts.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
@@ -74,7 +75,7 @@ use rivet_pmi::pmix_ffi::{
     PmixDataArray, PmixProc, PMIX_DATA_ARRAY, PMIX_GROUP_MEMBER_FAILED, PMIX_PROC,
     PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
-pub use spawn::SpawnCall;
+pub use spawn::{child_envs, SpawnCall};
 pub use upcalls::take_queued;
 use upcalls::{on_abort, on_connected, on_fence, push_event, Upcalls, UPCALLS};
 
@@ -258,7 +259,6 @@ impl PmixHost {
         if node_role {
             module.fence_nb = Some(node::on_fence);
             module.direct_modex = Some(node::on_direct_modex);
-            module.spawn = None;
             module.group = Some(group::on_node_group);
             let f = self
                 .api

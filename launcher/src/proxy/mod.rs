@@ -528,10 +528,14 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
             }
             Some(Event::Spawn(ask)) if lost || kill_at.is_some() => {
                 let why = "the job is being torn down".to_string();
-                pmi.send(pmi::Cmd::SpawnDone(ask.conn, Err(why.into())));
+                eprintln!(
+                    "rivetrun: spawn requested by rank {} of {} failed: {why}",
+                    ask.rank, ask.kvs
+                );
+                spawn::refuse_or_answer(ask.asker, Err(why.into()), &pmi);
             }
             Some(Event::Spawn(ask)) => {
-                for c in spawner.spawn(ask, &pmi, &up, &priority) {
+                for c in spawner.spawn(ask, &pmi, &up, &priority, pmix_host.as_ref()) {
                     let spawn::Child {
                         kvs,
                         index,

@@ -15,19 +15,21 @@
 //!   answers (`dmodex_data FROM ID STATUS HEX`) and rivetrun passes it back
 //!   (`dmodex_done ID STATUS HEX`). A lost target or rivetrun fails it;
 //! * an abort goes to rivetrun as a PMI-1 abort does; names to rivetrun's
-//!   job-wide table (`pmix_names.rs`).
+//!   job-wide table (`pmix_names.rs`);
+//! * a spawn goes to the proxy's main thread, which starts the children
+//!   on this host (`spawn.rs`). Their namespace is wholly on this node, so
+//!   a fence over its processes (and this node's ranks of the job)
+//!   completes here.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
-use rivet_pmi::pmix_ffi::{
-    PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
-};
+use rivet_pmi::pmix_ffi::{PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS};
 
 use super::pmix_subset::{Done, Subsets};
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
-use crate::pmix_host::{PmixEvent, PmixHost, Starting};
+use crate::pmix_host::{PmixEvent, PmixHost, SpawnCall, Starting};
 
 /// The prefix of the keys that carry each node's fence blob.
 pub const FENCE_KEY: &str = "pmix-fence/";
@@ -125,6 +127,8 @@ pub struct State {
     answering: HashMap<u64, (u32, u64)>,
     /// Fences over some ranks of several hosts, and groups.
     subsets: Subsets,
+    /// The namespaces of the processes this proxy spawned (all on this node).
+    spawned: std::collections::HashSet<String>,
 }
 
 /// What the loop must do after a PMIx event.
@@ -132,6 +136,8 @@ pub enum Step {
     Nothing,
     /// Put the node's blob into the tree's barrier.
     Barrier(Vec<(String, String)>),
+    /// Start the children of this spawn (the proxy's main thread).
+    Spawn(SpawnCall),
 }
 
 impl State {
@@ -155,7 +161,13 @@ impl State {
             asked: HashMap::new(),
             next_id: 1,
             answering: HashMap::new(),
+            spawned: std::collections::HashSet::new(),
         }
+    }
+
+    /// Namespace `kvs` was spawned by this proxy: all its processes are here.
+    pub fn spawned_here(&mut self, kvs: &str) {
+        self.spawned.insert(kvs.to_string());
     }
 
     /// Whether a PMIx fence is in the tree (its `barrier_out` is ours).
@@ -209,8 +221,7 @@ impl State {
                 ]);
             }
             PmixEvent::Names(call) => super::pmix_names::serve(call, rivetrun.clone()),
-            // Left out of a node's module (`pmix_host/node.rs`).
-            PmixEvent::Spawn(call) => call.finish(Err(PMIX_ERR_NOT_SUPPORTED)),
+            PmixEvent::Spawn(call) => return Step::Spawn(call),
         }
         Step::Nothing
     }
@@ -220,6 +231,10 @@ impl State {
         let mut covered = std::collections::HashSet::new();
         let mut all_local = true;
         for (ns, rank) in &call.procs {
+            if self.spawned.contains(ns) {
+                // Children of this proxy: the library has their data.
+                continue;
+            }
             if *ns != self.kvsname {
                 all_local = false;
                 continue;
@@ -363,6 +378,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::remote::wire;
+    use rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED;
     use std::ffi::{c_char, c_int, c_void};
     use std::sync::Mutex;
 
@@ -480,6 +496,20 @@ mod tests {
             s.lock().unwrap().pop(),
             Some((PMIX_SUCCESS, b"pq".to_vec()))
         );
+        // A namespace this proxy spawned is all here: its fence completes
+        // at once, with this node's ranks too.
+        st.spawned_here("kvs_1_h1_s1");
+        let kids = vec![
+            ("kvs_1_h1_s1".to_string(), PMIX_RANK_WILDCARD),
+            ("kvs_1".to_string(), 2),
+        ];
+        let cbdata = &s as *const Seen as *mut c_void;
+        let call = FenceCall::for_test(kids, b"k".to_vec(), seen, cbdata);
+        assert!(matches!(
+            st.event(PmixEvent::Fence(call), &up),
+            Step::Nothing
+        ));
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_SUCCESS, b"k".to_vec())));
         // Another namespace's processes: refused at once.
         let other = vec![("kvs_1".to_string(), 0), ("other".to_string(), 1)];
         let cbdata = &s as *const Seen as *mut c_void;
