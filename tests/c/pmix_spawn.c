@@ -15,8 +15,9 @@
  *   pmix_spawn talk-child SIZE
  *                    (spawned) puts its own card (a listener's port), reads
  *                    every parent rank's card (the parent job has SIZE
- *                    ranks, some on other hosts: direct modex), connects to
- *                    its parent and sends a line, then accepts the parent's
+ *                    ranks, some on other hosts: direct modex), then
+ *                    connects to its parent and sends a line, then accepts
+ *                    the parent's
  *   pmix_spawn missing ROOT
  *                    ROOT spawns a program that does not exist: the spawn
  *                    must fail
@@ -198,16 +199,25 @@ static void talk_child(const pmix_proc_t *me, uint32_t parent_size) {
         die("PMIx_Get(parent)", rc);
     PMIX_PROC_LOAD(&parent, val->data.proc->nspace, val->data.proc->rank);
     PMIX_VALUE_RELEASE(val);
+    /* Every card first: the parent job ends once its root heard every
+     * child, and a card of an ended rank on another host is gone. */
+    char *parents = NULL;
     for (uint32_t r = 0; r < parent_size; r++) {
         char *theirs = card_of(parent.nspace, r);
         printf("pmix_spawn talk child %u card of parent rank %u: %s\n", me->rank, r,
                r == parent.rank ? "(the parent's port)" : theirs);
-        if (r == parent.rank) {
-            snprintf(line, sizeof line, "child %u to parent", me->rank);
-            send_to(theirs, line);
-        }
-        free(theirs);
+        if (r == parent.rank)
+            parents = theirs;
+        else
+            free(theirs);
     }
+    if (parents == NULL) {
+        fprintf(stderr, "pmix_spawn: the parent's rank is past its job\n");
+        exit(1);
+    }
+    snprintf(line, sizeof line, "child %u to parent", me->rank);
+    send_to(parents, line);
+    free(parents);
     accept_line(lfd, line, sizeof line);
     printf("pmix_spawn talk child %u heard: %s\n", me->rank, line);
     close(lfd);

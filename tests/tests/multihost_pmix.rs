@@ -213,6 +213,45 @@ fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
     nothing_left(&c, &o, &before);
 }
 
+/// A PMIx group member that ends without leaving, on h2: the members on
+/// h1 hear it (`PMIX_GROUP_MEMBER_FAILED` through their own proxy's
+/// server, as rivetrun passed it on), as does the other member on h2; a
+/// group made without `PMIX_GROUP_NOTIFY_TERMINATION` fails the job
+/// naming the rank, its host and the group, as on one host.
+#[test]
+fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_group_term.c"),
+        "pmix",
+        "",
+    );
+    // Ranks 0 and 1 on h1, 2 and 3 on h2; rank 3 ends first.
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..3 {
+        let want = format!("pmix_group_term rank {r} heard rank 3 end OK");
+        assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).arg("strict");
+    let o = run_job(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "strict: {}", o.show());
+    assert!(
+        o.stderr
+            .contains("rank 3 on h2 ended while connected to group pmix-term-test"),
+        "strict: rivetrun must name the rank, its host and the group\n{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
 #[test]
 fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     let _serial = serial();

@@ -42,8 +42,9 @@
 //! clients; fence, direct modex and group go across hosts through the
 //! proxy, names to rivetrun's job-wide table; a spawn goes to the proxy,
 //! which starts the children on its own host, their namespace registered
-//! with its server (`proxy/spawn.rs`). Not carried yet: group member ends
-//! across hosts.
+//! with its server (`proxy/spawn.rs`). A group member's end reaches the
+//! members on every host: its proxy tells rivetrun, which tells the other
+//! proxies, and each node's server notifies its own clients.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
@@ -196,6 +197,17 @@ impl Drop for Starting {
     }
 }
 
+/// What [`PmixHost::member_ended`] found.
+#[derive(Debug, Default)]
+pub struct MemberEnded {
+    /// The live groups the process was in.
+    pub groups: Vec<String>,
+    /// Those made without `PMIX_GROUP_NOTIFY_TERMINATION`.
+    pub forbidden: Vec<String>,
+    /// Notifications that failed.
+    pub errors: Vec<String>,
+}
+
 /// rivetrun's PMIx server for one job.
 pub struct PmixHost {
     api: Api,
@@ -337,22 +349,24 @@ impl PmixHost {
     /// (constructed, not destructed) hears of it (seed 004's termination
     /// event: `PMIX_GROUP_MEMBER_FAILED` from that process, to the
     /// processes the group named, with `PMIX_GROUP_ID` and
-    /// `PMIX_EVENT_AFFECTED_PROC`). Returns the groups whose members were
-    /// not allowed to end without leaving, for the supervisor to fail the
-    /// job as for a PMI-1 group; a failed notification is an error naming
-    /// the group.
-    pub fn member_ended(&self, nspace: &str, rank: u32) -> (Vec<String>, Vec<String>) {
-        let mut forbidden = Vec::new();
-        let mut errors = Vec::new();
+    /// `PMIX_EVENT_AFFECTED_PROC`; the library delivers it to the targets
+    /// that are this server's clients). Says which groups it was in, and
+    /// which of them did not allow members to end without leaving, for
+    /// the caller to fail the job as for a PMI-1 group; a failed
+    /// notification is an error naming the group. On a node of a
+    /// multi-host job, the proxy has the other nodes' servers told too.
+    pub fn member_ended(&self, nspace: &str, rank: u32) -> MemberEnded {
+        let mut ended = MemberEnded::default();
         for left in group::member_ended(nspace, rank) {
             if let Err(e) = self.notify_member_failed(&left.group, nspace, rank, &left.procs) {
-                errors.push(format!("group {}: {e}", left.group));
+                ended.errors.push(format!("group {}: {e}", left.group));
             }
             if !left.early_term {
-                forbidden.push(left.group);
+                ended.forbidden.push(left.group.clone());
             }
+            ended.groups.push(left.group);
         }
-        (forbidden, errors)
+        ended
     }
 
     fn notify_member_failed(

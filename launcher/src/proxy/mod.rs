@@ -54,6 +54,8 @@ enum Event {
     Spawn(pmi::SpawnAsk),
     /// A spawned process ended: its namespace, index and pid.
     SpawnedExited(String, u32, u32, std::process::ExitStatus),
+    /// A process of another node ended (`gend`): for PMIx groups.
+    MemberEnded(String, u32),
     Signal(i32),
     Term,
     Lost,
@@ -398,6 +400,12 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
+                    "gend" => {
+                        let rank = msg.get(2).and_then(|w| wire::text(w).parse().ok());
+                        if let (Some(ns), Some(rank)) = (msg.get(1), rank) {
+                            let _ = tx.send(Event::MemberEnded(wire::text(ns), rank));
+                        }
+                    }
                     "dmodex_ask" | "dmodex_done" | "coll_out" => {
                         if let Some(m) = pmix::Msg::parse(&msg) {
                             pmi.send(pmi::Cmd::Pmix(m));
@@ -525,6 +533,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         u8::from(unfinished).to_string(),
                     ]);
                 }
+                if !lost && kill_at.is_none() {
+                    pmix::member_ended(pmix_host.as_ref(), &job.kvsname, rank, Some(&up));
+                }
             }
             Some(Event::Spawn(ask)) if lost || kill_at.is_some() => {
                 let why = "the job is being torn down".to_string();
@@ -570,13 +581,20 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 if !lost {
                     let _ = up.send(&[
                         "sexit".to_string(),
-                        kvs,
+                        kvs.clone(),
                         index.to_string(),
                         code.to_string(),
                         sig.to_string(),
                     ]);
                 }
+                if !lost && kill_at.is_none() {
+                    pmix::member_ended(pmix_host.as_ref(), &kvs, index, Some(&up));
+                }
             }
+            Some(Event::MemberEnded(ns, rank)) if !lost && kill_at.is_none() => {
+                pmix::member_ended(pmix_host.as_ref(), &ns, rank, None);
+            }
+            Some(Event::MemberEnded(..)) => {}
             Some(Event::Signal(sig)) => {
                 signal_all(&pids, sig);
                 signal_all(&children, sig);

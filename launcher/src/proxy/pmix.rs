@@ -19,7 +19,12 @@
 //! * a spawn goes to the proxy's main thread, which starts the children
 //!   on this host (`spawn.rs`). Their namespace is wholly on this node, so
 //!   a fence over its processes (and this node's ranks of the job)
-//!   completes here.
+//!   completes here;
+//! * a PMIx group member's end: this node's members hear of it from this
+//!   node's server; the end of one of this node's processes goes to
+//!   rivetrun (`gend NS RANK [GROUP]`, GROUP: one that did not allow it,
+//!   which fails the job), which passes it to the other proxies (`gend NS
+//!   RANK`), whose servers tell their own members ([`member_ended`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -71,6 +76,23 @@ pub fn finish(
             );
             None
         }
+    }
+}
+
+/// Process `rank` of `nspace` ended while the job runs: this node's
+/// members of the PMIx groups it was in hear of it. `ours`: it was this
+/// node's process, so rivetrun is told (when it was in a group), to tell
+/// the other nodes and, for a group that did not allow it, fail the job.
+pub fn member_ended(host: Option<&PmixHost>, nspace: &str, rank: u32, ours: Option<&Upstream>) {
+    let Some(host) = host else { return };
+    let ended = host.member_ended(nspace, rank);
+    for e in &ended.errors {
+        eprintln!("rivetrun: warning: process {rank} of {nspace}: {e}");
+    }
+    if let (Some(up), false) = (ours, ended.groups.is_empty()) {
+        let mut words = vec!["gend".to_string(), nspace.to_string(), rank.to_string()];
+        words.extend(ended.forbidden.into_iter().next());
+        let _ = up.send(&words);
     }
 }
 

@@ -462,6 +462,18 @@ pub fn run(
                         }
                         None => {}
                     },
+                    "gend" => {
+                        pmix::member_ended(id, &msg, &mut proxies);
+                        if let (Some(group), None) = (msg.get(3), failure) {
+                            let who = pmix::who(&job.kvsname, &msg, &proxies[i].host);
+                            let msg = format!(
+                                "{who} ended while connected to group {} (made without \
+                                 early_term_allowed: every member must disconnect first)",
+                                wire::text(group)
+                            );
+                            fail(&mut failure, 1, msg);
+                        }
+                    }
                     "dmodex" => pmix::ask(id, &msg, &node_of_rank, &mut proxies),
                     "dmodex_data" => pmix::answer(&msg, &mut proxies),
                     "coll" => {

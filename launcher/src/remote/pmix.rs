@@ -1,8 +1,9 @@
 //! rivetrun's part in PMIx under the proxies: passing a direct modex
 //! between the asking node's proxy and the target rank's (`proxy/pmix.rs`
 //! has the whole exchange), and gathering collectives over some hosts
-//! (fences over a subset, groups: [`Collectives`]). Whole-job fences need
-//! nothing here: they are the tree's barriers.
+//! (fences over a subset, groups: [`Collectives`]), and passing a PMIx
+//! group member's end to the other proxies ([`member_ended`]). Whole-job
+//! fences need nothing here: they are the tree's barriers.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -30,6 +31,35 @@ pub(super) fn ask(from: u32, msg: &[Vec<u8>], node_of_rank: &[u32], proxies: &mu
         if let Some(c) = proxies.get_mut(from as usize).and_then(|p| p.conn.as_mut()) {
             let _ = wire::send(c, &failed);
         }
+    }
+}
+
+/// `gend NS RANK [GROUP]` from proxy `from` (a process of its node that
+/// was in a PMIx group ended): `gend NS RANK` to every other proxy, whose
+/// server tells that node's members.
+pub(super) fn member_ended(from: u32, msg: &[Vec<u8>], proxies: &mut [Proxy]) {
+    let words: Vec<&[u8]> = msg.iter().take(3).map(Vec::as_slice).collect();
+    if words.len() < 3 {
+        return;
+    }
+    for (i, p) in proxies.iter_mut().enumerate() {
+        if i as u32 == from {
+            continue;
+        }
+        if let Some(c) = p.conn.as_mut() {
+            let _ = wire::send(c, &words);
+        }
+    }
+}
+
+/// Who `gend NS RANK` names, on `host` (the job is `job`).
+pub(super) fn who(job: &str, msg: &[Vec<u8>], host: &str) -> String {
+    let word = |i: usize| msg.get(i).map(|w| wire::text(w)).unwrap_or_default();
+    let (ns, rank) = (word(1), word(2));
+    if ns == job {
+        format!("rank {rank} on {host}")
+    } else {
+        format!("spawned process {rank} of {ns} on {host}")
     }
 }
 
