@@ -18,6 +18,11 @@
  *                    ranks, some on other hosts: direct modex), then
  *                    connects to its parent and sends a line, then accepts
  *                    the parent's
+ *   pmix_spawn abort N ROOT
+ *                    ROOT spawns N "block" children, reads each one's card
+ *                    (so each is up and served PMIx) and aborts with code 7:
+ *                    the job's teardown must reach the children
+ *   pmix_spawn block (spawned) puts a card and waits to be killed
  *   pmix_spawn missing ROOT
  *                    ROOT spawns a program that does not exist: the spawn
  *                    must fail
@@ -238,6 +243,27 @@ int main(int argc, char **argv) {
         uint32_t size = val->data.uint32;
         PMIX_VALUE_RELEASE(val);
         talk(&me, argv, atoi(argv[2]), (pmix_rank_t)atoi(argv[3]), size);
+    } else if (argc >= 4 && strcmp(argv[1], "abort") == 0) {
+        if (me.rank == (pmix_rank_t)atoi(argv[3])) {
+            char nspace[PMIX_MAX_NSLEN + 1];
+            char *args[] = {argv[0], "block", NULL};
+            int n = atoi(argv[2]);
+            if ((rc = spawn(argv[0], args, n, nspace)) != PMIX_SUCCESS)
+                die("PMIx_Spawn", rc);
+            for (int i = 0; i < n; i++)
+                free(card_of(nspace, (pmix_rank_t)i));
+            printf("pmix_spawn abort: %d children up in %s\n", n, nspace);
+            fflush(stdout);
+            PMIx_Abort(7, "pmix_spawn aborts with children running", NULL, 0);
+            return 1;
+        }
+        /* The others wait for the teardown. */
+        for (;;)
+            pause();
+    } else if (argc >= 2 && strcmp(argv[1], "block") == 0) {
+        put_card("blocked");
+        for (;;)
+            pause();
     } else if (argc >= 3 && strcmp(argv[1], "talk-child") == 0) {
         talk_child(&me, (uint32_t)atoi(argv[2]));
     } else if (argc >= 3 && strcmp(argv[1], "missing") == 0) {
@@ -295,7 +321,7 @@ int main(int argc, char **argv) {
             printf("pmix_spawn parent %s:%u spawned %s\n", me.nspace, me.rank, nspace);
         }
     } else {
-        fprintf(stderr, "usage: pmix_spawn N | child | talk N ROOT | talk-child SIZE | missing ROOT\n");
+        fprintf(stderr, "usage: pmix_spawn N | child | talk N ROOT | talk-child SIZE | abort N ROOT | block | missing ROOT\n");
         return 2;
     }
     PMIx_Finalize(NULL, 0);

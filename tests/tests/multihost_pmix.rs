@@ -183,6 +183,36 @@ fn pmix_spawn_under_proxies_children_and_parent_talk() {
     }
 }
 
+/// A rank on h2 spawns children there (served PMIx: the parent reads
+/// their cards) and aborts: the job ends with its code and the teardown
+/// kills the children too, nothing left on either host.
+#[test]
+fn pmix_spawned_children_under_proxies_die_with_the_job() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).args(["abort", "2", "3"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(7), "{}", o.show());
+    assert!(
+        o.stdout.contains("pmix_spawn abort: 2 children up in "),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stderr.contains("rank 3 on h2 called abort (exit code 7)"),
+        "{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
 /// A `PMIx_Spawn` of a program that does not exist fails at the caller,
 /// rivetrun says why, nothing is started and the job ends cleanly.
 #[test]

@@ -150,6 +150,16 @@ fn place(job: &Job, node: u32, host: &str, dir: &std::path::Path) -> Result<Plac
     Ok((places, default, keys))
 }
 
+/// An exit's code (128 + the signal when killed) and signal (0: none).
+fn code_and_signal(status: std::process::ExitStatus) -> (i32, i32) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, 0),
+        (None, Some(s)) => (128 + s, s),
+        _ => (1, 0),
+    }
+}
+
 /// Copy a rank's stream to ours, a whole line at a time.
 fn forward<R: Read + Send + 'static>(
     mut from: R,
@@ -518,12 +528,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 let who = format!("rank {rank} (on {host})");
                 pmi.send(pmi::Cmd::Ended { rank, who, done });
                 let _ = freed.recv_timeout(Duration::from_secs(10));
-                use std::os::unix::process::ExitStatusExt;
-                let (code, sig) = match (status.code(), status.signal()) {
-                    (Some(c), _) => (c, 0),
-                    (None, Some(s)) => (128 + s, s),
-                    _ => (1, 0),
-                };
+                let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
                         "exit".to_string(),
@@ -572,12 +577,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 if let Some(c) = children.iter_mut().find(|c| c.1 == pid) {
                     c.2 = false;
                 }
-                use std::os::unix::process::ExitStatusExt;
-                let (code, sig) = match (status.code(), status.signal()) {
-                    (Some(c), _) => (c, 0),
-                    (None, Some(s)) => (128 + s, s),
-                    _ => (1, 0),
-                };
+                let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
                         "sexit".to_string(),

@@ -464,14 +464,9 @@ pub fn run(
                     },
                     "gend" => {
                         pmix::member_ended(id, &msg, &mut proxies);
-                        if let (Some(group), None) = (msg.get(3), failure) {
-                            let who = pmix::who(&job.kvsname, &msg, &proxies[i].host);
-                            let msg = format!(
-                                "{who} ended while connected to group {} (made without \
-                                 early_term_allowed: every member must disconnect first)",
-                                wire::text(group)
-                            );
-                            fail(&mut failure, 1, msg);
+                        let left = pmix::group_left(&job.kvsname, &msg, &proxies[i].host);
+                        if let (Some(why), None) = (left, failure) {
+                            fail(&mut failure, 1, why);
                         }
                     }
                     "dmodex" => pmix::ask(id, &msg, &node_of_rank, &mut proxies),

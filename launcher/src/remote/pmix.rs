@@ -52,15 +52,20 @@ pub(super) fn member_ended(from: u32, msg: &[Vec<u8>], proxies: &mut [Proxy]) {
     }
 }
 
-/// Who `gend NS RANK` names, on `host` (the job is `job`).
-pub(super) fn who(job: &str, msg: &[Vec<u8>], host: &str) -> String {
-    let word = |i: usize| msg.get(i).map(|w| wire::text(w)).unwrap_or_default();
-    let (ns, rank) = (word(1), word(2));
-    if ns == job {
+/// Why the job fails, for a `gend NS RANK GROUP` from `host` (the job is
+/// `job`); None without a GROUP (the group allowed the end).
+pub(super) fn group_left(job: &str, msg: &[Vec<u8>], host: &str) -> Option<String> {
+    let word = |i: usize| msg.get(i).map(|w| wire::text(w));
+    let (ns, rank, group) = (word(1)?, word(2)?, word(3)?);
+    let who = if ns == job {
         format!("rank {rank} on {host}")
     } else {
         format!("spawned process {rank} of {ns} on {host}")
-    }
+    };
+    Some(format!(
+        "{who} ended while connected to group {group} (made without \
+         early_term_allowed: every member must disconnect first)"
+    ))
 }
 
 /// `dmodex_data FROM ID STATUS HEX` from the target's proxy: to the asker
