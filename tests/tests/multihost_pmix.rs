@@ -474,3 +474,28 @@ fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
         nothing_left(&c, &o, &before);
     }
 }
+
+/// Open MPI's `MPI_Comm_spawn` in a multi-host run whose parent job is on
+/// one host (h1; the host list names h2 too): the children start there
+/// through the proxy, served PMIx by its server, exchange messages with
+/// the parent over the intercommunicator, merge and disconnect
+/// (mpi_dynamic.c checks each step).
+#[test]
+fn open_mpi_comm_spawn_under_a_proxy() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let mut cmd = c.rivetrun(1, 1);
+    cmd.arg(&prog).arg("spawn");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for want in [
+        "spawn parent 0 of 1 OK",
+        "spawn child 0 of 2 OK",
+        "spawn child 1 of 2 OK",
+    ] {
+        assert!(o.stdout.contains(want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
