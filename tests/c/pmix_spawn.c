@@ -10,8 +10,10 @@
  *                    loopback listener) and the job fences; ROOT spawns N
  *                    "talk-child"ren, reads each child's card (a get in
  *                    another namespace), connects to it and sends a line,
- *                    then accepts a line from each child; the job fences
- *                    again before it ends
+ *                    then accepts a line from each child; meanwhile the
+ *                    other ranks read child 0's card (the namespace from
+ *                    ROOT's key) and print "read child 0's card: port:";
+ *                    the job fences again before it ends
  *   pmix_spawn talk-child SIZE
  *                    (spawned) puts its own card (a listener's port), reads
  *                    every parent rank's card (the parent job has SIZE
@@ -103,33 +105,41 @@ static void accept_line(int lfd, char *buf, size_t cap) {
     close(fd);
 }
 
-static void put_card(const char *card) {
+static void put_string(const char *key, const char *card) {
     pmix_value_t v;
     pmix_status_t rc;
     v.type = PMIX_STRING;
     v.data.string = (char *)card;
-    if ((rc = PMIx_Put(PMIX_GLOBAL, CARD, &v)) != PMIX_SUCCESS)
+    if ((rc = PMIx_Put(PMIX_GLOBAL, key, &v)) != PMIX_SUCCESS)
         die("PMIx_Put", rc);
     if ((rc = PMIx_Commit()) != PMIX_SUCCESS)
         die("PMIx_Commit", rc);
 }
 
-/* The card of `rank` of `nspace` (malloc'd). */
-static char *card_of(const char *nspace, pmix_rank_t rank) {
+static void put_card(const char *card) {
+    put_string(CARD, card);
+}
+
+/* The string `key` of `rank` of `nspace` (malloc'd). */
+static char *string_of(const char *nspace, pmix_rank_t rank, const char *key) {
     pmix_proc_t p;
     pmix_value_t *val = NULL;
     pmix_status_t rc;
     char *out;
     PMIX_PROC_LOAD(&p, nspace, rank);
-    rc = PMIx_Get(&p, CARD, NULL, 0, &val);
+    rc = PMIx_Get(&p, key, NULL, 0, &val);
     if (rc != PMIX_SUCCESS || val == NULL || val->type != PMIX_STRING) {
-        fprintf(stderr, "pmix_spawn: PMIx_Get(%s:%u card): %s\n", nspace, rank,
+        fprintf(stderr, "pmix_spawn: PMIx_Get(%s:%u %s): %s\n", nspace, rank, key,
                 PMIx_Error_string(rc));
         exit(1);
     }
     out = strdup(val->data.string);
     PMIX_VALUE_RELEASE(val);
     return out;
+}
+
+static char *card_of(const char *nspace, pmix_rank_t rank) {
+    return string_of(nspace, rank, CARD);
 }
 
 static void fence_all(const pmix_proc_t *me) {
@@ -173,6 +183,20 @@ static void talk(const pmix_proc_t *me, char **argv, int n, pmix_rank_t root, ui
         if ((rc = spawn(argv[0], args, n, nspace)) != PMIX_SUCCESS)
             die("PMIx_Spawn", rc);
         printf("pmix_spawn talk parent %s:%u spawned %s\n", me->nspace, me->rank, nspace);
+        put_string("rivet-spawn-ns", nspace);
+    }
+    /* The other parent ranks read child 0's card too (on another host:
+     * direct modex from the spawner's proxy), while the children wait. */
+    fence_all(me);
+    if (me->rank != root) {
+        char *ns = string_of(me->nspace, root, "rivet-spawn-ns");
+        char *theirs = card_of(ns, 0);
+        printf("pmix_spawn talk rank %u read child 0's card: %.5s\n", me->rank, theirs);
+        free(theirs);
+        free(ns);
+    }
+    fence_all(me);
+    if (me->rank == root) {
         for (int i = 0; i < n; i++) {
             char *theirs = card_of(nspace, (pmix_rank_t)i);
             snprintf(line, sizeof line, "parent to child %d", i);

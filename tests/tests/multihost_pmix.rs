@@ -175,6 +175,15 @@ fn pmix_spawn_under_proxies_children_and_parent_talk() {
                 assert!(o.stdout.contains(&w), "root {root}: {w:?}: {}", o.show());
             }
         }
+        // The parent job's other ranks, on both hosts, read a child's card.
+        for r in (0..4).filter(|&r| r != root) {
+            let read = format!("pmix_spawn talk rank {r} read child 0's card: port:");
+            assert!(
+                o.stdout.contains(&read),
+                "root {root}: {read}: {}",
+                o.show()
+            );
+        }
         for r in 0..4 {
             let ok = format!("pmix_spawn talk rank {r} OK");
             assert!(o.stdout.contains(&ok), "root {root}: {ok}: {}", o.show());

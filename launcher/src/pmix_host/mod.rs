@@ -317,6 +317,28 @@ impl PmixHost {
         self.register(job, &layout, Some(PmixProc::new(parent.0, parent.1)))
     }
 
+    /// Register job `job`, spawned by `parent` on node `node` of `hosts`
+    /// (a multi-host job's other node: none of its processes is this
+    /// server's client), so this node's clients can name them; their data
+    /// comes by direct modex from `node`.
+    pub fn register_elsewhere(
+        &self,
+        job: &str,
+        hosts: &[String],
+        node: u32,
+        app_sizes: &[u32],
+        parent: (&str, u32),
+    ) -> Result<(), String> {
+        let appnums: Vec<u32> = (app_sizes.iter().enumerate())
+            .flat_map(|(app, &n)| std::iter::repeat_n(app as u32, n as usize))
+            .collect();
+        let host = hosts.get(node as usize).ok_or("no such node")?;
+        // Its one host; this node (index 1, past the list) holds none of it.
+        let mut layout = node::Layout::one_host(host, appnums.len() as u32).with_apps(appnums)?;
+        layout.node = 1;
+        self.register(job, &layout, Some(PmixProc::new(parent.0, parent.1)))
+    }
+
     /// The variables rank `rank` needs to reach this server
     /// (`PMIx_server_setup_fork`).
     pub fn fork_env(&self, rank: u32) -> Result<Vec<(String, String)>, String> {

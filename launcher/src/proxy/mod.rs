@@ -56,6 +56,8 @@ enum Event {
     SpawnedExited(String, u32, u32, std::process::ExitStatus),
     /// A process of another node ended (`gend`): for PMIx groups.
     MemberEnded(String, u32),
+    /// Another node's proxy spawned a job (`pmix_spawned`).
+    PmixSpawned(Vec<Vec<u8>>),
     Signal(i32),
     Term,
     Lost,
@@ -410,6 +412,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
+                    "pmix_spawned" => {
+                        let _ = tx.send(Event::PmixSpawned(msg));
+                    }
                     "gend" => {
                         let rank = msg.get(2).and_then(|w| wire::text(w).parse().ok());
                         if let (Some(ns), Some(rank)) = (msg.get(1), rank) {
@@ -595,6 +600,9 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 pmix::member_ended(pmix_host.as_ref(), &ns, rank, None);
             }
             Some(Event::MemberEnded(..)) => {}
+            Some(Event::PmixSpawned(words)) => {
+                pmix::spawned_elsewhere(pmix_host.as_ref(), &job.hosts, &words);
+            }
             Some(Event::Signal(sig)) => {
                 signal_all(&pids, sig);
                 signal_all(&children, sig);

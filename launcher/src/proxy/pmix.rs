@@ -96,6 +96,30 @@ pub fn member_ended(host: Option<&PmixHost>, nspace: &str, rank: u32, ours: Opti
     }
 }
 
+/// `pmix_spawned KVS NODE PARENT_NS PARENT_RANK SIZES` from rivetrun:
+/// node NODE's proxy spawned job KVS (SIZES: each app's processes, comma
+/// separated); registered with this node's server (`this`), so this
+/// node's clients can name its processes (their data by direct modex).
+pub fn spawned_elsewhere(host: Option<&PmixHost>, hosts: &[String], words: &[Vec<u8>]) {
+    let Some(host) = host else { return };
+    let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
+    let parsed = (|| {
+        let (kvs, parent) = (text(1)?, text(3)?);
+        let node: u32 = text(2)?.parse().ok()?;
+        let prank: u32 = text(4)?.parse().ok()?;
+        let sizes: Vec<u32> = (text(5)?.split(','))
+            .map(|n| n.parse().ok())
+            .collect::<Option<_>>()?;
+        Some((kvs, node, parent, prank, sizes))
+    })();
+    let Some((kvs, node, parent, prank, sizes)) = parsed else {
+        return eprintln!("rivetrun: proxy: a garbled pmix_spawned from rivetrun");
+    };
+    if let Err(why) = host.register_elsewhere(&kvs, hosts, node, &sizes, (&parent, prank)) {
+        eprintln!("rivetrun: warning: {kvs} is not known to this node's PMIx server: {why}");
+    }
+}
+
 /// Messages about PMIx from rivetrun, for the PMI loop.
 pub enum Msg {
     /// Another node's rank asks for the data of `rank` of `nspace`.

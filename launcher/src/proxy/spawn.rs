@@ -13,6 +13,9 @@
 //! its server before they start and each child gets what setup-fork gives
 //! (`pmix_host::child_envs`, as on one host), so they bootstrap by PMIx
 //! too. The caller hears the namespace, or the failure, from the library.
+//! rivetrun has every other proxy register the namespace with its own
+//! server (`pmix_spawned`), so the job's ranks on other hosts can name the
+//! children: their data comes by direct modex from this proxy.
 
 use std::ffi::OsString;
 use std::sync::Arc;
@@ -157,13 +160,18 @@ impl Spawner {
         up.send(&["spawned", &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
         // Served PMIx too, where this node is: registered before they start.
-        let envs = pmix_host::child_envs(
-            pmix,
-            &kvs,
-            &plan.commands.iter().map(|c| c.nprocs).collect::<Vec<_>>(),
-            (&ask.kvs, ask.rank),
-            command_env,
-        );
+        let sizes: Vec<u32> = plan.commands.iter().map(|c| c.nprocs).collect();
+        let envs = pmix_host::child_envs(pmix, &kvs, &sizes, (&ask.kvs, ask.rank), command_env);
+        if pmix.is_some() {
+            // The other nodes' servers register it too (`super::pmix::spawned_elsewhere`).
+            let sizes = sizes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let rank = ask.rank.to_string();
+            let _ = up.send(&["pmix_spawned", &kvs, &ask.kvs, &rank, &sizes]);
+        }
         let (jobs, places) = plan.jobs_and_places(base, &kvs);
         let procs = plan
             .appnum_of_rank()
