@@ -124,6 +124,173 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
     }
 }
 
+/// `PMIx_Spawn` from a rank of either host: its proxy starts the children
+/// on its own host, registered with its PMIx server; each child reads its
+/// parent's card (a get across namespaces on one node) and those of the
+/// parent job's other ranks (on the other host: direct modex), the parent
+/// reads each child's; then they connect to each other and exchange lines.
+#[test]
+fn pmix_spawn_under_proxies_children_and_parent_talk() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    // Rank 0 is on h1 (the first proxy), rank 3 on h2.
+    for root in [0u32, 3] {
+        let mut cmd = c.rivetrun(2, 4);
+        cmd.arg(&prog).args(["talk", "2", &root.to_string()]);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "root {root}: {}", o.show());
+        let (parent, kvs) = o
+            .stdout
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("pmix_spawn talk parent ")?
+                    .split_once(" spawned ")
+            })
+            .unwrap_or_else(|| panic!("root {root}: no spawn reported: {}", o.show()));
+        assert!(parent.ends_with(&format!(":{root}")), "{}", o.show());
+        // The namespace of a proxy's spawn: `<job>_h<PROXY>_s<N>`.
+        let proxy = if root == 0 { 0 } else { 1 };
+        assert!(
+            kvs.ends_with(&format!("_h{proxy}_s1")),
+            "root {root}: {kvs}: {}",
+            o.show()
+        );
+        for child in 0..2 {
+            let mut want = vec![
+                format!("pmix_spawn talk parent heard: child {child} to parent"),
+                format!("pmix_spawn talk child {child} heard: parent to child {child}"),
+            ];
+            for r in (0..4).filter(|&r| r != root) {
+                want.push(format!(
+                    "pmix_spawn talk child {child} card of parent rank {r}: rank-{r}"
+                ));
+            }
+            for w in want {
+                assert!(o.stdout.contains(&w), "root {root}: {w:?}: {}", o.show());
+            }
+        }
+        // The parent job's other ranks, on both hosts, read a child's card.
+        for r in (0..4).filter(|&r| r != root) {
+            let read = format!("pmix_spawn talk rank {r} read child 0's card: port:");
+            assert!(
+                o.stdout.contains(&read),
+                "root {root}: {read}: {}",
+                o.show()
+            );
+        }
+        for r in 0..4 {
+            let ok = format!("pmix_spawn talk rank {r} OK");
+            assert!(o.stdout.contains(&ok), "root {root}: {ok}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
+}
+
+/// A rank on h2 spawns children there (served PMIx: the parent reads
+/// their cards) and aborts: the job ends with its code and the teardown
+/// kills the children too, nothing left on either host.
+#[test]
+fn pmix_spawned_children_under_proxies_die_with_the_job() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).args(["abort", "2", "3"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(7), "{}", o.show());
+    assert!(
+        o.stdout.contains("pmix_spawn abort: 2 children up in "),
+        "{}",
+        o.show()
+    );
+    assert!(
+        o.stderr.contains("rank 3 on h2 called abort (exit code 7)"),
+        "{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
+/// A `PMIx_Spawn` of a program that does not exist fails at the caller,
+/// rivetrun says why, nothing is started and the job ends cleanly.
+#[test]
+fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
+        "pmix",
+        "",
+    );
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).args(["missing", "2"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stdout.contains("pmix_spawn missing refused: "),
+        "{}",
+        o.show()
+    );
+    for want in [
+        "spawn requested by rank 2 of ",
+        "cannot execute 'rivet-no-such-program': not found",
+    ] {
+        assert!(o.stderr.contains(want), "{want:?}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
+/// A PMIx group member that ends without leaving, on h2: the members on
+/// h1 hear it (`PMIX_GROUP_MEMBER_FAILED` through their own proxy's
+/// server, as rivetrun passed it on), as does the other member on h2; a
+/// group made without `PMIX_GROUP_NOTIFY_TERMINATION` fails the job
+/// naming the rank, its host and the group, as on one host.
+#[test]
+fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_c(
+        &rivet_tests::workspace_root().join("tests/c/pmix_group_term.c"),
+        "pmix",
+        "",
+    );
+    // Ranks 0 and 1 on h1, 2 and 3 on h2; rank 3 ends first.
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..3 {
+        let want = format!("pmix_group_term rank {r} heard rank 3 end OK");
+        assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).arg("strict");
+    let o = run_job(cmd, DEADLINE);
+    assert_ne!(o.code(), Some(0), "strict: {}", o.show());
+    assert!(
+        o.stderr
+            .contains("rank 3 on h2 ended while connected to group pmix-term-test"),
+        "strict: rivetrun must name the rank, its host and the group\n{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
 #[test]
 fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     let _serial = serial();
@@ -138,14 +305,9 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     cmd.arg(&prog).arg("refused");
     let o = run_job(cmd, DEADLINE);
     assert_eq!(o.code(), Some(0), "{}", o.show());
-    // Spawn, and a fence naming another namespace's process, on every rank.
-    for call in ["spawn", "fence"] {
-        let n = o
-            .stdout
-            .matches(&format!("pmix_modex refused {call}: "))
-            .count();
-        assert_eq!(n, 4, "{call}: {}", o.show());
-    }
+    // A fence naming another namespace's process, on every rank.
+    let n = o.stdout.matches("pmix_modex refused fence: ").count();
+    assert_eq!(n, 4, "{}", o.show());
     assert!(
         o.stderr.contains("a proxy serves only the job's"),
         "{}",
@@ -320,4 +482,29 @@ fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
         }
         nothing_left(&c, &o, &before);
     }
+}
+
+/// Open MPI's `MPI_Comm_spawn` in a multi-host run whose parent job is on
+/// one host (h1; the host list names h2 too): the children start there
+/// through the proxy, served PMIx by its server, exchange messages with
+/// the parent over the intercommunicator, merge and disconnect
+/// (mpi_dynamic.c checks each step).
+#[test]
+fn open_mpi_comm_spawn_under_a_proxy() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let mut cmd = c.rivetrun(1, 1);
+    cmd.arg(&prog).arg("spawn");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for want in [
+        "spawn parent 0 of 1 OK",
+        "spawn child 0 of 2 OK",
+        "spawn child 1 of 2 OK",
+    ] {
+        assert!(o.stdout.contains(want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
 }

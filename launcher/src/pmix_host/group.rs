@@ -20,7 +20,8 @@
 //! node's members: the upcall (`on_node_group`) queues a [`GroupCall`]
 //! for the proxy, which completes it across hosts through rivetrun, the
 //! context id then rivetrun's, unique in the job (`proxy/pmix_subset.rs`).
-//! Member ends are not notified across hosts.
+//! The group is recorded there too, so a member's end is notified on every
+//! node that has members (`proxy/pmix.rs`'s `member_ended`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, c_void};
@@ -311,6 +312,7 @@ pub(super) unsafe extern "C" fn on_node_group(
     }
     // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
     let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
+    record(op, grp, procs, directives);
     let flag = |key: &[u8]| {
         directives
             .iter()

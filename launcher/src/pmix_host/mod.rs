@@ -40,9 +40,11 @@
 //! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
 //! with every host's node and process maps and this node's ranks as its
 //! clients; fence, direct modex and group go across hosts through the
-//! proxy, names to rivetrun's job-wide table; spawn is left out there, so
-//! clients get "not supported" at once. Not carried yet: spawned
-//! namespaces on a proxy, group member ends across hosts.
+//! proxy, names to rivetrun's job-wide table; a spawn goes to the proxy,
+//! which starts the children on its own host, their namespace registered
+//! with its server (`proxy/spawn.rs`). A group member's end reaches the
+//! members on every host: its proxy tells rivetrun, which tells the other
+//! proxies, and each node's server notifies its own clients.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
@@ -74,7 +76,7 @@ use rivet_pmi::pmix_ffi::{
     PmixDataArray, PmixProc, PMIX_DATA_ARRAY, PMIX_GROUP_MEMBER_FAILED, PMIX_PROC,
     PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
-pub use spawn::SpawnCall;
+pub use spawn::{child_envs, SpawnCall};
 pub use upcalls::take_queued;
 use upcalls::{on_abort, on_connected, on_fence, push_event, Upcalls, UPCALLS};
 
@@ -195,6 +197,17 @@ impl Drop for Starting {
     }
 }
 
+/// What [`PmixHost::member_ended`] found.
+#[derive(Debug, Default)]
+pub struct MemberEnded {
+    /// The live groups the process was in.
+    pub groups: Vec<String>,
+    /// Those made without `PMIX_GROUP_NOTIFY_TERMINATION`.
+    pub forbidden: Vec<String>,
+    /// Notifications that failed.
+    pub errors: Vec<String>,
+}
+
 /// rivetrun's PMIx server for one job.
 pub struct PmixHost {
     api: Api,
@@ -258,7 +271,6 @@ impl PmixHost {
         if node_role {
             module.fence_nb = Some(node::on_fence);
             module.direct_modex = Some(node::on_direct_modex);
-            module.spawn = None;
             module.group = Some(group::on_node_group);
             let f = self
                 .api
@@ -305,6 +317,28 @@ impl PmixHost {
         self.register(job, &layout, Some(PmixProc::new(parent.0, parent.1)))
     }
 
+    /// Register job `job`, spawned by `parent` on node `node` of `hosts`
+    /// (a multi-host job's other node: none of its processes is this
+    /// server's client), so this node's clients can name them; their data
+    /// comes by direct modex from `node`.
+    pub fn register_elsewhere(
+        &self,
+        job: &str,
+        hosts: &[String],
+        node: u32,
+        app_sizes: &[u32],
+        parent: (&str, u32),
+    ) -> Result<(), String> {
+        let appnums: Vec<u32> = (app_sizes.iter().enumerate())
+            .flat_map(|(app, &n)| std::iter::repeat_n(app as u32, n as usize))
+            .collect();
+        let host = hosts.get(node as usize).ok_or("no such node")?;
+        // Its one host; this node (index 1, past the list) holds none of it.
+        let mut layout = node::Layout::one_host(host, appnums.len() as u32).with_apps(appnums)?;
+        layout.node = 1;
+        self.register(job, &layout, Some(PmixProc::new(parent.0, parent.1)))
+    }
+
     /// The variables rank `rank` needs to reach this server
     /// (`PMIx_server_setup_fork`).
     pub fn fork_env(&self, rank: u32) -> Result<Vec<(String, String)>, String> {
@@ -337,22 +371,24 @@ impl PmixHost {
     /// (constructed, not destructed) hears of it (seed 004's termination
     /// event: `PMIX_GROUP_MEMBER_FAILED` from that process, to the
     /// processes the group named, with `PMIX_GROUP_ID` and
-    /// `PMIX_EVENT_AFFECTED_PROC`). Returns the groups whose members were
-    /// not allowed to end without leaving, for the supervisor to fail the
-    /// job as for a PMI-1 group; a failed notification is an error naming
-    /// the group.
-    pub fn member_ended(&self, nspace: &str, rank: u32) -> (Vec<String>, Vec<String>) {
-        let mut forbidden = Vec::new();
-        let mut errors = Vec::new();
+    /// `PMIX_EVENT_AFFECTED_PROC`; the library delivers it to the targets
+    /// that are this server's clients). Says which groups it was in, and
+    /// which of them did not allow members to end without leaving, for
+    /// the caller to fail the job as for a PMI-1 group; a failed
+    /// notification is an error naming the group. On a node of a
+    /// multi-host job, the proxy has the other nodes' servers told too.
+    pub fn member_ended(&self, nspace: &str, rank: u32) -> MemberEnded {
+        let mut ended = MemberEnded::default();
         for left in group::member_ended(nspace, rank) {
             if let Err(e) = self.notify_member_failed(&left.group, nspace, rank, &left.procs) {
-                errors.push(format!("group {}: {e}", left.group));
+                ended.errors.push(format!("group {}: {e}", left.group));
             }
             if !left.early_term {
-                forbidden.push(left.group);
+                ended.forbidden.push(left.group.clone());
             }
+            ended.groups.push(left.group);
         }
-        (forbidden, errors)
+        ended
     }
 
     fn notify_member_failed(

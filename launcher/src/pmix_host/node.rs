@@ -17,10 +17,8 @@
 //! * `abort` is queued as on one host; the proxy tells rivetrun;
 //! * publish, lookup and unpublish are queued as on one host; the proxy
 //!   asks rivetrun's job-wide name table (`proxy/pmix_names.rs`).
-//!
-//! Spawn is left out of a node's module: the proxy protocol does not carry
-//! it for PMIx, so the library answers the clients "not supported" at once
-//! instead of a request nobody serves.
+//! * `spawn` is queued as on one host; the proxy starts the children on
+//!   this node, registered with this server (`proxy/spawn.rs`).
 
 use std::ffi::{c_char, c_int, c_void};
 use std::sync::OnceLock;

@@ -12,6 +12,10 @@
 //! Each app's environment additions go to its processes (Open MPI passes
 //! the parent's port there). Not mapped: the job-level directives (mapping,
 //! binding) and the apps' info.
+//!
+//! The same upcall serves a proxy's node server: there the proxy's main
+//! thread starts the children on its own host (`proxy/spawn.rs`). Both
+//! give the children their environment with [`child_envs`].
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
@@ -20,7 +24,47 @@ use rivet_pmi::pmix_ffi::{
 };
 use rivet_pmi::wire::{SpawnCommand, SpawnRequest};
 
-use super::{push_event, PmixEvent};
+use super::{push_event, PmixEvent, PmixHost};
+
+/// The environment additions of each process of spawned job `kvsname`
+/// (`app_sizes` processes per command, in rank order): where `host`
+/// serves PMIx, the job is registered with it first (spawned by `parent`,
+/// as (namespace, rank)) and each process gets what setup-fork gives;
+/// then each command's own additions (`command_env`, a PMIx app's env).
+/// A registration that fails leaves the children PMI only, with a warning.
+pub fn child_envs(
+    host: Option<&PmixHost>,
+    kvsname: &str,
+    app_sizes: &[u32],
+    parent: (&str, u32),
+    command_env: &[Vec<(String, String)>],
+) -> Vec<Vec<(String, String)>> {
+    let total: u32 = app_sizes.iter().sum();
+    let mut envs: Vec<Vec<(String, String)>> = match host {
+        Some(host) => match host.register_spawned(kvsname, app_sizes, parent) {
+            Ok(()) => (0..total)
+                .map(|i| host.fork_env_in(kvsname, i).unwrap_or_default())
+                .collect(),
+            Err(why) => {
+                eprintln!("rivetrun: warning: {kvsname} gets no PMIx: {why}");
+                Vec::new()
+            }
+        },
+        None => Vec::new(),
+    };
+    // Each command's own additions, after PMIx's.
+    if !command_env.is_empty() {
+        envs.resize(total as usize, Vec::new());
+        let mut index = 0;
+        for (&n, extra) in app_sizes.iter().zip(command_env) {
+            for _ in 0..n {
+                envs[index].extend(extra.iter().cloned());
+                index += 1;
+            }
+        }
+    }
+    envs
+}
 
 /// `pmix_spawn_cbfunc_t`.
 type SpawnCb = unsafe extern "C" fn(c_int, *const c_char, *mut c_void);

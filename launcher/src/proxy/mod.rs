@@ -54,6 +54,10 @@ enum Event {
     Spawn(pmi::SpawnAsk),
     /// A spawned process ended: its namespace, index and pid.
     SpawnedExited(String, u32, u32, std::process::ExitStatus),
+    /// A process of another node ended (`gend`): for PMIx groups.
+    MemberEnded(String, u32),
+    /// Another node's proxy spawned a job (`pmix_spawned`).
+    PmixSpawned(Vec<Vec<u8>>),
     Signal(i32),
     Term,
     Lost,
@@ -146,6 +150,16 @@ fn place(job: &Job, node: u32, host: &str, dir: &std::path::Path) -> Result<Plac
         None
     };
     Ok((places, default, keys))
+}
+
+/// An exit's code (128 + the signal when killed) and signal (0: none).
+fn code_and_signal(status: std::process::ExitStatus) -> (i32, i32) {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(c), _) => (c, 0),
+        (None, Some(s)) => (128 + s, s),
+        _ => (1, 0),
+    }
 }
 
 /// Copy a rank's stream to ours, a whole line at a time.
@@ -398,6 +412,15 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                     "term" => {
                         let _ = tx.send(Event::Term);
                     }
+                    "pmix_spawned" => {
+                        let _ = tx.send(Event::PmixSpawned(msg));
+                    }
+                    "gend" => {
+                        let rank = msg.get(2).and_then(|w| wire::text(w).parse().ok());
+                        if let (Some(ns), Some(rank)) = (msg.get(1), rank) {
+                            let _ = tx.send(Event::MemberEnded(wire::text(ns), rank));
+                        }
+                    }
                     "dmodex_ask" | "dmodex_done" | "coll_out" => {
                         if let Some(m) = pmix::Msg::parse(&msg) {
                             pmi.send(pmi::Cmd::Pmix(m));
@@ -510,12 +533,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 let who = format!("rank {rank} (on {host})");
                 pmi.send(pmi::Cmd::Ended { rank, who, done });
                 let _ = freed.recv_timeout(Duration::from_secs(10));
-                use std::os::unix::process::ExitStatusExt;
-                let (code, sig) = match (status.code(), status.signal()) {
-                    (Some(c), _) => (c, 0),
-                    (None, Some(s)) => (128 + s, s),
-                    _ => (1, 0),
-                };
+                let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
                         "exit".to_string(),
@@ -525,13 +543,20 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         u8::from(unfinished).to_string(),
                     ]);
                 }
+                if !lost && kill_at.is_none() {
+                    pmix::member_ended(pmix_host.as_ref(), &job.kvsname, rank, Some(&up));
+                }
             }
             Some(Event::Spawn(ask)) if lost || kill_at.is_some() => {
                 let why = "the job is being torn down".to_string();
-                pmi.send(pmi::Cmd::SpawnDone(ask.conn, Err(why.into())));
+                eprintln!(
+                    "rivetrun: spawn requested by rank {} of {} failed: {why}",
+                    ask.rank, ask.kvs
+                );
+                spawn::refuse_or_answer(ask.asker, Err(why.into()), &pmi);
             }
             Some(Event::Spawn(ask)) => {
-                for c in spawner.spawn(ask, &pmi, &up, &priority) {
+                for c in spawner.spawn(ask, &pmi, &up, &priority, pmix_host.as_ref()) {
                     let spawn::Child {
                         kvs,
                         index,
@@ -557,21 +582,26 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 if let Some(c) = children.iter_mut().find(|c| c.1 == pid) {
                     c.2 = false;
                 }
-                use std::os::unix::process::ExitStatusExt;
-                let (code, sig) = match (status.code(), status.signal()) {
-                    (Some(c), _) => (c, 0),
-                    (None, Some(s)) => (128 + s, s),
-                    _ => (1, 0),
-                };
+                let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
                         "sexit".to_string(),
-                        kvs,
+                        kvs.clone(),
                         index.to_string(),
                         code.to_string(),
                         sig.to_string(),
                     ]);
                 }
+                if !lost && kill_at.is_none() {
+                    pmix::member_ended(pmix_host.as_ref(), &kvs, index, Some(&up));
+                }
+            }
+            Some(Event::MemberEnded(ns, rank)) if !lost && kill_at.is_none() => {
+                pmix::member_ended(pmix_host.as_ref(), &ns, rank, None);
+            }
+            Some(Event::MemberEnded(..)) => {}
+            Some(Event::PmixSpawned(words)) => {
+                pmix::spawned_elsewhere(pmix_host.as_ref(), &job.hosts, &words);
             }
             Some(Event::Signal(sig)) => {
                 signal_all(&pids, sig);

@@ -15,19 +15,26 @@
 //!   answers (`dmodex_data FROM ID STATUS HEX`) and rivetrun passes it back
 //!   (`dmodex_done ID STATUS HEX`). A lost target or rivetrun fails it;
 //! * an abort goes to rivetrun as a PMI-1 abort does; names to rivetrun's
-//!   job-wide table (`pmix_names.rs`).
+//!   job-wide table (`pmix_names.rs`);
+//! * a spawn goes to the proxy's main thread, which starts the children
+//!   on this host (`spawn.rs`). Their namespace is wholly on this node, so
+//!   a fence over its processes (and this node's ranks of the job)
+//!   completes here;
+//! * a PMIx group member's end: this node's members hear of it from this
+//!   node's server; the end of one of this node's processes goes to
+//!   rivetrun (`gend NS RANK [GROUP]`, GROUP: one that did not allow it,
+//!   which fails the job), which passes it to the other proxies (`gend NS
+//!   RANK`), whose servers tell their own members ([`member_ended`]).
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 
-use rivet_pmi::pmix_ffi::{
-    PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
-};
+use rivet_pmi::pmix_ffi::{PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS};
 
 use super::pmix_subset::{Done, Subsets};
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
-use crate::pmix_host::{PmixEvent, PmixHost, Starting};
+use crate::pmix_host::{PmixEvent, PmixHost, SpawnCall, Starting};
 
 /// The prefix of the keys that carry each node's fence blob.
 pub const FENCE_KEY: &str = "pmix-fence/";
@@ -69,6 +76,47 @@ pub fn finish(
             );
             None
         }
+    }
+}
+
+/// Process `rank` of `nspace` ended while the job runs: this node's
+/// members of the PMIx groups it was in hear of it. `ours`: it was this
+/// node's process, so rivetrun is told (when it was in a group), to tell
+/// the other nodes and, for a group that did not allow it, fail the job.
+pub fn member_ended(host: Option<&PmixHost>, nspace: &str, rank: u32, ours: Option<&Upstream>) {
+    let Some(host) = host else { return };
+    let ended = host.member_ended(nspace, rank);
+    for e in &ended.errors {
+        eprintln!("rivetrun: warning: process {rank} of {nspace}: {e}");
+    }
+    if let (Some(up), false) = (ours, ended.groups.is_empty()) {
+        let mut words = vec!["gend".to_string(), nspace.to_string(), rank.to_string()];
+        words.extend(ended.forbidden.into_iter().next());
+        let _ = up.send(&words);
+    }
+}
+
+/// `pmix_spawned KVS NODE PARENT_NS PARENT_RANK SIZES` from rivetrun:
+/// node NODE's proxy spawned job KVS (SIZES: each app's processes, comma
+/// separated); registered with this node's server (`this`), so this
+/// node's clients can name its processes (their data by direct modex).
+pub fn spawned_elsewhere(host: Option<&PmixHost>, hosts: &[String], words: &[Vec<u8>]) {
+    let Some(host) = host else { return };
+    let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
+    let parsed = (|| {
+        let (kvs, parent) = (text(1)?, text(3)?);
+        let node: u32 = text(2)?.parse().ok()?;
+        let prank: u32 = text(4)?.parse().ok()?;
+        let sizes: Vec<u32> = (text(5)?.split(','))
+            .map(|n| n.parse().ok())
+            .collect::<Option<_>>()?;
+        Some((kvs, node, parent, prank, sizes))
+    })();
+    let Some((kvs, node, parent, prank, sizes)) = parsed else {
+        return eprintln!("rivetrun: proxy: a garbled pmix_spawned from rivetrun");
+    };
+    if let Err(why) = host.register_elsewhere(&kvs, hosts, node, &sizes, (&parent, prank)) {
+        eprintln!("rivetrun: warning: {kvs} is not known to this node's PMIx server: {why}");
     }
 }
 
@@ -125,6 +173,8 @@ pub struct State {
     answering: HashMap<u64, (u32, u64)>,
     /// Fences over some ranks of several hosts, and groups.
     subsets: Subsets,
+    /// The namespaces of the processes this proxy spawned (all on this node).
+    spawned: std::collections::HashSet<String>,
 }
 
 /// What the loop must do after a PMIx event.
@@ -132,6 +182,8 @@ pub enum Step {
     Nothing,
     /// Put the node's blob into the tree's barrier.
     Barrier(Vec<(String, String)>),
+    /// Start the children of this spawn (the proxy's main thread).
+    Spawn(SpawnCall),
 }
 
 impl State {
@@ -155,7 +207,13 @@ impl State {
             asked: HashMap::new(),
             next_id: 1,
             answering: HashMap::new(),
+            spawned: std::collections::HashSet::new(),
         }
+    }
+
+    /// Namespace `kvs` was spawned by this proxy: all its processes are here.
+    pub fn spawned_here(&mut self, kvs: &str) {
+        self.spawned.insert(kvs.to_string());
     }
 
     /// Whether a PMIx fence is in the tree (its `barrier_out` is ours).
@@ -209,8 +267,7 @@ impl State {
                 ]);
             }
             PmixEvent::Names(call) => super::pmix_names::serve(call, rivetrun.clone()),
-            // Left out of a node's module (`pmix_host/node.rs`).
-            PmixEvent::Spawn(call) => call.finish(Err(PMIX_ERR_NOT_SUPPORTED)),
+            PmixEvent::Spawn(call) => return Step::Spawn(call),
         }
         Step::Nothing
     }
@@ -220,6 +277,10 @@ impl State {
         let mut covered = std::collections::HashSet::new();
         let mut all_local = true;
         for (ns, rank) in &call.procs {
+            if self.spawned.contains(ns) {
+                // Children of this proxy: the library has their data.
+                continue;
+            }
             if *ns != self.kvsname {
                 all_local = false;
                 continue;
@@ -363,6 +424,7 @@ fn unhex(s: &str) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
     use crate::remote::wire;
+    use rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED;
     use std::ffi::{c_char, c_int, c_void};
     use std::sync::Mutex;
 
@@ -480,6 +542,20 @@ mod tests {
             s.lock().unwrap().pop(),
             Some((PMIX_SUCCESS, b"pq".to_vec()))
         );
+        // A namespace this proxy spawned is all here: its fence completes
+        // at once, with this node's ranks too.
+        st.spawned_here("kvs_1_h1_s1");
+        let kids = vec![
+            ("kvs_1_h1_s1".to_string(), PMIX_RANK_WILDCARD),
+            ("kvs_1".to_string(), 2),
+        ];
+        let cbdata = &s as *const Seen as *mut c_void;
+        let call = FenceCall::for_test(kids, b"k".to_vec(), seen, cbdata);
+        assert!(matches!(
+            st.event(PmixEvent::Fence(call), &up),
+            Step::Nothing
+        ));
+        assert_eq!(s.lock().unwrap().pop(), Some((PMIX_SUCCESS, b"k".to_vec())));
         // Another namespace's processes: refused at once.
         let other = vec![("kvs_1".to_string(), 0), ("other".to_string(), 1)];
         let cbdata = &s as *const Seen as *mut c_void;

@@ -7,16 +7,26 @@
 //! (`spawned KVS SIZE`, so group connects naming the children are served
 //! job-wide), then of each child's end (`sexit KVS INDEX CODE SIGNAL`);
 //! a child that fails fails the job, as a rank does.
+//!
+//! A `PMIx_Spawn` (the node's PMIx server's upcall) is carried out alike;
+//! where the node serves PMIx, the children's namespace is registered with
+//! its server before they start and each child gets what setup-fork gives
+//! (`pmix_host::child_envs`, as on one host), so they bootstrap by PMIx
+//! too. The caller hears the namespace, or the failure, from the library.
+//! rivetrun has every other proxy register the namespace with its own
+//! server (`pmix_spawned`), so the job's ranks on other hosts can name the
+//! children: their data comes by direct modex from this proxy.
 
 use std::ffi::OsString;
 use std::sync::Arc;
 
 use rivet_pmi::server::{ConnId, SpawnFailure};
 
-use super::pmi::{self, Cmd, SpawnAsk};
+use super::pmi::{self, Asker, Cmd, SpawnAsk};
 use super::upstream::Upstream;
 use super::Job;
 use crate::launch::{self, Started};
+use crate::pmix_host::{self, PmixHost};
 use crate::spawn::{self, SpawnBase};
 
 /// PMI connection ids of spawned processes start here (ranks use rank + 1).
@@ -85,18 +95,24 @@ impl Spawner {
     }
 
     /// Carry out `ask`: the children started (the PMI loop already serves
-    /// them), or the refusal the asking rank gets. `pmi` gets the answer
-    /// either way.
+    /// them), or the refusal the asking rank gets. The asker (the PMI loop
+    /// for a PMI-1 spawn, the PMIx library for `PMIx_Spawn`) gets the
+    /// answer either way.
     pub fn spawn(
         &mut self,
         ask: SpawnAsk,
         pmi: &pmi::Handle,
         up: &Upstream,
         priority: &launch::Priority,
+        pmix: Option<&PmixHost>,
     ) -> Vec<Child> {
-        let result = self.start(&ask, pmi, up, priority);
+        let command_env = match &ask.asker {
+            Asker::Pmix(call) => call.env.clone(),
+            Asker::Pmi(_) => Vec::new(),
+        };
+        let result = self.start(&ask, pmi, up, priority, pmix, &command_env);
         let (answer, children) = match result {
-            Ok(children) => (Ok(vec![0; children.len()]), children),
+            Ok((kvs, children)) => (Ok((kvs, children.len())), children),
             Err(failure) => {
                 eprintln!(
                     "rivetrun: spawn requested by rank {} of {} failed: {}",
@@ -105,7 +121,7 @@ impl Spawner {
                 (Err(failure), Vec::new())
             }
         };
-        pmi.send(Cmd::SpawnDone(ask.conn, answer));
+        refuse_or_answer(ask.asker, answer, pmi);
         children
     }
 
@@ -115,7 +131,9 @@ impl Spawner {
         pmi: &pmi::Handle,
         up: &Upstream,
         priority: &launch::Priority,
-    ) -> Result<Vec<Child>, SpawnFailure> {
+        pmix: Option<&PmixHost>,
+        command_env: &[Vec<(String, String)>],
+    ) -> Result<(String, Vec<Child>), SpawnFailure> {
         // A rank's app; a spawned process spawning uses the first app's base.
         let app = self
             .appnum_of
@@ -141,12 +159,28 @@ impl Spawner {
         pmi.send(Cmd::Namespace(plan.namespace(base, &kvs, &ask.request)));
         up.send(&["spawned", &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
+        // Served PMIx too, where this node is: registered before they start.
+        let sizes: Vec<u32> = plan.commands.iter().map(|c| c.nprocs).collect();
+        let envs = pmix_host::child_envs(pmix, &kvs, &sizes, (&ask.kvs, ask.rank), command_env);
+        if pmix.is_some() {
+            // The other nodes' servers register it too (`super::pmix::spawned_elsewhere`).
+            let sizes = sizes
+                .iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(",");
+            let rank = ask.rank.to_string();
+            let _ = up.send(&["pmix_spawned", &kvs, &ask.kvs, &rank, &sizes]);
+        }
         let (jobs, places) = plan.jobs_and_places(base, &kvs);
         let procs = plan
             .appnum_of_rank()
             .into_iter()
             .zip(0u32..)
-            .map(|(c, index)| (&jobs[c as usize], index, &places[index as usize], &[][..]));
+            .map(|(c, index)| {
+                let env = envs.get(index as usize).map_or(&[][..], Vec::as_slice);
+                (&jobs[c as usize], index, &places[index as usize], env)
+            });
         let mut children: Vec<Child> = match launch::start_all(procs, priority) {
             Ok(started) => started
                 .into_iter()
@@ -183,6 +217,25 @@ impl Spawner {
                 self.next_id += 1;
             }
         }
-        Ok(children)
+        Ok((kvs, children))
+    }
+}
+
+/// Tell the asker: the new namespace and its size, or why there is none.
+pub(super) fn refuse_or_answer(
+    asker: Asker,
+    answer: Result<(String, usize), SpawnFailure>,
+    pmi: &pmi::Handle,
+) {
+    match asker {
+        Asker::Pmi(conn) => {
+            let codes = answer.map(|(_, n)| vec![0; n]);
+            pmi.send(Cmd::SpawnDone(conn, codes));
+        }
+        Asker::Pmix(call) => call.finish(
+            answer
+                .map(|(kvs, _)| kvs)
+                .map_err(|_| rivet_pmi::pmix_ffi::PMIX_ERROR),
+        ),
     }
 }

@@ -133,6 +133,8 @@ pub fn run(
     // Ranks on different hosts are on different nodes (`PMI_process_mapping`),
     // so the engine uses shared memory only within a host.
     let node_of_rank = hosts::node_of_rank(&nodes, job.size);
+    // The proxy that spawned each PMIx-spawned job (`pmix::spawned`).
+    let mut spawned_at = std::collections::HashMap::new();
     let map = rivet_pmi::server::process_mapping(&node_of_rank);
     let n = nodes.len() as u32;
     let fanout = fanout();
@@ -462,7 +464,18 @@ pub fn run(
                         }
                         None => {}
                     },
-                    "dmodex" => pmix::ask(id, &msg, &node_of_rank, &mut proxies),
+                    "gend" => {
+                        pmix::member_ended(id, &msg, &mut proxies);
+                        let left = pmix::group_left(&job.kvsname, &msg, &proxies[i].host);
+                        if let (Some(why), None) = (left, failure) {
+                            fail(&mut failure, 1, why);
+                        }
+                    }
+                    "pmix_spawned" => pmix::spawned(id, &msg, &mut spawned_at, &mut proxies),
+                    "dmodex" => {
+                        let target = pmix::target(&msg, &node_of_rank, &spawned_at);
+                        pmix::ask(id, &msg, target, &mut proxies)
+                    }
                     "dmodex_data" => pmix::answer(&msg, &mut proxies),
                     "coll" => {
                         let gone =

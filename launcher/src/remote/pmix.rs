@@ -1,24 +1,61 @@
 //! rivetrun's part in PMIx under the proxies: passing a direct modex
 //! between the asking node's proxy and the target rank's (`proxy/pmix.rs`
 //! has the whole exchange), and gathering collectives over some hosts
-//! (fences over a subset, groups: [`Collectives`]). Whole-job fences need
-//! nothing here: they are the tree's barriers.
+//! (fences over a subset, groups: [`Collectives`]), and passing a PMIx
+//! group member's end to the other proxies ([`member_ended`]). Whole-job
+//! fences need nothing here: they are the tree's barriers.
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::{wire, Proxy};
 use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_UNREACH, PMIX_SUCCESS};
 
-/// `dmodex ID NS RANK` from proxy `from`: asked of the proxy of `RANK`
-/// (`dmodex_ask FROM ID NS RANK`), or answered at once with an error if
-/// that proxy is gone or the rank is not the job's.
-pub(super) fn ask(from: u32, msg: &[Vec<u8>], node_of_rank: &[u32], proxies: &mut [Proxy]) {
+/// `pmix_spawned KVS PARENT_NS PARENT_RANK SIZES` from proxy `from`
+/// (which spawned KVS, registered with its PMIx server): recorded in
+/// `spawned_at` (direct modexes of its processes go to `from`) and passed
+/// to every other proxy as `pmix_spawned KVS FROM PARENT_NS PARENT_RANK
+/// SIZES`, whose servers register it too.
+pub(super) fn spawned(
+    from: u32,
+    msg: &[Vec<u8>],
+    spawned_at: &mut HashMap<String, u32>,
+    proxies: &mut [Proxy],
+) {
+    if msg.len() < 5 {
+        return;
+    }
+    spawned_at.insert(wire::text(&msg[1]), from);
+    let node = from.to_string();
+    let mut words: Vec<&[u8]> = vec![&msg[0], &msg[1], node.as_bytes()];
+    words.extend(msg[2..5].iter().map(Vec::as_slice));
+    for (i, p) in proxies.iter_mut().enumerate() {
+        if let (Some(c), false) = (p.conn.as_mut(), i as u32 == from) {
+            let _ = wire::send(c, &words);
+        }
+    }
+}
+
+/// The proxy holding the process `dmodex ID NS RANK` names: the job's
+/// rank's, or the one that spawned NS.
+pub(super) fn target(
+    msg: &[Vec<u8>],
+    node_of_rank: &[u32],
+    spawned_at: &HashMap<String, u32>,
+) -> Option<u32> {
+    let ns = wire::text(msg.get(2)?);
+    if let Some(&node) = spawned_at.get(&ns) {
+        return Some(node);
+    }
+    let rank: usize = wire::text(msg.get(3)?).parse().ok()?;
+    node_of_rank.get(rank).copied()
+}
+
+/// `dmodex ID NS RANK` from proxy `from`: asked of `target`, the proxy
+/// holding the process (`dmodex_ask FROM ID NS RANK`), or answered at once
+/// with an error if that proxy is gone or there is none.
+pub(super) fn ask(from: u32, msg: &[Vec<u8>], target: Option<u32>, proxies: &mut [Proxy]) {
     let word = |i: usize| msg.get(i).map(|w| wire::text(w)).unwrap_or_default();
     let (id, ns, rank) = (word(1), word(2), word(3));
-    let target = rank
-        .parse::<usize>()
-        .ok()
-        .and_then(|r| node_of_rank.get(r).copied());
     let asked = target
         .and_then(|t| proxies.get_mut(t as usize))
         .and_then(|p| p.conn.as_mut())
@@ -31,6 +68,40 @@ pub(super) fn ask(from: u32, msg: &[Vec<u8>], node_of_rank: &[u32], proxies: &mu
             let _ = wire::send(c, &failed);
         }
     }
+}
+
+/// `gend NS RANK [GROUP]` from proxy `from` (a process of its node that
+/// was in a PMIx group ended): `gend NS RANK` to every other proxy, whose
+/// server tells that node's members.
+pub(super) fn member_ended(from: u32, msg: &[Vec<u8>], proxies: &mut [Proxy]) {
+    let words: Vec<&[u8]> = msg.iter().take(3).map(Vec::as_slice).collect();
+    if words.len() < 3 {
+        return;
+    }
+    for (i, p) in proxies.iter_mut().enumerate() {
+        if i as u32 == from {
+            continue;
+        }
+        if let Some(c) = p.conn.as_mut() {
+            let _ = wire::send(c, &words);
+        }
+    }
+}
+
+/// Why the job fails, for a `gend NS RANK GROUP` from `host` (the job is
+/// `job`); None without a GROUP (the group allowed the end).
+pub(super) fn group_left(job: &str, msg: &[Vec<u8>], host: &str) -> Option<String> {
+    let word = |i: usize| msg.get(i).map(|w| wire::text(w));
+    let (ns, rank, group) = (word(1)?, word(2)?, word(3)?);
+    let who = if ns == job {
+        format!("rank {rank} on {host}")
+    } else {
+        format!("spawned process {rank} of {ns} on {host}")
+    };
+    Some(format!(
+        "{who} ended while connected to group {group} (made without \
+         early_term_allowed: every member must disconnect first)"
+    ))
 }
 
 /// `dmodex_data FROM ID STATUS HEX` from the target's proxy: to the asker

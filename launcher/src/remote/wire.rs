@@ -12,7 +12,9 @@
 //! input), `signal N`, `term`; PMIx direct modex: `dmodex_ask FROM ID NS
 //! RANK` (to the rank's proxy), `dmodex_done ID STATUS HEX` (to the asker);
 //! `coll_out KEY STATUS CONTEXT NODE DATA ...` (a PMIx collective over some
-//! hosts completed, to each of them).
+//! hosts completed, to each of them); `gend NS RANK` (a PMIx group
+//! member on another host ended); `pmix_spawned KVS NODE PARENT_NS
+//! PARENT_RANK SIZES` (node NODE's proxy spawned KVS: register it).
 //! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
 //! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
 //! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
@@ -24,7 +26,10 @@
 //! needs the parent proxy, which ended); `dmodex ID NS RANK` and
 //! `dmodex_data FROM ID STATUS HEX` (PMIx direct modex, `proxy/pmix.rs`);
 //! `coll KEY NODES DATA` (a node's part of a PMIx fence over a subset or a
-//! group, NODES the participating nodes, `proxy/pmix_subset.rs`).
+//! group, NODES the participating nodes, `proxy/pmix_subset.rs`); `gend NS
+//! RANK [GROUP]` (a process of that host in a PMIx group ended; GROUP: one
+//! that did not allow it, which fails the job); `pmix_spawned KVS PARENT_NS
+//! PARENT_RANK SIZES` (this proxy spawned KVS, SIZES each app's count).
 //! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
 //! ...`; parent → child: `barrier_out K V ...`.
 

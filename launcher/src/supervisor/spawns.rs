@@ -7,6 +7,7 @@ use rivet_pmi::wire::SpawnRequest;
 use super::{Failure, Phase, Supervisor, Who};
 use crate::error::LaunchError;
 use crate::launch::{self, Started};
+use crate::pmix_host;
 use crate::spawn::{self, Plan};
 
 impl Supervisor {
@@ -54,33 +55,13 @@ impl Supervisor {
             link.register_ns(&self.server, child_ns);
         }
         // Served PMIx too, where the job is: registered before they start.
-        let mut pmix_env: Vec<Vec<(String, String)>> = match &self.pmix {
-            Some(host) => match host.register_spawned(
-                &kvsname,
-                &plan.commands.iter().map(|c| c.nprocs).collect::<Vec<_>>(),
-                (self.server.namespace_name(ns), rank),
-            ) {
-                Ok(()) => (0..plan.total)
-                    .map(|i| host.fork_env_in(&kvsname, i).unwrap_or_default())
-                    .collect(),
-                Err(why) => {
-                    eprintln!("rivetrun: warning: {kvsname} gets no PMIx: {why}");
-                    Vec::new()
-                }
-            },
-            None => Vec::new(),
-        };
-        // Each command's own additions (PMIx apps' env), after PMIx's.
-        if !command_env.is_empty() {
-            pmix_env.resize(plan.total as usize, Vec::new());
-            let mut index = 0;
-            for (command, extra) in plan.commands.iter().zip(command_env) {
-                for _ in 0..command.nprocs {
-                    pmix_env[index].extend(extra.iter().cloned());
-                    index += 1;
-                }
-            }
-        }
+        let pmix_env = pmix_host::child_envs(
+            self.pmix.as_ref(),
+            &kvsname,
+            &plan.commands.iter().map(|c| c.nprocs).collect::<Vec<_>>(),
+            (self.server.namespace_name(ns), rank),
+            command_env,
+        );
         let started = match self.start_children(&plan, &kvsname, &pmix_env) {
             Ok(started) => started,
             Err((index, code, message)) => {

@@ -65,11 +65,11 @@ impl Supervisor {
             return;
         };
         let nspace = self.server.namespace_name(ns).to_string();
-        let (forbidden, errors) = host.member_ended(&nspace, rank);
-        for e in errors {
+        let ended = host.member_ended(&nspace, rank);
+        for e in ended.errors {
             eprintln!("rivetrun: warning: {}: {e}", self.who(ns, rank));
         }
-        if let Some(group) = forbidden.into_iter().next() {
+        if let Some(group) = ended.forbidden.into_iter().next() {
             let who = self.who(ns, rank);
             self.job_failed(Failure::GroupLeft { who, group });
         }

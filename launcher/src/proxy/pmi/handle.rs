@@ -1,6 +1,7 @@
 //! How other threads talk to the proxy's PMI loop: the commands it takes
 //! (`Cmd`), the handle that sends them and wakes it, what a rank did over
-//! PMI (`Said`), and a spawn request handed to the main thread.
+//! PMI (`Said`), and a spawn request (PMI-1 or PMIx) handed to the main
+//! thread.
 
 use std::collections::HashMap;
 use std::os::unix::net::UnixStream as StdUnixStream;
@@ -12,6 +13,7 @@ use rivet_pmi::server::{ConnId, NamespaceSpec, SpawnFailure};
 use rivet_pmi::wire::{Message, SpawnRequest};
 
 use super::port::Opened;
+use crate::pmix_host::SpawnCall;
 use crate::proxy::upstream::Upstream;
 
 /// What a rank did over PMI, read when it exits: one that spoke PMI and
@@ -78,9 +80,17 @@ pub enum Cmd {
     },
 }
 
+/// Who waits for a spawn's answer.
+pub enum Asker {
+    /// A PMI-1 `spawn` on this connection of the PMI loop.
+    Pmi(ConnId),
+    /// A `PMIx_Spawn` (the node's PMIx server's upcall).
+    Pmix(SpawnCall),
+}
+
 /// A rank's spawn request, for the proxy's main thread.
 pub struct SpawnAsk {
-    pub conn: ConnId,
+    pub asker: Asker,
     /// The namespace and rank of the process that asked.
     pub kvs: String,
     pub rank: u32,

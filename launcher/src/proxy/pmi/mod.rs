@@ -37,7 +37,7 @@ use rivet_pmi::wire::Message;
 
 mod handle;
 mod port;
-pub use handle::{Cmd, Handle, Said, SpawnAsk};
+pub use handle::{Asker, Cmd, Handle, Said, SpawnAsk};
 pub use port::open as open_port;
 
 use super::tree::Tree;
@@ -144,11 +144,30 @@ impl Loop {
     /// Serve what the node's PMIx server's upcalls queued.
     fn pmix_events(&mut self) {
         for ev in crate::pmix_host::take_queued() {
-            if let super::pmix::Step::Barrier(puts) = self.pmix.event(ev, &self.rivetrun) {
-                let mut out = Vec::new();
-                self.tree.node_in(puts);
-                self.try_send_up(&mut out);
-                self.apply(out);
+            match self.pmix.event(ev, &self.rivetrun) {
+                super::pmix::Step::Nothing => {}
+                super::pmix::Step::Barrier(puts) => {
+                    let mut out = Vec::new();
+                    self.tree.node_in(puts);
+                    self.try_send_up(&mut out);
+                    self.apply(out);
+                }
+                // Started by the main thread, as a PMI-1 spawn is.
+                super::pmix::Step::Spawn(call) => {
+                    let ask = SpawnAsk {
+                        kvs: call.nspace.clone(),
+                        rank: call.rank,
+                        request: call.request.clone(),
+                        asker: Asker::Pmix(call),
+                    };
+                    if let Err(mpsc::SendError(super::Event::Spawn(ask))) =
+                        self.spawns.send(super::Event::Spawn(ask))
+                    {
+                        if let Asker::Pmix(call) = ask.asker {
+                            call.finish(Err(rivet_pmi::pmix_ffi::PMIX_ERR_UNREACH));
+                        }
+                    }
+                }
             }
         }
     }
@@ -185,6 +204,8 @@ impl Loop {
             }
             Cmd::Namespace(spec) => {
                 let name = spec.name.clone();
+                // Spawned here: wholly on this node, for PMIx fences too.
+                self.pmix.spawned_here(&name);
                 if let Err(e) = self.server.create_namespace(spec) {
                     eprintln!("rivetrun: proxy: namespace {name}: {e}");
                 }
@@ -471,7 +492,7 @@ impl Loop {
                     request,
                 } => {
                     let ask = SpawnAsk {
-                        conn,
+                        asker: Asker::Pmi(conn),
                         kvs: self.server.namespace_name(ns).to_string(),
                         rank,
                         request,
