@@ -459,7 +459,7 @@ impl<T: Threading> Engine<T> {
     /// connections, ports. Tests check they return to their baseline.
     pub fn counts(&self) -> Counts {
         let core = self.inner.lock_even_finalized();
-        let (pg, ports) = (core.st.pgs.counts(), core.st.ports.open_count());
+        let (pg, ports) = (core.st.pg_counts(), core.st.ports_open());
         drop(core);
         Counts {
             pg,
@@ -555,7 +555,7 @@ impl<T: Threading> Engine<T> {
     pub fn info(&self) -> Info {
         let mut items = self.inner.info.clone();
         if let Ok(core) = self.inner.lock() {
-            let pg = &core.st.pgs.world;
+            let pg = core.st.world();
             items.push((
                 "process_group".into(),
                 format!(
@@ -564,12 +564,12 @@ impl<T: Threading> Engine<T> {
                     pg.size,
                     pg.node_map.local_ranks().len(),
                     pg.open_vcs(),
-                    core.st.requests.live()
+                    core.st.requests_live()
                 ),
             ));
             let (shm, net) = pg.vcs_by_path();
             items.push(("vcs".into(), format!("{shm} shm, {net} netmod")));
-            let c = core.st.pgs.counts();
+            let c = core.st.pg_counts();
             items.push((
                 "pg_counts".into(),
                 format!(
@@ -580,7 +580,7 @@ impl<T: Threading> Engine<T> {
                     c.temp_vcs,
                     self.inner.vcrts.load(Ordering::Relaxed),
                     core.netmod().map_or(0, |n| n.peer_count()),
-                    core.st.ports.open_count()
+                    core.st.ports_open()
                 ),
             ));
             if core.shm().is_some() {
@@ -600,7 +600,7 @@ impl<T: Threading> Engine<T> {
                     format!("{done} done, {streamed} streamed instead (a read refused or failed)"),
                 ));
             }
-            for (name, size, vcs, refs) in core.st.pgs.foreign_groups() {
+            for (name, size, vcs, refs) in core.st.foreign_groups() {
                 items.push((
                     format!("process_group.{name}"),
                     format!("{size} ranks, {vcs} VCs, {refs} in use"),
@@ -617,7 +617,7 @@ impl<T: Threading> Engine<T> {
         // Each worker's own transports (`thread.rs`), one lock at a time.
         for w in (0..self.inner.workers()).filter(|_| self.inner.workers() > 1) {
             let core = self.inner.worker(w).lock();
-            let (shm, net) = core.st.pgs.world.vcs_by_path();
+            let (shm, net) = core.st.world().vcs_by_path();
             let netmod = match core.netmod() {
                 Some(n) => format!("{} with {} connections", n.name(), n.peer_count()),
                 None => "none".into(),

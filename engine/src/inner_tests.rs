@@ -13,7 +13,7 @@ use super::Inner;
 use crate::core::Core;
 use crate::error::Error;
 use crate::pg::{VcId, Vcrt};
-use crate::state::protocol::tests::state;
+use crate::state::protocol::tests::state_on_worker;
 use crate::thread::{EngineLock, ThreadLevel};
 
 /// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`
@@ -22,8 +22,7 @@ fn inner(workers: usize) -> Arc<Inner> {
     let pmi = Arc::new(Mutex::new(None));
     let level = ThreadLevel::Multiple;
     let core = |w: usize| {
-        let mut st = state(2, true);
-        st.requests = crate::table::RequestTable::for_worker(w);
+        let st = state_on_worker(2, true, w);
         EngineLock::new(Core::new(None, None, pmi.clone(), st), level)
     };
     Arc::new(Inner {

@@ -138,7 +138,7 @@ impl Inner {
 impl<T: Threading> Engine<T> {
     /// This process's namespace: its process group's id.
     pub fn nspace(&self) -> String {
-        self.inner.lock_even_finalized().st.pgs.world.id.clone()
+        self.inner.lock_even_finalized().st.world().id.clone()
     }
 
     /// The process manager's cluster id, if it has one (rivetrun does).

@@ -22,7 +22,7 @@ mod spawn;
 
 pub(crate) use group::GroupTable;
 pub use group::{ConnectAttrs, Connected, Group, GroupEvent, GroupEventKind};
-pub use ports::{PortName, Ports};
+pub use ports::PortName;
 pub use spawn::SpawnCommand;
 
 /// The KVS key under which a spawned job finds its parent's port (MPICH's).
