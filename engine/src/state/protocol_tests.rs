@@ -13,6 +13,7 @@ use crate::route::RouteLimits;
 use crate::shm::{ShmConfig, ShmNode};
 use crate::state::Setup;
 use crate::table::SendPhase;
+use crate::wire::FLAG_RMA_KEY;
 use rivet_netmods::NetmodError;
 
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
