@@ -12,7 +12,7 @@ use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::netmod;
-use crate::pg::{ForeignPg, GroupDesc, MemberDesc, VcId, Vcrt};
+use crate::pg::{ForeignPg, GroupDesc, MemberDesc, ReleaseVcs, VcId, Vcrt};
 use crate::route::Route;
 use crate::wire::{MsgKind, WireHeader};
 
@@ -153,11 +153,14 @@ impl Inner {
             }
         }
         self.vcrts.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Vcrt::table(members, Arc::downgrade(self))))
+        let engine: std::sync::Weak<Inner> = Arc::downgrade(self);
+        Ok(Arc::new(Vcrt::table(members, engine)))
     }
+}
 
+impl ReleaseVcs for Inner {
     /// The last handle on a VC table went (seed 000: "when VCRT freed").
-    pub(crate) fn release_vcrt(&self, members: &[VcId], disconnect: bool) {
+    fn release_vcrt(&self, members: &[VcId], disconnect: bool) {
         let mut core = self.lock_even_finalized();
         for &id in members {
             if let Some(pg) = core.st.release_ref(id, disconnect) {

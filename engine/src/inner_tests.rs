@@ -41,7 +41,7 @@ fn inner(workers: usize) -> Arc<Inner> {
         local_size: 2,
         netmod_choice: crate::config::NetmodChoice::Auto,
         world_vcrt: Arc::new(Vcrt::world(2)),
-        self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(0)], Weak::new())),
+        self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(0)], Weak::<Inner>::new())),
         vcrts: AtomicUsize::new(0),
         parent: Mutex::new(None),
         groups: Mutex::default(),

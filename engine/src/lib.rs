@@ -90,8 +90,8 @@
 //! - `matching/`: posted and unexpected queues, O(1) exact match; slab and intrusive lists in
 //!   `matching/slab.rs`.
 //! - `pg/`: process groups, ours (`world.rs`, from the KVS) and foreign ones (`foreign.rs`, cards
-//!   cached), `VcId` = (PG slot, rank) (`id.rs`), the world's netmod VCs by rank in a two-level
-//!   table (`ranks.rs`), reference counts; one VC (`vc.rs`: route, send
+//!   cached), `VcId` = (PG slot, rank) (`vc_id.rs`, below `pg` and `error`), the world's netmod
+//!   VCs by rank in a two-level table (`ranks.rs`), reference counts; one VC (`vc.rs`: route, send
 //!   queue, credit, failure, refs); VC tables (`vcrt.rs`: shared by dups, identity map for
 //!   COMM_WORLD); group descriptions shipped by connect/accept and spawn (`desc.rs`).
 //! - `groups.rs`: registering foreign groups, creating and releasing VC tables, lazy netmod.
@@ -211,6 +211,7 @@ mod status;
 mod table;
 mod thread;
 mod transport;
+mod vc_id;
 mod waits;
 /// In `rivet-lockfree` with the shm queue and ring that carry it.
 pub use rivet_lockfree::wire;

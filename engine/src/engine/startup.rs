@@ -371,7 +371,7 @@ impl<T: Threading> Engine<T> {
                 local_size: local_size as u32,
                 netmod_choice: config.netmod,
                 world_vcrt: Arc::new(Vcrt::world(size)),
-                self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(rank)], Weak::new())),
+                self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(rank)], Weak::<Inner>::new())),
                 vcrts: AtomicUsize::new(0),
                 parent: Mutex::new(None),
                 groups: Mutex::default(),
