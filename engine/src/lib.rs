@@ -98,7 +98,8 @@
 //! - `dynamic/`: port names, opening, accepting on and connecting to ports (`ports.rs`; their
 //!   state in `state/ports.rs`); accept/connect in
 //!   seed 001's steps (`connect.rs`), spawn (`spawn.rs`), name service (`names.rs`); group
-//!   connect, disconnect and group events, seed 004 (`group.rs`).
+//!   connect, disconnect and group events, seed 004 (`group.rs`; the event table `Inner` holds
+//!   in `group_events.rs`, below `inner`).
 //! - `intercomm.rs`: intercommunicator merge, disconnect.
 //! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
 //!   swap).
@@ -185,6 +186,7 @@ mod external;
 /// Entry points of the fuzz targets (`fuzz/`); not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+mod group_events;
 mod groups;
 mod impi_coll;
 mod impi_comm;

@@ -20,8 +20,8 @@ mod names;
 mod ports;
 mod spawn;
 
-pub(crate) use group::GroupTable;
-pub use group::{ConnectAttrs, Connected, Group, GroupEvent, GroupEventKind};
+pub use crate::group_events::{GroupEvent, GroupEventKind};
+pub use group::{ConnectAttrs, Connected, Group};
 pub use ports::PortName;
 pub use spawn::SpawnCommand;
 

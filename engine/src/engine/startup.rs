@@ -1,7 +1,7 @@
 //! Start-up: bootstrap through the process manager (PMI), open the
 //! transports (the node segment, the netmod, one of each per worker), and
-//! assemble the engine from them; a spawned process connects back to its
-//! parents here.
+//! assemble the engine from them; a spawned process then connects back to
+//! its parents (`Engine::connect_to_parent`, `dynamic/spawn.rs`).
 
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize};
@@ -12,10 +12,8 @@ use rivet_pmi::Client;
 use super::info::describe;
 use super::{Engine, FIRST_FREE_CONTEXT};
 use crate::backoff::should_yield;
-use crate::comm::Comm;
 use crate::config::{Config, LmtMode, NetmodChoice};
 use crate::core::Core;
-use crate::dynamic::PARENT_PORT_KEY;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::netmod;
@@ -379,12 +377,5 @@ impl<T: Threading> Engine<T> {
             }),
             _threads: PhantomData,
         })
-    }
-
-    /// Started by `spawn`: connect to the parents through the port they
-    /// pre-put in our KVS (seed 001, spawnees' column).
-    fn connect_to_parent(&self) -> Result<Comm<T>> {
-        let port = self.inner.with_pmi(|pmi| pmi.get(PARENT_PORT_KEY))?;
-        self.world().connect(&port, 0)
     }
 }
