@@ -101,12 +101,12 @@ impl Core {
         if self.st.reads_busy() {
             events += self.tx.run_reads(&mut self.st);
         }
-        if !self.st.pending_vcs.is_empty() {
+        if self.st.sends_queued() {
             events += self.flush();
         }
         if self.st.copies_busy() {
             events += self.st.run_copies(self.tx.shm_pids());
-            if !self.st.pending_vcs.is_empty() {
+            if self.st.sends_queued() {
                 events += self.flush();
             }
         }
@@ -124,7 +124,7 @@ impl Core {
     /// room; else queue it. `Ok(true)`: it went out now.
     #[inline]
     pub fn send_or_queue(&mut self, id: VcId, item: Outgoing) -> Result<bool> {
-        let vc = self.st.pgs.vc(id)?;
+        let vc = self.st.vc(id)?;
         if vc.failed {
             return Err(self.st.failure_of(id));
         }
@@ -190,7 +190,7 @@ impl Core {
                 // lookup less per message than asking every time).
                 let mut r = net.send(peer, header, payload);
                 if r.is_err() && !net.netmod().knows(peer) {
-                    connect_first(net, &self.st.pgs, &self.pmi, self.cards, id, peer)?;
+                    connect_first(net, &self.st, &self.pmi, self.cards, id, peer)?;
                     r = net.send(peer, header, payload);
                 }
                 match r {
@@ -208,16 +208,12 @@ impl Core {
     pub fn flush(&mut self) -> usize {
         let mut sent = 0;
         let mut i = 0;
-        while i < self.st.pending_vcs.len() {
-            let id = self.st.pending_vcs[i];
+        while let Some(id) = self.st.queued_vc(i) {
             match self.flush_vc(id) {
                 Ok((n, empty)) => {
                     sent += n;
                     if empty {
-                        self.st.pending_vcs.swap_remove(i);
-                        if let Ok(vc) = self.st.pgs.vc(id) {
-                            vc.listed = false;
-                        }
+                        self.st.unlist_queued(i);
                         continue;
                     }
                 }
@@ -228,10 +224,7 @@ impl Core {
                     if !matches!(e, Error::PeerFailed { .. } | Error::NoRoute(_)) {
                         self.st.fail(format!("sending to {id}: {e}"));
                     }
-                    self.st.pending_vcs.swap_remove(i);
-                    if let Ok(vc) = self.st.pgs.vc(id) {
-                        vc.listed = false;
-                    }
+                    self.st.unlist_queued(i);
                     continue;
                 }
             }
@@ -244,7 +237,7 @@ impl Core {
     fn flush_vc(&mut self, id: VcId) -> Result<(usize, bool)> {
         let mut sent = 0;
         loop {
-            let vc = self.st.pgs.vc(id)?;
+            let vc = self.st.vc(id)?;
             let route = vc.route;
             let Some(front) = vc.pending.front_mut() else {
                 return Ok((sent, true));
@@ -263,7 +256,7 @@ impl Core {
                     if !self.transmit(route, id, &header, payload)? {
                         return Ok((sent, false));
                     }
-                    self.st.pgs.vc(id)?.pending.pop_front();
+                    self.st.vc(id)?.pending.pop_front();
                     if done != 0 {
                         self.st.transmitted(done);
                     }
@@ -272,13 +265,13 @@ impl Core {
                     let (header, data) = (*header, std::mem::take(data));
                     if !self.transmit(route, id, &header, &data)? {
                         if let Some(Outgoing::Owned { data: d, .. }) =
-                            self.st.pgs.vc(id)?.pending.front_mut()
+                            self.st.vc(id)?.pending.front_mut()
                         {
                             *d = data;
                         }
                         return Ok((sent, false));
                     }
-                    self.st.pgs.vc(id)?.pending.pop_front();
+                    self.st.vc(id)?.pending.pop_front();
                 }
                 Outgoing::Stream {
                     header,
@@ -298,7 +291,7 @@ impl Core {
                     if !self.transmit(route, id, &h, payload)? {
                         return Ok((sent, false));
                     }
-                    let vc = self.st.pgs.vc(id)?;
+                    let vc = self.st.vc(id)?;
                     if end >= total {
                         vc.pending.pop_front();
                         self.st.streamed(sreq);
@@ -319,13 +312,13 @@ impl Core {
 #[inline(never)]
 fn connect_first(
     net: &mut NetLink,
-    pgs: &crate::pg::Pgs,
+    st: &State,
     pmi: &Mutex<Option<Client>>,
     cards: CardKeys,
     id: VcId,
     peer: rivet_netmods::PeerId,
 ) -> Result<()> {
-    net.ensure_connected(peer, || match pgs.card(id) {
+    net.ensure_connected(peer, || match st.card(id) {
         Some(card) => Ok(card.to_string()),
         None if id.group() == 0 => business_card(pmi, cards, id.rank()),
         None => Err(Error::NoRoute(id)),

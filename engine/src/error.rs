@@ -13,7 +13,7 @@ pub enum Error {
     #[error("tag {0} is invalid: tags are >= 0 (ANY_TAG only when receiving)")]
     InvalidTag(i32),
     #[error("no path to {0}: not on this node and no network module open, or its group was disconnected")]
-    NoRoute(crate::pg::id::VcId),
+    NoRoute(crate::vc_id::VcId),
     #[error("rank {rank} has failed: {why}")]
     PeerFailed { rank: u32, why: String },
     #[error("network module: {0}")]

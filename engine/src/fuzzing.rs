@@ -7,8 +7,7 @@ use crate::node_map::NodeMap;
 use crate::pg::{GroupDesc, MemberDesc, Pgs, ProcessGroup, VcId};
 use crate::route::RouteLimits;
 use crate::state::{Setup, State};
-use crate::status::Status;
-use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
+use crate::table::SendOp;
 use crate::wire::{WireHeader, HEADER_SIZE};
 
 const CONTEXT: u32 = 7;
@@ -51,37 +50,19 @@ pub fn deliver(data: &[u8]) {
             1 => (1, 3),
             _ => (2, crate::ANY_TAG),
         };
-        let id = st.requests.insert(Req {
-            op: Op::Recv(RecvOp {
-                buf: buf.as_mut_ptr(),
-                cap: RECV_CAP,
-                source,
-                source_vc: (source >= 0).then(|| VcId::world(source as u32)),
-                phase: RecvPhase::Posted,
-            }),
-            status: Status::default(),
-            complete: false,
-            detached: false,
-        });
-        if let Some((env, msg)) = st.matcher.post(CONTEXT, source, tag, id) {
-            st.receive_matched(id, env, msg);
-        }
+        let source_vc = (source >= 0).then(|| VcId::world(source as u32));
+        st.post_recv(CONTEXT, buf.as_mut_ptr(), RECV_CAP, source, source_vc, tag);
     }
     for (to, eager, sync) in [(1, true, true), (2, false, false), (3, false, true)] {
-        st.requests.insert(Req {
-            op: Op::Send(SendOp::new(
-                VcId::world(to),
-                SEND_BUF.as_ptr(),
-                SEND_BUF.len(),
-                CONTEXT,
-                3,
-                eager,
-                sync,
-            )),
-            status: Status::default(),
-            complete: false,
-            detached: false,
-        });
+        st.post_send(SendOp::new(
+            VcId::world(to),
+            SEND_BUF.as_ptr(),
+            SEND_BUF.len(),
+            CONTEXT,
+            3,
+            eager,
+            sync,
+        ));
     }
     let mut rest = data;
     while rest.len() > 1 + HEADER_SIZE {

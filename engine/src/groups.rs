@@ -12,7 +12,7 @@ use crate::core::Core;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::netmod;
-use crate::pg::{ForeignPg, GroupDesc, MemberDesc, VcId, Vcrt};
+use crate::pg::{ForeignPg, GroupDesc, MemberDesc, ReleaseVcs, VcId, Vcrt};
 use crate::route::Route;
 use crate::wire::{MsgKind, WireHeader};
 
@@ -75,7 +75,7 @@ impl Inner {
         if let Some(net) = core.netmod() {
             return Ok(net.business_card().to_string());
         }
-        let job = core.st.pgs.world.id.clone();
+        let job = core.st.world().id.clone();
         let hints = netmod::Hints {
             one_node: false,
             one_thread: self.level <= crate::thread::ThreadLevel::Funneled,
@@ -90,7 +90,7 @@ impl Inner {
     pub(crate) fn my_member(&self) -> Result<MemberDesc> {
         let card = self.ensure_netmod()?;
         let core = self.lock()?;
-        let world = &core.st.pgs.world;
+        let world = core.st.world();
         Ok(MemberDesc {
             pg: world.id.clone(),
             pg_size: world.size,
@@ -107,17 +107,18 @@ impl Inner {
         let core = &mut *core;
         let mut vcs = Vec::with_capacity(desc.members.len());
         for m in &desc.members {
-            if m.pg == core.st.pgs.world.id {
-                if m.rank >= core.st.pgs.world.size {
+            let world = core.st.world();
+            if m.pg == world.id {
+                if m.rank >= world.size {
                     return Err(Error::Failed(format!(
                         "the peer names rank {} of our own group of {}",
-                        m.rank, core.st.pgs.world.size
+                        m.rank, world.size
                     )));
                 }
                 vcs.push(VcId::world(m.rank));
                 continue;
             }
-            let (slot, new) = core.st.pgs.add_group(&m.pg, m.pg_size)?;
+            let (slot, new) = core.st.add_group(&m.pg, m.pg_size)?;
             if new {
                 let net = core
                     .netmod_mut()
@@ -128,12 +129,11 @@ impl Inner {
                     net.set_group_key(slot, key)?;
                 }
             }
-            if let Some(pg) = core.st.pgs.group(slot) {
-                if !m.card.is_empty() {
-                    pg.set_card(m.rank, m.card.clone());
-                }
+            let id = VcId::new(slot, m.rank);
+            if !m.card.is_empty() {
+                core.st.set_card(id, m.card.clone());
             }
-            vcs.push(VcId::new(slot, m.rank));
+            vcs.push(id);
         }
         Ok(vcs)
     }
@@ -143,9 +143,9 @@ impl Inner {
     pub(crate) fn new_vcrt(self: &Arc<Self>, members: Vec<VcId>) -> Result<Arc<Vcrt>> {
         let mut core = self.lock()?;
         for (i, &id) in members.iter().enumerate() {
-            if let Err(e) = core.st.pgs.add_ref(id) {
+            if let Err(e) = core.st.add_ref(id) {
                 for &undo in &members[..i] {
-                    if let Some(pg) = core.st.pgs.release(undo, true) {
+                    if let Some(pg) = core.st.release_ref(undo, true) {
                         core.retire_group(pg);
                     }
                 }
@@ -153,14 +153,17 @@ impl Inner {
             }
         }
         self.vcrts.fetch_add(1, Ordering::Relaxed);
-        Ok(Arc::new(Vcrt::table(members, Arc::downgrade(self))))
+        let engine: std::sync::Weak<Inner> = Arc::downgrade(self);
+        Ok(Arc::new(Vcrt::table(members, engine)))
     }
+}
 
+impl ReleaseVcs for Inner {
     /// The last handle on a VC table went (seed 000: "when VCRT freed").
-    pub(crate) fn release_vcrt(&self, members: &[VcId], disconnect: bool) {
+    fn release_vcrt(&self, members: &[VcId], disconnect: bool) {
         let mut core = self.lock_even_finalized();
         for &id in members {
-            if let Some(pg) = core.st.pgs.release(id, disconnect) {
+            if let Some(pg) = core.st.release_ref(id, disconnect) {
                 core.retire_group(pg);
             }
         }
@@ -201,8 +204,7 @@ impl Core {
                 }
             }
         }
-        self.st.pending_vcs.retain(|v| v.group() != slot);
-        self.st.forget_group_failures(slot);
+        self.st.group_retired(slot);
         if let Some(net) = self.netmod_mut() {
             net.remove_group(slot);
         }

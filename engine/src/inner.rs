@@ -17,13 +17,13 @@ use rivet_pmi::Client;
 use crate::backoff::Backoff;
 use crate::config::NetmodChoice;
 use crate::core::Core;
-use crate::dynamic::GroupTable;
 use crate::error::{Error, Result};
+use crate::group_events::GroupTable;
 use crate::pg::{VcId, Vcrt};
 use crate::pmi_watch::PmiWatch;
 use crate::post::SendArgs;
 use crate::status::Status;
-use crate::table::{worker_of, Op};
+use crate::table::worker_of;
 use crate::thread::{EngineGuard, EngineLock, ThreadLevel};
 
 pub struct Inner {
@@ -226,7 +226,7 @@ impl Inner {
     /// as complete with an empty status.
     #[inline]
     pub(crate) fn take_if_complete(core: &mut Core, id: u64) -> Option<Status> {
-        core.st.requests.take_if_complete(id)
+        core.st.take_if_complete(id)
     }
 
     pub(crate) fn test(&self, id: u64) -> Result<Option<Status>> {
@@ -271,14 +271,7 @@ impl Inner {
 
     /// Nobody will wait for `id`: free it now if complete, else on completion.
     pub(crate) fn detach(&self, id: u64) {
-        let mut core = self.worker(worker_of(id)).lock();
-        if let Some(req) = core.st.requests.get_mut(id) {
-            if req.complete {
-                core.st.requests.remove(id);
-            } else {
-                req.detached = true;
-            }
-        }
+        self.worker(worker_of(id)).lock().st.detach(id);
     }
 
     /// Withdraw `ids`, whose buffers are about to be released: a scope
@@ -336,24 +329,12 @@ impl Inner {
         tag: i32,
     ) -> Result<Option<Status>> {
         let mut core = self.lock_on(w)?;
-        let found = |core: &Core| {
-            core.st
-                .matcher
-                .probe(context, source, tag)
-                .map(|(env, m)| Status {
-                    source: env.source as i32,
-                    tag: env.tag,
-                    count: m.len(),
-                    cancelled: false,
-                    error: None,
-                })
-        };
-        if let Some(s) = found(&core) {
+        if let Some(s) = core.st.probe(context, source, tag) {
             return Ok(Some(s));
         }
         core.progress();
         Self::check(&core)?;
-        Ok(found(&core))
+        Ok(core.st.probe(context, source, tag))
     }
 
     /// A matched probe: the taken message's handle and status, if one
@@ -366,12 +347,12 @@ impl Inner {
         tag: i32,
     ) -> Result<Option<(u64, Status)>> {
         let mut core = self.lock_on(w)?;
-        if let Some(found) = core.take_matching(context, source, tag) {
+        if let Some(found) = core.st.take_matching(context, source, tag) {
             return Ok(Some(found));
         }
         core.progress();
         Self::check(&core)?;
-        Ok(core.take_matching(context, source, tag))
+        Ok(core.st.take_matching(context, source, tag))
     }
 
     pub(crate) fn mprobe(
@@ -397,6 +378,7 @@ impl Inner {
         Ok(self
             .worker(worker_of(key))
             .lock()
+            .st
             .receive_held(key, buf, cap))
     }
 
@@ -426,12 +408,7 @@ impl Inner {
         // theirs in answer: after it a peer sends us nothing more, so we
         // exit without leaving it talking to a closed endpoint (which some
         // providers retry until a timeout rather than fail).
-        self.drain(|core| {
-            !core
-                .st
-                .requests
-                .any(|r| !r.complete && matches!(r.op, Op::Send(_)))
-        });
+        self.drain(|core| !core.st.sends_in_flight());
         for w in 0..self.workers() {
             self.worker(w).lock().st.say_bye();
         }
@@ -466,7 +443,7 @@ impl Inner {
                 let mut core = self.worker(w).lock();
                 core.progress();
                 let net_idle = core.netmod().is_none_or(|n| n.idle());
-                let drained = net_idle && core.st.pending_vcs.is_empty() && done(&mut core);
+                let drained = net_idle && !core.st.sends_queued() && done(&mut core);
                 all &= drained || core.st.fatal().is_some();
             }
             if all {

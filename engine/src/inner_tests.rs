@@ -13,7 +13,7 @@ use super::Inner;
 use crate::core::Core;
 use crate::error::Error;
 use crate::pg::{VcId, Vcrt};
-use crate::state::protocol::tests::state;
+use crate::state::protocol::tests::state_on_worker;
 use crate::thread::{EngineLock, ThreadLevel};
 
 /// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`
@@ -22,8 +22,7 @@ fn inner(workers: usize) -> Arc<Inner> {
     let pmi = Arc::new(Mutex::new(None));
     let level = ThreadLevel::Multiple;
     let core = |w: usize| {
-        let mut st = state(2, true);
-        st.requests = crate::table::RequestTable::for_worker(w);
+        let st = state_on_worker(2, true, w);
         EngineLock::new(Core::new(None, None, pmi.clone(), st), level)
     };
     Arc::new(Inner {
@@ -42,7 +41,7 @@ fn inner(workers: usize) -> Arc<Inner> {
         local_size: 2,
         netmod_choice: crate::config::NetmodChoice::Auto,
         world_vcrt: Arc::new(Vcrt::world(2)),
-        self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(0)], Weak::new())),
+        self_vcrt: Arc::new(Vcrt::table(vec![VcId::world(0)], Weak::<Inner>::new())),
         vcrts: AtomicUsize::new(0),
         parent: Mutex::new(None),
         groups: Mutex::default(),

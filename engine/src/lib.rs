@@ -35,9 +35,10 @@
 //!
 //! Module map:
 //!
-//! - `engine.rs`: start-up (PMI, node segment) and `Engine` (info, counts, finalize); under
-//!   `--impi-client` one MPI_COMM_WORLD (`init_thread`: global rank = client offset + PMI rank,
-//!   node map shifted, other clients' cards `impi`, own cards under global keys).
+//! - `engine.rs`: the `Engine` handle (world, progress, finalize, abort); start-up (PMI, node
+//!   segment, workers) in `engine/startup.rs`, under `--impi-client` one MPI_COMM_WORLD
+//!   (`init_thread`: global rank = client offset + PMI rank, node map shifted, other clients'
+//!   cards `impi`, own cards under global keys); `info` and `counts` in `engine/info.rs`.
 //! - `external.rs`: start-up without a process manager: address blobs, `add_peers`, the node
 //!   leader's segment by a computed name.
 //! - `node_map.rs`: which peers share the node; shm or netmod per peer.
@@ -72,8 +73,13 @@
 //! - `state/`: the protocol state (requests, matching, VCs, unexpected messages with their kept
 //!   buffers `spare.rs`, netmod reads `reads.rs` and shared copies `copies.rs` under way) and the
 //!   protocol code that changes it, behind private fields:
-//!   - `state/protocol.rs`: arrivals: eager, rendezvous (a transport's read, or streamed), ssend
-//!     ack, send cancel; eager credit, direct placement.
+//!   - `state/protocol.rs`: arrivals: eager, ssend ack, send cancel; rendezvous (a transport's
+//!     read, or streamed; direct placement) in `protocol/rendezvous.rs`, eager credit in
+//!     `protocol/credit.rs`.
+//!   - `state/posting.rs`: posting, probing, cancelling and withdrawing requests, what waits take.
+//!   - `state/vcs.rs`: the VC of an id, our process group, foreign groups' registration and
+//!     references, the list of VCs with queued sends.
+//!   - `state/ports.rs`: open ports, their accept queues, temporary VCs' inboxes.
 //!   - `state/copy.rs`: large shared-memory messages copied by both ranks (`Write`/`Written`);
 //!     single-copy jobs run after the poll.
 //!   - `state/rma.rs`: rendezvous by one-sided read, either transport's: its end (`Ack`) or its
@@ -84,14 +90,16 @@
 //! - `matching/`: posted and unexpected queues, O(1) exact match; slab and intrusive lists in
 //!   `matching/slab.rs`.
 //! - `pg/`: process groups, ours (`world.rs`, from the KVS) and foreign ones (`foreign.rs`, cards
-//!   cached), `VcId` = (PG slot, rank) (`id.rs`), the world's netmod VCs by rank in a two-level
-//!   table (`ranks.rs`), reference counts; one VC (`vc.rs`: route, send
+//!   cached), `VcId` = (PG slot, rank) (`vc_id.rs`, below `pg` and `error`), the world's netmod
+//!   VCs by rank in a two-level table (`ranks.rs`), reference counts; one VC (`vc.rs`: route, send
 //!   queue, credit, failure, refs); VC tables (`vcrt.rs`: shared by dups, identity map for
 //!   COMM_WORLD); group descriptions shipped by connect/accept and spawn (`desc.rs`).
 //! - `groups.rs`: registering foreign groups, creating and releasing VC tables, lazy netmod.
-//! - `dynamic/`: ports, the accept queue, temporary-VC messages (`ports.rs`); accept/connect in
+//! - `dynamic/`: port names, opening, accepting on and connecting to ports (`ports.rs`; their
+//!   state in `state/ports.rs`); accept/connect in
 //!   seed 001's steps (`connect.rs`), spawn (`spawn.rs`), name service (`names.rs`); group
-//!   connect, disconnect and group events, seed 004 (`group.rs`).
+//!   connect, disconnect and group events, seed 004 (`group.rs`; the event table `Inner` holds
+//!   in `group_events.rs`, below `inner`).
 //! - `intercomm.rs`: intercommunicator merge, disconnect.
 //! - `collective.rs`: engine-internal collectives (barrier, context agreement, bcast, gather, root
 //!   swap).
@@ -178,6 +186,7 @@ mod external;
 /// Entry points of the fuzz targets (`fuzz/`); not an API.
 #[doc(hidden)]
 pub mod fuzzing;
+mod group_events;
 mod groups;
 mod impi_coll;
 mod impi_comm;
@@ -204,6 +213,7 @@ mod status;
 mod table;
 mod thread;
 mod transport;
+mod vc_id;
 mod waits;
 /// In `rivet-lockfree` with the shm queue and ring that carry it.
 pub use rivet_lockfree::wire;

@@ -8,8 +8,7 @@ use crate::error::Result;
 use crate::pg::{Outgoing, VcId};
 use crate::route::Route;
 use crate::state::bytes;
-use crate::status::Status;
-use crate::table::{Op, RecvOp, RecvPhase, Req, SendOp};
+use crate::table::SendOp;
 use crate::wire::{control, MsgKind, WireHeader, FLAG_RMA_KEY, FLAG_SYNC};
 
 /// The rendezvous request carries the sender's pid (the wire format has
@@ -68,14 +67,9 @@ impl Core {
         if eager {
             self.st.spend_credit(route, a.dest, a.len);
         }
-        let id = self.st.requests.insert(Req {
-            op: Op::Send(SendOp::new(
-                a.dest, a.buf, a.len, a.context, a.tag, eager, a.sync,
-            )),
-            status: Status::default(),
-            complete: false,
-            detached: false,
-        });
+        let id = self.st.post_send(SendOp::new(
+            a.dest, a.buf, a.len, a.context, a.tag, eager, a.sync,
+        ));
         let mut header = WireHeader {
             kind: MsgKind::Eager as u8,
             flags: if a.sync { FLAG_SYNC } else { 0 },
@@ -103,12 +97,7 @@ impl Core {
             };
             match key {
                 Some(key) => {
-                    if let Some(Req {
-                        op: Op::Send(s), ..
-                    }) = self.st.requests.get_mut(id)
-                    {
-                        s.rma_key = Some(key);
-                    }
+                    self.st.send_registered(id, key);
                     header.flags |= FLAG_RMA_KEY;
                     let mut data = Vec::with_capacity(12);
                     data.extend_from_slice(pid_bytes());
@@ -128,23 +117,16 @@ impl Core {
             Ok(true) if eager => self.st.transmitted(id),
             Ok(_) => {}
             Err(e) => {
-                if let Some(Req {
-                    op: Op::Send(s), ..
-                }) = self.st.requests.remove(id)
-                {
-                    if let Some(key) = s.rma_key {
-                        self.st.release_key(key);
-                    }
-                }
+                self.st.unpost_send(id);
                 return Err(e);
             }
         }
         Ok(id)
     }
 
-    /// Post a receive; the handle of its request. Inline into
-    /// `Inner::start_recv`, its one caller on the hot path: a call with
-    /// seven arguments costs more than its body's branches.
+    /// Post a receive; the handle of its request (`State::post_recv`).
+    /// Inline into `Inner::start_recv`, its one caller on the hot path: a
+    /// call with seven arguments costs more than its body's branches.
     #[inline]
     pub fn start_recv(
         &mut self,
@@ -155,103 +137,22 @@ impl Core {
         source_vc: Option<VcId>,
         tag: i32,
     ) -> u64 {
-        let id = self.st.requests.insert(Req {
-            op: Op::Recv(RecvOp {
-                buf,
-                cap,
-                source,
-                source_vc,
-                phase: RecvPhase::Posted,
-            }),
-            status: Status::default(),
-            complete: false,
-            detached: false,
-        });
-        if let Some((env, msg)) = self.st.matcher.post(context, source, tag, id) {
-            self.st.receive_matched(id, env, msg);
-        }
-        // Nothing more comes from a failed peer: fail now rather than wait.
-        if let Some(vc) = source_vc {
-            if self.st.has_failed(vc) && self.st.requests.get(id).is_some_and(|r| !r.complete) {
-                self.st.fail_request(id, vc);
-            }
-        }
-        id
+        self.st.post_recv(context, buf, cap, source, source_vc, tag)
     }
 
-    /// Take the earliest message matching the pattern out of matching
-    /// (a matched probe): its handle and envelope, with its length.
-    pub fn take_matching(&mut self, context: u32, source: i32, tag: i32) -> Option<(u64, Status)> {
-        let (env, msg) = self.st.matcher.take(context, source, tag)?;
-        let status = Status {
-            source: env.source as i32,
-            tag: env.tag,
-            count: msg.len(),
-            cancelled: false,
-            error: None,
-        };
-        Some((self.st.hold(env, msg), status))
-    }
-
-    /// Receive the message a matched probe took (`key`) into `buf`: the
-    /// receive's handle. An unknown key gives a receive that completes at
-    /// once with nothing.
-    pub fn receive_held(&mut self, key: u64, buf: *mut u8, cap: usize) -> u64 {
-        let held = self.st.take_held(key);
-        let (source, vc) = match &held {
-            Some((env, msg)) => (env.source as i32, Some(msg.origin().0)),
-            None => (crate::ANY_SOURCE, None),
-        };
-        let id = self.st.requests.insert(Req {
-            op: Op::Recv(RecvOp {
-                buf,
-                cap,
-                source,
-                source_vc: vc,
-                phase: RecvPhase::Posted,
-            }),
-            status: Status::default(),
-            complete: false,
-            detached: false,
-        });
-        match held {
-            Some((env, msg)) => self.st.receive_matched(id, env, msg),
-            None => {
-                self.st.set_recv_phase(id, RecvPhase::Done);
-                self.st.complete(id);
-            }
-        }
-        id
-    }
-
-    /// Ask to cancel request `id` (see `Request::cancel`).
+    /// Ask to cancel request `id` (see `Request::cancel`): a send's
+    /// `CancelReq` goes to its receiver.
     pub fn cancel(&mut self, id: u64) -> Result<()> {
-        let Some(req) = self.st.requests.get_mut(id) else {
+        let Some((vc, context)) = self.st.start_cancel(id) else {
             return Ok(());
         };
-        match &mut req.op {
-            Op::Recv(r) => {
-                if r.phase == RecvPhase::Posted && self.st.matcher.cancel_posted(id) {
-                    r.phase = RecvPhase::Done;
-                    req.status.cancelled = true;
-                    self.st.complete(id);
-                }
-            }
-            Op::Send(s) => {
-                if !s.start_cancel() {
-                    return Ok(());
-                }
-                req.complete = false;
-                let (vc, context) = (s.vc, s.context);
-                let item = Outgoing::Msg {
-                    header: control(MsgKind::CancelReq, context, id),
-                    buf: std::ptr::null(),
-                    len: 0,
-                    done: 0,
-                };
-                self.send_or_queue(vc, item)?;
-            }
-        }
+        let item = Outgoing::Msg {
+            header: control(MsgKind::CancelReq, context, id),
+            buf: std::ptr::null(),
+            len: 0,
+            done: 0,
+        };
+        self.send_or_queue(vc, item)?;
         Ok(())
     }
 
@@ -259,32 +160,14 @@ impl Core {
     /// unwinding from a panic): receives are withdrawn, queued sends dropped.
     pub fn abandon(&mut self, ids: &[u64]) {
         for &id in ids {
-            let Some(req) = self.st.requests.get_mut(id) else {
-                continue;
-            };
-            match &mut req.op {
-                Op::Recv(r) => {
-                    if r.phase == RecvPhase::Posted {
-                        self.st.matcher.cancel_posted(id);
-                    }
-                    r.phase = RecvPhase::Done;
-                }
-                Op::Send(s) => {
-                    let vc = s.vc;
-                    // Now, not at the next progress: the buffer is released
-                    // next, and the netmod's poll may serve a peer's read
-                    // of it before `rma_progress` would deregister it.
-                    if let Some(key) = s.rma_key.take() {
-                        if !self.tx.net.as_mut().is_some_and(|n| n.deregister(key)) {
-                            self.st.release_key(key);
-                        }
-                    }
-                    if let Ok(vc) = self.st.pgs.vc(vc) {
-                        vc.pending.retain(|item| item.request() != id);
-                    }
+            // A send's registration goes now, not at the next progress: the
+            // buffer is released next, and the netmod's poll may serve a
+            // peer's read of it before `rma_progress` would deregister it.
+            if let Some(key) = self.st.withdraw(id) {
+                if !self.tx.net.as_mut().is_some_and(|n| n.deregister(key)) {
+                    self.st.release_key(key);
                 }
             }
-            self.st.requests.remove(id);
         }
     }
 }

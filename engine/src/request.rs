@@ -189,7 +189,7 @@ mod tests {
         let engine = Engine::init().expect("a singleton engine");
         let world = engine.world();
         let inner = &*engine.inner;
-        let live = || inner.lock_even_finalized().st.requests.live();
+        let live = || inner.lock_even_finalized().st.requests_live();
         std::thread::scope(|t| {
             let recv = t.spawn(|| world.recv(&mut [0u8; 64], 0, 9));
             let ssend = t.spawn(|| world.ssend(&[1u8; 64], 0, 10));

@@ -24,7 +24,6 @@
 //! [`Engine::poll_group_events`] (and after each group call); a terminated
 //! member's VC is failed first, so nothing waits on it for ever.
 
-use std::collections::HashMap;
 use std::sync::{Arc, MutexGuard};
 
 use rivet_pmi::client::{GroupConnectReply, GroupConnectRequest};
@@ -34,6 +33,7 @@ use rivet_pmi::GroupEventKind as PmiEventKind;
 use crate::comm::Comm;
 use crate::engine::Engine;
 use crate::error::{Error, Result};
+use crate::group_events::{GroupEvent, GroupEventKind, GroupTable};
 use crate::inner::Inner;
 use crate::pg::{GroupDesc, MemberDesc, VcId};
 use crate::thread::{Shared, Threading};
@@ -100,35 +100,6 @@ impl<T: Threading> Group<T> {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GroupEventKind {
-    /// `proc` joined the group (with `notify_each`).
-    Connected,
-    /// `proc` disconnected from the group (with `notify_each`).
-    Disconnected,
-    /// `proc` ended without disconnecting; its VC has failed.
-    Terminated,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GroupEvent {
-    pub group: String,
-    pub kind: GroupEventKind,
-    pub proc: ProcName,
-}
-
-type Handler = Box<dyn FnMut(&GroupEvent) + Send>;
-
-/// The engine's group state: live groups (for events), queued events,
-/// handlers.
-#[derive(Default)]
-pub(crate) struct GroupTable {
-    /// Group id → its members and their VCs.
-    live: HashMap<String, Vec<(ProcName, VcId)>>,
-    queued: Vec<GroupEvent>,
-    handlers: Vec<Handler>,
-}
-
 impl Inner {
     fn group_table(&self) -> MutexGuard<'_, GroupTable> {
         self.groups.lock().unwrap_or_else(|p| p.into_inner())
@@ -138,7 +109,7 @@ impl Inner {
 impl<T: Threading> Engine<T> {
     /// This process's namespace: its process group's id.
     pub fn nspace(&self) -> String {
-        self.inner.lock_even_finalized().st.pgs.world.id.clone()
+        self.inner.lock_even_finalized().st.world().id.clone()
     }
 
     /// The process manager's cluster id, if it has one (rivetrun does).

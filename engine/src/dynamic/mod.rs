@@ -20,9 +20,9 @@ mod names;
 mod ports;
 mod spawn;
 
-pub(crate) use group::GroupTable;
-pub use group::{ConnectAttrs, Connected, Group, GroupEvent, GroupEventKind};
-pub use ports::{PortName, Ports};
+pub use crate::group_events::{GroupEvent, GroupEventKind};
+pub use group::{ConnectAttrs, Connected, Group};
+pub use ports::PortName;
 pub use spawn::SpawnCommand;
 
 /// The KVS key under which a spawned job finds its parent's port (MPICH's).

@@ -1,31 +1,18 @@
 //! Ports (seed 001, `MPID_Open_port`): a name other processes connect to,
-//! the queue of connections waiting on each, and the temporary VCs' own
-//! message channel.
+//! and the calls that open, accept on and connect to one; the open ports,
+//! their accept queues and the temporary VCs' message channel are protocol
+//! state (`state/ports.rs`).
 //!
 //! A port name is `rivet-port:<tag>:<business card>`: the card says how to
 //! reach the process that opened it, the tag which of its open ports is
 //! meant. A connection naming a tag that is not open is refused (closed),
 //! so the connector fails instead of waiting forever.
-//!
-//! Temporary VCs carry only `Port` messages: whole byte strings, split into
-//! chunks the netmod takes (`len` = total, `aux` = offset), reassembled
-//! into an inbox. They bypass matching, so two connections racing for one
-//! port can never take each other's messages.
-
-use std::collections::{HashMap, VecDeque};
-
-use rivet_netmods::{FxBuildHasher, PeerId};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::inner::Inner;
 use crate::pg::{Outgoing, VcId};
-use crate::state::State;
 use crate::wire::{MsgKind, WireHeader};
-
-/// Longest message a temporary VC accepts (group descriptions of ~10^6
-/// members fit).
-const MAX_PORT_MESSAGE: usize = 64 << 20;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PortName {
@@ -65,69 +52,6 @@ impl std::fmt::Display for PortName {
     }
 }
 
-/// One temporary VC's incoming messages.
-#[derive(Default)]
-struct Inbox {
-    partial: Vec<u8>,
-    total: usize,
-    done: VecDeque<Vec<u8>>,
-}
-
-#[derive(Default)]
-pub struct Ports {
-    /// Open ports: tag → temporary VCs connected to it, not yet accepted.
-    open: HashMap<u64, VecDeque<VcId>, FxBuildHasher>,
-    /// Connections the netmod closes after its poll: to tags not open, and
-    /// from peers that broke the protocol (`State::misbehaved`).
-    pub refused: Vec<PeerId>,
-    inbox: HashMap<VcId, Inbox, FxBuildHasher>,
-}
-
-impl Ports {
-    pub fn open_count(&self) -> usize {
-        self.open.len()
-    }
-}
-
-impl State {
-    /// The netmod accepted a connection to port `tag` (seed 001: the
-    /// accept queue's enqueue).
-    pub fn port_connection(&mut self, peer: PeerId, tag: u64) {
-        if !self.ports.open.contains_key(&tag) {
-            self.ports.refused.push(peer);
-            return;
-        }
-        let id = self.pgs.add_temp(peer);
-        self.ports.inbox.insert(id, Inbox::default());
-        if let Some(q) = self.ports.open.get_mut(&tag) {
-            q.push_back(id);
-        }
-    }
-
-    /// A chunk of a port message from temporary VC `from`.
-    pub fn on_port_chunk(&mut self, from: VcId, h: &WireHeader, payload: &[u8]) {
-        let Some(inbox) = self.ports.inbox.get_mut(&from) else {
-            return;
-        };
-        let (total, offset) = (h.len as usize, h.aux as usize);
-        if offset == 0 {
-            if total > MAX_PORT_MESSAGE || !inbox.partial.is_empty() {
-                return self.peer_failed(from, "sent a malformed port message");
-            }
-            inbox.total = total;
-            inbox.partial.reserve_exact(total);
-        }
-        if offset != inbox.partial.len() || offset + payload.len() > inbox.total {
-            return self.peer_failed(from, "sent a port message out of order");
-        }
-        inbox.partial.extend_from_slice(payload);
-        if inbox.partial.len() == inbox.total {
-            let whole = std::mem::take(&mut inbox.partial);
-            inbox.done.push_back(whole);
-        }
-    }
-}
-
 /// A port tag nobody can guess (a stranger who could would reach the
 /// accept queue): 64 random bits, never 0.
 fn random_tag() -> Result<u64> {
@@ -144,14 +68,12 @@ impl Inner {
     pub(crate) fn open_port(&self) -> Result<String> {
         let card = self.ensure_netmod()?;
         let mut core = self.lock()?;
-        let ports = &mut core.st.ports;
         let tag = loop {
             let tag = random_tag()?;
-            if !ports.open.contains_key(&tag) {
+            if core.st.open_port(tag) {
                 break tag;
             }
         };
-        ports.open.insert(tag, VecDeque::new());
         Ok(PortName { tag, card }.to_string())
     }
 
@@ -159,7 +81,7 @@ impl Inner {
     pub(crate) fn close_port(&self, name: &str) -> Result<()> {
         let port = PortName::parse(name)?;
         let mut core = self.lock()?;
-        let Some(waiting) = core.st.ports.open.remove(&port.tag) else {
+        let Some(waiting) = core.st.close_port(port.tag) else {
             return Err(Error::BadPort {
                 name: name.to_string(),
                 why: "no such port is open in this process".into(),
@@ -174,8 +96,8 @@ impl Inner {
     /// Wait for a connection on the port (seed 001: accept queue dequeue).
     pub(crate) fn wait_port_connection(&self, name: &str) -> Result<VcId> {
         let port = PortName::parse(name)?;
-        self.progress_until(|core| match core.st.ports.open.get_mut(&port.tag) {
-            Some(q) => q.pop_front().map(Ok),
+        self.progress_until(|core| match core.st.next_connection(port.tag) {
+            Some(next) => next.map(Ok),
             None => Some(Err(Error::BadPort {
                 name: name.to_string(),
                 why: "no such port is open in this process".into(),
@@ -192,9 +114,7 @@ impl Inner {
             .netmod_mut()
             .ok_or_else(|| Error::Failed("no netmod".into()))?;
         let peer = net.connect_port(&port.card, port.tag)?;
-        let id = core.st.pgs.add_temp(peer);
-        core.st.ports.inbox.insert(id, Inbox::default());
-        Ok(id)
+        Ok(core.st.connect_temp(peer))
     }
 
     /// Send one whole message over a temporary VC.
@@ -225,16 +145,10 @@ impl Inner {
     /// The next whole message from a temporary VC; an error if it failed.
     pub(crate) fn port_recv(&self, from: VcId) -> Result<Vec<u8>> {
         self.progress_until(|core| {
-            if let Some(msg) = core
-                .st
-                .ports
-                .inbox
-                .get_mut(&from)
-                .and_then(|i| i.done.pop_front())
-            {
+            if let Some(msg) = core.st.port_message(from) {
                 return Some(Ok(msg));
             }
-            match core.st.pgs.vc(from) {
+            match core.st.vc(from) {
                 Ok(vc) if !vc.failed => None,
                 _ => Some(Err(Error::PortClosed(
                     core.st
@@ -248,7 +162,7 @@ impl Inner {
 
     /// Close a temporary VC once what was sent on it has left.
     pub(crate) fn close_temp(&self, id: VcId) -> Result<()> {
-        self.progress_until(|core| match core.st.pgs.vc(id) {
+        self.progress_until(|core| match core.st.vc(id) {
             Ok(vc) if !vc.pending.is_empty() && !vc.failed => None,
             _ => Some(Ok(())),
         })?;
@@ -297,33 +211,18 @@ impl Inner {
 impl crate::core::Core {
     /// Forget a temporary VC and close its connection.
     pub fn drop_temp(&mut self, id: VcId) {
-        if let Some(vc) = self.st.pgs.remove_temp(id) {
+        if let Some(vc) = self.st.forget_temp(id) {
             if let (Some(net), crate::route::Route::Netmod(peer)) = (self.netmod_mut(), vc.route) {
                 net.disconnect(peer);
             }
         }
-        self.st.ports.inbox.remove(&id);
-        self.st.pending_vcs.retain(|&v| v != id);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::protocol::tests::state;
-    use rivet_netmods::{peer_id, TEMP_GROUP};
 
-    fn header(kind: MsgKind, len: u64) -> WireHeader {
-        WireHeader {
-            kind: kind as u8,
-            len,
-            ..WireHeader::default()
-        }
-    }
-
-    /// A port connection carries `Port` messages only: anything else is
-    /// refused (not matched) and the connection is dropped as bad; and a
-    /// `Port` message on a rank's VC is refused too.
     #[test]
     fn port_tags_are_random_64_bit_numbers() {
         let tags: std::collections::HashSet<u64> =
@@ -332,61 +231,6 @@ mod tests {
         assert!(!tags.contains(&0));
         // Counting up from 1 would never leave the low 32 bits.
         assert!(tags.iter().filter(|&&t| t > u64::from(u32::MAX)).count() > 200);
-    }
-
-    #[test]
-    fn temporary_vcs_carry_only_port_messages() {
-        let mut st = state(2, false);
-        st.ports.open.insert(5, VecDeque::new());
-        let (good, bad) = (peer_id(TEMP_GROUP, 1), peer_id(TEMP_GROUP, 2));
-        st.port_connection(good, 5);
-        st.port_connection(bad, 5);
-        let (good, bad) = (VcId::from_peer(good), VcId::from_peer(bad));
-        st.deliver(good, &header(MsgKind::Port, 2), b"hi");
-        assert_eq!(
-            st.ports.inbox[&good].done.front().map(Vec::as_slice),
-            Some(&b"hi"[..])
-        );
-
-        st.deliver(bad, &header(MsgKind::Eager, 2), b"hi");
-        assert!(
-            st.matcher
-                .probe(0, crate::ANY_SOURCE, crate::ANY_TAG)
-                .is_none(),
-            "a port connection's message reached matching"
-        );
-        assert!(st.pgs.vc(bad).is_ok_and(|vc| vc.failed));
-        assert_eq!(st.ports.refused, [bad.0], "its connection is closed");
-        assert!(!st.pgs.vc(good).unwrap().failed);
-
-        let rank = VcId::world(1);
-        st.ports.inbox.insert(rank, Inbox::default());
-        st.deliver(rank, &header(MsgKind::Port, 2), b"hi");
-        assert!(st.ports.inbox[&rank].done.is_empty());
-        assert!(st.pgs.vc(rank).unwrap().failed);
-    }
-
-    /// A process that knows where a port's process listens but not the
-    /// port's random tag cannot join: its connection is refused, nothing
-    /// reaches the accept queue or an inbox, and a message it sends is
-    /// dropped; the right tag is queued.
-    #[test]
-    fn a_connection_without_the_ports_tag_is_refused() {
-        let mut st = state(2, false);
-        let tag = random_tag().unwrap();
-        st.ports.open.insert(tag, VecDeque::new());
-        let (stranger, real) = (peer_id(TEMP_GROUP, 1), peer_id(TEMP_GROUP, 2));
-        for guess in [0, 1, tag ^ 1, tag.wrapping_add(1)] {
-            st.port_connection(stranger, guess);
-        }
-        assert_eq!(st.ports.refused, [stranger; 4]);
-        assert!(st.ports.open[&tag].is_empty());
-        let id = VcId::from_peer(stranger);
-        assert!(!st.ports.inbox.contains_key(&id));
-        st.deliver(id, &header(MsgKind::Port, 2), b"hi");
-        assert!(!st.ports.inbox.contains_key(&id));
-        st.port_connection(real, tag);
-        assert_eq!(st.ports.open[&tag], [VcId::from_peer(real)]);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::comm::Comm;
 use crate::dynamic::PARENT_PORT_KEY;
+use crate::engine::Engine;
 use crate::error::{Error, Result};
 use crate::pmi::wire::{SpawnCommand as PmiCommand, SpawnRequest};
 use crate::thread::Threading;
@@ -88,5 +89,15 @@ impl<T: Threading> Comm<T> {
             let _ = self.inner.close_port(&name);
         }
         result
+    }
+}
+
+impl<T: Threading> Engine<T> {
+    /// Started by `spawn`: connect to the parents through the port they
+    /// pre-put in our KVS (seed 001, spawnees' column). Called by start-up
+    /// (`engine/startup.rs`).
+    pub(crate) fn connect_to_parent(&self) -> Result<Comm<T>> {
+        let port = self.inner.with_pmi(|pmi| pmi.get(PARENT_PORT_KEY))?;
+        self.world().connect(&port, 0)
     }
 }

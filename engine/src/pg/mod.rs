@@ -16,7 +16,6 @@
 
 mod desc;
 mod foreign;
-pub(crate) mod id;
 mod ranks;
 mod vc;
 mod vcrt;
@@ -26,11 +25,11 @@ use std::collections::HashMap;
 
 use rivet_netmods::{FxBuildHasher, PeerId, TEMP_GROUP};
 
+pub use crate::vc_id::VcId;
 pub use desc::{contact, split_contact, GroupDesc, MemberDesc};
 pub use foreign::ForeignPg;
-pub use id::VcId;
 pub use vc::{Outgoing, Vc};
-pub use vcrt::Vcrt;
+pub use vcrt::{ReleaseVcs, Vcrt};
 pub use world::ProcessGroup;
 
 use crate::error::{Error, Result};

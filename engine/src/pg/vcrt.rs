@@ -3,15 +3,21 @@
 //! A communicator and its dups share one table (`Arc<Vcrt>`); an
 //! intercommunicator holds two, local and remote. Creating a table takes a
 //! reference on each of its foreign VCs (`Inner::new_vcrt`); dropping the
-//! last handle gives them back (`Drop`), with `disconnect` semantics when
-//! `Comm::disconnect` dropped it. The world's table is an implicit identity
+//! last handle gives them back (`Drop`, through [`ReleaseVcs`]), with
+//! `disconnect` semantics when `Comm::disconnect` dropped it. The world's table is an implicit identity
 //! map, so COMM_WORLD and its dups cost O(1) memory whatever the job size.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
 use super::VcId;
-use crate::inner::Inner;
+
+/// Who takes a table's references back when its last handle goes: the
+/// engine (`Inner`, `groups.rs`). A trait, so that the PG/VC layer names
+/// nothing above it.
+pub trait ReleaseVcs: Send + Sync {
+    fn release_vcrt(&self, members: &[VcId], disconnect: bool);
+}
 
 pub enum Members {
     /// Rank r is world rank r.
@@ -27,7 +33,8 @@ pub struct Vcrt {
     world_only: bool,
     /// Set by `Comm::disconnect` on the last handle: release as disconnect.
     disconnect: AtomicBool,
-    engine: Weak<Inner>,
+    /// `None` for the world's table, which holds no references.
+    engine: Option<Weak<dyn ReleaseVcs>>,
 }
 
 impl Vcrt {
@@ -36,17 +43,17 @@ impl Vcrt {
             members: Members::World { size },
             world_only: true,
             disconnect: AtomicBool::new(false),
-            engine: Weak::new(),
+            engine: None,
         }
     }
 
     /// A table whose references `engine` has already taken.
-    pub(crate) fn table(members: Vec<VcId>, engine: Weak<Inner>) -> Vcrt {
+    pub(crate) fn table(members: Vec<VcId>, engine: Weak<dyn ReleaseVcs>) -> Vcrt {
         Vcrt {
             world_only: members.iter().all(|vc| vc.group() == 0),
             members: Members::Table(members.into_boxed_slice()),
             disconnect: AtomicBool::new(false),
-            engine,
+            engine: Some(engine),
         }
     }
 
@@ -86,7 +93,7 @@ impl Drop for Vcrt {
         let Members::Table(members) = &self.members else {
             return;
         };
-        if let Some(engine) = self.engine.upgrade() {
+        if let Some(engine) = self.engine.as_ref().and_then(Weak::upgrade) {
             engine.release_vcrt(members, self.disconnect.load(Ordering::Relaxed));
         }
     }

@@ -6,8 +6,8 @@
 
 use std::sync::{Arc, Mutex};
 
+use super::credit::CREDIT_PER_MESSAGE;
 use super::tests::state;
-use super::CREDIT_PER_MESSAGE;
 use crate::core::Core;
 use crate::pg::VcId;
 use crate::post::SendArgs;

@@ -1,28 +1,32 @@
 //! The protocol state: everything `deliver` and the posting calls work
 //! on (requests, matching, VCs, flow control, the reads and copies under
 //! way), and the protocol code that changes several parts of it together:
-//! `protocol.rs` (arrivals), `failure.rs` (peer failure), `rma.rs` and
-//! `copy.rs` (single-copy paths). Their fields are private to this module:
-//! code above (`post.rs`: sends and receives; `core.rs`: transports and
-//! progress; `inner.rs`, `engine.rs`) goes through methods that say what it
-//! does (`record` a held message, `has_failed`, `check` the fatal error, ...).
-//! Still public, for the next step: `pgs`, `requests`, `matcher`,
-//! `pending_vcs`, `ports`.
+//! `protocol.rs` (arrivals), `posting.rs` (posting, cancelling, withdrawing
+//! and finishing requests), `failure.rs` (peer failure), `rma.rs` and
+//! `copy.rs` (single-copy paths), `ports.rs` (ports and temporary VCs),
+//! `vcs.rs` (VCs, process groups, send queues). All fields are private to
+//! this module: code above (`post.rs`: sends and receives; `core.rs`:
+//! transports and progress; `inner.rs`, `engine.rs`, `groups.rs`,
+//! `dynamic/`) goes through methods that say what it does (`post_recv`,
+//! `withdraw`, `has_failed`, the VC of an id, ...).
 
 mod copies;
 mod copy;
 pub(crate) mod failure;
+mod ports;
+mod posting;
 pub(crate) mod protocol;
 mod reads;
 mod rma;
 mod spare;
+mod vcs;
 
 pub use copies::Copies;
 pub(crate) use copies::{Job, Split};
+pub use ports::Ports;
 pub use reads::{ReadWant, RmaState};
 pub use spare::SpareBuffers;
 
-use crate::dynamic::Ports;
 use crate::matching::Matcher;
 use crate::pg::{Pgs, VcId};
 use crate::route::RouteLimits;
@@ -65,11 +69,11 @@ impl Unexpected {
 
 /// Protocol state: what `deliver` and the API calls work on.
 pub struct State {
-    pub pgs: Pgs,
-    pub requests: RequestTable,
-    pub matcher: Matcher<u64, Unexpected>,
+    pgs: Pgs,
+    requests: RequestTable,
+    matcher: Matcher<u64, Unexpected>,
     /// Ranks whose VC has pending messages.
-    pub pending_vcs: Vec<VcId>,
+    pending_vcs: Vec<VcId>,
     /// Eager size and rendezvous piece of each transport, by route (the
     /// netmod's set when it opens, `Core::open_netmod`).
     limits: RouteLimits,
@@ -84,7 +88,7 @@ pub struct State {
     /// Peers whose connection failed, and why (see `peer_failed`).
     failed_peers: Vec<(VcId, String)>,
     /// Open ports and the connections waiting on them (dynamic processes).
-    pub ports: Ports,
+    ports: Ports,
     /// Rendezvous reads over the netmod (`rma.rs`).
     rma: RmaState,
     /// Requests completed so far: `wait_any` rescans its requests only
@@ -204,9 +208,11 @@ impl State {
             .map(|(vc, why)| (*vc, why.as_str()))
     }
 
-    /// Process group `slot` is gone: its failures go with it (slots are
-    /// never reused, so no later peer is taken for failed).
-    pub fn forget_group_failures(&mut self, slot: u32) {
+    /// Process group `slot` is gone (`Core::retire_group`): its VCs leave
+    /// the send queue list, and its failures go with it (slots are never
+    /// reused, so no later peer is taken for failed).
+    pub fn group_retired(&mut self, slot: u32) {
+        self.pending_vcs.retain(|v| v.group() != slot);
         self.failed_peers.retain(|(v, _)| v.group() != slot);
     }
 

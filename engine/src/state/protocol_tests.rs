@@ -13,6 +13,7 @@ use crate::route::RouteLimits;
 use crate::shm::{ShmConfig, ShmNode};
 use crate::state::Setup;
 use crate::table::SendPhase;
+use crate::wire::FLAG_RMA_KEY;
 use rivet_netmods::NetmodError;
 
 /// Rank 0 of `size` ranks: on one node (shared memory) or each on its own
@@ -23,18 +24,28 @@ pub(crate) fn state(size: u32, one_node: bool) -> State {
 
 /// As [`state`], for rank `rank`.
 pub(crate) fn state_of(size: u32, one_node: bool, rank: u32) -> State {
+    state_of_worker(size, one_node, rank, 0)
+}
+
+/// As [`state`], for worker `worker` (its own request handles).
+pub(crate) fn state_on_worker(size: u32, one_node: bool, worker: usize) -> State {
+    state_of_worker(size, one_node, 0, worker)
+}
+
+fn state_of_worker(size: u32, one_node: bool, rank: u32, worker: usize) -> State {
     let mapping = match one_node {
         true => format!("(vector,(0,1,{size}))"),
         false => format!("(vector,(0,{size},1))"),
     };
     let map = NodeMap::from_mapping(&mapping, size, rank);
-    State::new(
+    State::for_worker(
         Pgs::new(ProcessGroup::new("test".into(), size, rank, map, 1 << 20)),
         Setup {
             limits: RouteLimits::uniform(1024, 1024),
             cma_allowed: false,
             split_min: 0,
         },
+        worker,
     )
 }
 

@@ -138,7 +138,7 @@ impl Transports {
             let Some(dst) = st.reading_buf(&w) else {
                 continue;
             };
-            let route = st.pgs.vc(w.from).map_or(Route::Loopback, |vc| vc.route);
+            let route = st.vc(w.from).map_or(Route::Loopback, |vc| vc.route);
             // SAFETY: the receive owns `dst..dst+cap`, `len <= cap`, and it
             // stays in the Reading phase (so `abandon` waits for a netmod
             // read and nothing else writes there) until the read ends.

@@ -168,10 +168,8 @@ impl Transport for NetLink {
     /// misbehaving during the poll are disconnected after it.
     fn poll(&mut self, st: &mut State) -> Result<usize> {
         let n = self.net.poll(&mut NetSink { st })?;
-        if !st.ports.refused.is_empty() {
-            for peer in std::mem::take(&mut st.ports.refused) {
-                self.net.disconnect(peer);
-            }
+        for peer in st.take_refused() {
+            self.net.disconnect(peer);
         }
         Ok(n)
     }
@@ -205,7 +203,7 @@ impl NetSink<'_> {
     /// group already disconnected are dropped.
     fn vc(&mut self, peer: PeerId) -> Option<VcId> {
         let id = VcId::from_peer(peer);
-        self.st.pgs.knows(id).then_some(id)
+        self.st.knows(id).then_some(id)
     }
 }
 

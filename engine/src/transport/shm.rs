@@ -56,7 +56,7 @@ impl ShmLink {
     #[inline(always)]
     fn deliver_all(node: &mut ShmNode, st: &mut State) -> Result<usize> {
         Ok(node.poll(POLL_BUDGET, |peer, header, payload| {
-            match st.pgs.world.node_map.local_ranks().get(peer).copied() {
+            match st.local_rank(peer) {
                 Some(rank) => st.deliver_shm(VcId::world(rank), header, payload),
                 None => st.fail(format!("shared memory names unknown local rank {peer}")),
             }
@@ -93,13 +93,13 @@ impl ShmLink {
         }
         for (peer, pid) in ended {
             watch.report(peer);
-            let Some(rank) = st.pgs.world.node_map.local_ranks().get(peer).copied() else {
+            let Some(rank) = st.local_rank(peer) else {
                 continue;
             };
             let id = VcId::world(rank);
             // A peer reached over the netmod (RIVET_NETMOD forced) is the
             // netmod's to judge: what it sent may still be in a socket.
-            match st.pgs.vc(id) {
+            match st.vc(id) {
                 Ok(vc) if matches!(vc.route, crate::route::Route::Shm(_)) => {
                     if self.node.peer_finalized(peer) {
                         vc.finalized = true;
@@ -146,7 +146,7 @@ impl Transport for ShmLink {
         dst: *mut u8,
     ) -> ReadStart {
         let pid = self.pids.get(peer).copied().unwrap_or(0);
-        let Ok(vc) = st.pgs.vc(w.from) else {
+        let Ok(vc) = st.vc(w.from) else {
             return ReadStart::Refused;
         };
         if pid == 0 || vc.cma == CmaState::Refused {

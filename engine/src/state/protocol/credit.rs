@@ -1,0 +1,59 @@
+//! Flow control over a netmod (see `protocol.rs`): a sender spends credit
+//! per eager message and sends by rendezvous once its window is spent; the
+//! receiver returns credit once it has consumed a quarter window.
+
+use crate::error::Result;
+use crate::pg::VcId;
+use crate::route::Route;
+use crate::state::State;
+use crate::wire::{control, MsgKind};
+
+/// Credit charged per eager message on top of its bytes: what the
+/// receiver's unexpected queue spends on an entry, so that a flood of empty
+/// messages is bounded too.
+pub(crate) const CREDIT_PER_MESSAGE: usize = 64;
+
+impl State {
+    /// The route to `dest`, its eager limit (the transport's, within the
+    /// credit a netmod peer left us), and whether sends to it queue.
+    #[inline]
+    pub fn send_route(&mut self, dest: VcId) -> Result<(Route, usize, bool)> {
+        let vc = self.pgs.vc(dest)?;
+        if vc.failed {
+            return Err(self.failure_of(dest));
+        }
+        let mut limit = self.limits.of(vc.route).eager_max;
+        if let Route::Netmod(_) = vc.route {
+            limit = limit.min(vc.credit.saturating_sub(CREDIT_PER_MESSAGE));
+        }
+        Ok((vc.route, limit, !vc.pending.is_empty()))
+    }
+
+    /// An eager message to a netmod peer spends its credit.
+    #[inline]
+    pub fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
+        if let Route::Netmod(_) = route {
+            if let Ok(vc) = self.pgs.vc(dest) {
+                vc.credit = vc.credit.saturating_sub(len + CREDIT_PER_MESSAGE);
+            }
+        }
+    }
+
+    /// Eager bytes from `from` reached their receive: owe the sender that
+    /// much credit, and return it once a quarter window has piled up.
+    #[inline]
+    pub fn consumed(&mut self, from: VcId, len: usize) {
+        let window = self.pgs.world.window;
+        let Ok(vc) = self.pgs.vc(from) else { return };
+        if !matches!(vc.route, Route::Netmod(_)) {
+            return;
+        }
+        vc.owed += len + CREDIT_PER_MESSAGE;
+        if vc.owed >= window / 4 {
+            let mut credit = control(MsgKind::Credit, 0, 0);
+            credit.aux = vc.owed as u64;
+            vc.owed = 0;
+            self.reply(from, credit);
+        }
+    }
+}
