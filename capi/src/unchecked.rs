@@ -5,8 +5,7 @@
 //! Each skips librivet's own null checks (the handle, the buffer, the
 //! request pointer), so the one check is made in one place; the engine
 //! still checks what only it knows (the rank against the communicator's
-//! size, the tag), and the panic boundary stays. `rivet_isend_unchecked`,
-//! `rivet_irecv_unchecked` and `rivet_send_unchecked` go through the
+//! size, the tag), and the panic boundary stays. All four go through the
 //! handle's `RawP2p` (the engine's non-generic point-to-point, taken when
 //! the handle is made): one call into the engine with its arguments and
 //! result in registers, no thread-level dispatch, and a frame of a few
@@ -17,12 +16,13 @@
 //! pointer here is undefined behaviour, not an error code.
 
 use std::ffi::{c_int, c_void};
+use std::mem::MaybeUninit;
 use std::ptr::NonNull;
 
 use crate::errors::{boundary, Fail};
 use rivet::BoxedError;
 
-use crate::handles::{on, rank_arg, rivet_comm_t, rivet_request_t};
+use crate::handles::{rank_arg, rivet_comm_t, rivet_request_t};
 use crate::{put_status, rivet_status_t};
 
 /// The buffer as the engine takes it: null (allowed only with length 0)
@@ -166,16 +166,14 @@ pub unsafe extern "C" fn rivet_recv_unchecked(
     boundary("rivet_recv_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        // SAFETY: non-null (or dangling with length 0), valid and exclusive
-        // for `len` bytes by the contract.
-        let data = unsafe { std::slice::from_raw_parts_mut(buffer(buf), len) };
-        let received = on!(&c.c, c => c.recv(data, source, tag));
-        // The status is read where it lies, field by field as needed: with
-        // no status wanted and no error, only its error is.
-        let s = match &received {
-            Ok(s) => s,
-            Err(_) => return received.map(|_| ()).map_err(Fail::from),
-        };
+        let mut s = MaybeUninit::uninit();
+        // SAFETY: `c.p2p` points into `c.c`, alive while the handle is; the
+        // buffer is valid and exclusive for `len` writes by the contract.
+        if let Err(e) = unsafe { c.p2p.recv(buffer(buf), len, source, tag, &mut s) } {
+            return Err(unboxed(e));
+        }
+        // SAFETY: `RawP2p::recv` wrote it, as it does on `Ok`.
+        let s = unsafe { s.assume_init_ref() };
         if !status.is_null() {
             // SAFETY: non-null, so valid by the contract.
             unsafe { put_status(status, *s) };

@@ -16,10 +16,11 @@
 //! `Comm` (callgrind: with those bodies inlined here, LLVM left other
 //! calls inside them out of line, and the count moved between builds by
 //! up to 30 instructions per message; the call costs a few). The checks
-//! and the semantics are those of `Comm::isend_raw`, `irecv_raw` and
-//! `send`, shared with them.
+//! and the semantics are those of `Comm::isend_raw`, `irecv_raw`, `send`
+//! and `recv`, shared with them.
 
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
 use crate::comm::{check_pattern_of, send_args_of, source_vc_of, Comm};
 use crate::error::Error;
@@ -27,7 +28,7 @@ use crate::inner::Inner;
 use crate::pg::Vcrt;
 use crate::raw::REQUEST_COMPLETE;
 use crate::request::Lent;
-use crate::status::MsgError;
+use crate::status::{MsgError, Status};
 use crate::thread::Threading;
 
 /// An engine error as one pointer (the success path returns in registers).
@@ -132,6 +133,48 @@ impl RawP2p {
             Ok(id) => Ok(id),
             Err(e) => Err(boxed(e)),
         }
+    }
+
+    /// `Comm::recv`: the status goes to `status` (written on `Ok` only; a
+    /// truncated message is `Ok` with its error there), so the result is
+    /// one register and the caller reads only the fields it wants; a
+    /// failed sender is `Err(PeerFailed)`. Withdrawn if waiting fails
+    /// (`Lent`).
+    ///
+    /// # Safety
+    /// As the type says; `buf` is valid and exclusive for `len` writes for
+    /// the call.
+    #[inline(never)]
+    pub unsafe fn recv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+        status: &mut MaybeUninit<Status>,
+    ) -> Result<(), BoxedError> {
+        // SAFETY: by the caller's contract.
+        let (inner, peers) = unsafe { self.parts() };
+        if let Err(e) = check_pattern_of(peers, source, tag) {
+            return Err(boxed(e));
+        }
+        let vc = source_vc_of(peers, source);
+        let id = match inner.start_recv(self.worker, self.context, buf, len, source, vc, tag) {
+            Ok(id) => id,
+            Err(e) => return Err(boxed(e)),
+        };
+        let lent = Lent::new(inner, id);
+        let s = match inner.wait(id) {
+            Ok(s) => s,
+            // `lent` withdraws the receive as it drops.
+            Err(e) => return Err(boxed(e)),
+        };
+        lent.finished();
+        if let Some(MsgError::PeerFailed { rank }) = s.error {
+            return Err(boxed(inner.failure_of(rank)));
+        }
+        status.write(s);
+        Ok(())
     }
 
     /// `Comm::send`: returns once the buffer may be reused; a failed
