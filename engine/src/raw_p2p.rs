@@ -212,14 +212,13 @@ impl RawP2p {
             Err(e) => return Err(boxed(e)),
         };
         let lent = Lent::new(inner, id);
+        // Written first, then read there: one copy of the status.
         let s = match inner.wait(id) {
-            Ok(s) => s,
+            Ok(s) => status.write(s),
             // `lent` withdraws the receive as it drops.
             Err(e) => return Err(boxed(e)),
         };
         lent.finished();
-        // Written first, then read there: one copy of the status.
-        let s = status.write(s);
         if let Some(MsgError::PeerFailed { rank }) = s.error {
             return Err(boxed(inner.failure_of(rank)));
         }
