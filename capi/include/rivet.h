@@ -924,9 +924,10 @@ int rivet_request_free(const rivet_engine_t *engine, rivet_request_t *req);
  arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
 
  # Safety
- `c` is a live handle; `buf` is valid for `len` reads until completion
- and non-null unless `len` is 0; `req` is non-null and valid for a
- write. None of this is checked.
+ `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+ when `len` is 0) and valid for `len` reads until completion; `req` is
+ non-null and valid for a write. None of this is checked (a negative
+ `dest` is: `RIVET_ERR_RANK`).
  */
 int rivet_isend_unchecked(const rivet_comm_t *c,
                           const void *buf,
@@ -940,9 +941,10 @@ int rivet_isend_unchecked(const rivet_comm_t *c,
  arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
 
  # Safety
- `c` is a live handle; `buf` is valid for `len` writes, and untouched by
- anyone else, until completion, and non-null unless `len` is 0; `req` is
- non-null and valid for a write. None of this is checked.
+ `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+ when `len` is 0) and valid for `len` writes, and untouched by anyone
+ else, until completion; `req` is non-null and valid for a write. None
+ of this is checked.
  */
 int rivet_irecv_unchecked(const rivet_comm_t *c,
                           void *buf,
@@ -956,8 +958,8 @@ int rivet_irecv_unchecked(const rivet_comm_t *c,
  arguments (the MPI layer).
 
  # Safety
- `c` is a live handle; `buf` is valid for `len` reads and non-null
- unless `len` is 0. Not checked.
+ `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+ when `len` is 0) and valid for `len` reads. Not checked.
  */
 int rivet_send_unchecked(const rivet_comm_t *c, const void *buf, size_t len, int dest, int tag);
 
@@ -967,9 +969,9 @@ int rivet_send_unchecked(const rivet_comm_t *c, const void *buf, size_t len, int
  returns `RIVET_ERR_TRUNCATE` with the status filled, as there.
 
  # Safety
- `c` is a live handle; `buf` is valid and exclusive for `len` writes and
- non-null unless `len` is 0 (not checked); `status` null or valid for a
- write.
+ `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+ when `len` is 0) and valid and exclusive for `len` writes (not
+ checked); `status` null or valid for a write.
  */
 int rivet_recv_unchecked(const rivet_comm_t *c,
                          void *buf,

@@ -3,10 +3,11 @@
 //! looked up the communicator, sized the buffer from a predefined
 //! datatype and refused a null buffer or request before they get here.
 //! Each skips librivet's own null checks (the handle, the buffer, the
-//! request pointer), so the one check is made in one place; the engine
+//! request pointer), so the one check is made in one place: the caller
+//! passes a non-null buffer even when empty (C's null is not Rust's
+//! dangling pointer, and mapping one costs every call); the engine
 //! still checks what only it knows (the rank against the communicator's
-//! size, the tag), and the panic boundary stays. `rivet_isend_unchecked`,
-//! `rivet_irecv_unchecked` and `rivet_send_unchecked` go through the
+//! size, the tag), and the panic boundary stays. All four go through the
 //! handle's `RawP2p` (the engine's non-generic point-to-point, taken when
 //! the handle is made): one call into the engine with its arguments and
 //! result in registers, no thread-level dispatch, and a frame of a few
@@ -17,24 +18,13 @@
 //! pointer here is undefined behaviour, not an error code.
 
 use std::ffi::{c_int, c_void};
-use std::ptr::NonNull;
+use std::mem::MaybeUninit;
 
 use crate::errors::{boundary, Fail};
 use rivet::BoxedError;
 
-use crate::handles::{on, rank_arg, rivet_comm_t, rivet_request_t};
+use crate::handles::{rivet_comm_t, rivet_request_t};
 use crate::{put_status, rivet_status_t};
-
-/// The buffer as the engine takes it: null (allowed only with length 0)
-/// becomes a dangling pointer, never dereferenced.
-#[inline(always)]
-fn buffer(p: *const c_void) -> *mut u8 {
-    if p.is_null() {
-        NonNull::dangling().as_ptr()
-    } else {
-        p.cast_mut().cast()
-    }
-}
 
 /// Store the new request's handle, or `RIVET_REQUEST_NULL` if it failed.
 ///
@@ -68,9 +58,10 @@ fn unboxed(e: BoxedError) -> Fail {
 /// arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
 ///
 /// # Safety
-/// `c` is a live handle; `buf` is valid for `len` reads until completion
-/// and non-null unless `len` is 0; `req` is non-null and valid for a
-/// write. None of this is checked.
+/// `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+/// when `len` is 0) and valid for `len` reads until completion; `req` is
+/// non-null and valid for a write. None of this is checked (a negative
+/// `dest` is: `RIVET_ERR_RANK`).
 #[no_mangle]
 pub unsafe extern "C" fn rivet_isend_unchecked(
     c: *const rivet_comm_t,
@@ -83,10 +74,9 @@ pub unsafe extern "C" fn rivet_isend_unchecked(
     boundary("rivet_isend_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        let dest = rank_arg(dest, "destination rank")?;
         // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
         // the caller keeps the buffer valid until completion.
-        let id = unsafe { c.p2p.isend(buffer(buf), len, dest, tag) };
+        let id = unsafe { c.p2p.isend(buf.cast(), len, dest, tag) };
         // SAFETY: valid for a write by the contract.
         unsafe { started(req, id) }
     })
@@ -96,9 +86,10 @@ pub unsafe extern "C" fn rivet_isend_unchecked(
 /// arguments (the MPI layer): `*req` is `RIVET_REQUEST_NULL` if it fails.
 ///
 /// # Safety
-/// `c` is a live handle; `buf` is valid for `len` writes, and untouched by
-/// anyone else, until completion, and non-null unless `len` is 0; `req` is
-/// non-null and valid for a write. None of this is checked.
+/// `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+/// when `len` is 0) and valid for `len` writes, and untouched by anyone
+/// else, until completion; `req` is non-null and valid for a write. None
+/// of this is checked.
 #[no_mangle]
 pub unsafe extern "C" fn rivet_irecv_unchecked(
     c: *const rivet_comm_t,
@@ -113,7 +104,7 @@ pub unsafe extern "C" fn rivet_irecv_unchecked(
         let c = unsafe { &*c };
         // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
         // the caller keeps the buffer valid and exclusive until completion.
-        let id = unsafe { c.p2p.irecv(buffer(buf), len, source, tag) };
+        let id = unsafe { c.p2p.irecv(buf.cast(), len, source, tag) };
         // SAFETY: valid for a write by the contract.
         unsafe { started(req, id) }
     })
@@ -123,8 +114,8 @@ pub unsafe extern "C" fn rivet_irecv_unchecked(
 /// arguments (the MPI layer).
 ///
 /// # Safety
-/// `c` is a live handle; `buf` is valid for `len` reads and non-null
-/// unless `len` is 0. Not checked.
+/// `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+/// when `len` is 0) and valid for `len` reads. Not checked.
 #[no_mangle]
 pub unsafe extern "C" fn rivet_send_unchecked(
     c: *const rivet_comm_t,
@@ -136,10 +127,9 @@ pub unsafe extern "C" fn rivet_send_unchecked(
     boundary("rivet_send_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        let dest = rank_arg(dest, "destination rank")?;
         // SAFETY: `c.p2p` points into `c.c`, alive while the handle is;
         // the buffer is valid for `len` reads by the contract.
-        match unsafe { c.p2p.send(buffer(buf), len, dest, tag) } {
+        match unsafe { c.p2p.send(buf.cast(), len, dest, tag) } {
             Ok(()) => Ok(()),
             Err(e) => Err(unboxed(e)),
         }
@@ -151,9 +141,9 @@ pub unsafe extern "C" fn rivet_send_unchecked(
 /// returns `RIVET_ERR_TRUNCATE` with the status filled, as there.
 ///
 /// # Safety
-/// `c` is a live handle; `buf` is valid and exclusive for `len` writes and
-/// non-null unless `len` is 0 (not checked); `status` null or valid for a
-/// write.
+/// `c` is a live handle; `buf` is non-null (a dangling pointer such as 1
+/// when `len` is 0) and valid and exclusive for `len` writes (not
+/// checked); `status` null or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn rivet_recv_unchecked(
     c: *const rivet_comm_t,
@@ -166,23 +156,29 @@ pub unsafe extern "C" fn rivet_recv_unchecked(
     boundary("rivet_recv_unchecked", || {
         // SAFETY: a live handle by the contract.
         let c = unsafe { &*c };
-        // SAFETY: non-null (or dangling with length 0), valid and exclusive
-        // for `len` bytes by the contract.
-        let data = unsafe { std::slice::from_raw_parts_mut(buffer(buf), len) };
-        let received = on!(&c.c, c => c.recv(data, source, tag));
-        // The status is read where it lies, field by field as needed: with
-        // no status wanted and no error, only its error is.
-        let s = match &received {
-            Ok(s) => s,
-            Err(_) => return received.map(|_| ()).map_err(Fail::from),
-        };
+        let mut s = MaybeUninit::uninit();
+        // SAFETY: `c.p2p` points into `c.c`, alive while the handle is; the
+        // buffer is valid and exclusive for `len` writes by the contract.
+        if let Err(e) = unsafe { c.p2p.recv(buf.cast(), len, source, tag, &mut s) } {
+            return Err(unboxed(e));
+        }
+        // SAFETY: `RawP2p::recv` wrote it, as it does on `Ok`.
+        let s = unsafe { s.assume_init_ref() };
         if !status.is_null() {
             // SAFETY: non-null, so valid by the contract.
             unsafe { put_status(status, *s) };
         }
         match s.error {
             None => Ok(()),
-            Some(_) => crate::p2p::truncation(*s),
+            Some(_) => status_error(*s),
         }
     })
+}
+
+/// A received status's error: truncation (`RawP2p::recv` returns a failed
+/// sender as `Err`). Out of line: the common receive has none.
+#[cold]
+#[inline(never)]
+fn status_error(s: rivet::Status) -> Result<(), Fail> {
+    crate::p2p::truncation(s)
 }

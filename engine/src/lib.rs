@@ -50,7 +50,7 @@
 //!   the engine's within one IMPI client, seed 003's 4.4 / 4.6 / 4.7 across clients.
 //! - `raw.rs`: calls by plain handle for C callers: `u64` requests and messages, caller-chosen
 //!   context ids (`USER_CONTEXT_BASE` + 4 * id, above what agreement hands out).
-//! - `raw_p2p.rs`: `RawP2p`, a communicator's isend/irecv/send as one non-generic value of
+//! - `raw_p2p.rs`: `RawP2p`, a communicator's isend/irecv/send/recv as one non-generic value of
 //!   plain pointers (worker and VC table taken once), for the C ABI's `*_unchecked` entries:
 //!   compiled here, so a C start is one call with its arguments and result in registers.
 //! - `thread.rs`: thread levels, the `Shared`/`Local` handle types, the engine lock (a spin lock

@@ -16,18 +16,22 @@
 //! `Comm` (callgrind: with those bodies inlined here, LLVM left other
 //! calls inside them out of line, and the count moved between builds by
 //! up to 30 instructions per message; the call costs a few). The checks
-//! and the semantics are those of `Comm::isend_raw`, `irecv_raw` and
-//! `send`, shared with them.
+//! and the semantics are those of `Comm::isend_raw`, `irecv_raw`, `send`
+//! and `recv` (the same errors in the same order), with a rank checked by
+//! one compare.
 
 use std::marker::PhantomData;
+use std::mem::MaybeUninit;
 
-use crate::comm::{check_pattern_of, send_args_of, source_vc_of, Comm};
+use crate::comm::Comm;
 use crate::error::Error;
 use crate::inner::Inner;
-use crate::pg::Vcrt;
+use crate::matching::{ANY_SOURCE, ANY_TAG};
+use crate::pg::{VcId, Vcrt};
+use crate::post::SendArgs;
 use crate::raw::REQUEST_COMPLETE;
 use crate::request::Lent;
-use crate::status::MsgError;
+use crate::status::{MsgError, Status};
 use crate::thread::Threading;
 
 /// An engine error as one pointer (the success path returns in registers).
@@ -71,6 +75,59 @@ fn boxed(e: Error) -> BoxedError {
     Box::new(e)
 }
 
+/// `send_args_of` for C's `int` destination: as a `u32` a negative one
+/// is past every size, so one compare (the VC table's bounds check)
+/// checks the rank; the errors, and their order, are `send_args_of`'s.
+#[inline(always)]
+fn send_args(
+    p: &RawP2p,
+    peers: &Vcrt,
+    buf: *const u8,
+    len: usize,
+    dest: i32,
+    tag: i32,
+) -> Result<SendArgs, BoxedError> {
+    let Some(vc) = peers.vc_of(dest as u32) else {
+        return Err(out_of_range(dest, peers));
+    };
+    if tag < 0 {
+        return Err(boxed(Error::InvalidTag(tag)));
+    }
+    Ok(SendArgs {
+        context: p.context,
+        src: p.rank,
+        buf,
+        len,
+        dest: vc,
+        tag,
+        sync: false,
+    })
+}
+
+/// `check_pattern_of` and `source_vc_of` at once: the source's VC (`None`
+/// for `ANY_SOURCE`), a rank in range found by one compare as above.
+#[inline(always)]
+fn source_vc(peers: &Vcrt, source: i32, tag: i32) -> Result<Option<VcId>, BoxedError> {
+    let vc = match peers.vc_of(source as u32) {
+        Some(vc) => Some(vc),
+        None if source == ANY_SOURCE => None,
+        None => return Err(out_of_range(source, peers)),
+    };
+    if tag < ANY_TAG {
+        return Err(boxed(Error::InvalidTag(tag)));
+    }
+    Ok(vc)
+}
+
+#[cold]
+#[inline(never)]
+fn out_of_range(rank: i32, peers: &Vcrt) -> BoxedError {
+    Box::new(Error::RankOutOfRange {
+        rank: rank.into(),
+        size: peers.size(),
+    })
+}
+
 impl RawP2p {
     /// # Safety
     /// The `Comm` this came from is alive.
@@ -82,7 +139,8 @@ impl RawP2p {
     }
 
     /// `Comm::isend_raw(..).into_raw()`: the raw request handle,
-    /// [`REQUEST_COMPLETE`] if the send finished as it started.
+    /// [`REQUEST_COMPLETE`] if the send finished as it started. `dest` is
+    /// C's `int`: a negative one is `RankOutOfRange` naming it.
     ///
     /// # Safety
     /// As the type says (the `Comm` alive, used from a thread it may be
@@ -93,15 +151,12 @@ impl RawP2p {
         &self,
         buf: *const u8,
         len: usize,
-        dest: u32,
+        dest: i32,
         tag: i32,
     ) -> Result<u64, BoxedError> {
         // SAFETY: by the caller's contract.
         let (inner, peers) = unsafe { self.parts() };
-        let args = match send_args_of(peers, self.context, self.rank, buf, len, dest, tag, false) {
-            Ok(a) => a,
-            Err(e) => return Err(boxed(e)),
-        };
+        let args = send_args(self, peers, buf, len, dest, tag)?;
         match inner.start_send(self.worker, &args) {
             Ok(0) => Ok(REQUEST_COMPLETE),
             Ok(id) => Ok(id),
@@ -124,18 +179,54 @@ impl RawP2p {
     ) -> Result<u64, BoxedError> {
         // SAFETY: by the caller's contract.
         let (inner, peers) = unsafe { self.parts() };
-        if let Err(e) = check_pattern_of(peers, source, tag) {
-            return Err(boxed(e));
-        }
-        let vc = source_vc_of(peers, source);
+        let vc = source_vc(peers, source, tag)?;
         match inner.start_recv(self.worker, self.context, buf, len, source, vc, tag) {
             Ok(id) => Ok(id),
             Err(e) => Err(boxed(e)),
         }
     }
 
+    /// `Comm::recv`: the status goes to `status` (written on `Ok`, maybe
+    /// on a failed sender too; a truncated message is `Ok` with its error
+    /// there), so the result is one register and the caller reads only the
+    /// fields it wants; a failed sender is `Err(PeerFailed)`. Withdrawn if
+    /// waiting fails (`Lent`).
+    ///
+    /// # Safety
+    /// As the type says; `buf` is valid and exclusive for `len` writes for
+    /// the call.
+    #[inline(never)]
+    pub unsafe fn recv(
+        &self,
+        buf: *mut u8,
+        len: usize,
+        source: i32,
+        tag: i32,
+        status: &mut MaybeUninit<Status>,
+    ) -> Result<(), BoxedError> {
+        // SAFETY: by the caller's contract.
+        let (inner, peers) = unsafe { self.parts() };
+        let vc = source_vc(peers, source, tag)?;
+        let id = match inner.start_recv(self.worker, self.context, buf, len, source, vc, tag) {
+            Ok(id) => id,
+            Err(e) => return Err(boxed(e)),
+        };
+        let lent = Lent::new(inner, id);
+        // Written first, then read there: one copy of the status.
+        let s = match inner.wait(id) {
+            Ok(s) => status.write(s),
+            // `lent` withdraws the receive as it drops.
+            Err(e) => return Err(boxed(e)),
+        };
+        lent.finished();
+        if let Some(MsgError::PeerFailed { rank }) = s.error {
+            return Err(boxed(inner.failure_of(rank)));
+        }
+        Ok(())
+    }
+
     /// `Comm::send`: returns once the buffer may be reused; a failed
-    /// destination is `Err(PeerFailed)`.
+    /// destination is `Err(PeerFailed)`; `dest` as for `isend`.
     ///
     /// # Safety
     /// As the type says; `buf` is valid for `len` reads for the call.
@@ -144,15 +235,12 @@ impl RawP2p {
         &self,
         buf: *const u8,
         len: usize,
-        dest: u32,
+        dest: i32,
         tag: i32,
     ) -> Result<(), BoxedError> {
         // SAFETY: by the caller's contract.
         let (inner, peers) = unsafe { self.parts() };
-        let args = match send_args_of(peers, self.context, self.rank, buf, len, dest, tag, false) {
-            Ok(a) => a,
-            Err(e) => return Err(boxed(e)),
-        };
+        let args = send_args(self, peers, buf, len, dest, tag)?;
         match inner.start_send(self.worker, &args) {
             Ok(0) => Ok(()),
             Ok(id) => wait_send(inner, id).map_err(boxed),
@@ -183,7 +271,11 @@ fn wait_send(inner: &Inner, id: u64) -> crate::error::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Engine, Error, Local, ThreadLevel, ANY_SOURCE, REQUEST_COMPLETE};
+    use std::mem::MaybeUninit;
+
+    use crate::{
+        Engine, Error, Local, MsgError, ThreadLevel, ANY_SOURCE, ANY_TAG, REQUEST_COMPLETE,
+    };
 
     /// A singleton's world through `RawP2p`: messages to itself arrive
     /// whole and in order, on the communicator they were sent on, and
@@ -212,6 +304,29 @@ mod tests {
         }
         assert_eq!(got, [[1, 2, 3, 4], [5, 6, 7, 8], [9; 4]]);
 
+        // Blocking receives: the status where the caller put it, a
+        // truncated message `Ok` with its error there, the dup's traffic
+        // apart from the world's.
+        let mut st = MaybeUninit::uninit();
+        let (mut four, mut small) = ([0u8; 4], [0u8; 2]);
+        // SAFETY: the buffers outlive every call, each of which completes.
+        unsafe {
+            on_dup.send([3u8; 4].as_ptr(), 4, 0, 9).unwrap();
+            p2p.send([4u8; 3].as_ptr(), 3, 0, 9).unwrap();
+            p2p.recv(four.as_mut_ptr(), 4, ANY_SOURCE, ANY_TAG, &mut st)
+                .unwrap();
+            let s = st.assume_init_ref();
+            assert_eq!((s.source, s.tag, s.count, s.error), (0, 9, 3, None));
+            on_dup.recv(small.as_mut_ptr(), 2, 0, 9, &mut st).unwrap();
+            let s = st.assume_init_ref();
+            let cut = Some(MsgError::Truncated {
+                sent: 4,
+                capacity: 2,
+            });
+            assert_eq!((s.count, s.error), (2, cut));
+        }
+        assert_eq!((four, small), ([4, 4, 4, 0], [3, 3]));
+
         let mut buf = [0u8; 4];
         // SAFETY: every call below fails before it keeps the buffer.
         unsafe {
@@ -220,9 +335,25 @@ mod tests {
             assert!(rank(p2p.isend(buf.as_ptr(), 4, 1, 0).unwrap_err()));
             assert!(rank(p2p.send(buf.as_ptr(), 4, 1, 0).unwrap_err()));
             assert!(rank(p2p.irecv(buf.as_mut_ptr(), 4, 1, 0).unwrap_err()));
+            let negative =
+                |e: Box<Error>| matches!(*e, Error::RankOutOfRange { rank: -3, size: 1 });
+            assert!(negative(p2p.isend(buf.as_ptr(), 4, -3, 0).unwrap_err()));
+            assert!(negative(p2p.send(buf.as_ptr(), 4, -3, 0).unwrap_err()));
             assert!(tag(p2p.isend(buf.as_ptr(), 4, 0, -5).unwrap_err()));
             assert!(tag(p2p.send(buf.as_ptr(), 4, 0, -5).unwrap_err()));
             assert!(tag(p2p.irecv(buf.as_mut_ptr(), 4, 0, -5).unwrap_err()));
+            let mut st = MaybeUninit::uninit();
+            assert!(rank(
+                p2p.recv(buf.as_mut_ptr(), 4, 1, 0, &mut st).unwrap_err()
+            ));
+            assert!(tag(p2p
+                .recv(buf.as_mut_ptr(), 4, 0, -5, &mut st)
+                .unwrap_err()));
+            let below = |e: Box<Error>| matches!(*e, Error::RankOutOfRange { rank: -2, size: 1 });
+            assert!(below(p2p.irecv(buf.as_mut_ptr(), 4, -2, 0).unwrap_err()));
+            assert!(below(
+                p2p.recv(buf.as_mut_ptr(), 4, -2, 0, &mut st).unwrap_err()
+            ));
         }
     }
 }

@@ -54,10 +54,15 @@ static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct com
     return MPI_SUCCESS;
 }
 
+/* librivet's *_unchecked entries take no null buffer: an empty one is
+ * passed as this dangling pointer, never dereferenced. */
+#define EMPTY_BUF ((void *)(uintptr_t)1)
+
 #define CHECKED(fn)                                                                       \
     do {                                                                                  \
         int rc_ = check(comm, &c, buf, count, datatype, &len);                           \
         if (rc_ != MPI_SUCCESS) return raise_err(c ? comm : MPI_COMM_WORLD, rc_, fn);     \
+        if (!buf) buf = EMPTY_BUF;                                                        \
     } while (0)
 
 /* The fast path of MPI_Send, MPI_Recv, MPI_Isend and MPI_Irecv: traffic on
@@ -66,17 +71,23 @@ static inline __attribute__((always_inline)) int check(MPI_Comm comm, struct com
  * layer, made here once; librivet's *_unchecked entries then skip their
  * own (the engine still checks the rank's range and the tag). Everything
  * else, errors included, takes the general path. On success nothing is
- * left to do after librivet returns, so the call needs no saved state. */
+ * left to do after librivet returns, so the call needs no saved state.
+ * The buffer to pass is `*out` (`buf`, or EMPTY_BUF for an empty null
+ * one: set only on that rare branch, so the common case pays nothing). */
 static inline __attribute__((always_inline)) rivet_comm_t *fast(MPI_Comm comm, const void *buf,
                                                                 int count, MPI_Datatype t,
-                                                                int peer, size_t *len) {
+                                                                int peer, size_t *len,
+                                                                const void **out) {
     rivet_comm_t *p2p = g_world_p2p;
     unsigned idx = (unsigned)t - (unsigned)KIND_TYPE; /* as type_size(), whose sizes are > 0 */
     if (comm != MPI_COMM_WORLD || !p2p || idx - 1u >= (unsigned)NTYPES - 1u || count < 0 ||
         peer == MPI_PROC_NULL)
         return NULL;
     *len = (size_t)(unsigned)count * (size_t)(unsigned)type_sizes[idx];
-    return buf || !*len ? p2p : NULL;
+    *out = buf;
+    if (buf) return p2p;
+    *out = EMPTY_BUF;
+    return *len ? NULL : p2p;
 }
 
 /* librivet's failure on the fast path, raised on MPI_COMM_WORLD. */
@@ -105,10 +116,11 @@ static int __attribute__((noinline)) send_slow(int what, const void *buf, int co
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
              MPI_Comm comm) {
     size_t len;
-    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len);
+    const void *b;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len, &b);
     int rc;
     if (!p2p) return send_slow(SEND, buf, count, datatype, dest, tag, comm, "MPI_Send");
-    rc = rivet_send_unchecked(p2p, buf, len, dest, tag);
+    rc = rivet_send_unchecked(p2p, b, len, dest, tag);
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Send");
 }
 
@@ -183,12 +195,13 @@ static int __attribute__((noinline)) recv_status(rivet_comm_t *p2p, void *buf, s
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     size_t len;
-    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
+    const void *b;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len, &b);
     int rc;
     if (!p2p) return recv_slow(buf, count, datatype, source, tag, comm, status);
     if (status != MPI_STATUS_IGNORE && status)
-        return recv_status(p2p, buf, len, source, tag, status);
-    rc = rivet_recv_unchecked(p2p, buf, len, source, tag, NULL);
+        return recv_status(p2p, (void *)(uintptr_t)b, len, source, tag, status);
+    rc = rivet_recv_unchecked(p2p, (void *)(uintptr_t)b, len, source, tag, NULL);
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Recv");
 }
 
@@ -236,13 +249,14 @@ static int __attribute__((noinline)) start_slow(int what, void *buf, int count,
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest, int tag,
               MPI_Comm comm, MPI_Request *request) {
     size_t len;
-    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len);
+    const void *b;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, dest, &len, &b);
     int rc;
     if (!p2p || !request)
         return start_slow(ISEND, (void *)(uintptr_t)buf, count, datatype, dest, tag, comm,
                           request, "MPI_Isend");
     /* The MPI request is librivet's handle itself (null if it failed). */
-    rc = rivet_isend_unchecked(p2p, buf, len, dest, tag, request);
+    rc = rivet_isend_unchecked(p2p, b, len, dest, tag, request);
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Isend");
 }
 
@@ -255,11 +269,12 @@ int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest, int 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source, int tag,
               MPI_Comm comm, MPI_Request *request) {
     size_t len;
-    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len);
+    const void *b;
+    rivet_comm_t *p2p = fast(comm, buf, count, datatype, source, &len, &b);
     int rc;
     if (!p2p || !request)
         return start_slow(IRECV, buf, count, datatype, source, tag, comm, request, "MPI_Irecv");
-    rc = rivet_irecv_unchecked(p2p, buf, len, source, tag, request);
+    rc = rivet_irecv_unchecked(p2p, (void *)(uintptr_t)b, len, source, tag, request);
     return rc == RIVET_SUCCESS ? MPI_SUCCESS : fast_failed(rc, "MPI_Irecv");
 }
 

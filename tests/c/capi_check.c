@@ -148,8 +148,9 @@ int main(int argc, char **argv) {
             CHECK(rivet_isend_unchecked(world, &out[i], sizeof(long), peer, 20 + i, &w[i]));
         }
         w[4] = RIVET_REQUEST_NULL;
-        CHECK(rivet_irecv_unchecked(world, NULL, 0, peer, 30, &w[5]));
-        CHECK(rivet_send_unchecked(world, NULL, 0, peer, 30));
+        /* An empty buffer is a dangling pointer here, never null. */
+        CHECK(rivet_irecv_unchecked(world, (void *)1, 0, peer, 30, &w[5]));
+        CHECK(rivet_send_unchecked(world, (void *)1, 0, peer, 30));
         memset(ws, 0xff, sizeof ws);
         CHECK(rivet_waitall(engine, 6, w, ws));
         for (i = 0; i < 6; i++) EXPECT(w[i] == RIVET_REQUEST_NULL);

@@ -66,6 +66,16 @@ impl Vcrt {
         }
     }
 
+    /// The VC of `rank`, or `None` unless it is below `size()`: the size
+    /// check and the table's bounds check are one compare.
+    #[inline]
+    pub fn vc_of(&self, rank: u32) -> Option<VcId> {
+        match &self.members {
+            Members::World { size } => (rank < *size).then(|| VcId::world(rank)),
+            Members::Table(t) => t.get(rank as usize).copied(),
+        }
+    }
+
     #[inline]
     pub fn world_only(&self) -> bool {
         self.world_only
