@@ -11,14 +11,15 @@
 //! node's puts batched upstream, one barrier message per subtree up a tree
 //! of proxies, `tree`; and PMIx, where
 //! OpenPMIx is installed, through a server of its own, `pmix`), forwards their
-//! output a whole line at a time to its own stdout/stderr (which the
-//! launcher carries back), frees what an ended rank registered and did not
+//! output a whole line at a time to its own stdout/stderr (`output`; the
+//! launcher carries it back), frees what an ended rank registered and did not
 //! release (seed 002, `crate::resources`, as rivetrun on one host), and
 //! reports each exit. When the connection to
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
 mod job;
+mod output;
 mod pmi;
 mod pmix;
 mod pmix_names;
@@ -28,19 +29,17 @@ pub mod tree;
 mod upstream;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::process::{ChildStderr, ChildStdout};
+use std::io::Write;
 use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
-use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crate::launch::{self, JobSpec, PmiChannel, RankPlace};
 use crate::leftovers::{JobDir, ShmSweep};
-use crate::output::LineBuffer;
 use crate::remote::wire;
 use crate::topology::{self, PlacementRequest, Topology};
 use job::{read_secret, receive_job, Job};
+use output::output_threads;
 
 use rivet_pmi::server::{NamespaceSpec, Server};
 
@@ -160,54 +159,6 @@ fn code_and_signal(status: std::process::ExitStatus) -> (i32, i32) {
         (None, Some(s)) => (128 + s, s),
         _ => (1, 0),
     }
-}
-
-/// Copy a rank's stream to ours, a whole line at a time.
-fn forward<R: Read + Send + 'static>(
-    mut from: R,
-    label: Option<String>,
-    err: bool,
-) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut lines = LineBuffer::default();
-        let mut buf = vec![0u8; 16384];
-        let sink = |bytes: &[u8], lines: &mut LineBuffer, end: bool| {
-            let label = label.as_deref();
-            let mut out = Vec::new();
-            let _ = if end {
-                lines.finish(label, &mut out)
-            } else {
-                lines.push(bytes, label, &mut out)
-            };
-            if !out.is_empty() {
-                let _ = if err {
-                    std::io::stderr().lock().write_all(&out)
-                } else {
-                    std::io::stdout().lock().write_all(&out)
-                };
-            }
-        };
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) => break,
-                Ok(n) => sink(&buf[..n], &mut lines, false),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => break,
-            }
-        }
-        sink(&[], &mut lines, true);
-    })
-}
-
-fn output_threads(
-    stdout: ChildStdout,
-    stderr: ChildStderr,
-    label: Option<String>,
-) -> [JoinHandle<()>; 2] {
-    [
-        forward(stdout, label.clone(), false),
-        forward(stderr, label, true),
-    ]
 }
 
 fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
