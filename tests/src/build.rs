@@ -165,6 +165,15 @@ pub fn capi_dir() -> PathBuf {
     built_once(&BUILT, &["rivet-capi"], &["--lib"])
 }
 
+/// `tests/c/NAME` built against OpenPMIx's client library (`pmix.pc`).
+pub fn cc_pmix(name: &str) -> PathBuf {
+    cc_c(
+        &crate::workspace_root().join("tests/c").join(name),
+        "pmix",
+        "",
+    )
+}
+
 /// As [`cc_pmi`], for the C program at `src` and any package whose `.pc`
 /// file lies in this profile's `pkgconfig/` (`rivet`, `rivet-static`,
 /// `rivet-pmi`, ...; build its library first).

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use rivet_tests::netns::Cluster;
 use rivet_tests::{
-    bin, cc_c, mpi_check_passed_on_hosts, mpicc_openmpi, pmix_dirs, run_job, serial, Outcome,
+    bin, cc_pmix, mpi_check_passed_on_hosts, mpicc_openmpi, pmix_dirs, run_job, serial, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -106,11 +106,7 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_modex.c");
     for mode in ["collect", "direct"] {
         let mut cmd = c.rivetrun(2, 4);
         cmd.arg(&prog).arg(mode);
@@ -134,11 +130,7 @@ fn pmix_spawn_under_proxies_children_and_parent_talk() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_spawn.c");
     // Rank 0 is on h1 (the first proxy), rank 3 on h2.
     for root in [0u32, 3] {
         let mut cmd = c.rivetrun(2, 4);
@@ -200,11 +192,7 @@ fn pmix_spawned_children_under_proxies_die_with_the_job() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_spawn.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog).args(["abort", "2", "3"]);
     let o = run_job(cmd, DEADLINE);
@@ -229,11 +217,7 @@ fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_spawn.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog).args(["missing", "2"]);
     let o = run_job(cmd, DEADLINE);
@@ -262,11 +246,7 @@ fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_group_term.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_group_term.c");
     // Ranks 0 and 1 on h1, 2 and 3 on h2; rank 3 ends first.
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog);
@@ -296,11 +276,7 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_modex.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_modex.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog).arg("refused");
     let o = run_job(cmd, DEADLINE);
@@ -324,11 +300,7 @@ fn pmix_subset_fences_and_groups_span_hosts() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_subset.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_subset.c");
     let mut cmd = c.rivetrun(2, 4);
     cmd.arg(&prog);
     let o = run_job(cmd, DEADLINE);
@@ -454,11 +426,7 @@ fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
     // rank 1 (app 1) on h1, ranks 2 and 3 (app 1) on h2; each proxy
     // registers every rank's app, not only its own ranks'.
     let ompi = mpicc_openmpi("mpi_appnum.c");
-    let apps = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_apps.c"),
-        "pmix",
-        "",
-    );
+    let apps = cc_pmix("pmix_apps.c");
     for prog in [&ompi, &apps] {
         let mut cmd = c.rivetrun(2, 1);
         cmd.arg(prog).args([":", "-n", "3"]).arg(prog);

@@ -12,7 +12,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, cc_c, mpi_check_passed, mpicc, mpicc_openmpi, pmix_dirs, rivetrun, run_job,
+    bin, cc_pmix, mpi_check_passed, mpicc, mpicc_openmpi, pmix_dirs, rivetrun, run_job,
     run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer, Outcome,
 };
 
@@ -349,11 +349,7 @@ fn names_cross_between_open_mpi_and_mpich_jobs_through_a_name_server() {
 #[test]
 fn pmix_spawn_under_rivetrun_starts_children_served_pmix() {
     let _serial = serial();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_spawn.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_spawn.c");
     let mut cmd = rivetrun(&["-n", "1"]);
     cmd.arg(&prog).arg("2");
     let o = run_job_checking_shm(cmd, DEADLINE);
@@ -419,11 +415,7 @@ fn open_mpi_comm_spawn_and_connect_accept_run_under_rivetrun() {
 #[test]
 fn pmix_groups_are_served_by_rivetrun() {
     let _serial = serial();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_group.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_group.c");
     let mut cmd = rivetrun(&["-n", "3"]);
     cmd.arg(&prog);
     let o = run_job_checking_shm(cmd, DEADLINE);
@@ -504,11 +496,7 @@ fn rivet_group_members_hear_of_a_member_ending_over_pmix() {
 #[test]
 fn pmix_programs_hear_of_a_group_member_ending_under_rivetrun() {
     let _serial = serial();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_group_term.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_group_term.c");
     let mut cmd = rivetrun(&["-n", "3"]);
     cmd.arg(&prog);
     let o = run_job_checking_shm(cmd, DEADLINE);

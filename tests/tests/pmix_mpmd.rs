@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use rivet_tests::{appnums, bin, cc_c, mpicc_openmpi, rivetrun, run_job_checking_shm, serial};
+use rivet_tests::{appnums, bin, cc_pmix, mpicc_openmpi, rivetrun, run_job_checking_shm, serial};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 
@@ -32,11 +32,7 @@ fn open_mpi_sees_each_sections_appnum_under_rivetrun() {
 #[test]
 fn pmix_clients_see_the_apps_of_an_mpmd_job_and_a_one_app_job() {
     let _serial = serial();
-    let prog = cc_c(
-        &rivet_tests::workspace_root().join("tests/c/pmix_apps.c"),
-        "pmix",
-        "",
-    );
+    let prog = cc_pmix("pmix_apps.c");
     let prog = prog.display().to_string();
     // Sections of 1, 2 and 1 ranks: apps 0, 1, 2.
     let o = run_job_checking_shm(
