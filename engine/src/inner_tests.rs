@@ -14,6 +14,7 @@ use crate::core::Core;
 use crate::error::Error;
 use crate::pg::{VcId, Vcrt};
 use crate::state::protocol::tests::state_on_worker;
+use crate::test_netmod::fake_netmod_rest;
 use crate::thread::{EngineLock, ThreadLevel};
 
 /// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`
@@ -102,29 +103,7 @@ fn a_failure_on_worker_0_ends_waits_on_other_workers() {
 struct BrokenNet;
 
 impl Netmod for BrokenNet {
-    fn name(&self) -> &'static str {
-        "broken"
-    }
-    fn business_card(&self) -> &str {
-        "broken"
-    }
-    fn knows(&self, _: PeerId) -> bool {
-        true
-    }
-    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn remove_group(&mut self, _: u32) {}
-    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
-        Err(NetmodError::Unavailable("broken".into()))
-    }
-    fn disconnect(&mut self, _: PeerId) {}
-    fn peer_count(&self) -> usize {
-        1
-    }
+    fake_netmod_rest!("broken");
     fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
         Ok(false)
     }
@@ -136,15 +115,6 @@ impl Netmod for BrokenNet {
     }
     fn idle(&self) -> bool {
         true
-    }
-    fn limits(&self) -> rivet_netmods::Limits {
-        rivet_netmods::Limits {
-            max_payload: 1 << 20,
-            eager_max: 1024,
-        }
-    }
-    fn describe(&self) -> Vec<(String, String)> {
-        Vec::new()
     }
 }
 
@@ -186,29 +156,7 @@ fn a_netmod_failure_on_worker_1_ends_waits_on_worker_0() {
 struct QueuedNet(Arc<AtomicBool>);
 
 impl Netmod for QueuedNet {
-    fn name(&self) -> &'static str {
-        "queued"
-    }
-    fn business_card(&self) -> &str {
-        "queued"
-    }
-    fn knows(&self, _: PeerId) -> bool {
-        true
-    }
-    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn remove_group(&mut self, _: u32) {}
-    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
-        Err(NetmodError::Unavailable("queued".into()))
-    }
-    fn disconnect(&mut self, _: PeerId) {}
-    fn peer_count(&self) -> usize {
-        1
-    }
+    fake_netmod_rest!("queued");
     fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
         Ok(true)
     }
@@ -218,15 +166,6 @@ impl Netmod for QueuedNet {
     }
     fn idle(&self) -> bool {
         self.0.load(std::sync::atomic::Ordering::Relaxed)
-    }
-    fn limits(&self) -> rivet_netmods::Limits {
-        rivet_netmods::Limits {
-            max_payload: 1 << 20,
-            eager_max: 1024,
-        }
-    }
-    fn describe(&self) -> Vec<(String, String)> {
-        Vec::new()
     }
 }
 

@@ -211,6 +211,8 @@ mod split;
 mod state;
 mod status;
 mod table;
+#[cfg(test)]
+mod test_netmod;
 mod thread;
 mod transport;
 mod vc_id;

@@ -11,8 +11,9 @@ use super::tests::state;
 use crate::core::Core;
 use crate::pg::VcId;
 use crate::post::SendArgs;
+use crate::test_netmod::fake_netmod_rest;
 use crate::wire::{control, MsgKind, WireHeader};
-use rivet_netmods::{Limits, Netmod, NetmodError, PeerId, Sink};
+use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
 /// Every message handed to the netmod: (kind, payload length).
 type Log = Arc<Mutex<Vec<(Option<MsgKind>, usize)>>>;
@@ -21,29 +22,7 @@ type Log = Arc<Mutex<Vec<(Option<MsgKind>, usize)>>>;
 struct Recorder(Log);
 
 impl Netmod for Recorder {
-    fn name(&self) -> &'static str {
-        "recorder"
-    }
-    fn business_card(&self) -> &str {
-        "recorder"
-    }
-    fn knows(&self, _: PeerId) -> bool {
-        true
-    }
-    fn connect(&mut self, _: PeerId, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn add_group(&mut self, _: u32, _: &str) -> Result<(), NetmodError> {
-        Ok(())
-    }
-    fn remove_group(&mut self, _: u32) {}
-    fn connect_port(&mut self, _: &str, _: u64) -> Result<PeerId, NetmodError> {
-        Err(NetmodError::Unavailable("recorder".into()))
-    }
-    fn disconnect(&mut self, _: PeerId) {}
-    fn peer_count(&self) -> usize {
-        1
-    }
+    fake_netmod_rest!("recorder");
     fn try_send(&mut self, _: PeerId, header: &[u8], payload: &[u8]) -> Result<bool, NetmodError> {
         let kind = WireHeader::from_bytes(header).and_then(|h| h.kind());
         self.0.lock().unwrap().push((kind, payload.len()));
@@ -54,15 +33,6 @@ impl Netmod for Recorder {
     }
     fn idle(&self) -> bool {
         true
-    }
-    fn limits(&self) -> Limits {
-        Limits {
-            max_payload: 1 << 20,
-            eager_max: 1024,
-        }
-    }
-    fn describe(&self) -> Vec<(String, String)> {
-        Vec::new()
     }
 }
 
