@@ -16,14 +16,6 @@
 #include <string.h>
 #include <wchar.h>
 
-/* As reduce.c's: the native layout of the pair types. */
-struct pair_f { float v; int k; };
-struct pair_d { double v; int k; };
-struct pair_l { long v; int k; };
-struct pair_i { int v; int k; };
-struct pair_s { short v; int k; };
-struct pair_ld { long double v; int k; };
-
 enum kind { NONE, SINT, UINT, FLT, LDBL };
 
 /* One member of an element: its kind, native offset and size, wire size. */

@@ -208,7 +208,14 @@ static inline int is_foreign(const struct comm *c, int peer) {
     return c->foreign && peer >= 0 && c->foreign[peer];
 }
 
-/* Datatypes and operations (reduce.c). */
+/* Datatypes and operations (reduce.c). The native layout of the pair
+ * types (MPI_FLOAT_INT, MPI_DOUBLE_INT, ...), for reductions and external32. */
+struct pair_f { float v; int k; };
+struct pair_d { double v; int k; };
+struct pair_l { long v; int k; };
+struct pair_i { int v; int k; };
+struct pair_s { short v; int k; };
+struct pair_ld { long double v; int k; };
 #define NTYPES 0x25
 #define type_sizes rmpi_type_sizes
 extern const int type_sizes[NTYPES];

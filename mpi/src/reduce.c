@@ -7,13 +7,6 @@
 #include <stdbool.h>
 #include <wchar.h>
 
-struct pair_f { float v; int k; };
-struct pair_d { double v; int k; };
-struct pair_l { long v; int k; };
-struct pair_i { int v; int k; };
-struct pair_s { short v; int k; };
-struct pair_ld { long double v; int k; };
-
 const int type_sizes[NTYPES] = {
     0, sizeof(char), sizeof(signed char), sizeof(unsigned char), 1, sizeof(short),
     sizeof(unsigned short), sizeof(int), sizeof(unsigned), sizeof(long), sizeof(unsigned long),
