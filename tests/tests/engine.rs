@@ -764,6 +764,16 @@ fn simultaneous_connects_lose_and_duplicate_nothing() {
     }
 }
 
+/// rivetrun's options for two simulated nodes of two ranks each.
+const TWO_NODES: [&str; 6] = [
+    "-ppn",
+    "2",
+    "--map-by",
+    "node",
+    "--topology",
+    "pack:1 core:2 pu:1",
+];
+
 /// Netmod selection: with two (simulated) nodes of two ranks, rank 0
 /// reaches its node mate over shared memory and the other node over tcp
 /// (the VCs it opened say so), or over ofi when `RIVET_OFI_PROVIDER` names
@@ -772,20 +782,12 @@ fn simultaneous_connects_lose_and_duplicate_nothing() {
 #[test]
 fn shm_on_the_node_and_tcp_across_nodes() {
     let _serial = serial();
-    let two_nodes = [
-        "-ppn",
-        "2",
-        "--map-by",
-        "node",
-        "--topology",
-        "pack:1 core:2 pu:1",
-    ];
     let named = vec![("RIVET_OFI_PROVIDER", "tcp;ofi_rxm")];
     let runs: [(&[&str], Env, &str); 5] = [
-        (&two_nodes, vec![], "1 shm, 2 netmod"),
-        (&two_nodes, TCP[0].to_vec(), "0 shm, 3 netmod"),
+        (&TWO_NODES, vec![], "1 shm, 2 netmod"),
+        (&TWO_NODES, TCP[0].to_vec(), "0 shm, 3 netmod"),
         // auto with a provider named: shm on the node, ofi across.
-        (&two_nodes, named, "1 shm, 2 netmod"),
+        (&TWO_NODES, named, "1 shm, 2 netmod"),
         (&[], vec![], "3 shm, 0 netmod"),
         (&[], TCP[1].to_vec(), "0 shm, 3 netmod"),
     ];
@@ -812,7 +814,7 @@ fn shm_on_the_node_and_tcp_across_nodes() {
     }
     for env in at_levels(vec![vec![]]) {
         let mut cmd = rivetrun(&["-n", "4"]);
-        cmd.args(two_nodes)
+        cmd.args(TWO_NODES)
             .arg(release_bin("engine_check"))
             .args(["stress", "30000", "2"]);
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
@@ -842,14 +844,6 @@ fn shm_on_the_node_and_tcp_across_nodes() {
 #[test]
 fn two_threads_use_two_workers_netmods_across_nodes() {
     let _serial = serial();
-    let two_nodes = [
-        "-ppn",
-        "2",
-        "--map-by",
-        "node",
-        "--topology",
-        "pack:1 core:2 pu:1",
-    ];
     let two: &[(&str, &str)] = &[("RIVET_WORKERS", "2")];
     let runs: [(Env, &str); 4] = [
         (vec![("RIVET_TCP_BACKEND", "poll")], "tcp with"),
@@ -861,7 +855,7 @@ fn two_threads_use_two_workers_netmods_across_nodes() {
     for (settings, netmod) in runs {
         let env = Case::shared(settings.into_iter().chain(two.iter().copied()).collect());
         let mut cmd = rivetrun(&["-n", "4"]);
-        cmd.args(two_nodes)
+        cmd.args(TWO_NODES)
             .arg(bin("engine_check"))
             .arg("node_workers");
         let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
