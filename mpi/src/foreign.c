@@ -93,36 +93,25 @@ int conv_send(struct comm *c, int sync, const void *buf, int count, MPI_Datatype
     return rc;
 }
 
+/* A blocking receive from a foreign client: `m` is a matched message
+ * (MPI_Mrecv) or NULL for a receive by `source` and `tag`. */
 int conv_recv(struct comm *c, void *buf, int count, MPI_Datatype t, int source, int tag,
-              MPI_Status *status) {
+              rivet_message_t *m, MPI_Status *status) {
     rivet_status_t rst;
     size_t len;
     void *into = landing(buf, count, t, &len);
     int rc;
     if (!into) return MPI_ERR_NO_MEM;
     memset(&rst, 0, sizeof rst);
-    rc = received(c, buf, into, count, t, rivet_recv(c->p2p, into, len, source, tag, &rst), &rst);
+    rc = m ? rivet_mrecv(g_engine, into, len, m, &rst)
+           : rivet_recv(c->p2p, into, len, source, tag, &rst);
+    rc = received(c, buf, into, count, t, rc, &rst);
     if (into != buf) free(into);
     if (status && status != MPI_STATUS_IGNORE && (rc == MPI_SUCCESS || rc == MPI_ERR_TRUNCATE ||
                                                   rc == MPI_ERR_CONVERSION)) {
         status_from(status, &rst);
         status->MPI_ERROR = rc;
     }
-    return rc;
-}
-
-int conv_mrecv(struct comm *c, void *buf, int count, MPI_Datatype t, rivet_message_t *m,
-               MPI_Status *status) {
-    rivet_status_t rst;
-    size_t len;
-    void *into = landing(buf, count, t, &len);
-    int rc;
-    if (!into) return MPI_ERR_NO_MEM;
-    memset(&rst, 0, sizeof rst);
-    rc = received(c, buf, into, count, t, rivet_mrecv(g_engine, into, len, m, &rst), &rst);
-    if (into != buf) free(into);
-    status_from(status, &rst);
-    status->MPI_ERROR = rc;
     return rc;
 }
 

@@ -57,7 +57,6 @@
 #define ext32_alltoall rmpi_ext32_alltoall
 #define conv_send rmpi_conv_send
 #define conv_recv rmpi_conv_recv
-#define conv_mrecv rmpi_conv_mrecv
 #define conv_start rmpi_conv_start
 #define conv_settle rmpi_conv_settle
 #define conv_cancel rmpi_conv_cancel
@@ -316,10 +315,9 @@ void req_forget_all(void); /* at MPI_Finalize */
 int conv_wanted(const struct comm *c, MPI_Datatype t, int peer);
 int conv_send(struct comm *c, int sync, const void *buf, int count, MPI_Datatype t, int dest,
               int tag);
+/* A blocking receive, of matched message `m` when it is not NULL. */
 int conv_recv(struct comm *c, void *buf, int count, MPI_Datatype t, int source, int tag,
-              MPI_Status *status);
-int conv_mrecv(struct comm *c, void *buf, int count, MPI_Datatype t, rivet_message_t *m,
-               MPI_Status *status);
+              rivet_message_t *m, MPI_Status *status);
 /* A nonblocking CONV_* as a layer request (REQ_CONV) in `*request`. */
 int conv_start(struct comm *c, MPI_Comm comm, int what, void *buf, int count, MPI_Datatype t,
                int peer, int tag, MPI_Request *request);

@@ -151,7 +151,7 @@ static int __attribute__((noinline)) recv_slow(void *buf, int count, MPI_Datatyp
         return MPI_SUCCESS;
     }
     if (conv_wanted(c, datatype, source))
-        return raise_err(comm, conv_recv(c, buf, count, datatype, source, tag, status), "MPI_Recv");
+        return raise_err(comm, conv_recv(c, buf, count, datatype, source, tag, NULL, status), "MPI_Recv");
     if (status == MPI_STATUS_IGNORE || !status)
         return raise_err(
             comm, from_rivet(rivet_recv_unchecked(c->p2p, buf, len, source, tag, NULL)),
@@ -409,7 +409,9 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype, MPI_Message *message,
         return raise_err(comm, rc, "MPI_Mrecv");
     if (!buf && len > 0) return raise_err(comm, MPI_ERR_BUFFER, "MPI_Mrecv");
     if (comm_get(comm) && conv_wanted(comm_get(comm), datatype, MPI_ANY_SOURCE)) {
-        rc = conv_mrecv(comm_get(comm), buf, count, datatype, &m->m, &st);
+        status_null(&st);
+        rc = conv_recv(comm_get(comm), buf, count, datatype, MPI_ANY_SOURCE, MPI_ANY_TAG, &m->m,
+                       &st);
         slot_free(&g_msgs, idx);
         *message = MPI_MESSAGE_NULL;
         put_status(status, &st);

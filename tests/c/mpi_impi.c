@@ -181,6 +181,19 @@ static void any_source_and_nonblocking(void) {
         OK(MPI_Get_count(&sts[0], MPI_LONG, &n));
         CHECK(n == 1 && li == 40L + i, "testall long %d: %ld", n, li);
     }
+    /* A matched probe, then its receive, converting. */
+    {
+        MPI_Message msg;
+        double md[2] = {0};
+        OK(MPI_Isend(out, 2, MPI_DOUBLE, partner(me), 26, MPI_COMM_WORLD, &reqs[1]));
+        OK(MPI_Mprobe(MPI_ANY_SOURCE, 26, MPI_COMM_WORLD, &msg, &st));
+        OK(MPI_Mrecv(md, 2, MPI_DOUBLE, &msg, &st));
+        OK(MPI_Wait(&reqs[1], MPI_STATUS_IGNORE));
+        OK(MPI_Get_count(&st, MPI_DOUBLE, &n));
+        CHECK(msg == MPI_MESSAGE_NULL && n == 2 && st.MPI_SOURCE == i && md[0] == i + 0.5 &&
+                  md[1] == i * 2.0,
+              "mrecv %d from %d: %g %g", n, st.MPI_SOURCE, md[0], md[1]);
+    }
 }
 
 /* Traffic and collectives on `comm` (size 2 or 4; `world` its ranks). */
