@@ -16,6 +16,9 @@ const SPINS_BEFORE_YIELD: u32 = 64;
 /// the hint spares the sibling hardware thread and the power.
 const SPINS_BEFORE_PAUSE: u32 = 256;
 
+/// See [`Backoff::polls_per_hold`].
+const POLLS_PER_HOLD: u32 = 8;
+
 #[derive(Debug, Clone, Copy)]
 pub struct Backoff {
     yields: bool,
@@ -38,6 +41,20 @@ impl Backoff {
             }
         } else if self.idle >= SPINS_BEFORE_PAUSE {
             std::hint::spin_loop();
+        }
+    }
+
+    /// Empty polls a blocking wait makes under one hold of its worker
+    /// before it looks at anything else: a spinning wait's round is then
+    /// just the poll, so it finds an arrival sooner. A yielding one looks
+    /// after every poll, and at MULTIPLE this bounds how long another
+    /// thread waits for the worker.
+    #[inline]
+    pub fn polls_per_hold(&self) -> u32 {
+        if self.yields {
+            1
+        } else {
+            POLLS_PER_HOLD
         }
     }
 

@@ -222,6 +222,14 @@ impl Inner {
         Ok(core.start_recv(context, buf, cap, source, source_vc, tag))
     }
 
+    /// Poll up to [`Backoff::polls_per_hold`] times under the caller's
+    /// hold of the worker (so only these polls complete its requests);
+    /// true once one made progress.
+    #[inline]
+    pub(crate) fn poll_a_while(core: &mut Core, backoff: &Backoff) -> bool {
+        (0..backoff.polls_per_hold()).any(|_| core.progress() > 0)
+    }
+
     /// The status if `id` is complete (freeing it); a freed handle counts
     /// as complete with an empty status.
     #[inline]
@@ -252,7 +260,7 @@ impl Inner {
                 if let Some(s) = Self::take_if_complete(&mut core, id) {
                     return Ok(s);
                 }
-                if core.progress() > 0 {
+                if Self::poll_a_while(&mut core, &backoff) {
                     backoff.busy();
                     if let Some(s) = Self::take_if_complete(&mut core, id) {
                         return Ok(s);

@@ -54,12 +54,19 @@ impl LocalPeers {
         }
     }
 
-    /// Count an idle progress call; true when it is time to look.
+    /// Count an idle progress call; true when it is time to look. Inline:
+    /// it runs in every round of a waiting loop.
+    #[inline(always)]
     pub fn due(&mut self) -> bool {
         self.idle += 1;
         if self.idle < IDLE_CALLS {
             return false;
         }
+        self.clock_due()
+    }
+
+    #[inline(never)]
+    fn clock_due(&mut self) -> bool {
         self.idle = 0;
         if self.last.elapsed() < EVERY {
             return false;

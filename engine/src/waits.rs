@@ -57,7 +57,7 @@ impl Inner {
                         moved = true;
                         break;
                     }
-                    if core.progress() == 0 {
+                    if !Inner::poll_a_while(&mut core, &backoff) {
                         break;
                     }
                     backoff.busy();
@@ -118,7 +118,7 @@ impl Inner {
                             }
                         }
                     }
-                    if core.progress() == 0 {
+                    if !Inner::poll_a_while(&mut core, &backoff) {
                         break;
                     }
                     backoff.busy();

@@ -36,7 +36,7 @@ impl ShmNode {
     /// ring and two words, nothing written; anything that may have arrived
     /// takes the full poll, which reads it with the proper ordering.
     #[inline(always)]
-    fn idle(&self) -> bool {
+    pub(crate) fn idle(&self) -> bool {
         if self.pending != 0 || self.seg.word(self.gen_off).load(Ordering::Relaxed) != self.seen_gen
         {
             return false;

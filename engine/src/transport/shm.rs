@@ -63,6 +63,13 @@ impl ShmLink {
         })?)
     }
 
+    /// Nothing arrived and nothing waits (`ShmNode::idle`): a poll would
+    /// deliver nothing.
+    #[inline(always)]
+    pub fn looks_idle(&self) -> bool {
+        !self.pids.is_empty() && self.node.idle()
+    }
+
     /// Time to look at the local peers' processes (an idle poll, now and then).
     #[inline]
     pub fn deaths_due(&mut self) -> bool {
