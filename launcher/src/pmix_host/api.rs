@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use rivet_pmi::pmix_ffi::{Library, PmixInfo, PmixProc, PmixValue};
 
-use super::{group, job_control, names, node, spawn};
+use super::{group, job_control, name_upcalls, node, spawn};
 
 pub(super) type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
 pub(crate) type ModexCb = unsafe extern "C" fn(
@@ -50,9 +50,9 @@ pub(super) struct Module {
     pub(super) abort: Option<AbortUp>,
     pub(super) fence_nb: Option<FenceUp>,
     pub(super) direct_modex: Option<node::DmodexUp>,
-    pub(super) publish: Option<names::PublishUp>,
-    pub(super) lookup: Option<names::LookupUp>,
-    pub(super) unpublish: Option<names::UnpublishUp>,
+    pub(super) publish: Option<name_upcalls::PublishUp>,
+    pub(super) lookup: Option<name_upcalls::LookupUp>,
+    pub(super) unpublish: Option<name_upcalls::UnpublishUp>,
     pub(super) spawn: Option<spawn::SpawnUp>,
     /// connect ... allocate.
     pub(super) middle: [*const c_void; 10],

@@ -59,6 +59,7 @@ mod api;
 mod calls;
 mod group;
 mod job_control;
+mod name_upcalls;
 pub mod names;
 pub mod node;
 mod register;
@@ -258,9 +259,9 @@ impl PmixHost {
             abort: Some(on_abort),
             fence_nb: Some(on_fence),
             direct_modex: None,
-            publish: Some(names::on_publish),
-            lookup: Some(names::on_lookup),
-            unpublish: Some(names::on_unpublish),
+            publish: Some(name_upcalls::on_publish),
+            lookup: Some(name_upcalls::on_lookup),
+            unpublish: Some(name_upcalls::on_unpublish),
             spawn: Some(spawn::on_spawn),
             middle: [std::ptr::null(); 10],
             job_control: Some(job_control::on_job_control),

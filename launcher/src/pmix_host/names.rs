@@ -8,8 +8,8 @@
 //! that a name an Open MPI rank publishes is found by a Rivet or MPICH rank
 //! of another job sharing that name server.
 //!
-//! An upcall runs on the library's thread: it copies what it was given
-//! into a [`NameCall`] and hands it to the supervisor, which answers from
+//! An upcall (`name_upcalls.rs`) runs on the library's thread: it copies
+//! what it was given into a [`NameCall`] and hands it to the supervisor, which answers from
 //! the job's table at once, or gives it to a thread of its own that asks the
 //! name server and calls the library back from there (the library accepts
 //! callbacks from any thread).
@@ -19,54 +19,22 @@
 //! `MPI_Lookup_name` does not ask. A waiting lookup is tried again every
 //! [`RETRY`] until it is answered or its time is up.
 
-use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::ffi::{c_int, c_void};
 use std::time::{Duration, Instant};
 
 use rivet_pmi::pmix_ffi::{
-    load_key, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_BOOL, PMIX_ERROR, PMIX_ERR_BAD_PARAM,
-    PMIX_ERR_DUPLICATE_KEY, PMIX_ERR_NOT_FOUND, PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_NO_PERMISSIONS,
-    PMIX_ERR_OUT_OF_RESOURCE, PMIX_ERR_PARTIAL_SUCCESS, PMIX_ERR_UNREACH, PMIX_INT, PMIX_INT32,
-    PMIX_RANK_UNDEF, PMIX_STRING, PMIX_SUCCESS,
+    PMIX_ERROR, PMIX_ERR_DUPLICATE_KEY, PMIX_ERR_NOT_FOUND, PMIX_ERR_NOT_SUPPORTED,
+    PMIX_ERR_NO_PERMISSIONS, PMIX_ERR_OUT_OF_RESOURCE, PMIX_ERR_PARTIAL_SUCCESS, PMIX_ERR_UNREACH,
+    PMIX_SUCCESS,
 };
-/// `PMIX_BYTE_OBJECT`, `PMIX_PERSIST` (`pmix_persistence_t`, a `u8`) and
-/// its `PMIX_PERSIST_FIRST_READ`.
-const PMIX_BYTE_OBJECT: u16 = 27;
-const PMIX_PERSIST: u16 = 30;
-const PMIX_PERSIST_FIRST_READ: u8 = 1;
 use rivet_pmi::server::{NameRequest, NsId, Server};
 use rivet_pmi::wire::Message;
 
-use super::values::{Data, Stored};
-use super::{push_event, OpCb, PmixEvent};
+use super::name_upcalls::Callback;
+use super::values::Stored;
 
 /// How often a lookup that waits is tried again.
 pub const RETRY: Duration = Duration::from_millis(100);
-
-/// `pmix_lookup_cbfunc_t`.
-type LookupCb = unsafe extern "C" fn(c_int, *const PmixPdata, usize, *mut c_void);
-pub(super) type PublishUp = unsafe extern "C" fn(
-    *const PmixProc,
-    *const PmixInfo,
-    usize,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
-pub(super) type LookupUp = unsafe extern "C" fn(
-    *const PmixProc,
-    *mut *mut c_char,
-    *const PmixInfo,
-    usize,
-    Option<LookupCb>,
-    *mut c_void,
-) -> c_int;
-pub(super) type UnpublishUp = unsafe extern "C" fn(
-    *const PmixProc,
-    *mut *mut c_char,
-    *const PmixInfo,
-    usize,
-    Option<OpCb>,
-    *mut c_void,
-) -> c_int;
 
 /// What a rank asked of the name service.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -89,20 +57,14 @@ pub struct Wait {
     pub until: Option<Instant>,
 }
 
-/// The library's callback for one call.
-enum Callback {
-    Op(OpCb),
-    Lookup(LookupCb),
-}
-
 /// One name call of rank `rank` of `nspace`, answered (once) by
 /// [`NameCall::finish`].
 pub struct NameCall {
     pub nspace: String,
     pub rank: u32,
     pub op: NameOp,
-    callback: Callback,
-    cbdata: *mut c_void,
+    pub(super) callback: Callback,
+    pub(super) cbdata: *mut c_void,
 }
 
 // SAFETY: `cbdata` is the library's own token for this call, which it lets
@@ -335,274 +297,8 @@ impl NameCall {
 
     /// Give the library the answer (this ends the call).
     pub fn finish(self, answer: Answer) {
-        match self.callback {
-            // SAFETY: the library's callback with its own cbdata, called
-            // once for this call.
-            Callback::Op(cb) => unsafe { cb(answer.status, self.cbdata) },
-            Callback::Lookup(cb) => {
-                let values: Vec<Owned> = answer
-                    .found
-                    .iter()
-                    .map(|f| match Stored::decode(&f.port).data {
-                        Data::Str(s) => {
-                            Owned::Str(CString::new(s.replace('\0', "")).expect("NULs removed"))
-                        }
-                        Data::Bytes(b) => Owned::Bytes(b),
-                    })
-                    .collect();
-                let data: Vec<PmixPdata> = answer
-                    .found
-                    .iter()
-                    .zip(&values)
-                    .map(|(f, value)| pdata(f, value))
-                    .collect();
-                let (ptr, n) = match answer.status {
-                    PMIX_SUCCESS | PMIX_ERR_PARTIAL_SUCCESS => (data.as_ptr(), data.len()),
-                    _ => (std::ptr::null(), 0),
-                };
-                // SAFETY: the library's callback with its own cbdata, called
-                // once; `data` and the strings it points at outlive the
-                // call, during which the library copies them into its reply.
-                unsafe { cb(answer.status, ptr, n, self.cbdata) };
-            }
-        }
+        self.callback.answer(self.cbdata, answer);
     }
-}
-
-/// A found value's data, kept alive while the library copies it.
-enum Owned {
-    Str(CString),
-    Bytes(Vec<u8>),
-}
-
-/// A `pmix_pdata_t` for `found`, its value pointing into `value`.
-fn pdata(found: &Found, value: &Owned) -> PmixPdata {
-    let proc = match &found.publisher {
-        Some((ns, rank)) => PmixProc::new(ns, *rank),
-        None => PmixProc::new("", PMIX_RANK_UNDEF),
-    };
-    let mut d = PmixPdata {
-        proc,
-        key: [0; 512],
-        value: match value {
-            Owned::Str(s) => PmixValue {
-                ty: PMIX_STRING,
-                _pad: [0; 6],
-                data: [s.as_ptr() as u64, 0, 0],
-            },
-            // pmix_byte_object_t: the bytes, then their count.
-            Owned::Bytes(b) => PmixValue {
-                ty: PMIX_BYTE_OBJECT,
-                _pad: [0; 6],
-                data: [b.as_ptr() as u64, b.len() as u64, 0],
-            },
-        },
-    };
-    load_key(&mut d.key, found.key.as_bytes());
-    d
-}
-
-/// A NUL-terminated key array's strings (`None` for a null array).
-///
-/// # Safety
-/// `keys` is null or a NULL-terminated array of NUL-terminated strings.
-unsafe fn argv(keys: *mut *mut c_char) -> Option<Vec<String>> {
-    if keys.is_null() {
-        return None;
-    }
-    let mut out = Vec::new();
-    for i in 0.. {
-        // SAFETY: NULL-terminated, so every index up to the terminator is valid.
-        let k = unsafe { *keys.add(i) };
-        if k.is_null() {
-            break;
-        }
-        // SAFETY: a NUL-terminated string of the caller's.
-        out.push(unsafe { CStr::from_ptr(k) }.to_string_lossy().into_owned());
-    }
-    Some(out)
-}
-
-/// The infos as a slice (empty for a null array).
-///
-/// # Safety
-/// `info` is null or points at `n` valid entries.
-unsafe fn infos<'a>(info: *const PmixInfo, n: usize) -> &'a [PmixInfo] {
-    if info.is_null() || n == 0 {
-        &[]
-    } else {
-        // SAFETY: as the caller promises.
-        unsafe { std::slice::from_raw_parts(info, n) }
-    }
-}
-
-fn key_of(info: &PmixInfo) -> String {
-    let bytes: Vec<u8> = info
-        .key
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
-/// An integer-valued info's value (`PMIX_INT`/`PMIX_INT32`; a `PMIX_BOOL`
-/// counts as 0 when true).
-fn int_of(value: &PmixValue) -> Option<i64> {
-    // The union's first bytes hold the value (little- or big-endian alike
-    // for the low word read as the C type would).
-    let bytes = value.data[0].to_ne_bytes();
-    match value.ty {
-        PMIX_INT | PMIX_INT32 => Some(i32::from_ne_bytes(bytes[..4].try_into().ok()?) as i64),
-        PMIX_BOOL => (bytes[0] != 0).then_some(0),
-        _ => None,
-    }
-}
-
-/// A lookup's wait, from its `PMIX_WAIT` and `PMIX_TIMEOUT` directives.
-fn wait_of(info: &[PmixInfo]) -> Option<Wait> {
-    let mut count = None;
-    let mut until = None;
-    for i in info {
-        match key_of(i).as_str() {
-            "pmix.wait" => count = int_of(&i.value),
-            "pmix.timeout" => {
-                until = int_of(&i.value)
-                    .filter(|&s| s > 0)
-                    .and_then(|s| Instant::now().checked_add(Duration::from_secs(s as u64)))
-            }
-            _ => {}
-        }
-    }
-    count.map(|c| Wait {
-        count: c.max(0) as usize,
-        until,
-    })
-}
-
-/// A string or byte object value's data (`None` for other types).
-///
-/// # Safety
-/// `value` holds data of the type its tag says.
-unsafe fn data_of(value: &PmixValue) -> Option<Data> {
-    let ptr = value.data[0] as *const c_char;
-    match value.ty {
-        PMIX_STRING if !ptr.is_null() => {
-            // SAFETY: a PMIX_STRING value holds a NUL-terminated char *.
-            let s = unsafe { CStr::from_ptr(ptr) };
-            Some(Data::Str(s.to_string_lossy().into_owned()))
-        }
-        PMIX_BYTE_OBJECT => {
-            let len = usize::try_from(value.data[1]).ok()?;
-            if ptr.is_null() || len == 0 {
-                return Some(Data::Bytes(Vec::new()));
-            }
-            // SAFETY: a pmix_byte_object_t: `len` bytes at `ptr`.
-            let b = unsafe { std::slice::from_raw_parts(ptr.cast::<u8>(), len) };
-            Some(Data::Bytes(b.to_vec()))
-        }
-        _ => None,
-    }
-}
-
-fn hand_over(proc: *const PmixProc, op: NameOp, callback: Callback, cbdata: *mut c_void) -> c_int {
-    if proc.is_null() {
-        return PMIX_ERR_BAD_PARAM;
-    }
-    // SAFETY: non-null: the caller's proc, valid for the upcall.
-    let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
-    let call = NameCall {
-        nspace,
-        rank,
-        op,
-        callback,
-        cbdata,
-    };
-    match push_event(PmixEvent::Names(call)) {
-        // The supervisor calls back.
-        Ok(()) => PMIX_SUCCESS,
-        Err(_) => PMIX_ERR_NOT_SUPPORTED,
-    }
-}
-
-pub(super) unsafe extern "C" fn on_publish(
-    proc: *const PmixProc,
-    info: *const PmixInfo,
-    ninfo: usize,
-    cb: Option<OpCb>,
-    cbdata: *mut c_void,
-) -> c_int {
-    let Some(cb) = cb else {
-        return PMIX_ERR_BAD_PARAM;
-    };
-    let mut entries = Vec::new();
-    // SAFETY: the library passes `ninfo` valid entries.
-    let info = unsafe { infos(info, ninfo) };
-    // Removed on its first read, or kept until unpublished (any longer
-    // persistence is kept too: the job's table ends with the job).
-    let once = info.iter().any(|i| {
-        key_of(i) == "pmix.persist"
-            && i.value.ty == PMIX_PERSIST
-            && i.value.data[0] as u8 == PMIX_PERSIST_FIRST_READ
-    });
-    for i in info {
-        let key = key_of(i);
-        // Directives (range, persistence, the caller's uid) are not data.
-        if key.starts_with("pmix.") {
-            continue;
-        }
-        // SAFETY: the value is of the type its tag says.
-        let Some(data) = (unsafe { data_of(&i.value) }) else {
-            return PMIX_ERR_BAD_PARAM;
-        };
-        entries.push((key, Stored { data, once }.encode()));
-    }
-    if entries.is_empty() {
-        return PMIX_ERR_BAD_PARAM;
-    }
-    hand_over(proc, NameOp::Publish(entries), Callback::Op(cb), cbdata)
-}
-
-pub(super) unsafe extern "C" fn on_lookup(
-    proc: *const PmixProc,
-    keys: *mut *mut c_char,
-    info: *const PmixInfo,
-    ninfo: usize,
-    cb: Option<LookupCb>,
-    cbdata: *mut c_void,
-) -> c_int {
-    let Some(cb) = cb else {
-        return PMIX_ERR_BAD_PARAM;
-    };
-    // SAFETY: the library passes a NULL-terminated key array.
-    let keys = match unsafe { argv(keys) } {
-        Some(k) if !k.is_empty() => k,
-        _ => return PMIX_ERR_BAD_PARAM,
-    };
-    // SAFETY: the library passes `ninfo` valid entries.
-    let wait = wait_of(unsafe { infos(info, ninfo) });
-    hand_over(
-        proc,
-        NameOp::Lookup { keys, wait },
-        Callback::Lookup(cb),
-        cbdata,
-    )
-}
-
-pub(super) unsafe extern "C" fn on_unpublish(
-    proc: *const PmixProc,
-    keys: *mut *mut c_char,
-    _info: *const PmixInfo,
-    _ninfo: usize,
-    cb: Option<OpCb>,
-    cbdata: *mut c_void,
-) -> c_int {
-    let Some(cb) = cb else {
-        return PMIX_ERR_BAD_PARAM;
-    };
-    // SAFETY: the library passes null or a NULL-terminated key array.
-    let keys = unsafe { argv(keys) }.filter(|k| !k.is_empty());
-    hand_over(proc, NameOp::Unpublish(keys), Callback::Op(cb), cbdata)
 }
 
 /// Serve `call` from the job's own table; a lookup that must wait comes

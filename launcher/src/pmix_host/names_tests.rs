@@ -1,6 +1,7 @@
 //! The name upcalls' answers, from a table of our own.
 
 use super::*;
+use crate::pmix_host::values::Data;
 use rivet_pmi::server::NameService;
 
 /// A bare table; `down` makes every question fail as an unreachable
@@ -127,32 +128,6 @@ fn an_unreachable_name_server_fails_the_call_and_does_not_wait() {
         run(lookup(&["svc"], forever), &mut t).unwrap().status,
         PMIX_ERR_UNREACH
     );
-}
-
-#[test]
-fn wait_and_timeout_are_read_from_the_directives() {
-    let entry = |key: &CStr, ty: u16, v: u64| {
-        let mut i = PmixInfo::flag(key, false);
-        i.value.ty = ty;
-        i.value.data[0] = v;
-        i
-    };
-    assert_eq!(wait_of(&[]), None);
-    assert_eq!(
-        wait_of(&[entry(c"pmix.range", PMIX_INT, 2)]),
-        None,
-        "other directives do not ask to wait"
-    );
-    let w = wait_of(&[entry(c"pmix.wait", PMIX_INT, 1)]).unwrap();
-    assert_eq!((w.count, w.until), (1, None));
-    let w = wait_of(&[
-        entry(c"pmix.wait", PMIX_BOOL, 1),
-        entry(c"pmix.timeout", PMIX_INT32, 5),
-    ])
-    .unwrap();
-    assert_eq!(w.count, 0);
-    assert!(w.until.is_some_and(|t| t > Instant::now()));
-    assert_eq!(wait_of(&[entry(c"pmix.wait", PMIX_BOOL, 0)]), None);
 }
 
 /// Open MPI's id agreement: a byte object published to be read once is
