@@ -81,7 +81,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_EAGER_MAX", "", Scope::Engine,
       "bytes; larger messages use rendezvous (every transport, unless its own limit is set). Sizes here and in `rivet-bench` options take binary suffixes: `16K`, `1MiB` (`KB`/`MB` are refused as ambiguous)"),
     s("RIVET_SHM_EAGER_MAX", "4K", Scope::Shm,
-      "the same for shared memory only (wins over `RIVET_EAGER_MAX`; capped by the cell payload)"),
+      "the same for shared memory only (wins over `RIVET_EAGER_MAX`); a message longer than one cell's payload spans up to 4 cells, so the cap is 4 cells' payload (fewer with under 8 cells per rank)"),
     s("RIVET_SHM_LMT", "auto", Scope::Shm,
       "`auto`, `cma` or `copy`: how large messages cross shared memory"),
     s("RIVET_SHM_SPLIT_MIN", "64K", Scope::Shm,

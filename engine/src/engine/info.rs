@@ -184,10 +184,11 @@ pub(super) fn describe(
             add(
                 "shm.cells",
                 format!(
-                    "{} per rank of {} B (max payload {} B)",
+                    "{} per rank of {} B (max payload {} B; a message up to {} B spans cells)",
                     c.cells_per_rank,
                     c.cell_bytes,
-                    s.max_payload()
+                    s.max_payload(),
+                    s.max_message()
                 ),
             );
         }

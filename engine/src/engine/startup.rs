@@ -261,7 +261,7 @@ impl<T: Threading> Engine<T> {
         };
         let workers = 1 + lanes.len().max(more_netmods.len());
         let (shm_eager_max, shm_piece) = match &shm {
-            Some(s) => (config.shm_eager_max.min(s.max_payload()), s.max_payload()),
+            Some(s) => (config.shm_eager_max.min(s.max_message()), s.max_payload()),
             None => (config.shm_eager_max, 64 * 1024),
         };
         let mut info = describe(

@@ -67,6 +67,12 @@ pub const CELL_SRC: usize = 16;
 pub const CELL_LEN: usize = 20;
 pub const CELL_HEADER: usize = 24;
 pub const CELL_PAYLOAD: usize = 64;
+/// Set in a cell's `len` word: the message goes on in the sender's next
+/// cell (a message longer than one cell's payload, `send.rs`).
+pub const CELL_MORE: u32 = 1 << 31;
+/// Most cells one message may span (fewer if a rank has few cells:
+/// `ShmNode::max_message`).
+pub const MAX_MESSAGE_CELLS: usize = 4;
 
 /// Most local ranks a segment supports (sanity bound on header values).
 pub const MAX_LOCAL_SIZE: usize = 1 << 16;

@@ -16,7 +16,14 @@
 //! (`thread.rs`), each a separate copy, so two workers' traffic shares no
 //! lock and no cache line (`ShmNode::take_lanes`).
 //!
-//! Large messages do not pass through here whole: the engine's rendezvous
+//! A message longer than one cell's payload and up to `max_message` (four
+//! cells) takes several cells in a row, each with its own sequence number,
+//! all but the last flagged `CELL_MORE`; the receiver puts it together
+//! before delivering it (`recv.rs`). The engine sends messages that long
+//! eagerly only if `RIVET_SHM_EAGER_MAX` says so: eager through cells costs
+//! two copies, a rendezvous one `process_vm_readv`, whose fixed cost is
+//! high on some machines (about 1.5 us on an AMD EPYC KVM guest).
+//! Larger messages do not pass through here whole: the engine's rendezvous
 //! protocol reads them with `cma` (process_vm_readv) or streams them as cell
 //! sized pieces through `ShmNode::try_send`.
 //!
@@ -131,6 +138,15 @@ struct TxPeer {
     announced: bool,
 }
 
+/// A message longer than one cell, put together from its sender's cells
+/// (`recv.rs`): the header of its first cell and the payload so far.
+#[derive(Default)]
+struct Assembly {
+    active: bool,
+    header: crate::wire::WireHeader,
+    buf: Vec<u8>,
+}
+
 /// This process's view of one lane of the node segment: the sending and
 /// receiving ends of every local channel in it. The node itself is lane 0;
 /// [`ShmNode::take_lanes`] hands out the others, one handle per lane, each
@@ -149,6 +165,10 @@ pub struct ShmNode {
     /// Payloads shorter than this go to the ring (0 when rings are off).
     fb_cut: usize,
     max_payload: usize,
+    /// Largest message: up to `MAX_MESSAGE_CELLS` cells' payloads.
+    max_message: usize,
+    /// Per sender, the message its cells are spelling out (process-private).
+    asm: Box<[Assembly]>,
     /// Senders whose rings this rank polls, and the generation they reflect.
     active: Vec<u32>,
     seen_gen: u64,
@@ -518,6 +538,9 @@ impl ShmNode {
             rx.push(CachePadded::new(Inbound::new(r)));
         }
         let max_payload = config.cell_bytes - CELL_PAYLOAD;
+        // All cells of a message are taken at once: leave a rank at least
+        // as many again for everything else.
+        let cells_per_message = MAX_MESSAGE_CELLS.min(config.cells_per_rank / 2).max(1);
         let fb_cut = if rings {
             config.fastbox_max.min(max_payload) + 1
         } else {
@@ -534,6 +557,8 @@ impl ShmNode {
             local_size,
             fb_cut,
             max_payload,
+            max_message: max_payload * cells_per_message,
+            asm: (0..local_size).map(|_| Assembly::default()).collect(),
             active: Vec::with_capacity(local_size),
             seen_gen: 0,
             gen_off: layout.ctl(me) + C_GEN,
@@ -550,9 +575,15 @@ impl ShmNode {
         }
     }
 
-    /// Largest payload `try_send` accepts.
+    /// Largest payload of one cell: a message up to this long takes one.
     pub fn max_payload(&self) -> usize {
         self.max_payload
+    }
+
+    /// Largest payload `try_send` accepts: longer than `max_payload`, it
+    /// spans several cells, taken and queued in one call.
+    pub fn max_message(&self) -> usize {
+        self.max_message
     }
 
     /// Largest payload that may travel through a fastbox ring (0 if rings

@@ -195,7 +195,9 @@ impl ShmNode {
     /// Deliver cell `off` (dequeued from our receive queue) after any ring
     /// records of its sender that precede it, up to `max` messages in all;
     /// stash it in `pending` if the budget runs out first. Then return the
-    /// cell to its owner's free queue.
+    /// cell to its owner's free queue. A cell flagged `CELL_MORE` is part
+    /// of a longer message: its payload is kept (`Assembly`) until the
+    /// sender's last cell of it, which delivers the whole.
     fn take_cell<F: FnMut(usize, &WireHeader, &[u8])>(
         &mut self,
         off: u64,
@@ -207,13 +209,15 @@ impl ShmNode {
         // SAFETY: `off` is a cell of the region (the dequeue checked it); it
         // is ours until we enqueue it on its owner's free queue, and its
         // producer's writes are visible (acquire in the dequeue).
-        let (seq, src, len) = unsafe {
+        let (seq, src, len_word) = unsafe {
             (
                 p.add(CELL_SEQ).cast::<u64>().read(),
                 p.add(CELL_SRC).cast::<u32>().read() as usize,
-                p.add(CELL_LEN).cast::<u32>().read() as usize,
+                p.add(CELL_LEN).cast::<u32>().read(),
             )
         };
+        let more = len_word & CELL_MORE != 0;
+        let len = (len_word & !CELL_MORE) as usize;
         let corrupt = |what: String| ShmError::Corrupt { peer: owner, what };
         if src != owner || owner == self.me {
             return Err(corrupt(format!(
@@ -250,7 +254,29 @@ impl ShmNode {
                 std::slice::from_raw_parts(p.add(CELL_PAYLOAD), len),
             )
         };
-        deliver(owner, &header, payload);
+        let asm = &mut self.asm[owner];
+        if !more && !asm.active {
+            deliver(owner, &header, payload);
+            k += 1;
+        } else {
+            if asm.buf.len() + len > self.max_message {
+                return Err(corrupt(format!(
+                    "cell {off:#x} continues a message past {} bytes",
+                    self.max_message
+                )));
+            }
+            if !asm.active {
+                asm.active = true;
+                asm.header = header;
+            }
+            asm.buf.extend_from_slice(payload);
+            if !more {
+                deliver(owner, &asm.header, &asm.buf);
+                asm.buf.clear();
+                asm.active = false;
+                k += 1;
+            }
+        }
         rx.cell_done();
         enqueue(&self.cells, self.seg.free_ends(&self.layout, owner), off).map_err(
             |BadLink(x)| {
@@ -259,7 +285,7 @@ impl ShmNode {
                 ))
             },
         )?;
-        Ok(k + 1)
+        Ok(k)
     }
 }
 

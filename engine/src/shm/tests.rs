@@ -100,7 +100,8 @@ fn all_to_all(ranks: usize, msgs: usize, cfg: ShmConfig) {
         .map(|mut node| {
             std::thread::spawn(move || {
                 let me = node.local_rank();
-                let max = node.max_payload();
+                // Messages of one cell and of several.
+                let max = node.max_message();
                 let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (me as u64 + 1));
                 let mut sent = vec![0usize; ranks];
                 let mut got = vec![0usize; ranks];
@@ -240,20 +241,39 @@ fn sizes_zero_max_and_too_large() {
         let mut v = nodes(&name, 2, &cfg);
         let max = v[0].max_payload();
         assert_eq!(max, cfg.cell_bytes - 64);
+        let mm = v[0].max_message();
+        assert_eq!(mm, 4 * max);
         let fmax = v[0].fastbox_max();
-        let lens = [0, 1, 15, 16, 17, fmax - 1, fmax, fmax + 1, max - 1, max];
+        let lens = [
+            0,
+            1,
+            15,
+            16,
+            17,
+            fmax - 1,
+            fmax,
+            fmax + 1,
+            max - 1,
+            max,
+            max + 1,
+            2 * max,
+            2 * max + 1,
+            mm - 1,
+            mm,
+        ];
+        let mut got = Vec::new();
         for (i, &len) in lens.iter().enumerate() {
             assert!(v[0]
                 .try_send(1, &hdr(i as i32, 0), &pattern(0, i, len))
                 .unwrap());
+            got.extend(drain(&mut v[1]));
         }
-        let got = drain(&mut v[1]);
         assert_eq!(got.len(), lens.len());
         for (i, (_, h, b)) in got.iter().enumerate() {
-            assert_eq!(h.tag, i as i32);
+            assert_eq!(*h, hdr(i as i32, 0));
             assert_eq!(b, &pattern(0, i, lens[i]));
         }
-        let e = v[0].try_send(1, &hdr(0, 0), &vec![0; max + 1]).unwrap_err();
+        let e = v[0].try_send(1, &hdr(0, 0), &vec![0; mm + 1]).unwrap_err();
         assert!(matches!(e, ShmError::TooLarge { .. }), "{e}");
         assert!(e.to_string().contains("exceeds"), "{e}");
         let e = v[0].try_send(0, &hdr(0, 0), &[]).unwrap_err();
@@ -816,4 +836,78 @@ fn an_idle_poll_never_hides_a_message() {
     assert_eq!(order, vec![(2, 5), (2, 6), (2, 7)]);
     assert!(got(&mut v[0], 8).is_empty());
     assert!(got(&mut v[1], 8).is_empty() && got(&mut v[2], 8).is_empty());
+}
+
+/// A message of several cells is all or nothing: with too few free cells
+/// `try_send` takes none (and says no room); once the receiver frees some
+/// it goes, whole and in order with the ring messages around it, even when
+/// the receiver polls one message at a time.
+#[test]
+fn message_of_several_cells_is_all_or_nothing() {
+    let name = Name::new("multi");
+    let mut v = nodes(&name, 2, &small());
+    let (max, mm) = (v[0].max_payload(), v[0].max_message());
+    // 8 cells: two messages of 3 cells leave 2, too few for a third.
+    let big = |i: usize| pattern(0, i, 2 * max + 5);
+    assert!(v[0].try_send(1, &hdr(0, 0), &big(0)).unwrap());
+    assert!(v[0].try_send(1, &hdr(1, 0), b"ring").unwrap());
+    assert!(v[0].try_send(1, &hdr(2, 0), &big(2)).unwrap());
+    let before = v[0].stats();
+    assert!(!v[0].try_send(1, &hdr(3, 0), &big(3)).unwrap());
+    assert_eq!(v[0].stats().no_room, before.no_room + 1);
+    // The two cells it took for a moment are back: two one-cell messages go.
+    assert!(v[0].try_send(1, &hdr(3, 0), &pattern(0, 3, max)).unwrap());
+    assert!(v[0].try_send(1, &hdr(4, 0), &pattern(0, 4, max)).unwrap());
+    let mut got = Vec::new();
+    loop {
+        let k = v[1]
+            .poll(1, |p, h, b| got.push((p, *h, b.to_vec())))
+            .unwrap();
+        if k == 0 {
+            break;
+        }
+    }
+    let tags: Vec<i32> = got.iter().map(|g| g.1.tag).collect();
+    assert_eq!(&tags[..5], &[0, 1, 2, 3, 4]);
+    assert_eq!(got[0].2, big(0));
+    assert_eq!(got[1].2, b"ring");
+    assert_eq!(got[2].2, big(2));
+    assert_eq!(got[3].2, pattern(0, 3, max));
+    // All cells are free again: the largest message fits twice.
+    assert!(v[0].try_send(1, &hdr(6, 0), &pattern(0, 6, mm)).unwrap());
+    assert!(v[0].try_send(1, &hdr(7, 0), &pattern(0, 7, mm)).unwrap());
+    let got = drain(&mut v[1]);
+    assert_eq!(got.len(), 2);
+    assert_eq!((got[0].1.tag, &got[0].2), (6, &pattern(0, 6, mm)));
+    assert_eq!((got[1].1.tag, &got[1].2), (7, &pattern(0, 7, mm)));
+}
+
+/// A cell that claims to continue a message past the largest one is
+/// corruption, not an overflow.
+#[test]
+fn overlong_cell_chain_is_corruption() {
+    let name = Name::new("overlong");
+    let mut v = nodes(&name, 2, &small());
+    let max = v[0].max_payload();
+    // Five cells flagged as one message: send four-cell messages' worth
+    // by hand, the last flag left on, then one more cell.
+    for i in 0..5u32 {
+        let off = v[0].take_free_cell().unwrap().unwrap();
+        let seq = v[0].tx[1].next_seq;
+        v[0].fill_and_queue(
+            1,
+            off,
+            seq,
+            max as u32 | CELL_MORE,
+            &hdr(i as i32, 0),
+            &pattern(0, 0, max),
+        )
+        .unwrap();
+        v[0].tx[1].next_seq = fastbox::next_seq(seq);
+    }
+    let e = v[1]
+        .poll(100, |_, _, _| panic!("nothing whole to deliver"))
+        .unwrap_err();
+    assert!(matches!(e, ShmError::Corrupt { .. }), "{e}");
+    assert!(e.to_string().contains("continues a message"), "{e}");
 }
