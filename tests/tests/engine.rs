@@ -433,6 +433,8 @@ fn every_size_arrives_intact_on_every_path() {
             &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_EAGER_MAX", "256")],
             &[("RIVET_SHM_LMT", "copy"), ("RIVET_EAGER_MAX", "1000")],
             &[("RIVET_SHM_LMT", "copy"), ("RIVET_SHM_EAGER_MAX", "0")],
+            // Eager over several cells, up to their limit (4 cells).
+            &[("RIVET_SHM_EAGER_MAX", "65280")],
             // Single copy, never shared with the sender.
             &[("RIVET_SHM_LMT", "cma"), ("RIVET_SHM_SPLIT_MIN", "0")],
             // Shared from just above the eager limit: parts not page-sized.
