@@ -149,7 +149,7 @@ pub enum Error {
     /// What Rivet's PMIx client does not map yet.
     #[error(
         "{op} is not available when bootstrapped through PMIx (Rivet's PMIx client maps \
-         put/get/fence, local peers, names, abort and finalize); start the job with rivetrun \
+         put/get/fence, local peers, names, groups, spawn, abort and finalize); start the job with rivetrun \
          (PMI-1) for it"
     )]
     PmixUnsupported { op: &'static str },

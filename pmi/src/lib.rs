@@ -52,7 +52,8 @@
 //!   names); under a PMIx server OpenPMIx's client opened at run time (`pmix.rs`: the KVS as one
 //!   blob per rank, gathered by a collecting fence; group connect on PMIx groups in
 //!   `pmix_groups.rs`, members' ends as PMIx events in `pmix_events.rs`, with other jobs over
-//!   rivetrun's PMI-1 channel beside PMIx in `pmix_side.rs`); group connect
+//!   rivetrun's PMI-1 channel beside PMIx in `pmix_side.rs`; spawn onto `PMIx_Spawn`, pre-puts
+//!   in the children's environment, in `pmix_spawn.rs`); group connect
 //!   (`groups.rs`, events stashed) and resources (`resources.rs`).
 //! - `server/`: the sans-IO server core (`mod.rs`): namespaces and KVS (`kvs.rs`), barriers
 //!   (`barrier.rs`), one function per command (`handle.rs`), the name table, name requests and
