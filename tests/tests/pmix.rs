@@ -645,3 +645,30 @@ fn rivet_ranks_spawn_under_open_mpis_mpirun() {
         o.show()
     );
 }
+
+/// Slurm's PMIx plugin (22.05) serves no spawn: the spawn fails on every
+/// parent with an error naming `PMIx_Spawn` and `PMIX_ERR_NOT_SUPPORTED`,
+/// and the job goes on and ends cleanly.
+#[test]
+fn a_spawn_under_slurm_srun_pmix_fails_with_an_error() {
+    let _serial = serial();
+    rivet_tests::slurm_up();
+    let mut cmd = Command::new("srun");
+    cmd.args(["--mpi=pmix", "-n", "2", "--time=1", "--immediate=20"])
+        .arg(bin("dyn_check"))
+        .args(["spawn", "1", "refused"]);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        // PMIX_ERR_NOT_SUPPORTED for the one process asked for.
+        o.stdout.contains("dyn_check spawn: refused: ")
+            && o.stdout.contains("PMIx_Spawn of ")
+            && o.stdout.contains("[-47]"),
+        "{}",
+        o.show()
+    );
+    for r in 0..2 {
+        let line = format!("dyn_check spawn OK rank {r} of 2 at thread level single");
+        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+    }
+}
