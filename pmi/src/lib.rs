@@ -45,7 +45,7 @@
 //!   in one place each, tokens and escapes (`escape.rs`), `mcmd=spawn` blocks (`spawn.rs`),
 //!   limits (`limits.rs`); byte stream -> messages with bounded memory (`framer.rs`); PMI-2
 //!   (`v2.rs`: the command table, length-prefixed `cmd=...;k=v;` bodies without escaping, its
-//!   framer).
+//!   framer; `v2_spawn.rs`: the `spawn` query written and read).
 //! - `client/`: the rank side (`mod.rs`): finding the process manager (`config.rs`: `PMI_FD`,
 //!   `PMI_PORT` + initack, singleton), the blocking channel (`conn.rs`), a singleton's own state
 //!   (`local.rs`); PMI-2 (`pmi2.rs`, `RIVET_PMI=pmi2`: fullinit, KVS, fence, job attributes,

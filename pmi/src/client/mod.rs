@@ -239,8 +239,8 @@ impl Client {
         if let Mode::Pmix(p) = &self.mode {
             return p.spawn(request).map(|(codes, _nspace)| codes);
         }
-        if let Mode::Pmi2(_) = self.mode {
-            return Err(Error::Pmi2Unsupported { op: "spawn" });
+        if let Mode::Pmi2(p) = &mut self.mode {
+            return p.spawn(request);
         }
         let Some(conn) = self.conn() else {
             return Err(Error::NoProcessManager { op: "spawn" });
