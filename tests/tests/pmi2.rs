@@ -3,6 +3,7 @@
 //! which serves PMI-2 and PMI-1 on the same connections; the engine says
 //! which PMI it used (`bootstrap: process manager (PMI-2)`). The client
 //! also runs under MPICH's `mpiexec.hydra`, whose server speaks PMI-2.
+//! Ranks spawn over PMI-2 under rivetrun and Hydra.
 
 use std::process::Command;
 use std::time::Duration;
