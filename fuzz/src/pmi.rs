@@ -8,6 +8,8 @@ use rivet_pmi::server::{
 use rivet_pmi::topology::{
     format_cpu_list, parse_cpu_list, parse_cpu_mask, parse_dims, RankTopology, TopoType,
 };
+use rivet_pmi::wire::v2::V2Message;
+use rivet_pmi::wire::v2_spawn::{spawn_query, spawn_request};
 use rivet_pmi::wire::{Frame, Framer};
 use rivet_pmi::ProcName;
 
@@ -262,5 +264,11 @@ pub fn parsers(data: &[u8]) {
         assert_eq!(TopoType::parse(&t.to_value()).ok(), Some(t));
     }
     let _ = RankTopology::parse(&text);
+    // A PMI-2 spawn query the server accepts is written back the same.
+    if let Ok(q) = V2Message::parse(&text) {
+        if let Ok(r) = spawn_request(&q) {
+            assert_eq!(spawn_request(&spawn_query(&r)).ok(), Some(r));
+        }
+    }
     let _ = rivet_netmods::parse_size(&text);
 }

@@ -149,7 +149,7 @@ pub enum Error {
     /// What Rivet's PMIx client does not map yet.
     #[error(
         "{op} is not available when bootstrapped through PMIx (Rivet's PMIx client maps \
-         put/get/fence, local peers, names, abort and finalize); start the job with rivetrun \
+         put/get/fence, local peers, names, groups, spawn, abort and finalize); start the job with rivetrun \
          (PMI-1) for it"
     )]
     PmixUnsupported { op: &'static str },
@@ -157,7 +157,7 @@ pub enum Error {
     /// What Rivet's PMI-2 client does not offer.
     #[error(
         "{op} is not available over PMI-2 (Rivet's PMI-2 client maps the KVS, fence, job \
-         attributes, names, abort and finalize); unset RIVET_PMI=pmi2 to use PMI-1 for it"
+         attributes, names, spawn, abort and finalize); unset RIVET_PMI=pmi2 to use PMI-1 for it"
     )]
     Pmi2Unsupported { op: &'static str },
 

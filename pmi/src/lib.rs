@@ -45,14 +45,15 @@
 //!   in one place each, tokens and escapes (`escape.rs`), `mcmd=spawn` blocks (`spawn.rs`),
 //!   limits (`limits.rs`); byte stream -> messages with bounded memory (`framer.rs`); PMI-2
 //!   (`v2.rs`: the command table, length-prefixed `cmd=...;k=v;` bodies without escaping, its
-//!   framer).
+//!   framer; `v2_spawn.rs`: the `spawn` query written and read).
 //! - `client/`: the rank side (`mod.rs`): finding the process manager (`config.rs`: `PMI_FD`,
 //!   `PMI_PORT` + initack, singleton), the blocking channel (`conn.rs`), a singleton's own state
 //!   (`local.rs`); PMI-2 (`pmi2.rs`, `RIVET_PMI=pmi2`: fullinit, KVS, fence, job attributes,
 //!   names); under a PMIx server OpenPMIx's client opened at run time (`pmix.rs`: the KVS as one
 //!   blob per rank, gathered by a collecting fence; group connect on PMIx groups in
 //!   `pmix_groups.rs`, members' ends as PMIx events in `pmix_events.rs`, with other jobs over
-//!   rivetrun's PMI-1 channel beside PMIx in `pmix_side.rs`); group connect
+//!   rivetrun's PMI-1 channel beside PMIx in `pmix_side.rs`; spawn onto `PMIx_Spawn`, pre-puts
+//!   in the children's environment, in `pmix_spawn.rs`); group connect
 //!   (`groups.rs`, events stashed) and resources (`resources.rs`).
 //! - `server/`: the sans-IO server core (`mod.rs`): namespaces and KVS (`kvs.rs`), barriers
 //!   (`barrier.rs`), one function per command (`handle.rs`), the name table, name requests and

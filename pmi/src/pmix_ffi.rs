@@ -20,6 +20,11 @@ pub const PMIX_ERR_PARTIAL_SUCCESS: c_int = -52;
 pub const PMIX_ERR_NOT_FOUND: c_int = -46;
 pub const PMIX_ERR_NOT_SUPPORTED: c_int = -47;
 pub const PMIX_ERR_DUPLICATE_KEY: c_int = -53;
+/// Why a spawn started nothing: its program is missing, is not
+/// executable, or another reason.
+pub const PMIX_ERR_JOB_EXE_NOT_FOUND: c_int = -190;
+pub const PMIX_ERR_JOB_APP_NOT_EXECUTABLE: c_int = -177;
+pub const PMIX_ERR_JOB_FAILED_TO_LAUNCH: c_int = -181;
 /// An upcall finished at once: the library must not wait for its callback.
 pub const PMIX_OPERATION_SUCCEEDED: c_int = -157;
 pub const PMIX_BOOL: u16 = 1;
@@ -107,6 +112,21 @@ pub struct PmixPdata {
     pub proc: PmixProc,
     pub key: [c_char; 512],
     pub value: PmixValue,
+}
+
+/// `pmix_app_t`: one application of a `PMIx_Spawn` (client) or of the
+/// server's spawn upcall.
+#[repr(C)]
+pub struct PmixApp {
+    pub cmd: *const c_char,
+    /// NULL-terminated; `argv[0]` is the program's own name.
+    pub argv: *const *const c_char,
+    /// NULL-terminated `NAME=VALUE` additions to the processes' environment.
+    pub env: *const *const c_char,
+    pub cwd: *const c_char,
+    pub maxprocs: c_int,
+    pub info: *const PmixInfo,
+    pub ninfo: usize,
 }
 
 /// Copy `key` (cut to 511 bytes) into a NUL-terminated `pmix_key_t`.
@@ -238,6 +258,10 @@ mod tests {
         assert_eq!(std::mem::offset_of!(PmixDataArray, size), 8);
         assert_eq!(std::mem::offset_of!(PmixDataArray, array), 16);
         assert_eq!(std::mem::size_of::<PmixDataArray>(), 24);
+        assert_eq!(std::mem::offset_of!(PmixApp, cwd), 24);
+        assert_eq!(std::mem::offset_of!(PmixApp, maxprocs), 32);
+        assert_eq!(std::mem::offset_of!(PmixApp, info), 40);
+        assert_eq!(std::mem::size_of::<PmixApp>(), 56);
     }
 
     /// Where the header is installed, its constants are the ones above.
@@ -273,6 +297,15 @@ mod tests {
             ("PMIX_ERR_OUT_OF_RESOURCE", PMIX_ERR_OUT_OF_RESOURCE),
             ("PMIX_ERR_PARTIAL_SUCCESS", PMIX_ERR_PARTIAL_SUCCESS),
             ("PMIX_ERR_DUPLICATE_KEY", PMIX_ERR_DUPLICATE_KEY),
+            ("PMIX_ERR_JOB_EXE_NOT_FOUND", PMIX_ERR_JOB_EXE_NOT_FOUND),
+            (
+                "PMIX_ERR_JOB_APP_NOT_EXECUTABLE",
+                PMIX_ERR_JOB_APP_NOT_EXECUTABLE,
+            ),
+            (
+                "PMIX_ERR_JOB_FAILED_TO_LAUNCH",
+                PMIX_ERR_JOB_FAILED_TO_LAUNCH,
+            ),
         ] {
             assert_eq!(value(name), code as i64, "{name}");
         }

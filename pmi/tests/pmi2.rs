@@ -11,7 +11,7 @@ use std::thread;
 
 use common::{Hub, Sock};
 use rivet_pmi::server::{NamespaceSpec, Output};
-use rivet_pmi::wire::SpawnRequest;
+use rivet_pmi::wire::{SpawnCommand, SpawnRequest};
 use rivet_pmi::{Client, ClientConfig, Error, Transport};
 
 fn spec(name: &str, nodes: &[u32]) -> NamespaceSpec {
@@ -23,6 +23,27 @@ fn spec(name: &str, nodes: &[u32]) -> NamespaceSpec {
         node_of_rank: nodes.to_vec(),
         attributes: vec![("PMI_hwloc_xmlfile".into(), "/tmp/rivet-topo.xml".into())],
         ..NamespaceSpec::default()
+    }
+}
+
+/// What a PMI-2 rank spawns: two commands, arguments, info and a pre-put.
+fn child_request(rank: u32) -> SpawnRequest {
+    SpawnRequest {
+        commands: vec![
+            SpawnCommand {
+                execname: "./child".into(),
+                nprocs: 2,
+                args: vec!["a".into(), "b c".into()],
+                info: vec![("wdir".into(), "/tmp".into())],
+            },
+            SpawnCommand {
+                execname: "other".into(),
+                nprocs: 1,
+                args: vec![],
+                info: vec![],
+            },
+        ],
+        preput: vec![("PARENT_ROOT_PORT_NAME".into(), format!("port-of-{rank}"))],
     }
 }
 
@@ -47,10 +68,15 @@ fn work(mut c: Client) -> Result<Vec<String>, Error> {
     assert_eq!(c.lookup_name("ocean")?, "tag#0$port#7$");
     c.barrier()?;
     if c.kind() == "pmi2" {
-        assert!(matches!(
-            c.spawn(&SpawnRequest::default()),
-            Err(Error::Pmi2Unsupported { .. })
-        ));
+        // PMI-2's spawn reaches the server as PMI-1's request would.
+        assert_eq!(c.spawn(&child_request(rank))?, vec![0; 3]);
+        match c.spawn(&SpawnRequest::default()) {
+            Err(Error::SpawnFailed { errcodes, message }) => {
+                assert!(errcodes.is_empty(), "{errcodes:?}");
+                assert!(message.contains("ncmds=0"), "{message}");
+            }
+            other => panic!("an empty spawn: {other:?}"),
+        }
     }
     c.finalize()?;
     Ok(cards)
@@ -97,6 +123,20 @@ fn pmi2_and_pmi1_ranks_in_one_job() {
     for rank in 0..3 {
         assert!(server.is_finalized(ns, rank));
     }
+    // The PMI-2 ranks' spawns, as they asked (the empty one never left
+    // the server).
+    let mut spawns: Vec<(u32, SpawnRequest)> = (hub.events.lock().unwrap().iter())
+        .filter_map(|o| match o {
+            Output::Spawn { rank, request, .. } => Some((*rank, request.clone())),
+            _ => None,
+        })
+        .collect();
+    spawns.sort_by_key(|(rank, _)| *rank);
+    assert_eq!(
+        spawns,
+        [(1, child_request(1)), (2, child_request(2))],
+        "the spawns the server passed on"
+    );
 }
 
 #[test]

@@ -102,6 +102,8 @@ pub static SETTINGS: &[Setting] = &[
       "`auto` (yield when idle if local ranks outnumber CPUs), `always`, `never`"),
     s("RIVET_PMI", "auto", Scope::Pmi,
       "`auto`: PMI-1 over `PMI_FD`/`PMI_PORT` if set, else PMIx if `PMIX_NAMESPACE` and `PMIX_RANK` are (OpenPMIx's client), else a singleton; `pmi1`: never PMIx (a PMIx-only launch is an error); `pmi2`: PMI-2 over `PMI_FD`/`PMI_PORT` (rivetrun, `srun --mpi=pmi2`), an error without them; `pmix`: PMIx or an error (under rivetrun: its PMIx server instead of PMI-1)"),
+    s("RIVET_PMIX_PREPUT", "", Scope::Pmi,
+      "set by a Rivet process for the children it spawns through PMIx: the pairs the parent pre-put for them (its port), which their PMIx client answers gets from; never set it by hand"),
     s("RIVET_JOBID", "", Scope::Launcher,
       "set by rivetrun for its ranks; names their shm segments so rivetrun can remove leftovers"),
     s("RIVET_JOB_SECRET", "", Scope::Launcher,

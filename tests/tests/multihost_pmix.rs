@@ -333,6 +333,50 @@ fn pmix_subset_fences_and_groups_span_hosts() {
 /// hosts: PMIx groups and fences over the members, across proxies; the
 /// job connects as one group and as a subset, runs a ring on each and
 /// disconnects.
+/// Rivet's own `PMIx_Spawn` (`RIVET_PMI=pmix`) from a job on two hosts:
+/// the spawning rank's proxy starts the children on its host, served PMIx
+/// by it; they find the parents' port in their environment, connect back
+/// and exchange with all 4 parents (on h1 and h2); the spawn of a missing
+/// program fails on every parent, which go on.
+#[test]
+fn rivet_ranks_spawn_through_pmix_under_proxies() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.args([
+        "-genv",
+        "RIVET_PMI",
+        "pmix",
+        "-genv",
+        "RIVET_YIELD",
+        "always",
+    ])
+    .arg(bin("dyn_check"))
+    .args(["spawn", "2"]);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..4 {
+        let ok = format!("dyn_check spawn OK rank {r} of 4 ");
+        assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
+    }
+    for r in 0..2 {
+        for want in [
+            format!("dyn_check child OK rank {r} of 2 "),
+            format!("dyn_check child {r} bootstrap: process manager (PMIx, OpenPMIx client)"),
+        ] {
+            assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+        }
+    }
+    assert!(
+        o.stdout
+            .contains("dyn_check spawn: missing program refused: spawn failed: PMIx_Spawn of "),
+        "{}",
+        o.show()
+    );
+    nothing_left(&c, &o, &before);
+}
+
 #[test]
 fn rivet_group_connect_over_pmix_spans_hosts() {
     let _serial = serial();

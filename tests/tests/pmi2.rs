@@ -3,6 +3,7 @@
 //! which serves PMI-2 and PMI-1 on the same connections; the engine says
 //! which PMI it used (`bootstrap: process manager (PMI-2)`). The client
 //! also runs under MPICH's `mpiexec.hydra`, whose server speaks PMI-2.
+//! Ranks spawn over PMI-2 under rivetrun and Hydra.
 
 use std::process::Command;
 use std::time::Duration;
@@ -148,4 +149,64 @@ fn rivet_ranks_run_under_mpich_hydra_with_pmi2() {
         engine_check_passed(&o, mode, n);
         assert!(o.stdout.contains(PMI2), "{netmod}: {}", o.show());
     }
+}
+
+/// Every parent and child of a `dyn_check spawn` passed, the children
+/// bootstrapped through PMI-2 too.
+fn pmi2_spawn_passed(o: &Outcome, parents: u32, children: u32) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..parents {
+        let line = format!("dyn_check spawn OK rank {r} of {parents} at thread level single");
+        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+    }
+    for r in 0..children {
+        for line in [
+            format!("dyn_check child OK rank {r} of {children} at thread level single"),
+            format!("dyn_check child {r} {PMI2}"),
+        ] {
+            assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+        }
+    }
+}
+
+/// PMI-2's `spawn` under rivetrun: the children start with the parents'
+/// port pre-put in their KVS, bootstrap over PMI-2, connect back and
+/// exchange messages both ways; a spawn naming a missing program fails on
+/// every parent with rivetrun's message and one code per process (127 for
+/// the missing program's two), and nothing of it runs.
+#[test]
+fn rivet_ranks_spawn_over_pmi2_under_rivetrun() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "2", "-genv", "RIVET_PMI", "pmi2"]);
+    cmd.arg(bin("dyn_check")).args(["spawn", "3"]);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    pmi2_spawn_passed(&o, 2, 3);
+    let refused = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("dyn_check spawn: missing program refused: "))
+        .unwrap_or_else(|| panic!("no refusal: {}", o.show()));
+    assert!(
+        refused.contains("rivet-no-such-program") && refused.contains("[0, 127, 127]"),
+        "{refused}"
+    );
+    assert_eq!(
+        o.stdout.matches("dyn_check child OK").count(),
+        3,
+        "{}",
+        o.show()
+    );
+}
+
+/// The same spawn over MPICH Hydra's PMI-2 server (which ends the job on
+/// a missing program, so that part is left out).
+#[test]
+fn rivet_ranks_spawn_over_pmi2_under_mpich_hydra() {
+    let _serial = serial();
+    let mut cmd = Command::new("mpiexec.hydra");
+    cmd.args(["-n", "2", "-genv", "RIVET_PMI", "pmi2"])
+        .arg(bin("dyn_check"))
+        .args(["spawn", "3", "nomissing"]);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    pmi2_spawn_passed(&o, 2, 3);
 }

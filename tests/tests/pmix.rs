@@ -6,7 +6,9 @@
 //! * rivetrun serves PMIx, so Open MPI programs run under it unchanged,
 //!   and an `MPI_Abort` ends the job with its code; their name service
 //!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server;
-//!   `PMIx_Spawn` starts processes that are served PMIx in turn.
+//!   `PMIx_Spawn` starts processes that are served PMIx in turn;
+//! * Rivet ranks bootstrapped by PMIx spawn through `PMIx_Spawn` (under
+//!   rivetrun and `mpirun`; Slurm's plugin refuses it with an error).
 
 use std::process::Command;
 use std::time::Duration;
@@ -561,4 +563,112 @@ fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
         .env("PMIX_MCA_psec", "munge");
     let o = run_job(cmd, DEADLINE);
     assert!(o.stdout.contains("gds=ds21 psec=munge\n"), "{}", o.show());
+}
+
+/// Every parent and child of a `dyn_check spawn` passed, the children
+/// bootstrapped through PMIx.
+fn pmix_spawn_passed(o: &Outcome, parents: u32, children: u32) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..parents {
+        let line = format!("dyn_check spawn OK rank {r} of {parents} at thread level single");
+        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+    }
+    for r in 0..children {
+        for line in [
+            format!("dyn_check child OK rank {r} of {children} at thread level single"),
+            format!("dyn_check child {r} bootstrap: process manager (PMIx, OpenPMIx client)"),
+        ] {
+            assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+        }
+    }
+}
+
+/// Rivet's PMIx client spawns through `PMIx_Spawn` under rivetrun's PMIx
+/// server (`RIVET_PMI=pmix`): the children learn they were spawned and
+/// their parents' port from the apps' environment, bootstrap through PMIx
+/// too, connect back and exchange messages both ways; a spawn naming a
+/// missing program fails on every parent with the server's status, starts
+/// nothing, and the job goes on and ends cleanly.
+#[test]
+fn rivet_ranks_spawn_through_rivetruns_pmix_server() {
+    let _serial = serial();
+    for netmod in ["auto", "tcp"] {
+        let mut cmd = rivetrun(&[
+            "-n",
+            "2",
+            "-genv",
+            "RIVET_PMI",
+            "pmix",
+            "-genv",
+            "RIVET_NETMOD",
+            netmod,
+        ]);
+        cmd.arg(bin("dyn_check")).args(["spawn", "3"]);
+        let o = run_job_checking_shm(cmd, DEADLINE);
+        pmix_spawn_passed(&o, 2, 3);
+        let refused = o
+            .stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("dyn_check spawn: missing program refused: "))
+            .unwrap_or_else(|| panic!("{netmod}: no refusal: {}", o.show()));
+        // PMIX_ERR_JOB_EXE_NOT_FOUND, once per process of the request.
+        assert!(
+            refused.contains("PMIx_Spawn of ") && refused.contains("[-190, -190, -190]"),
+            "{netmod}: {refused}"
+        );
+        // Nothing of the refused spawn ran: three children in all.
+        assert_eq!(
+            o.stdout.matches("dyn_check child OK").count(),
+            3,
+            "{}",
+            o.show()
+        );
+    }
+}
+
+/// The same spawn under Open MPI 4.1's `mpirun` (ORTE's PMIx server passes
+/// the apps' environment on). A missing program there ends the whole job
+/// (as Hydra does): `mpirun` fails naming it, and nothing is left running.
+#[test]
+fn rivet_ranks_spawn_under_open_mpis_mpirun() {
+    let _serial = serial();
+    let o = run_job_checking_shm(
+        mpirun(2, &[], "dyn_check", &["spawn", "3", "nomissing"]),
+        DEADLINE,
+    );
+    pmix_spawn_passed(&o, 2, 3);
+    let o = run_job_checking_shm(mpirun(2, &[], "dyn_check", &["spawn", "1"]), DEADLINE);
+    assert_ne!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        o.stderr.contains("/nonexistent/rivet-no-such-program"),
+        "{}",
+        o.show()
+    );
+}
+
+/// Slurm's PMIx plugin (22.05) serves no spawn: the spawn fails on every
+/// parent with an error naming `PMIx_Spawn` and `PMIX_ERR_NOT_SUPPORTED`,
+/// and the job goes on and ends cleanly.
+#[test]
+fn a_spawn_under_slurm_srun_pmix_fails_with_an_error() {
+    let _serial = serial();
+    rivet_tests::slurm_up();
+    let mut cmd = Command::new("srun");
+    cmd.args(["--mpi=pmix", "-n", "2", "--time=1", "--immediate=20"])
+        .arg(bin("dyn_check"))
+        .args(["spawn", "1", "refused"]);
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    assert!(
+        // PMIX_ERR_NOT_SUPPORTED for the one process asked for.
+        o.stdout.contains("dyn_check spawn: refused: ")
+            && o.stdout.contains("PMIx_Spawn of ")
+            && o.stdout.contains("[-47]"),
+        "{}",
+        o.show()
+    );
+    for r in 0..2 {
+        let line = format!("dyn_check spawn OK rank {r} of 2 at thread level single");
+        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+    }
 }

@@ -77,7 +77,7 @@ use rivet_pmi::pmix_ffi::{
     PmixDataArray, PmixProc, PMIX_DATA_ARRAY, PMIX_GROUP_MEMBER_FAILED, PMIX_PROC,
     PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
-pub use spawn::{child_envs, SpawnCall};
+pub use spawn::{child_envs, status_of, SpawnCall};
 pub use upcalls::take_queued;
 use upcalls::{on_abort, on_connected, on_fence, push_event, Upcalls, UPCALLS};
 

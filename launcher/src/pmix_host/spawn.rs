@@ -10,8 +10,10 @@
 //! with the namespace's name.
 //!
 //! Each app's environment additions go to its processes (Open MPI passes
-//! the parent's port there). Not mapped: the job-level directives (mapping,
-//! binding) and the apps' info.
+//! the parent's port there, Rivet's client its pre-puts). Of an app's info,
+//! `PMIX_HOST` becomes the `host` key and `PMIX_WDIR` the `wdir` one (where
+//! the app names no `cwd`). Not mapped: the job-level directives (mapping,
+//! binding) and the apps' other info.
 //!
 //! The same upcall serves a proxy's node server: there the proxy's main
 //! thread starts the children on its own host (`proxy/spawn.rs`). Both
@@ -20,8 +22,11 @@
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 
 use rivet_pmi::pmix_ffi::{
-    PmixInfo, PmixProc, PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED, PMIX_SUCCESS,
+    PmixApp, PmixInfo, PmixProc, PMIX_ERR_BAD_PARAM, PMIX_ERR_JOB_APP_NOT_EXECUTABLE,
+    PMIX_ERR_JOB_EXE_NOT_FOUND, PMIX_ERR_JOB_FAILED_TO_LAUNCH, PMIX_ERR_NOT_SUPPORTED, PMIX_STRING,
+    PMIX_SUCCESS,
 };
+use rivet_pmi::server::SpawnFailure;
 use rivet_pmi::wire::{SpawnCommand, SpawnRequest};
 
 use super::{push_event, PmixEvent, PmixHost};
@@ -78,18 +83,6 @@ pub(super) type SpawnUp = unsafe extern "C" fn(
     *mut c_void,
 ) -> c_int;
 
-/// `pmix_app_t` (OpenPMIx 4.x).
-#[repr(C)]
-pub(super) struct PmixApp {
-    cmd: *const c_char,
-    argv: *const *const c_char,
-    env: *const *const c_char,
-    cwd: *const c_char,
-    maxprocs: c_int,
-    info: *const PmixInfo,
-    ninfo: usize,
-}
-
 /// A spawn asked by rank `rank` of `nspace`, answered (once) by
 /// [`SpawnCall::finish`].
 pub struct SpawnCall {
@@ -132,6 +125,19 @@ impl SpawnCall {
     }
 }
 
+/// The PMIx status telling a spawner why rivetrun started nothing: a
+/// missing program (error code 127, as a shell says), one that is not
+/// executable (126), or another reason.
+pub fn status_of(failure: &SpawnFailure) -> c_int {
+    if failure.errcodes.contains(&127) {
+        PMIX_ERR_JOB_EXE_NOT_FOUND
+    } else if failure.errcodes.contains(&126) {
+        PMIX_ERR_JOB_APP_NOT_EXECUTABLE
+    } else {
+        PMIX_ERR_JOB_FAILED_TO_LAUNCH
+    }
+}
+
 fn string(p: *const c_char) -> Option<String> {
     // SAFETY: null or a NUL-terminated string of the caller's.
     (!p.is_null()).then(|| unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
@@ -167,6 +173,25 @@ fn envs(apps: &[PmixApp]) -> Vec<Vec<(String, String)>> {
         .collect()
 }
 
+/// An app's info entries holding strings, as (key, value).
+fn app_info(app: &PmixApp) -> Vec<(String, String)> {
+    if app.info.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: the library passes `ninfo` valid infos with the app.
+    let infos = unsafe { std::slice::from_raw_parts(app.info, app.ninfo) };
+    infos
+        .iter()
+        .filter(|i| i.value.ty == PMIX_STRING && i.value.data[0] != 0)
+        .filter_map(|i| {
+            let key = string(i.key.as_ptr())?;
+            // SAFETY: a PMIX_STRING value holds a NUL-terminated char* first.
+            let value = string(i.value.data[0] as *const c_char)?;
+            Some((key, value))
+        })
+        .collect()
+}
+
 /// The PMI-1 request for `apps`, or why there is none.
 fn request(apps: &[PmixApp]) -> Result<SpawnRequest, c_int> {
     let mut commands = Vec::new();
@@ -175,9 +200,16 @@ fn request(apps: &[PmixApp]) -> Result<SpawnRequest, c_int> {
         let nprocs = u32::try_from(app.maxprocs).map_err(|_| PMIX_ERR_BAD_PARAM)?;
         // argv[0] is the program's own name; the request carries the rest.
         let args = strings(app.argv).into_iter().skip(1).collect();
-        let info = string(app.cwd)
+        let mut info: Vec<(String, String)> = string(app.cwd)
             .map(|wdir| vec![("wdir".to_string(), wdir)])
             .unwrap_or_default();
+        for (key, value) in app_info(app) {
+            match key.as_str() {
+                "pmix.host" => info.push(("host".into(), value)),
+                "pmix.wdir" if app.cwd.is_null() => info.push(("wdir".into(), value)),
+                _ => {}
+            }
+        }
         commands.push(SpawnCommand {
             execname,
             nprocs,
@@ -260,12 +292,31 @@ mod tests {
                 info: vec![("wdir".into(), "/tmp".into())],
             }]
         );
+        let mut host = PmixInfo::flag(c"pmix.host", false);
+        host.value.ty = PMIX_STRING;
+        host.value.data[0] = c"localhost".as_ptr() as u64;
+        let mut wdir = PmixInfo::flag(c"pmix.wdir", false);
+        wdir.value.ty = PMIX_STRING;
+        wdir.value.data[0] = c"/var".as_ptr() as u64;
+        let infos = [host, wdir, PmixInfo::flag(c"pmix.other", true)];
+        let with_info = PmixApp {
+            cwd: std::ptr::null(),
+            info: infos.as_ptr(),
+            ninfo: infos.len(),
+            ..app
+        };
+        assert_eq!(
+            request(std::slice::from_ref(&with_info)).unwrap().commands[0].info,
+            vec![
+                ("host".to_string(), "localhost".to_string()),
+                ("wdir".to_string(), "/var".to_string())
+            ]
+        );
         let bad = PmixApp {
             maxprocs: -1,
             ..app
         };
         assert_eq!(request(std::slice::from_ref(&bad)), Err(PMIX_ERR_BAD_PARAM));
         assert_eq!(request(&[]), Err(PMIX_ERR_BAD_PARAM));
-        assert_eq!(std::mem::size_of::<PmixApp>(), 56);
     }
 }

@@ -235,7 +235,7 @@ pub(super) fn refuse_or_answer(
         Asker::Pmix(call) => call.finish(
             answer
                 .map(|(kvs, _)| kvs)
-                .map_err(|_| rivet_pmi::pmix_ffi::PMIX_ERROR),
+                .map_err(|f| crate::pmix_host::status_of(&f)),
         ),
     }
 }

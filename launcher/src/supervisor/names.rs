@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use rivet_pmi::pmix_ffi::{PMIX_ERROR, PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED};
+use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED};
 use rivet_pmi::server::{ConnId, NameRequest, NsId};
 
 use super::{Failure, NameAnswer, Supervisor, Who};
@@ -126,7 +126,11 @@ impl Supervisor {
                         continue;
                     };
                     let result = self.spawn(ns, call.rank, &call.request, &call.env);
-                    call.finish(result.map(|(_, ns)| ns).map_err(|_| PMIX_ERROR));
+                    call.finish(
+                        result
+                            .map(|(_, ns)| ns)
+                            .map_err(|f| pmix_host::status_of(&f)),
+                    );
                 }
                 // A node's upcalls (a proxy's server), never single-host rivetrun's.
                 PmixEvent::Fence(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),

@@ -21,6 +21,7 @@ mod pmix;
 mod pmix_events;
 mod pmix_groups;
 mod pmix_side;
+mod pmix_spawn;
 mod resources;
 mod startup;
 
@@ -235,11 +236,11 @@ impl Client {
     /// [`Error::SpawnFailed`], with one code per process and the server's
     /// message.
     pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
-        if let Mode::Pmix(_) = self.mode {
-            return Err(Error::PmixUnsupported { op: "spawn" });
+        if let Mode::Pmix(p) = &self.mode {
+            return p.spawn(request).map(|(codes, _nspace)| codes);
         }
-        if let Mode::Pmi2(_) = self.mode {
-            return Err(Error::Pmi2Unsupported { op: "spawn" });
+        if let Mode::Pmi2(p) = &mut self.mode {
+            return p.spawn(request);
         }
         let Some(conn) = self.conn() else {
             return Err(Error::NoProcessManager { op: "spawn" });

@@ -7,7 +7,8 @@
 //! `threaded`, which Slurm requires), `job-getid`, and the `universeSize`
 //! job attribute. Then one request, one response, like PMI-1. Puts are
 //! sent at once; `kvs-fence` is the barrier; `PMI_` keys are job
-//! attributes (`info-getjobattr`), others KVS keys (`kvs-get`).
+//! attributes (`info-getjobattr`), others KVS keys (`kvs-get`); `spawn`
+//! as `wire/v2_spawn.rs` writes it.
 
 use std::io::{ErrorKind, Read, Write};
 
@@ -15,7 +16,9 @@ use crate::client::conn::Duplex;
 use crate::error::{Error, Result};
 use crate::wire::limits::MAX_LINE;
 use crate::wire::v2::{V2Frame, V2Framer, V2Message};
+use crate::wire::v2_spawn::{parse_errcodes, spawn_query};
 use crate::wire::Message;
+use crate::wire::SpawnRequest;
 
 /// What `fullinit` and its follow-ups told the client.
 #[derive(Debug)]
@@ -177,6 +180,20 @@ impl Pmi2 {
     /// Send `q` and read its response; a response of another command, or
     /// one with `rc≠0`, is an error.
     pub fn request(&mut self, q: V2Message) -> Result<V2Message> {
+        let cmd = q.cmd.clone();
+        let reply = self.exchange(q)?;
+        match reply.rc()? {
+            0 => Ok(reply),
+            rc => Err(Error::Server {
+                cmd,
+                rc,
+                msg: reply.errmsg().map(str::to_string),
+            }),
+        }
+    }
+
+    /// Send `q` and read its response, whatever its `rc`.
+    fn exchange(&mut self, q: V2Message) -> Result<V2Message> {
         self.send(&q)?;
         let expected = crate::wire::v2::command(&q.cmd)
             .and_then(|c| c.response)
@@ -188,12 +205,27 @@ impl Pmi2 {
                 got: format!("cmd={}", reply.cmd),
             });
         }
+        Ok(reply)
+    }
+
+    /// `spawn` (`wire/v2_spawn.rs`): one code per process, all 0 unless
+    /// the server sent `errcodes`; a refusal is [`Error::SpawnFailed`]
+    /// with the server's codes (or its `rc` for each process) and message.
+    pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
+        let total = usize::try_from(request.total_procs()).unwrap_or(usize::MAX);
+        let reply = self.exchange(spawn_query(request))?;
+        let codes = reply
+            .get("errcodes")
+            .and_then(parse_errcodes)
+            .filter(|c| c.len() == total);
         match reply.rc()? {
-            0 => Ok(reply),
-            rc => Err(Error::Server {
-                cmd: q.cmd,
-                rc,
-                msg: reply.errmsg().map(str::to_string),
+            0 => Ok(codes.unwrap_or_else(|| vec![0; total])),
+            rc => Err(Error::SpawnFailed {
+                errcodes: codes.unwrap_or_else(|| vec![rc; total]),
+                message: reply.errmsg().map_or_else(
+                    || format!("the process manager answered rc={rc}"),
+                    str::to_string,
+                ),
             }),
         }
     }

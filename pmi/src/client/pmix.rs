@@ -21,8 +21,9 @@
 //!
 //! Group connect is mapped onto PMIx groups (`pmix_groups.rs`), a member's
 //! end onto PMIx events (`pmix_events.rs`); a connect with another job goes
-//! to rivetrun's PMI-1 group service beside PMIx (`pmix_side.rs`). Spawn is
-//! not mapped yet: it fails with [`Error::PmixUnsupported`].
+//! to rivetrun's PMI-1 group service beside PMIx (`pmix_side.rs`); spawn
+//! onto `PMIx_Spawn`, the pre-puts travelling in the children's environment
+//! (`pmix_spawn.rs`).
 
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -30,6 +31,7 @@ use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use super::pmix_events::RegisterFn;
 use super::pmix_groups::{ConstructFn, DestructFn as GroupDestructFn, PmixGroups};
 use super::pmix_side::Side;
+use super::pmix_spawn::{decode_preput, SpawnFn, PREPUT_ENV};
 use crate::error::{Error, Result};
 use crate::pmix_ffi::{
     load_key, Library, PmixInfo, PmixPdata, PmixProc, PmixValue, PMIX_ERR_DUPLICATE_KEY,
@@ -73,6 +75,8 @@ struct Api {
     /// `PMIx_Group_construct`/`_destruct` (absent before OpenPMIx 4).
     group: Option<(ConstructFn, GroupDestructFn)>,
     register_event: RegisterFn,
+    /// `PMIx_Spawn`.
+    spawn: Option<SpawnFn>,
 }
 
 impl Api {
@@ -104,6 +108,10 @@ impl Api {
                 register_event: std::mem::transmute::<*mut c_void, RegisterFn>(
                     lib.symbol(c"PMIx_Register_event_handler")?,
                 ),
+                spawn: lib
+                    .symbol(c"PMIx_Spawn")
+                    .ok()
+                    .map(|f| std::mem::transmute::<*mut c_void, SpawnFn>(f)),
                 group: match (
                     lib.symbol(c"PMIx_Group_construct"),
                     lib.symbol(c"PMIx_Group_destruct"),
@@ -133,6 +141,8 @@ pub(crate) struct Pmix {
     pending: Vec<(String, String)>,
     /// Everything this rank put (re-put whole at each barrier).
     mine: Vec<(String, String)>,
+    /// What the parent pre-put, for a spawned process (`pmix_spawn.rs`).
+    preput: HashMap<String, String>,
     /// Other ranks' sets, read on first use.
     cache: HashMap<u32, HashMap<String, String>>,
     /// Group connects made (`pmix_groups.rs`).
@@ -192,6 +202,9 @@ impl Pmix {
             nspace,
             pending: Vec::new(),
             mine: Vec::new(),
+            preput: std::env::var(PREPUT_ENV)
+                .map(|v| decode_preput(&v))
+                .unwrap_or_default(),
             cache: HashMap::new(),
             groups: PmixGroups::default(),
             side: Side::from_env(),
@@ -235,6 +248,13 @@ impl Pmix {
         super::pmix_events::register(self.api.register_event, |rc| self.api.describe(rc))?;
         self.groups.watching = true;
         Ok(())
+    }
+
+    /// `PMIx_Spawn`, or why there is none.
+    pub(super) fn spawn_fn(&self) -> Result<SpawnFn> {
+        self.api.spawn.ok_or(Error::PmixUnsupported {
+            op: "spawn (the PMIx library has no PMIx_Spawn)",
+        })
     }
 
     /// The library's group calls, or why there are none.
@@ -431,6 +451,9 @@ impl Pmix {
     /// `key` as some rank put it before a barrier.
     pub fn get(&mut self, key: &str, size: u32) -> Result<Option<String>> {
         if let Some((_, v)) = self.mine.iter().rev().find(|(k, _)| k == key) {
+            return Ok(Some(v.clone()));
+        }
+        if let Some(v) = self.preput.get(key) {
             return Ok(Some(v.clone()));
         }
         let hint = key

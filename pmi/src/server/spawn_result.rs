@@ -50,7 +50,10 @@ impl Server {
                 spawn_failure_reply(errcodes, failure.message)
             }
         };
+        let start = out.len();
         reply_to(out, conn, &reply);
+        // A PMI-2 connection gets its `spawn-response`.
+        self.translate_v2(start, out);
     }
 }
 

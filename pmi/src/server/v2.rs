@@ -9,7 +9,8 @@
 //! for that connection (a barrier's too, whichever rank completed it) is
 //! rewritten into the PMI-2 response of the oldest pending query. The rest
 //! (`fullinit`, `job-getid`, node attributes, `universeSize`) is answered
-//! here. `spawn` is refused over PMI-2 (PMI-1 serves it).
+//! here. `spawn` is read into PMI-1's request (`wire/v2_spawn.rs`) and
+//! answered with the error codes of its processes.
 //!
 //! A `PMI_PORT` connection still authenticates with PMI-1's `initack`
 //! before it may switch.
@@ -74,6 +75,14 @@ fn as_pmi1(q: &V2Message, own_ns: &str) -> Option<Message> {
 
 /// The PMI-2 response to `query` that PMI-1 answer `reply` stands for.
 fn as_v2_reply(query: &V2Message, reply: &Message) -> V2Message {
+    if let Message::SpawnResult { rc, errcodes, msg } = reply {
+        let codes: Vec<String> = errcodes.iter().map(i32::to_string).collect();
+        return V2Message::new("spawn-response")
+            .with("rc", rc)
+            .with_opt("errmsg", msg.as_ref().map(|m| m.replace(';', ",")))
+            .with_opt("errcodes", (!codes.is_empty()).then(|| codes.join(",")))
+            .with_opt("thrid", query.get("thrid"));
+    }
     let (rc, msg) = reply.status().unwrap_or((0, None));
     let lookup = matches!(query.cmd.as_str(), "kvs-get" | "info-getjobattr");
     let missing = msg.is_some_and(|m| m.contains("not_found") || m.contains("unknown_kvsname"));
@@ -248,10 +257,18 @@ impl Server {
                     message: q.get("msg").map(str::to_string),
                 });
             }
-            "spawn" => {
-                let reply = V2Message::error_reply(&q, -1, "spawn_is_served_over_PMI-1_only");
-                self.send_v2(conn, &reply, out)
-            }
+            "spawn" => match crate::wire::v2_spawn::spawn_request(&q) {
+                Ok(request) => {
+                    if let Some(v2) = self.conns.get_mut(&conn).and_then(|c| c.v2.as_mut()) {
+                        v2.pending.push_back(q);
+                    }
+                    self.handle(conn, Message::Spawn(request), out);
+                }
+                Err(e) => {
+                    let reply = V2Message::error_reply(&q, -1, &e.to_string());
+                    self.send_v2(conn, &reply, out)
+                }
+            },
             _ => {
                 let Some(m) = as_pmi1(&q, &ns.name) else {
                     return self.send_v2(

@@ -14,6 +14,7 @@ mod message;
 mod parse;
 mod spawn;
 pub mod v2;
+pub mod v2_spawn;
 mod write;
 
 #[cfg(test)]

@@ -23,8 +23,13 @@
 //!   mode; data flows both ways between every parent and child; parents
 //!   disconnect; then a spawn of a program that does not exist must fail
 //!   on every parent, which go on (a barrier) and exit 0 (`spawn N
-//!   nomissing` leaves that out: Hydra ends the whole job on it).
-//! - `child` (spawned only): the mirror of `spawn`.
+//!   nomissing` leaves that out: Hydra and Open MPI's `mpirun` end the
+//!   whole job on it). `spawn N refused`: the process manager cannot spawn
+//!   (Slurm's PMIx plugin): the first spawn must fail on every parent,
+//!   with rank 0 printing `dyn_check spawn: refused: ERROR`.
+//! - `child` (spawned only): the mirror of `spawn`; each child prints
+//!   `dyn_check child R bootstrap: HOW` (`rivet-bench info`'s wording)
+//!   first.
 //! - `badports` (2): a garbage port name, a port nobody listens on, and a
 //!   closed port: connect fails on every rank of the connecting group, and
 //!   the job goes on.
@@ -362,6 +367,16 @@ fn spawn<T: Threading>(engine: &Engine<T>, n: u32, variant: Option<&str>) {
     let base = engine.counts();
     let me = std::env::current_exe().or_die("current_exe");
     let me = me.to_string_lossy().into_owned();
+    if variant == Some("refused") {
+        match world.spawn(&me, &["child"], n, 0) {
+            Ok(_) => die("the process manager was expected to refuse the spawn"),
+            Err(e) if world.rank() == 0 => println!("dyn_check spawn: refused: {e}"),
+            Err(_) => {}
+        }
+        expect_baseline(engine, &base, "a refused spawn");
+        world.barrier().or_die("barrier after the refused spawn");
+        return;
+    }
     let children = world.spawn(&me, &["child"], n, 0).or_die("spawn");
     ensure!(
         children.remote_size() == Some(n),
@@ -398,6 +413,11 @@ fn spawn<T: Threading>(engine: &Engine<T>, n: u32, variant: Option<&str>) {
 
 fn child<T: Threading>(engine: &Engine<T>) {
     let world = engine.world();
+    let info = engine.info();
+    let how = (info.items.iter())
+        .find(|(k, _)| k == "bootstrap")
+        .map_or("unknown", |(_, v)| v.as_str());
+    println!("dyn_check child {} bootstrap: {how}", world.rank());
     let parent = engine
         .parent()
         .unwrap_or_else(|| die("a spawned process has no parent"));
