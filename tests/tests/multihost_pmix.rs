@@ -1,6 +1,7 @@
 //! PMIx across hosts: each host's proxy serves its ranks PMIx through
 //! OpenPMIx's server, fences gathered through the proxy tree, direct modex
-//! and names through rivetrun, fences over some ranks and groups gathered by
+//! and names through rivetrun, fences over some ranks, groups and connects
+//! (Open MPI's spawn and connect/accept with ranks on both hosts) gathered by
 //! rivetrun, every rank's MPMD app registered on every host; what is not
 //! carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
@@ -473,6 +474,55 @@ fn open_mpi_comm_spawn_under_a_proxy() {
         "spawn child 1 of 2 OK",
     ] {
         assert!(o.stdout.contains(want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
+/// Open MPI's `MPI_Comm_spawn` from a job whose ranks are on both hosts
+/// (rank 0 on h1 spawns, the children start on h1): Open MPI ends the
+/// spawn with a `PMIx_Connect` over both jobs, which each node's server
+/// hands to its proxy and rivetrun gathers from both (before, nothing
+/// answered it and the job hung); then messages over the
+/// intercommunicator, its merge (an allreduce across parents on both
+/// hosts and children) and a disconnect, nothing left on either host.
+#[test]
+fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let mut cmd = c.rivetrun(1, 2);
+    cmd.arg(&prog).arg("spawn");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for want in [
+        "spawn parent 0 of 2 OK",
+        "spawn parent 1 of 2 OK",
+        "spawn child 0 of 2 OK",
+        "spawn child 1 of 2 OK",
+    ] {
+        assert!(o.stdout.contains(want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
+/// Open MPI's connect/accept within a job on two hosts: ranks 0 and 1
+/// (h1) accept on a port they published, 2 and 3 (h2) look it up and
+/// connect; the `PMIx_Connect` that ends it spans both hosts (before,
+/// it hung as the spawn's did); then merge, unpublish, disconnect.
+#[test]
+fn open_mpi_connect_accept_across_two_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).arg("ports");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for (r, side) in [(0, "accept"), (1, "accept"), (2, "connect"), (3, "connect")] {
+        let want = format!("ports rank {r} of 4 OK ({side})");
+        assert!(o.stdout.contains(&want), "{want}: {}", o.show());
     }
     nothing_left(&c, &o, &before);
 }
