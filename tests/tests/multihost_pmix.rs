@@ -526,3 +526,54 @@ fn open_mpi_connect_accept_across_two_hosts() {
     }
     nothing_left(&c, &o, &before);
 }
+
+/// A PMIx group construct that fails across hosts (h2's ranks mark it
+/// optional, which their proxy refuses over several hosts): every member
+/// fails at once, h1's too (rivetrun passes h2's refusal on), and no
+/// host keeps a record of the group, so the members' ends later do not
+/// fail the job as ends in a live group would; a retry with the same group
+/// id then succeeds, with one context id on all four.
+#[test]
+fn a_pmix_group_construct_refused_on_one_host_fails_everywhere_and_leaves_no_group() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_pmix("pmix_group_refused.c");
+    for retry in [false, true] {
+        let mut cmd = c.rivetrun(2, 4);
+        cmd.arg(&prog);
+        if retry {
+            cmd.arg("retry");
+        }
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "retry {retry}: {}", o.show());
+        for r in 0..4 {
+            let want = format!("pmix_group_refused rank {r} construct failed: ");
+            assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+        }
+        assert!(
+            o.stderr
+                .contains("optional members (PMIX_GROUP_OPTIONAL) on several hosts"),
+            "{}",
+            o.show()
+        );
+        assert!(
+            !o.stderr.contains("while connected to group"),
+            "a failed construct left a group behind: {}",
+            o.show()
+        );
+        if retry {
+            let ctx: Vec<&str> = (0..4)
+                .map(|r| {
+                    let prefix = format!("pmix_group_refused rank {r} retry ctx ");
+                    o.stdout
+                        .lines()
+                        .find_map(|l| l.strip_prefix(&prefix))
+                        .unwrap_or_else(|| panic!("rank {r}: {}", o.show()))
+                })
+                .collect();
+            assert!(ctx.iter().all(|c| *c == ctx[0]), "{ctx:?}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
+}

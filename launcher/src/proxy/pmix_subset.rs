@@ -18,11 +18,13 @@
 //! processes in the same order, so every node derives the same keys.
 //!
 //! Refused at once, with a message: processes of another namespace (a
-//! proxy serves only the job's and those spawned from it), ranks past the job, a group with optional
-//! members over several hosts (nodes whose members never join would be
-//! waited for), a destruct of a group this node never constructed. A
-//! participating host whose proxy ended, or rivetrun's link lost, fails the
-//! collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
+//! proxy serves only the job's and those spawned from it), ranks past the
+//! job, a group with optional members over several hosts (nodes whose
+//! members never join would be waited for; the node also sends rivetrun a
+//! failed part, `coll KEY NODES DATA STATUS`, which fails the collective on
+//! the other nodes at once), a destruct of a group this node never
+//! constructed. A participating host whose proxy ended, or rivetrun's link
+//! lost, fails the collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
 
 use std::collections::HashMap;
 
@@ -34,6 +36,13 @@ use super::upstream::Upstream;
 use crate::pmix_host::node::FenceCall;
 use crate::pmix_host::{ConnectCall, GroupCall};
 use crate::remote::wire;
+
+/// `0,1,...`: the nodes taking part, as `coll` lists them.
+fn nodes_word(nodes: &[u32]) -> String {
+    (nodes.iter().map(u32::to_string))
+        .collect::<Vec<_>>()
+        .join(",")
+}
 
 /// `procs` as every node words them: `NS:RANK` (`NS:*`), sorted, once each.
 fn key_of(procs: &[(String, u32)]) -> String {
@@ -235,17 +244,26 @@ impl Subsets {
                 return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
             }
         };
-        if call.optional && nodes.len() > 1 {
-            let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
-            self.refuse("a PMIx group", why);
-            return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
-        }
         let op = if call.construct {
             "construct"
         } else {
             "destruct"
         };
         let key = self.key(format!("group/{op}/{}", call.name));
+        if call.optional && nodes.len() > 1 {
+            let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
+            self.refuse("a PMIx group", why);
+            // The other hosts' members fail too, instead of waiting for ours.
+            let words = [
+                b"coll".to_vec(),
+                key.into_bytes(),
+                nodes_word(&nodes).into_bytes(),
+                Vec::new(),
+                PMIX_ERR_NOT_SUPPORTED.to_string().into_bytes(),
+            ];
+            let _ = rivetrun.send(&words);
+            return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
+        }
         self.send(key, &nodes, Vec::new(), Waiting::Group(call), rivetrun);
     }
 
@@ -257,13 +275,10 @@ impl Subsets {
         waiting: Waiting,
         rivetrun: &Upstream,
     ) {
-        let nodes_word = (nodes.iter().map(u32::to_string))
-            .collect::<Vec<_>>()
-            .join(",");
         let words = [
             b"coll".to_vec(),
             key.clone().into_bytes(),
-            nodes_word.into_bytes(),
+            nodes_word(nodes).into_bytes(),
             data,
         ];
         match rivetrun.send(&words) {
@@ -392,6 +407,13 @@ mod tests {
         st.group(call(true, &[9], &s), &up);
         let refused = s.lock().unwrap().drain(..).collect::<Vec<_>>();
         assert_eq!(refused, vec![(PMIX_ERR_NOT_SUPPORTED, None); 2]);
+        // The optional one's refusal goes to rivetrun as a failed part, for
+        // the other host's members; nothing waits for an answer here.
+        let words = next();
+        assert_eq!(wire::text(&words[1]), "group/construct/g#2");
+        assert_eq!(words[2], b"0,1");
+        assert_eq!(words[4], PMIX_ERR_NOT_SUPPORTED.to_string().as_bytes());
+        assert_eq!(st.waiting(), 0);
         // A collective under way fails when rivetrun's link is lost.
         st.group(call(true, &[2, 3], &s), &up);
         assert_eq!(next()[2], b"1");
