@@ -479,7 +479,7 @@ fn open_mpi_comm_spawn_under_a_proxy() {
 }
 
 /// Open MPI's `MPI_Comm_spawn` from a job whose ranks are on both hosts
-/// (rank 0 on h1 spawns, the children start on h1): Open MPI ends the
+/// (the root's host starts the children: h1 for rank 0, h2 for rank 1): Open MPI ends the
 /// spawn with a `PMIx_Connect` over both jobs, which each node's server
 /// hands to its proxy and rivetrun gathers from both (before, nothing
 /// answered it and the job hung); then messages over the
@@ -491,19 +491,23 @@ fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
     let prog = mpicc_openmpi("mpi_dynamic.c");
-    let mut cmd = c.rivetrun(1, 2);
-    cmd.arg(&prog).arg("spawn");
-    let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for want in [
-        "spawn parent 0 of 2 OK",
-        "spawn parent 1 of 2 OK",
-        "spawn child 0 of 2 OK",
-        "spawn child 1 of 2 OK",
-    ] {
-        assert!(o.stdout.contains(want), "{want}: {}", o.show());
+    // Root 0 spawns on h1, root 1 on h2: each host learns where the other's
+    // children are from rivetrun's pmix_spawned.
+    for root in ["0", "1"] {
+        let mut cmd = c.rivetrun(1, 2);
+        cmd.arg(&prog).args(["spawn", root]);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "root {root}: {}", o.show());
+        for want in [
+            "spawn parent 0 of 2 OK",
+            "spawn parent 1 of 2 OK",
+            "spawn child 0 of 2 OK",
+            "spawn child 1 of 2 OK",
+        ] {
+            assert!(o.stdout.contains(want), "root {root}: {want}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
     }
-    nothing_left(&c, &o, &before);
 }
 
 /// Open MPI's connect/accept within a job on two hosts: ranks 0 and 1
