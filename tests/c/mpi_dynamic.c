@@ -1,6 +1,8 @@
 /* librivetmpi's dynamic processes, results checked.
  *
- *   mpi_dynamic spawn   the job spawns 2 copies of itself ("child"); each
+ *   mpi_dynamic spawn [ROOT]
+ *                       the job spawns 2 copies of itself ("child"), rank
+ *                       ROOT (default 0) the spawn's root; each
  *                       side checks messages over the intercommunicator,
  *                       its dup and compare, its merge (parents first) and
  *                       a disconnect, after which a child has no parent
@@ -47,6 +49,9 @@ static void merged(MPI_Comm inter, int high, int expect_rank, int total) {
     OK(MPI_Comm_free(&all));
 }
 
+/* The parents' root: it sends each child its line. */
+static int root;
+
 static void child(void) {
     MPI_Comm parent;
     int size, psize, got[2] = {-1, -1};
@@ -56,11 +61,11 @@ static void child(void) {
     EXPECT(parent != MPI_COMM_NULL && size == CHILDREN);
     OK(MPI_Comm_size(parent, &psize));
     EXPECT(psize == size); /* the local group */
-    /* From the parents' rank 0: 100 + this rank, and how many parents. */
-    OK(MPI_Recv(got, 2, MPI_INT, 0, 7, parent, &st));
-    EXPECT(got[0] == 100 + wrank && st.MPI_SOURCE == 0 && st.MPI_TAG == 7);
+    /* From the parents' root: 100 + this rank, and how many parents. */
+    OK(MPI_Recv(got, 2, MPI_INT, root, 7, parent, &st));
+    EXPECT(got[0] == 100 + wrank && st.MPI_SOURCE == root && st.MPI_TAG == 7);
     got[0] *= 2;
-    OK(MPI_Send(got, 1, MPI_INT, 0, 8, parent));
+    OK(MPI_Send(got, 1, MPI_INT, root, 8, parent));
     merged(parent, 1, got[1] + wrank, got[1] + size);
     OK(MPI_Comm_disconnect(&parent));
     EXPECT(parent == MPI_COMM_NULL);
@@ -71,15 +76,17 @@ static void child(void) {
 
 static void spawn(const char *self, int size) {
     MPI_Comm inter, parent;
-    char *args[] = {"child", NULL};
+    char root_word[16];
+    char *args[] = {"child", root_word, NULL};
+    snprintf(root_word, sizeof root_word, "%d", root);
     int codes[CHILDREN] = {-1, -1}, i, csize;
     OK(MPI_Comm_get_parent(&parent));
     EXPECT(parent == MPI_COMM_NULL);
-    OK(MPI_Comm_spawn(self, args, CHILDREN, MPI_INFO_NULL, 0, MPI_COMM_WORLD, &inter, codes));
+    OK(MPI_Comm_spawn(self, args, CHILDREN, MPI_INFO_NULL, root, MPI_COMM_WORLD, &inter, codes));
     for (i = 0; i < CHILDREN; i++) EXPECT(codes[i] == MPI_SUCCESS);
     OK(MPI_Comm_size(inter, &csize));
     EXPECT(csize == size);
-    if (wrank == 0)
+    if (wrank == root)
         for (i = 0; i < CHILDREN; i++) {
             int out[2] = {100 + i, size}, back = -1;
             MPI_Status st;
@@ -145,6 +152,8 @@ int main(int argc, char **argv) {
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &wrank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (argc > 2 && (strcmp(argv[1], "child") == 0 || strcmp(argv[1], "spawn") == 0))
+        root = atoi(argv[2]);
     if (argc > 1 && strcmp(argv[1], "child") == 0)
         child();
     else if (argc > 1 && strcmp(argv[1], "ports") == 0)

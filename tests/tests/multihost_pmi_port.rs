@@ -5,7 +5,8 @@
 //! on a proxy's port is refused (a wrong secret, a rank the proxy did not
 //! place, a command before `initack`; a wrong secret does not use up the
 //! id it came with) while the job completes; a proxy's port closes once
-//! its ranks are all in. Skipped,
+//! its ranks are all in; an IPv6-only interface or host is refused at once
+//! (issue 17). Skipped,
 //! saying why, where network namespaces cannot be made (not root).
 
 use std::io::{Read, Write};
@@ -224,5 +225,135 @@ fn strangers_on_a_proxys_pmi_port_are_refused_and_the_job_completes() {
     assert!(!o.stderr.contains("called abort"), "{}", o.show());
     for i in 0..2 {
         assert!(c.pids(i).is_empty(), "left on h{}: {:?}", i + 1, c.pids(i));
+    }
+}
+
+/// A network namespace whose one link (a veth pair, both ends inside) has
+/// only IPv6 addresses, and whose `/etc/hosts` (as `ip netns exec` shows
+/// it) names `v6peer` at an IPv6 address only; removed when dropped.
+struct Ipv6Only {
+    ns: String,
+    etc: PathBuf,
+}
+
+impl Ipv6Only {
+    fn new() -> Result<Ipv6Only, String> {
+        let ns = format!("rivet-v6-{}", std::process::id());
+        let ip = |args: &[&str]| -> Result<(), String> {
+            let out = Command::new("ip").args(args).output();
+            match out {
+                Ok(o) if o.status.success() => Ok(()),
+                Ok(o) => Err(format!(
+                    "ip {}: {}",
+                    args.join(" "),
+                    String::from_utf8_lossy(&o.stderr).trim()
+                )),
+                Err(e) => Err(format!("ip: {e}")),
+            }
+        };
+        ip(&["netns", "add", &ns])?;
+        let made = Ipv6Only {
+            etc: PathBuf::from("/etc/netns").join(&ns),
+            ns,
+        };
+        let ns = made.ns.as_str();
+        ip(&["-n", ns, "link", "set", "lo", "up"])?;
+        ip(&[
+            "-n", ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1",
+        ])?;
+        ip(&[
+            "-n",
+            ns,
+            "addr",
+            "add",
+            "fd00:17::1/64",
+            "dev",
+            "v0",
+            "nodad",
+        ])?;
+        ip(&["-n", ns, "link", "set", "v0", "up"])?;
+        ip(&["-n", ns, "link", "set", "v1", "up"])?;
+        std::fs::create_dir_all(&made.etc).map_err(|e| e.to_string())?;
+        let hosts = "127.0.0.1 localhost\nfd00:17::2 v6peer\n";
+        std::fs::write(made.etc.join("hosts"), hosts).map_err(|e| e.to_string())?;
+        Ok(made)
+    }
+
+    /// `rivetrun ARGS` run inside the namespace.
+    fn rivetrun(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &self.ns])
+            .arg(bin("rivetrun"))
+            .args(args);
+        cmd
+    }
+
+    fn pids(&self) -> String {
+        Command::new("ip")
+            .args(["netns", "pids", &self.ns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Ipv6Only {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.etc);
+        let _ = Command::new("ip").args(["netns", "del", &self.ns]).status();
+    }
+}
+
+/// Issue 17: rivetrun's proxies and their PMI ports are IPv4 (PMI_PORT is
+/// `a.b.c.d:port`), and MPICH's PMI client could not take an IPv6
+/// `PMI_PORT` (it splits it at the first colon: `[::1]:P` reads as host
+/// `[`). So on an IPv6-only host rivetrun refuses at once, before any
+/// proxy or rank starts, saying why: `--iface` naming an interface with
+/// only IPv6 addresses, and a host that resolves only to IPv6 addresses.
+#[test]
+fn an_ipv6_only_interface_or_host_is_refused_at_once_saying_why() {
+    let _serial = serial();
+    let v6 = match Ipv6Only::new() {
+        Ok(v6) => v6,
+        Err(why) => {
+            eprintln!("skipping: cannot make an IPv6-only network namespace here: {why}");
+            return;
+        }
+    };
+    let prog = mpicc("mpi_check.c").display().to_string();
+    let iface = v6.rivetrun(&[
+        "--pmi-port",
+        "--iface",
+        "v0",
+        "-hosts",
+        "v6peer,h2",
+        "-n",
+        "2",
+        &prog,
+    ]);
+    let host = v6.rivetrun(&[
+        "--pmi-port",
+        "--launcher",
+        "rsh",
+        "--launcher-exec",
+        "/bin/false",
+        "-hosts",
+        "v6peer,h2",
+        "-n",
+        "2",
+        &prog,
+    ]);
+    for (cmd, want) in [
+        (
+            iface,
+            "--iface v0: RIVET_TCP_IFACE: interface \"v0\" has no IPv4 address, only IPv6 (fd00:17::1",
+        ),
+        (host, "host v6peer has only IPv6 addresses (fd00:17::2)"),
+    ] {
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(2), "{want}: {}", o.show());
+        assert!(o.stderr.contains(want), "{want}: {}", o.show());
+        assert!(o.stderr.contains("not supported"), "{}", o.show());
+        assert_eq!(v6.pids(), "", "left in the namespace: {}", o.show());
     }
 }

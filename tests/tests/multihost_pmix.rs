@@ -1,6 +1,7 @@
 //! PMIx across hosts: each host's proxy serves its ranks PMIx through
 //! OpenPMIx's server, fences gathered through the proxy tree, direct modex
-//! and names through rivetrun, fences over some ranks and groups gathered by
+//! and names through rivetrun, fences over some ranks, groups and connects
+//! (Open MPI's spawn and connect/accept with ranks on both hosts) gathered by
 //! rivetrun, every rank's MPMD app registered on every host; what is not
 //! carried fails at once. Namespace hosts (`rivet_tests::netns`), entered
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
@@ -519,4 +520,108 @@ fn open_mpi_comm_spawn_under_a_proxy() {
         assert!(o.stdout.contains(want), "{want}: {}", o.show());
     }
     nothing_left(&c, &o, &before);
+}
+
+/// Open MPI's `MPI_Comm_spawn` from a job whose ranks are on both hosts
+/// (the root's host starts the children: h1 for rank 0, h2 for rank 1): Open MPI ends the
+/// spawn with a `PMIx_Connect` over both jobs, which each node's server
+/// hands to its proxy and rivetrun gathers from both (before, nothing
+/// answered it and the job hung); then messages over the
+/// intercommunicator, its merge (an allreduce across parents on both
+/// hosts and children) and a disconnect, nothing left on either host.
+#[test]
+fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    // Root 0 spawns on h1, root 1 on h2: each host learns where the other's
+    // children are from rivetrun's pmix_spawned.
+    for root in ["0", "1"] {
+        let mut cmd = c.rivetrun(1, 2);
+        cmd.arg(&prog).args(["spawn", root]);
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "root {root}: {}", o.show());
+        for want in [
+            "spawn parent 0 of 2 OK",
+            "spawn parent 1 of 2 OK",
+            "spawn child 0 of 2 OK",
+            "spawn child 1 of 2 OK",
+        ] {
+            assert!(o.stdout.contains(want), "root {root}: {want}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
+}
+
+/// Open MPI's connect/accept within a job on two hosts: ranks 0 and 1
+/// (h1) accept on a port they published, 2 and 3 (h2) look it up and
+/// connect; the `PMIx_Connect` that ends it spans both hosts (before,
+/// it hung as the spawn's did); then merge, unpublish, disconnect.
+#[test]
+fn open_mpi_connect_accept_across_two_hosts() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = mpicc_openmpi("mpi_dynamic.c");
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog).arg("ports");
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for (r, side) in [(0, "accept"), (1, "accept"), (2, "connect"), (3, "connect")] {
+        let want = format!("ports rank {r} of 4 OK ({side})");
+        assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
+/// A PMIx group construct that fails across hosts (h2's ranks mark it
+/// optional, which their proxy refuses over several hosts): every member
+/// fails at once, h1's too (rivetrun passes h2's refusal on), and no
+/// host keeps a record of the group, so the members' ends later do not
+/// fail the job as ends in a live group would; a retry with the same group
+/// id then succeeds, with one context id on all four.
+#[test]
+fn a_pmix_group_construct_refused_on_one_host_fails_everywhere_and_leaves_no_group() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_pmix("pmix_group_refused.c");
+    for retry in [false, true] {
+        let mut cmd = c.rivetrun(2, 4);
+        cmd.arg(&prog);
+        if retry {
+            cmd.arg("retry");
+        }
+        let o = run_job(cmd, DEADLINE);
+        assert_eq!(o.code(), Some(0), "retry {retry}: {}", o.show());
+        for r in 0..4 {
+            let want = format!("pmix_group_refused rank {r} construct failed: ");
+            assert!(o.stdout.contains(&want), "{want}: {}", o.show());
+        }
+        assert!(
+            o.stderr
+                .contains("optional members (PMIX_GROUP_OPTIONAL) on several hosts"),
+            "{}",
+            o.show()
+        );
+        assert!(
+            !o.stderr.contains("while connected to group"),
+            "a failed construct left a group behind: {}",
+            o.show()
+        );
+        if retry {
+            let ctx: Vec<&str> = (0..4)
+                .map(|r| {
+                    let prefix = format!("pmix_group_refused rank {r} retry ctx ");
+                    o.stdout
+                        .lines()
+                        .find_map(|l| l.strip_prefix(&prefix))
+                        .unwrap_or_else(|| panic!("rank {r}: {}", o.show()))
+                })
+                .collect();
+            assert!(ctx.iter().all(|c| *c == ctx[0]), "{ctx:?}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
 }

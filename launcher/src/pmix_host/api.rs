@@ -6,7 +6,7 @@ use std::ffi::{c_char, c_int, c_void, CStr};
 
 use rivet_pmi::pmix_ffi::{Library, PmixInfo, PmixProc, PmixValue};
 
-use super::{group, job_control, name_upcalls, node, spawn};
+use super::{connect, group, job_control, name_upcalls, node, spawn};
 
 pub(super) type OpCb = unsafe extern "C" fn(c_int, *mut c_void);
 pub(crate) type ModexCb = unsafe extern "C" fn(
@@ -54,8 +54,10 @@ pub(super) struct Module {
     pub(super) lookup: Option<name_upcalls::LookupUp>,
     pub(super) unpublish: Option<name_upcalls::UnpublishUp>,
     pub(super) spawn: Option<spawn::SpawnUp>,
-    /// connect ... allocate.
-    pub(super) middle: [*const c_void; 10],
+    pub(super) connect: Option<connect::ConnectUp>,
+    pub(super) disconnect: Option<connect::ConnectUp>,
+    /// register_events ... allocate.
+    pub(super) middle: [*const c_void; 8],
     pub(super) job_control: Option<job_control::JobControlUp>,
     /// monitor ... push_stdin.
     pub(super) after_job_control: [*const c_void; 5],

@@ -21,7 +21,11 @@
 //! for the proxy, which completes it across hosts through rivetrun, the
 //! context id then rivetrun's, unique in the job (`proxy/pmix_subset.rs`).
 //! The group is recorded there too, so a member's end is notified on every
-//! node that has members (`proxy/pmix.rs`'s `member_ended`).
+//! node that has members (`proxy/pmix.rs`'s `member_ended`), once the
+//! operation has completed on every host ([`GroupCall::finish`]): a
+//! construct that failed (a host refused it, a member's host was lost)
+//! records nothing, so no member's end is later taken for a group
+//! member's.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{c_char, c_int, c_void};
@@ -104,37 +108,28 @@ pub fn member_ended(nspace: &str, rank: u32) -> Vec<Left> {
     left
 }
 
-fn record(op: c_int, grp: *const c_char, procs: &[PmixProc], directives: &[PmixInfo]) {
-    if grp.is_null() {
-        return;
-    }
-    // SAFETY: non-null, the library's NUL-terminated group name.
-    let name = unsafe { std::ffi::CStr::from_ptr(grp) }
-        .to_string_lossy()
-        .into_owned();
+/// Construct (`construct`) or destruct of group `name` completed: record
+/// it (or forget it).
+fn record(name: &str, construct: bool, procs: &[(String, u32)], early_term: bool) {
     let mut groups = GROUPS.lock().unwrap_or_else(|e| e.into_inner());
-    match op {
-        CONSTRUCT => {
-            let early_term = directives.iter().any(|i| {
-                key_is(i, NOTIFY_TERMINATION)
-                    && i.value.ty == PMIX_BOOL
-                    && i.value.data[0] as u8 != 0
-            });
-            let procs = procs.iter().map(|p| (p.nspace(), p.rank)).collect();
-            groups.insert(
-                name,
-                Record {
-                    procs,
-                    early_term,
-                    ended: BTreeSet::new(),
-                },
-            );
-        }
-        DESTRUCT => {
-            groups.remove(&name);
-        }
-        _ => {}
+    if construct {
+        let record = Record {
+            procs: procs.to_vec(),
+            early_term,
+            ended: BTreeSet::new(),
+        };
+        groups.insert(name.to_string(), record);
+    } else {
+        groups.remove(name);
     }
+}
+
+/// Whether the directives let members end without leaving (a true
+/// `PMIX_GROUP_NOTIFY_TERMINATION`).
+fn early_term(directives: &[PmixInfo]) -> bool {
+    directives.iter().any(|i| {
+        key_is(i, NOTIFY_TERMINATION) && i.value.ty == PMIX_BOOL && i.value.data[0] as u8 != 0
+    })
 }
 
 /// Context ids handed out so far (the first is 1, so 0 never names a group).
@@ -223,7 +218,13 @@ pub(super) unsafe extern "C" fn on_group(
     };
     // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
     let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
-    record(op, grp, procs, directives);
+    if !grp.is_null() && (op == CONSTRUCT || op == DESTRUCT) {
+        // SAFETY: non-null, the library's NUL-terminated group name.
+        let name = unsafe { std::ffi::CStr::from_ptr(grp) }.to_string_lossy();
+        let procs: Vec<_> = procs.iter().map(|p| (p.nspace(), p.rank)).collect();
+        // Complete here: every member is this server's client.
+        record(&name, op == CONSTRUCT, &procs, early_term(directives));
+    }
     let context = (op == CONSTRUCT && wants_context(directives))
         .then(|| NEXT_CONTEXT.fetch_add(1, Ordering::Relaxed));
     reply(cb, cbdata, PMIX_SUCCESS, context);
@@ -242,6 +243,8 @@ pub struct GroupCall {
     pub wants_context: bool,
     /// `PMIX_GROUP_OPTIONAL`: members may never join.
     pub optional: bool,
+    /// `PMIX_GROUP_NOTIFY_TERMINATION`: members may end without leaving.
+    early_term: bool,
     cb: InfoCb,
     cbdata: *mut c_void,
 }
@@ -263,8 +266,13 @@ impl std::fmt::Debug for GroupCall {
 
 impl GroupCall {
     /// Complete the operation with `status` (and a context id for a
-    /// construct that asked for one).
+    /// construct that asked for one). Only now, and only if it succeeded
+    /// on every host, is the group recorded (or forgotten): a construct
+    /// that failed leaves no member whose end would be reported.
     pub fn finish(self, status: c_int, context: Option<u64>) {
+        if status == PMIX_SUCCESS {
+            record(&self.name, self.construct, &self.procs, self.early_term);
+        }
         let context = context.filter(|_| self.construct && self.wants_context);
         reply(self.cb, self.cbdata, status, context);
     }
@@ -287,6 +295,7 @@ impl GroupCall {
             procs,
             wants_context,
             optional: false,
+            early_term: false,
             cb,
             cbdata,
         }
@@ -312,7 +321,6 @@ pub(super) unsafe extern "C" fn on_node_group(
     }
     // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
     let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
-    record(op, grp, procs, directives);
     let flag = |key: &[u8]| {
         directives
             .iter()
@@ -327,6 +335,7 @@ pub(super) unsafe extern "C" fn on_node_group(
         procs: procs.iter().map(|p| (p.nspace(), p.rank)).collect(),
         wants_context: flag(b"pmix.grp.actxid"),
         optional: flag(b"pmix.grp.opt"),
+        early_term: early_term(directives),
         cb,
         cbdata,
     };
@@ -352,20 +361,14 @@ mod tests {
 
     #[test]
     fn a_member_ending_is_reported_once_per_live_group_it_was_named_in() {
-        let grp = c"rivet-test-group-a";
-        let other = c"rivet-test-group-b";
         let procs = [
-            PmixProc::new("rivet-test-ns", PMIX_RANK_WILDCARD),
-            PmixProc::new("rivet-test-other", 4),
+            ("rivet-test-ns".to_string(), PMIX_RANK_WILDCARD),
+            ("rivet-test-other".to_string(), 4),
         ];
         let eterm = rivet_pmi::pmix_ffi::PmixInfo::flag(c"pmix.grp.notterm", true);
-        record(
-            CONSTRUCT,
-            grp.as_ptr(),
-            &procs,
-            std::slice::from_ref(&eterm),
-        );
-        record(CONSTRUCT, other.as_ptr(), &procs[1..], &[]);
+        assert!(early_term(std::slice::from_ref(&eterm)));
+        record("rivet-test-group-a", true, &procs, true);
+        record("rivet-test-group-b", true, &procs[1..], false);
         let left = member_ended("rivet-test-ns", 2);
         assert_eq!(left.len(), 1);
         assert_eq!(left[0].group, "rivet-test-group-a");
@@ -380,11 +383,61 @@ mod tests {
         assert!(left
             .iter()
             .any(|l| l.group == "rivet-test-group-b" && !l.early_term));
-        record(DESTRUCT, grp.as_ptr(), &[], &[]);
-        record(DESTRUCT, other.as_ptr(), &[], &[]);
+        record("rivet-test-group-a", false, &[], false);
+        record("rivet-test-group-b", false, &[], false);
         assert!(
             member_ended("rivet-test-ns", 3).is_empty(),
             "a destructed group"
         );
+    }
+
+    /// Completions seen by `done`.
+    static DONE: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn done(
+        status: c_int,
+        _info: *mut PmixInfo,
+        _n: usize,
+        _cbdata: *mut c_void,
+        release: Option<ReleaseCb>,
+        release_data: *mut c_void,
+    ) {
+        DONE.lock().unwrap().push(status);
+        if let Some(r) = release {
+            // SAFETY: the release function and data `reply` passed.
+            unsafe { r(release_data) };
+        }
+    }
+
+    #[test]
+    fn a_node_records_a_group_only_once_its_construct_completed_everywhere() {
+        let ns = "rivet-test-node-ns";
+        let call = |construct| {
+            let procs = vec![(ns.to_string(), PMIX_RANK_WILDCARD)];
+            GroupCall::for_test(
+                construct,
+                "rivet-test-node-group",
+                procs,
+                false,
+                done,
+                std::ptr::null_mut(),
+            )
+        };
+        // Failed on some host (refused, or a member's host lost): no record,
+        // so a member's end later is nobody's business.
+        call(true).finish(rivet_pmi::pmix_ffi::PMIX_ERR_UNREACH, None);
+        assert!(
+            member_ended(ns, 0).is_empty(),
+            "a failed construct left a record"
+        );
+        // Completed: recorded; a destruct that failed keeps it, one that
+        // completed forgets it.
+        call(true).finish(PMIX_SUCCESS, Some(3));
+        call(false).finish(rivet_pmi::pmix_ffi::PMIX_ERR_UNREACH, None);
+        assert_eq!(member_ended(ns, 1).len(), 1);
+        call(false).finish(PMIX_SUCCESS, None);
+        assert!(member_ended(ns, 2).is_empty(), "a destructed group");
+        let seen = DONE.lock().unwrap().clone();
+        assert_eq!(seen.len(), 4);
     }
 }

@@ -39,8 +39,10 @@
 //! In a multi-host job each node's proxy runs one of these servers instead
 //! ([`PmixHost::start_node`], `node.rs`): the job's namespace registered
 //! with every host's node and process maps and this node's ranks as its
-//! clients; fence, direct modex and group go across hosts through the
-//! proxy, names to rivetrun's job-wide table; a spawn goes to the proxy,
+//! clients; fence, direct modex, group, and connect and disconnect
+//! (`connect.rs`: OpenPMIx hands the host those whose participants are not
+//! all its clients) go across hosts through the proxy, names to rivetrun's
+//! job-wide table; a spawn goes to the proxy,
 //! which starts the children on its own host, their namespace registered
 //! with its server (`proxy/spawn.rs`). A group member's end reaches the
 //! members on every host: its proxy tells rivetrun, which tells the other
@@ -57,6 +59,7 @@ use std::sync::{Arc, Mutex};
 
 mod api;
 mod calls;
+mod connect;
 mod group;
 mod job_control;
 mod name_upcalls;
@@ -70,6 +73,7 @@ mod values;
 pub use api::probe;
 use api::*;
 use calls::{Done, InfoList};
+pub use connect::ConnectCall;
 pub use group::GroupCall;
 use mio::Waker;
 pub use names::{serve_from_job, serve_from_name_server, NameCall, RETRY as NAME_RETRY};
@@ -104,6 +108,9 @@ pub enum PmixEvent {
     /// A group construct or destruct of a node's clients, to complete
     /// across hosts (proxies only).
     Group(GroupCall),
+    /// A connect or disconnect of a node's clients, to complete across
+    /// hosts (proxies only).
+    Connect(ConnectCall),
 }
 
 /// A server being started on a thread of its own (it loads its plugins
@@ -263,7 +270,9 @@ impl PmixHost {
             lookup: Some(name_upcalls::on_lookup),
             unpublish: Some(name_upcalls::on_unpublish),
             spawn: Some(spawn::on_spawn),
-            middle: [std::ptr::null(); 10],
+            connect: None,
+            disconnect: None,
+            middle: [std::ptr::null(); 8],
             job_control: Some(job_control::on_job_control),
             after_job_control: [std::ptr::null(); 5],
             group: Some(group::on_group),
@@ -273,6 +282,8 @@ impl PmixHost {
             module.fence_nb = Some(node::on_fence);
             module.direct_modex = Some(node::on_direct_modex);
             module.group = Some(group::on_node_group);
+            module.connect = Some(connect::on_node_connect);
+            module.disconnect = Some(connect::on_node_disconnect);
             let f = self
                 .api
                 .lib
@@ -567,6 +578,8 @@ mod tests {
         assert_eq!(std::mem::offset_of!(Module, lookup), 6 * slot);
         assert_eq!(std::mem::offset_of!(Module, unpublish), 7 * slot);
         assert_eq!(std::mem::offset_of!(Module, spawn), 8 * slot);
+        assert_eq!(std::mem::offset_of!(Module, connect), 9 * slot);
+        assert_eq!(std::mem::offset_of!(Module, disconnect), 10 * slot);
         assert_eq!(std::mem::offset_of!(Module, job_control), 19 * slot);
         assert_eq!(std::mem::offset_of!(Module, group), 25 * slot);
         assert_eq!(std::mem::size_of::<Module>(), 29 * slot);

@@ -364,6 +364,12 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         let _ = tx.send(Event::Term);
                     }
                     "pmix_spawned" => {
+                        // The PMI loop learns where its processes are (for
+                        // collectives naming them), the main thread
+                        // registers it with this node's server.
+                        if let Some(m) = pmix::Msg::parse(&msg) {
+                            pmi.send(pmi::Cmd::Pmix(m));
+                        }
                         let _ = tx.send(Event::PmixSpawned(msg));
                     }
                     "gend" => {

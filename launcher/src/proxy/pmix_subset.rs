@@ -1,6 +1,8 @@
 //! PMIx collectives over some of the job's ranks on several hosts: a
-//! fence over a subset (`PMIx_Fence` naming procs) and group construct and
-//! destruct. The node's server has gathered its own participants; the
+//! fence over a subset (`PMIx_Fence` naming procs), group construct and
+//! destruct, and connect and disconnect (`PMIx_Connect`, which Open MPI's
+//! spawn and connect/accept end with). Processes of a namespace a proxy
+//! spawned count as that proxy's node's (all its processes are there). The node's server has gathered its own participants; the
 //! proxy sends rivetrun the node's part, `coll KEY NODES DATA`: a key every
 //! participating node derives alike, the nodes taking part (from the
 //! job's process map) and the node's blob. rivetrun gathers every listed
@@ -10,17 +12,19 @@
 //! rides the proxy tree's barrier (`pmix.rs`): only some hosts take part in
 //! a subset, so its parts go straight to rivetrun, as direct modex does.
 //!
-//! Keys: a fence's is its processes (sorted) and how many fences over the
-//! same processes this node ran before; a group's its operation, name and
-//! count. PMIx has every participant call collectives over the same
+//! Keys: a fence's (a connect's) is its processes (sorted) and how many
+//! fences (connects) over the same processes this node ran before; a
+//! group's its operation, name and count. PMIx has every participant call collectives over the same
 //! processes in the same order, so every node derives the same keys.
 //!
 //! Refused at once, with a message: processes of another namespace (a
-//! proxy serves only the job's), ranks past the job, a group with optional
-//! members over several hosts (nodes whose members never join would be
-//! waited for), a destruct of a group this node never constructed. A
-//! participating host whose proxy ended, or rivetrun's link lost, fails the
-//! collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
+//! proxy serves only the job's and those spawned from it), ranks past the
+//! job, a group with optional members over several hosts (nodes whose
+//! members never join would be waited for; the node also sends rivetrun a
+//! failed part, `coll KEY NODES DATA STATUS`, which fails the collective on
+//! the other nodes at once), a destruct of a group this node never
+//! constructed. A participating host whose proxy ended, or rivetrun's link
+//! lost, fails the collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
 
 use std::collections::HashMap;
 
@@ -30,8 +34,28 @@ use rivet_pmi::pmix_ffi::{
 
 use super::upstream::Upstream;
 use crate::pmix_host::node::FenceCall;
-use crate::pmix_host::GroupCall;
+use crate::pmix_host::{ConnectCall, GroupCall};
 use crate::remote::wire;
+
+/// `0,1,...`: the nodes taking part, as `coll` lists them.
+fn nodes_word(nodes: &[u32]) -> String {
+    (nodes.iter().map(u32::to_string))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// `procs` as every node words them: `NS:RANK` (`NS:*`), sorted, once each.
+fn key_of(procs: &[(String, u32)]) -> String {
+    let mut words: Vec<String> = (procs.iter())
+        .map(|(ns, r)| match *r {
+            PMIX_RANK_WILDCARD => format!("{ns}:*"),
+            r => format!("{ns}:{r}"),
+        })
+        .collect();
+    words.sort();
+    words.dedup();
+    words.join(",")
+}
 
 /// rivetrun's answer to one collective: `coll_out KEY STATUS CONTEXT
 /// (NODE DATA)...`.
@@ -72,6 +96,7 @@ impl Done {
 enum Waiting {
     Fence(FenceCall),
     Group(GroupCall),
+    Connect(ConnectCall),
 }
 
 impl Waiting {
@@ -79,6 +104,7 @@ impl Waiting {
         match self {
             Waiting::Fence(call) => call.finish(status, Vec::new()),
             Waiting::Group(call) => call.finish(status, None),
+            Waiting::Connect(call) => call.finish(status),
         }
     }
 }
@@ -95,6 +121,8 @@ pub struct Subsets {
     pending: HashMap<String, Waiting>,
     /// Groups constructed here and not destructed: their processes.
     groups: HashMap<String, Vec<(String, u32)>>,
+    /// Namespaces a proxy spawned (all on its node): that node.
+    spawned_at: HashMap<String, u32>,
 }
 
 impl Subsets {
@@ -106,7 +134,14 @@ impl Subsets {
             seen: HashMap::new(),
             pending: HashMap::new(),
             groups: HashMap::new(),
+            spawned_at: HashMap::new(),
         }
+    }
+
+    /// Namespace `ns` was spawned by node `node`'s proxy: its processes
+    /// are all there.
+    pub fn spawned(&mut self, ns: &str, node: u32) {
+        self.spawned_at.insert(ns.to_string(), node);
     }
 
     /// The nodes of `procs` (sorted), or why they cannot take part.
@@ -114,12 +149,17 @@ impl Subsets {
         let mut nodes = Vec::new();
         for (ns, rank) in procs {
             if *ns != self.kvsname {
-                return Err(format!(
-                    "processes of namespace {ns}: a proxy serves only the job's ({})",
-                    self.kvsname
-                ));
-            }
-            if *rank == PMIX_RANK_WILDCARD {
+                match self.spawned_at.get(ns) {
+                    Some(&n) => nodes.push(n),
+                    None => {
+                        return Err(format!(
+                            "processes of namespace {ns}: a proxy serves only the job's ({}) \
+                             and those its ranks spawned",
+                            self.kvsname
+                        ))
+                    }
+                }
+            } else if *rank == PMIX_RANK_WILDCARD {
                 nodes.extend(self.node_of_rank.iter().copied());
             } else {
                 match self.node_of_rank.get(*rank as usize) {
@@ -159,17 +199,28 @@ impl Subsets {
                 return call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new());
             }
         };
-        let mut procs: Vec<String> = (call.procs.iter())
-            .map(|(ns, r)| match *r {
-                PMIX_RANK_WILDCARD => format!("{ns}:*"),
-                r => format!("{ns}:{r}"),
-            })
-            .collect();
-        procs.sort();
-        procs.dedup();
-        let key = self.key(format!("fence/{}", procs.join(",")));
+        let key = self.key(format!("fence/{}", key_of(&call.procs)));
         let data = call.data.clone();
         self.send(key, &nodes, data, Waiting::Fence(call), rivetrun);
+    }
+
+    /// A connect or disconnect (`PMIx_Connect`: Open MPI's spawn and
+    /// connect/accept), over processes of several namespaces.
+    pub fn connect(&mut self, call: ConnectCall, rivetrun: &Upstream) {
+        let op = if call.connect {
+            "connect"
+        } else {
+            "disconnect"
+        };
+        let nodes = match self.nodes_of(&call.procs) {
+            Ok(n) => n,
+            Err(why) => {
+                self.refuse(&format!("a PMIx {op} over these processes"), &why);
+                return call.finish(PMIX_ERR_NOT_SUPPORTED);
+            }
+        };
+        let key = self.key(format!("{op}/{}", key_of(&call.procs)));
+        self.send(key, &nodes, Vec::new(), Waiting::Connect(call), rivetrun);
     }
 
     /// A group construct or destruct.
@@ -193,17 +244,26 @@ impl Subsets {
                 return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
             }
         };
-        if call.optional && nodes.len() > 1 {
-            let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
-            self.refuse("a PMIx group", why);
-            return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
-        }
         let op = if call.construct {
             "construct"
         } else {
             "destruct"
         };
         let key = self.key(format!("group/{op}/{}", call.name));
+        if call.optional && nodes.len() > 1 {
+            let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
+            self.refuse("a PMIx group", why);
+            // The other hosts' members fail too, instead of waiting for ours.
+            let words = [
+                b"coll".to_vec(),
+                key.into_bytes(),
+                nodes_word(&nodes).into_bytes(),
+                Vec::new(),
+                PMIX_ERR_NOT_SUPPORTED.to_string().into_bytes(),
+            ];
+            let _ = rivetrun.send(&words);
+            return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
+        }
         self.send(key, &nodes, Vec::new(), Waiting::Group(call), rivetrun);
     }
 
@@ -215,13 +275,10 @@ impl Subsets {
         waiting: Waiting,
         rivetrun: &Upstream,
     ) {
-        let nodes_word = (nodes.iter().map(u32::to_string))
-            .collect::<Vec<_>>()
-            .join(",");
         let words = [
             b"coll".to_vec(),
             key.clone().into_bytes(),
-            nodes_word.into_bytes(),
+            nodes_word(nodes).into_bytes(),
             data,
         ];
         match rivetrun.send(&words) {
@@ -250,6 +307,7 @@ impl Subsets {
                 }
                 call.finish(PMIX_SUCCESS, Some(done.context));
             }
+            Waiting::Connect(call) => call.finish(done.status),
             w => w.fail(done.status),
         }
     }
@@ -349,12 +407,83 @@ mod tests {
         st.group(call(true, &[9], &s), &up);
         let refused = s.lock().unwrap().drain(..).collect::<Vec<_>>();
         assert_eq!(refused, vec![(PMIX_ERR_NOT_SUPPORTED, None); 2]);
+        // The optional one's refusal goes to rivetrun as a failed part, for
+        // the other host's members; nothing waits for an answer here.
+        let words = next();
+        assert_eq!(wire::text(&words[1]), "group/construct/g#2");
+        assert_eq!(words[2], b"0,1");
+        assert_eq!(words[4], PMIX_ERR_NOT_SUPPORTED.to_string().as_bytes());
+        assert_eq!(st.waiting(), 0);
         // A collective under way fails when rivetrun's link is lost.
         st.group(call(true, &[2, 3], &s), &up);
         assert_eq!(next()[2], b"1");
         assert_eq!(st.waiting(), 1);
         st.lost();
         assert_eq!(s.lock().unwrap().pop(), Some((PMIX_ERR_UNREACH, None)));
+        assert_eq!(st.waiting(), 0);
+    }
+
+    /// What connect completions said.
+    static CONNECTS: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn connected(status: c_int, _cbdata: *mut c_void) {
+        CONNECTS.lock().unwrap().push(status);
+    }
+
+    #[test]
+    fn connects_over_the_job_and_its_spawned_namespaces_go_to_rivetrun() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = Upstream::new(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        let mut peer = std::io::BufReader::new(l.accept().unwrap().0);
+        let mut next = || {
+            let mut line = String::new();
+            peer.read_line(&mut line).unwrap();
+            wire::recv(&mut line.as_bytes()).unwrap().unwrap()
+        };
+        let procs = || {
+            vec![
+                ("kids".to_string(), PMIX_RANK_WILDCARD),
+                ("kvs".to_string(), PMIX_RANK_WILDCARD),
+            ]
+        };
+        let call =
+            |connect, procs| ConnectCall::for_test(connect, procs, connected, std::ptr::null_mut());
+        // Node 1 of ranks on nodes 0, 0, 1, 1.
+        let mut st = Subsets::new(1, "kvs", vec![0, 0, 1, 1]);
+        // A namespace nobody said was spawned: refused at once.
+        st.connect(call(true, procs()), &up);
+        assert_eq!(CONNECTS.lock().unwrap().pop(), Some(PMIX_ERR_NOT_SUPPORTED));
+        assert_eq!(st.waiting(), 0);
+        // Spawned by node 0's proxy: the parents' nodes and node 0 take
+        // part, under a key every node derives alike.
+        st.spawned("kids", 0);
+        st.connect(call(true, procs()), &up);
+        let words = next();
+        assert_eq!(words[0], b"coll");
+        assert_eq!(wire::text(&words[1]), "connect/kids:*,kvs:*#1");
+        assert_eq!(words[2], b"0,1");
+        assert!(CONNECTS.lock().unwrap().is_empty(), "completed early");
+        let done = |key: &[u8], status| Done {
+            key: wire::text(key),
+            status,
+            context: 3,
+            blobs: vec![(0, Vec::new()), (1, Vec::new())],
+        };
+        st.done(done(&words[1], PMIX_SUCCESS));
+        assert_eq!(CONNECTS.lock().unwrap().pop(), Some(PMIX_SUCCESS));
+        // A disconnect over the children and one parent on each node; its
+        // failure (a proxy that ended) reaches the caller.
+        let some = vec![
+            ("kvs".to_string(), 0),
+            ("kids".to_string(), 1),
+            ("kvs".to_string(), 3),
+        ];
+        st.connect(call(false, some), &up);
+        let words = next();
+        assert_eq!(wire::text(&words[1]), "disconnect/kids:1,kvs:0,kvs:3#1");
+        assert_eq!(words[2], b"0,1");
+        st.done(done(&words[1], PMIX_ERR_UNREACH));
+        assert_eq!(CONNECTS.lock().unwrap().pop(), Some(PMIX_ERR_UNREACH));
         assert_eq!(st.waiting(), 0);
     }
 

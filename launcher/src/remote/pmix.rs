@@ -131,13 +131,17 @@ fn failed(key: &[u8], status: i32) -> Vec<Vec<u8>> {
 struct Gather {
     nodes: Vec<u32>,
     arrived: BTreeMap<u32, Vec<u8>>,
+    /// A node refused it (its part's status): every node hears this.
+    failed: Option<i32>,
 }
 
 /// PMIx collectives over some hosts (`proxy/pmix_subset.rs`): each
 /// participating proxy's `coll KEY NODES DATA`, gathered by key; once every
 /// listed node is in, each gets `coll_out KEY 0 CONTEXT NODE DATA ...`
 /// (every blob in node order; CONTEXT counts completed collectives, so it
-/// is unique in the job). A collective needing a proxy that ended, or
+/// is unique in the job). A part with a fifth word, a failed status
+/// (`coll KEY NODES DATA STATUS`: that node refused it), fails it with that
+/// status for every listed node, those in and those still to come. A collective needing a proxy that ended, or
 /// whose proxies disagree on its nodes, fails for those in
 /// (`PMIX_ERR_UNREACH`, `PMIX_ERR_BAD_PARAM`).
 #[derive(Default)]
@@ -179,6 +183,7 @@ impl Collectives {
         let g = self.gathering.entry(key.clone()).or_insert_with(|| Gather {
             nodes: nodes.clone(),
             arrived: BTreeMap::new(),
+            failed: None,
         });
         if g.nodes != nodes {
             // The proxies disagree on who takes part: nobody can complete it.
@@ -187,6 +192,26 @@ impl Collectives {
             return (sends, None);
         }
         g.arrived.entry(from).or_insert_with(|| data.clone());
+        let refused = (msg.get(4).and_then(|w| wire::text(w).parse::<i32>().ok()))
+            .filter(|&s| s != PMIX_SUCCESS);
+        if let Some(status) = g.failed.or(refused) {
+            // Those in hear it now (all of them, when this part is the
+            // refusal), those still to come when their part comes; then
+            // it is forgotten.
+            let to: Vec<u32> = if g.failed.is_none() {
+                g.arrived.keys().copied().collect()
+            } else {
+                vec![from]
+            };
+            g.failed = Some(status);
+            if g.arrived.len() == g.nodes.len() {
+                self.gathering.remove(key);
+            }
+            return (
+                to.into_iter().map(|n| (n, failed(key, status))).collect(),
+                None,
+            );
+        }
         if let Some(&n) = g
             .nodes
             .iter()
@@ -296,6 +321,34 @@ mod tests {
             sends,
             vec![(1, words(&["coll_out", "k", "0", "2", "1", ""]))]
         );
+    }
+
+    #[test]
+    fn a_nodes_refusal_fails_it_for_every_listed_node_then_it_is_forgotten() {
+        let mut c = Collectives::default();
+        let none = |_| false;
+        let refused = |n: u32| (n, words(&["coll_out", "g#1", "-25", "0"]));
+        let mut part = coll("g#1", "0,1,2", "");
+        // Node 0 is in; node 1 refuses: both hear it, node 2 when it comes.
+        assert!(c.arrive(0, &part, 3, none).0.is_empty());
+        part.push(b"-25".to_vec());
+        let (sends, _) = c.arrive(1, &part, 3, none);
+        assert_eq!(sends, vec![refused(0), refused(1)]);
+        part.pop();
+        assert_eq!(c.arrive(2, &part, 3, none).0, vec![refused(2)]);
+        assert!(c.gathering.is_empty(), "forgotten once every node came");
+        // A refusal first: the others hear it as they come. A status of 0
+        // is no refusal.
+        let mut part = coll("g#1", "0,1", "");
+        part.push(b"-25".to_vec());
+        assert_eq!(c.arrive(1, &part, 3, none).0, vec![refused(1)]);
+        part.pop();
+        assert_eq!(c.arrive(0, &part, 3, none).0, vec![refused(0)]);
+        let mut ok = coll("h", "0,1", "a");
+        ok.push(b"0".to_vec());
+        assert!(c.arrive(0, &ok, 3, none).0.is_empty());
+        assert_eq!(c.arrive(1, &coll("h", "0,1", "b"), 3, none).0.len(), 2);
+        assert!(c.gathering.is_empty());
     }
 
     #[test]

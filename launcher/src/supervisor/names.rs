@@ -136,6 +136,7 @@ impl Supervisor {
                 PmixEvent::Fence(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
                 PmixEvent::Dmodex(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new()),
                 PmixEvent::Group(call) => call.finish(PMIX_ERR_NOT_SUPPORTED, None),
+                PmixEvent::Connect(call) => call.finish(PMIX_ERR_NOT_SUPPORTED),
                 PmixEvent::DmodexAnswer { .. } => {}
             }
         }

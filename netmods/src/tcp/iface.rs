@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::ffi::CStr;
 use std::io;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::NetmodError;
 
@@ -15,9 +15,11 @@ struct Iface {
     up: bool,
     loopback: bool,
     v4: Vec<Ipv4Addr>,
+    /// Named when an interface has no IPv4 address, to say why it is refused.
+    v6: Vec<Ipv6Addr>,
 }
 
-/// Every interface by name, with its IPv4 addresses.
+/// Every interface by name, with its addresses.
 fn list() -> io::Result<BTreeMap<String, Iface>> {
     let mut head: *mut libc::ifaddrs = std::ptr::null_mut();
     // SAFETY: getifaddrs fills `head` with a list we free below.
@@ -38,8 +40,10 @@ fn list() -> io::Result<BTreeMap<String, Iface>> {
         e.loopback |= ifa.ifa_flags & libc::IFF_LOOPBACK as u32 != 0;
         if !ifa.ifa_addr.is_null() {
             // SAFETY: a non-null ifa_addr is a valid address of its family.
-            if let Some(IpAddr::V4(a)) = unsafe { sys::to_ip(ifa.ifa_addr) } {
-                e.v4.push(a);
+            match unsafe { sys::to_ip(ifa.ifa_addr) } {
+                Some(IpAddr::V4(a)) => e.v4.push(a),
+                Some(IpAddr::V6(a)) => e.v6.push(a),
+                None => {}
             }
         }
         p = ifa.ifa_next;
@@ -70,6 +74,14 @@ pub(crate) fn select(wanted: &[String]) -> Result<(Vec<Ipv4Addr>, bool), NetmodE
                     names.join(", ")
                 )));
             };
+            if i.v4.is_empty() && !i.v6.is_empty() {
+                let v6: Vec<String> = i.v6.iter().map(Ipv6Addr::to_string).collect();
+                return Err(invalid(format!(
+                    "interface {name:?} has no IPv4 address, only IPv6 ({}): not supported \
+                     (Rivet's tcp cards, rivetrun's proxies and PMI_PORT are IPv4)",
+                    v6.join(", ")
+                )));
+            }
             if i.v4.is_empty() {
                 return Err(invalid(format!("interface {name:?} has no IPv4 address")));
             }
