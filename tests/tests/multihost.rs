@@ -391,6 +391,53 @@ fn stdin_reaches_rank_0_on_its_host() {
     assert!(o.stdout.contains("rank 1 on h2: [] [] eof"), "{}", o.show());
 }
 
+/// Each proxy leads a session of its own (rivetrun starts each launcher
+/// command in one) and raises that session's scheduling group, since with
+/// autogroups a nice value counts only inside its session; each rank has a
+/// session, so a group, of its own at the nice value it was given.
+#[test]
+fn proxies_lead_sessions_of_their_own_raised_over_their_ranks() {
+    let _serial = serial();
+    let Some(c) = cluster(2) else { return };
+    // /proc/PID/stat: field 6 is the session, 19 the nice value.
+    let script = "p=$PPID; echo \"rank $PMI_RANK proxy $p $(cut -d' ' -f6,19 /proc/$p/stat) \
+                  [$(cat /proc/$p/autogroup 2>/dev/null)] self $$ $(cut -d' ' -f6 /proc/$$/stat) \
+                  [$(cat /proc/$$/autogroup 2>/dev/null)]\"";
+    let cmd = on_hosts(
+        &c,
+        &["-hosts", &c.host_list(1)],
+        2,
+        &[],
+        Path::new("/bin/sh"),
+        &["-c", script],
+    );
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let lines: Vec<&str> = o
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("rank "))
+        .collect();
+    assert_eq!(lines.len(), 2, "{}", o.show());
+    for line in lines {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        // rank R proxy PID SID NICE [GROUP] self PID SID [GROUP]
+        let (proxy, proxy_sid, proxy_nice) = (w[3], w[4], w[5]);
+        assert_eq!(proxy, proxy_sid, "the proxy leads its session: {line}");
+        let at = w.iter().position(|x| *x == "self").unwrap();
+        assert_eq!(w[at + 1], w[at + 2], "the rank leads its session: {line}");
+        let groups: Vec<&str> = line.split(['[', ']']).collect();
+        let (proxy_group, rank_group) = (groups[1], groups[3]);
+        // Where the proxy could raise itself (nice -5), it raised its group
+        // too; a rank's group is at the nice value its session began with.
+        if proxy_nice == "-5" && !proxy_group.is_empty() {
+            assert!(proxy_group.ends_with("nice -5"), "{line}");
+            assert!(rank_group.ends_with("nice 0"), "{line}");
+            assert_ne!(proxy_group, rank_group, "{line}");
+        }
+    }
+}
+
 /// Start-up of an MPICH hello (`mpi_startup.c`: init and finalize, no
 /// polling between) on 4 namespace hosts, 64 and 256 ranks oversubscribed,
 /// rivetrun against `mpiexec.hydra` through its own `-launcher-exec`,

@@ -3,7 +3,8 @@
 //! `--launcher-exec`, fork, or a user by hand) starts one on each host; it
 //! connects back (`upstream`), proves it belongs to the job with the job
 //! secret (read from its stdin, or `RIVETRUN_PROXY_SECRET`), receives the
-//! job, discovers this node's topology, places and binds the node's ranks
+//! job (having first made a session of its own whose scheduling group
+//! outranks its ranks', `session`), discovers this node's topology, places and binds the node's ranks
 //! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
 //! through the PMI server core, with the job's process mapping, appnums
 //! and this node's topology keys, over each rank's `PMI_FD` or, with
@@ -24,6 +25,7 @@ mod pmi;
 mod pmix;
 mod pmix_names;
 mod pmix_subset;
+mod session;
 mod spawn;
 pub mod tree;
 mod upstream;
@@ -220,6 +222,8 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // Phases, for rivetrun's --launch-stats (ms since the proxy started).
     let t0 = Instant::now();
     let ms = move || t0.elapsed().as_millis().to_string();
+    // First, so that all the start-up below has the CPU it needs.
+    session::own_group();
     let secret = read_secret()?;
     let (mut reader, up) =
         upstream::connect(control, &secret, proxy_id, host).map_err(|e| e.to_string())?;

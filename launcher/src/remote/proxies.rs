@@ -68,7 +68,7 @@ pub(super) fn deliver(
 pub(super) fn kill_launcher(p: &mut Proxy) {
     if let (Some(pid), false) = (p.launcher_pid, p.launcher_done) {
         // SAFETY: kill(2) takes no pointers; the group is the launcher
-        // command's own (started with process_group(0)), not yet reaped.
+        // command's own (started in a session of its own), not yet reaped.
         unsafe { libc::kill(-(pid as libc::pid_t), libc::SIGKILL) };
     }
 }

@@ -133,13 +133,26 @@ pub fn argv(
     })
 }
 
-/// Start one proxy (or `srun`, for all): its own process group (a
-/// terminal's Ctrl-C reaches rivetrun alone), killed if rivetrun dies, the
-/// secret on its stdin, or with `in_env` in its environment (srun passes
-/// that on to the proxies, and gives them no stdin).
+/// Start one proxy (or `srun`, for all): in a session of its own, so also
+/// its own process group (a terminal's Ctrl-C reaches rivetrun alone) and
+/// its own scheduling group (a proxy started here leads it and raises it
+/// over its ranks', `proxy::session`; Hydra also starts each launcher
+/// command in a session of its own), killed if rivetrun dies, the secret
+/// on its stdin, or with `in_env` in its environment (srun passes that on
+/// to the proxies, and gives them no stdin).
 pub fn spawn(argv: &[OsString], secret: &str, in_env: bool) -> std::io::Result<Child> {
     let mut cmd = Command::new(&argv[0]);
-    cmd.args(&argv[1..]).process_group(0);
+    cmd.args(&argv[1..]);
+    // SAFETY: the closure runs between fork and exec and makes one
+    // async-signal-safe system call, touching no memory.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        })
+    };
     if in_env {
         cmd.env(crate::proxy::SECRET_ENV, secret)
             .stdin(Stdio::null());
