@@ -35,9 +35,12 @@ impl Backoff {
     pub fn idle(&mut self) {
         self.idle = self.idle.saturating_add(1);
         if self.yields {
+            // Oversubscribed: the pauses pace the polls before the yield.
             if self.idle >= SPINS_BEFORE_YIELD {
                 self.idle = 0;
                 std::thread::yield_now();
+            } else {
+                std::hint::spin_loop();
             }
         } else if self.idle >= SPINS_BEFORE_PAUSE {
             std::hint::spin_loop();
