@@ -63,11 +63,13 @@ pub const DEFAULT_WORKERS: usize = 4;
 /// Most workers (shared-memory lanes) a node may have.
 pub const MAX_WORKERS: usize = 32;
 
-/// Measured (BENCHMARKS.md, "the latency curve"): up to 4 KiB the copy
-/// through a cell and out again beats the rendezvous round trip plus one
-/// single copy; from 8 KiB on it loses (8 KiB: 1.5 us eager, 1.1 us by
-/// rendezvous). Open MPI's vader uses the same limit.
-pub const DEFAULT_SHM_EAGER_MAX: usize = 4 * 1024;
+/// Measured on the AMD EPYC guest (BENCHMARKS.md, "eager over several
+/// cells"): eager through cells, two copies, beats the rendezvous
+/// (`process_vm_readv`, about 1.5 us of fixed cost there) at every size up
+/// to the largest multi-cell message (4 cells: 65280 B by default), which
+/// caps this value. On the earlier Intel guest the read cost 1.1 us and 4 KiB
+/// was the crossover.
+pub const DEFAULT_SHM_EAGER_MAX: usize = 64 * 1024;
 
 /// From here on a shared-memory rendezvous copy is split between the two
 /// ranks (BENCHMARKS.md, "bandwidth above one copy").

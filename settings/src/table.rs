@@ -80,7 +80,7 @@ pub static SETTINGS: &[Setting] = &[
       "eager bytes a sender may have in flight to one netmod peer before it waits for credit: bounds what a receiver buffers for messages it has not asked for (at least 4K)"),
     s("RIVET_EAGER_MAX", "", Scope::Engine,
       "bytes; larger messages use rendezvous (every transport, unless its own limit is set). Sizes here and in `rivet-bench` options take binary suffixes: `16K`, `1MiB` (`KB`/`MB` are refused as ambiguous)"),
-    s("RIVET_SHM_EAGER_MAX", "4K", Scope::Shm,
+    s("RIVET_SHM_EAGER_MAX", "64K", Scope::Shm,
       "the same for shared memory only (wins over `RIVET_EAGER_MAX`); a message longer than one cell's payload spans up to 4 cells, so the cap is 4 cells' payload (fewer with under 8 cells per rank)"),
     s("RIVET_SHM_LMT", "auto", Scope::Shm,
       "`auto`, `cma` or `copy`: how large messages cross shared memory"),
