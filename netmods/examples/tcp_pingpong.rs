@@ -6,15 +6,11 @@
 //! (BENCHMARKS.md, io_uring spinning). One thread drives both sides, so
 //! its timings say little about two-process latency.
 //!
-//! `cargo run --release -p rivet-netmods --example tcp_pingpong -- [uring|uring-nospin|poll] [ITERS] [SIZE] [THINK_US]`
-//! (default `uring`, 100000 round trips, 8 bytes, 0 µs). THINK_US: the
-//! side that receives starts polling only that long after the send, while
-//! the sender keeps polling, as in a two-process ping-pong whose answer
-//! takes time to come (some 8 µs on a KVM guest): that is what decides
-//! whether a spinning connection stops spinning between messages.
+//! `cargo run --release -p rivet-netmods --example tcp_pingpong -- [uring|uring-nospin|poll] [ITERS] [SIZE]`
+//! (default `uring`, 100000 round trips, 8 bytes).
 
 use std::ptr::NonNull;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
 use rivet_netmods::{Netmod, PeerId, Sink};
@@ -41,7 +37,6 @@ fn main() {
     let how = args.next().unwrap_or_else(|| "uring".into());
     let iters: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(100_000);
     let size: usize = args.next().and_then(|n| n.parse().ok()).unwrap_or(8);
-    let think = Duration::from_micros(args.next().and_then(|n| n.parse().ok()).unwrap_or(0));
     let (backend, spin) = match how.as_str() {
         "uring" => (Backend::Uring, true),
         "uring-nospin" => (Backend::Uring, false),
@@ -77,12 +72,6 @@ fn main() {
             let want = sinks[to].0 + 1;
             while !nets[from].try_send(to as u64, &header, &payload).unwrap() {
                 nets[from].poll(&mut sinks[from]).unwrap();
-            }
-            if !think.is_zero() {
-                let end = Instant::now() + think;
-                while Instant::now() < end {
-                    nets[from].poll(&mut sinks[from]).unwrap();
-                }
             }
             while sinks[to].0 < want {
                 nets[to].poll(&mut sinks[to]).unwrap();

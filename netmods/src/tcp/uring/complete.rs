@@ -123,8 +123,6 @@ impl UringIo {
                 }
                 if res > 0 {
                     self.hot = st.sock(slot).map(|s| (slot, s.gen));
-                    // Not the spinning connection, which has no RECV.
-                    self.rx_elsewhere = true;
                 }
                 // Direct reads take bulk data without the copy (and need
                 // the multishot RECV armed as the watch).

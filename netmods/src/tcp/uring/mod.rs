@@ -222,10 +222,6 @@ pub(crate) struct UringIo {
     /// (`spin.rs`).
     spin: Option<(u32, u32)>,
     spin_idle: u32,
-    /// When the spinning connection's quiet period began, and whether
-    /// another connection received since (`spin.rs`).
-    spin_quiet: Option<Instant>,
-    rx_elsewhere: bool,
     /// Times a connection started spinning, for tests and `describe`.
     pub(crate) spins: u64,
 }
@@ -261,8 +257,6 @@ impl UringIo {
             owed: 0,
             spin: None,
             spin_idle: 0,
-            spin_quiet: None,
-            rx_elsewhere: false,
             spins: 0,
         }
     }

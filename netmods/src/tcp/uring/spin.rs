@@ -14,11 +14,9 @@
 //! SEND, which would wait for task work at our enters: a 1 MiB message
 //! took some eight such hops). Past `SPIN_EAGER` empty polls in a row
 //! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
-//! costs fewer calls; a ping-pong's answer comes sooner), and once the
-//! connection has been quiet for `SPIN_QUIET` since then (or for
-//! `SPIN_IDLE_MAX` polls while others received), the multishot RECV is
-//! armed again, and idle polls go back to being memory loads with no
-//! system call.
+//! costs fewer calls; a ping-pong's answer comes sooner), and after
+//! `SPIN_IDLE_MAX` the multishot RECV is armed again, and idle polls go
+//! back to being memory loads with no system call.
 //!
 //! Order: while the cancel is in flight the multishot RECV may still take
 //! bytes (during our enters) and nothing is read directly; spinning reads
@@ -30,30 +28,16 @@
 //! do not slow a ping-pong, a fan-in reads one sender directly and the
 //! rest through the ring).
 
-use std::time::{Duration, Instant};
-
 use super::super::state::{Phase, State};
 use super::*;
 
-/// Quiet time, from the first sparse read (`SPIN_EAGER` empty polls),
-/// after which the connection is watched again by its multishot RECV.
-/// Counting polls alone (64) was not enough: an 8 B ping-pong's wait for
-/// its answer on a KVM guest is about that many polls, so every few
-/// messages the spin stopped and started again, each time an enter to arm
-/// the multishot RECV, a wake callback and task work in the peer's next
-/// send, a direct read and an enter for the cancel (0.35 `io_uring_enter`
-/// per message, strace). 50 µs is well past a ping-pong's or a window's
-/// wait, so the re-arm (one SQE) and the next cancel are cheap against it.
-/// The clock is read with each sparse read (a `recv` call anyway), so a
-/// process that gave its CPU away (the engine yields on a crowded host)
-/// stops within `SPIN_EVERY` polls of getting it back: its calls would
-/// steal from the ranks that answer.
-const SPIN_QUIET: Duration = Duration::from_micros(50);
-/// Empty polls in a row after which the spin stops at once if another
-/// connection received meanwhile (a fan-in's root: the spinning sender is
-/// done with its window while the others' data comes through the ring,
-/// and its empty reads are calls that traffic does not need).
-const SPIN_IDLE_MAX: u32 = 64;
+/// Empty spinning polls in a row after which the connection is watched
+/// again by its multishot RECV. A ping-pong's wait for the answer is a few
+/// polls, a window's wait for its ack some tens; past 64 the connection
+/// has gone quiet (or the process waits its turn on a crowded host, where
+/// every call steals from the ranks that would answer), and the re-arm
+/// (one SQE) and the next cancel are cheap against the wait.
+pub(super) const SPIN_IDLE_MAX: u32 = 64;
 /// Empty polls in a row that each read; after them, one poll in
 /// `SPIN_EVERY` does (the others are memory loads).
 const SPIN_EAGER: u32 = 16;
@@ -74,7 +58,6 @@ impl UringIo {
         let (gen, multi) = (s.gen, s.io & IO_MULTI != 0);
         self.spin = Some((slot, gen));
         self.spin_idle = 0;
-        self.spin_quiet = None;
         self.spins += 1;
         if multi {
             s.io |= IO_STOP;
@@ -117,39 +100,15 @@ impl UringIo {
             return false;
         }
         let idle = self.spin_idle;
-        let read = idle < SPIN_EAGER || idle % SPIN_EVERY == 0;
-        if read && self.read_direct(st, slot, sink) > 0 {
+        if (idle < SPIN_EAGER || idle % SPIN_EVERY == 0) && self.read_direct(st, slot, sink) > 0 {
             self.spin_idle = 0;
-            self.spin_quiet = None;
-            self.rx_elsewhere = false;
         } else {
-            self.spin_idle = idle.saturating_add(1);
-            if read && idle >= SPIN_EAGER {
-                self.spin_went_quiet(st, slot);
+            self.spin_idle += 1;
+            if self.spin_idle >= SPIN_IDLE_MAX {
+                self.stop_spin(st, slot);
             }
         }
         true
-    }
-
-    /// After a sparse read found nothing: the quiet period starts at the
-    /// first; spinning stops once it is `SPIN_QUIET` old, or after
-    /// `SPIN_IDLE_MAX` empty polls if another connection received since
-    /// this one last did.
-    fn spin_went_quiet(&mut self, st: &mut State, slot: u32) {
-        let now = Instant::now();
-        let stop = match self.spin_quiet {
-            _ if self.rx_elsewhere && self.spin_idle >= SPIN_IDLE_MAX => true,
-            Some(t) => now.duration_since(t) >= SPIN_QUIET,
-            None => {
-                self.spin_quiet = Some(now);
-                false
-            }
-        };
-        if stop {
-            self.spin_quiet = None;
-            self.rx_elsewhere = false;
-            self.stop_spin(st, slot);
-        }
     }
 
     /// Stops spinning on `slot`; its RECV is armed again now (submitted by
