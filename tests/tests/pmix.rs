@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use rivet_tests::{
     bin, cc_pmix, mpi_check_passed, mpicc, mpicc_openmpi, pmix_dirs, rivetrun, run_job,
-    run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer, Outcome,
+    run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer, Outcome, ShmWatch,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -637,7 +637,15 @@ fn rivet_ranks_spawn_under_open_mpis_mpirun() {
         DEADLINE,
     );
     pmix_spawn_passed(&o, 2, 3);
-    let o = run_job_checking_shm(mpirun(2, &[], "dyn_check", &["spawn", "1"]), DEADLINE);
+    // mpirun kills the job while a child it started may be waiting for its
+    // siblings with its node segment created: that segment is left (README,
+    // "PMIx"; rivetrun would sweep it, mpirun does not). Removed here,
+    // reported, not failed on; every process is still checked for.
+    let watch = ShmWatch::new();
+    let o = run_job(mpirun(2, &[], "dyn_check", &["spawn", "1"]), DEADLINE);
+    for name in watch.leaked() {
+        eprintln!("left by the child mpirun killed (removed): /dev/shm/{name}");
+    }
     assert_ne!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stderr.contains("/nonexistent/rivet-no-such-program"),
