@@ -359,6 +359,20 @@ mod tests {
         }
     }
 
+    /// An upstream to a socket the test reads as rivetrun.
+    fn upstream() -> (Upstream, std::io::BufReader<std::net::TcpStream>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let up = Upstream::new(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
+        (up, std::io::BufReader::new(l.accept().unwrap().0))
+    }
+
+    /// The next line rivetrun got, as words.
+    fn rivetrun_hears(peer: &mut std::io::BufReader<std::net::TcpStream>) -> Vec<Vec<u8>> {
+        let mut line = String::new();
+        peer.read_line(&mut line).unwrap();
+        wire::recv(&mut line.as_bytes()).unwrap().unwrap()
+    }
+
     fn call(construct: bool, procs: &[u32], s: &Seen) -> GroupCall {
         let procs = procs.iter().map(|&r| ("kvs".to_string(), r)).collect();
         let cbdata = s as *const Seen as *mut c_void;
@@ -367,14 +381,8 @@ mod tests {
 
     #[test]
     fn groups_go_to_rivetrun_and_a_destruct_naming_none_uses_the_construct() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let up = Upstream::new(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
-        let mut peer = std::io::BufReader::new(l.accept().unwrap().0);
-        let mut next = || {
-            let mut line = String::new();
-            peer.read_line(&mut line).unwrap();
-            wire::recv(&mut line.as_bytes()).unwrap().unwrap()
-        };
+        let (up, mut peer) = upstream();
+        let mut next = || rivetrun_hears(&mut peer);
         // Node 1 of ranks on nodes 0, 0, 1, 1.
         let mut st = Subsets::new(1, "kvs", vec![0, 0, 1, 1]);
         let s = Seen::default();
@@ -432,14 +440,8 @@ mod tests {
 
     #[test]
     fn connects_over_the_job_and_its_spawned_namespaces_go_to_rivetrun() {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let up = Upstream::new(std::net::TcpStream::connect(l.local_addr().unwrap()).unwrap());
-        let mut peer = std::io::BufReader::new(l.accept().unwrap().0);
-        let mut next = || {
-            let mut line = String::new();
-            peer.read_line(&mut line).unwrap();
-            wire::recv(&mut line.as_bytes()).unwrap().unwrap()
-        };
+        let (up, mut peer) = upstream();
+        let mut next = || rivetrun_hears(&mut peer);
         let procs = || {
             vec![
                 ("kids".to_string(), PMIX_RANK_WILDCARD),
