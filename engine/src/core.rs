@@ -110,11 +110,7 @@ impl Core {
         {
             if let Some(shm) = self.tx.shm.as_mut() {
                 if shm.looks_idle() {
-                    return if shm.deaths_due() {
-                        shm.local_deaths(&mut self.st)
-                    } else {
-                        0
-                    };
+                    return shm.idle_turn(&mut self.st);
                 }
             }
         }
@@ -138,9 +134,7 @@ impl Core {
         }
         if events == 0 {
             if let Some(shm) = self.tx.shm.as_mut() {
-                if shm.deaths_due() {
-                    events += shm.local_deaths(&mut self.st);
-                }
+                events += shm.idle_turn(&mut self.st);
             }
         }
         events

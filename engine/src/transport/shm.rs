@@ -70,10 +70,15 @@ impl ShmLink {
         !self.pids.is_empty() && self.node.idle()
     }
 
-    /// Time to look at the local peers' processes (an idle poll, now and then).
-    #[inline]
-    pub fn deaths_due(&mut self) -> bool {
-        self.local_peers.as_mut().is_some_and(LocalPeers::due)
+    /// After a poll that found nothing: now and then, look at the local
+    /// peers' processes (`local_deaths`); the events that made.
+    #[inline(always)]
+    pub fn idle_turn(&mut self, st: &mut State) -> usize {
+        if self.local_peers.as_mut().is_some_and(LocalPeers::due) {
+            self.local_deaths(st)
+        } else {
+            0
+        }
     }
 
     /// Fail the local peers whose process ended (`peer_watch.rs`): what
