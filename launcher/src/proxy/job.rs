@@ -1,4 +1,4 @@
-//! The job as rivetrun describes it to a proxy (`remote::wire` lists the
+//! The job as rivetrun describes it to a proxy (`remote::commands` lists the
 //! words), read after the job secret the proxy proves itself with.
 
 use std::ffi::OsString;
@@ -7,6 +7,7 @@ use std::os::unix::ffi::OsStringExt;
 use std::path::PathBuf;
 
 use super::SECRET_ENV;
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 
 /// One program of the job (an MPMD section).
@@ -80,55 +81,55 @@ pub(super) fn receive_job(reader: &mut impl BufRead) -> Result<Job, String> {
                 .map_err(|_| format!("bad number in {msg:?}"))
         };
         match t(0).as_str() {
-            "job" => {
+            cmd::JOB => {
                 job.size = num(1)?;
                 job.kvsname = t(2);
             }
-            "app" => job.apps.push(App::default()),
-            "prog" | "arg" | "wdir" if job.apps.is_empty() => {
+            cmd::APP => job.apps.push(App::default()),
+            cmd::PROG | cmd::ARG | cmd::WDIR if job.apps.is_empty() => {
                 return Err(format!("{:?} before any app in the job description", t(0)))
             }
-            "prog" => {
+            cmd::PROG => {
                 let app = job.apps.last_mut().expect("checked above");
                 app.program = PathBuf::from(OsString::from_vec(w(1)));
                 app.argv0 = OsString::from_vec(w(2));
             }
-            "arg" => {
+            cmd::ARG => {
                 (job.apps.last_mut().expect("checked above").args).push(OsString::from_vec(w(1)))
             }
-            "wdir" => {
+            cmd::WDIR => {
                 job.apps.last_mut().expect("checked above").wdir =
                     Some(PathBuf::from(OsString::from_vec(w(1))))
             }
-            "env" => {
+            cmd::ENV => {
                 let pair = (OsString::from_vec(w(1)), OsString::from_vec(w(2)));
                 match job.apps.last_mut() {
                     Some(app) => app.env.push(pair),
                     None => job.env.push(pair),
                 }
             }
-            "app_sizes" => {
+            cmd::APP_SIZES => {
                 job.app_sizes = (1..msg.len()).map(num).collect::<Result<_, _>>()?;
             }
-            "rank" => {
+            cmd::RANK => {
                 job.ranks.push(num(1)?);
                 job.appnums.push(num(2)?);
             }
-            "tree" => {
+            cmd::TREE => {
                 job.has_parent = t(1) == "1";
                 for i in 2..msg.len() {
                     job.children.push(num(i)?);
                 }
             }
-            "attr" => job.attrs.push((t(1), t(2))),
-            "nodes" => job.hosts = (1..msg.len()).map(t).collect(),
-            "label" => job.label = true,
-            "report-bindings" => job.report = true,
-            "pmi-port" => job.pmi_port = true,
-            "map-by" => job.map_by = Some(t(1)),
-            "bind-to" => job.bind_to = Some(t(1)),
-            "grace" => job.grace = t(1).parse().unwrap_or(3.0),
-            "start" => break,
+            cmd::ATTR => job.attrs.push((t(1), t(2))),
+            cmd::NODES => job.hosts = (1..msg.len()).map(t).collect(),
+            cmd::LABEL => job.label = true,
+            cmd::REPORT_BINDINGS => job.report = true,
+            cmd::PMI_PORT => job.pmi_port = true,
+            cmd::MAP_BY => job.map_by = Some(t(1)),
+            cmd::BIND_TO => job.bind_to = Some(t(1)),
+            cmd::GRACE => job.grace = t(1).parse().unwrap_or(3.0),
+            cmd::START => break,
             other => return Err(format!("unexpected {other:?} in the job description")),
         }
     }
@@ -184,17 +185,17 @@ mod tests {
     /// A job of 4 ranks in two apps, this node holding ranks 1 and 3,
     /// with `app_sizes` as given.
     fn job_with(app_sizes: &[&str], rank3_app: &str) -> Result<Job, String> {
-        let mut lines = vec![wire::line(&["job", "4", "kvs"])];
+        let mut lines = vec![wire::line(&[cmd::JOB, "4", "kvs"])];
         for _ in 0..2 {
-            lines.push(wire::line(&["app"]));
-            lines.push(wire::line(&["prog", "/bin/true", "true"]));
+            lines.push(wire::line(&[cmd::APP]));
+            lines.push(wire::line(&[cmd::PROG, "/bin/true", "true"]));
         }
-        let mut sizes = vec!["app_sizes"];
+        let mut sizes = vec![cmd::APP_SIZES];
         sizes.extend(app_sizes);
         lines.push(wire::line(&sizes));
-        lines.push(wire::line(&["rank", "1", "1"]));
-        lines.push(wire::line(&["rank", "3", rank3_app]));
-        lines.push(wire::line(&["start"]));
+        lines.push(wire::line(&[cmd::RANK, "1", "1"]));
+        lines.push(wire::line(&[cmd::RANK, "3", rank3_app]));
+        lines.push(wire::line(&[cmd::START]));
         receive_job(&mut std::io::Cursor::new(lines.concat()))
     }
 

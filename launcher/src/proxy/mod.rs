@@ -38,6 +38,7 @@ use std::time::{Duration, Instant};
 
 use crate::launch::{self, JobSpec, PmiChannel, RankPlace};
 use crate::leftovers::{JobDir, ShmSweep};
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 use crate::topology::{self, PlacementRequest, Topology};
 use job::{read_secret, receive_job, Job};
@@ -332,7 +333,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         let ip = up.local_ip().map_err(|e| e.to_string())?;
         let addr = tree::listen(ip, secret.clone(), job.children.clone(), pmi.clone())
             .map_err(|e| format!("listening for child proxies: {e}"))?;
-        up.send(&["listen", &addr]).map_err(|e| e.to_string())?;
+        up.send(&[cmd::LISTEN, &addr]).map_err(|e| e.to_string())?;
     }
     // rivetrun's stdin, for rank 0 (None: end of input).
     let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>();
@@ -342,32 +343,32 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
         std::thread::spawn(move || {
             while let Ok(Some(msg)) = wire::recv(&mut reader) {
                 match wire::text(msg.first().map_or(&[][..], |w| &w[..])).as_str() {
-                    "barrier_out" => pmi.send(pmi::Cmd::BarrierOut(wire::pairs(&msg))),
-                    "child_done" => {
+                    cmd::BARRIER_OUT => pmi.send(pmi::Cmd::BarrierOut(wire::pairs(&msg))),
+                    cmd::CHILD_DONE => {
                         // A child proxy's ranks all ended (it may never have
                         // connected to us): as if its connection closed.
                         if let Some(c) = msg.get(1).and_then(|w| wire::text(w).parse().ok()) {
                             pmi.send(pmi::Cmd::ChildGone(c));
                         }
                     }
-                    "parent" => {
+                    cmd::PARENT => {
                         let addr = wire::text(msg.get(1).map_or(&[][..], |w| w));
                         tree::join_parent(addr, secret.clone(), proxy_id, pmi.clone());
                     }
-                    "signal" => {
+                    cmd::SIGNAL => {
                         let sig = msg.get(1).and_then(|s| wire::text(s).parse().ok());
                         let _ = tx.send(Event::Signal(sig.unwrap_or(libc::SIGTERM)));
                     }
-                    "stdin" => {
+                    cmd::STDIN => {
                         let _ = stdin_tx.send(msg.into_iter().nth(1));
                     }
-                    "stdin_eof" => {
+                    cmd::STDIN_EOF => {
                         let _ = stdin_tx.send(None);
                     }
-                    "term" => {
+                    cmd::TERM => {
                         let _ = tx.send(Event::Term);
                     }
-                    "pmix_spawned" => {
+                    cmd::PMIX_SPAWNED => {
                         // The PMI loop learns where its processes are (for
                         // collectives naming them), the main thread
                         // registers it with this node's server.
@@ -376,24 +377,24 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                         }
                         let _ = tx.send(Event::PmixSpawned(msg));
                     }
-                    "gend" => {
+                    cmd::GEND => {
                         let rank = msg.get(2).and_then(|w| wire::text(w).parse().ok());
                         if let (Some(ns), Some(rank)) = (msg.get(1), rank) {
                             let _ = tx.send(Event::MemberEnded(wire::text(ns), rank));
                         }
                     }
-                    "dmodex_ask" | "dmodex_done" | "coll_out" => {
+                    cmd::DMODEX_ASK | cmd::DMODEX_DONE | cmd::COLL_OUT => {
                         if let Some(m) = pmix::Msg::parse(&msg) {
                             pmi.send(pmi::Cmd::Pmix(m));
                         }
                     }
-                    "pmi_out" => {
+                    cmd::PMI_OUT => {
                         let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
                         if let (Some(conn), Some(bytes)) = (conn, msg.get(2)) {
                             pmi.send(pmi::Cmd::Out(conn, bytes.clone()));
                         }
                     }
-                    "name_done" => {
+                    cmd::NAME_DONE => {
                         let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
                         let body = wire::text(msg.get(3).map_or(&[][..], |w| w));
                         let result = match msg.get(2).map(|w| wire::text(w)).as_deref() {
@@ -460,7 +461,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let start_error = execs.wait().err().map(|(_, e)| e);
     let t_started = ms();
     if let Some(e) = start_error {
-        let _ = up.send(&["error", &format!("{e}")]);
+        let _ = up.send(&[cmd::ERROR, &format!("{e}")]);
         signal_all(&pids, libc::SIGKILL);
     }
     let grace = Duration::from_secs_f64(job.grace.clamp(0.0, crate::cli::MAX_KILL_GRACE));
@@ -497,7 +498,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
-                        "exit".to_string(),
+                        cmd::EXIT.to_string(),
                         rank.to_string(),
                         code.to_string(),
                         sig.to_string(),
@@ -546,7 +547,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
                 let (code, sig) = code_and_signal(status);
                 if !lost {
                     let _ = up.send(&[
-                        "sexit".to_string(),
+                        cmd::SEXIT.to_string(),
                         kvs.clone(),
                         index.to_string(),
                         code.to_string(),
@@ -586,6 +587,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     if lost {
         return Err("lost the connection to rivetrun; killed this node's ranks".into());
     }
-    let _ = up.send(&["done", &t_job, &t_placed, &t_started]);
+    let _ = up.send(&[cmd::DONE, &t_job, &t_placed, &t_started]);
     Ok(0)
 }

@@ -38,6 +38,7 @@ use super::pmix_subset::{Done, Subsets};
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
 use crate::pmix_host::{PmixEvent, PmixHost, SpawnCall, Starting};
+use crate::remote::commands as cmd;
 
 /// The prefix of the keys that carry each node's fence blob.
 pub const FENCE_KEY: &str = "pmix-fence/";
@@ -93,7 +94,7 @@ pub fn member_ended(host: Option<&PmixHost>, nspace: &str, rank: u32, ours: Opti
         eprintln!("rivetrun: warning: process {rank} of {nspace}: {e}");
     }
     if let (Some(up), false) = (ours, ended.groups.is_empty()) {
-        let mut words = vec!["gend".to_string(), nspace.to_string(), rank.to_string()];
+        let mut words = vec![cmd::GEND.to_string(), nspace.to_string(), rank.to_string()];
         words.extend(ended.forbidden.into_iter().next());
         let _ = up.send(&words);
     }
@@ -146,19 +147,19 @@ impl Msg {
     pub fn parse(words: &[Vec<u8>]) -> Option<Msg> {
         let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
         match text(0)?.as_str() {
-            "dmodex_ask" => Some(Msg::Ask {
+            cmd::DMODEX_ASK => Some(Msg::Ask {
                 from: text(1)?.parse().ok()?,
                 id: text(2)?.parse().ok()?,
                 nspace: text(3)?,
                 rank: text(4)?.parse().ok()?,
             }),
-            "dmodex_done" => Some(Msg::Done {
+            cmd::DMODEX_DONE => Some(Msg::Done {
                 id: text(1)?.parse().ok()?,
                 status: text(2)?.parse().ok()?,
                 data: unhex(&text(3)?)?,
             }),
-            "coll_out" => Done::parse(words).map(Msg::Coll),
-            "pmix_spawned" => Some(Msg::Spawned {
+            cmd::COLL_OUT => Done::parse(words).map(Msg::Coll),
+            cmd::PMIX_SPAWNED => Some(Msg::Spawned {
                 kvs: text(1)?,
                 node: text(2)?.parse().ok()?,
             }),
@@ -242,7 +243,7 @@ impl State {
                 let id = self.next_id;
                 self.next_id += 1;
                 let sent = rivetrun.send(&[
-                    "dmodex".to_string(),
+                    cmd::DMODEX.to_string(),
                     id.to_string(),
                     call.nspace.clone(),
                     call.rank.to_string(),
@@ -257,7 +258,7 @@ impl State {
             PmixEvent::DmodexAnswer { id, status, data } => {
                 if let Some((from, theirs)) = self.answering.remove(&id) {
                     let _ = rivetrun.send(&[
-                        "dmodex_data".to_string(),
+                        cmd::DMODEX_DATA.to_string(),
                         from.to_string(),
                         theirs.to_string(),
                         status.to_string(),
@@ -272,7 +273,7 @@ impl State {
                 ..
             } => {
                 let _ = rivetrun.send(&[
-                    "abort".to_string(),
+                    cmd::ABORT.to_string(),
                     rank.to_string(),
                     code.to_string(),
                     message,
@@ -399,7 +400,7 @@ impl State {
                     }
                     Err(status) => {
                         let _ = rivetrun.send(&[
-                            "dmodex_data".to_string(),
+                            cmd::DMODEX_DATA.to_string(),
                             from.to_string(),
                             id.to_string(),
                             status.to_string(),

@@ -22,6 +22,7 @@ use rivet_pmi::wire::Message;
 use super::upstream::Upstream;
 use crate::pmix_host::names::{answer, Table};
 use crate::pmix_host::{NameCall, NAME_RETRY};
+use crate::remote::commands as cmd;
 
 /// The first connection id of a PMIx name query (PMI connections are
 /// rank + 1 and spawned processes' ids, far below).
@@ -63,7 +64,7 @@ impl Table for Rivetrun {
         let sent = line.and_then(|line| {
             self.up
                 .send(&[
-                    b"name".to_vec(),
+                    cmd::NAME.as_bytes().to_vec(),
                     self.kvs.as_bytes().to_vec(),
                     self.rank.to_string().into_bytes(),
                     conn.to_string().into_bytes(),

@@ -35,6 +35,7 @@ use rivet_pmi::pmix_ffi::{
 use super::upstream::Upstream;
 use crate::pmix_host::node::FenceCall;
 use crate::pmix_host::{ConnectCall, GroupCall};
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 
 /// `0,1,...`: the nodes taking part, as `coll` lists them.
@@ -71,7 +72,7 @@ pub struct Done {
 impl Done {
     /// Parse `coll_out` (None if malformed).
     pub fn parse(words: &[Vec<u8>]) -> Option<Done> {
-        if words.first()? != b"coll_out" {
+        if words.first()? != cmd::COLL_OUT.as_bytes() {
             return None;
         }
         let text = |i: usize| words.get(i).map(|w| wire::text(w));
@@ -255,7 +256,7 @@ impl Subsets {
             self.refuse("a PMIx group", why);
             // The other hosts' members fail too, instead of waiting for ours.
             let words = [
-                b"coll".to_vec(),
+                cmd::COLL.as_bytes().to_vec(),
                 key.into_bytes(),
                 nodes_word(&nodes).into_bytes(),
                 Vec::new(),
@@ -276,7 +277,7 @@ impl Subsets {
         rivetrun: &Upstream,
     ) {
         let words = [
-            b"coll".to_vec(),
+            cmd::COLL.as_bytes().to_vec(),
             key.clone().into_bytes(),
             nodes_word(nodes).into_bytes(),
             data,

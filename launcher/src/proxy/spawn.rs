@@ -27,6 +27,7 @@ use super::upstream::Upstream;
 use super::Job;
 use crate::launch::{self, Started};
 use crate::pmix_host::{self, PmixHost};
+use crate::remote::commands as cmd;
 use crate::spawn::{self, SpawnBase};
 
 /// PMI connection ids of spawned processes start here (ranks use rank + 1).
@@ -157,7 +158,7 @@ impl Spawner {
         self.count += 1;
         let kvs = format!("{}_s{}", base.kvsname, self.count);
         pmi.send(Cmd::Namespace(plan.namespace(base, &kvs, &ask.request)));
-        up.send(&["spawned", &kvs, &plan.total.to_string()])
+        up.send(&[cmd::SPAWNED, &kvs, &plan.total.to_string()])
             .map_err(|e| SpawnFailure::from(format!("telling rivetrun: {e}")))?;
         // Served PMIx too, where this node is: registered before they start.
         let sizes: Vec<u32> = plan.commands.iter().map(|c| c.nprocs).collect();
@@ -170,7 +171,7 @@ impl Spawner {
                 .collect::<Vec<_>>()
                 .join(",");
             let rank = ask.rank.to_string();
-            let _ = up.send(&["pmix_spawned", &kvs, &ask.kvs, &rank, &sizes]);
+            let _ = up.send(&[cmd::PMIX_SPAWNED, &kvs, &ask.kvs, &rank, &sizes]);
         }
         let (jobs, places) = plan.jobs_and_places(base, &kvs);
         let procs = plan
@@ -197,7 +198,7 @@ impl Spawner {
                 codes[index] = err.exit_code();
                 // rivetrun counts them as ended (their group operations fail).
                 for i in 0..plan.total {
-                    let _ = up.send(&["sexit", &kvs, &i.to_string(), "0", "0"]);
+                    let _ = up.send(&[cmd::SEXIT, &kvs, &i.to_string(), "0", "0"]);
                 }
                 return Err(SpawnFailure {
                     errcodes: codes,

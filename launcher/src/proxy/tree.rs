@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use super::pmi::{Cmd, Handle};
 use super::upstream::Upstream;
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 
 /// The proxies whose parent is proxy `id` (`None`: rivetrun) among `n`.
@@ -136,7 +137,7 @@ impl Tree {
         if self.writers.is_empty() {
             return;
         }
-        let line = wire::line(&wire::with_pairs("barrier_out", puts.to_vec()));
+        let line = wire::line(&wire::with_pairs(cmd::BARRIER_OUT, puts.to_vec()));
         for w in self.writers.values() {
             let _ = w.write_line(&line);
         }
@@ -180,7 +181,7 @@ fn serve_child(conn: TcpStream, secret: &str, left: &Mutex<HashSet<u32>>, pmi: H
         return;
     };
     let id = hello.get(2).and_then(|w| wire::text(w).parse::<u32>().ok());
-    let ok = hello.len() == 3 && hello[0] == b"child" && hello[1] == secret.as_bytes();
+    let ok = hello.len() == 3 && hello[0] == cmd::CHILD.as_bytes() && hello[1] == secret.as_bytes();
     let taken = |i: &u32| left.lock().unwrap_or_else(|p| p.into_inner()).remove(i);
     let Some(id) = id.filter(|i| ok && taken(i)) else {
         return;
@@ -190,7 +191,7 @@ fn serve_child(conn: TcpStream, secret: &str, left: &Mutex<HashSet<u32>>, pmi: H
     let _ = wire::keepalive(&conn, wire::PROXY_PROBES);
     pmi.send(Cmd::Child(id, Upstream::new(conn)));
     while let Ok(Some(msg)) = wire::recv(&mut reader) {
-        if msg.first().is_some_and(|w| w == b"barrier") {
+        if msg.first().is_some_and(|w| w == cmd::BARRIER.as_bytes()) {
             pmi.send(Cmd::ChildBarrier(id, wire::pairs(&msg)));
         }
     }
@@ -224,13 +225,16 @@ pub fn join_parent(addr: String, secret: String, id: u32, pmi: Handle) {
         let (Ok(read), Ok(mut write)) = (stream.try_clone(), stream.try_clone()) else {
             return pmi.send(Cmd::Lost);
         };
-        if wire::send(&mut write, &["child", &secret, &id.to_string()]).is_err() {
+        if wire::send(&mut write, &[cmd::CHILD, &secret, &id.to_string()]).is_err() {
             return pmi.send(Cmd::Lost);
         }
         pmi.send(Cmd::Parent(Upstream::new(stream)));
         let mut reader = BufReader::new(read);
         while let Ok(Some(msg)) = wire::recv(&mut reader) {
-            if msg.first().is_some_and(|w| w == b"barrier_out") {
+            if msg
+                .first()
+                .is_some_and(|w| w == cmd::BARRIER_OUT.as_bytes())
+            {
                 pmi.send(Cmd::BarrierOut(wire::pairs(&msg)));
             }
         }
@@ -307,7 +311,7 @@ mod tests {
         .unwrap();
         // A stranger without the secret is not taken for the child.
         let mut stranger = TcpStream::connect(&addr).unwrap();
-        wire::send(&mut stranger, &["child", "guess", "1"]).unwrap();
+        wire::send(&mut stranger, &[cmd::CHILD, "guess", "1"]).unwrap();
         let (child, mut r1, _up1) = node(1, Tree::new(true, &[]));
         join_parent(addr, "s3cret".into(), 1, child.clone());
         r1.write_all(b"cmd=put kvsname=kvs_2 key=k1 value=v1\n")

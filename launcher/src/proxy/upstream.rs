@@ -8,6 +8,7 @@ use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 
 /// How long a proxy keeps trying to reach rivetrun.
@@ -65,6 +66,6 @@ pub fn connect(
     wire::keepalive(&stream, wire::PROXY_PROBES)?;
     let reader = BufReader::new(stream.try_clone()?);
     let up = Upstream::new(stream);
-    up.send(&["hello", secret, &proxy_id.to_string(), host])?;
+    up.send(&[cmd::HELLO, secret, &proxy_id.to_string(), host])?;
     Ok((reader, up))
 }

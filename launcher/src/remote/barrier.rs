@@ -7,6 +7,8 @@
 //! subtree's barrier makes that barrier impossible, whichever came first:
 //! the barrier is then stranded, never completed without it.
 
+use super::commands as cmd;
+
 /// What an arrival or an end means for the barrier being gathered.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Step {
@@ -55,7 +57,7 @@ impl TopBarrier {
         if self.top.iter().all(|t| self.arrived.contains(t)) {
             self.arrived.clear();
             self.completed += 1;
-            let mut out = vec![b"barrier_out".to_vec()];
+            let mut out = vec![cmd::BARRIER_OUT.as_bytes().to_vec()];
             out.append(&mut self.puts);
             return Step::Complete(out);
         }

@@ -5,6 +5,7 @@
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 
+use super::commands as cmd;
 use super::{slurm, start, wire, Options};
 use crate::hosts::Node;
 use crate::launch::JobSpec;
@@ -43,7 +44,7 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
     let mut out = Vec::new();
     let mut put = |words: &[&[u8]]| out.push(wire::line(words));
     put(&[
-        b"job",
+        cmd::JOB.as_bytes(),
         job.size.to_string().as_bytes(),
         job.kvsname.as_bytes(),
     ]);
@@ -62,26 +63,26 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
         }
     }
     for (k, v) in &env {
-        put(&[b"env", k.as_bytes(), v.as_bytes()]);
+        put(&[cmd::ENV.as_bytes(), k.as_bytes(), v.as_bytes()]);
     }
     for app in place.apps {
-        put(&[b"app"]);
+        put(&[cmd::APP.as_bytes()]);
         put(&[
-            b"prog",
+            cmd::PROG.as_bytes(),
             app.program.as_os_str().as_bytes(),
             app.argv0.as_bytes(),
         ]);
         for a in &app.args {
-            put(&[b"arg", a.as_bytes()]);
+            put(&[cmd::ARG.as_bytes(), a.as_bytes()]);
         }
         for (k, v) in &app.env {
-            put(&[b"env", k.as_bytes(), v.as_bytes()]);
+            put(&[cmd::ENV.as_bytes(), k.as_bytes(), v.as_bytes()]);
         }
         if let Some(d) = &app.wdir {
             let d = std::env::current_dir()
                 .map(|c| c.join(d))
                 .unwrap_or(d.clone());
-            put(&[b"wdir", d.as_os_str().as_bytes()]);
+            put(&[cmd::WDIR.as_bytes(), d.as_os_str().as_bytes()]);
         }
     }
     // How many ranks each app has (apps take consecutive ranks): the
@@ -93,49 +94,49 @@ pub(super) fn describe(job: &JobSpec, node: &Node, opts: &Options, place: &Place
         }
     }
     let sizes: Vec<String> = sizes.iter().map(u32::to_string).collect();
-    let mut words: Vec<&[u8]> = vec![b"app_sizes"];
+    let mut words: Vec<&[u8]> = vec![cmd::APP_SIZES.as_bytes()];
     words.extend(sizes.iter().map(|w| w.as_bytes()));
     put(&words);
     for &r in &node.ranks {
         let app = place.appnums.get(r as usize).copied().unwrap_or(0);
         put(&[
-            b"rank",
+            cmd::RANK.as_bytes(),
             r.to_string().as_bytes(),
             app.to_string().as_bytes(),
         ]);
     }
     let mut tree = vec![if place.has_parent { "1" } else { "0" }.to_string()];
     tree.extend(place.children.iter().map(u32::to_string));
-    let mut words: Vec<&[u8]> = vec![b"tree"];
+    let mut words: Vec<&[u8]> = vec![cmd::TREE.as_bytes()];
     words.extend(tree.iter().map(|w| w.as_bytes()));
     put(&words);
     put(&[
-        b"attr",
+        cmd::ATTR.as_bytes(),
         rivet_pmi::server::PROCESS_MAPPING_KEY.as_bytes(),
         place.mapping.as_bytes(),
     ]);
-    let mut nodes: Vec<&[u8]> = vec![b"nodes"];
+    let mut nodes: Vec<&[u8]> = vec![cmd::NODES.as_bytes()];
     nodes.extend(place.hosts.iter().map(|h| h.as_bytes()));
     put(&nodes);
     put(&[
-        b"attr",
+        cmd::ATTR.as_bytes(),
         rivet_pmi::group::KEY_CLUSTER.as_bytes(),
         opts.cluster.as_bytes(),
     ]);
     if opts.label {
-        put(&[b"label"]);
+        put(&[cmd::LABEL.as_bytes()]);
     }
     if opts.report_bindings {
-        put(&[b"report-bindings"]);
+        put(&[cmd::REPORT_BINDINGS.as_bytes()]);
     }
     if opts.pmi_port {
-        put(&[b"pmi-port"]);
+        put(&[cmd::PMI_PORT.as_bytes()]);
     }
-    put(&[b"map-by", opts.map_by.as_bytes()]);
+    put(&[cmd::MAP_BY.as_bytes(), opts.map_by.as_bytes()]);
     if let Some(b) = &opts.bind_to {
-        put(&[b"bind-to", b.as_bytes()]);
+        put(&[cmd::BIND_TO.as_bytes(), b.as_bytes()]);
     }
-    put(&[b"grace", opts.grace.to_string().as_bytes()]);
-    put(&[b"start"]);
+    put(&[cmd::GRACE.as_bytes(), opts.grace.to_string().as_bytes()]);
+    put(&[cmd::START.as_bytes()]);
     out
 }

@@ -8,6 +8,7 @@ use std::process::ExitStatus;
 use std::sync::mpsc;
 use std::time::Duration;
 
+use super::commands as cmd;
 use super::wire;
 
 pub(super) enum Ev {
@@ -43,7 +44,9 @@ pub(super) fn accept_proxies(
                 let Ok(Some(hello)) = wire::recv(&mut reader) else {
                     return;
                 };
-                let ok = hello.len() == 4 && hello[0] == b"hello" && hello[1] == secret.as_bytes();
+                let ok = hello.len() == 4
+                    && hello[0] == cmd::HELLO.as_bytes()
+                    && hello[1] == secret.as_bytes();
                 let id = wire::text(hello.get(2).map_or(&[][..], |w| w)).parse::<u32>();
                 match id {
                     Ok(id) if ok && id < nproxies => {

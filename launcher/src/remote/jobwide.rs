@@ -14,6 +14,7 @@ use std::collections::HashSet;
 use rivet_pmi::server::{ConnId, NameRequest, NamespaceSpec, NsId, Output, Server};
 use rivet_pmi::wire::Message;
 
+use super::commands as cmd;
 use super::wire;
 
 /// The answers for proxies (proxy index, message words) and job failures.
@@ -41,7 +42,7 @@ pub(super) fn name_done(conn: &[u8], result: Result<Message, String>) -> Vec<Vec
         Err(why) => ("err", why.into_bytes()),
     };
     vec![
-        b"name_done".to_vec(),
+        cmd::NAME_DONE.as_bytes().to_vec(),
         conn.to_vec(),
         kind.as_bytes().to_vec(),
         body,
@@ -174,7 +175,7 @@ impl JobWide {
         let mut routed = Routed::default();
         let mut send = |conn: ConnId, bytes: &[u8]| {
             let words = vec![
-                b"pmi_out".to_vec(),
+                cmd::PMI_OUT.as_bytes().to_vec(),
                 (conn & 0xffff_ffff).to_string().into_bytes(),
                 bytes.to_vec(),
             ];

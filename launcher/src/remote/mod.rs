@@ -18,6 +18,7 @@
 
 pub mod addr;
 mod barrier;
+pub mod commands;
 mod describe;
 mod events;
 mod jobwide;
@@ -39,6 +40,7 @@ use crate::error::LaunchError;
 use crate::hosts::{self, Node};
 use crate::launch::JobSpec;
 use crate::proxy::tree;
+use commands as cmd;
 use describe::{describe, fanout, Place};
 use events::{accept_proxies, forward_stdin, read_proxy, Ev};
 use proxies::{deliver, kill_launcher, stranded, Proxy};
@@ -228,7 +230,7 @@ pub fn run(
             for p in proxies.iter_mut().filter(|p| !p.closed) {
                 match &mut p.conn {
                     Some(c) => {
-                        let _ = wire::send(c, &["term"]);
+                        let _ = wire::send(c, &[cmd::TERM]);
                     }
                     None => kill_launcher(p),
                 }
@@ -260,7 +262,7 @@ pub fn run(
         if sig != 0 {
             for p in proxies.iter_mut().filter(|p| !p.closed) {
                 if let Some(c) = &mut p.conn {
-                    let _ = wire::send(c, &["signal".to_string(), sig.to_string()]);
+                    let _ = wire::send(c, &[cmd::SIGNAL.to_string(), sig.to_string()]);
                 }
             }
             if failure.is_none() && proxies.iter().any(|p| !p.connected) {
@@ -309,7 +311,7 @@ pub fn run(
                 if let Some(addr) =
                     tree::parent(id, fanout).and_then(|p| listening[p as usize].clone())
                 {
-                    let _ = wire::send(&mut conn, &[&b"parent"[..], &addr]);
+                    let _ = wire::send(&mut conn, &[cmd::PARENT.as_bytes(), &addr]);
                 }
                 p.conn = Some(conn);
                 read_proxy(id, read, tx.clone());
@@ -320,8 +322,8 @@ pub fn run(
             Ev::Stdin(data) => {
                 if let Some(c) = &mut proxies[stdin_node as usize].conn {
                     let _ = match data {
-                        Some(d) => wire::send(c, &[&b"stdin"[..], &d]),
-                        None => wire::send(c, &["stdin_eof"]),
+                        Some(d) => wire::send(c, &[cmd::STDIN.as_bytes(), &d]),
+                        None => wire::send(c, &[cmd::STDIN_EOF]),
                     };
                 }
             }
@@ -330,7 +332,7 @@ pub fn run(
                 let i = id as usize;
                 let word = |n: usize| msg.get(n).map(|w| wire::text(w)).unwrap_or_default();
                 match word(0).as_str() {
-                    "barrier" => {
+                    cmd::BARRIER => {
                         barrier_msgs += 1;
                         match barrier.arrive(id, msg.into_iter().skip(1)) {
                             barrier::Step::Waiting => {}
@@ -351,14 +353,14 @@ pub fn run(
                             }
                         }
                     }
-                    "stranded" => {
+                    cmd::STRANDED => {
                         // A child of this proxy ended before its subtree's barrier came.
                         let child = word(1).parse::<u32>().ok();
                         if let Some(c) = child.filter(|&c| tree::parent(c, fanout) == Some(id)) {
                             stranded(&proxies, c, id, &mut failure, &fail);
                         }
                     }
-                    "exit" => {
+                    cmd::EXIT => {
                         proxies[i].exited += 1;
                         exits += 1;
                         let (rank, code, sig) = (word(1), word(2), word(3));
@@ -389,7 +391,7 @@ pub fn run(
                             fail(&mut failure, 1, msg);
                         }
                     }
-                    "abort" => {
+                    cmd::ABORT => {
                         let code: i32 = word(2).parse().unwrap_or(1);
                         let msg = format!(
                             "rank {} on {} called abort (exit code {code}): {}",
@@ -401,11 +403,11 @@ pub fn run(
                             fail(&mut failure, code, msg);
                         }
                     }
-                    "error" => {
+                    cmd::ERROR => {
                         let msg = format!("host {}: {}", proxies[i].host, word(1));
                         fail(&mut failure, 1, msg);
                     }
-                    "sexit" => {
+                    cmd::SEXIT => {
                         // A spawned process: (kvsname, index, code, signal).
                         let (kvs, index) = (word(1), word(2));
                         let code: i32 = word(3).parse().unwrap_or(1);
@@ -425,7 +427,7 @@ pub fn run(
                             deliver(&mut proxies, routed, &mut failure, &fail);
                         }
                     }
-                    "orphaned" => {
+                    cmd::ORPHANED => {
                         // A barrier of this proxy's subtree needs its parent proxy, which ended.
                         let parent = tree::parent(id, fanout).map(|p| &proxies[p as usize]);
                         if let (Some(parent), None) = (parent, failure) {
@@ -442,12 +444,12 @@ pub fn run(
                             fail(&mut failure, 1, msg);
                         }
                     }
-                    "spawned" => {
+                    cmd::SPAWNED => {
                         if let Err(e) = jobwide.spawned(&msg) {
                             eprintln!("rivetrun: host {}: spawned namespace: {e}", proxies[i].host);
                         }
                     }
-                    "name" => match jobwide.name(&msg) {
+                    cmd::NAME => match jobwide.name(&msg) {
                         Some(jobwide::NameAction::Reply(words)) => {
                             if let Some(c) = &mut proxies[i].conn {
                                 let _ = wire::send(c, &words);
@@ -464,20 +466,20 @@ pub fn run(
                         }
                         None => {}
                     },
-                    "gend" => {
+                    cmd::GEND => {
                         pmix::member_ended(id, &msg, &mut proxies);
                         let left = pmix::group_left(&job.kvsname, &msg, &proxies[i].host);
                         if let (Some(why), None) = (left, failure) {
                             fail(&mut failure, 1, why);
                         }
                     }
-                    "pmix_spawned" => pmix::spawned(id, &msg, &mut spawned_at, &mut proxies),
-                    "dmodex" => {
+                    cmd::PMIX_SPAWNED => pmix::spawned(id, &msg, &mut spawned_at, &mut proxies),
+                    cmd::DMODEX => {
                         let target = pmix::target(&msg, &node_of_rank, &spawned_at);
                         pmix::ask(id, &msg, target, &mut proxies)
                     }
-                    "dmodex_data" => pmix::answer(&msg, &mut proxies),
-                    "coll" => {
+                    cmd::DMODEX_DATA => pmix::answer(&msg, &mut proxies),
+                    cmd::COLL => {
                         let gone =
                             |n: u32| proxies.get(n as usize).is_some_and(|p| p.done || p.closed);
                         let (sends, lost) = colls.arrive(id, &msg, n, gone);
@@ -486,27 +488,27 @@ pub fn run(
                         }
                         pmix::send(&mut proxies, sends);
                     }
-                    "pmi" => {
+                    cmd::PMI => {
                         let routed = jobwide.relay(id, &msg);
                         deliver(&mut proxies, routed, &mut failure, &fail);
                     }
-                    "listen" => {
+                    cmd::LISTEN => {
                         let addr = msg.get(1).cloned().unwrap_or_default();
                         for c in tree::children(Some(id), n, fanout) {
                             if let Some(conn) = &mut proxies[c as usize].conn {
-                                let _ = wire::send(conn, &[&b"parent"[..], &addr]);
+                                let _ = wire::send(conn, &[cmd::PARENT.as_bytes(), &addr]);
                             }
                         }
                         listening[i] = Some(addr);
                     }
-                    "done" => {
+                    cmd::DONE => {
                         proxies[i].done = true;
                         // Its parent proxy may never have heard from it (it
                         // can end before it learns where the parent listens):
                         // a barrier there must not wait for it.
                         if let Some(parent) = tree::parent(id, fanout) {
                             if let Some(conn) = &mut proxies[parent as usize].conn {
-                                let _ = wire::send(conn, &["child_done", &id.to_string()]);
+                                let _ = wire::send(conn, &[cmd::CHILD_DONE, &id.to_string()]);
                             }
                         }
                         if let barrier::Step::Stranded { ended, waiting } = barrier.ended(id) {

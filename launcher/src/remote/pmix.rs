@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::commands as cmd;
 use super::{wire, Proxy};
 use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_UNREACH, PMIX_SUCCESS};
 
@@ -60,10 +61,10 @@ pub(super) fn ask(from: u32, msg: &[Vec<u8>], target: Option<u32>, proxies: &mut
         .and_then(|t| proxies.get_mut(t as usize))
         .and_then(|p| p.conn.as_mut())
         .is_some_and(|c| {
-            wire::send(c, &["dmodex_ask", &from.to_string(), &id, &ns, &rank]).is_ok()
+            wire::send(c, &[cmd::DMODEX_ASK, &from.to_string(), &id, &ns, &rank]).is_ok()
         });
     if !asked {
-        let failed = ["dmodex_done", &id, &PMIX_ERR_UNREACH.to_string(), ""];
+        let failed = [cmd::DMODEX_DONE, &id, &PMIX_ERR_UNREACH.to_string(), ""];
         if let Some(c) = proxies.get_mut(from as usize).and_then(|p| p.conn.as_mut()) {
             let _ = wire::send(c, &failed);
         }
@@ -110,7 +111,7 @@ pub(super) fn answer(msg: &[Vec<u8>], proxies: &mut [Proxy]) {
     let Some(from) = msg.get(1).and_then(|w| wire::text(w).parse::<usize>().ok()) else {
         return;
     };
-    let mut words = vec![b"dmodex_done".to_vec()];
+    let mut words = vec![cmd::DMODEX_DONE.as_bytes().to_vec()];
     words.extend(msg.iter().skip(2).take(3).cloned());
     if let Some(c) = proxies.get_mut(from).and_then(|p| p.conn.as_mut()) {
         let _ = wire::send(c, &words);
@@ -120,7 +121,7 @@ pub(super) fn answer(msg: &[Vec<u8>], proxies: &mut [Proxy]) {
 /// `coll_out KEY STATUS CONTEXT` with no blobs: a failed collective.
 fn failed(key: &[u8], status: i32) -> Vec<Vec<u8>> {
     vec![
-        b"coll_out".to_vec(),
+        cmd::COLL_OUT.as_bytes().to_vec(),
         key.to_vec(),
         status.to_string().into_bytes(),
         b"0".to_vec(),
@@ -225,7 +226,7 @@ impl Collectives {
         let g = self.gathering.remove(key).expect("gathered above");
         self.completed += 1;
         let mut out = vec![
-            b"coll_out".to_vec(),
+            cmd::COLL_OUT.as_bytes().to_vec(),
             key.clone(),
             PMIX_SUCCESS.to_string().into_bytes(),
             self.completed.to_string().into_bytes(),
@@ -291,7 +292,7 @@ mod tests {
 
     fn coll(key: &str, nodes: &str, data: &str) -> Vec<Vec<u8>> {
         [
-            &b"coll"[..],
+            cmd::COLL.as_bytes(),
             key.as_bytes(),
             nodes.as_bytes(),
             data.as_bytes(),

@@ -1,37 +1,8 @@
-//! The control connection between rivetrun and its per-node proxies: one
-//! message per line, words separated by one space, each word
-//! percent-encoded (so values may hold spaces, newlines, any byte).
-//!
-//! rivetrun → proxy: the job (`job SIZE KVS`, `env` for every app, then per
-//! app `app`, `prog`, `arg`, `env`, `wdir`; `app_sizes N...` (each app's
-//! ranks, consecutive), `rank R APPNUM`, `tree
-//! HAS_PARENT CHILD...`, `nodes HOST...`, `attr`, options, then `start`),
-//! `parent ADDR`
-//! (where the tree parent listens), `barrier_out K V ...` (every key put
-//! since the last barrier, job-wide), `stdin DATA` and `stdin_eof` (rank 0's
-//! input), `signal N`, `term`; PMIx direct modex: `dmodex_ask FROM ID NS
-//! RANK` (to the rank's proxy), `dmodex_done ID STATUS HEX` (to the asker);
-//! `coll_out KEY STATUS CONTEXT NODE DATA ...` (a PMIx collective over some
-//! hosts completed, to each of them); `gend NS RANK` (a PMIx group
-//! member on another host ended); `pmix_spawned KVS NODE PARENT_NS
-//! PARENT_RANK SIZES` (node NODE's proxy spawned KVS: register it).
-//! proxy → rivetrun: `hello SECRET PROXY_ID HOSTNAME` first, then `listen
-//! ADDR` (a proxy with tree children), `barrier K V ...` (once per barrier
-//! per subtree, with its puts), `exit RANK CODE SIGNAL UNFINALIZED`, `abort
-//! RANK CODE MESSAGE`, `error TEXT`, `done JOB_MS PLACED_MS STARTED_MS`;
-//! `name KVS RANK CONN LINE` (a name request; answered by `name_done CONN
-//! ok|err LINE|WHY`), `pmi KVS RANK CONN LINE` (a group message; answers come
-//! as `pmi_out CONN BYTES`), `spawned KVS SIZE` and `sexit KVS INDEX CODE
-//! SIGNAL` (processes a spawn started on that host), `orphaned` (a barrier
-//! needs the parent proxy, which ended); `dmodex ID NS RANK` and
-//! `dmodex_data FROM ID STATUS HEX` (PMIx direct modex, `proxy/pmix.rs`);
-//! `coll KEY NODES DATA` (a node's part of a PMIx fence over a subset or a
-//! group, NODES the participating nodes, `proxy/pmix_subset.rs`); `gend NS
-//! RANK [GROUP]` (a process of that host in a PMIx group ended; GROUP: one
-//! that did not allow it, which fails the job); `pmix_spawned KVS PARENT_NS
-//! PARENT_RANK SIZES` (this proxy spawned KVS, SIZES each app's count).
-//! child proxy → parent proxy: `child SECRET PROXY_ID`, then `barrier K V
-//! ...`; parent → child: `barrier_out K V ...`.
+//! The control connection between rivetrun and its per-node proxies (and
+//! between parent and child proxies): one message per line, words separated
+//! by one space, each word percent-encoded (so values may hold spaces,
+//! newlines, any byte). A message's first word is its command, one of
+//! `commands`' table, which also gives each command's direction and words.
 
 use std::io::{self, BufRead, Write};
 use std::net::TcpStream;

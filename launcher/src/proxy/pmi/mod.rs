@@ -43,6 +43,7 @@ pub use port::open as open_port;
 use super::tree::Tree;
 use super::upstream::Upstream;
 use crate::nonblocking::{interest, write_unsent, PmiStream};
+use crate::remote::commands as cmd;
 use crate::remote::wire;
 
 const WAKER: Token = Token(0);
@@ -304,7 +305,7 @@ impl Loop {
             let sent = f.msg.encode().map_err(|e| e.to_string()).and_then(|line| {
                 self.rivetrun
                     .send(&[
-                        b"pmi".to_vec(),
+                        cmd::PMI.as_bytes().to_vec(),
                         kvs.into_bytes(),
                         f.rank.to_string().into_bytes(),
                         f.conn.to_string().into_bytes(),
@@ -326,7 +327,7 @@ impl Loop {
     /// the job naming the parent's host (told before the waiters fail, so
     /// their ranks' exits do not come first), the waiters get an error.
     fn orphaned(&mut self, out: &mut Vec<Output>) {
-        let _ = self.rivetrun.send(&["orphaned"]);
+        let _ = self.rivetrun.send(&[cmd::ORPHANED]);
         self.tree.held = None;
         self.tree.in_flight = false;
         self.barriers_failed("parent_proxy_ended", out);
@@ -336,7 +337,7 @@ impl Loop {
     /// the job naming the child's host (told first, as for `orphaned`),
     /// the waiters get an error.
     fn stranded(&mut self, child: u32, out: &mut Vec<Output>) {
-        let _ = self.rivetrun.send(&["stranded", &child.to_string()]);
+        let _ = self.rivetrun.send(&[cmd::STRANDED, &child.to_string()]);
         self.tree.abandon();
         self.barriers_failed("child_proxy_ended", out);
     }
@@ -352,7 +353,7 @@ impl Loop {
         if self.tree.orphaned {
             return self.orphaned(out);
         }
-        let words = wire::with_pairs("barrier", puts);
+        let words = wire::with_pairs(cmd::BARRIER, puts);
         self.tree.in_flight = self.tree.has_parent;
         let sent = match &self.tree.parent {
             Some(p) => p.send(&words),
@@ -472,7 +473,7 @@ impl Loop {
                 } => {
                     let rank = rank.map_or("?".to_string(), |r| r.to_string());
                     let _ = self.rivetrun.send(&[
-                        b"abort".to_vec(),
+                        cmd::ABORT.as_bytes().to_vec(),
                         rank.into_bytes(),
                         exit_code.to_string().into_bytes(),
                         message.unwrap_or_default().into_bytes(),
@@ -513,7 +514,7 @@ impl Loop {
                     let line = request.to_message().encode();
                     let sent = match (rank, line) {
                         (Some(rank), Ok(line)) => self.rivetrun.send(&[
-                            b"name".to_vec(),
+                            cmd::NAME.as_bytes().to_vec(),
                             self.server.namespace_name(ns).as_bytes().to_vec(),
                             rank.to_string().into_bytes(),
                             conn.to_string().into_bytes(),
