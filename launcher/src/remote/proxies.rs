@@ -19,15 +19,15 @@ pub(super) struct Proxy {
     pub(super) launcher_done: bool,
 }
 
+/// Report a failure of the job; the first one's code is rivetrun's.
+pub(super) fn fail(failure: &mut Option<i32>, code: i32, msg: String) {
+    eprintln!("rivetrun: {msg}");
+    failure.get_or_insert(code);
+}
+
 /// Proxy `ended` ended while ranks of proxy `waiting`'s subtree are in a
 /// barrier, which needs every rank: the job fails naming its host.
-pub(super) fn stranded(
-    proxies: &[Proxy],
-    ended: u32,
-    waiting: u32,
-    failure: &mut Option<i32>,
-    fail: &impl Fn(&mut Option<i32>, i32, String),
-) {
+pub(super) fn stranded(proxies: &[Proxy], ended: u32, waiting: u32, failure: &mut Option<i32>) {
     if failure.is_some() {
         return; // a lost host has said so already
     }
@@ -46,12 +46,7 @@ pub(super) fn stranded(
 }
 
 /// Send the job-wide server's answers to their proxies; its failures fail the job.
-pub(super) fn deliver(
-    proxies: &mut [Proxy],
-    routed: jobwide::Routed,
-    failure: &mut Option<i32>,
-    fail: &impl Fn(&mut Option<i32>, i32, String),
-) {
+pub(super) fn deliver(proxies: &mut [Proxy], routed: jobwide::Routed, failure: &mut Option<i32>) {
     for (p, words) in routed.to {
         if let Some(c) = proxies.get_mut(p as usize).and_then(|p| p.conn.as_mut()) {
             let _ = wire::send(c, &words);
