@@ -1,5 +1,5 @@
-//! Reading a finished job's output: a passing `mpi_check`, the failures
-//! rivetrun reported, the appnum of each rank.
+//! Reading a finished job's output: a passing `mpi_check`, `engine_check`
+//! or `dyn_check spawn`, the failures rivetrun reported, the appnum of each rank.
 
 use crate::jobs::Outcome;
 
@@ -30,6 +30,35 @@ pub fn mpi_check_passed_on_hosts(o: &Outcome, n: u32, per_host: u32) {
             "n={n} rank {rank}: {}",
             o.show()
         );
+    }
+}
+
+/// `engine_check MODE` passed on every one of `n` ranks (exit 0, each
+/// rank's OK line at thread level single).
+pub fn engine_check_passed(o: &Outcome, mode: &str, n: u32) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..n {
+        let line = format!("engine_check {mode} OK rank {r} of {n} at thread level single");
+        assert!(o.stdout.contains(&line), "{mode} rank {r}: {}", o.show());
+    }
+}
+
+/// Every parent and child of a `dyn_check spawn` passed (exit 0, each
+/// one's OK line), and every child printed `bootstrap`, the line saying how
+/// it bootstrapped (PMI-2, PMIx...).
+pub fn dyn_spawn_passed(o: &Outcome, parents: u32, children: u32, bootstrap: &str) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..parents {
+        let line = format!("dyn_check spawn OK rank {r} of {parents} at thread level single");
+        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+    }
+    for r in 0..children {
+        for line in [
+            format!("dyn_check child OK rank {r} of {children} at thread level single"),
+            format!("dyn_check child {r} {bootstrap}"),
+        ] {
+            assert!(o.stdout.contains(&line), "{line}: {}", o.show());
+        }
     }
 }
 

@@ -8,23 +8,12 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, rivetrun, run_job_checking_shm, serial, Outcome};
+use rivet_tests::{
+    bin, dyn_spawn_passed, engine_check_passed, rivetrun, run_job_checking_shm, serial,
+};
 
 const DEADLINE: Duration = Duration::from_secs(90);
 const PMI2: &str = "bootstrap: process manager (PMI-2)";
-
-fn engine_check_passed(o: &Outcome, mode: &str, n: u32) {
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for r in 0..n {
-        assert!(
-            o.stdout.contains(&format!(
-                "engine_check {mode} OK rank {r} of {n} at thread level single"
-            )),
-            "{mode} rank {r}: {}",
-            o.show()
-        );
-    }
-}
 
 /// `srun --mpi=pmi2 -n N PROGRAM ARGS` with `RIVET_PMI=pmi2` (and `env`).
 fn srun_pmi2(n: u32, env: &[(&str, &str)], program: &str, args: &[&str]) -> Command {
@@ -151,24 +140,6 @@ fn rivet_ranks_run_under_mpich_hydra_with_pmi2() {
     }
 }
 
-/// Every parent and child of a `dyn_check spawn` passed, the children
-/// bootstrapped through PMI-2 too.
-fn pmi2_spawn_passed(o: &Outcome, parents: u32, children: u32) {
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for r in 0..parents {
-        let line = format!("dyn_check spawn OK rank {r} of {parents} at thread level single");
-        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
-    }
-    for r in 0..children {
-        for line in [
-            format!("dyn_check child OK rank {r} of {children} at thread level single"),
-            format!("dyn_check child {r} {PMI2}"),
-        ] {
-            assert!(o.stdout.contains(&line), "{line}: {}", o.show());
-        }
-    }
-}
-
 /// PMI-2's `spawn` under rivetrun: the children start with the parents'
 /// port pre-put in their KVS, bootstrap over PMI-2, connect back and
 /// exchange messages both ways; a spawn naming a missing program fails on
@@ -180,7 +151,7 @@ fn rivet_ranks_spawn_over_pmi2_under_rivetrun() {
     let mut cmd = rivetrun(&["-n", "2", "-genv", "RIVET_PMI", "pmi2"]);
     cmd.arg(bin("dyn_check")).args(["spawn", "3"]);
     let o = run_job_checking_shm(cmd, DEADLINE);
-    pmi2_spawn_passed(&o, 2, 3);
+    dyn_spawn_passed(&o, 2, 3, PMI2);
     let refused = o
         .stdout
         .lines()
@@ -208,5 +179,5 @@ fn rivet_ranks_spawn_over_pmi2_under_mpich_hydra() {
         .arg(bin("dyn_check"))
         .args(["spawn", "3", "nomissing"]);
     let o = run_job_checking_shm(cmd, DEADLINE);
-    pmi2_spawn_passed(&o, 2, 3);
+    dyn_spawn_passed(&o, 2, 3, PMI2);
 }

@@ -14,8 +14,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, cc_pmix, mpi_check_passed, mpicc, mpicc_openmpi, pmix_dirs, rivetrun, run_job,
-    run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer, Outcome, ShmWatch,
+    bin, cc_pmix, dyn_spawn_passed, engine_check_passed, mpi_check_passed, mpicc, mpicc_openmpi,
+    pmix_dirs, rivetrun, run_job, run_job_checking_shm, run_killed_job_checking_shm, serial,
+    NameServer, Outcome, ShmWatch,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -36,19 +37,6 @@ fn mpirun(n: u32, env: &[&str], program: &str, args: &[&str]) -> Command {
     }
     cmd.arg(bin(program)).args(args);
     cmd
-}
-
-fn engine_check_passed(o: &Outcome, mode: &str, n: u32) {
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for r in 0..n {
-        assert!(
-            o.stdout.contains(&format!(
-                "engine_check {mode} OK rank {r} of {n} at thread level single"
-            )),
-            "{mode} rank {r}: {}",
-            o.show()
-        );
-    }
 }
 
 #[test]
@@ -565,23 +553,8 @@ fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
     assert!(o.stdout.contains("gds=ds21 psec=munge\n"), "{}", o.show());
 }
 
-/// Every parent and child of a `dyn_check spawn` passed, the children
-/// bootstrapped through PMIx.
-fn pmix_spawn_passed(o: &Outcome, parents: u32, children: u32) {
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for r in 0..parents {
-        let line = format!("dyn_check spawn OK rank {r} of {parents} at thread level single");
-        assert!(o.stdout.contains(&line), "{line}: {}", o.show());
-    }
-    for r in 0..children {
-        for line in [
-            format!("dyn_check child OK rank {r} of {children} at thread level single"),
-            format!("dyn_check child {r} bootstrap: process manager (PMIx, OpenPMIx client)"),
-        ] {
-            assert!(o.stdout.contains(&line), "{line}: {}", o.show());
-        }
-    }
-}
+/// How a child bootstrapped through PMIx says so.
+const PMIX_CHILD: &str = "bootstrap: process manager (PMIx, OpenPMIx client)";
 
 /// Rivet's PMIx client spawns through `PMIx_Spawn` under rivetrun's PMIx
 /// server (`RIVET_PMI=pmix`): the children learn they were spawned and
@@ -605,7 +578,7 @@ fn rivet_ranks_spawn_through_rivetruns_pmix_server() {
         ]);
         cmd.arg(bin("dyn_check")).args(["spawn", "3"]);
         let o = run_job_checking_shm(cmd, DEADLINE);
-        pmix_spawn_passed(&o, 2, 3);
+        dyn_spawn_passed(&o, 2, 3, PMIX_CHILD);
         let refused = o
             .stdout
             .lines()
@@ -636,7 +609,7 @@ fn rivet_ranks_spawn_under_open_mpis_mpirun() {
         mpirun(2, &[], "dyn_check", &["spawn", "3", "nomissing"]),
         DEADLINE,
     );
-    pmix_spawn_passed(&o, 2, 3);
+    dyn_spawn_passed(&o, 2, 3, PMIX_CHILD);
     // mpirun kills the job while a child it started may be waiting for its
     // siblings with its node segment created: that segment is left (README,
     // "PMIx"; rivetrun would sweep it, mpirun does not). Removed here,
