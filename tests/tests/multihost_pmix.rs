@@ -59,6 +59,23 @@ fn nothing_left(c: &Cluster, o: &Outcome, before: &[String]) {
     }
 }
 
+/// Open MPI's `tests/c/SRC`, built with `mpicc.openmpi`, run by rivetrun
+/// on the two hosts (`c.rivetrun(per_host, n)`) with `args`.
+fn open_mpi_job(c: &Cluster, per_host: u32, n: u32, src: &str, args: &[&str]) -> Outcome {
+    let mut cmd = c.rivetrun(per_host, n);
+    cmd.arg(mpicc_openmpi(src)).args(args);
+    run_job(cmd, DEADLINE)
+}
+
+/// The job ended with code 0 and printed each of `lines`.
+fn passed_saying<S: AsRef<str>>(o: &Outcome, lines: impl IntoIterator<Item = S>) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for want in lines {
+        let want = want.as_ref();
+        assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+    }
+}
+
 #[test]
 fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
     let _serial = serial();
@@ -408,24 +425,19 @@ fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_names.c");
     let service = format!("mh-pmix-names-{}", std::process::id());
     // Rank 0 on h1 publishes, rank 1 on h2 finds it, may not unpublish it,
     // and no longer finds it once rank 0 has.
-    let mut cmd = c.rivetrun(1, 2);
-    cmd.arg(&prog).args(["names", &service]);
-    let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for r in 0..2 {
-        let ok = format!("mpi_names names OK rank {r} of 2");
-        assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
-    }
-    for want in [
-        "rank 1: unpublish by a non-publisher failed",
-        "rank 1: lookup after unpublish failed with MPI_ERR_NAME",
-    ] {
-        assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
-    }
+    let o = open_mpi_job(&c, 1, 2, "mpi_names.c", &["names", &service]);
+    passed_saying(
+        &o,
+        [
+            "mpi_names names OK rank 0 of 2",
+            "mpi_names names OK rank 1 of 2",
+            "rank 1: unpublish by a non-publisher failed",
+            "rank 1: lookup after unpublish failed with MPI_ERR_NAME",
+        ],
+    );
     nothing_left(&c, &o, &before);
 }
 
@@ -434,10 +446,7 @@ fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_check.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog);
-    let o = run_job(cmd, DEADLINE);
+    let o = open_mpi_job(&c, 2, 4, "mpi_check.c", &[]);
     // Open MPI learned which ranks share each host from the PMIx maps.
     mpi_check_passed_on_hosts(&o, 4, 2);
     nothing_left(&c, &o, &before);
@@ -448,10 +457,7 @@ fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_check.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).args(["abort", "3", "13"]);
-    let o = run_job(cmd, DEADLINE);
+    let o = open_mpi_job(&c, 2, 4, "mpi_check.c", &["abort", "3", "13"]);
     assert_eq!(o.code(), Some(13), "{}", o.show());
     assert!(
         o.stderr
@@ -507,18 +513,15 @@ fn open_mpi_comm_spawn_under_a_proxy() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_dynamic.c");
-    let mut cmd = c.rivetrun(1, 1);
-    cmd.arg(&prog).arg("spawn");
-    let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for want in [
-        "spawn parent 0 of 1 OK",
-        "spawn child 0 of 2 OK",
-        "spawn child 1 of 2 OK",
-    ] {
-        assert!(o.stdout.contains(want), "{want}: {}", o.show());
-    }
+    let o = open_mpi_job(&c, 1, 1, "mpi_dynamic.c", &["spawn"]);
+    passed_saying(
+        &o,
+        [
+            "spawn parent 0 of 1 OK",
+            "spawn child 0 of 2 OK",
+            "spawn child 1 of 2 OK",
+        ],
+    );
     nothing_left(&c, &o, &before);
 }
 
@@ -534,22 +537,20 @@ fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_dynamic.c");
     // Root 0 spawns on h1, root 1 on h2: each host learns where the other's
     // children are from rivetrun's pmix_spawned.
     for root in ["0", "1"] {
-        let mut cmd = c.rivetrun(1, 2);
-        cmd.arg(&prog).args(["spawn", root]);
-        let o = run_job(cmd, DEADLINE);
-        assert_eq!(o.code(), Some(0), "root {root}: {}", o.show());
-        for want in [
-            "spawn parent 0 of 2 OK",
-            "spawn parent 1 of 2 OK",
-            "spawn child 0 of 2 OK",
-            "spawn child 1 of 2 OK",
-        ] {
-            assert!(o.stdout.contains(want), "root {root}: {want}: {}", o.show());
-        }
+        let o = open_mpi_job(&c, 1, 2, "mpi_dynamic.c", &["spawn", root]);
+        eprintln!("root {root}"); // shown with a failure
+        passed_saying(
+            &o,
+            [
+                "spawn parent 0 of 2 OK",
+                "spawn parent 1 of 2 OK",
+                "spawn child 0 of 2 OK",
+                "spawn child 1 of 2 OK",
+            ],
+        );
         nothing_left(&c, &o, &before);
     }
 }
@@ -563,15 +564,12 @@ fn open_mpi_connect_accept_across_two_hosts() {
     let _serial = serial();
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
-    let prog = mpicc_openmpi("mpi_dynamic.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).arg("ports");
-    let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    for (r, side) in [(0, "accept"), (1, "accept"), (2, "connect"), (3, "connect")] {
-        let want = format!("ports rank {r} of 4 OK ({side})");
-        assert!(o.stdout.contains(&want), "{want}: {}", o.show());
-    }
+    let o = open_mpi_job(&c, 2, 4, "mpi_dynamic.c", &["ports"]);
+    let sides = [(0, "accept"), (1, "accept"), (2, "connect"), (3, "connect")];
+    passed_saying(
+        &o,
+        sides.map(|(r, side)| format!("ports rank {r} of 4 OK ({side})")),
+    );
     nothing_left(&c, &o, &before);
 }
 
