@@ -9,10 +9,10 @@
 //! still checks what only it knows (the rank against the communicator's
 //! size, the tag), and the panic boundary stays. All four go through the
 //! handle's `RawP2p` (the engine's non-generic point-to-point, taken when
-//! the handle is made): one call into the engine with its arguments and
-//! result in registers, no thread-level dispatch, and a frame of a few
-//! instructions here (`Comm`'s generic calls, compiled into this crate,
-//! cost 60-70 instructions of their own per message).
+//! the handle is made): no thread-level dispatch, and for isend, irecv
+//! and send `RawP2p`'s checks inlined here, so the export is the one
+//! frame around the engine's start (`Comm`'s generic calls, compiled into
+//! this crate, cost 60-70 instructions of their own per message).
 //!
 //! Any other caller should use the checked calls in `p2p.rs`: a null
 //! pointer here is undefined behaviour, not an error code.
