@@ -13,6 +13,7 @@ pub const LIBRARY: &CStr = c"libpmix.so.2";
 pub const PMIX_SUCCESS: c_int = 0;
 pub const PMIX_ERROR: c_int = -1;
 pub const PMIX_ERR_NO_PERMISSIONS: c_int = -23;
+pub const PMIX_ERR_TIMEOUT: c_int = -24;
 pub const PMIX_ERR_UNREACH: c_int = -25;
 pub const PMIX_ERR_BAD_PARAM: c_int = -27;
 pub const PMIX_ERR_OUT_OF_RESOURCE: c_int = -29;

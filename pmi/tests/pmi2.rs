@@ -68,8 +68,12 @@ fn work(mut c: Client) -> Result<Vec<String>, Error> {
     assert_eq!(c.lookup_name("ocean")?, "tag#0$port#7$");
     c.barrier()?;
     if c.kind() == "pmi2" {
-        // PMI-2's spawn reaches the server as PMI-1's request would.
-        assert_eq!(c.spawn(&child_request(rank))?, vec![0; 3]);
+        // PMI-2's spawn reaches the server as PMI-1's request would, and
+        // the answer names the new job.
+        assert_eq!(
+            c.spawn_job(&child_request(rank))?,
+            (vec![0; 3], Some(common::SPAWNED_JOB.to_string()))
+        );
         match c.spawn(&SpawnRequest::default()) {
             Err(Error::SpawnFailed { errcodes, message }) => {
                 assert!(errcodes.is_empty(), "{errcodes:?}");

@@ -16,7 +16,7 @@ use std::time::Duration;
 use rivet_tests::{
     bin, cc_pmix, dyn_spawn_passed, engine_check_passed, mpi_check_passed, mpicc, mpicc_openmpi,
     pmix_dirs, rivetrun, run_job, run_job_checking_shm, run_killed_job_checking_shm, serial,
-    NameServer, Outcome, ShmWatch,
+    NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -601,7 +601,8 @@ fn rivet_ranks_spawn_through_rivetruns_pmix_server() {
 
 /// The same spawn under Open MPI 4.1's `mpirun` (ORTE's PMIx server passes
 /// the apps' environment on). A missing program there ends the whole job
-/// (as Hydra does): `mpirun` fails naming it, and nothing is left running.
+/// (as Hydra does): `mpirun` fails naming it, and nothing is left running
+/// or in /dev/shm.
 #[test]
 fn rivet_ranks_spawn_under_open_mpis_mpirun() {
     let _serial = serial();
@@ -610,15 +611,11 @@ fn rivet_ranks_spawn_under_open_mpis_mpirun() {
         DEADLINE,
     );
     dyn_spawn_passed(&o, 2, 3, PMIX_CHILD);
-    // mpirun kills the job while a child it started may be waiting for its
-    // siblings with its node segment created: that segment is left (README,
-    // "PMIx"; rivetrun would sweep it, mpirun does not). Removed here,
-    // reported, not failed on; every process is still checked for.
-    let watch = ShmWatch::new();
-    let o = run_job(mpirun(2, &[], "dyn_check", &["spawn", "1"]), DEADLINE);
-    for name in watch.leaked() {
-        eprintln!("left by the child mpirun killed (removed): /dev/shm/{name}");
-    }
+    // mpirun ends the job (SIGTERM, then SIGKILL a second later) while the
+    // child it did start waits for its siblings with its node segment
+    // created: that child unlinks the name on SIGTERM (`shm/term.rs`), so
+    // nothing is left in /dev/shm either.
+    let o = run_job_checking_shm(mpirun(2, &[], "dyn_check", &["spawn", "1"]), DEADLINE);
     assert_ne!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stderr.contains("/nonexistent/rivet-no-such-program"),

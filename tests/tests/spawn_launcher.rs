@@ -87,6 +87,39 @@ fn spawned_children_run_see_their_job_and_end_with_it() {
     );
 }
 
+/// Over PMI-2, rivetrun's `spawn-response` names the new job (`jobid`):
+/// the parent is told the KVS name its children find themselves in.
+#[test]
+fn a_pmi2_spawn_response_names_the_children_s_job() {
+    let _serial = serial();
+    let wdir = TempDir::new("pmi2 spawn wdir");
+    let o = run_job(
+        check(
+            &["-n", "1", "-genv", "RIVET_PMI", "pmi2"],
+            &["spawn", "2", wdir.path()],
+        ),
+        DEADLINE,
+    );
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let job = o
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("spawned 2 from ")?.split_once(" as job "))
+        .map(|(_, job)| job.to_string())
+        .unwrap_or_else(|| panic!("no job named to the parent\n{}", o.show()));
+    assert!(job.ends_with("_s1"), "{job}");
+    for index in 0..2 {
+        assert!(
+            o.stdout
+                .lines()
+                .any(|l| l.starts_with(&format!("child {index} of 2 "))
+                    && l.contains(&format!(" kvs {job} "))),
+            "child {index} is not in {job}\n{}",
+            o.show()
+        );
+    }
+}
+
 #[test]
 fn spawned_processes_may_spawn_again() {
     let _serial = serial();

@@ -2,7 +2,8 @@
 //!
 //! One segment per node and job (`segment`), created by the node's lowest
 //! rank, attached by the others and unlinked by the last to attach, so a
-//! crash after start-up leaks nothing. Inside it (`layout`):
+//! crash after start-up leaks nothing; a SIGTERM before that unlinks it
+//! too (`term`). Inside it (`layout`):
 //! - per ordered pair, a fastbox ring (`fastbox`) of cache-line slots for
 //!   small messages: the receiver polls memory only it and one writer touch;
 //! - per rank, a Nemesis-style lock-free MPSC receive queue and a free queue
@@ -60,6 +61,7 @@ mod open;
 mod recv;
 mod segment;
 mod send;
+mod term;
 
 /// In `rivet-lockfree` (its loom models build it alone), used from here.
 pub use rivet_lockfree::{fastbox, queue};
@@ -189,6 +191,9 @@ pub struct ShmNode {
     /// handed out the other lanes (`take_lanes`).
     primary: bool,
     lanes_taken: bool,
+    /// While the name may still be in /dev/shm (not every local rank had
+    /// attached when we did), SIGTERM unlinks it (`term.rs`).
+    _term: Option<term::Armed>,
     _map: std::sync::Arc<MmapMut>,
 }
 

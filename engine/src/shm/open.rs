@@ -11,7 +11,7 @@ use super::config::*;
 use super::fastbox::{Inbound, RxRing, TxRing};
 use super::layout::*;
 use super::queue::{enqueue, BadLink, CellRegion, Consumer};
-use super::{cma, segment, Assembly, Seg, ShmNode, ShmStats, TxPeer};
+use super::{cma, segment, term, Assembly, Seg, ShmNode, ShmStats, TxPeer};
 
 fn check_ranks(local_size: usize, my_local: usize) -> Result<(), ShmError> {
     if local_size == 0 || local_size > MAX_LOCAL_SIZE {
@@ -211,6 +211,7 @@ impl ShmNode {
             });
         }
         let n = seg.word(H_ATTACHED).fetch_add(1, Ordering::AcqRel) + 1;
+        let mut armed = None;
         if n == local_size as u64 {
             segment::unlink(name)?;
         } else if n > local_size as u64 {
@@ -218,15 +219,12 @@ impl ShmNode {
                 name: name.into(),
                 why: format!("{n} ranks attached to a segment for {local_size}"),
             });
+        } else {
+            armed = term::arm(name);
         }
-        Ok(ShmNode::view(
-            name,
-            std::sync::Arc::new(map),
-            seg,
-            layout,
-            config,
-            me,
-        ))
+        let mut node = ShmNode::view(name, std::sync::Arc::new(map), seg, layout, config, me);
+        node._term = armed;
+        Ok(node)
     }
 
     /// The other lanes' handles (1..lanes), once: a second call, or a call
@@ -341,6 +339,7 @@ impl ShmNode {
             name: name.into(),
             primary: true,
             lanes_taken: false,
+            _term: None,
             _map: map,
         }
     }

@@ -223,9 +223,20 @@ impl State {
     }
 
     /// Namespace `kvs` was spawned by this proxy: all its processes are here.
-    pub fn spawned_here(&mut self, kvs: &str) {
+    pub fn spawned_here(&mut self, kvs: &str, rivetrun: &Upstream) {
         self.spawned.insert(kvs.to_string());
-        self.subsets.spawned(kvs, self.node);
+        self.subsets.spawned(kvs, self.node, rivetrun);
+    }
+
+    /// When a collective's wait for a spawn's news ends, if one waits
+    /// (`pmix_subset.rs`).
+    pub fn next_deadline(&self) -> Option<std::time::Instant> {
+        self.subsets.next_deadline()
+    }
+
+    /// Fail the collectives whose wait for a spawn's news ended.
+    pub fn expire(&mut self, now: std::time::Instant) {
+        self.subsets.expire(now);
     }
 
     /// Whether a PMIx fence is in the tree (its `barrier_out` is ours).
@@ -415,7 +426,7 @@ impl State {
                 }
             }
             Msg::Coll(done) => self.subsets.done(done),
-            Msg::Spawned { kvs, node } => self.subsets.spawned(&kvs, node),
+            Msg::Spawned { kvs, node } => self.subsets.spawned(&kvs, node, rivetrun),
         }
     }
 }

@@ -17,6 +17,12 @@
 //! group's its operation, name and count. PMIx has every participant call collectives over the same
 //! processes in the same order, so every node derives the same keys.
 //!
+//! A collective naming one of the job's spawned namespaces (`<job>_s<N>`)
+//! that this proxy has not yet heard of waits for rivetrun's
+//! `pmix_spawned`: the spawning proxy's children may reach their server and
+//! connect before the news reaches this proxy. It waits up to
+//! [`SPAWN_NEWS_WAIT`], then fails with `PMIX_ERR_TIMEOUT` and a message.
+//!
 //! Refused at once, with a message: processes of another namespace (a
 //! proxy serves only the job's and those spawned from it), ranks past the
 //! job, a group with optional members over several hosts (nodes whose
@@ -27,9 +33,11 @@
 //! lost, fails the collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
 
 use std::collections::HashMap;
+use std::time::{Duration, Instant};
 
 use rivet_pmi::pmix_ffi::{
-    PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS,
+    PMIX_ERR_BAD_PARAM, PMIX_ERR_NOT_SUPPORTED, PMIX_ERR_TIMEOUT, PMIX_ERR_UNREACH,
+    PMIX_RANK_WILDCARD, PMIX_SUCCESS,
 };
 
 use super::upstream::Upstream;
@@ -43,6 +51,20 @@ fn nodes_word(nodes: &[u32]) -> String {
     (nodes.iter().map(u32::to_string))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// Whether `ns` is named as the job's spawns are: `<job>_h<P>_s<N>` by
+/// proxy P (`proxy/spawn.rs`), `<job>_s<N>` by rivetrun.
+fn one_of_the_jobs_spawns(job: &str, ns: &str) -> bool {
+    let number = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let Some(rest) = ns.strip_prefix(job).and_then(|r| r.strip_prefix('_')) else {
+        return false;
+    };
+    let rest = match rest.strip_prefix('h').and_then(|r| r.split_once('_')) {
+        Some((p, r)) if number(p) => r,
+        _ => rest,
+    };
+    rest.strip_prefix('s').is_some_and(number)
 }
 
 /// `procs` as every node words them: `NS:RANK` (`NS:*`), sorted, once each.
@@ -93,6 +115,26 @@ impl Done {
     }
 }
 
+/// How long a collective naming a spawned namespace this proxy has not
+/// heard of waits for `pmix_spawned` (the news follows the spawn's start
+/// by one message through rivetrun; this bounds a namespace that never
+/// comes).
+pub const SPAWN_NEWS_WAIT: Duration = Duration::from_secs(30);
+
+/// Why a collective's processes have no nodes (yet).
+enum Unplaced {
+    /// A spawned namespace of the job not announced yet: wait for it.
+    NotYet(String),
+    Refused(String),
+}
+
+/// A collective waiting for `pmix_spawned` of namespace `ns`.
+struct Parked {
+    since: Instant,
+    ns: String,
+    call: Waiting,
+}
+
 /// What a collective completes once rivetrun answers.
 enum Waiting {
     Fence(FenceCall),
@@ -124,6 +166,8 @@ pub struct Subsets {
     groups: HashMap<String, Vec<(String, u32)>>,
     /// Namespaces a proxy spawned (all on its node): that node.
     spawned_at: HashMap<String, u32>,
+    /// Collectives waiting for a namespace's `pmix_spawned`, oldest first.
+    parked: Vec<Parked>,
 }
 
 impl Subsets {
@@ -136,28 +180,78 @@ impl Subsets {
             pending: HashMap::new(),
             groups: HashMap::new(),
             spawned_at: HashMap::new(),
+            parked: Vec::new(),
         }
     }
 
     /// Namespace `ns` was spawned by node `node`'s proxy: its processes
-    /// are all there.
-    pub fn spawned(&mut self, ns: &str, node: u32) {
+    /// are all there. Collectives that waited for it go on, in order.
+    pub fn spawned(&mut self, ns: &str, node: u32, rivetrun: &Upstream) {
         self.spawned_at.insert(ns.to_string(), node);
+        let (ready, still): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|p| p.ns == ns);
+        self.parked = still;
+        for p in ready {
+            // Parked again if it names another namespace not heard of yet.
+            match p.call {
+                Waiting::Fence(call) => self.fence(call, rivetrun),
+                Waiting::Group(call) => self.group(call, rivetrun),
+                Waiting::Connect(call) => self.connect(call, rivetrun),
+            }
+        }
     }
 
-    /// The nodes of `procs` (sorted), or why they cannot take part.
-    fn nodes_of(&self, procs: &[(String, u32)]) -> Result<Vec<u32>, String> {
+    /// When the oldest parked collective's wait ends, if any waits.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        self.parked.iter().map(|p| p.since + SPAWN_NEWS_WAIT).min()
+    }
+
+    /// Fail the parked collectives whose wait ended by `now`.
+    pub fn expire(&mut self, now: Instant) {
+        let (over, still): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
+            .into_iter()
+            .partition(|p| now >= p.since + SPAWN_NEWS_WAIT);
+        self.parked = still;
+        for p in over {
+            eprintln!(
+                "rivetrun: proxy {}: a PMIx collective named namespace {}, which looks like \
+                 one of job {}'s spawns, but no proxy announced it within {} s: failed \
+                 (PMIX_ERR_TIMEOUT)",
+                self.node,
+                p.ns,
+                self.kvsname,
+                SPAWN_NEWS_WAIT.as_secs()
+            );
+            p.call.fail(PMIX_ERR_TIMEOUT);
+        }
+    }
+
+    /// Wait for `pmix_spawned` of `ns` before running `call`.
+    fn park(&mut self, ns: String, call: Waiting) {
+        self.parked.push(Parked {
+            since: Instant::now(),
+            ns,
+            call,
+        });
+    }
+
+    /// The nodes of `procs` (sorted), or why they cannot take part (yet).
+    fn nodes_of(&self, procs: &[(String, u32)]) -> Result<Vec<u32>, Unplaced> {
         let mut nodes = Vec::new();
         for (ns, rank) in procs {
             if *ns != self.kvsname {
                 match self.spawned_at.get(ns) {
                     Some(&n) => nodes.push(n),
+                    None if one_of_the_jobs_spawns(&self.kvsname, ns) => {
+                        return Err(Unplaced::NotYet(ns.clone()))
+                    }
                     None => {
-                        return Err(format!(
+                        return Err(Unplaced::Refused(format!(
                             "processes of namespace {ns}: a proxy serves only the job's ({}) \
                              and those its ranks spawned",
                             self.kvsname
-                        ))
+                        )))
                     }
                 }
             } else if *rank == PMIX_RANK_WILDCARD {
@@ -165,14 +259,16 @@ impl Subsets {
             } else {
                 match self.node_of_rank.get(*rank as usize) {
                     Some(&n) => nodes.push(n),
-                    None => return Err(format!("rank {rank} is not in the job")),
+                    None => {
+                        return Err(Unplaced::Refused(format!("rank {rank} is not in the job")))
+                    }
                 }
             }
         }
         nodes.sort_unstable();
         nodes.dedup();
         if nodes.is_empty() {
-            return Err("no processes named".into());
+            return Err(Unplaced::Refused("no processes named".into()));
         }
         Ok(nodes)
     }
@@ -195,7 +291,8 @@ impl Subsets {
     pub fn fence(&mut self, call: FenceCall, rivetrun: &Upstream) {
         let nodes = match self.nodes_of(&call.procs) {
             Ok(n) => n,
-            Err(why) => {
+            Err(Unplaced::NotYet(ns)) => return self.park(ns, Waiting::Fence(call)),
+            Err(Unplaced::Refused(why)) => {
                 self.refuse("a PMIx fence over these processes", &why);
                 return call.finish(PMIX_ERR_NOT_SUPPORTED, Vec::new());
             }
@@ -215,7 +312,8 @@ impl Subsets {
         };
         let nodes = match self.nodes_of(&call.procs) {
             Ok(n) => n,
-            Err(why) => {
+            Err(Unplaced::NotYet(ns)) => return self.park(ns, Waiting::Connect(call)),
+            Err(Unplaced::Refused(why)) => {
                 self.refuse(&format!("a PMIx {op} over these processes"), &why);
                 return call.finish(PMIX_ERR_NOT_SUPPORTED);
             }
@@ -240,7 +338,8 @@ impl Subsets {
         };
         let nodes = match self.nodes_of(&procs) {
             Ok(n) => n,
-            Err(why) => {
+            Err(Unplaced::NotYet(ns)) => return self.park(ns, Waiting::Group(call)),
+            Err(Unplaced::Refused(why)) => {
                 self.refuse("a PMIx group over these processes", &why);
                 return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
             }
@@ -313,10 +412,14 @@ impl Subsets {
         }
     }
 
-    /// rivetrun's link is gone: every collective under way fails.
+    /// rivetrun's link is gone: every collective under way, or waiting
+    /// for news that can no longer come, fails.
     pub fn lost(&mut self) {
         for (_, w) in self.pending.drain() {
             w.fail(PMIX_ERR_UNREACH);
+        }
+        for p in self.parked.drain(..) {
+            p.call.fail(PMIX_ERR_UNREACH);
         }
     }
 
@@ -324,6 +427,12 @@ impl Subsets {
     #[cfg(test)]
     pub fn waiting(&self) -> usize {
         self.pending.len()
+    }
+
+    /// Whether collectives wait for `pmix_spawned`.
+    #[cfg(test)]
+    pub fn parked(&self) -> usize {
+        self.parked.len()
     }
 }
 
@@ -459,7 +568,7 @@ mod tests {
         assert_eq!(st.waiting(), 0);
         // Spawned by node 0's proxy: the parents' nodes and node 0 take
         // part, under a key every node derives alike.
-        st.spawned("kids", 0);
+        st.spawned("kids", 0, &up);
         st.connect(call(true, procs()), &up);
         let words = next();
         assert_eq!(words[0], b"coll");
@@ -488,6 +597,76 @@ mod tests {
         st.done(done(&words[1], PMIX_ERR_UNREACH));
         assert_eq!(CONNECTS.lock().unwrap().pop(), Some(PMIX_ERR_UNREACH));
         assert_eq!(st.waiting(), 0);
+    }
+
+    /// What completions of the waiting test's connects said.
+    static LATE: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
+
+    unsafe extern "C" fn late(status: c_int, _cbdata: *mut c_void) {
+        LATE.lock().unwrap().push(status);
+    }
+
+    #[test]
+    fn a_connect_naming_a_spawn_not_yet_announced_waits_for_it_a_bounded_time() {
+        let (up, mut peer) = upstream();
+        let call = |ns: &str| {
+            let procs = vec![
+                (ns.to_string(), PMIX_RANK_WILDCARD),
+                ("kvs".to_string(), PMIX_RANK_WILDCARD),
+            ];
+            ConnectCall::for_test(true, procs, late, std::ptr::null_mut())
+        };
+        let mut st = Subsets::new(1, "kvs", vec![0, 0, 1, 1]);
+        // Node 0's proxy spawned kvs_h0_s1; its children connect here
+        // before rivetrun's pmix_spawned arrived: it waits, nothing sent.
+        st.connect(call("kvs_h0_s1"), &up);
+        assert_eq!((st.parked(), st.waiting()), (1, 0));
+        assert!(
+            LATE.lock().unwrap().is_empty(),
+            "refused or completed early"
+        );
+        // The news comes: the connect goes to rivetrun as it would have.
+        st.spawned("kvs_h0_s1", 0, &up);
+        let words = rivetrun_hears(&mut peer);
+        assert_eq!(wire::text(&words[1]), "connect/kvs:*,kvs_h0_s1:*#1");
+        assert_eq!(words[2], b"0,1");
+        assert_eq!((st.parked(), st.waiting()), (0, 1));
+        st.done(Done {
+            key: wire::text(&words[1]),
+            status: PMIX_SUCCESS,
+            context: 1,
+            blobs: Vec::new(),
+        });
+        assert_eq!(LATE.lock().unwrap().pop(), Some(PMIX_SUCCESS));
+        // News that never comes: failed at the bound, with a timeout.
+        st.connect(call("kvs_s2"), &up);
+        let deadline = st.next_deadline().expect("a deadline");
+        st.expire(deadline - Duration::from_millis(1));
+        assert_eq!(st.parked(), 1);
+        assert!(LATE.lock().unwrap().is_empty());
+        st.expire(deadline);
+        assert_eq!(LATE.lock().unwrap().pop(), Some(PMIX_ERR_TIMEOUT));
+        assert_eq!((st.parked(), st.next_deadline()), (0, None));
+        // Not named as the job's spawns are: refused at once, as before.
+        st.connect(call("other_s1"), &up);
+        assert_eq!(LATE.lock().unwrap().pop(), Some(PMIX_ERR_NOT_SUPPORTED));
+        // Waiting when rivetrun's link is lost: unreachable.
+        st.connect(call("kvs_h1_s3"), &up);
+        st.lost();
+        assert_eq!(LATE.lock().unwrap().pop(), Some(PMIX_ERR_UNREACH));
+        assert_eq!(st.parked(), 0);
+    }
+
+    #[test]
+    fn the_jobs_spawns_are_told_by_their_names() {
+        for ns in ["kvs_s1", "kvs_s12", "kvs_h0_s1", "kvs_h3_s7"] {
+            assert!(one_of_the_jobs_spawns("kvs", ns), "{ns}");
+        }
+        for ns in [
+            "kvs", "kvs_s", "kvs_sx", "kvs_h_s1", "kvs_h1", "kvs2_s1", "x_s1",
+        ] {
+            assert!(!one_of_the_jobs_spawns("kvs", ns), "{ns}");
+        }
     }
 
     #[test]

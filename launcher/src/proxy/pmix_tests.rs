@@ -122,7 +122,7 @@ fn fences_go_up_the_tree_one_at_a_time_and_come_back_concatenated() {
     );
     // A namespace this proxy spawned is all here: its fence completes
     // at once, with this node's ranks too.
-    st.spawned_here("kvs_1_h1_s1");
+    st.spawned_here("kvs_1_h1_s1", &up);
     let kids = vec![
         ("kvs_1_h1_s1".to_string(), PMIX_RANK_WILDCARD),
         ("kvs_1".to_string(), 2),

@@ -20,7 +20,7 @@
 use std::ffi::OsString;
 use std::sync::Arc;
 
-use rivet_pmi::server::{ConnId, SpawnFailure};
+use rivet_pmi::server::{ConnId, SpawnFailure, Spawned};
 
 use super::pmi::{self, Asker, Cmd, SpawnAsk};
 use super::upstream::Upstream;
@@ -230,7 +230,10 @@ pub(super) fn refuse_or_answer(
 ) {
     match asker {
         Asker::Pmi(conn) => {
-            let codes = answer.map(|(_, n)| vec![0; n]);
+            let codes = answer.map(|(jobid, n)| Spawned {
+                jobid,
+                errcodes: vec![0; n],
+            });
             pmi.send(Cmd::SpawnDone(conn, codes));
         }
         Asker::Pmix(call) => call.finish(

@@ -3,7 +3,7 @@
 
 use std::io::{ErrorKind, Read};
 
-use rivet_pmi::server::{ConnId, NsId, Output};
+use rivet_pmi::server::{ConnId, NsId, Output, Spawned};
 
 use super::{Failure, Phase, Supervisor, Who, MAX_PMI_UNSENT};
 use crate::nonblocking::{interest, write_unsent};
@@ -107,7 +107,9 @@ impl Supervisor {
                     rank,
                     request,
                 } => {
-                    let result = self.spawn(ns, rank, &request, &[]).map(|(codes, _)| codes);
+                    let result = self
+                        .spawn(ns, rank, &request, &[])
+                        .map(|(errcodes, jobid)| Spawned { jobid, errcodes });
                     let mut replies = Vec::new();
                     self.server.spawn_done(conn, result, &mut replies);
                     self.apply(replies);

@@ -236,8 +236,17 @@ impl Client {
     /// [`Error::SpawnFailed`], with one code per process and the server's
     /// message.
     pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
+        self.spawn_job(request).map(|(codes, _job)| codes)
+    }
+
+    /// As [`Client::spawn`], with the new job's id where the process
+    /// manager says it: PMIx's namespace, PMI-2's `jobid`; PMI-1's
+    /// `spawn_result` carries none.
+    pub fn spawn_job(&mut self, request: &SpawnRequest) -> Result<(Vec<i32>, Option<String>)> {
         if let Mode::Pmix(p) = &self.mode {
-            return p.spawn(request).map(|(codes, _nspace)| codes);
+            return p
+                .spawn(request)
+                .map(|(codes, nspace)| (codes, Some(nspace)));
         }
         if let Mode::Pmi2(p) = &mut self.mode {
             return p.spawn(request);
@@ -264,9 +273,11 @@ impl Client {
         }
         match check(reply, "spawn")? {
             Message::SpawnResult { errcodes, .. } if errcodes.is_empty() => {
-                Ok(vec![0; usize::try_from(total).unwrap_or(0)])
+                Ok((vec![0; usize::try_from(total).unwrap_or(0)], None))
             }
-            Message::SpawnResult { errcodes, .. } if errcodes.len() as u64 == total => Ok(errcodes),
+            Message::SpawnResult { errcodes, .. } if errcodes.len() as u64 == total => {
+                Ok((errcodes, None))
+            }
             Message::SpawnResult { errcodes, .. } => Err(Error::UnexpectedReply {
                 expected: "spawn_result",
                 got: format!("{} error codes for {total} processes", errcodes.len()),

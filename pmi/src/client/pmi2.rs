@@ -209,9 +209,10 @@ impl Pmi2 {
     }
 
     /// `spawn` (`wire/v2_spawn.rs`): one code per process, all 0 unless
-    /// the server sent `errcodes`; a refusal is [`Error::SpawnFailed`]
-    /// with the server's codes (or its `rc` for each process) and message.
-    pub fn spawn(&mut self, request: &SpawnRequest) -> Result<Vec<i32>> {
+    /// the server sent `errcodes`, and the new job's `jobid` if the server
+    /// sent one; a refusal is [`Error::SpawnFailed`] with the server's
+    /// codes (or its `rc` for each process) and message.
+    pub fn spawn(&mut self, request: &SpawnRequest) -> Result<(Vec<i32>, Option<String>)> {
         let total = usize::try_from(request.total_procs()).unwrap_or(usize::MAX);
         let reply = self.exchange(spawn_query(request))?;
         let codes = reply
@@ -219,7 +220,10 @@ impl Pmi2 {
             .and_then(parse_errcodes)
             .filter(|c| c.len() == total);
         match reply.rc()? {
-            0 => Ok(codes.unwrap_or_else(|| vec![0; total])),
+            0 => Ok((
+                codes.unwrap_or_else(|| vec![0; total]),
+                reply.get("jobid").map(str::to_string),
+            )),
             rc => Err(Error::SpawnFailed {
                 errcodes: codes.unwrap_or_else(|| vec![rc; total]),
                 message: reply.errmsg().map_or_else(

@@ -81,7 +81,7 @@ pub use hub::{GroupHub, MAX_HUB_NAMESPACE, MAX_HUB_NAMESPACES};
 use kvs::Namespace;
 pub use names::{NameRequest, NameServer, NameService};
 use output::reply_to;
-pub use output::{Forwarded, Output, SpawnFailure};
+pub use output::{Forwarded, Output, SpawnFailure, Spawned};
 use spawn_result::shorten_to_fit;
 
 /// Launcher-chosen id of one connection.

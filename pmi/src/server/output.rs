@@ -85,6 +85,17 @@ pub enum Output {
     },
 }
 
+/// A spawn carried out, for [`Server::spawn_done`](super::Server::spawn_done).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Spawned {
+    /// The new job's id (its KVS name): a PMI-2 client gets it as
+    /// `spawn-response`'s `jobid` (MPICH's `PMI2_Job_Spawn` requires it
+    /// when asked for the id); PMI-1's `spawn_result` has no such field.
+    pub jobid: String,
+    /// One code per requested process (0: it started).
+    pub errcodes: Vec<i32>,
+}
+
 /// Why a spawn failed, for [`Server::spawn_done`](super::Server::spawn_done): sent as
 /// `cmd=spawn_result rc=1 errcodes=... msg=...`.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]

@@ -2,13 +2,14 @@
 //! made to fit one PMI line.
 
 use super::output::reply_to;
-use super::{ConnId, Output, Server, SpawnFailure};
+use super::{ConnId, Output, Server, SpawnFailure, Spawned};
 use crate::error::Result;
 use crate::wire::Message;
 
 impl Server {
-    /// Answer a pending spawn: `Ok(errcodes)` → `cmd=spawn_result rc=0`,
-    /// `Err(failure)` → `cmd=spawn_result rc=1 errcodes=... msg=...`.
+    /// Answer a pending spawn: `Ok(spawned)` → `cmd=spawn_result rc=0`
+    /// (PMI-2: `spawn-response` with `rc=0` and `jobid`), `Err(failure)` →
+    /// `cmd=spawn_result rc=1 errcodes=... msg=...`.
     ///
     /// Error codes are sent only when one is nonzero and there is one per
     /// requested process (MPICH asserts on any other count); all zeros are
@@ -19,17 +20,19 @@ impl Server {
     pub fn spawn_done(
         &mut self,
         conn: ConnId,
-        result: Result<Vec<i32>, SpawnFailure>,
+        result: Result<Spawned, SpawnFailure>,
         out: &mut Vec<Output>,
     ) {
-        let Some(total) = self
-            .conns
-            .get_mut(&conn)
-            .and_then(|c| c.spawn_pending.take())
-        else {
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
-        let reply = match result {
+        let Some(total) = c.spawn_pending.take() else {
+            return;
+        };
+        if let (Some(v2), Ok(spawned)) = (c.v2.as_mut(), &result) {
+            v2.spawned_jobid = Some(spawned.jobid.clone());
+        }
+        let reply = match result.map(|s| s.errcodes) {
             Ok(codes) if codes.iter().all(|&c| c == 0) => Message::SpawnResult {
                 rc: 0,
                 errcodes: Vec::new(),

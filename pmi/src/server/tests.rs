@@ -262,14 +262,14 @@ fn scripted_session_three_ranks() {
         "cmd=spawn_result rc=-1 msg=spawn_already_pending\n"
     );
     let mut out = Vec::new();
-    s.server.spawn_done(1, Ok(vec![0, 0]), &mut out);
+    s.server.spawn_done(1, Ok(spawned(vec![0, 0])), &mut out);
     assert_eq!(
         sends(&out),
         vec![(1, "cmd=spawn_result rc=0\n".to_string())]
     );
     // Nothing pending any more: a stray spawn_done is ignored.
     out.clear();
-    s.server.spawn_done(1, Ok(vec![]), &mut out);
+    s.server.spawn_done(1, Ok(spawned(vec![])), &mut out);
     assert!(out.is_empty());
     // A failed spawn and one with per-process codes.
     assert_eq!(s.io(1, block).len(), 1);
@@ -315,7 +315,7 @@ fn scripted_session_three_ranks() {
     );
     out.clear();
     assert_eq!(s.io(1, block).len(), 1);
-    s.server.spawn_done(1, Ok(vec![0, -2]), &mut out);
+    s.server.spawn_done(1, Ok(spawned(vec![0, -2])), &mut out);
     assert_eq!(
         sends(&out),
         vec![(1, "cmd=spawn_result rc=0 errcodes=0,-2\n".to_string())]
@@ -799,7 +799,7 @@ fn random_bytes_never_panic_the_server() {
             }
         }
         if x % 97 == 0 {
-            s.server.spawn_done(conn, Ok(vec![1]), &mut out);
+            s.server.spawn_done(conn, Ok(spawned(vec![1])), &mut out);
         }
         if x % 89 == 0 {
             s.server.forward_names(x % 2 == 0);
@@ -906,4 +906,12 @@ fn names_from_pmix_share_the_pmi1_table_and_its_owner_rule() {
         s.server.answer_name(ns, 2, &lookup("svc")).status(),
         Some((1, Some("service_not_found")))
     );
+}
+
+/// A spawn that started job `kids` with these codes.
+fn spawned(errcodes: Vec<i32>) -> Spawned {
+    Spawned {
+        jobid: "kids".into(),
+        errcodes,
+    }
 }

@@ -28,6 +28,9 @@ pub(super) struct V2Conn {
     framer: V2Framer,
     /// Queries passed to the PMI-1 handlers, oldest first, awaiting answers.
     pending: VecDeque<V2Message>,
+    /// The job a spawn just started, for its `spawn-response`
+    /// (`Server::spawn_done`).
+    pub(super) spawned_jobid: Option<String>,
 }
 
 /// True when a fresh connection's first bytes are a PMI-2 length prefix
@@ -73,12 +76,14 @@ fn as_pmi1(q: &V2Message, own_ns: &str) -> Option<Message> {
     })
 }
 
-/// The PMI-2 response to `query` that PMI-1 answer `reply` stands for.
-fn as_v2_reply(query: &V2Message, reply: &Message) -> V2Message {
+/// The PMI-2 response to `query` that PMI-1 answer `reply` stands for;
+/// `jobid`, a spawn's new job, goes into a successful `spawn-response`.
+fn as_v2_reply(query: &V2Message, reply: &Message, jobid: Option<String>) -> V2Message {
     if let Message::SpawnResult { rc, errcodes, msg } = reply {
         let codes: Vec<String> = errcodes.iter().map(i32::to_string).collect();
         return V2Message::new("spawn-response")
             .with("rc", rc)
+            .with_opt("jobid", jobid.filter(|_| *rc == 0))
             .with_opt("errmsg", msg.as_ref().map(|m| m.replace(';', ",")))
             .with_opt("errcodes", (!codes.is_empty()).then(|| codes.join(",")))
             .with_opt("thrid", query.get("thrid"));
@@ -314,7 +319,11 @@ impl Server {
                 let Some(query) = v2.pending.pop_front() else {
                     continue; // nothing asked: not for a PMI-2 client
                 };
-                let answer = as_v2_reply(&query, &reply);
+                let jobid = match reply {
+                    Message::SpawnResult { .. } => v2.spawned_jobid.take(),
+                    _ => None,
+                };
+                let answer = as_v2_reply(&query, &reply, jobid);
                 match answer.encode() {
                     Ok(b) => rewritten.extend_from_slice(&b),
                     Err(_) => {

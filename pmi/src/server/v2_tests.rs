@@ -275,3 +275,73 @@ fn a_port_connection_must_initack_before_pmi2() {
         "{out:?}"
     );
 }
+
+/// A spawn over PMI-2 is answered `spawn-response` with the new job's id
+/// as `jobid` (MPICH's client requires it when asked for the id); a failed
+/// one has no `jobid`, its message and codes instead.
+#[test]
+fn a_pmi2_spawn_response_names_the_new_job() {
+    let (mut s, _) = server(2);
+    init_v2(&mut s, 0);
+    let request = crate::wire::SpawnRequest {
+        commands: vec![crate::wire::SpawnCommand {
+            execname: "/bin/child".into(),
+            nprocs: 2,
+            ..Default::default()
+        }],
+        preput: vec![],
+    };
+    let q = crate::wire::v2_spawn::spawn_query(&request).with("thrid", "t1");
+    let out = feed(&mut s, 0, &q.encode().unwrap());
+    assert!(
+        matches!(&out[..], [Output::Spawn { conn: 0, .. }]),
+        "{out:?}"
+    );
+    let mut out = Vec::new();
+    let done = Spawned {
+        jobid: "job_7_s1".into(),
+        errcodes: vec![0, 0],
+    };
+    s.spawn_done(0, Ok(done), &mut out);
+    let r = v2_to(&out, 0);
+    assert_eq!(r.len(), 1, "{out:?}");
+    assert_eq!(r[0].cmd, "spawn-response");
+    assert_eq!(r[0].rc().unwrap(), 0);
+    assert_eq!(r[0].get("jobid"), Some("job_7_s1"));
+    assert_eq!(r[0].get("thrid"), Some("t1"));
+
+    feed(&mut s, 0, &q.encode().unwrap());
+    let mut out = Vec::new();
+    let failure = SpawnFailure {
+        errcodes: vec![0, -190],
+        message: "not found".into(),
+    };
+    s.spawn_done(0, Err(failure), &mut out);
+    let r = v2_to(&out, 0);
+    assert_eq!(r[0].rc().unwrap(), 1);
+    assert_eq!(r[0].get("jobid"), None);
+    assert_eq!(r[0].get("errcodes"), Some("0,-190"));
+    assert_eq!(r[0].errmsg(), Some("not found"));
+
+    // PMI-1's spawn_result stays as it was: no jobid.
+    let mut out = Vec::new();
+    feed(
+        &mut s,
+        1,
+        b"mcmd=spawn\nnprocs=1\nexecname=/bin/child\ntotspawns=1\nspawnssofar=1\nargcnt=0\npreput_num=0\ninfo_num=0\nendcmd\n",
+    );
+    s.spawn_done(
+        1,
+        Ok(Spawned {
+            jobid: "job_7_s2".into(),
+            errcodes: vec![0],
+        }),
+        &mut out,
+    );
+    match &out[..] {
+        [Output::Send { conn: 1, bytes }] => {
+            assert_eq!(String::from_utf8_lossy(bytes), "cmd=spawn_result rc=0\n")
+        }
+        other => panic!("{other:?}"),
+    }
+}

@@ -5,8 +5,10 @@
 //! command, in order, `subcmd` (the program), `maxprocs`, `argc` with
 //! `argvI`, `infokeycount` with `infokeyI`/`infovalI`. The pairs are read
 //! in order: each `subcmd` opens a command. The response is
-//! `spawn-response` with `rc`, `errmsg` on failure, and (Rivet's server,
-//! as Slurm's) `errcodes`, one per process, comma-separated.
+//! `spawn-response` with `rc`, `jobid` (the new job's id, a string; MPICH's
+//! client requires it when its caller asks for the id) on success, `errmsg`
+//! on failure, and (Rivet's server, as Slurm's) `errcodes`, one per
+//! process, comma-separated.
 
 use super::message::{SpawnCommand, SpawnRequest};
 use super::v2::V2Message;

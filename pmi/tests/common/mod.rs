@@ -10,7 +10,11 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex};
 use std::thread::{self, JoinHandle};
 
-use rivet_pmi::server::{ConnId, NamespaceSpec, NsId, Output, Server};
+use rivet_pmi::server::{ConnId, NamespaceSpec, NsId, Output, Server, Spawned};
+
+/// The job id the hub answers every spawn with (it starts nothing).
+#[allow(dead_code)]
+pub const SPAWNED_JOB: &str = "rivet_spawned_job";
 
 /// Either kind of socket, so the hub can write and shut down.
 pub enum Sock {
@@ -100,10 +104,14 @@ impl Hub {
                         request,
                     });
                     let mut more = Vec::new();
-                    self.server
-                        .lock()
-                        .unwrap()
-                        .spawn_done(conn, Ok(codes), &mut more);
+                    self.server.lock().unwrap().spawn_done(
+                        conn,
+                        Ok(Spawned {
+                            jobid: SPAWNED_JOB.into(),
+                            errcodes: codes,
+                        }),
+                        &mut more,
+                    );
                     self.dispatch(more);
                 }
                 other => self.events.lock().unwrap().push(other),

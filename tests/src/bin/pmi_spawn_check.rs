@@ -107,9 +107,13 @@ fn spawn_ok(pmi: &mut Client, mut request: SpawnRequest, n: usize) {
             cmd.args[2] = port.clone();
         }
     }
-    match pmi.spawn(&request) {
-        Ok(codes) if codes == vec![0; n] => println!("spawned {n} from {}", pmi.kvs_name()),
-        Ok(codes) => die("parent", format!("spawn returned codes {codes:?}")),
+    match pmi.spawn_job(&request) {
+        Ok((codes, job)) if codes == vec![0; n] => match job {
+            // PMIx and PMI-2 name the new job (PMI-1 does not).
+            Some(job) => println!("spawned {n} from {} as job {job}", pmi.kvs_name()),
+            None => println!("spawned {n} from {}", pmi.kvs_name()),
+        },
+        Ok((codes, _)) => die("parent", format!("spawn returned codes {codes:?}")),
         Err(e) => die("parent", format!("spawn: {e}")),
     }
 }

@@ -9,7 +9,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{mpsc, Arc};
 
 use mio::Waker;
-use rivet_pmi::server::{ConnId, NamespaceSpec, SpawnFailure};
+use rivet_pmi::server::{ConnId, NamespaceSpec, SpawnFailure, Spawned};
 use rivet_pmi::wire::{Message, SpawnRequest};
 
 use super::port::Opened;
@@ -64,7 +64,7 @@ pub enum Cmd {
         said: Arc<Said>,
     },
     /// The answer to a spawn request from connection `ConnId`.
-    SpawnDone(ConnId, Result<Vec<i32>, SpawnFailure>),
+    SpawnDone(ConnId, Result<Spawned, SpawnFailure>),
     /// rivetrun's answer to a name request.
     NameDone(ConnId, Result<Message, String>),
     /// Bytes rivetrun's job-wide server sends a connection (`pmi_out`).

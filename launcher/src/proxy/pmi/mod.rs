@@ -107,7 +107,11 @@ impl Loop {
     fn run(&mut self, rx: mpsc::Receiver<Cmd>) {
         let mut events = Events::with_capacity(256);
         loop {
-            if let Err(e) = self.poll.poll(&mut events, None) {
+            // Woken in time to fail a collective that waited too long for
+            // a spawn's news.
+            let timeout = (self.pmix.next_deadline())
+                .map(|t| t.saturating_duration_since(std::time::Instant::now()));
+            if let Err(e) = self.poll.poll(&mut events, timeout) {
                 if e.kind() == ErrorKind::Interrupted {
                     continue;
                 }
@@ -139,6 +143,7 @@ impl Loop {
                 }
             }
             self.pmix_events();
+            self.pmix.expire(std::time::Instant::now());
         }
     }
 
@@ -206,7 +211,7 @@ impl Loop {
             Cmd::Namespace(spec) => {
                 let name = spec.name.clone();
                 // Spawned here: wholly on this node, for PMIx fences too.
-                self.pmix.spawned_here(&name);
+                self.pmix.spawned_here(&name, &self.rivetrun);
                 if let Err(e) = self.server.create_namespace(spec) {
                     eprintln!("rivetrun: proxy: namespace {name}: {e}");
                 }
