@@ -75,7 +75,8 @@
 //!   protocol code that changes it, behind private fields:
 //!   - `state/protocol.rs`: arrivals: eager, ssend ack, send cancel; rendezvous (a transport's
 //!     read, or streamed; direct placement) in `protocol/rendezvous.rs`, eager credit in
-//!     `protocol/credit.rs`.
+//!     `protocol/credit.rs`, a shm eager message over several cells taken cell by cell into a
+//!     posted receive in `protocol/cells.rs`.
 //!   - `state/posting.rs`: posting, probing, cancelling and withdrawing requests, what waits take.
 //!   - `state/vcs.rs`: the VC of an id, our process group, foreign groups' registration and
 //!     references, the list of VCs with queued sends.

@@ -237,6 +237,12 @@ pub enum RecvPhase {
         from: VcId,
         parts: u8,
     },
+    /// Matched, at its first cell, an eager message longer than one
+    /// shared-memory cell, whose later cells are copied in as they come
+    /// (`state/protocol/cells.rs`).
+    Cells {
+        from: VcId,
+    },
     Done,
 }
 

@@ -20,11 +20,14 @@
 //!
 //! A message longer than one cell's payload and up to `max_message` (four
 //! cells) takes several cells in a row, each with its own sequence number,
-//! all but the last flagged `CELL_MORE`; the receiver puts it together
-//! before delivering it (`recv.rs`). The engine sends messages that long
-//! eagerly only if `RIVET_SHM_EAGER_MAX` says so: eager through cells costs
-//! two copies, a rendezvous one `process_vm_readv`, whose fixed cost is
-//! high on some machines (about 1.5 us on an AMD EPYC KVM guest).
+//! all but the last flagged `CELL_MORE`. The receiver hands its pieces
+//! straight on when the engine claims the message at its first cell (a
+//! posted receive matched it: one copy, into the user's buffer), else puts
+//! it together and delivers it whole (`recv.rs`, `Deliver`). The engine
+//! sends messages that long eagerly only if `RIVET_SHM_EAGER_MAX` says
+//! so: eager through cells costs two copies, a rendezvous one
+//! `process_vm_readv`, whose fixed cost is high on some machines (about
+//! 1.5 us on an AMD EPYC KVM guest).
 //! Larger messages do not pass through here whole: the engine's rendezvous
 //! protocol reads them with `cma` (process_vm_readv) or streams them as cell
 //! sized pieces through `ShmNode::try_send`.
@@ -77,6 +80,7 @@ pub use config::*;
 use fastbox::{Inbound, TxRing};
 use layout::*;
 use queue::{CellRegion, Consumer, Ends};
+pub use recv::Deliver;
 
 /// How long a consumer waits for a producer that is between its tail swap and
 /// its link store before it gives up for this poll.
@@ -91,6 +95,9 @@ pub struct ShmStats {
     pub ring_full: u64,
     /// `try_send` calls answered `Ok(false)` (no ring room, no free cell).
     pub no_room: u64,
+    /// Messages longer than one cell received piece by piece, claimed at
+    /// their first cell (the others were put together first).
+    pub direct: u64,
 }
 
 /// The mapped segment, as a base pointer and length.
@@ -142,13 +149,18 @@ struct TxPeer {
     announced: bool,
 }
 
-/// A message longer than one cell, put together from its sender's cells
-/// (`recv.rs`): the header of its first cell and the payload so far.
+/// A message longer than one cell, arriving in its sender's cells
+/// (`recv.rs`): the header of its first cell and either the payload so
+/// far (held, delivered whole after the last cell) or, once the receiver
+/// claimed it at the first cell (`Deliver::first_piece`), its token and
+/// how many bytes it has taken.
 #[derive(Default)]
 struct Assembly {
     active: bool,
     header: crate::wire::WireHeader,
     buf: Vec<u8>,
+    direct: Option<u64>,
+    got: usize,
 }
 
 /// This process's view of one lane of the node segment: the sending and

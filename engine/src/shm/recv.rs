@@ -7,13 +7,44 @@ use std::sync::atomic::Ordering;
 use super::fastbox::{BeforeCell, MergeError};
 use super::layout::*;
 use super::queue::{enqueue, BadLink, Dequeued};
-use super::{ShmError, ShmNode, SPINS};
+use super::{Assembly, ShmError, ShmNode, SPINS};
 use crate::wire::WireHeader;
 
-impl ShmNode {
-    /// Hand up to `budget` arrived messages to `deliver(peer, header,
-    /// payload)`, in each sender's send order. The payload borrows shared
+/// Where a poll hands what arrived (`ShmNode::poll_with`).
+pub trait Deliver {
+    /// A whole message from local rank `peer`. The payload borrows shared
     /// memory and is valid only during the call.
+    fn message(&mut self, peer: usize, header: &WireHeader, payload: &[u8]);
+
+    /// The first cell of a message longer than one: claim it (a token of
+    /// the receiver's choosing), having taken `payload`, its first bytes,
+    /// and the rest comes to `piece`; or `None` (the default), and it is
+    /// put together and comes to `message` after its last cell.
+    #[inline(always)]
+    fn first_piece(&mut self, _peer: usize, _header: &WireHeader, _payload: &[u8]) -> Option<u64> {
+        None
+    }
+
+    /// The next bytes, from `offset` on, of the message claimed as
+    /// `token`; `last`: they end it. Only called after `first_piece`
+    /// claimed it; `offset` counts the bytes handed on before.
+    #[inline(always)]
+    fn piece(&mut self, _peer: usize, _token: u64, _offset: usize, _payload: &[u8], _last: bool) {}
+}
+
+/// A closure taking every message whole (`ShmNode::poll`).
+struct Whole<F>(F);
+
+impl<F: FnMut(usize, &WireHeader, &[u8])> Deliver for Whole<F> {
+    #[inline(always)]
+    fn message(&mut self, peer: usize, header: &WireHeader, payload: &[u8]) {
+        (self.0)(peer, header, payload)
+    }
+}
+
+impl ShmNode {
+    /// Hand up to `budget` arrived messages to `deliver` (`Deliver`), in
+    /// each sender's send order.
     ///
     /// A poll that finds nothing is the common case (every wait spins on
     /// it), so it is answered inline by [`ShmNode::idle`] before any
@@ -24,6 +55,13 @@ impl ShmNode {
         budget: usize,
         deliver: impl FnMut(usize, &WireHeader, &[u8]),
     ) -> Result<usize, ShmError> {
+        self.poll_with(budget, Whole(deliver))
+    }
+
+    /// [`ShmNode::poll`] handing messages longer than a cell to
+    /// `deliver` piece by piece where it claims them (`Deliver`).
+    #[inline(always)]
+    pub fn poll_with(&mut self, budget: usize, deliver: impl Deliver) -> Result<usize, ShmError> {
         if self.idle() {
             return Ok(0);
         }
@@ -58,11 +96,7 @@ impl ShmNode {
     }
 
     #[inline(never)]
-    fn poll_some(
-        &mut self,
-        budget: usize,
-        mut deliver: impl FnMut(usize, &WireHeader, &[u8]),
-    ) -> Result<usize, ShmError> {
+    fn poll_some(&mut self, budget: usize, mut deliver: impl Deliver) -> Result<usize, ShmError> {
         if budget == 0 {
             return Ok(0);
         }
@@ -128,7 +162,7 @@ impl ShmNode {
 
     /// Deliver up to `max` records from `s`'s ring, in sequence.
     #[inline]
-    fn poll_ring<F: FnMut(usize, &WireHeader, &[u8])>(
+    fn poll_ring<F: Deliver>(
         &mut self,
         s: usize,
         max: usize,
@@ -142,7 +176,7 @@ impl ShmNode {
                     // SAFETY: `peek` checked the record lies inside the ring;
                     // the sender leaves it alone until `consume` publishes it.
                     let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
-                    deliver(s, &rec.header, payload);
+                    deliver.message(s, &rec.header, payload);
                     rx.record_done(&rec);
                     k += 1;
                 }
@@ -160,11 +194,7 @@ impl ShmNode {
 
     /// Deliver up to `max` messages from the receive queue.
     #[inline]
-    fn poll_queue<F: FnMut(usize, &WireHeader, &[u8])>(
-        &mut self,
-        max: usize,
-        deliver: &mut F,
-    ) -> Result<usize, ShmError> {
+    fn poll_queue<F: Deliver>(&mut self, max: usize, deliver: &mut F) -> Result<usize, ShmError> {
         let mut k = 0;
         while k < max {
             let me = self.me;
@@ -195,10 +225,9 @@ impl ShmNode {
     /// Deliver cell `off` (dequeued from our receive queue) after any ring
     /// records of its sender that precede it, up to `max` messages in all;
     /// stash it in `pending` if the budget runs out first. Then return the
-    /// cell to its owner's free queue. A cell flagged `CELL_MORE` is part
-    /// of a longer message: its payload is kept (`Assembly`) until the
-    /// sender's last cell of it, which delivers the whole.
-    fn take_cell<F: FnMut(usize, &WireHeader, &[u8])>(
+    /// cell to its owner's free queue. A cell flagged `CELL_MORE`, and the
+    /// cell after it, are part of a longer message (`take_piece`).
+    fn take_cell<F: Deliver>(
         &mut self,
         off: u64,
         max: usize,
@@ -242,7 +271,7 @@ impl ShmNode {
             };
             // SAFETY: as in `poll_ring`.
             let payload = unsafe { std::slice::from_raw_parts(rec.payload, rec.len) };
-            deliver(owner, &rec.header, payload);
+            deliver.message(owner, &rec.header, payload);
             rx.record_done(&rec);
             k += 1;
         }
@@ -256,26 +285,18 @@ impl ShmNode {
         };
         let asm = &mut self.asm[owner];
         if !more && !asm.active {
-            deliver(owner, &header, payload);
+            deliver.message(owner, &header, payload);
             k += 1;
         } else {
-            if asm.buf.len() + len > self.max_message {
+            let cell = (owner, &header, payload, more);
+            let direct = &mut self.stats.direct;
+            if !take_piece(asm, cell, self.max_message, direct, deliver) {
                 return Err(corrupt(format!(
                     "cell {off:#x} continues a message past {} bytes",
                     self.max_message
                 )));
             }
-            if !asm.active {
-                asm.active = true;
-                asm.header = header;
-            }
-            asm.buf.extend_from_slice(payload);
-            if !more {
-                deliver(owner, &asm.header, &asm.buf);
-                asm.buf.clear();
-                asm.active = false;
-                k += 1;
-            }
+            k += !more as usize;
         }
         rx.cell_done();
         enqueue(&self.cells, self.seg.free_ends(&self.layout, owner), off).map_err(
@@ -287,6 +308,50 @@ impl ShmNode {
         )?;
         Ok(k)
     }
+}
+
+/// One cell of a message longer than one (`CELL_MORE` on all but the
+/// last): the first offers the message to `deliver` (`first_piece`); a
+/// claimed message's later cells go to `piece`, an unclaimed one's are
+/// held until the last delivers it whole (`direct` counts the claimed
+/// ones). `false`: the message runs past `max` bytes (a corrupt sender),
+/// and nothing of this cell was handed on.
+#[inline(never)]
+fn take_piece<F: Deliver>(
+    asm: &mut Assembly,
+    (owner, header, payload, more): (usize, &WireHeader, &[u8], bool),
+    max: usize,
+    direct: &mut u64,
+    deliver: &mut F,
+) -> bool {
+    let offset = if asm.active { asm.got } else { 0 };
+    if offset + payload.len() > max {
+        return false;
+    }
+    asm.got = offset + payload.len();
+    if !asm.active {
+        asm.active = true;
+        asm.header = *header;
+        asm.direct = deliver.first_piece(owner, header, payload);
+        if asm.direct.is_none() {
+            asm.buf.extend_from_slice(payload);
+        }
+        return true;
+    }
+    match asm.direct {
+        Some(token) => deliver.piece(owner, token, offset, payload, !more),
+        None => asm.buf.extend_from_slice(payload),
+    }
+    if !more {
+        if asm.direct.take().is_some() {
+            *direct += 1;
+        } else {
+            deliver.message(owner, &asm.header, &asm.buf);
+            asm.buf.clear();
+        }
+        asm.active = false;
+    }
+    true
 }
 
 /// A cell from `peer` with sequence number `seq` that does not fit its order.

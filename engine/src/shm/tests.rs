@@ -911,3 +911,67 @@ fn overlong_cell_chain_is_corruption() {
     assert!(matches!(e, ShmError::Corrupt { .. }), "{e}");
     assert!(e.to_string().contains("continues a message"), "{e}");
 }
+
+/// A receiver that claims the longer messages with even tags at their
+/// first cell and writes down everything it is handed.
+#[derive(Default)]
+struct Claims {
+    /// Whole messages: (tag, payload).
+    whole: Vec<(i32, Vec<u8>)>,
+    /// Claimed messages: tag, bytes put together from the pieces, ended.
+    claimed: Vec<(i32, Vec<u8>, bool)>,
+}
+
+impl Deliver for &mut Claims {
+    fn message(&mut self, _: usize, h: &WireHeader, payload: &[u8]) {
+        self.whole.push((h.tag, payload.to_vec()));
+    }
+    fn first_piece(&mut self, _: usize, h: &WireHeader, payload: &[u8]) -> Option<u64> {
+        if h.tag % 2 != 0 {
+            return None;
+        }
+        self.claimed.push((h.tag, payload.to_vec(), false));
+        Some(1000 + self.claimed.len() as u64 - 1)
+    }
+    fn piece(&mut self, _: usize, token: u64, offset: usize, payload: &[u8], last: bool) {
+        let (_, got, ended) = &mut self.claimed[(token - 1000) as usize];
+        assert!(!*ended, "a piece after the last");
+        assert_eq!(offset, got.len(), "pieces come in order, at their offsets");
+        got.extend_from_slice(payload);
+        *ended = last;
+    }
+}
+
+/// A message longer than one cell that the receiver claims at its first
+/// cell comes piece by piece, at the right offsets and ended once; one it
+/// does not claim comes whole; both in order with the ring message
+/// between them, also one message per poll.
+#[test]
+fn claimed_messages_come_piece_by_piece() {
+    let name = Name::new("claims");
+    let mut v = nodes(&name, 2, &small());
+    let (max, mm) = (v[0].max_payload(), v[0].max_message());
+    assert!(v[0].try_send(1, &hdr(0, 0), &pattern(0, 0, mm)).unwrap());
+    assert!(v[0]
+        .try_send(1, &hdr(1, 0), &pattern(0, 1, max + 1))
+        .unwrap());
+    let mut c = Claims::default();
+    while v[1].poll_with(1, &mut c).unwrap() > 0 {}
+    assert!(v[0].try_send(1, &hdr(3, 0), b"ring").unwrap());
+    assert!(v[0]
+        .try_send(1, &hdr(2, 0), &pattern(0, 2, 2 * max + 7))
+        .unwrap());
+    while v[1].poll_with(1, &mut c).unwrap() > 0 {}
+    assert_eq!(
+        c.claimed,
+        [
+            (0, pattern(0, 0, mm), true),
+            (2, pattern(0, 2, 2 * max + 7), true)
+        ]
+    );
+    assert_eq!(
+        c.whole,
+        [(1, pattern(0, 1, max + 1)), (3, b"ring".to_vec())]
+    );
+    assert_eq!(v[1].stats().direct, 2);
+}

@@ -137,7 +137,8 @@ impl State {
                         }
                         RecvPhase::Streaming { from, .. }
                         | RecvPhase::Reading { from }
-                        | RecvPhase::Copying { from, .. } => from == id,
+                        | RecvPhase::Copying { from, .. }
+                        | RecvPhase::Cells { from } => from == id,
                         RecvPhase::Done => false,
                     },
                 }

@@ -26,7 +26,9 @@
 //! Large shared-memory copies shared with the sender: `copy.rs`.
 //! Here: dispatch, eager, acknowledgements, cancel, completion; the
 //! rendezvous receive side with `Cts` and `Data` in `protocol/rendezvous.rs`;
-//! flow control in `protocol/credit.rs`.
+//! flow control in `protocol/credit.rs`; an eager message longer than a
+//! shared-memory cell taken cell by cell into a posted receive in
+//! `protocol/cells.rs`.
 //!
 //! Send side: every send with a request runs one state machine
 //! (`table::SendPhase`, moved only by `SendOp`'s methods):
@@ -70,6 +72,7 @@ use crate::status::{MsgError, Status};
 use crate::table::{Op, RecvPhase, Req, SendOp};
 use crate::wire::{control, MsgKind, WireHeader, FLAG_CANCELLED, FLAG_SYNC};
 
+mod cells;
 mod credit;
 mod rendezvous;
 
@@ -401,3 +404,7 @@ pub(crate) mod tests;
 #[cfg(test)]
 #[path = "credit_tests.rs"]
 mod credit_tests;
+
+#[cfg(test)]
+#[path = "cells_tests.rs"]
+mod cells_tests;
