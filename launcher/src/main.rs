@@ -233,11 +233,14 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
         return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
     }
-    let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
+    let mut pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
     };
+    if let Some(starting) = pmix.as_mut() {
+        starting.lend_topology(topo.shared());
+    }
     let Some((mut job, mut apps, appnums, search_path)) = job else {
         info::print(&topo, cli.all);
         return Ok(0);
