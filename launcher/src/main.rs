@@ -136,6 +136,7 @@ mod nameserver;
 mod nonblocking;
 mod outfiles;
 mod output;
+mod own_env;
 mod pmix_host;
 mod proxy;
 mod remote;
@@ -165,8 +166,9 @@ use crate::topology::Topology;
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
-    // Before any thread starts: it sets a variable OpenPMIx reads.
+    // Before any thread starts: they set variables OpenPMIx and hwloc read.
     pmix_host::choose_pmix_defaults();
+    own_env::choose();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }

@@ -16,10 +16,11 @@ use super::summary::{Pu, RawCore, Summary};
 /// hwlocality answers a few "impossible" hwloc errors with a panic; turn one into an error so
 /// the launcher never aborts on a topology.
 ///
-/// (hwloc's plugins, loaded on first use, are not kept out: doing it by
-/// setting `HWLOC_PLUGINS_PATH` for the call raced with the PMIx server's
-/// thread reading the environment, and `getenv` crashed rivetrun now and
-/// then. The environment is changed only before any thread starts.)
+/// (hwloc's plugins, loaded on first use, are kept out by `own_env`, first
+/// thing in `main`: setting `HWLOC_PLUGINS_PATH` here, for the call, raced
+/// with the PMIx server's thread reading the environment, and `getenv`
+/// crashed rivetrun now and then. The environment is changed only before
+/// any thread starts.)
 fn no_panic<T>(
     f: impl FnOnce() -> Result<T, TopologyError>,
     on_panic: impl FnOnce() -> TopologyError,
