@@ -138,6 +138,7 @@ mod outfiles;
 mod output;
 mod own_env;
 mod pmix_host;
+mod pmix_need;
 mod proxy;
 mod remote;
 mod resources;
@@ -187,7 +188,19 @@ fn main() -> ExitCode {
 /// OpenPMIx is installed: programs whose MPI speaks PMIx (Open MPI) find it
 /// through the variables it adds to each rank's environment; the others
 /// ignore them. Without the library: PMI-1 alone (`rivetrun --info` says why).
-fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
+/// Nor for programs sure not to want it (MPICH's, `pmix_need`).
+fn start_pmix_server(job: &JobSpec, apps: &[App]) -> Option<pmix_host::Starting> {
+    let programs: Vec<pmix_need::Program<'_>> = apps
+        .iter()
+        .map(|app| pmix_need::Program {
+            path: &app.program,
+            wdir: app.wdir.as_deref(),
+            env: &app.env,
+        })
+        .collect();
+    if !pmix_need::may_want_pmix(&programs) {
+        return None;
+    }
     pmix_host::probe().ok()?;
     Some(pmix_host::Starting::spawn(
         job.kvsname.clone(),
@@ -235,7 +248,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
         return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
     }
-    let mut pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
+    let mut pmix = job
+        .as_ref()
+        .and_then(|(job, apps, ..)| start_pmix_server(job, apps));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,

@@ -245,7 +245,21 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let priority = launch::Priority::raise_own();
     // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`): its
     // server loads its plugins while the ranks are placed.
-    let mut pmix_starting = pmix::begin(&job.kvsname, &job.hosts, proxy_id);
+    let envs: Vec<Vec<(std::ffi::OsString, std::ffi::OsString)>> = (job.apps.iter())
+        .map(|app| job.env.iter().chain(&app.env).cloned().collect())
+        .collect();
+    let programs: Vec<crate::pmix_need::Program<'_>> = (job.apps.iter().zip(&envs))
+        .map(|(app, env)| crate::pmix_need::Program {
+            path: &app.program,
+            wdir: app.wdir.as_deref(),
+            env,
+        })
+        .collect();
+    let mut pmix_starting = if crate::pmix_need::may_want_pmix(&programs) {
+        pmix::begin(&job.kvsname, &job.hosts, proxy_id)
+    } else {
+        None
+    };
     let dir = JobDir::create(&std::env::temp_dir())
         .map_err(|e| format!("creating the job's temp directory: {e}"))?;
     let (places, default_affinity, topology_keys) =
