@@ -266,8 +266,8 @@ enum Bench {
     /// job started together (`rivetrun -n RANKS rivet-bench accept|connect
     /// --port-file <fresh file> --reps CONNECTS`), a Rivet spawn job
     /// (`rivetrun -n PARENTS rivet-bench spawn --reps SPAWNS`), and an Open
-    /// MPI spawn job (`mpirun.openmpi --allow-run-as-root --oversubscribe -n
-    /// PARENTS ompi_spawn`, benches/peers/ompi_spawn.c built with
+    /// MPI spawn job (`PMIX_MCA_psec=native mpirun.openmpi --allow-run-as-root
+    /// --oversubscribe -n PARENTS ompi_spawn`, benches/peers/ompi_spawn.c built with
     /// `mpicc.openmpi -O2` into target/peers, timing the same figures with
     /// MPI_Wtime). Rivet jobs run with RIVET_YIELD=always. Samples of all
     /// jobs are pooled: median [min-max] (count) per figure, in ms, and

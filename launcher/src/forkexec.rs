@@ -129,7 +129,9 @@ impl Batch {
             argv.push(cstring(a.as_bytes())?);
         }
         let mut vars: BTreeMap<OsString, OsString> = if spec.inherit_env {
-            std::env::vars_os().collect()
+            std::env::vars_os()
+                .filter(|(k, _)| !crate::own_env::is_own(k))
+                .collect()
         } else {
             BTreeMap::new()
         };

@@ -136,7 +136,9 @@ mod nameserver;
 mod nonblocking;
 mod outfiles;
 mod output;
+mod own_env;
 mod pmix_host;
+mod pmix_need;
 mod proxy;
 mod remote;
 mod resources;
@@ -165,8 +167,9 @@ use crate::topology::Topology;
 const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
-    // Before any thread starts: it sets a variable OpenPMIx reads.
+    // Before any thread starts: they set variables OpenPMIx and hwloc read.
     pmix_host::choose_pmix_defaults();
+    own_env::choose();
     if let Some(code) = generate::from_args(<Cli as clap::CommandFactory>::command) {
         return code;
     }
@@ -185,7 +188,19 @@ fn main() -> ExitCode {
 /// OpenPMIx is installed: programs whose MPI speaks PMIx (Open MPI) find it
 /// through the variables it adds to each rank's environment; the others
 /// ignore them. Without the library: PMI-1 alone (`rivetrun --info` says why).
-fn start_pmix_server(job: &JobSpec) -> Option<pmix_host::Starting> {
+/// Nor for programs sure not to want it (MPICH's, `pmix_need`).
+fn start_pmix_server(job: &JobSpec, apps: &[App]) -> Option<pmix_host::Starting> {
+    let programs: Vec<pmix_need::Program<'_>> = apps
+        .iter()
+        .map(|app| pmix_need::Program {
+            path: &app.program,
+            wdir: app.wdir.as_deref(),
+            env: &app.env,
+        })
+        .collect();
+    if !pmix_need::may_want_pmix(&programs) {
+        return None;
+    }
     pmix_host::probe().ok()?;
     Some(pmix_host::Starting::spawn(
         job.kvsname.clone(),
@@ -233,11 +248,16 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
         return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
     }
-    let pmix = job.as_ref().and_then(|(job, ..)| start_pmix_server(job));
+    let mut pmix = job
+        .as_ref()
+        .and_then(|(job, apps, ..)| start_pmix_server(job, apps));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
     };
+    if let Some(starting) = pmix.as_mut() {
+        starting.lend_topology(topo.shared());
+    }
     let Some((mut job, mut apps, appnums, search_path)) = job else {
         info::print(&topo, cli.all);
         return Ok(0);

@@ -41,6 +41,8 @@ pub const PMIX_PROC: u16 = 22;
 pub const PMIX_DATA_ARRAY: u16 = 39;
 /// `PMIX_INFO`: a `pmix_info_t` (the element type of an info array).
 pub const PMIX_INFO: u16 = 24;
+/// `PMIX_POINTER`: a bare `void *`, copied as a pointer.
+pub const PMIX_POINTER: u16 = 31;
 /// The event a group member's end raises for the other members.
 pub const PMIX_GROUP_MEMBER_FAILED: c_int = -170;
 /// `PMIX_RANGE_CUSTOM`: an event's targets are listed (`pmix.evrange`).
@@ -320,6 +322,7 @@ mod tests {
         assert_eq!(value("PMIX_PROC"), PMIX_PROC as i64);
         assert_eq!(value("PMIX_DATA_ARRAY"), PMIX_DATA_ARRAY as i64);
         assert_eq!(value("PMIX_INFO"), PMIX_INFO as i64);
+        assert_eq!(value("PMIX_POINTER"), PMIX_POINTER as i64);
         assert_eq!(
             value("PMIX_GROUP_MEMBER_FAILED"),
             PMIX_GROUP_MEMBER_FAILED as i64

@@ -13,8 +13,8 @@
 //!   MPI on librivetmpi on librivet); its extra column rivet-mpi/rivet is
 //!   what the MPI layer costs, held to 8 B latency <= 1.05 x and mr >= 0.95 x
 //! - mpich:   `MAXSIZE=M mpiexec.hydra -n 2 -bind-to core mpi_p2p.mpich <lat|bw|mr>`
-//! - openmpi: `mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to core
-//!   --mca pml ob1 --mca btl self,vader -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
+//! - openmpi: `PMIX_MCA_psec=native mpirun.openmpi --allow-run-as-root --oversubscribe -n 2
+//!   --bind-to core --mca pml ob1 --mca btl self,vader -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
 //!
 //! Over tcp (`--transport tcp`):
 //! - rivet-uring: `RIVET_NETMOD=tcp RIVET_TCP_BACKEND=uring rivetrun -n 2 --bind-to core
@@ -24,8 +24,8 @@
 //! - raw-tcp:     `tcp_pingpong <lat|bw>` (latency and bw only)
 //! - mpich:   `UCX_TLS=tcp,self MAXSIZE=M mpiexec.hydra -n 2 -bind-to core
 //!   mpi_p2p.mpich <lat|bw|mr>`
-//! - openmpi: `mpirun.openmpi --allow-run-as-root --oversubscribe -n 2 --bind-to core
-//!   --mca pml ob1 --mca btl self,tcp -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
+//! - openmpi: `PMIX_MCA_psec=native mpirun.openmpi --allow-run-as-root --oversubscribe -n 2
+//!   --bind-to core --mca pml ob1 --mca btl self,tcp -x MAXSIZE mpi_p2p.openmpi <lat|bw|mr>`
 //!
 //! where `mpi_p2p.*` is benches/peers/mpi_p2p.c built with each
 //! stack's `mpicc -O2` (into `target/peers/`), and M the largest size asked
@@ -76,12 +76,19 @@
 //!
 //! startup: wall time of a whole N-rank job, launcher start to exit:
 //! `rivetrun -n N rivet-bench startup` against `mpiexec.hydra -n N mpi_hello.mpich`
-//! and `mpirun.openmpi --oversubscribe -n N mpi_hello.openmpi` (benches/peers/
-//! `mpi_hello.c`: MPI_Init, MPI_Barrier, MPI_Finalize), default binding, one
-//! untimed warm-up run of each first. Over tcp each stack gets its TCP
-//! settings (the RIVET_* environment, UCX_TLS=tcp,self, --mca pml ob1 --mca
-//! btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
+//! and `PMIX_MCA_psec=native mpirun.openmpi --oversubscribe -n N mpi_hello.openmpi`
+//! (benches/peers/`mpi_hello.c`: MPI_Init, MPI_Barrier, MPI_Finalize), default
+//! binding, one untimed warm-up run of each first. Over tcp each stack gets
+//! its TCP settings (the RIVET_* environment, UCX_TLS=tcp,self, --mca pml ob1
+//! --mca btl self,tcp); raw-tcp has no startup. Over ofi only rivet-ofi(P) runs
 //! startup (with its RIVET_* settings).
+//!
+//! Every `mpirun.openmpi` run has `PMIX_MCA_psec=native`, the PMIx security
+//! component rivetrun's own server uses (`openmpi-rivetrun`), so both
+//! launchers authenticate their ranks alike. Left to choose, mpirun tries
+//! munge first; where the munge package is installed but no munged runs (a
+//! stale /run/munge socket), that costs it ~2.3 s of retries per job, which
+//! startup would otherwise count against Open MPI's launcher.
 //!
 //! Benchmarks of scale (`--benches idle,fanin`, over tcp or ofi, Rivet
 //! stacks only; jobs and verdicts in `scale_compare`): `latency-idle`, 8 B

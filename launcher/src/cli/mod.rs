@@ -38,7 +38,8 @@ asks for it (cmd=init pmi_version=2; Rivet ranks with RIVET_PMI=pmi2). Unmodifie
 and Rivet programs run under it. Where OpenPMIx (libpmix.so.2) is installed, rivetrun also \
 serves PMIx (OpenPMIx's server: the PMIX_* variables in each rank's environment, plus \
 FLUX_JOB_ID, which Open MPI 4.1 needs to use it), so unmodified Open MPI programs run too; \
---info says whether it is available.\n\n\
+--info says whether it is available. A job whose programs all link MPICH (without PMIx) and \
+whose ranks are not told RIVET_PMI=pmix gets no PMIx server: they speak PMI-1/PMI-2 only.\n\n\
 Output of every rank is forwarded line by line; stdin goes to rank 0; SIGINT and SIGTERM are \
 forwarded to the ranks. If a rank exits with a non-zero code, dies from a signal or calls abort, \
 the other ranks are terminated (SIGTERM, then SIGKILL after a grace period) and rivetrun exits \

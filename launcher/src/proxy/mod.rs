@@ -87,8 +87,18 @@ type Placed = (
     Vec<(String, String)>,
 );
 
-fn place(job: &Job, node: u32, host: &str, dir: &std::path::Path) -> Result<Placed, String> {
+/// `pmix`: the node's PMIx server being started, lent the topology found here.
+fn place(
+    job: &Job,
+    node: u32,
+    host: &str,
+    dir: &std::path::Path,
+    pmix: &mut Option<crate::pmix_host::Starting>,
+) -> Result<Placed, String> {
     let topo = Topology::discover().map_err(|e| e.to_string())?;
+    if let Some(starting) = pmix.as_mut() {
+        starting.lend_topology(topo.shared());
+    }
     let map_by = match &job.map_by {
         Some(m) => m
             .parse()
@@ -236,10 +246,25 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let priority = launch::Priority::raise_own();
     // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`): its
     // server loads its plugins while the ranks are placed.
-    let pmix_starting = pmix::begin(&job.kvsname, &job.hosts, proxy_id);
+    let envs: Vec<Vec<(std::ffi::OsString, std::ffi::OsString)>> = (job.apps.iter())
+        .map(|app| job.env.iter().chain(&app.env).cloned().collect())
+        .collect();
+    let programs: Vec<crate::pmix_need::Program<'_>> = (job.apps.iter().zip(&envs))
+        .map(|(app, env)| crate::pmix_need::Program {
+            path: &app.program,
+            wdir: app.wdir.as_deref(),
+            env,
+        })
+        .collect();
+    let mut pmix_starting = if crate::pmix_need::may_want_pmix(&programs) {
+        pmix::begin(&job.kvsname, &job.hosts, proxy_id)
+    } else {
+        None
+    };
     let dir = JobDir::create(&std::env::temp_dir())
         .map_err(|e| format!("creating the job's temp directory: {e}"))?;
-    let (places, default_affinity, topology_keys) = place(&job, proxy_id, host, dir.path())?;
+    let (places, default_affinity, topology_keys) =
+        place(&job, proxy_id, host, dir.path(), &mut pmix_starting)?;
     let t_placed = ms();
     let _segments = ShmSweep(std::process::id());
     // --pmi-port: a port on this host's address facing rivetrun (`pmi/port.rs`).

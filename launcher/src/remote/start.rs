@@ -143,6 +143,7 @@ pub fn argv(
 pub fn spawn(argv: &[OsString], secret: &str, in_env: bool) -> std::io::Result<Child> {
     let mut cmd = Command::new(&argv[0]);
     cmd.args(&argv[1..]);
+    crate::own_env::keep_out_of(&mut cmd);
     // SAFETY: the closure runs between fork and exec and makes one
     // async-signal-safe system call, touching no memory.
     unsafe {

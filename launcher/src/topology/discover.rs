@@ -16,10 +16,11 @@ use super::summary::{Pu, RawCore, Summary};
 /// hwlocality answers a few "impossible" hwloc errors with a panic; turn one into an error so
 /// the launcher never aborts on a topology.
 ///
-/// (hwloc's plugins, loaded on first use, are not kept out: doing it by
-/// setting `HWLOC_PLUGINS_PATH` for the call raced with the PMIx server's
-/// thread reading the environment, and `getenv` crashed rivetrun now and
-/// then. The environment is changed only before any thread starts.)
+/// (hwloc's plugins, loaded on first use, are kept out by `own_env`, first
+/// thing in `main`: setting `HWLOC_PLUGINS_PATH` here, for the call, raced
+/// with the PMIx server's thread reading the environment, and `getenv`
+/// crashed rivetrun now and then. The environment is changed only before
+/// any thread starts.)
 fn no_panic<T>(
     f: impl FnOnce() -> Result<T, TopologyError>,
     on_panic: impl FnOnce() -> TopologyError,
@@ -27,9 +28,20 @@ fn no_panic<T>(
     catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|_| Err(on_panic()))
 }
 
+/// This machine, without hwloc's `x86` component: it binds the calling
+/// thread to every PU in turn to read its CPUID, which on a busy node waits
+/// for each CPU in turn, and adds only cache `Inclusive` attributes to what
+/// the Linux component reads from sysfs (the placement uses neither).
 pub(super) fn this_system() -> Result<HwTopology, TopologyError> {
     no_panic(
-        || HwTopology::new().map_err(|e| TopologyError::Discover(e.to_string())),
+        || {
+            let err = |e: String| TopologyError::Discover(e);
+            HwTopology::builder()
+                .without_component("x86")
+                .map_err(|e| err(e.to_string()))?
+                .build()
+                .map_err(|e| err(e.to_string()))
+        },
         || TopologyError::Discover("hwloc failed unexpectedly".into()),
     )
 }

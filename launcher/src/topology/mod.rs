@@ -10,6 +10,7 @@
 //! - [`report_line`]: a `--report-bindings` line.
 //! - [`Placement::pmi_keys`]: the topology job attributes for the PMI server (formats in
 //!   `rivet_pmi::topology`).
+//! - [`SharedTopology`]: the discovered hwloc topology lent to the PMIx server.
 //!
 //! hwloc is used through `hwlocality` only in `discover.rs`; everything else works on the
 //! plain [`summary`] of one node.
@@ -25,12 +26,14 @@ mod error;
 mod mapping;
 mod policy;
 mod report;
+mod shared;
 mod summary;
 #[cfg(test)]
 mod tests;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 // The API rivetrun picks from; unused re-exports are not an error in a binary crate.
 #[allow(unused_imports)]
@@ -45,6 +48,7 @@ pub use mapping::{plan, ClusterPosition, Placement, PlacementRequest, RankPlacem
 pub use policy::{BindTo, MapBy};
 #[allow(unused_imports)]
 pub use report::report_line;
+pub use shared::SharedTopology;
 
 use summary::{DomainKind, Summary};
 
@@ -58,7 +62,7 @@ enum Source {
 
 /// A machine's topology: the hwloc topology plus the summary the mapper uses.
 pub struct Topology {
-    hw: hwlocality::Topology,
+    hw: Arc<hwlocality::Topology>,
     summary: Summary,
     source: Source,
     /// Discovered here and hwloc agrees (`HWLOC_XMLFILE` or `HWLOC_SYNTHETIC` in the
@@ -139,7 +143,7 @@ impl Topology {
         let summary = discover::summarize(&hw)?;
         let this_system = source == Source::ThisSystem && discover::hw_is_this_system(&hw);
         Ok(Topology {
-            hw,
+            hw: Arc::new(hw),
             summary,
             source,
             this_system,
@@ -150,6 +154,13 @@ impl Topology {
     /// whose placements are only simulated.
     pub fn is_this_system(&self) -> bool {
         self.this_system
+    }
+
+    /// This machine's hwloc topology, for the PMIx server to use rather than
+    /// discover it again; None for another machine's (`--topology`).
+    pub fn shared(&self) -> Option<SharedTopology> {
+        self.this_system
+            .then(|| SharedTopology(Arc::clone(&self.hw)))
     }
 
     /// Writes the topology as hwloc XML (for `PMI_hwloc_xmlfile`).
