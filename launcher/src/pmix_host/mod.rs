@@ -49,7 +49,8 @@
 //! proxies, and each node's server notifies its own clients.
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
-//! `register.rs` (what a namespace is registered with), `upcalls.rs` (the
+//! `register.rs` (what a namespace is registered with), `starting.rs`
+//! (the server started on its own thread, then the job registered), `upcalls.rs` (the
 //! module's own upcalls and the event queue), `calls.rs` and `values.rs`
 //! (info lists, completions), one file per served area.
 
@@ -67,6 +68,7 @@ pub mod names;
 pub mod node;
 mod register;
 mod spawn;
+mod starting;
 mod upcalls;
 mod values;
 
@@ -82,6 +84,7 @@ use rivet_pmi::pmix_ffi::{
     PMIX_RANGE_CUSTOM, PMIX_SUCCESS,
 };
 pub use spawn::{child_envs, status_of, SpawnCall};
+pub use starting::Starting;
 pub use upcalls::take_queued;
 
 use crate::topology::SharedTopology;
@@ -113,121 +116,6 @@ pub enum PmixEvent {
     /// A connect or disconnect of a node's clients, to complete across
     /// hosts (proxies only).
     Connect(ConnectCall),
-}
-
-/// A server being started on a thread of its own (it opens the library
-/// while rivetrun discovers the topology, then waits for that topology,
-/// [`Starting::lend_topology`], so as not to discover it again);
-/// [`Starting::finish`] registers the job. Dropped unfinished (an early
-/// error return), it still waits for the thread, so the server's
-/// directory is removed.
-pub struct Starting {
-    thread: Option<std::thread::JoinHandle<Result<PmixHost, String>>>,
-    /// Where the topology goes; dropped unsent, the server discovers its own.
-    topology: Option<mpsc::Sender<SharedTopology>>,
-    job: String,
-    size: u32,
-}
-
-impl Starting {
-    /// Start the server for job `job` of `size` ranks on this node (`host`)
-    /// on a new thread.
-    pub fn spawn(job: String, size: u32, host: String) -> Starting {
-        let (tx, rx) = mpsc::channel();
-        Starting {
-            thread: Some(std::thread::spawn(move || {
-                PmixHost::start_as(&host, false, rx)
-            })),
-            topology: Some(tx),
-            job,
-            size,
-        }
-    }
-
-    /// Start the server of one node of multi-host job `job` (a proxy's),
-    /// the node named `host` in the job's host list, on a new thread;
-    /// [`Starting::finish_node`] registers the job.
-    pub fn spawn_node(job: String, host: String) -> Starting {
-        let (tx, rx) = mpsc::channel();
-        Starting {
-            thread: Some(std::thread::spawn(move || {
-                PmixHost::start_as(&host, true, rx)
-            })),
-            topology: Some(tx),
-            job,
-            size: 0,
-        }
-    }
-
-    /// Hand the server this node's hwloc topology (None: it discovers its
-    /// own), which its `PMIx_server_init` waits for. The server keeps the
-    /// topology alive as long as it runs.
-    pub fn lend_topology(&mut self, topology: Option<SharedTopology>) {
-        if let (Some(tx), Some(topology)) = (self.topology.take(), topology) {
-            let _ = tx.send(topology);
-        }
-    }
-
-    /// [`Starting::finish`] for a node's server: the job registered with
-    /// `layout` (every host's ranks; this node's are its clients), so
-    /// fence and direct modex come to the proxy as events.
-    pub fn finish_node(
-        mut self,
-        layout: node::Layout,
-        topology_xml: Option<String>,
-        cluster: Option<String>,
-    ) -> Result<PmixHost, String> {
-        let mut host = self.join()?;
-        if layout.hosts.get(layout.node) != Some(&host.host) {
-            return Err("this node is not in the job's host list".into());
-        }
-        host.topology_xml = topology_xml;
-        host.cluster = cluster;
-        host.nspace = CString::new(self.job.as_str())
-            .map_err(|_| "the job name holds a NUL byte".to_string())?;
-        host.register(&self.job, &layout, None)?;
-        Ok(host)
-    }
-
-    fn join(&mut self) -> Result<PmixHost, String> {
-        // Unblock a server still waiting for a topology.
-        self.topology = None;
-        match self.thread.take().map(|t| t.join()) {
-            Some(Ok(result)) => result,
-            _ => Err("the PMIx server's start-up thread failed".into()),
-        }
-    }
-
-    /// Wait for the server and register the job. `topology_xml` (hwloc's
-    /// XML of this node) is handed to the ranks as `pmix.hwlocxml2`, which
-    /// Open MPI reads instead of discovering the topology in every rank;
-    /// `cluster` as `PMIX_CLUSTER_ID` (Rivet's ranks qualify their
-    /// namespace with it, as under PMI-1); `appnums`: the app (MPMD
-    /// section) of each rank, empty for one app.
-    pub fn finish(
-        mut self,
-        topology_xml: Option<String>,
-        cluster: Option<String>,
-        appnums: Vec<u32>,
-    ) -> Result<PmixHost, String> {
-        let mut host = self.join()?;
-        host.topology_xml = topology_xml;
-        host.cluster = cluster;
-        host.nspace = CString::new(self.job.as_str())
-            .map_err(|_| "the job name holds a NUL byte".to_string())?;
-        let layout = node::Layout::one_host(&host.host, self.size).with_apps(appnums)?;
-        host.register(&self.job, &layout, None)?;
-        Ok(host)
-    }
-}
-
-impl Drop for Starting {
-    fn drop(&mut self) {
-        self.topology = None;
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 /// What [`PmixHost::member_ended`] found.
