@@ -25,29 +25,25 @@ impl Starting {
     /// Start the server for job `job` of `size` ranks on this node (`host`)
     /// on a new thread.
     pub fn spawn(job: String, size: u32, host: String) -> Starting {
-        let (tx, rx) = mpsc::channel();
-        Starting {
-            thread: Some(std::thread::spawn(move || {
-                PmixHost::start_as(&host, false, rx)
-            })),
-            topology: Some(tx),
-            job,
-            size,
-        }
+        Starting::start(job, size, host, false)
     }
 
     /// Start the server of one node of multi-host job `job` (a proxy's),
     /// the node named `host` in the job's host list, on a new thread;
     /// [`Starting::finish_node`] registers the job.
     pub fn spawn_node(job: String, host: String) -> Starting {
+        Starting::start(job, 0, host, true)
+    }
+
+    fn start(job: String, size: u32, host: String, node: bool) -> Starting {
         let (tx, rx) = mpsc::channel();
         Starting {
             thread: Some(std::thread::spawn(move || {
-                PmixHost::start_as(&host, true, rx)
+                PmixHost::start_as(&host, node, rx)
             })),
             topology: Some(tx),
             job,
-            size: 0,
+            size,
         }
     }
 
