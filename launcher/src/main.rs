@@ -194,7 +194,6 @@ fn start_pmix_server(job: &JobSpec, apps: &[App]) -> Option<pmix_host::Starting>
         .iter()
         .map(|app| pmix_need::Program {
             path: &app.program,
-            wdir: app.wdir.as_deref(),
             env: &app.env,
         })
         .collect();

@@ -17,11 +17,11 @@ use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
-/// One program of the job: its path as given, its working directory and
-/// the variables it gets on top of rivetrun's environment.
+/// One program of the job: its path as the job resolved it
+/// (`launch::resolve_program`: what the ranks exec) and the variables it
+/// gets on top of rivetrun's environment.
 pub struct Program<'a> {
     pub path: &'a Path,
-    pub wdir: Option<&'a Path>,
     pub env: &'a [(OsString, OsString)],
 }
 
@@ -41,10 +41,7 @@ fn speaks_pmi_only(p: &Program<'_>) -> bool {
     if rivet_pmi.is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"pmix")) {
         return false;
     }
-    let Some(file) = resolve(p.path, p.wdir) else {
-        return false;
-    };
-    let Some(needed) = needed_of(&file) else {
+    let Some(needed) = needed_of(p.path) else {
         return false;
     };
     let Some(mpich) = needed.libs.iter().find(|l| l.starts_with("libmpich.so")) else {
@@ -57,21 +54,6 @@ fn speaks_pmi_only(p: &Program<'_>) -> bool {
         return false;
     };
     needed_of(&lib).is_some_and(|n| !n.libs.iter().any(|l| l.starts_with("libpmix")))
-}
-
-/// The file exec would run: `path` itself when it holds a `/` (relative
-/// to `wdir`), else the first executable of that name on `PATH`.
-fn resolve(path: &Path, wdir: Option<&Path>) -> Option<PathBuf> {
-    if path.as_os_str().as_bytes().contains(&b'/') {
-        return Some(match wdir {
-            Some(d) if path.is_relative() => d.join(path),
-            _ => path.to_path_buf(),
-        });
-    }
-    let dirs = std::env::var_os("PATH")?;
-    std::env::split_paths(&dirs)
-        .map(|d| d.join(path))
-        .find(|f| f.is_file())
 }
 
 /// A dynamic ELF file's `DT_NEEDED` names and its run path.
@@ -191,11 +173,7 @@ mod tests {
     use super::*;
 
     fn program(path: &Path) -> Program<'_> {
-        Program {
-            path,
-            wdir: None,
-            env: &[],
-        }
+        Program { path, env: &[] }
     }
 
     /// This test binary is a 64-bit ELF that links libc, not MPICH.
@@ -243,7 +221,6 @@ mod tests {
         let env = [(OsString::from("RIVET_PMI"), OsString::from("pmix"))];
         let told = Program {
             path: src,
-            wdir: None,
             env: &env,
         };
         assert!(may_want_pmix(&[told]));

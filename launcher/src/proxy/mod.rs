@@ -252,7 +252,6 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let programs: Vec<crate::pmix_need::Program<'_>> = (job.apps.iter().zip(&envs))
         .map(|(app, env)| crate::pmix_need::Program {
             path: &app.program,
-            wdir: app.wdir.as_deref(),
             env,
         })
         .collect();
