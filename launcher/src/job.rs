@@ -142,3 +142,17 @@ impl App {
         }
     }
 }
+
+/// What the netmods read the job secret from (`rivet_netmods::auth`).
+pub(crate) const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
+
+/// A new random job secret, put in the job's environment and returned.
+pub(crate) fn add_job_secret(job: &mut JobSpec) -> Result<String, LaunchError> {
+    let secret: String = rivet_pmi::server::random_bytes(16)
+        .map_err(LaunchError::Io)?
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    job.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
+    Ok(secret)
+}

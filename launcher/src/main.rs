@@ -24,6 +24,10 @@
 //!
 //! Module map:
 //!
+//! - `main.rs` picks the mode (proxy, IMPI server, name server, `--info`, a job);
+//!   `local_job.rs` runs a job on this host (placement, namespace, ranks, supervisor), with its
+//!   PMIx server (`pmix_need.rs` decides whether the programs may want one); `hosts_job.rs` hands
+//!   a job on other hosts to `remote/` (host list, options).
 //! - `cli/`: the options: the clap definition (`mod.rs`), mpiexec spellings normalised for clap
 //!   (`normalize.rs`), value parsers (`values.rs`); `generate.rs` the hidden `--clap-generate`
 //!   (man page, completions) shared with rivet-bench.
@@ -51,8 +55,9 @@
 //!   rivetrun's signals (`signals.rs`); names and group
 //!   connect served job-wide with a PMI server core of rivetrun's own (`jobwide.rs`).
 //! - `proxy/`: the per-node proxy (`rivetrun --proxy`): connect back and authenticate
-//!   (`upstream.rs`), place and start its ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI
-//!   server core in a poll loop with the node's topology keys (`pmi/`; `--pmi-port`'s port, its gate
+//!   (`upstream.rs`), read rivetrun's commands (`control.rs`), place (`place.rs`) and start its
+//!   ranks (MPMD apps), serve their PMI-1/PMI-2 with the PMI server core (the node's namespace:
+//!   `node_server.rs`) in a poll loop with the node's topology keys (`pmi/`; `--pmi-port`'s port, its gate
 //!   and closing: `pmi/port.rs`), barriers up a tree of
 //!   proxies (`tree.rs`), spawns started on this host (`spawn.rs`), output and exits; the
 //!   node's PMIx server, its fences as tree barriers and direct modex through rivetrun
@@ -126,11 +131,13 @@ mod forkexec;
 mod generate;
 mod group_link;
 mod hosts;
+mod hosts_job;
 mod impi;
 mod info;
 mod job;
 mod launch;
 mod leftovers;
+mod local_job;
 mod mpmd;
 mod nameserver;
 mod nonblocking;
@@ -148,23 +155,12 @@ mod supervisor;
 mod topology;
 mod version;
 
-use std::io::{Read, Write};
-use std::process::{ChildStdin, ExitCode};
-use std::time::Duration;
-
-use rivet_pmi::server::{NamespaceSpec, Server};
+use std::process::ExitCode;
 
 use crate::cli::Cli;
 use crate::error::LaunchError;
-use crate::job::{job_spec, placement_request, App};
-use crate::launch::{JobSpec, PmiChannel, RankPlace};
-use crate::leftovers::{JobDir, ShmSweep};
-use crate::spawn::SpawnBase;
-use crate::supervisor::{Failure, Supervisor};
+use crate::job::job_spec;
 use crate::topology::Topology;
-
-/// What the netmods read the job secret from (`rivet_netmods::auth`).
-const JOB_SECRET_ENV: &str = "RIVET_JOB_SECRET";
 
 fn main() -> ExitCode {
     // Before any thread starts: they set variables OpenPMIx and hwloc read.
@@ -181,31 +177,6 @@ fn main() -> ExitCode {
             ExitCode::from(err.exit_code() as u8)
         }
     }
-}
-
-/// Start rivetrun's PMIx server for the job, beside PMI-1, on a thread of
-/// its own (it loads its plugins while the topology is discovered), where
-/// OpenPMIx is installed: programs whose MPI speaks PMIx (Open MPI) find it
-/// through the variables it adds to each rank's environment; the others
-/// ignore them. Without the library: PMI-1 alone (`rivetrun --info` says why).
-/// Nor for programs sure not to want it (MPICH's, `pmix_need`).
-fn start_pmix_server(job: &JobSpec, apps: &[App]) -> Option<pmix_host::Starting> {
-    let programs: Vec<pmix_need::Program<'_>> = apps
-        .iter()
-        .map(|app| pmix_need::Program {
-            path: &app.program,
-            env: &app.env,
-        })
-        .collect();
-    if !pmix_need::may_want_pmix(&programs) {
-        return None;
-    }
-    pmix_host::probe().ok()?;
-    Some(pmix_host::Starting::spawn(
-        job.kvsname.clone(),
-        job.size,
-        info::hostname(),
-    ))
 }
 
 fn run(cli: Cli) -> Result<i32, LaunchError> {
@@ -244,12 +215,14 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     } else {
         Some(job_spec(&cli)?)
     };
-    if let (Some((job, apps, appnums, _)), Some(entries)) = (job.as_mut(), host_entries(&cli)?) {
-        return run_on_hosts(&cli, job, apps, appnums, &entries, name_server);
+    if let (Some((job, apps, appnums, _)), Some(entries)) =
+        (job.as_mut(), hosts_job::host_entries(&cli)?)
+    {
+        return hosts_job::run(&cli, job, apps, appnums, &entries, name_server);
     }
     let mut pmix = job
         .as_ref()
-        .and_then(|(job, apps, ..)| start_pmix_server(job, apps));
+        .and_then(|(job, apps, ..)| local_job::start_pmix_server(job, apps));
     let topo = match &cli.topology {
         Some(spec) => Topology::load(spec)?,
         None => Topology::discover()?,
@@ -257,358 +230,9 @@ fn run(cli: Cli) -> Result<i32, LaunchError> {
     if let Some(starting) = pmix.as_mut() {
         starting.lend_topology(topo.shared());
     }
-    let Some((mut job, mut apps, appnums, search_path)) = job else {
+    let Some(parts) = job else {
         info::print(&topo, cli.all);
         return Ok(0);
     };
-    // The job's processes (spawned ones too) prove to each other that they
-    // belong to it (the tcp netmod's HELLO); set last, so -genv cannot.
-    let secret = add_job_secret(&mut job)?;
-    for app in &mut apps {
-        app.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
-    }
-    let size = job.size;
-
-    // Placement is decided, and refused, before any rank starts.
-    let placement = topology::plan(&topo, &placement_request(&cli, size as usize))?;
-    let bind = topo.is_this_system();
-    if placement.nodes > 1 && bind {
-        return Err(LaunchError::Usage(format!(
-            "{} ranks at -ppn {} need {} nodes, but this job runs on this host only: give the \
-             hosts with -hosts or -hostfile, or use --topology to simulate another machine",
-            size,
-            cli.ppn.unwrap_or(0),
-            placement.nodes
-        )));
-    }
-    // IMPI: join the other clients before any rank starts (all or nothing).
-    let impi = match &cli.impi_client {
-        Some(args) => {
-            let (rank, addr) = impi::client::parse_args(args)?;
-            let mut session = impi::client::join(rank, &addr, size)?;
-            session.watch()?;
-            eprintln!("rivetrun: {}", session.summary());
-            for (k, v) in session.env() {
-                job.env.push((k.clone().into(), v.clone().into()));
-                for app in &mut apps {
-                    app.env.push((k.clone().into(), v.clone().into()));
-                }
-            }
-            Some(session)
-        }
-        None => None,
-    };
-    for note in &placement.notes {
-        eprintln!("rivetrun: note: {note}");
-    }
-    if cli.report_bindings {
-        let host = info::hostname();
-        for rank in &placement.ranks {
-            eprintln!("{}", topology::report_line(rank, &host));
-        }
-    }
-    // What jobs killed before they could clean up left behind.
-    let tmp = std::env::temp_dir();
-    let swept = leftovers::sweep_dead_jobs(&tmp, std::path::Path::new("/dev/shm"));
-    if !swept.is_empty() {
-        let names: Vec<String> = swept.iter().map(|p| p.display().to_string()).collect();
-        eprintln!(
-            "rivetrun: note: removed what dead jobs left: {}",
-            names.join(" ")
-        );
-    }
-    // Ranks load the topology from this file instead of rediscovering it.
-    let dir = JobDir::create(&tmp).map_err(LaunchError::Io)?;
-    let xml = dir.path().join("topology.xml");
-    topo.export_xml(&xml)?;
-    let _segments = ShmSweep(std::process::id());
-
-    let mut attributes = placement.pmi_keys(Some(&xml))?;
-    // Spawned processes are unbound: of the placement keys only the machine's topology holds for them.
-    let mut spawn_attributes: Vec<(String, String)> = attributes
-        .iter()
-        .filter(|(k, _)| k == rivet_pmi::topology::KEY_HWLOC_XMLFILE)
-        .cloned()
-        .collect();
-    let mut server = Server::new();
-    let cluster = match &cli.cluster_id {
-        Some(id) => id.clone(),
-        None => info::hostname(),
-    };
-    server.set_cluster(&cluster).map_err(|e| {
-        LaunchError::Usage(format!(
-            "{e}; pass a valid cluster id with --cluster-id NAME"
-        ))
-    })?;
-    // Every process, spawned ones too, learns the id it qualifies its namespace with.
-    let cluster_id = Some(cluster.clone());
-    let cluster_key = (rivet_pmi::group::KEY_CLUSTER.to_string(), cluster);
-    attributes.push(cluster_key.clone());
-    spawn_attributes.push(cluster_key);
-    // Seed 002's resource registration: what a rank registers and does not
-    // release is freed when it ends (`resources.rs`).
-    let resources_key = resources::serve(&mut server);
-    attributes.push(resources_key.clone());
-    spawn_attributes.push(resources_key);
-    let ns = server.create_namespace(NamespaceSpec {
-        name: job.kvsname.clone(),
-        size,
-        appnum: 0,
-        appnum_of_rank: if apps.len() > 1 {
-            appnums.clone()
-        } else {
-            Vec::new()
-        },
-        universe_size: size,
-        node_of_rank: placement.node_of_rank(),
-        attributes,
-        preput: Vec::new(),
-    })?;
-
-    let places: Vec<RankPlace> = placement
-        .ranks
-        .iter()
-        .map(|r| RankPlace {
-            local_rank: r.local_rank,
-            local_size: r.local_size,
-            affinity: if bind {
-                r.cpuset.as_ref().map(|set| set.to_libc())
-            } else {
-                None
-            },
-        })
-        .collect();
-    if places.iter().any(|p| p.affinity.is_some()) {
-        job.default_affinity = Some(
-            topology::current_affinity()
-                .map_err(LaunchError::Io)?
-                .to_libc(),
-        );
-    }
-
-    let grace = Duration::from_secs_f64(cli.kill_grace.clamp(0.0, cli::MAX_KILL_GRACE));
-    let mut supervisor = Supervisor::new(server, ns, cli.label, grace).map_err(LaunchError::Io)?;
-    supervisor.keep_going(cli.disable_auto_cleanup);
-    if let Some(limit) = cli::time_limit(&cli)? {
-        supervisor.time_limit(limit);
-    }
-    if cli.outfile_pattern.is_some() || cli.errfile_pattern.is_some() {
-        let mut files = outfiles::OutFiles::new(
-            cli.outfile_pattern.clone(),
-            cli.errfile_pattern.clone(),
-            info::hostname(),
-        );
-        // Every rank's files exist before any rank starts: a bad pattern fails here.
-        for rank in 0..size {
-            files
-                .files_for(0, rank)
-                .map_err(|e| LaunchError::Usage(e.to_string()))?;
-        }
-        supervisor.output_files(files);
-    }
-    if let Some(addr) = name_server {
-        supervisor.use_name_server(addr).map_err(LaunchError::Io)?;
-    }
-    if cli.pmi_port {
-        let (addr, auth) = supervisor.listen_tcp(size).map_err(LaunchError::Io)?;
-        job.channel = PmiChannel::Port(addr, auth);
-    }
-
-    // Open MPI's ranks take the topology from the server rather than
-    // each discovering it (`pmix.hwlocxml2`).
-    let topology_xml = std::fs::read_to_string(&xml).ok();
-    let pmix_appnums = if apps.len() > 1 {
-        appnums.clone()
-    } else {
-        Vec::new()
-    };
-    let pmix =
-        pmix.and_then(
-            |starting| match starting.finish(topology_xml, cluster_id, pmix_appnums) {
-                Ok(host) => Some(host),
-                Err(why) => {
-                    eprintln!("rivetrun: warning: no PMIx server for this job (PMI-1 only): {why}");
-                    None
-                }
-            },
-        );
-    if let Some(host) = &pmix {
-        host.wake(supervisor.waker());
-        // First, so that the user's -genv or -env wins.
-        if let Some((k, v)) = pmix_host::yield_when_oversubscribed(places.len()) {
-            for app in &mut apps {
-                app.env.insert(0, (k.clone().into(), v.clone().into()));
-            }
-        }
-    }
-    let priority = launch::Priority::raise_own();
-    let mut rank0_stdin = None;
-    let pmix_envs: Vec<Vec<(String, String)>> = (0..places.len())
-        .map(|rank| match &pmix {
-            Some(host) => host.fork_env(rank as u32).unwrap_or_else(|why| {
-                eprintln!("rivetrun: warning: rank {rank} gets no PMIx: {why}");
-                Vec::new()
-            }),
-            None => Vec::new(),
-        })
-        .collect();
-    let app_jobs: Vec<JobSpec> = apps.iter().map(|app| app.job(&job)).collect();
-    let procs = places.iter().enumerate().map(|(rank, place)| {
-        let app_job = &app_jobs[appnums[rank] as usize];
-        (app_job, rank as u32, place, &pmix_envs[rank][..])
-    });
-    let start_failure = match launch::start_all(procs, &priority) {
-        Ok(started) => {
-            for (rank, s) in started.into_iter().enumerate() {
-                let stdin = supervisor.add_rank(s).map_err(LaunchError::Io)?;
-                if rank == 0 {
-                    rank0_stdin = stdin;
-                }
-            }
-            None
-        }
-        Err((_, err)) => Some(err),
-    };
-    if let Some(host) = pmix {
-        supervisor.serve_pmix(host);
-    }
-    // rivetrun itself (and threads it starts) must not stay on rank 0's CPUs.
-    if let Some(mask) = &job.default_affinity {
-        launch::set_thread_affinity(mask).map_err(LaunchError::Io)?;
-    }
-    if let Some(err) = start_failure {
-        let code = err.exit_code();
-        supervisor.fail(Failure::Internal(err.to_string()));
-        supervisor.run();
-        return Ok(code);
-    }
-    let cwd = std::env::current_dir().map_err(LaunchError::Io)?;
-    supervisor.enable_spawn(
-        SpawnBase {
-            env: job.env.clone(),
-            clear_env: job.clear_env,
-            wdir: job.wdir.as_ref().map_or(cwd.clone(), |d| cwd.join(d)),
-            search_path,
-            attributes: spawn_attributes,
-            kvsname: job.kvsname.clone(),
-            universe_size: size,
-            hostname: info::hostname(),
-        },
-        priority,
-    );
-    if let Some(stdin) = rank0_stdin {
-        forward_stdin(stdin);
-    }
-    let code = supervisor.run().map_or(0, |failure| failure.exit_code());
-    // IMPI: FINI only after every proc exited successfully (2.4); else hang up.
-    match impi {
-        Some(session) if code == 0 => session.finish().map(|()| 0),
-        _ => Ok(code),
-    }
-}
-
-/// A new random job secret, put in the job's environment and returned.
-fn add_job_secret(job: &mut JobSpec) -> Result<String, LaunchError> {
-    let secret: String = rivet_pmi::server::random_bytes(16)
-        .map_err(LaunchError::Io)?
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    job.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
-    Ok(secret)
-}
-
-/// The host list of `-hosts` or `-hostfile`, if either was given.
-fn host_entries(cli: &Cli) -> Result<Option<Vec<hosts::HostEntry>>, LaunchError> {
-    use remote::start::Kind;
-    let slurm = match cli.launcher {
-        Some(Kind::Slurm) => true,
-        // Inside an allocation of several nodes, Slurm is the default (as
-        // in Hydra); on one node, rivetrun runs the job itself (spawn,
-        // names and PMIx work there).
-        None => remote::slurm::in_allocation() && remote::slurm::hosts().is_ok_and(|h| h.len() > 1),
-        Some(_) => false,
-    };
-    let entries = match (&cli.hosts, &cli.hostfile) {
-        (Some(_), _) | (_, Some(_)) if slurm => Err(
-            "--launcher slurm takes the hosts from the allocation; -hosts/-hostfile are \
-             not supported with it yet"
-                .to_string(),
-        ),
-        (Some(list), _) => hosts::parse_list(list).map_err(|e| format!("-hosts: {e}")),
-        (None, Some(file)) => hosts::read_file(file).map_err(|e| format!("-hostfile {e}")),
-        (None, None) if slurm => remote::slurm::hosts(),
-        (None, None) => return Ok(None),
-    };
-    entries.map(Some).map_err(LaunchError::Usage)
-}
-
-/// A job on other hosts: one proxy per host (`remote`, `proxy`).
-fn run_on_hosts(
-    cli: &Cli,
-    job: &mut JobSpec,
-    apps: &[App],
-    appnums: &[u32],
-    entries: &[hosts::HostEntry],
-    name_server: Option<String>,
-) -> Result<i32, LaunchError> {
-    if cli.topology.is_some() || cli.cpu_list.is_some() || cli.mesh_dims.is_some() {
-        return Err(LaunchError::Usage(
-            "-hosts/-hostfile cannot be combined with --topology, --cpu-list or --mesh-dims yet"
-                .into(),
-        ));
-    }
-    let secret = add_job_secret(job)?;
-    let apps: Vec<JobSpec> = apps
-        .iter()
-        .map(|app| {
-            let mut j = app.job(job);
-            j.env.push((JOB_SECRET_ENV.into(), secret.clone().into()));
-            j
-        })
-        .collect();
-    let nodes = hosts::place(entries, job.size, cli.ppn);
-    let launcher = match cli.launcher {
-        Some(kind) => kind,
-        None if cli.hosts.is_none() && cli.hostfile.is_none() => remote::start::Kind::Slurm,
-        None => remote::start::Kind::Ssh,
-    };
-    let opts = remote::Options {
-        launcher,
-        launcher_exec: cli.launcher_exec.clone(),
-        iface: cli.iface.clone(),
-        label: cli.label,
-        report_bindings: cli.report_bindings,
-        genvnone: cli.genvnone,
-        map_by: cli.map_by.name().to_string(),
-        bind_to: cli.bind_to.map(|b| b.name().to_string()),
-        grace: cli.kill_grace,
-        cluster: cli.cluster_id.clone().unwrap_or_else(info::hostname),
-        stats: cli.launch_stats,
-        keep_going: cli.disable_auto_cleanup,
-        name_server,
-        pmi_port: cli.pmi_port,
-    };
-    remote::run(job, &apps, appnums, nodes, &opts)
-}
-
-/// Copy rivetrun's stdin to rank 0 on a thread of its own: stdin may be a
-/// file or a terminal, which the event loop cannot poll. EOF closes rank 0's stdin.
-fn forward_stdin(mut rank0: ChildStdin) {
-    std::thread::spawn(move || {
-        let mut stdin = std::io::stdin().lock();
-        let mut buf = [0u8; 16384];
-        loop {
-            match stdin.read(&mut buf) {
-                Ok(0) => return,
-                Ok(n) => {
-                    if rank0.write_all(&buf[..n]).is_err() {
-                        return; // rank 0 closed its stdin or exited
-                    }
-                }
-                Err(err) if err.kind() == std::io::ErrorKind::Interrupted => continue,
-                Err(_) => return,
-            }
-        }
-    });
+    local_job::run(&cli, parts, topo, pmix, name_server)
 }

@@ -5,9 +5,9 @@
 //! secret (read from its stdin, or `RIVETRUN_PROXY_SECRET`), receives the
 //! job (having first made a session of its own whose scheduling group
 //! outranks its ranks', `session`), discovers this node's topology, places and binds the node's ranks
-//! and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
+//! (`place`) and starts them. It serves their PMI itself (`pmi`: PMI-1 and PMI-2
 //! through the PMI server core, with the job's process mapping, appnums
-//! and this node's topology keys, over each rank's `PMI_FD` or, with
+//! and this node's topology keys, `node_server`, over each rank's `PMI_FD` or, with
 //! `--pmi-port`, a port of the proxy's that admits only its ranks; the
 //! node's puts batched upstream, one barrier message per subtree up a tree
 //! of proxies, `tree`; and PMIx, where
@@ -15,12 +15,16 @@
 //! output a whole line at a time to its own stdout/stderr (`output`; the
 //! launcher carries it back), frees what an ended rank registered and did not
 //! release (seed 002, `crate::resources`, as rivetrun on one host), and
-//! reports each exit. When the connection to
+//! reports each exit. rivetrun's commands are read on a thread of their own
+//! (`control`). When the connection to
 //! rivetrun ends, the proxy kills its ranks and exits; the ranks die with
 //! the proxy (parent-death signal) and with their PMI connection.
 
+mod control;
 mod job;
+mod node_server;
 mod output;
+mod place;
 mod pmi;
 mod pmix;
 mod pmix_names;
@@ -36,15 +40,13 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use crate::launch::{self, JobSpec, PmiChannel, RankPlace};
+use crate::launch::{self, JobSpec, PmiChannel};
 use crate::leftovers::{JobDir, ShmSweep};
 use crate::remote::commands as cmd;
-use crate::remote::wire;
-use crate::topology::{self, PlacementRequest, Topology};
-use job::{read_secret, receive_job, Job};
+use job::{read_secret, receive_job};
+use node_server::node_server;
 use output::output_threads;
-
-use rivet_pmi::server::{NamespaceSpec, Server};
+use place::place;
 
 /// Where the proxy may read the job secret instead of its stdin (`manual`).
 pub const SECRET_ENV: &str = "RIVETRUN_PROXY_SECRET";
@@ -77,93 +79,6 @@ pub fn run(control: &str, proxy_id: u32) -> i32 {
     }
 }
 
-/// This node's placement: one `RankPlace` per local rank, the mask
-/// unbound ranks get once any rank is bound, and the topology keys of the
-/// node's ranks (`PMI_rivet_*`, numbered as in the job, with the node's
-/// index at the node level, and the node's hwloc XML in `dir`).
-type Placed = (
-    Vec<RankPlace>,
-    Option<libc::cpu_set_t>,
-    Vec<(String, String)>,
-);
-
-/// `pmix`: the node's PMIx server being started, lent the topology found here.
-fn place(
-    job: &Job,
-    node: u32,
-    host: &str,
-    dir: &std::path::Path,
-    pmix: &mut Option<crate::pmix_host::Starting>,
-) -> Result<Placed, String> {
-    let topo = Topology::discover().map_err(|e| e.to_string())?;
-    if let Some(starting) = pmix.as_mut() {
-        starting.lend_topology(topo.shared());
-    }
-    let map_by = match &job.map_by {
-        Some(m) => m
-            .parse()
-            .map_err(|e: topology::TopologyError| e.to_string())?,
-        None => "core"
-            .parse()
-            .map_err(|e: topology::TopologyError| e.to_string())?,
-    };
-    let bind_to = match &job.bind_to {
-        Some(b) => Some(
-            b.parse()
-                .map_err(|e: topology::TopologyError| e.to_string())?,
-        ),
-        None => None,
-    };
-    let mut placement = topology::plan(
-        &topo,
-        &PlacementRequest {
-            nranks: job.ranks.len(),
-            map_by,
-            bind_to,
-            ppn: None,
-            cpu_list: None,
-            mesh_dims: None,
-        },
-    )
-    .map_err(|e| e.to_string())?;
-    for note in &placement.notes {
-        eprintln!("rivetrun: note: {host}: {note}");
-    }
-    for (p, &rank) in placement.ranks.iter_mut().zip(&job.ranks) {
-        (p.rank, p.node) = (rank as usize, node);
-        for level in &mut p.cluster.levels {
-            if level.kind == rivet_pmi::topology::LevelKind::Node {
-                level.my_cluster = node;
-            }
-        }
-        if job.report {
-            eprintln!("{}", topology::report_line(p, host));
-        }
-    }
-    let xml = dir.join("topology.xml");
-    topo.export_xml(&xml).map_err(|e| e.to_string())?;
-    let keys = placement.pmi_keys(Some(&xml)).map_err(|e| e.to_string())?;
-    let places: Vec<RankPlace> = placement
-        .ranks
-        .iter()
-        .map(|r| RankPlace {
-            local_rank: r.local_rank,
-            local_size: r.local_size,
-            affinity: r.cpuset.as_ref().map(|set| set.to_libc()),
-        })
-        .collect();
-    let default = if places.iter().any(|p| p.affinity.is_some()) {
-        Some(
-            topology::current_affinity()
-                .map_err(|e| e.to_string())?
-                .to_libc(),
-        )
-    } else {
-        None
-    };
-    Ok((places, default, keys))
-}
-
 /// An exit's code (128 + the signal when killed) and signal (0: none).
 fn code_and_signal(status: std::process::ExitStatus) -> (i32, i32) {
     use std::os::unix::process::ExitStatusExt;
@@ -182,51 +97,6 @@ fn signal_all(pids: &[(u32, u32, bool)], sig: i32) {
             unsafe { libc::kill(-(pid as libc::pid_t), sig) };
         }
     }
-}
-
-/// The PMI server of this node: the job's namespace (its process mapping,
-/// the appnums of this node's ranks, rivetrun's attributes and this node's
-/// topology keys) served as node `node` (`Server::delegate_barriers`).
-fn node_server(job: &Job, node: u32, topology: Vec<(String, String)>) -> Result<Server, String> {
-    let mapping = job
-        .attrs
-        .iter()
-        .find(|(k, _)| k == rivet_pmi::server::PROCESS_MAPPING_KEY)
-        .map(|(_, v)| v.as_str())
-        .ok_or("no process mapping in the job description")?;
-    let node_of_rank = rivet_pmi::server::parse_process_mapping(mapping, job.size as usize)
-        .map_err(|e| format!("the job's process mapping: {e}"))?;
-    let mut appnum_of_rank = vec![0; job.size as usize];
-    for (&r, &a) in job.ranks.iter().zip(&job.appnums) {
-        appnum_of_rank[r as usize] = a;
-    }
-    let mut attributes: Vec<(String, String)> = job
-        .attrs
-        .iter()
-        .filter(|(k, _)| k != rivet_pmi::server::PROCESS_MAPPING_KEY)
-        .cloned()
-        .collect();
-    attributes.extend(topology);
-    let mut server = Server::new();
-    // The proxy frees what its ranks leave, as rivetrun does on one host.
-    attributes.push(crate::resources::serve(&mut server));
-    let ns = server
-        .create_namespace(NamespaceSpec {
-            name: job.kvsname.clone(),
-            size: job.size,
-            appnum: 0,
-            appnum_of_rank,
-            universe_size: job.size,
-            node_of_rank,
-            attributes,
-            preput: Vec::new(),
-        })
-        .map_err(|e| e.to_string())?;
-    server.delegate_barriers(ns, node);
-    // Names and groups are the job's, served by rivetrun (the loop forwards them).
-    server.forward_names(true);
-    server.forward_groups();
-    Ok(server)
 }
 
 fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
@@ -362,84 +232,7 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // rivetrun's stdin, for rank 0 (None: end of input).
     let (stdin_tx, stdin_rx) = mpsc::channel::<Option<Vec<u8>>>();
     let mut stdin_rx = Some(stdin_rx);
-    {
-        let (pmi, tx) = (pmi.clone(), tx.clone());
-        std::thread::spawn(move || {
-            while let Ok(Some(msg)) = wire::recv(&mut reader) {
-                match wire::text(msg.first().map_or(&[][..], |w| &w[..])).as_str() {
-                    cmd::BARRIER_OUT => pmi.send(pmi::Cmd::BarrierOut(wire::pairs(&msg))),
-                    cmd::CHILD_DONE => {
-                        // A child proxy's ranks all ended (it may never have
-                        // connected to us): as if its connection closed.
-                        if let Some(c) = msg.get(1).and_then(|w| wire::text(w).parse().ok()) {
-                            pmi.send(pmi::Cmd::ChildGone(c));
-                        }
-                    }
-                    cmd::PARENT => {
-                        let addr = wire::text(msg.get(1).map_or(&[][..], |w| w));
-                        tree::join_parent(addr, secret.clone(), proxy_id, pmi.clone());
-                    }
-                    cmd::SIGNAL => {
-                        let sig = msg.get(1).and_then(|s| wire::text(s).parse().ok());
-                        let _ = tx.send(Event::Signal(sig.unwrap_or(libc::SIGTERM)));
-                    }
-                    cmd::STDIN => {
-                        let _ = stdin_tx.send(msg.into_iter().nth(1));
-                    }
-                    cmd::STDIN_EOF => {
-                        let _ = stdin_tx.send(None);
-                    }
-                    cmd::TERM => {
-                        let _ = tx.send(Event::Term);
-                    }
-                    cmd::PMIX_SPAWNED => {
-                        // The PMI loop learns where its processes are (for
-                        // collectives naming them), the main thread
-                        // registers it with this node's server.
-                        if let Some(m) = pmix::Msg::parse(&msg) {
-                            pmi.send(pmi::Cmd::Pmix(m));
-                        }
-                        let _ = tx.send(Event::PmixSpawned(msg));
-                    }
-                    cmd::GEND => {
-                        let rank = msg.get(2).and_then(|w| wire::text(w).parse().ok());
-                        if let (Some(ns), Some(rank)) = (msg.get(1), rank) {
-                            let _ = tx.send(Event::MemberEnded(wire::text(ns), rank));
-                        }
-                    }
-                    cmd::DMODEX_ASK | cmd::DMODEX_DONE | cmd::COLL_OUT => {
-                        if let Some(m) = pmix::Msg::parse(&msg) {
-                            pmi.send(pmi::Cmd::Pmix(m));
-                        }
-                    }
-                    cmd::PMI_OUT => {
-                        let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
-                        if let (Some(conn), Some(bytes)) = (conn, msg.get(2)) {
-                            pmi.send(pmi::Cmd::Out(conn, bytes.clone()));
-                        }
-                    }
-                    cmd::NAME_DONE => {
-                        let conn = msg.get(1).and_then(|w| wire::text(w).parse().ok());
-                        let body = wire::text(msg.get(3).map_or(&[][..], |w| w));
-                        let result = match msg.get(2).map(|w| wire::text(w)).as_deref() {
-                            Some("ok") => rivet_pmi::wire::Message::parse(body.trim_end())
-                                .map_err(|e| format!("bad_answer_from_rivetrun: {e}")),
-                            _ => Err(body),
-                        };
-                        // A PMIx query's answer goes to its waiting thread.
-                        if let Some(conn) = conn.filter(|&c| c < pmix_names::CONN_BASE) {
-                            pmi.send(pmi::Cmd::NameDone(conn, result));
-                        } else if let Some(conn) = conn {
-                            pmix_names::deliver(conn, result);
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            pmi.send(pmi::Cmd::Lost);
-            let _ = tx.send(Event::Lost);
-        });
-    }
+    control::start_reader(reader, pmi.clone(), tx.clone(), stdin_tx, secret, proxy_id);
 
     // Ranks are started by this (the main) thread: their parent-death
     // signal is armed against it, and it lives as long as the proxy.

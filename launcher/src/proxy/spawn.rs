@@ -22,9 +22,9 @@ use std::sync::Arc;
 
 use rivet_pmi::server::{ConnId, SpawnFailure, Spawned};
 
+use super::job::Job;
 use super::pmi::{self, Asker, Cmd, SpawnAsk};
 use super::upstream::Upstream;
-use super::Job;
 use crate::launch::{self, Started};
 use crate::pmix_host::{self, PmixHost};
 use crate::remote::commands as cmd;

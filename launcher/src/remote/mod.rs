@@ -95,7 +95,7 @@ pub fn run(
     let secret = job
         .env
         .iter()
-        .find(|(k, _)| k == crate::JOB_SECRET_ENV)
+        .find(|(k, _)| k == crate::job::JOB_SECRET_ENV)
         .map(|(_, v)| v.to_string_lossy().into_owned())
         .ok_or_else(|| usage("no job secret".into()))?;
     let exe = std::env::current_exe().map_err(LaunchError::Io)?;
