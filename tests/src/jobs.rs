@@ -1,6 +1,7 @@
-//! Running jobs with a deadline under a unique tag, finding and killing
-//! what a job left behind, and the outside services some tests need (a
-//! name server, a one-node Slurm).
+//! Running jobs with a deadline under a unique tag (rivetrun's and Open
+//! MPI's `mpirun` command lines), finding and killing what a job left
+//! behind, and the outside services some tests need (a name server, a
+//! one-node Slurm).
 
 use std::io::Read;
 use std::process::{Command, ExitStatus, Stdio};
@@ -174,6 +175,24 @@ fn kill_tagged(tag: &str) -> Vec<(u32, String)> {
 pub fn rivetrun(args: &[&str]) -> Command {
     let mut cmd = Command::new(bin("rivetrun"));
     cmd.args(args);
+    cmd
+}
+
+/// `mpirun.openmpi -n N [-x VAR=VALUE...] PROGRAM ARGS` (as root, more
+/// ranks than cores allowed; the test tag forwarded for the leak check).
+pub fn mpirun_openmpi(n: u32, env: &[&str], program: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new("mpirun.openmpi");
+    cmd.args([
+        "--allow-run-as-root",
+        "--oversubscribe",
+        "-n",
+        &n.to_string(),
+    ])
+    .args(["-x", "RIVET_TEST_TAG"]);
+    for e in env {
+        cmd.args(["-x", e]);
+    }
+    cmd.arg(bin(program)).args(args);
     cmd
 }
 

@@ -15,8 +15,9 @@
 //!   and failure reporting; `procfs.rs` a job's processes seen through `/proc` (ranks,
 //!   listeners, peak memory); `netns.rs` namespace hosts for multi-host tests (netns + veth on a
 //!   bridge, own address, hostname, `/etc/hosts`, the `--launcher-exec` wrapper; removed on
-//!   drop); `pattern.rs` the payload patterns; `impi.rs` IMPI servers and clients (`--impi-server`,
-//!   `--impi-client`).
+//!   drop); `pmix_hosts.rs` what the multi-host PMIx tests share (two hosts where OpenPMIx is
+//!   installed, Open MPI jobs across them, nothing left on either); `pattern.rs` the payload
+//!   patterns; `impi.rs` IMPI servers and clients (`--impi-server`, `--impi-client`).
 //! - `src/bin/`: the Rust test ranks (`engine_check`, `dyn_check`, `group_check`, `cancel_race`,
 //!   `pmi_check`, `pmi_spawn_check`) and `no_io_uring`; `c/`: the C test programs (librivet,
 //!   librivet-pmi, the MPI layer, PMIx).
@@ -33,6 +34,7 @@
 pub mod impi;
 pub mod netns;
 pub mod pattern;
+pub mod pmix_hosts;
 pub mod procfs;
 pub mod rank_check;
 pub mod sshd;

@@ -1,5 +1,6 @@
 //! Reading a finished job's output: a passing `mpi_check`, `engine_check`
-//! or `dyn_check spawn`, the failures rivetrun reported, the appnum of each rank.
+//! or `dyn_check spawn`, any job that passed printing given lines, the failures rivetrun
+//! reported, the appnum of each rank.
 
 use crate::jobs::Outcome;
 
@@ -103,4 +104,13 @@ pub fn appnums(stdout: &str) -> Vec<(u32, i32, String)> {
         .collect();
     seen.sort();
     seen
+}
+
+/// The job ended with code 0 and printed each of `lines`.
+pub fn passed_saying<S: AsRef<str>>(o: &Outcome, lines: impl IntoIterator<Item = S>) {
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for want in lines {
+        let want = want.as_ref();
+        assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
+    }
 }
