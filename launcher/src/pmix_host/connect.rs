@@ -8,7 +8,8 @@
 //! nodes. Without these upcalls the library never answered its clients,
 //! and the spawn hung. On a node the upcall queues a [`ConnectCall`] for
 //! the proxy, which gathers it through rivetrun as it does a fence over
-//! some ranks (`proxy/pmix_subset.rs`). Single-host rivetrun leaves them
+//! some ranks (`proxy/pmix_subset.rs`); a connect given `PMIX_TIMEOUT` is
+//! refused from the upcall (`timeouts.rs`). Single-host rivetrun leaves them
 //! unset: every participant is a client of its one server, which
 //! completes the operation itself.
 
@@ -118,15 +119,28 @@ unsafe fn queue(
 pub(super) unsafe extern "C" fn on_node_connect(
     procs: *const PmixProc,
     nprocs: usize,
-    _info: *const PmixInfo,
-    _ninfo: usize,
+    info: *const PmixInfo,
+    ninfo: usize,
     cb: Option<OpCb>,
     cbdata: *mut c_void,
 ) -> c_int {
+    // SAFETY: the library passes `ninfo` valid infos.
+    if super::timeouts::arms_library_timer(unsafe { super::timeouts::infos(info, ninfo) }) {
+        // Refused here, not through `cb`: the library then fails the
+        // connect itself and arms no timer (`timeouts.rs`).
+        eprintln!(
+            "rivetrun: proxy: a PMIx connect across hosts is not supported under multi-host \
+             proxies: {}",
+            super::timeouts::WHY
+        );
+        return PMIX_ERR_NOT_SUPPORTED;
+    }
     // SAFETY: the library passes `nprocs` valid procs.
     unsafe { queue(true, procs, nprocs, cb, cbdata) }
 }
 
+/// A disconnect given `PMIX_TIMEOUT` is taken: OpenPMIx arms no timer for
+/// it (`timeouts.rs`).
 pub(super) unsafe extern "C" fn on_node_disconnect(
     procs: *const PmixProc,
     nprocs: usize,

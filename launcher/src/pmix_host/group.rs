@@ -302,7 +302,8 @@ impl GroupCall {
     }
 }
 
-/// The `group` upcall of a multi-host job's node: queued for the proxy.
+/// The `group` upcall of a multi-host job's node: queued for the proxy;
+/// refused at once when given `PMIX_TIMEOUT` (`timeouts.rs`).
 pub(super) unsafe extern "C" fn on_node_group(
     op: c_int,
     grp: *mut c_char,
@@ -321,6 +322,23 @@ pub(super) unsafe extern "C" fn on_node_group(
     }
     // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
     let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
+    if super::timeouts::arms_library_timer(directives) {
+        // Refused through `cb` at once, within the upcall: the library's
+        // handler then deletes its timer, which would crash it if it fired
+        // first (`timeouts.rs`).
+        eprintln!(
+            "rivetrun: proxy: a PMIx group across hosts is not supported under multi-host \
+             proxies: {}",
+            super::timeouts::WHY
+        );
+        reply(
+            cb,
+            cbdata,
+            rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED,
+            None,
+        );
+        return PMIX_SUCCESS;
+    }
     let flag = |key: &[u8]| {
         directives
             .iter()
