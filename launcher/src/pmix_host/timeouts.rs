@@ -9,7 +9,13 @@
 //!   whose timer still runs; only the host's callback (`modex_cbfunc`, then
 //!   `_mdxcbfunc`) completes and frees it, however late it comes. A node
 //!   takes timed fences across hosts as any other (the timeout is not
-//!   enforced once the local participants are in).
+//!   enforced once the local participants are in). One window the source
+//!   does not close, the library's own: its timer handler
+//!   (`fence_timeout`) hands the completion to a later event, and a last
+//!   local participant arriving in between still finds the tracker and
+//!   calls the host with it, which that completion then frees. It lasts
+//!   one turn of the library's event loop, at the deadline, and no host
+//!   can see it.
 //! * **connect** (`pmix_server_connect`): the timer is armed (with a
 //!   reference on the tracker) after every local participant's call that
 //!   returns success, including the one that called the host. When it
@@ -40,14 +46,19 @@
 //! within the upcall, as single-host rivetrun answers every group: the
 //! library's handler deletes the timer before it can fire (unless it had
 //! fired already, the node's last participant coming after the deadline,
-//! which no host can prevent). Where every participant of the node gave the
-//! timeout and there are two or more of them, the library arms the same
-//! timer event twice (the second arm re-initialises an event still queued),
-//! and once the first deadline passes its progress thread spins for ever,
-//! whatever the host does (seen on one host: a connect or a group of two
-//! ranks given `PMIX_TIMEOUT`, the job then hung). A group construct over
-//! the job without a context id, or any operation whose participants are
-//! all one server's clients, never reaches the host.
+//! which no host can prevent).
+//!
+//! Where two or more of one server's clients each give the timeout, the
+//! library arms the same timer event twice (the second arm re-initialises
+//! an event still queued in libevent), and once the deadline passes its
+//! progress thread spins for ever, however the operation ended: for a
+//! group whatever the host does, for a connect unless the host refuses it
+//! from the upcall (the last participant's arm follows a successful
+//! upcall). Seen on one host, where the server completes connects and
+//! groups among its own clients without the host: a connect or a group of
+//! two ranks given `PMIX_TIMEOUT`, the job then hung. A group construct
+//! over the job without a context id, or any operation whose participants
+//! are all one server's clients, never reaches the host.
 
 use rivet_pmi::pmix_ffi::PmixInfo;
 
