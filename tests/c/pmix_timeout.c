@@ -20,6 +20,10 @@
  *                                (OpenPMIx 4.2.2's timer for a group
  *                                misreads its own tracker)
  *
+ * With "mixed" instead of "late", only the last rank passes PMIX_TIMEOUT
+ * (for connect and group: the other host's ranks, which passed none, must
+ * fail at once too rather than wait for the refusing host).
+ *
  * Then every rank fences without a timeout and finalizes. Prints
  * "pmix_timeout MODE rank R: STATUS" for the timed call, then
  * "pmix_timeout MODE rank R done".
@@ -65,16 +69,19 @@ int main(int argc, char **argv) {
     PMIX_VALUE_RELEASE(val);
     if (argc > 2 && strcmp(argv[2], "late") == 0 && me.rank == size - 1)
         sleep(3);
+    /* dirs + skip: the directives this rank passes (PMIX_TIMEOUT first). */
+    size_t skip = argc > 2 && strcmp(argv[2], "mixed") == 0 && me.rank != size - 1;
     if (strcmp(mode, "fence") == 0) {
-        rc = PMIx_Fence(&wild, 1, dirs, 1);
+        rc = PMIx_Fence(&wild, 1, dirs + skip, 1 - skip);
         want = PMIX_SUCCESS;
     } else if (strcmp(mode, "connect") == 0) {
-        rc = PMIx_Connect(&wild, 1, dirs, 1);
+        rc = PMIx_Connect(&wild, 1, dirs + skip, 1 - skip);
         want = PMIX_ERR_NOT_SUPPORTED;
     } else if (strcmp(mode, "group") == 0) {
         pmix_info_t *results = NULL;
         size_t nresults = 0;
-        rc = PMIx_Group_construct("pmix-timeout-test", &wild, 1, dirs, 2, &results, &nresults);
+        rc = PMIx_Group_construct("pmix-timeout-test", &wild, 1, dirs + skip, 2 - skip, &results,
+                                  &nresults);
         if (results != NULL)
             PMIX_INFO_FREE(results, nresults);
         want = PMIX_ERR_NOT_SUPPORTED;

@@ -320,7 +320,9 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
 /// misreads a group's tracker (it crashed at the deadline). A node's
 /// server refuses those at once instead; also a connect of two ranks on
 /// each host, none late (refused from the upcall, the library arms no
-/// second timer, which would make its progress thread spin). Every job then
+/// second timer, which would make its progress thread spin); and each
+/// refused with only the second host's rank giving the timeout, where the
+/// first host's rank must hear the refusal, not wait for ever. Every job then
 /// fences plainly and finalizes, with nothing left behind.
 #[test]
 fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
@@ -328,20 +330,24 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
     let Some(c) = cluster() else { return };
     let before = pmix_dirs();
     let prog = cc_pmix("pmix_timeout.c");
-    for (mode, per_host, status) in [
-        ("fence", 1, "SUCCESS"),
-        ("connect", 1, "NOT-SUPPORTED"),
-        ("group", 1, "NOT-SUPPORTED"),
-        ("connect", 2, "NOT-SUPPORTED"),
+    for (mode, per_host, how, status) in [
+        ("fence", 1, "late", "SUCCESS"),
+        ("connect", 1, "late", "NOT-SUPPORTED"),
+        ("group", 1, "late", "NOT-SUPPORTED"),
+        ("connect", 2, "", "NOT-SUPPORTED"),
+        // Only the second host's rank gives the timeout: the first host's,
+        // which gave none, hears the refusal instead of waiting for ever.
+        ("connect", 1, "mixed", "NOT-SUPPORTED"),
+        ("group", 1, "mixed", "NOT-SUPPORTED"),
     ] {
         let n = 2 * per_host;
         let mut cmd = c.rivetrun(per_host, n);
         cmd.arg(&prog).arg(mode);
-        if per_host == 1 {
-            cmd.arg("late");
+        if !how.is_empty() {
+            cmd.arg(how);
         }
         let o = run_job(cmd, DEADLINE);
-        let what = format!("{mode} of {n} ranks");
+        let what = format!("{mode} {how} of {n} ranks");
         assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
         for rank in 0..n {
             let line = format!("pmix_timeout {mode} rank {rank}: {status}\n");
