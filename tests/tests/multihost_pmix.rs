@@ -96,6 +96,61 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     nothing_left(&c, &o, &before);
 }
 
+/// Collectives across hosts given `PMIX_TIMEOUT` (1 s), joined 3 s late by
+/// the rank of the second host (`tests/c/pmix_timeout.c`). OpenPMIx 4.2.2 stops a fence's timer
+/// once its own clients are in, so the host's late answer completes the
+/// fence; a connect's or a group's timer it keeps running while the host
+/// works: a late answer would complete a connect a second time (a
+/// duplicate reply to the client, the tracker unlinked twice from the
+/// server's list; the node's server crashed), and the timer itself
+/// misreads a group's tracker (it crashed at the deadline). A node's
+/// server refuses those at once instead; also a connect of two ranks on
+/// each host, none late (refused from the upcall, the library arms no
+/// second timer, which would make its progress thread spin); and each
+/// refused with only the second host's rank giving the timeout, where the
+/// first host's rank must hear the refusal, not wait for ever. Every job then
+/// fences plainly and finalizes, with nothing left behind.
+#[test]
+fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_pmix("pmix_timeout.c");
+    for (mode, per_host, how, status) in [
+        ("fence", 1, "late", "SUCCESS"),
+        ("connect", 1, "late", "NOT-SUPPORTED"),
+        ("group", 1, "late", "NOT-SUPPORTED"),
+        ("connect", 2, "", "NOT-SUPPORTED"),
+        // Only the second host's rank gives the timeout: the first host's,
+        // which gave none, hears the refusal instead of waiting for ever.
+        ("connect", 1, "mixed", "NOT-SUPPORTED"),
+        ("group", 1, "mixed", "NOT-SUPPORTED"),
+    ] {
+        let n = 2 * per_host;
+        let mut cmd = c.rivetrun(per_host, n);
+        cmd.arg(&prog).arg(mode);
+        if !how.is_empty() {
+            cmd.arg(how);
+        }
+        let o = run_job(cmd, DEADLINE);
+        let what = format!("{mode} {how} of {n} ranks");
+        assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
+        for rank in 0..n {
+            let line = format!("pmix_timeout {mode} rank {rank}: {status}\n");
+            assert!(o.stdout.contains(&line), "{what}: {line:?}: {}", o.show());
+            let done = format!("pmix_timeout {mode} rank {rank} done");
+            assert!(o.stdout.contains(&done), "{what}: {done:?}: {}", o.show());
+        }
+        // A second completion reaches a client as a reply nobody awaits.
+        let all = format!("{}{}", o.stdout, o.stderr);
+        assert!(!all.contains("UNEXPECTED MESSAGE"), "{what}: {}", o.show());
+        if mode != "fence" {
+            assert!(all.contains("it gave PMIX_TIMEOUT"), "{what}: {}", o.show());
+        }
+        nothing_left(&c, &o, &before);
+    }
+}
+
 /// Fences over some ranks of both hosts, with data, and PMIx groups
 /// (construct and destruct) of the whole job and of pairs spanning the
 /// hosts: each node's server gathers its members, rivetrun the nodes.

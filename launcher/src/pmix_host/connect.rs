@@ -8,7 +8,8 @@
 //! nodes. Without these upcalls the library never answered its clients,
 //! and the spawn hung. On a node the upcall queues a [`ConnectCall`] for
 //! the proxy, which gathers it through rivetrun as it does a fence over
-//! some ranks (`proxy/pmix_subset.rs`). Single-host rivetrun leaves them
+//! some ranks (`proxy/pmix_subset.rs`); a connect given `PMIX_TIMEOUT` is
+//! refused from the upcall (`timeouts.rs`). Single-host rivetrun leaves them
 //! unset: every participant is a client of its one server, which
 //! completes the operation itself.
 
@@ -35,7 +36,12 @@ pub struct ConnectCall {
     pub connect: bool,
     /// The processes named (`PMIX_RANK_WILDCARD`: a whole namespace).
     pub procs: Vec<(String, u32)>,
-    cb: OpCb,
+    /// The upcall already refused it with this status (`timeouts.rs`):
+    /// the proxy only tells the other hosts, whose members would otherwise
+    /// wait for this node's part.
+    pub refusal: Option<c_int>,
+    /// None for a refused call: the library has finished it.
+    cb: Option<OpCb>,
     cbdata: *mut c_void,
 }
 
@@ -57,13 +63,20 @@ impl std::fmt::Debug for ConnectCall {
 impl ConnectCall {
     /// Complete the operation with `status`.
     pub fn finish(self, status: c_int) {
-        // SAFETY: the library's callback with its own cbdata, called once.
-        unsafe { (self.cb)(status, self.cbdata) };
+        if let Some(cb) = self.cb {
+            // SAFETY: the library's callback with its own cbdata, called once.
+            unsafe { cb(status, self.cbdata) };
+        }
     }
 }
 
 #[cfg(test)]
 impl ConnectCall {
+    /// As the upcall leaves a call it refused: no callback to call.
+    pub fn forget_callback(&mut self) {
+        self.cb = None;
+    }
+
     /// A call completed through `cb` with `cbdata` (tests without a library).
     pub fn for_test(
         connect: bool,
@@ -74,7 +87,8 @@ impl ConnectCall {
         ConnectCall {
             connect,
             procs,
-            cb,
+            refusal: None,
+            cb: Some(cb),
             cbdata,
         }
     }
@@ -90,10 +104,11 @@ unsafe fn queue(
     nprocs: usize,
     cb: Option<OpCb>,
     cbdata: *mut c_void,
+    refusal: Option<c_int>,
 ) -> c_int {
-    let Some(cb) = cb else {
+    if cb.is_none() && refusal.is_none() {
         return rivet_pmi::pmix_ffi::PMIX_ERR_BAD_PARAM;
-    };
+    }
     let procs = if procs.is_null() || nprocs == 0 {
         Vec::new()
     } else {
@@ -106,7 +121,8 @@ unsafe fn queue(
     let call = ConnectCall {
         connect,
         procs,
-        cb,
+        refusal,
+        cb: cb.filter(|_| refusal.is_none()),
         cbdata,
     };
     if let Err(PmixEvent::Connect(call)) = push_event(PmixEvent::Connect(call)) {
@@ -118,15 +134,40 @@ unsafe fn queue(
 pub(super) unsafe extern "C" fn on_node_connect(
     procs: *const PmixProc,
     nprocs: usize,
-    _info: *const PmixInfo,
-    _ninfo: usize,
+    info: *const PmixInfo,
+    ninfo: usize,
     cb: Option<OpCb>,
     cbdata: *mut c_void,
 ) -> c_int {
+    // SAFETY: the library passes `ninfo` valid infos.
+    if super::timeouts::arms_library_timer(unsafe { super::timeouts::infos(info, ninfo) }) {
+        // Refused here, not through `cb`: the library then fails the
+        // connect itself and arms no timer (`timeouts.rs`). The proxy
+        // still hears of it, to fail the other hosts' members.
+        eprintln!(
+            "rivetrun: proxy: a PMIx connect across hosts is not supported under multi-host \
+             proxies: {}",
+            super::timeouts::WHY
+        );
+        // SAFETY: the library passes `nprocs` valid procs.
+        unsafe {
+            queue(
+                true,
+                procs,
+                nprocs,
+                None,
+                cbdata,
+                Some(PMIX_ERR_NOT_SUPPORTED),
+            )
+        };
+        return PMIX_ERR_NOT_SUPPORTED;
+    }
     // SAFETY: the library passes `nprocs` valid procs.
-    unsafe { queue(true, procs, nprocs, cb, cbdata) }
+    unsafe { queue(true, procs, nprocs, cb, cbdata, None) }
 }
 
+/// A disconnect given `PMIX_TIMEOUT` is taken: OpenPMIx arms no timer for
+/// it (`timeouts.rs`).
 pub(super) unsafe extern "C" fn on_node_disconnect(
     procs: *const PmixProc,
     nprocs: usize,
@@ -136,5 +177,5 @@ pub(super) unsafe extern "C" fn on_node_disconnect(
     cbdata: *mut c_void,
 ) -> c_int {
     // SAFETY: the library passes `nprocs` valid procs.
-    unsafe { queue(false, procs, nprocs, cb, cbdata) }
+    unsafe { queue(false, procs, nprocs, cb, cbdata, None) }
 }

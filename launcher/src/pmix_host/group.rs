@@ -245,7 +245,12 @@ pub struct GroupCall {
     pub optional: bool,
     /// `PMIX_GROUP_NOTIFY_TERMINATION`: members may end without leaving.
     early_term: bool,
-    cb: InfoCb,
+    /// The upcall already refused it with this status (`timeouts.rs`):
+    /// the proxy only tells the other hosts, whose members would otherwise
+    /// wait for this node's part.
+    pub refusal: Option<c_int>,
+    /// None for a refused call: the library has its answer.
+    cb: Option<InfoCb>,
     cbdata: *mut c_void,
 }
 
@@ -270,16 +275,22 @@ impl GroupCall {
     /// on every host, is the group recorded (or forgotten): a construct
     /// that failed leaves no member whose end would be reported.
     pub fn finish(self, status: c_int, context: Option<u64>) {
+        let Some(cb) = self.cb else { return };
         if status == PMIX_SUCCESS {
             record(&self.name, self.construct, &self.procs, self.early_term);
         }
         let context = context.filter(|_| self.construct && self.wants_context);
-        reply(self.cb, self.cbdata, status, context);
+        reply(cb, self.cbdata, status, context);
     }
 }
 
 #[cfg(test)]
 impl GroupCall {
+    /// As the upcall leaves a call it refused: no callback to call.
+    pub fn forget_callback(&mut self) {
+        self.cb = None;
+    }
+
     /// A call completed through `cb` with `cbdata` (tests without a library).
     pub fn for_test(
         construct: bool,
@@ -296,13 +307,15 @@ impl GroupCall {
             wants_context,
             optional: false,
             early_term: false,
-            cb,
+            refusal: None,
+            cb: Some(cb),
             cbdata,
         }
     }
 }
 
-/// The `group` upcall of a multi-host job's node: queued for the proxy.
+/// The `group` upcall of a multi-host job's node: queued for the proxy;
+/// refused at once when given `PMIX_TIMEOUT` (`timeouts.rs`).
 pub(super) unsafe extern "C" fn on_node_group(
     op: c_int,
     grp: *mut c_char,
@@ -321,11 +334,15 @@ pub(super) unsafe extern "C" fn on_node_group(
     }
     // SAFETY: the library passes `nprocs` procs and `ndirs` directives.
     let (procs, directives) = unsafe { views(procs, nprocs, directives, ndirs) };
+    let timed = super::timeouts::arms_library_timer(directives);
+    let refusal = timed.then_some(rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED);
     let flag = |key: &[u8]| {
         directives
             .iter()
             .any(|i| key_is(i, key) && i.value.ty == PMIX_BOOL && i.value.data[0] as u8 != 0)
     };
+    // Copied out before any answer: the library may free its arguments
+    // once it has one.
     let call = GroupCall {
         construct: op == CONSTRUCT,
         // SAFETY: non-null, the library's NUL-terminated group name.
@@ -336,9 +353,27 @@ pub(super) unsafe extern "C" fn on_node_group(
         wants_context: flag(b"pmix.grp.actxid"),
         optional: flag(b"pmix.grp.opt"),
         early_term: early_term(directives),
-        cb,
+        refusal,
+        cb: Some(cb).filter(|_| !timed),
         cbdata,
     };
+    if timed {
+        // Refused through `cb` at once, within the upcall: the library's
+        // handler then deletes its timer, which would crash it if it fired
+        // first (`timeouts.rs`). The proxy still hears of it, to fail the
+        // other hosts' members, which would otherwise wait for this node.
+        eprintln!(
+            "rivetrun: proxy: a PMIx group across hosts is not supported under multi-host \
+             proxies: {}",
+            super::timeouts::WHY
+        );
+        reply(
+            cb,
+            cbdata,
+            rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED,
+            None,
+        );
+    }
     if let Err(super::PmixEvent::Group(call)) = super::push_event(super::PmixEvent::Group(call)) {
         call.finish(rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED, None);
     }

@@ -50,7 +50,9 @@
 //!
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `starting.rs`
-//! (the server started on its own thread, then the job registered), `upcalls.rs` (the
+//! (the server started on its own thread, then the job registered),
+//! `timeouts.rs` (what OpenPMIx does with a client's `PMIX_TIMEOUT`, so
+//! which timed operations a node refuses), `upcalls.rs` (the
 //! module's own upcalls and the event queue), `calls.rs` and `values.rs`
 //! (info lists, completions), one file per served area.
 
@@ -69,6 +71,7 @@ pub mod node;
 mod register;
 mod spawn;
 mod starting;
+mod timeouts;
 mod upcalls;
 mod values;
 

@@ -321,6 +321,10 @@ pub(super) unsafe extern "C" fn on_fence(
         // SAFETY: `ndata` bytes at `data`, the library's until we return.
         unsafe { std::slice::from_raw_parts(data.cast::<u8>(), ndata) }.to_vec()
     };
+    // Taken even when the clients gave `PMIX_TIMEOUT`: OpenPMIx 4.2.2 has
+    // deleted its timer before calling us, so `cbdata` stays valid until
+    // our answer, however late (`timeouts.rs`; the multihost_pmix test
+    // with a member 3 s late behind a 1 s timeout guards it).
     let call = FenceCall {
         procs,
         data,

@@ -319,6 +319,10 @@ impl Subsets {
             }
         };
         let key = self.key(format!("{op}/{}", key_of(&call.procs)));
+        if let Some(status) = call.refusal {
+            // Refused by this node's upcall: the others fail too.
+            return refuse_for_all(key, &nodes, status, rivetrun);
+        }
         self.send(key, &nodes, Vec::new(), Waiting::Connect(call), rivetrun);
     }
 
@@ -350,18 +354,14 @@ impl Subsets {
             "destruct"
         };
         let key = self.key(format!("group/{op}/{}", call.name));
+        if let Some(status) = call.refusal {
+            // Refused by this node's upcall: the others fail too.
+            return refuse_for_all(key, &nodes, status, rivetrun);
+        }
         if call.optional && nodes.len() > 1 {
             let why = "optional members (PMIX_GROUP_OPTIONAL) on several hosts";
             self.refuse("a PMIx group", why);
-            // The other hosts' members fail too, instead of waiting for ours.
-            let words = [
-                cmd::COLL.as_bytes().to_vec(),
-                key.into_bytes(),
-                nodes_word(&nodes).into_bytes(),
-                Vec::new(),
-                PMIX_ERR_NOT_SUPPORTED.to_string().into_bytes(),
-            ];
-            let _ = rivetrun.send(&words);
+            refuse_for_all(key, &nodes, PMIX_ERR_NOT_SUPPORTED, rivetrun);
             return call.finish(PMIX_ERR_NOT_SUPPORTED, None);
         }
         self.send(key, &nodes, Vec::new(), Waiting::Group(call), rivetrun);
@@ -434,6 +434,20 @@ impl Subsets {
     pub fn parked(&self) -> usize {
         self.parked.len()
     }
+}
+
+/// This node's part of collective `key`, refused with `status`: rivetrun
+/// fails it for every listed node, so the other hosts' members do not wait
+/// for ours.
+fn refuse_for_all(key: String, nodes: &[u32], status: i32, rivetrun: &Upstream) {
+    let words = [
+        cmd::COLL.as_bytes().to_vec(),
+        key.into_bytes(),
+        nodes_word(nodes).into_bytes(),
+        Vec::new(),
+        status.to_string().into_bytes(),
+    ];
+    let _ = rivetrun.send(&words);
 }
 
 #[cfg(test)]

@@ -103,6 +103,42 @@ fn groups_go_to_rivetrun_and_a_destruct_naming_none_uses_the_construct() {
     assert_eq!(st.waiting(), 0);
 }
 
+/// A call the node's upcall already refused (a `PMIX_TIMEOUT`,
+/// `pmix_host/timeouts.rs`) goes to rivetrun as a failed part under the
+/// key the other hosts compute for the same call, so their members fail
+/// rather than wait; its callback, the library's finished one, is not
+/// called, and nothing waits here. The next call's key moves on as theirs.
+#[test]
+fn a_call_refused_by_the_upcall_fails_the_other_hosts_under_the_same_key() {
+    let (up, mut peer) = upstream();
+    let mut st = Subsets::new(1, "kvs", vec![0, 1]);
+    let s = Seen::default();
+    let mut refused = call(true, &[PMIX_RANK_WILDCARD], &s);
+    refused.refusal = Some(PMIX_ERR_NOT_SUPPORTED);
+    refused.forget_callback();
+    st.group(refused, &up);
+    let words = rivetrun_hears(&mut peer);
+    assert_eq!(wire::text(&words[1]), "group/construct/g#1");
+    assert_eq!(words[2], b"0,1");
+    assert_eq!(words[4], PMIX_ERR_NOT_SUPPORTED.to_string().as_bytes());
+    let procs = vec![("kvs".to_string(), PMIX_RANK_WILDCARD)];
+    let mut conn = ConnectCall::for_test(true, procs.clone(), connected, std::ptr::null_mut());
+    conn.refusal = Some(PMIX_ERR_NOT_SUPPORTED);
+    conn.forget_callback();
+    st.connect(conn, &up);
+    let words = rivetrun_hears(&mut peer);
+    assert_eq!(wire::text(&words[1]), "connect/kvs:*#1");
+    assert_eq!(words[4], PMIX_ERR_NOT_SUPPORTED.to_string().as_bytes());
+    assert_eq!(st.waiting(), 0);
+    assert!(s.lock().unwrap().is_empty(), "a refused call was answered");
+    // The next construct of the group is the second, as on other hosts.
+    st.group(call(true, &[PMIX_RANK_WILDCARD], &s), &up);
+    assert_eq!(
+        wire::text(&rivetrun_hears(&mut peer)[1]),
+        "group/construct/g#2"
+    );
+}
+
 /// What connect completions said.
 static CONNECTS: Mutex<Vec<c_int>> = Mutex::new(Vec::new());
 
