@@ -29,12 +29,7 @@ use super::*;
 impl UringIo {
     /// See the module doc; true if it waited.
     pub(crate) fn park(&mut self, st: &mut State, timeout: Duration) -> bool {
-        if !self.ring.ext_arg
-            || !self.deferred.is_empty()
-            || !st.closing.is_empty()
-            || !st.failures.is_empty()
-            || st.events > 0
-        {
+        if !self.ring.ext_arg || !self.deferred.is_empty() || !st.closing.is_empty() {
             return false;
         }
         if let Some((slot, gen)) = self.spin {
@@ -46,7 +41,14 @@ impl UringIo {
             }
         }
         self.arm_dirty(st);
-        if !st.dirty.is_empty() || !self.accept_armed || !self.all_watched(st) {
+        // (A send that failed while arming has a failure to report.)
+        if !st.dirty.is_empty()
+            || !st.closing.is_empty()
+            || !st.failures.is_empty()
+            || st.events > 0
+            || !self.accept_armed
+            || !self.all_watched(st)
+        {
             return false;
         }
         let (n, taskrun, overflow) = {
