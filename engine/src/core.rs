@@ -44,6 +44,8 @@ pub struct Core {
     /// peer's instance of the same worker (`netmod::CardKeys`).
     pub cards: CardKeys,
     pub st: State,
+    /// Waits that blocked in the netmod (`park`), for `info`.
+    pub parked: u64,
 }
 
 // SAFETY: the raw buffer pointers in requests and pending messages are only
@@ -67,6 +69,7 @@ impl Core {
             pmi,
             cards: CardKeys::ONE,
             st,
+            parked: 0,
         };
         if let Some(net) = netmod {
             core.open_netmod(net);
@@ -138,6 +141,27 @@ impl Core {
             }
         }
         events
+    }
+
+    /// Block in the netmod until something arrives or `timeout` passes
+    /// (`Netmod::park`), if nothing but the netmod could give this worker
+    /// work: no shared-memory lane (its arrivals wake nobody), nothing
+    /// queued to send, no read or copy running. True if it blocked.
+    pub fn park(&mut self, timeout: std::time::Duration) -> bool {
+        if self.tx.shm.is_some()
+            || self.st.sends_queued()
+            || self.st.reads_busy()
+            || self.st.copies_busy()
+        {
+            return false;
+        }
+        let parked = self
+            .tx
+            .net
+            .as_mut()
+            .is_some_and(|net| net.netmod_mut().park(timeout));
+        self.parked += parked as u64;
+        parked
     }
 
     /// Send a message now if its VC has nothing queued and the transport has

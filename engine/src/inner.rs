@@ -11,6 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use rivet_pmi::Client;
 
@@ -86,6 +87,15 @@ pub(crate) struct ParentLink {
 
 /// Idle turns of a blocking call between looks at the other workers.
 const OTHERS_EVERY: u32 = 8;
+
+/// The longest a parked wait blocks (`Inner::idle_turn`). Parking is only
+/// done where everything that could give the worker work wakes the
+/// netmod's kernel wait (no shared memory, one thread, one worker), so
+/// this bounds only what nothing announces: none in tcp today (its
+/// timers, the handshake deadline, are seconds). Each expiry costs the
+/// parked process a wake-up; at 1 ms sixteen waiting ranks cost at most
+/// 16 000 a second.
+const PARK_TIMEOUT: Duration = Duration::from_millis(1);
 
 impl Inner {
     #[inline]
@@ -222,6 +232,32 @@ impl Inner {
         Ok(core.start_recv(context, buf, cap, source, source_vc, tag))
     }
 
+    /// An idle turn of a blocking call waiting on worker `w`: the
+    /// backoff's spin, pause or yield, or, once it has yielded a while
+    /// with nothing to do, a park (`Backoff::idle_or_park`).
+    #[inline]
+    pub(crate) fn idle_turn(&self, w: usize, backoff: &mut Backoff) {
+        if backoff.idle_or_park() {
+            self.park(w);
+        }
+    }
+
+    /// Blocks in worker `w`'s netmod until something arrives or
+    /// `PARK_TIMEOUT` passes (`Core::park`), holding its lock: only with
+    /// one worker below MULTIPLE, where no other thread waits for that
+    /// lock (or progresses another worker). Yields where it cannot park.
+    #[cold]
+    fn park(&self, w: usize) {
+        if self.lanes.is_empty() && self.level < ThreadLevel::Multiple {
+            if let Ok(mut core) = self.lock_on(w) {
+                if core.park(PARK_TIMEOUT) {
+                    return;
+                }
+            }
+        }
+        std::thread::yield_now();
+    }
+
     /// Poll up to [`Backoff::polls_per_hold`] times under the caller's
     /// hold of the worker (so only these polls complete its requests);
     /// true once one made progress.
@@ -269,7 +305,7 @@ impl Inner {
                 Self::check(&core)?;
             }
             self.progress_others(w, &mut idle)?;
-            backoff.idle();
+            self.idle_turn(w, &mut backoff);
         }
     }
 

@@ -20,11 +20,19 @@ use crate::thread::{EngineLock, ThreadLevel};
 /// An `Inner` of rank 0 of 2 (one node, no transports) with `workers`
 /// workers, each with its own request handles.
 fn inner(workers: usize) -> Arc<Inner> {
+    inner_at(workers, ThreadLevel::Multiple, |_| None)
+}
+
+/// The same at `level`, worker `w`'s shm lane `shm(w)`.
+fn inner_at(
+    workers: usize,
+    level: ThreadLevel,
+    shm: impl Fn(usize) -> Option<crate::shm::ShmNode>,
+) -> Arc<Inner> {
     let pmi = Arc::new(Mutex::new(None));
-    let level = ThreadLevel::Multiple;
     let core = |w: usize| {
         let st = state_on_worker(2, true, w);
-        EngineLock::new(Core::new(None, None, pmi.clone(), st), level)
+        EngineLock::new(Core::new(shm(w), None, pmi.clone(), st), level)
     };
     Arc::new(Inner {
         core: core(0),
@@ -234,4 +242,82 @@ fn a_peer_failed_from_outside_fails_on_every_worker() {
         other => panic!("a receive on worker 0 from the failed peer: {other:?}"),
     }
     drop(buf);
+}
+
+/// A netmod whose `park` counts its calls (blocking for nothing), and
+/// whose poll fails once `fail_after` parks or polls have been made: the
+/// end of the wait under test.
+struct ParkNet {
+    parks: Arc<AtomicUsize>,
+    polls: usize,
+    fail_after: usize,
+}
+
+impl Netmod for ParkNet {
+    fake_netmod_rest!("parking");
+    fn try_send(&mut self, _: PeerId, _: &[u8], _: &[u8]) -> Result<bool, NetmodError> {
+        Ok(true)
+    }
+    fn poll(&mut self, _: &mut dyn Sink) -> Result<usize, NetmodError> {
+        self.polls += 1;
+        let parks = self.parks.load(std::sync::atomic::Ordering::Relaxed);
+        if parks >= self.fail_after || self.polls >= 20 * self.fail_after * 64 {
+            return Err(NetmodError::Unavailable("done".into()));
+        }
+        Ok(0)
+    }
+    fn park(&mut self, _: Duration) -> bool {
+        self.parks
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        true
+    }
+    fn idle(&self) -> bool {
+        true
+    }
+}
+
+/// Waits on `inner`'s worker 0 with a `ParkNet`; the parks it made.
+fn parks_in_a_wait(inner: Arc<Inner>) -> usize {
+    let parks = Arc::new(AtomicUsize::new(0));
+    inner.worker(0).lock().open_netmod(Box::new(ParkNet {
+        parks: parks.clone(),
+        polls: 0,
+        fail_after: 3,
+    }));
+    let mut buf = vec![0u8; 8];
+    let ptr = buf.as_mut_ptr();
+    let id = inner
+        .start_recv(0, 8, ptr, buf.len(), 1, Some(VcId::world(1)), 3)
+        .unwrap();
+    let i = inner.clone();
+    failed_with(bounded(move || i.wait(id)), "done");
+    inner.abandon(&[id], false);
+    drop(buf);
+    parks.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+/// A yielding wait of one thread on one worker, with nothing but its
+/// netmod to wake it, parks there (again and again while nothing comes).
+#[test]
+fn a_yielding_wait_parks_in_the_netmod() {
+    let inner = inner_at(1, ThreadLevel::Single, |_| None);
+    assert_eq!(parks_in_a_wait(inner), 3);
+}
+
+/// It never parks with a shared-memory lane (whose arrivals would not
+/// end the netmod's wait), nor at MULTIPLE (another thread may want the
+/// worker's lock): it yields instead.
+#[test]
+fn no_park_with_shared_memory_or_at_multiple() {
+    let inner = inner_at(1, ThreadLevel::Multiple, |_| None);
+    assert_eq!(parks_in_a_wait(inner), 0);
+    let name = format!("rivet-park-test-{}", std::process::id());
+    let node = crate::shm::ShmNode::create(&name, 2, 0, &crate::shm::ShmConfig::default())
+        .expect("a node segment");
+    let peer = crate::shm::ShmNode::attach(&name, 2, 1).expect("attach");
+    let lane = std::sync::Mutex::new(Some(node));
+    let inner = inner_at(1, ThreadLevel::Single, |_| lane.lock().unwrap().take());
+    assert!(inner.worker(0).lock().shm().is_some());
+    assert_eq!(parks_in_a_wait(inner), 0);
+    drop(peer);
 }

@@ -114,7 +114,7 @@
 //!   (`shm::fastbox`) and Nemesis MPSC queues (`shm::queue`) are `rivet-lockfree`'s, re-exported,
 //!   with their loom models in `lockfree/tests/loom_{queue,ring}.rs`.
 //! - `wire`: the header every message carries (`rivet-lockfree`'s, re-exported).
-//! - `config.rs`, `backoff.rs`: the engine's `RIVET_*` settings; the spin/yield policy.
+//! - `config.rs`, `backoff.rs`: the engine's `RIVET_*` settings; the spin/yield/park policy.
 //! - `fuzzing.rs` (hidden): the fuzz target over `deliver`.
 //!
 //! What must stay true here (ARCHITECTURE.md's engine invariants, in full):

@@ -66,7 +66,7 @@ impl Inner {
             }
             if !moved {
                 self.progress_others(w, &mut idle)?;
-                backoff.idle();
+                self.idle_turn(w, &mut backoff);
             }
         }
     }
@@ -126,7 +126,7 @@ impl Inner {
                 Inner::check(&core)?;
             }
             self.progress_others(w, &mut idle)?;
-            backoff.idle();
+            self.idle_turn(w, &mut backoff);
         }
     }
 

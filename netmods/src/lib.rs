@@ -328,6 +328,20 @@ pub trait Netmod: Send {
     /// failed, connections made).
     fn poll(&mut self, sink: &mut dyn Sink) -> Result<usize, NetmodError>;
 
+    /// Block in the kernel until something may be there for `poll` (bytes
+    /// or a connection arriving, an operation of ours ending) or `timeout`
+    /// passes; true if it blocked (whatever ended it), false at once if it
+    /// cannot watch everything `poll` serves that way, or if `poll` may
+    /// already have work. A yielding engine calls this, between polls,
+    /// when waiting rounds found nothing and the netmod is the only
+    /// transport that could wake it: on a crowded host a process asleep in
+    /// the kernel leaves the CPU to those with work, where `sched_yield`
+    /// gives it back almost at once. The default never blocks.
+    fn park(&mut self, timeout: std::time::Duration) -> bool {
+        let _ = timeout;
+        false
+    }
+
     /// Nothing taken by `try_send` is still waiting in this process (all of
     /// it is with the kernel or the peer): finalize waits for this.
     fn idle(&self) -> bool;

@@ -99,7 +99,7 @@ pub static SETTINGS: &[Setting] = &[
     s("RIVET_SHM_CELL_SIZE", "16K", Scope::Shm,
       "bytes per cell of the shared-memory queues, header included (a power of two)"),
     s("RIVET_YIELD", "auto", Scope::Engine,
-      "`auto` (yield when idle if local ranks outnumber CPUs), `always`, `never`"),
+      "`auto` (yield when idle if local ranks outnumber CPUs), `always`, `never`; a yielding wait that has yielded a few times with nothing to do blocks in the tcp netmod for up to 1 ms instead (one thread, one worker, no shared memory)"),
     s("RIVET_PMI", "auto", Scope::Pmi,
       "`auto`: PMI-1 over `PMI_FD`/`PMI_PORT` if set, else PMIx if `PMIX_NAMESPACE` and `PMIX_RANK` are (OpenPMIx's client), else a singleton; `pmi1`: never PMIx (a PMIx-only launch is an error); `pmi2`: PMI-2 over `PMI_FD`/`PMI_PORT` (rivetrun, `srun --mpi=pmi2`), an error without them; `pmix`: PMIx or an error (under rivetrun: its PMIx server instead of PMI-1)"),
     s("RIVET_PMIX_PREPUT", "", Scope::Pmi,

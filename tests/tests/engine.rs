@@ -676,6 +676,61 @@ fn pingpong_under_rivetrun_with_every_yield_mode() {
     }
 }
 
+/// With `RIVET_YIELD=always`, a rank waiting over tcp alone blocks in its
+/// netmod (`Netmod::park`) and is woken by the messages that come
+/// (8 B, 64 KiB, 1 MiB, each after a pause), on both backends. With a
+/// shared-memory lane it never parks (nothing there would wake it) and
+/// gets them all the same: over shared memory alone, and on two
+/// simulated nodes of two, where each rank has a node mate on shared
+/// memory and the others over tcp.
+#[test]
+fn a_parked_rank_is_woken_by_what_arrives() {
+    let _serial = serial();
+    // (rivetrun options, ranks, settings, whether the ranks park)
+    type Run<'a> = (&'a [&'a str], u32, &'a [(&'a str, &'a str)], bool);
+    let runs: [Run; 4] = [
+        (&[], 2, &TCP[0], true),
+        (&[], 2, &TCP[1], true),
+        (&[], 2, &[], false),
+        (&TWO_NODES, 4, &[], false),
+    ];
+    for (launch, n, net, parks_expected) in runs {
+        let settings: Env = net
+            .iter()
+            .copied()
+            .chain([("RIVET_YIELD", "always")])
+            .collect();
+        let env = Case::at(settings, ThreadLevel::Single);
+        let mut cmd = rivetrun(&["-n", &n.to_string()]);
+        cmd.args(launch).arg(bin("engine_check")).arg("park");
+        let o = run_job_checking_shm(with_env(cmd, &env), DEADLINE);
+        let case = format!("{launch:?} {env:?}");
+        assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
+        if launch.is_empty() {
+            knobs_took_effect(&o, &env);
+        } else {
+            // Both transports: a node mate on shm, the others on tcp.
+            has(&o, &case, "engine_check info: transport.shm: on");
+            has(&o, &case, "engine_check info: transport.netmod: tcp");
+        }
+        for rank in 0..n {
+            has(&o, &case, &ok_line("park", rank, n, env.level));
+            let prefix = format!("engine_check park: rank {rank} parks ");
+            let parks = o
+                .stdout
+                .lines()
+                .find_map(|l| l.strip_prefix(&prefix))
+                .unwrap_or_else(|| panic!("{case}: no {prefix:?}\n{}", o.show()));
+            match (parks_expected, parks.parse::<u64>()) {
+                (true, Ok(p)) => assert!(p > 0, "{case}: rank {rank} never parked\n{}", o.show()),
+                (false, Ok(p)) => assert_eq!(p, 0, "{case}: rank {rank} parked\n{}", o.show()),
+                (false, Err(_)) => assert_eq!(parks, "none (no netmod)", "{case}"),
+                (true, Err(_)) => panic!("{case}: rank {rank} parks {parks:?}\n{}", o.show()),
+            }
+        }
+    }
+}
+
 /// dup: new context ids, agreed by all ranks; a message on a dup never
 /// matches a receive on its parent; barriers (checked with marker files the
 /// ranks write before entering) on 1 to 4 ranks.

@@ -118,6 +118,7 @@ impl<T: Threading> Engine<T> {
                 items.push(("netmod.syscalls".into(), n.to_string()));
             }
             if core.netmod().is_some() {
+                items.push(("netmod.parks".into(), core.parked.to_string()));
                 let (done, streamed) = core.st.netmod_reads();
                 items.push((
                     "netmod.rendezvous_reads".into(),

@@ -187,8 +187,9 @@ impl TcpNetmod {
     }
 
     /// System calls made for I/O so far: on the poll backend every send,
-    /// receive, `epoll_wait`, accept and connect; on io_uring each
-    /// `io_uring_enter` of a poll (submitting SQEs does not count apart).
+    /// receive, `epoll_wait` (a park's too), accept and connect; on
+    /// io_uring each `io_uring_enter` of a poll or a park (submitting SQEs
+    /// does not count apart).
     pub fn syscalls(&self) -> u64 {
         match &self.io {
             Io::Poll(_) => self.st.calls,
@@ -223,6 +224,16 @@ impl TcpNetmod {
         match &self.io {
             Io::Poll(_) => 0,
             Io::Uring(u) => u.spins,
+        }
+    }
+
+    /// Waits `park` made (blocked in `io_uring_enter` or `epoll_wait`),
+    /// and how many of them ended by their timeout rather than by
+    /// something arriving.
+    pub fn parks(&self) -> (u64, u64) {
+        match &self.io {
+            Io::Poll(p) => (p.parks, p.park_timeouts),
+            Io::Uring(u) => (u.parks, u.park_timeouts),
         }
     }
 
@@ -398,6 +409,13 @@ impl Netmod for TcpNetmod {
         }
     }
 
+    fn park(&mut self, timeout: std::time::Duration) -> bool {
+        match &mut self.io {
+            Io::Poll(p) => p.park(&mut self.st, timeout),
+            Io::Uring(u) => u.park(&mut self.st, timeout),
+        }
+    }
+
     fn syscalls(&self) -> Option<u64> {
         Some(TcpNetmod::syscalls(self))
     }
@@ -432,6 +450,10 @@ impl Netmod for TcpNetmod {
             (
                 "tcp.peers".into(),
                 format!("{} connected", self.connected_peers()),
+            ),
+            (
+                "tcp.parks".into(),
+                format!("{} ({} timed out)", self.parks().0, self.parks().1),
             ),
         ]
     }

@@ -398,6 +398,28 @@ impl Epoll {
         };
         Ok(self.events[..n].iter().map(|e| e.u64))
     }
+
+    /// Blocks until a descriptor of the set is ready or `timeout` (rounded
+    /// up to whole milliseconds, at least one) passes; interrupted by a
+    /// signal, returns early. The events are not taken: the set is
+    /// level-triggered, so the next `ready` reports them again. True if
+    /// the timeout passed with nothing ready.
+    pub(crate) fn wait(&mut self, timeout: std::time::Duration) -> bool {
+        let ms = timeout
+            .as_micros()
+            .div_ceil(1000)
+            .clamp(1, i32::MAX as u128) as i32;
+        // SAFETY: `events` has room for its length.
+        let n = unsafe {
+            libc::epoll_wait(
+                self.fd.as_raw_fd(),
+                self.events.as_mut_ptr(),
+                self.events.len() as i32,
+                ms,
+            )
+        };
+        n == 0
+    }
 }
 
 /// Whether the connected socket's peer is on another host: its address is

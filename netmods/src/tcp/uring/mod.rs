@@ -41,6 +41,9 @@
 //!   poll reads directly first and leaves the enter to the next poll, see
 //!   `direct.rs`); then reaps. An idle poll makes no system call (see
 //!   `ring.rs` for the modes).
+//! - Park (`park.rs`): a waiting engine may block in one
+//!   `io_uring_enter(n, 1, GETEVENTS | EXT_ARG)` with a timeout, once
+//!   every socket has an operation in flight that would wake it.
 //! - Sockets are in the ring's fixed-file table when their slot fits.
 //!
 //! # Safety invariant
@@ -183,6 +186,7 @@ macro_rules! on {
 mod arm;
 mod complete;
 mod direct;
+mod park;
 mod send;
 mod spin;
 
@@ -224,6 +228,9 @@ pub(crate) struct UringIo {
     spin_idle: u32,
     /// Times a connection started spinning, for tests and `describe`.
     pub(crate) spins: u64,
+    /// Waits made by `park`, and those that ended by their timeout.
+    pub(crate) parks: u64,
+    pub(crate) park_timeouts: u64,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -258,6 +265,8 @@ impl UringIo {
             spin: None,
             spin_idle: 0,
             spins: 0,
+            parks: 0,
+            park_timeouts: 0,
         }
     }
 
@@ -332,19 +341,7 @@ impl UringIo {
         if !st.closing.is_empty() {
             self.closing(st);
         }
-        // Redialed sockets are dirty: their CONNECT is pushed below.
-        st.redial.clear();
-        if !st.dirty.is_empty() {
-            std::mem::swap(&mut st.dirty, &mut self.work);
-            for i in 0..self.work.len() {
-                let slot = self.work[i];
-                self.arm(st, slot);
-            }
-            self.work.clear();
-        }
-        if !self.accept_armed {
-            self.arm_accept();
-        }
+        self.arm_dirty(st);
         let (n, taskrun, overflow) = {
             let sq = self.ring.ring.submission();
             (sq.len() as u32, sq.taskrun(), sq.cq_overflow())
@@ -387,6 +384,24 @@ impl UringIo {
         }
         let n = std::mem::take(&mut st.events);
         Ok(n + st.report(sink))
+    }
+
+    /// Pushes what dirty sockets and the listener need.
+    #[inline]
+    fn arm_dirty(&mut self, st: &mut State) {
+        // Redialed sockets are dirty: their CONNECT is pushed here.
+        st.redial.clear();
+        if !st.dirty.is_empty() {
+            std::mem::swap(&mut st.dirty, &mut self.work);
+            for i in 0..self.work.len() {
+                let slot = self.work[i];
+                self.arm(st, slot);
+            }
+            self.work.clear();
+        }
+        if !self.accept_armed {
+            self.arm_accept();
+        }
     }
 
     fn arm_accept(&mut self) {

@@ -14,6 +14,7 @@
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
 
 use io_uring::{opcode, IoUring, Probe};
 
@@ -27,8 +28,26 @@ pub(crate) const FIXED_FILES: u32 = 1024;
 
 /// From the kernel's `io_uring.h` (the crate keeps its `sys` private).
 pub(crate) const ENTER_GETEVENTS: u32 = 1;
+const ENTER_EXT_ARG: u32 = 8;
 const ENTER_REGISTERED_RING: u32 = 16;
 const REGISTER_RING_FDS: libc::c_uint = 20;
+
+/// `struct io_uring_getevents_arg`: what an enter with `ENTER_EXT_ARG`
+/// reads (no signal mask; `min_wait_usec` unused, 0).
+#[repr(C)]
+struct GeteventsArg {
+    sigmask: u64,
+    sigmask_sz: u32,
+    min_wait_usec: u32,
+    ts: u64,
+}
+
+/// `struct __kernel_timespec` (64-bit fields on every architecture).
+#[repr(C)]
+struct KernelTimespec {
+    tv_sec: i64,
+    tv_nsec: i64,
+}
 
 #[repr(C)]
 struct RsrcUpdate {
@@ -60,6 +79,8 @@ pub(crate) struct Ring {
     pub spin: bool,
     /// SEND_ZC is there and wanted (`TcpConfig::send_zc`): for which peers.
     pub send_zc: Option<ZeroCopy>,
+    /// An enter can wait with a timeout (`IORING_FEAT_EXT_ARG`, 5.11).
+    pub ext_arg: bool,
     /// `io_uring_enter` and `io_uring_register` calls so far.
     pub calls: u64,
 }
@@ -117,6 +138,7 @@ pub(crate) fn setup(cfg: &TcpConfig) -> Result<Ring, String> {
         }
     }
     let multishot_accept = probe.is_supported(opcode::Socket::CODE);
+    let ext_arg = ring.params().is_feature_ext_arg();
     let bundle = cfg.uring_bundles && ring.params().is_feature_recvsend_bundle();
     let send_zc = match cfg.send_zc {
         ZeroCopy::Off => None,
@@ -136,6 +158,7 @@ pub(crate) fn setup(cfg: &TcpConfig) -> Result<Ring, String> {
         bundle,
         spin: cfg.uring_spin,
         send_zc,
+        ext_arg,
         calls: 2,
     };
     if mode == Mode::Defer {
@@ -201,6 +224,56 @@ impl Ring {
             Err(io::Error::last_os_error())
         } else {
             Ok(())
+        }
+    }
+
+    /// Submits `to_submit` SQEs and waits until a completion is there or
+    /// `timeout` passes (`ext_arg` rings only): `io_uring_enter(to_submit,
+    /// 1, GETEVENTS | EXT_ARG)` with the timeout in the argument block. In
+    /// `Defer` mode the wait also runs the task work the network queues
+    /// meanwhile, and is woken by it. `Ok(true)`: the timeout passed
+    /// (`ETIME`); a signal (`EINTR`) is not an error either. Same
+    /// obligation as `enter` for the SQEs.
+    pub(crate) fn wait(&mut self, to_submit: u32, timeout: Duration) -> io::Result<bool> {
+        self.calls += 1;
+        let ts = KernelTimespec {
+            tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+            tv_nsec: timeout.subsec_nanos().into(),
+        };
+        let arg = GeteventsArg {
+            sigmask: 0,
+            sigmask_sz: 0,
+            min_wait_usec: 0,
+            ts: &ts as *const KernelTimespec as u64,
+        };
+        let flags = ENTER_GETEVENTS | ENTER_EXT_ARG;
+        let (fd, flags) = match self.reg {
+            Some(i) => (i as RawFd, flags | ENTER_REGISTERED_RING),
+            None => (self.ring.as_raw_fd(), flags),
+        };
+        // SAFETY: `arg` is a `struct io_uring_getevents_arg` (same layout,
+        // its size passed) pointing at `ts`, a `__kernel_timespec`; both
+        // outlive the call. What the queued SQEs point
+        // at is the caller's obligation (see `enter`).
+        let r = unsafe {
+            libc::syscall(
+                libc::SYS_io_uring_enter,
+                fd,
+                to_submit,
+                1u32,
+                flags,
+                &arg as *const GeteventsArg,
+                std::mem::size_of::<GeteventsArg>(),
+            )
+        };
+        if r >= 0 {
+            return Ok(false);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::ETIME) => Ok(true),
+            Some(libc::EINTR) => Ok(false),
+            _ => Err(e),
         }
     }
 

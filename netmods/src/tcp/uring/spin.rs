@@ -113,7 +113,7 @@ impl UringIo {
 
     /// Stops spinning on `slot`; its RECV is armed again now (submitted by
     /// this poll's enter).
-    fn stop_spin(&mut self, st: &mut State, slot: u32) {
+    pub(super) fn stop_spin(&mut self, st: &mut State, slot: u32) {
         self.spin = None;
         self.arm(st, slot);
     }

@@ -20,6 +20,9 @@
 //!   which receives with exact and wildcard patterns and checks that every
 //!   receive got the earliest matching message of its sender (non-overtaking).
 //! - `probe` (>= 2): probe/iprobe report what the next receive gets.
+//! - `park` (>= 2): rank 0 and each other rank in turn: one pauses, then
+//!   sends while the other waits (with `RIVET_YIELD=always` over tcp
+//!   alone: blocked in its netmod); each prints how often it parked.
 //! - `mprobe` (2): matched probes take messages of every size out of
 //!   matching (no other receive gets them), then receive them; a dropped
 //!   matched message lets its sender finish.
@@ -109,7 +112,7 @@ use crate::failures::{
 };
 use crate::intercomms::intercomm;
 use crate::mixmpi::mixmpi;
-use crate::p2p::{mprobe, order, pingpong, probe};
+use crate::p2p::{mprobe, order, park, pingpong, probe};
 use crate::sizes::{print_info, sizes, trunc};
 use crate::splits::{comms, splitbad};
 use crate::stress::{stress, threads};
@@ -202,6 +205,11 @@ fn one_thread<T: Threading>(engine: &Engine<T>, world: &Comm<T>, mode: &str, res
         "probe" => {
             at_least(2);
             probe(world)
+        }
+        "park" => {
+            at_least(2);
+            print_info(engine);
+            park(engine, world)
         }
         "mprobe" => {
             need(2);

@@ -467,3 +467,45 @@ pub(crate) fn probe<T: Threading>(world: &Comm<T>) {
 
 // ---------------------------------------------------------------------------
 // cancel
+
+/// `park` (>= 2): for each rank k > 0 in turn, rank k pauses, then
+/// sends 8 B, 64 KiB and 1 MiB to rank 0, which waits in blocking
+/// receives; then the same from rank 0 to rank k. Run with
+/// `RIVET_YIELD=always`: a waiting rank on tcp alone blocks in its netmod
+/// (parks) and must be woken by what arrives; one with a shared-memory
+/// lane must not park (nothing would wake it there) and gets it all the
+/// same. Each rank prints its parks.
+pub(crate) fn park<T: Threading>(engine: &rivet::Engine<T>, world: &Comm<T>) {
+    let me = world.rank();
+    let sizes = [8usize, 65_536, 1 << 20];
+    for k in 1..world.size() {
+        for (from, to) in [(k, 0), (0, k)] {
+            if me != from && me != to {
+                continue;
+            }
+            for (i, &size) in sizes.iter().enumerate() {
+                let tag = (from * 10 + i as u32) as i32;
+                let data = sized_pattern(size, (k * 100) as u64 + tag as u64);
+                if me == from {
+                    // Long enough for the receiver's yields to run out
+                    // (not needed for correctness: a message there before
+                    // the wait is found all the same).
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    world.send(&data, to, tag).or_die("send");
+                } else {
+                    let mut buf = vec![0u8; size];
+                    let st = world.recv(&mut buf, from as i32, tag).or_die("recv");
+                    let what = format!("{size} bytes from {from}");
+                    check_recv(&what, &st, from, tag, &buf, &data);
+                }
+            }
+        }
+    }
+    let parks = engine
+        .info()
+        .items
+        .into_iter()
+        .find(|(k, _)| k == "netmod.parks")
+        .map_or("none (no netmod)".to_string(), |(_, v)| v);
+    println!("engine_check park: rank {me} parks {parks}");
+}
