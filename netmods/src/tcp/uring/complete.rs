@@ -116,6 +116,7 @@ impl UringIo {
                             && len > 0
                             && st.sock(slot).is_some_and(|s| s.phase != Phase::Closing)
                         {
+                            self.rx.ring += len as u64;
                             st.rx_feed(slot, b.data(bid, len), sink);
                         }
                         b.give(bid);
@@ -155,6 +156,7 @@ impl UringIo {
                     if hs {
                         st.hs_received(slot, res as usize);
                     } else {
+                        self.rx.single += res as u64;
                         let k = st.rx_data(slot, res as usize, sink) as u32;
                         if let Some(s) = st.sock(slot) {
                             s.single_rx = s.single_rx.saturating_sub(k);

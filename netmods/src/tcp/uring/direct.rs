@@ -121,6 +121,7 @@ impl UringIo {
                 Ok(n) => {
                     got += n;
                     self.direct_reads += 1;
+                    self.rx.direct += n as u64;
                     self.hot = Some((slot, gen));
                     frames += st.rx_data(slot, n, sink);
                     // A short read means the socket is drained.

@@ -224,6 +224,18 @@ pub(crate) struct UringIo {
     spin_idle: u32,
     /// Times a connection started spinning, for tests and `describe`.
     pub(crate) spins: u64,
+    /// Bytes of open connections received by each path: through provided
+    /// buffers (copied once more into the parser's target), by direct
+    /// `recv` and by single-shot RECVs (both straight into the target).
+    pub(crate) rx: RxBytes,
+}
+
+/// Bytes received by each receive path (`UringIo::rx`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RxBytes {
+    pub ring: u64,
+    pub direct: u64,
+    pub single: u64,
 }
 
 fn io_err(what: &str, source: io::Error) -> NetmodError {
@@ -258,6 +270,7 @@ impl UringIo {
             spin: None,
             spin_idle: 0,
             spins: 0,
+            rx: RxBytes::default(),
         }
     }
 
