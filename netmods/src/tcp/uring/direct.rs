@@ -129,13 +129,14 @@ impl UringIo {
                     self.direct_reads += 1;
                     self.rx.direct += n as u64;
                     self.hot = Some((slot, gen));
-                    let before = bulk_left(st, slot);
                     let k = st.rx_data(slot, n, sink);
                     frames += k;
-                    // Bulk data keeps the connection watched rather than
-                    // received on by the ring (`WATCH_FRAMES`).
+                    // Bulk data (a read that large, or a frame with that
+                    // much to come, as `stop_for_bulk` judges) keeps the
+                    // connection watched rather than received on by the
+                    // ring (`WATCH_FRAMES`).
                     if let Some(s) = st.sock(slot) {
-                        s.single_rx = if before.max(bulk_left_of(s)) >= DIRECT_RECV_MIN {
+                        s.single_rx = if n >= DIRECT_RECV_MIN || bulk_left(s) >= DIRECT_RECV_MIN {
                             WATCH_FRAMES
                         } else {
                             s.single_rx.saturating_sub(k as u32)
@@ -157,13 +158,8 @@ impl UringIo {
     }
 }
 
-/// Bytes of `slot`'s frame in progress still to come (`bulk_left_of`).
-fn bulk_left(st: &mut State, slot: u32) -> usize {
-    st.sock(slot).map_or(0, |s| bulk_left_of(s))
-}
-
 /// Bytes of the socket's frame in progress still to come, 0 between frames.
-pub(super) fn bulk_left_of(s: &Sock) -> usize {
+fn bulk_left(s: &Sock) -> usize {
     s.rx.as_ref()
         .map_or(0, |rx| rx.frame_left().max(rx.exact_left()))
 }
