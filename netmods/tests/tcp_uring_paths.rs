@@ -282,3 +282,79 @@ fn the_busy_connection_spins_then_goes_quiet() {
         "did not spin again after the quiet: {spins:?} then {again:?}"
     );
 }
+
+/// Windows of large frames from two peers to one receiver, with quiet
+/// gaps between them long enough for a spinning connection to stop
+/// spinning and be watched again: each window's first bytes arrive while
+/// the connections are watched, one of them not the one direct reads try
+/// first. Every byte arrives, in order; and once a connection has carried
+/// bulk data it is watched by a readiness poll, not its multishot RECV,
+/// so the later windows' bytes never pass through provided buffers (one
+/// copy more) but go straight into the target by plain `recv`.
+#[test]
+fn windows_of_large_frames_skip_the_provided_buffers() {
+    for spinning in [false, true] {
+        for place in [true, false] {
+            large_windows(spinning, place);
+        }
+    }
+}
+
+fn large_windows(spinning: bool, place: bool) {
+    let c = TcpConfig {
+        uring_spin: spinning,
+        ..config(true, ZeroCopy::Remote)
+    };
+    let mut nets = Vec::new();
+    for rank in 0..3 {
+        match TcpNetmod::new(c.clone(), &format!("windows-{spinning}-{place}"), rank) {
+            Ok(m) => nets.push(m),
+            Err(e) if uring_missing_here(&e) => return,
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let rec = || {
+        if place {
+            Rec::placing()
+        } else {
+            Rec::default()
+        }
+    };
+    let mut sinks = vec![rec(), rec(), rec()];
+    connect_all(&mut nets);
+    // A small frame (as a rendezvous request) then large ones: not placed,
+    // they go through the parser's overflow buffer, as 64 KiB eager ones.
+    const WINDOW: usize = 8;
+    let sizes: Vec<usize> = (0..4 * WINDOW)
+        .map(|i| if i % WINDOW == 0 { 8 } else { 256 << 10 })
+        .collect();
+    let mut after_first = None;
+    for w in 0..sizes.len() / WINDOW {
+        for (i, &len) in sizes.iter().enumerate().skip(w * WINDOW).take(WINDOW) {
+            for from in [1, 2] {
+                send(&mut nets, &mut sinks, from, 0, i as u32, len);
+            }
+        }
+        let n = 2 * (w + 1) * WINDOW;
+        pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == n);
+        // The gap: past SPIN_IDLE_MAX empty polls, the watch is back.
+        spin(&mut nets, &mut sinks, 200);
+        after_first.get_or_insert(nets[0].uring_rx_bytes());
+    }
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    assert_eq!(sinks[0].from(1), expect(1, &sizes));
+    assert_eq!(sinks[0].from(2), expect(2, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+    assert_eq!(sinks[0].delivered_placed > 0, place);
+    let (first, all) = (after_first.unwrap(), nets[0].uring_rx_bytes());
+    let line = describe(&nets[0], "tcp.backend");
+    eprintln!(
+        "spin {spinning}, place {place}: after the first window {first:?}, in all {all:?}: {line}"
+    );
+    let total = all.ring + all.direct + all.single;
+    let payload: usize = 2 * sizes.iter().sum::<usize>();
+    assert!(total >= payload as u64, "{all:?} < {payload}");
+    if line.contains("direct recv when the kernel flags task work") {
+        assert_eq!(all.ring, first.ring, "bulk data through provided buffers");
+    }
+}

@@ -76,6 +76,8 @@ pub static SETTINGS: &[Setting] = &[
       "tcp: a connection whose peer host stops answering (gone without a reset: power loss, a cut link) fails after about this long: TCP keepalive probes after half of it idle, then four an eighth apart. `0` or `off`: the kernel's settings (no probes)"),
     s("RIVET_TCP_HANDSHAKE_TIMEOUT", "10s", Scope::Tcp,
       "tcp: an accepted connection that has not sent its whole HELLO by then is closed, so a stranger holding a connection open costs nothing"),
+    s("RIVET_TCP_STATS", "", Scope::Tcp,
+      "tcp: `1`: when the netmod closes, each rank prints one line on stderr with its system calls and, on io_uring, the bytes each receive path took (provided buffers, which cost one copy more, direct recv, single-shot RECV)"),
     s("RIVET_NETMOD_EAGER_WINDOW", "4M", Scope::Engine,
       "eager bytes a sender may have in flight to one netmod peer before it waits for credit: bounds what a receiver buffers for messages it has not asked for (at least 4K)"),
     s("RIVET_EAGER_MAX", "", Scope::Engine,

@@ -62,6 +62,10 @@ pub struct TcpConfig {
     /// io_uring: when queued bytes leave by zero-copy SEND_ZC (the kernel
     /// pins the queue's pages instead of copying them).
     pub send_zc: ZeroCopy,
+    /// `RIVET_TCP_STATS=1`: when the netmod closes, one line on stderr
+    /// with its system calls and (io_uring) the bytes each receive path
+    /// took, to check which path bulk data takes without a profiler.
+    pub stats: bool,
 }
 
 /// When io_uring's zero-copy send is used (the kernel must have SEND_ZC).
@@ -97,6 +101,7 @@ impl Default for TcpConfig {
             uring_bundles: true,
             uring_spin: true,
             send_zc: ZeroCopy::Remote,
+            stats: false,
         }
     }
 }
@@ -168,6 +173,9 @@ impl TcpConfig {
         }
         if let Some(v) = set("RIVET_TCP_URING_INJECT_FAILURE") {
             c.inject_uring_failure = v.trim() == "1";
+        }
+        if let Some(v) = set("RIVET_TCP_STATS") {
+            c.stats = v.trim() == "1";
         }
         c.validate()?;
         Ok(c)

@@ -44,6 +44,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use crate::{Limits, Netmod, NetmodError, PeerId, Sink};
 
 pub use config::{Backend, TcpConfig, ZeroCopy};
+pub use uring::RxBytes;
 
 /// Messages (prefix, header and payload) below this size may be coalesced:
 /// one after another since the last poll are queued and leave together.
@@ -237,6 +238,16 @@ impl TcpNetmod {
         }
     }
 
+    /// io_uring only: bytes of open connections received through
+    /// provided buffers (one copy more) and straight into the parser's
+    /// target (direct `recv`, single-shot RECVs); zeros on poll.
+    pub fn uring_rx_bytes(&self) -> RxBytes {
+        match &self.io {
+            Io::Poll(_) => RxBytes::default(),
+            Io::Uring(u) => u.rx,
+        }
+    }
+
     /// Peers with an open connection now.
     pub fn connected_peers(&self) -> usize {
         self.st.peers.values().filter(|p| p.open).count()
@@ -245,6 +256,23 @@ impl TcpNetmod {
 
 impl Drop for TcpNetmod {
     fn drop(&mut self) {
+        if self.cfg.stats {
+            let rx = self.uring_rx_bytes();
+            let (enters, spins) = match &self.io {
+                Io::Poll(_) => (0, 0),
+                Io::Uring(u) => (u.calls(), u.spins),
+            };
+            eprintln!(
+                "rivet tcp stats: rank {} {:?}: syscalls {} (io_uring enters {enters}), \
+                 rx bytes: provided buffers {}, direct recv {}, single-shot RECV {}; spins {spins}",
+                self.st.me,
+                self.backend(),
+                self.syscalls(),
+                rx.ring,
+                rx.direct,
+                rx.single,
+            );
+        }
         if let Io::Uring(u) = &mut self.io {
             u.teardown(&mut self.st);
         }

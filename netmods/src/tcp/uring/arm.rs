@@ -23,6 +23,8 @@ impl UringIo {
             return;
         };
         let multi = self.bufs.is_some();
+        // Bulk connections in `Defer` mode are watched, not received on.
+        let watch = self.direct_mode();
         let bundle = self.ring.bundle;
         let Some((s, peers)) = st.sock_and_peers(slot) else {
             return;
@@ -60,8 +62,20 @@ impl UringIo {
                     s.rx.as_ref()
                         .map_or((0, 0), |rx| (rx.frame_left(), rx.exact_left()));
                 let big = left >= DIRECT_RECV_MIN;
-                if s.io & (IO_RECV | IO_MULTI) == 0 && !spinning {
-                    if parsed && multi && !big && s.single_rx == 0 {
+                if s.io & (IO_RECV | IO_MULTI | IO_WATCH) == 0 && !spinning {
+                    if parsed && watch && (big || s.single_rx > 0) {
+                        // Bulk data: a readiness watch, and direct reads
+                        // into the target (`WATCH_FRAMES`).
+                        let e = on!(t, |fd| opcode::PollAdd::new(fd, libc::POLLIN as u32)
+                            .build()
+                            .user_data(user_data(slot, gen, K_WATCH)));
+                        // SAFETY: a poll carries no pointers.
+                        if unsafe { self.push(&e) } {
+                            s.io |= IO_WATCH;
+                        } else {
+                            retry = true;
+                        }
+                    } else if parsed && multi && !big && s.single_rx == 0 {
                         let ud = user_data(slot, gen, K_MULTI);
                         let e = if bundle {
                             on!(t, |fd| opcode::RecvMultiBundle::new(fd, bufs::GROUP)

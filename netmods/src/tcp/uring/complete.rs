@@ -116,6 +116,7 @@ impl UringIo {
                             && len > 0
                             && st.sock(slot).is_some_and(|s| s.phase != Phase::Closing)
                         {
+                            self.rx.ring += len as u64;
                             st.rx_feed(slot, b.data(bid, len), sink);
                         }
                         b.give(bid);
@@ -124,10 +125,11 @@ impl UringIo {
                 if res > 0 {
                     self.hot = st.sock(slot).map(|s| (slot, s.gen));
                 }
-                // Direct reads take bulk data without the copy (and need
-                // the multishot RECV armed as the watch).
-                if more && !stopping && !closing && !self.direct_mode() {
-                    self.stop_for_bulk(st, slot, gen, res.max(0) as usize);
+                // Bulk data: the rest without the copy, by single-shot
+                // RECVs, or in `Defer` mode by direct reads under a
+                // readiness watch (`WATCH_FRAMES`).
+                if !closing {
+                    self.stop_for_bulk(st, slot, gen, res.max(0) as usize, more && !stopping);
                 }
                 if closing {
                 } else if res > 0 || res == -libc::ENOBUFS {
@@ -155,6 +157,7 @@ impl UringIo {
                     if hs {
                         st.hs_received(slot, res as usize);
                     } else {
+                        self.rx.single += res as u64;
                         let k = st.rx_data(slot, res as usize, sink) as u32;
                         if let Some(s) = st.sock(slot) {
                             s.single_rx = s.single_rx.saturating_sub(k);
@@ -205,6 +208,15 @@ impl UringIo {
                     st.mark_dirty(slot);
                 }
             }
+            K_WATCH => {
+                s.io &= !IO_WATCH;
+                if closing {
+                } else if res >= 0 {
+                    self.watch_fired(st, slot, sink);
+                } else {
+                    op_error(st, slot, "poll", res);
+                }
+            }
             K_CONNECT => {
                 s.io &= !IO_CONNECT;
                 if closing {
@@ -225,19 +237,42 @@ impl UringIo {
     /// cancelled so that, once it ends, single-shot RECVs take the data
     /// straight into the parser's target (see `arm`), without the copy out
     /// of provided buffers.
-    fn stop_for_bulk(&mut self, st: &mut State, slot: u32, gen: u32, got: usize) {
+    /// `armed`: the multishot RECV goes on (else it has ended, and only
+    /// the frame count is set for its re-arm).
+    fn stop_for_bulk(&mut self, st: &mut State, slot: u32, gen: u32, got: usize, armed: bool) {
+        let frames = if self.direct_mode() {
+            WATCH_FRAMES
+        } else {
+            SINGLE_RX_FRAMES
+        };
         let Some(s) = st.sock(slot) else { return };
         let left = s.rx.as_ref().map_or(0, |rx| rx.frame_left());
         if left < DIRECT_RECV_MIN && got < DIRECT_RECV_MIN {
             return;
         }
+        s.single_rx = frames;
+        if !armed {
+            return;
+        }
         s.io |= IO_STOP;
-        s.single_rx = SINGLE_RX_FRAMES;
         let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
             .build()
             .user_data(user_data(slot, gen, K_CANCEL));
         // SAFETY: a cancel carries no pointers.
         unsafe { self.push(&e) };
+    }
+}
+
+impl UringIo {
+    /// `slot`'s readiness watch saw data (the poll did not read it
+    /// directly first): read it now, then spin on it or watch it again.
+    fn watch_fired(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) {
+        if self.read_direct(st, slot, sink) > 0 {
+            self.maybe_spin(st, slot);
+        }
+        // Re-armed (a level check: data left by the frame budget fires it
+        // at once), unless it spins now.
+        st.mark_dirty(slot);
     }
 }
 

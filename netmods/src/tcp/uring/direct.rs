@@ -16,6 +16,12 @@
 //! socket is empty (or every `DIRECT_RUN_MAX`-th poll, so other sockets'
 //! work still runs), so bulk data goes kernel to target in one copy.
 //!
+//! A connection that carried bulk data is watched by a readiness poll
+//! instead (`WATCH_FRAMES`): it raises the same flag and takes no bytes,
+//! so all of a large frame, the first bytes of the next window of them
+//! included, comes this way (or by the read its completion starts,
+//! `watch_fired`), none through provided buffers.
+//!
 //! Bytes stay in order because the multishot RECV moves data only during
 //! our enters, and a direct read happens only with every completion of
 //! those enters handled (the CQ and `deferred` empty), and only on a
@@ -24,7 +30,7 @@
 
 use std::os::fd::AsRawFd;
 
-use super::super::state::{Phase, State};
+use super::super::state::{Phase, Sock, State};
 use super::super::sys;
 use super::ring::Mode;
 use super::*;
@@ -60,7 +66,7 @@ impl UringIo {
         let s = st.sock(slot)?;
         if s.phase != Phase::Open
             || s.detached
-            || s.io & IO_MULTI == 0
+            || s.io & (IO_MULTI | IO_WATCH) == 0
             || s.io & (IO_RECV | IO_STOP) != 0
         {
             return None;
@@ -121,8 +127,21 @@ impl UringIo {
                 Ok(n) => {
                     got += n;
                     self.direct_reads += 1;
+                    self.rx.direct += n as u64;
                     self.hot = Some((slot, gen));
-                    frames += st.rx_data(slot, n, sink);
+                    let k = st.rx_data(slot, n, sink);
+                    frames += k;
+                    // Bulk data (a read that large, or a frame with that
+                    // much to come, as `stop_for_bulk` judges) keeps the
+                    // connection watched rather than received on by the
+                    // ring (`WATCH_FRAMES`).
+                    if let Some(s) = st.sock(slot) {
+                        s.single_rx = if n >= DIRECT_RECV_MIN || bulk_left(s) >= DIRECT_RECV_MIN {
+                            WATCH_FRAMES
+                        } else {
+                            s.single_rx.saturating_sub(k as u32)
+                        };
+                    }
                     // A short read means the socket is drained.
                     if n < len || frames >= FRAME_BUDGET {
                         break;
@@ -137,4 +156,10 @@ impl UringIo {
         }
         got
     }
+}
+
+/// Bytes of the socket's frame in progress still to come, 0 between frames.
+fn bulk_left(s: &Sock) -> usize {
+    s.rx.as_ref()
+        .map_or(0, |rx| rx.frame_left().max(rx.exact_left()))
 }

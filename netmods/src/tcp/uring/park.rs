@@ -4,7 +4,8 @@
 //! A wait may block only if whatever a poll would find is sure to post a
 //! completion, or (`Defer` mode) queue task work, which wakes the waiter:
 //! - every live socket has an operation in flight: an open connection
-//!   its RECV (multishot, or single-shot into the parser), a handshake
+//!   its RECV (multishot, or single-shot into the parser) or its readiness
+//!   watch (a connection carrying bulk data, `arm.rs`), a handshake
 //!   its CONNECT, SEND or RECV; and the listener its ACCEPT. A spinning
 //!   connection (`spin.rs`) has none, so it stops spinning first and gets
 //!   its multishot RECV back, submitted by the wait's own enter (bytes it
@@ -73,7 +74,7 @@ impl UringIo {
         (0..st.slot_count()).all(|slot| match st.sock(slot) {
             None => true,
             Some(s) if s.phase == Phase::Closing => true,
-            Some(s) if s.phase == Phase::Open => s.io & (IO_RECV | IO_MULTI) != 0,
+            Some(s) if s.phase == Phase::Open => s.io & (IO_RECV | IO_MULTI | IO_WATCH) != 0,
             Some(s) => s.io != 0,
         })
     }

@@ -15,13 +15,15 @@
 //! took some eight such hops). Past `SPIN_EAGER` empty polls in a row
 //! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
 //! costs fewer calls; a ping-pong's answer comes sooner), and after
-//! `SPIN_IDLE_MAX` the multishot RECV is armed again, and idle polls go
-//! back to being memory loads with no system call.
+//! `SPIN_IDLE_MAX` the multishot RECV (after bulk data, the readiness
+//! watch, `WATCH_FRAMES`) is armed again, and idle polls go back to being
+//! memory loads with no system call.
 //!
 //! Order: while the cancel is in flight the multishot RECV may still take
 //! bytes (during our enters) and nothing is read directly; spinning reads
 //! start once its last completion is reaped (`IO_MULTI` clear), so bytes
-//! are delivered in the order they came. Only in `Defer` mode (direct
+//! are delivered in the order they came. A readiness watch takes no
+//! bytes: reads start at once while its cancel is in flight. Only in `Defer` mode (direct
 //! reads), and on one connection at a time: each spinning one costs a
 //! call per poll, so the others stay watched by their multishot RECVs and
 //! a poll's cost stays flat in the number of connections (64 idle peers
@@ -55,18 +57,25 @@ impl UringIo {
         if s.phase != Phase::Open || s.detached || s.io & (IO_RECV | IO_STOP) != 0 {
             return;
         }
-        let (gen, multi) = (s.gen, s.io & IO_MULTI != 0);
+        let (gen, io) = (s.gen, s.io);
         self.spin = Some((slot, gen));
         self.spin_idle = 0;
         self.spins += 1;
-        if multi {
+        // A readiness watch takes no bytes: reads go on while its cancel
+        // is in flight. A multishot RECV may, until its last completion.
+        let kind = if io & IO_MULTI != 0 {
             s.io |= IO_STOP;
-            let e = opcode::AsyncCancel::new(user_data(slot, gen, K_MULTI))
-                .build()
-                .user_data(user_data(slot, gen, K_CANCEL));
-            // SAFETY: a cancel carries no pointers.
-            unsafe { self.push(&e) };
-        }
+            K_MULTI
+        } else if io & IO_WATCH != 0 {
+            K_WATCH
+        } else {
+            return;
+        };
+        let e = opcode::AsyncCancel::new(user_data(slot, gen, kind))
+            .build()
+            .user_data(user_data(slot, gen, K_CANCEL));
+        // SAFETY: a cancel carries no pointers.
+        unsafe { self.push(&e) };
     }
 
     /// Whether `slot` (generation `gen`) is the spinning connection: it
