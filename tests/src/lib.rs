@@ -11,7 +11,7 @@
 //!
 //! - the harness: `lib.rs` (`serial`), building what tests run (`build.rs`), running jobs with
 //!   deadlines and leak checks (`jobs.rs`), every transport at thread levels SINGLE and MULTIPLE
-//!   (`matrix.rs`), segment checks (`shm.rs`), reading a job's output (`verdicts.rs`); `rank_check.rs` the test ranks' engine start (level checked)
+//!   (`matrix.rs`), segment checks (`shm.rs`), the engine tests' transport cases and verdicts (`engine_cases.rs`), reading a job's output (`verdicts.rs`); `rank_check.rs` the test ranks' engine start (level checked)
 //!   and failure reporting; `procfs.rs` a job's processes seen through `/proc` (ranks,
 //!   listeners, peak memory); `netns.rs` namespace hosts for multi-host tests (netns + veth on a
 //!   bridge, own address, hostname, `/etc/hosts`, the `--launcher-exec` wrapper; removed on
@@ -31,6 +31,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
+pub mod engine_cases;
 pub mod impi;
 pub mod netns;
 pub mod pattern;

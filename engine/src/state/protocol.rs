@@ -402,6 +402,10 @@ fn mark_complete(req: &mut Req, completions: &mut u64) -> bool {
 pub(crate) mod tests;
 
 #[cfg(test)]
+#[path = "protocol_buffer_tests.rs"]
+mod buffer_tests;
+
+#[cfg(test)]
 #[path = "credit_tests.rs"]
 mod credit_tests;
 

@@ -10,6 +10,10 @@ use std::time::{Duration, Instant};
 
 use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
+#[cfg(feature = "ofi")]
+pub mod ofi;
+pub mod tcp;
+
 /// How long any wait may take before the test fails.
 pub const DEADLINE: Duration = Duration::from_secs(20);
 
