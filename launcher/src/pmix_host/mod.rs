@@ -106,6 +106,8 @@ pub enum PmixEvent {
         rank: u32,
         code: i32,
         message: String,
+        /// Releases the caller when dropped, after the abort is handled.
+        ack: upcalls::AbortAck,
     },
     /// A fence of a node's clients, to gather across hosts (proxies only).
     Fence(node::FenceCall),

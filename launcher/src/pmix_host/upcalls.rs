@@ -54,6 +54,35 @@ pub(super) unsafe extern "C" fn on_connected(
     PMIX_OPERATION_SUCCEEDED
 }
 
+/// The library's completion of a `PMIx_Abort`, called when this is
+/// dropped: once the event carrying it has been handled (the job failed on
+/// one host; the abort sent to rivetrun on a node). Until then the caller
+/// stays in `PMIx_Abort`, so it cannot exit first and have its exit, which
+/// travels by another path, reported before its abort.
+pub struct AbortAck {
+    cb: Option<OpCb>,
+    cbdata: *mut c_void,
+}
+
+// SAFETY: the callback is the library's, callable from any thread (it
+// moves the work to its own).
+unsafe impl Send for AbortAck {}
+
+impl Drop for AbortAck {
+    fn drop(&mut self) {
+        if let Some(cb) = self.cb.take() {
+            // SAFETY: the library's callback with its own cbdata, called once.
+            unsafe { cb(PMIX_SUCCESS, self.cbdata) };
+        }
+    }
+}
+
+impl std::fmt::Debug for AbortAck {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AbortAck")
+    }
+}
+
 pub(super) unsafe extern "C" fn on_abort(
     proc: *const PmixProc,
     _object: *mut c_void,
@@ -61,8 +90,8 @@ pub(super) unsafe extern "C" fn on_abort(
     msg: *const c_char,
     _procs: *mut PmixProc,
     _nprocs: usize,
-    _cb: Option<OpCb>,
-    _cbdata: *mut c_void,
+    cb: Option<OpCb>,
+    cbdata: *mut c_void,
 ) -> c_int {
     // SAFETY: the library passes the caller's valid proc.
     let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
@@ -74,14 +103,25 @@ pub(super) unsafe extern "C" fn on_abort(
             .to_string_lossy()
             .into_owned()
     };
-    let _ = push_event(PmixEvent::Aborted {
+    let waits = cb.is_some();
+    let event = PmixEvent::Aborted {
         nspace,
         rank,
         code: status,
         message,
-    });
-    // The caller is released at once; the supervisor ends the job.
-    PMIX_OPERATION_SUCCEEDED
+        ack: AbortAck { cb, cbdata },
+    };
+    match push_event(event) {
+        // The caller is released once the abort is handled.
+        Ok(()) if waits => PMIX_SUCCESS,
+        Ok(()) => PMIX_OPERATION_SUCCEEDED,
+        Err(PmixEvent::Aborted { mut ack, .. }) => {
+            // Nobody to handle it: released at once, not by the ack.
+            ack.cb = None;
+            PMIX_OPERATION_SUCCEEDED
+        }
+        Err(_) => PMIX_OPERATION_SUCCEEDED,
+    }
 }
 
 pub(super) unsafe extern "C" fn on_fence(

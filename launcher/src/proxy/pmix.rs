@@ -281,6 +281,7 @@ impl State {
                 rank,
                 code,
                 message,
+                ack,
                 ..
             } => {
                 let _ = rivetrun.send(&[
@@ -289,6 +290,9 @@ impl State {
                     code.to_string(),
                     message,
                 ]);
+                // Only now is the caller released: its exit, reported on
+                // the same link, then comes after its abort.
+                drop(ack);
             }
             PmixEvent::Names(call) => super::pmix_names::serve(call, rivetrun.clone()),
             PmixEvent::Spawn(call) => return Step::Spawn(call),

@@ -107,6 +107,9 @@ impl Supervisor {
                     rank,
                     code,
                     message,
+                    // Dropped after the job is failed: then the caller's
+                    // exit can only follow its abort.
+                    ack: _ack,
                 } => {
                     let who = match self.server.namespace_id(&nspace) {
                         Some(ns) => self.who(ns, rank),
