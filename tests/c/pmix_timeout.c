@@ -1,13 +1,22 @@
 /* Collectives given PMIX_TIMEOUT across hosts, straight through OpenPMIx's
  * client library (no MPI). Run with ranks on two hosts; each mode's
  * collective spans both and passes PMIX_TIMEOUT = 1 s. With "late", the
- * last rank joins it 3 s late (run one rank per host: the other rank's
- * server then sees its deadline pass while its host still waits):
+ * last rank joins it 3 s late, printing "pmix_timeout MODE rank R: calling"
+ * first (run one rank per host: the other rank's server then sees its
+ * deadline pass while its host still waits):
  *
- *   pmix_timeout fence [late]    PMIx_Fence over the job: must succeed on
- *                                every rank (OpenPMIx 4.2.2 stops its timer
- *                                once its own clients are in; the host's
- *                                answer, however late, completes the fence)
+ *   pmix_timeout fence [late]    PMIx_Fence over the job: succeeds on every
+ *                                rank when all are in time; with "late"
+ *                                (or "late-untimed") fails on every rank
+ *                                with PMIX_ERR_TIMEOUT, the ranks in time
+ *                                at the deadline (OpenPMIx 4.2.2 stops its
+ *                                own timer once its own clients are in;
+ *                                the proxies and rivetrun enforce it across
+ *                                hosts)
+ *   pmix_timeout subset [late]   PMIx_Fence over ranks 0 and the last
+ *                                only (one on each host with two per host:
+ *                                gathered by rivetrun, not the tree), as
+ *                                fence; the other ranks skip it
  *   pmix_timeout connect [late]  PMIx_Connect over the job: must fail at
  *                                once on every rank with
  *                                PMIX_ERR_NOT_SUPPORTED (a node's server
@@ -22,10 +31,15 @@
  *
  * With "mixed" instead of "late", only the last rank passes PMIX_TIMEOUT
  * (for connect and group: the other host's ranks, which passed none, must
- * fail at once too rather than wait for the refusing host).
+ * fail at once too rather than wait for the refusing host). With
+ * "late-untimed", the last rank is late and passes none, the others pass
+ * it (a fence: the late rank fails too, with the others' timeout).
  *
- * Then every rank fences without a timeout and finalizes. Prints
- * "pmix_timeout MODE rank R: STATUS" for the timed call, then
+ * After a fence (subset) mode, its ranks fence again over the same
+ * processes without a timeout, which must succeed (a failed fence must not
+ * spoil the next one). Then every rank fences without a timeout and
+ * finalizes. Prints "pmix_timeout MODE rank R: STATUS" for the timed call
+ * (a rank not in it: "pmix_timeout MODE rank R: not in it"), then
  * "pmix_timeout MODE rank R done".
  */
 /* The header uses strdup and strncasecmp without declaring them. */
@@ -51,7 +65,7 @@ int main(int argc, char **argv) {
     pmix_proc_t wild;
     pmix_value_t *val = NULL;
     pmix_info_t dirs[2];
-    pmix_status_t rc, want;
+    pmix_status_t rc, want = PMIX_SUCCESS;
     int secs = 1;
     bool yes = true;
     const char *mode = argc > 1 ? argv[1] : "fence";
@@ -67,13 +81,33 @@ int main(int argc, char **argv) {
         FAIL("PMIx_Get(job size)", rc);
     uint32_t size = val->data.uint32;
     PMIX_VALUE_RELEASE(val);
-    if (argc > 2 && strcmp(argv[2], "late") == 0 && me.rank == size - 1)
+    const char *how = argc > 2 ? argv[2] : "";
+    bool late = strncmp(how, "late", 4) == 0;
+    bool last = me.rank == size - 1;
+    if (late && last) {
         sleep(3);
+        printf("pmix_timeout %s rank %u: calling\n", mode, me.rank);
+    }
     /* dirs + skip: the directives this rank passes (PMIX_TIMEOUT first). */
-    size_t skip = argc > 2 && strcmp(argv[2], "mixed") == 0 && me.rank != size - 1;
-    if (strcmp(mode, "fence") == 0) {
-        rc = PMIx_Fence(&wild, 1, dirs + skip, 1 - skip);
-        want = PMIX_SUCCESS;
+    size_t skip =
+        (strcmp(how, "mixed") == 0 && !last) || (strcmp(how, "late-untimed") == 0 && last);
+    /* The fence modes' processes: the job, or ranks 0 and the last. */
+    pmix_proc_t pair[2];
+    PMIX_PROC_LOAD(&pair[0], me.nspace, 0);
+    PMIX_PROC_LOAD(&pair[1], me.nspace, size - 1);
+    pmix_proc_t *procs = strcmp(mode, "subset") == 0 ? pair : &wild;
+    size_t nprocs = procs == pair ? 2 : 1;
+    if (procs == pair && me.rank != 0 && !last) {
+        printf("pmix_timeout %s rank %u: not in it\n", mode, me.rank);
+    } else if (strcmp(mode, "fence") == 0 || strcmp(mode, "subset") == 0) {
+        rc = PMIx_Fence(procs, nprocs, dirs + skip, 1 - skip);
+        want = late ? PMIX_ERR_TIMEOUT : PMIX_SUCCESS;
+        printf("pmix_timeout %s rank %u: %s\n", mode, me.rank, PMIx_Error_string(rc));
+        if (rc != want)
+            FAIL("the timed fence", rc);
+        /* The same processes again, untimed: unaffected by the failure. */
+        if ((rc = PMIx_Fence(procs, nprocs, NULL, 0)) != PMIX_SUCCESS)
+            FAIL("the same fence again, untimed", rc);
     } else if (strcmp(mode, "connect") == 0) {
         rc = PMIx_Connect(&wild, 1, dirs + skip, 1 - skip);
         want = PMIX_ERR_NOT_SUPPORTED;
@@ -88,9 +122,11 @@ int main(int argc, char **argv) {
     } else {
         FAIL("unknown mode", PMIX_ERR_BAD_PARAM);
     }
-    printf("pmix_timeout %s rank %u: %s\n", mode, me.rank, PMIx_Error_string(rc));
-    if (rc != want)
-        FAIL("the timed call", rc);
+    if (strcmp(mode, "connect") == 0 || strcmp(mode, "group") == 0) {
+        printf("pmix_timeout %s rank %u: %s\n", mode, me.rank, PMIx_Error_string(rc));
+        if (rc != want)
+            FAIL("the timed call", rc);
+    }
     if ((rc = PMIx_Fence(NULL, 0, NULL, 0)) != PMIX_SUCCESS)
         FAIL("PMIx_Fence (no timeout)", rc);
     printf("pmix_timeout %s rank %u done\n", mode, me.rank);

@@ -98,8 +98,12 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
 
 /// Collectives across hosts given `PMIX_TIMEOUT` (1 s), joined 3 s late by
 /// the rank of the second host (`tests/c/pmix_timeout.c`). OpenPMIx 4.2.2 stops a fence's timer
-/// once its own clients are in, so the host's late answer completes the
-/// fence; a connect's or a group's timer it keeps running while the host
+/// once its own clients are in, so the proxies and rivetrun enforce it
+/// across hosts: the late fence (over the job, a tree barrier; over a rank
+/// of each host, gathered by rivetrun) fails with the timeout on every
+/// rank, the first host's at its deadline, the late host's at once, also
+/// where the late rank gave no timeout; the same fence again without one
+/// succeeds. A connect's or a group's timer the library keeps running while the host
 /// works: a late answer would complete a connect a second time (a
 /// duplicate reply to the client, the tracker unlinked twice from the
 /// server's list; the node's server crashed), and the timer itself
@@ -117,7 +121,17 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
     let before = pmix_dirs();
     let prog = cc_pmix("pmix_timeout.c");
     for (mode, per_host, how, status) in [
-        ("fence", 1, "late", "SUCCESS"),
+        // The second host's rank is 3 s late for a fence timed 1 s: every
+        // rank's fails with the timeout, the first's before the late one
+        // even calls it; the same fence again, untimed, succeeds.
+        ("fence", 1, "late", "TIMEOUT"),
+        // The late rank gave no timeout: it fails with the others'.
+        ("fence", 1, "late-untimed", "TIMEOUT"),
+        // All in time, two clients a host each giving the timeout.
+        ("fence", 2, "", "SUCCESS"),
+        // A fence over ranks 0 and 3 only, one on each host (rivetrun
+        // gathers it, not the tree).
+        ("subset", 2, "late", "TIMEOUT"),
         ("connect", 1, "late", "NOT-SUPPORTED"),
         ("group", 1, "late", "NOT-SUPPORTED"),
         ("connect", 2, "", "NOT-SUPPORTED"),
@@ -136,15 +150,27 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
         let what = format!("{mode} {how} of {n} ranks");
         assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
         for rank in 0..n {
-            let line = format!("pmix_timeout {mode} rank {rank}: {status}\n");
+            let line = if mode == "subset" && rank != 0 && rank != n - 1 {
+                format!("pmix_timeout {mode} rank {rank}: not in it\n")
+            } else {
+                format!("pmix_timeout {mode} rank {rank}: {status}\n")
+            };
             assert!(o.stdout.contains(&line), "{what}: {line:?}: {}", o.show());
             let done = format!("pmix_timeout {mode} rank {rank} done");
             assert!(o.stdout.contains(&done), "{what}: {done:?}: {}", o.show());
         }
+        if how.starts_with("late") && status == "TIMEOUT" {
+            // Rank 0's fence failed at its deadline, not when the late
+            // rank came (2 s later).
+            let at = |l: &str| o.stdout.find(l).unwrap_or_else(|| panic!("{what}: {l:?}"));
+            let failed = at(&format!("pmix_timeout {mode} rank 0: TIMEOUT\n"));
+            let calling = at(&format!("pmix_timeout {mode} rank {}: calling\n", n - 1));
+            assert!(failed < calling, "{what}: {}", o.show());
+        }
         // A second completion reaches a client as a reply nobody awaits.
         let all = format!("{}{}", o.stdout, o.stderr);
         assert!(!all.contains("UNEXPECTED MESSAGE"), "{what}: {}", o.show());
-        if mode != "fence" {
+        if mode == "connect" || mode == "group" {
             assert!(all.contains("it gave PMIX_TIMEOUT"), "{what}: {}", o.show());
         }
         nothing_left(&c, &o, &before);

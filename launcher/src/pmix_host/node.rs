@@ -223,6 +223,11 @@ unsafe extern "C" fn release(keep: *mut c_void) {
 pub struct FenceCall {
     pub procs: Vec<(String, u32)>,
     pub data: Vec<u8>,
+    /// The clients' `PMIX_TIMEOUT`: the proxy fails the fence on every
+    /// host with `PMIX_ERR_TIMEOUT` if the hosts are not all in by then
+    /// (counted from this upcall; the library's own timer stopped once
+    /// this node's clients were in).
+    pub timeout: Option<std::time::Duration>,
     owed: Owed,
 }
 
@@ -257,6 +262,7 @@ impl FenceCall {
         FenceCall {
             procs,
             data,
+            timeout: None,
             owed: Owed { cb, cbdata },
         }
     }
@@ -303,8 +309,8 @@ unsafe fn procs_of(procs: *const PmixProc, n: usize) -> Vec<(String, u32)> {
 pub(super) unsafe extern "C" fn on_fence(
     procs: *const PmixProc,
     nprocs: usize,
-    _info: *const PmixInfo,
-    _ninfo: usize,
+    info: *const PmixInfo,
+    ninfo: usize,
     data: *mut c_char,
     ndata: usize,
     cb: Option<ModexCb>,
@@ -323,11 +329,15 @@ pub(super) unsafe extern "C" fn on_fence(
     };
     // Taken even when the clients gave `PMIX_TIMEOUT`: OpenPMIx 4.2.2 has
     // deleted its timer before calling us, so `cbdata` stays valid until
-    // our answer, however late (`timeouts.rs`; the multihost_pmix test
-    // with a member 3 s late behind a 1 s timeout guards it).
+    // our answer, however late (`timeouts.rs`). The proxy enforces the
+    // timeout across hosts instead (the multihost_pmix test with a member
+    // 3 s late behind a 1 s timeout guards both).
+    // SAFETY: the library passes `ninfo` valid infos, alive until we return.
+    let timeout = super::timeouts::timeout_of(unsafe { super::timeouts::infos(info, ninfo) });
     let call = FenceCall {
         procs,
         data,
+        timeout,
         owed: Owed { cb, cbdata },
     };
     if let Err(PmixEvent::Fence(call)) = push_event(PmixEvent::Fence(call)) {

@@ -7,10 +7,24 @@
 //!   local participant, and deleted as soon as the last one is in, before
 //!   `fence_nb` is called. The host is therefore never handed a tracker
 //!   whose timer still runs; only the host's callback (`modex_cbfunc`, then
-//!   `_mdxcbfunc`) completes and frees it, however late it comes. A node
-//!   takes timed fences across hosts as any other (the timeout is not
-//!   enforced once the local participants are in). One window the source
-//!   does not close, the library's own: its timer handler
+//!   `_mdxcbfunc`) completes and frees it, however late it comes. So the
+//!   library enforces the timeout only while a server waits for its own
+//!   clients, and a node's host enforces it across hosts: the fence upcall
+//!   reads it ([`timeout_of`]) and the proxy times the fence from then; if
+//!   the other hosts are not all in by the deadline, rivetrun fails it on
+//!   every host with `PMIX_ERR_TIMEOUT` (those in at once, the late ones
+//!   as they come; `proxy/pmix_fences.rs` for a whole-job fence,
+//!   `proxy/pmix_subset.rs` for some ranks). When the library's own timer
+//!   fires on a node (one of that node's clients late), it fails the
+//!   fence for the clients in without calling the host, and the late
+//!   client's fence, when it comes, is matched by its processes to the
+//!   next fence over the same processes, which the others then join: the
+//!   node's fences no longer pair with the other hosts' one for one. That
+//!   is the library's, and no host can see it (seen with rivetrun `-n 2`
+//!   on one host, where the library alone times fences: the rank in time
+//!   gets `PMIX_ERR_TIMEOUT` at the deadline, the late one's fence
+//!   completes with the other's next).
+//!   One window the source does not close, the library's own: its timer handler
 //!   (`fence_timeout`) hands the completion to a later event, and a last
 //!   local participant arriving in between still finds the tracker and
 //!   calls the host with it, which that completion then frees. It lasts
@@ -60,6 +74,8 @@
 //! over the job without a context id, or any operation whose participants
 //! are all one server's clients, never reaches the host.
 
+use std::time::Duration;
+
 use rivet_pmi::pmix_ffi::PmixInfo;
 
 /// Whether OpenPMIx 4.2.2 arms its timer for a connect or a group
@@ -67,10 +83,20 @@ use rivet_pmi::pmix_ffi::PmixInfo;
 /// library reads it (the low 32 bits as an unsigned number, whatever its
 /// type), is not zero.
 pub(super) fn arms_library_timer(info: &[PmixInfo]) -> bool {
-    info.iter().any(|i| {
+    timeout_of(info).is_some()
+}
+
+/// The `pmix.timeout` of an upcall's infos, read as the library reads it
+/// (the low 32 bits of the value as unsigned seconds, whatever its type):
+/// None when absent or zero. A node's fence carries it to the proxy, which
+/// enforces it across hosts (`proxy/pmix_fences.rs`, `proxy/pmix_subset.rs`).
+pub(super) fn timeout_of(info: &[PmixInfo]) -> Option<Duration> {
+    info.iter().find_map(|i| {
         let len = i.key.iter().position(|&c| c == 0).unwrap_or(i.key.len());
         let key = i.key[..len].iter().map(|&c| c as u8);
-        key.eq(b"pmix.timeout".iter().copied()) && i.value.data[0] as u32 != 0
+        let secs = i.value.data[0] as u32;
+        (key.eq(b"pmix.timeout".iter().copied()) && secs != 0)
+            .then(|| Duration::from_secs(secs.into()))
     })
 }
 
@@ -128,6 +154,16 @@ mod tests {
             5
         )]));
         assert!(!arms_library_timer(&[]));
+        // The fence's deadline, read alike.
+        assert_eq!(
+            timeout_of(&[number(b"pmix.timeout", PMIX_INT, 1)]),
+            Some(Duration::from_secs(1))
+        );
+        assert_eq!(
+            timeout_of(&[number(b"pmix.timeout", PMIX_INT, minus_one)]),
+            Some(Duration::from_secs(u32::MAX.into()))
+        );
+        assert_eq!(timeout_of(&[number(b"pmix.timeout", PMIX_INT, 0)]), None);
         // SAFETY: null with any count is an empty view.
         assert!(unsafe { infos(std::ptr::null(), 3) }.is_empty());
     }

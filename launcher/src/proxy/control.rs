@@ -66,7 +66,7 @@ pub(super) fn start_reader(
                         let _ = tx.send(Event::MemberEnded(wire::text(ns), rank));
                     }
                 }
-                cmd::DMODEX_ASK | cmd::DMODEX_DONE | cmd::COLL_OUT => {
+                cmd::DMODEX_ASK | cmd::DMODEX_DONE | cmd::COLL_OUT | cmd::FENCE_FAILED => {
                     if let Some(m) = pmix::Msg::parse(&msg) {
                         pmi.send(pmi::Cmd::Pmix(m));
                     }

@@ -27,6 +27,7 @@ mod output;
 mod place;
 mod pmi;
 mod pmix;
+pub mod pmix_fences;
 mod pmix_names;
 mod pmix_subset;
 mod session;

@@ -3,11 +3,9 @@
 //! PMI-1/PMI-2 server, and each rank's environment gets what the server's
 //! setup-fork gives. The PMI loop (`pmi.rs`) serves the upcalls that need
 //! other hosts, with this module's state:
-//! * a fence over the whole job is one barrier of the proxy tree, the
-//!   node's blob put as `pmix-fence/NODE` (hex); the job's `barrier_out`
-//!   brings every node's, concatenated for the library. Fences run one at
-//!   a time, in the order they come (every node sees the same order). A
-//!   fence among this node's ranks alone completes here; one over some
+//! * a fence over the whole job is one barrier of the proxy tree
+//!   (`pmix_fences.rs`, which also enforces a `PMIX_TIMEOUT` across
+//!   hosts). A fence among this node's ranks alone completes here; one over some
 //!   ranks of several hosts, group construct and destruct, and connect and
 //!   disconnect (Open MPI's spawn and connect/accept end with a
 //!   `PMIx_Connect` over both jobs) are gathered by rivetrun
@@ -29,19 +27,18 @@
 //!   which fails the job), which passes it to the other proxies (`gend NS
 //!   RANK`), whose servers tell their own members ([`member_ended`]).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::path::Path;
+use std::time::Instant;
 
 use rivet_pmi::pmix_ffi::{PMIX_ERR_UNREACH, PMIX_RANK_WILDCARD, PMIX_SUCCESS};
 
+use super::pmix_fences::{hex, unhex, Fences};
 use super::pmix_subset::{Done, Subsets};
 use super::upstream::Upstream;
 use crate::pmix_host::node::{self, DmodexCall, FenceCall, Layout};
 use crate::pmix_host::{PmixEvent, PmixHost, SpawnCall, Starting};
 use crate::remote::commands as cmd;
-
-/// The prefix of the keys that carry each node's fence blob.
-pub const FENCE_KEY: &str = "pmix-fence/";
 
 /// Start this node's PMIx server (on a thread of its own, while the proxy
 /// places its ranks), where OpenPMIx is installed and rivetrun named the
@@ -139,11 +136,13 @@ pub enum Msg {
     Coll(Done),
     /// Node `node`'s proxy spawned namespace `kvs` (`pmix_spawned`).
     Spawned { kvs: String, node: u32 },
+    /// Whole-job fence `number` fails on every host (`fence_failed`).
+    FenceFailed { number: u64, status: i32 },
 }
 
 impl Msg {
-    /// Parse `dmodex_ask` / `dmodex_done` / `coll_out` / `pmix_spawned`
-    /// (other words: None).
+    /// Parse `dmodex_ask` / `dmodex_done` / `coll_out` / `pmix_spawned` /
+    /// `fence_failed` (other words: None).
     pub fn parse(words: &[Vec<u8>]) -> Option<Msg> {
         let text = |i: usize| words.get(i).map(|w| crate::remote::wire::text(w));
         match text(0)?.as_str() {
@@ -163,6 +162,10 @@ impl Msg {
                 kvs: text(1)?,
                 node: text(2)?.parse().ok()?,
             }),
+            cmd::FENCE_FAILED => Some(Msg::FenceFailed {
+                number: text(1)?.parse().ok()?,
+                status: text(2)?.parse().ok()?,
+            }),
             _ => None,
         }
     }
@@ -174,9 +177,8 @@ pub struct State {
     kvsname: String,
     size: u32,
     local: Vec<u32>,
-    /// Whole-job fences: the first is in the tree once `in_tree`.
-    fences: VecDeque<FenceCall>,
-    in_tree: bool,
+    /// Whole-job fences.
+    fences: Fences,
     /// This node's direct modexes waiting for rivetrun's answer.
     asked: HashMap<u64, DmodexCall>,
     next_id: u64,
@@ -213,8 +215,7 @@ impl State {
             node,
             kvsname: kvsname.to_string(),
             local,
-            fences: VecDeque::new(),
-            in_tree: false,
+            fences: Fences::new(node),
             asked: HashMap::new(),
             next_id: 1,
             answering: HashMap::new(),
@@ -228,20 +229,30 @@ impl State {
         self.subsets.spawned(kvs, self.node, rivetrun);
     }
 
-    /// When a collective's wait for a spawn's news ends, if one waits
-    /// (`pmix_subset.rs`).
-    pub fn next_deadline(&self) -> Option<std::time::Instant> {
-        self.subsets.next_deadline()
+    /// When the loop must next call [`State::expire`]: a collective's wait
+    /// for a spawn's news ends, or a fence's `PMIX_TIMEOUT` passes.
+    pub fn next_deadline(&self) -> Option<Instant> {
+        let times = [self.subsets.next_deadline(), self.fences.next_deadline()];
+        times.into_iter().flatten().min()
     }
 
-    /// Fail the collectives whose wait for a spawn's news ended.
-    pub fn expire(&mut self, now: std::time::Instant) {
-        self.subsets.expire(now);
+    /// Fail the collectives whose wait for a spawn's news ended; ask
+    /// rivetrun to fail the fences whose timeout passed (it answers every
+    /// host alike, `pmix_fences.rs`).
+    pub fn expire(&mut self, now: Instant, rivetrun: &Upstream) {
+        self.subsets.expire(now, rivetrun);
+        for number in self.fences.late(now) {
+            let late = [cmd::FENCE_LATE.to_string(), number.to_string()];
+            if rivetrun.send(&late).is_err() {
+                // No rivetrun to decide: it fails here alone.
+                self.fences.failed(number, PMIX_ERR_UNREACH);
+            }
+        }
     }
 
     /// Whether a PMIx fence is in the tree (its `barrier_out` is ours).
     pub fn in_tree(&self) -> bool {
-        self.in_tree
+        self.fences.in_tree()
     }
 
     /// One event from the node's server.
@@ -331,62 +342,18 @@ impl State {
             self.subsets.fence(call, rivetrun);
             return Step::Nothing;
         }
-        self.fences.push_back(call);
-        self.next_barrier()
-    }
-
-    fn next_barrier(&mut self) -> Step {
-        if self.in_tree {
-            return Step::Nothing;
-        }
-        let Some(first) = self.fences.front() else {
-            return Step::Nothing;
-        };
-        self.in_tree = true;
-        Step::Barrier(vec![(
-            format!("{FENCE_KEY}{}", self.node),
-            hex(&first.data),
-        )])
+        barrier(self.fences.begin(call, Instant::now()))
     }
 
     /// The job's `barrier_out` for the fence in the tree: every node's
     /// blob to the library; then the next fence, if one waits.
     pub fn barrier_out(&mut self, puts: &[(String, String)]) -> Step {
-        if !self.in_tree {
-            return Step::Nothing;
-        }
-        self.in_tree = false;
-        let mut blobs: Vec<(u32, Vec<u8>)> = Vec::new();
-        let mut bad = false;
-        for (k, v) in puts {
-            if let Some(n) = k.strip_prefix(FENCE_KEY) {
-                match (n.parse::<u32>(), unhex(v)) {
-                    (Ok(n), Some(b)) => blobs.push((n, b)),
-                    _ => bad = true,
-                }
-            }
-        }
-        blobs.sort_by_key(|(n, _)| *n);
-        if let Some(call) = self.fences.pop_front() {
-            if bad {
-                eprintln!("rivetrun: proxy {}: a fence blob came garbled", self.node);
-                call.finish(rivet_pmi::pmix_ffi::PMIX_ERROR, Vec::new());
-            } else {
-                call.finish(
-                    PMIX_SUCCESS,
-                    blobs.into_iter().flat_map(|(_, b)| b).collect(),
-                );
-            }
-        }
-        self.next_barrier()
+        barrier(self.fences.barrier_out(puts))
     }
 
     /// The tree can complete no barrier: every fence fails.
     pub fn fail_fences(&mut self) {
-        self.in_tree = false;
-        for call in self.fences.drain(..) {
-            call.finish(PMIX_ERR_UNREACH, Vec::new());
-        }
+        self.fences.fail_all();
     }
 
     /// rivetrun's link is gone: direct modexes and subsets fail too.
@@ -431,22 +398,13 @@ impl State {
             }
             Msg::Coll(done) => self.subsets.done(done),
             Msg::Spawned { kvs, node } => self.subsets.spawned(&kvs, node, rivetrun),
+            Msg::FenceFailed { number, status } => self.fences.failed(number, status),
         }
     }
 }
 
-fn hex(data: &[u8]) -> String {
-    data.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn unhex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
+fn barrier(puts: Option<Vec<(String, String)>>) -> Step {
+    puts.map_or(Step::Nothing, Step::Barrier)
 }
 
 #[cfg(test)]

@@ -31,6 +31,14 @@
 //! the other nodes at once), a destruct of a group this node never
 //! constructed. A participating host whose proxy ended, or rivetrun's link
 //! lost, fails the collective (`PMIX_ERR_UNREACH`); nothing waits for ever.
+//!
+//! A fence given `PMIX_TIMEOUT` (which OpenPMIx 4.2.2 stops timing once
+//! the node's clients are in) is timed here from when its part goes to
+//! rivetrun; if rivetrun has not answered by then the node sends
+//! `coll_late KEY`, and rivetrun, unless every part was in first, fails it
+//! with `PMIX_ERR_TIMEOUT` for the nodes in and for each late part as it
+//! comes (`remote/pmix.rs`): every host's fence ends alike. The key's
+//! count keeps a later fence over the same processes apart from it.
 
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
@@ -162,6 +170,8 @@ pub struct Subsets {
     seen: HashMap<String, u64>,
     /// Sent to rivetrun, waiting for its `coll_out`, by key.
     pending: HashMap<String, Waiting>,
+    /// Pending fences given `PMIX_TIMEOUT`: when to send `coll_late`.
+    deadlines: HashMap<String, Instant>,
     /// Groups constructed here and not destructed: their processes.
     groups: HashMap<String, Vec<(String, u32)>>,
     /// Namespaces a proxy spawned (all on its node): that node.
@@ -178,6 +188,7 @@ impl Subsets {
             node_of_rank,
             seen: HashMap::new(),
             pending: HashMap::new(),
+            deadlines: HashMap::new(),
             groups: HashMap::new(),
             spawned_at: HashMap::new(),
             parked: Vec::new(),
@@ -202,13 +213,29 @@ impl Subsets {
         }
     }
 
-    /// When the oldest parked collective's wait ends, if any waits.
+    /// When the oldest parked collective's wait ends, or a timed fence's
+    /// time passes, if any.
     pub fn next_deadline(&self) -> Option<Instant> {
-        self.parked.iter().map(|p| p.since + SPAWN_NEWS_WAIT).min()
+        let parked = self.parked.iter().map(|p| p.since + SPAWN_NEWS_WAIT);
+        parked.chain(self.deadlines.values().copied()).min()
     }
 
-    /// Fail the parked collectives whose wait ended by `now`.
-    pub fn expire(&mut self, now: Instant) {
+    /// Fail the parked collectives whose wait ended by `now`; ask rivetrun
+    /// to fail the fences whose time passed (`coll_late KEY`, once each).
+    pub fn expire(&mut self, now: Instant, rivetrun: &Upstream) {
+        let late: Vec<String> = (self.deadlines.iter())
+            .filter(|(_, &d)| now >= d)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in late {
+            self.deadlines.remove(&key);
+            let words = [cmd::COLL_LATE.to_string(), key.clone()];
+            if rivetrun.send(&words).is_err() {
+                if let Some(w) = self.pending.remove(&key) {
+                    w.fail(PMIX_ERR_UNREACH);
+                }
+            }
+        }
         let (over, still): (Vec<Parked>, Vec<Parked>) = std::mem::take(&mut self.parked)
             .into_iter()
             .partition(|p| now >= p.since + SPAWN_NEWS_WAIT);
@@ -299,7 +326,11 @@ impl Subsets {
         };
         let key = self.key(format!("fence/{}", key_of(&call.procs)));
         let data = call.data.clone();
-        self.send(key, &nodes, data, Waiting::Fence(call), rivetrun);
+        let deadline = call.timeout.and_then(|t| Instant::now().checked_add(t));
+        self.send(key.clone(), &nodes, data, Waiting::Fence(call), rivetrun);
+        if let (Some(d), true) = (deadline, self.pending.contains_key(&key)) {
+            self.deadlines.insert(key, d);
+        }
     }
 
     /// A connect or disconnect (`PMIx_Connect`: Open MPI's spawn and
@@ -391,6 +422,7 @@ impl Subsets {
 
     /// rivetrun's answer: complete the collective it names.
     pub fn done(&mut self, done: Done) {
+        self.deadlines.remove(&done.key);
         let Some(waiting) = self.pending.remove(&done.key) else {
             return;
         };
@@ -415,6 +447,7 @@ impl Subsets {
     /// rivetrun's link is gone: every collective under way, or waiting
     /// for news that can no longer come, fails.
     pub fn lost(&mut self) {
+        self.deadlines.clear();
         for (_, w) in self.pending.drain() {
             w.fail(PMIX_ERR_UNREACH);
         }

@@ -239,10 +239,10 @@ fn a_connect_naming_a_spawn_not_yet_announced_waits_for_it_a_bounded_time() {
     // News that never comes: failed at the bound, with a timeout.
     st.connect(call("kvs_s2"), &up);
     let deadline = st.next_deadline().expect("a deadline");
-    st.expire(deadline - Duration::from_millis(1));
+    st.expire(deadline - Duration::from_millis(1), &up);
     assert_eq!(st.parked(), 1);
     assert!(LATE.lock().unwrap().is_empty());
-    st.expire(deadline);
+    st.expire(deadline, &up);
     assert_eq!(LATE.lock().unwrap().pop(), Some(PMIX_ERR_TIMEOUT));
     assert_eq!((st.parked(), st.next_deadline()), (0, None));
     // Not named as the job's spawns are: refused at once, as before.
@@ -288,4 +288,84 @@ fn rivetruns_answer_parses_and_garbage_does_not() {
     ] {
         assert_eq!(Done::parse(&w(bad)), None, "{bad:?}");
     }
+}
+
+/// What fence completions said: (status, bytes of data).
+static FENCED: Mutex<Vec<(c_int, usize)>> = Mutex::new(Vec::new());
+
+unsafe extern "C" fn fenced(
+    status: c_int,
+    _data: *const std::ffi::c_char,
+    n: usize,
+    _cbdata: *mut c_void,
+    release: Option<unsafe extern "C" fn(*mut c_void)>,
+    release_data: *mut c_void,
+) {
+    FENCED.lock().unwrap().push((status, n));
+    if let Some(r) = release {
+        // SAFETY: the release function and data the fence passed.
+        unsafe { r(release_data) };
+    }
+}
+
+/// A subset fence given `PMIX_TIMEOUT`: at its deadline the node asks
+/// rivetrun (`coll_late KEY`) and waits for its answer, whichever it is;
+/// an untimed one, and the next one over the same ranks, have no deadline
+/// and keys of their own.
+#[test]
+fn a_timed_subset_fence_asks_rivetrun_at_its_deadline_and_takes_its_answer() {
+    let (up, mut peer) = upstream();
+    let mut st = Subsets::new(0, "kvs", vec![0, 0, 1, 1]);
+    let fence = |timeout: Option<u64>| {
+        let procs = vec![("kvs".to_string(), 0), ("kvs".to_string(), 3)];
+        let mut c = FenceCall::for_test(procs, b"d".to_vec(), fenced, std::ptr::null_mut());
+        c.timeout = timeout.map(Duration::from_secs);
+        c
+    };
+    let before = Instant::now();
+    st.fence(fence(Some(1)), &up);
+    let first = wire::text(&rivetrun_hears(&mut peer)[1]);
+    assert_eq!(first, "fence/kvs:0,kvs:3#1");
+    let deadline = st.next_deadline().expect("timed");
+    assert!(deadline >= before + Duration::from_secs(1));
+    st.expire(deadline - Duration::from_millis(1), &up);
+    st.expire(deadline, &up);
+    assert_eq!(
+        rivetrun_hears(&mut peer),
+        vec![b"coll_late".to_vec(), first.clone().into_bytes()]
+    );
+    // Asked once; the fence still waits for rivetrun's word.
+    assert_eq!((st.next_deadline(), st.waiting()), (None, 1));
+    assert!(FENCED.lock().unwrap().is_empty());
+    st.done(Done {
+        key: first,
+        status: PMIX_ERR_TIMEOUT,
+        context: 0,
+        blobs: Vec::new(),
+    });
+    assert_eq!(FENCED.lock().unwrap().pop(), Some((PMIX_ERR_TIMEOUT, 0)));
+    // The next fence over the same ranks, untimed: a new key, no deadline.
+    st.fence(fence(None), &up);
+    let second = wire::text(&rivetrun_hears(&mut peer)[1]);
+    assert_eq!(second, "fence/kvs:0,kvs:3#2");
+    assert_eq!(st.next_deadline(), None);
+    st.done(Done {
+        key: second,
+        status: PMIX_SUCCESS,
+        context: 0,
+        blobs: vec![(0, b"d".to_vec()), (1, b"e".to_vec())],
+    });
+    assert_eq!(FENCED.lock().unwrap().pop(), Some((PMIX_SUCCESS, 2)));
+    // A timed one answered in time forgets its deadline.
+    st.fence(fence(Some(5)), &up);
+    let third = wire::text(&rivetrun_hears(&mut peer)[1]);
+    assert!(st.next_deadline().is_some());
+    st.done(Done {
+        key: third,
+        status: PMIX_SUCCESS,
+        context: 0,
+        blobs: Vec::new(),
+    });
+    assert_eq!(FENCED.lock().unwrap().pop(), Some((PMIX_SUCCESS, 0)));
+    assert_eq!((st.next_deadline(), st.waiting()), (None, 0));
 }

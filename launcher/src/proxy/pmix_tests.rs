@@ -2,6 +2,7 @@
 //! blobs, rivetrun's messages.
 
 use super::*;
+use crate::proxy::pmix_fences::FENCE_KEY;
 use crate::remote::wire;
 use rivet_pmi::pmix_ffi::PMIX_ERR_NOT_SUPPORTED;
 use std::ffi::{c_char, c_int, c_void};

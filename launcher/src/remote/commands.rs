@@ -77,6 +77,9 @@ commands! {
     /// `coll_out KEY STATUS CONTEXT NODE DATA ...`: a PMIx collective over
     /// some hosts completed, to each of them.
     COLL_OUT = "coll_out";
+    /// `fence_failed N STATUS`: whole-job PMIx fence N (the N-th) fails on
+    /// every host (a host's `PMIX_TIMEOUT` passed first), to every proxy.
+    FENCE_FAILED = "fence_failed";
 
     // Both ways.
     /// `gend NS RANK [GROUP]`: a PMIx group member ended (proxy → rivetrun:
@@ -122,6 +125,12 @@ commands! {
     /// `coll KEY NODES DATA`: a node's part of a PMIx fence over a subset
     /// or a group.
     COLL = "coll";
+    /// `coll_late KEY`: that collective's `PMIX_TIMEOUT` passed on this
+    /// node; rivetrun fails it everywhere unless it completed.
+    COLL_LATE = "coll_late";
+    /// `fence_late N`: whole-job PMIx fence N's `PMIX_TIMEOUT` passed on
+    /// this node; rivetrun fails it everywhere unless its barrier completed.
+    FENCE_LATE = "fence_late";
 
     // child proxy → parent proxy.
     /// `child SECRET PROXY_ID`: the first line, authenticating it.

@@ -22,7 +22,8 @@ impl Running<'_> {
                 self.stats.barrier_msgs += 1;
                 match self.barrier.arrive(id, msg.into_iter().skip(1)) {
                     barrier::Step::Waiting => {}
-                    barrier::Step::Complete(out) => {
+                    barrier::Step::Complete(mut out) => {
+                        self.fence_timeouts.barrier_done(&mut out);
                         self.stats.t_last = self.started.elapsed().as_millis();
                         if self.barrier.completed == 1 {
                             self.stats.t_first = self.stats.t_last;
@@ -174,6 +175,19 @@ impl Running<'_> {
                     pmix::coll_lost(&self.proxies[l as usize].host, 1);
                 }
                 pmix::send(&mut self.proxies, sends);
+            }
+            cmd::COLL_LATE => {
+                let sends = self.colls.late(id, &msg);
+                pmix::send(&mut self.proxies, sends);
+            }
+            cmd::FENCE_LATE => {
+                if let Some(failed) = self.fence_timeouts.late(&msg) {
+                    for p in self.proxies.iter_mut() {
+                        if let Some(c) = p.conn.as_mut() {
+                            let _ = wire::send(c, &failed);
+                        }
+                    }
+                }
             }
             cmd::PMI => {
                 let routed = self.jobwide.relay(id, &msg);

@@ -24,6 +24,7 @@ mod barrier;
 pub mod commands;
 mod describe;
 mod events;
+mod fence_timeouts;
 mod jobwide;
 mod messages;
 mod pmix;
@@ -186,6 +187,7 @@ pub fn run(
         jobwide,
         barrier: barrier::TopBarrier::new(top.clone()),
         colls: pmix::Collectives::default(),
+        fence_timeouts: Default::default(),
         spawned_at: Default::default(),
         listening: vec![None; nodes.len()],
         node_of_rank,

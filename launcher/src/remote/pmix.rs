@@ -3,13 +3,13 @@
 //! has the whole exchange), and gathering collectives over some hosts
 //! (fences over a subset, groups: [`Collectives`]), and passing a PMIx
 //! group member's end to the other proxies ([`member_ended`]). Whole-job
-//! fences need nothing here: they are the tree's barriers.
+//! fences are the tree's barriers (their timeouts: `fence_timeouts.rs`).
 
 use std::collections::{BTreeMap, HashMap};
 
 use super::commands as cmd;
 use super::{wire, Proxy};
-use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_UNREACH, PMIX_SUCCESS};
+use rivet_pmi::pmix_ffi::{PMIX_ERR_BAD_PARAM, PMIX_ERR_TIMEOUT, PMIX_ERR_UNREACH, PMIX_SUCCESS};
 
 /// `pmix_spawned KVS PARENT_NS PARENT_RANK SIZES` from proxy `from`
 /// (which spawned KVS, registered with its PMIx server): recorded in
@@ -142,7 +142,9 @@ struct Gather {
 /// (every blob in node order; CONTEXT counts completed collectives, so it
 /// is unique in the job). A part with a fifth word, a failed status
 /// (`coll KEY NODES DATA STATUS`: that node refused it), fails it with that
-/// status for every listed node, those in and those still to come. A collective needing a proxy that ended, or
+/// status for every listed node, those in and those still to come; so does
+/// a node's `coll_late KEY` (its `PMIX_TIMEOUT` passed) with
+/// `PMIX_ERR_TIMEOUT`, unless every part came first. A collective needing a proxy that ended, or
 /// whose proxies disagree on its nodes, fails for those in
 /// (`PMIX_ERR_UNREACH`, `PMIX_ERR_BAD_PARAM`).
 #[derive(Default)]
@@ -241,9 +243,33 @@ impl Collectives {
         )
     }
 
-    /// Node `id`'s proxy ended: every collective still needing it fails.
+    /// `coll_late KEY` from proxy `from`: its timeout passed. Unless the
+    /// collective completed (or failed) already, it fails with
+    /// `PMIX_ERR_TIMEOUT` for the nodes in, and for the others as their
+    /// parts come (then it is forgotten).
+    pub(super) fn late(&mut self, from: u32, msg: &[Vec<u8>]) -> Sends {
+        let Some(key) = msg.get(1) else {
+            return Vec::new();
+        };
+        let Some(g) = self.gathering.get_mut(key) else {
+            return Vec::new();
+        };
+        if g.failed.is_some() || !g.arrived.contains_key(&from) {
+            return Vec::new();
+        }
+        g.failed = Some(PMIX_ERR_TIMEOUT);
+        (g.arrived.keys())
+            .map(|&n| (n, failed(key, PMIX_ERR_TIMEOUT)))
+            .collect()
+    }
+
+    /// Node `id`'s proxy ended: every collective still needing it fails
+    /// (one failed already, every node in told, is only forgotten).
     /// Returns the messages and how many collectives failed.
     pub(super) fn ended(&mut self, id: u32) -> (Sends, usize) {
+        self.gathering.retain(|_, g| {
+            g.failed.is_none() || !g.nodes.contains(&id) || g.arrived.contains_key(&id)
+        });
         let keys: Vec<Vec<u8>> = (self.gathering.iter())
             .filter(|(_, g)| g.nodes.contains(&id) && !g.arrived.contains_key(&id))
             .map(|(k, _)| k.clone())
@@ -349,6 +375,50 @@ mod tests {
         ok.push(b"0".to_vec());
         assert!(c.arrive(0, &ok, 3, none).0.is_empty());
         assert_eq!(c.arrive(1, &coll("h", "0,1", "b"), 3, none).0.len(), 2);
+        assert!(c.gathering.is_empty());
+    }
+
+    /// A node's `coll_late`: those in hear the timeout at once, the late
+    /// part when it comes, then it is forgotten; a `coll_late` for one that
+    /// completed first changes nothing, nor does it reach the next
+    /// collective over the same processes (another key).
+    #[test]
+    fn a_late_collective_times_out_for_every_node_then_is_forgotten() {
+        let mut c = Collectives::default();
+        let none = |_| false;
+        let timeout = |n: u32, k: &str| (n, words(&["coll_out", k, "-24", "0"]));
+        assert_eq!(PMIX_ERR_TIMEOUT, -24);
+        assert!(c
+            .arrive(0, &coll("f#1", "0,1,2", "a"), 3, none)
+            .0
+            .is_empty());
+        assert!(c
+            .arrive(2, &coll("f#1", "0,1,2", "c"), 3, none)
+            .0
+            .is_empty());
+        let late = words(&["coll_late", "f#1"]);
+        assert_eq!(c.late(0, &late), vec![timeout(0, "f#1"), timeout(2, "f#1")]);
+        assert_eq!(c.late(2, &late), Vec::new(), "once");
+        assert_eq!(
+            c.arrive(1, &coll("f#1", "0,1,2", "b"), 3, none).0,
+            vec![timeout(1, "f#1")]
+        );
+        assert!(c.gathering.is_empty());
+        // Completed first: the late word finds nothing.
+        c.arrive(0, &coll("f#2", "0,1", "a"), 3, none);
+        assert_eq!(c.arrive(1, &coll("f#2", "0,1", "b"), 3, none).0.len(), 2);
+        assert_eq!(c.late(0, &words(&["coll_late", "f#2"])), Vec::new());
+        assert!(c.gathering.is_empty(), "no collective begun by it");
+        // From a node not in it, or garbled: nothing.
+        c.arrive(0, &coll("f#3", "0,1", "a"), 3, none);
+        assert_eq!(c.late(1, &words(&["coll_late", "f#3"])), Vec::new());
+        assert_eq!(c.late(0, &words(&["coll_late"])), Vec::new());
+        // A late part's proxy ends instead: forgotten, nobody hears twice.
+        assert_eq!(
+            c.late(0, &words(&["coll_late", "f#3"])),
+            vec![timeout(0, "f#3")]
+        );
+        assert_eq!(c.ended(1), (Vec::new(), 0));
         assert!(c.gathering.is_empty());
     }
 

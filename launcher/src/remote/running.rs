@@ -14,6 +14,7 @@ use std::time::Instant;
 use super::barrier::{self, TopBarrier};
 use super::commands as cmd;
 use super::events::{forward_stdin, read_proxy, Ev};
+use super::fence_timeouts::FenceTimeouts;
 use super::jobwide::JobWide;
 use super::pmix::{self, Collectives};
 use super::proxies::{fail, kill_launcher, stranded, Proxy};
@@ -30,6 +31,8 @@ pub(super) struct Running<'a> {
     pub(super) jobwide: JobWide,
     pub(super) barrier: TopBarrier,
     pub(super) colls: Collectives,
+    /// Whole-job PMIx fences failed by a host's `PMIX_TIMEOUT`.
+    pub(super) fence_timeouts: FenceTimeouts,
     /// The proxy that spawned each PMIx-spawned job (`pmix::spawned`).
     pub(super) spawned_at: HashMap<String, u32>,
     /// Where each proxy listens for its children (`listen`), once known.

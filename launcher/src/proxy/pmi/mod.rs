@@ -108,7 +108,7 @@ impl Loop {
         let mut events = Events::with_capacity(256);
         loop {
             // Woken in time to fail a collective that waited too long for
-            // a spawn's news.
+            // a spawn's news, or a fence whose PMIX_TIMEOUT passed.
             let timeout = (self.pmix.next_deadline())
                 .map(|t| t.saturating_duration_since(std::time::Instant::now()));
             if let Err(e) = self.poll.poll(&mut events, timeout) {
@@ -143,7 +143,7 @@ impl Loop {
                 }
             }
             self.pmix_events();
-            self.pmix.expire(std::time::Instant::now());
+            self.pmix.expire(std::time::Instant::now(), &self.rivetrun);
         }
     }
 
