@@ -156,34 +156,9 @@ fn inline_limits_differ(prov: &str) {
     assert!(nets.iter().all(|n| n.dropped() == 0));
 }
 
+/// Sizes up to 100 KiB.
 fn three_way(prov: &str) {
-    const N: u32 = 40;
-    let Some(mut nets) = open_n(prov, "three", 3) else {
-        return;
-    };
-    let mut sinks: Vec<Rec> = (0..3).map(|_| Rec::default()).collect();
-    connect_all(&mut nets);
-    let size = |seq: u32| (seq as usize * 3037) % (100 << 10);
-    for seq in 0..N {
-        for from in 0..3 {
-            for to in (0..3u64).filter(|&t| t != from as u64) {
-                send(&mut nets, &mut sinks, from, to, seq, size(seq));
-            }
-        }
-    }
-    pump(&mut nets, &mut sinks, |_, s| {
-        s.iter().all(|s| s.msgs.len() == 2 * N as usize)
-    });
-    let sizes: Vec<usize> = (0..N).map(size).collect();
-    for (me, s) in sinks.iter().enumerate() {
-        for from in (0..3u64).filter(|&f| f != me as u64) {
-            assert_eq!(s.from(from), expect(from, &sizes));
-        }
-        assert!(s.failed.is_empty());
-    }
-    for n in &nets {
-        assert_eq!(n.connected_peers(), 2);
-    }
+    common::connections::three_way(prov, 40, |seq| (seq as usize * 3037) % (100 << 10))
 }
 
 /// Only the sender polls: the provider fills and says "again"; nothing is

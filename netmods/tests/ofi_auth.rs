@@ -13,23 +13,17 @@ mod common;
 
 use std::time::Duration;
 
+use common::ofi::*;
 use common::*;
 use rivet_netmods::auth::JobKey;
 use rivet_netmods::{Forgery, Netmod, OfiConfig, OfiNetmod};
 
-fn config(prov: &str, key: Option<JobKey>) -> OfiConfig {
-    OfiConfig {
-        provider: Some(prov.into()),
-        domain: (prov == "tcp;ofi_rxm").then(|| "lo".to_string()),
-        timeout: Duration::from_secs(5),
-        job_key: key,
-        ..OfiConfig::default()
-    }
-}
-
 fn open(prov: &str, key: Option<JobKey>, rank: u64) -> OfiNetmod {
-    OfiNetmod::new(config(prov, key), "authjob", rank)
-        .unwrap_or_else(|e| panic!("cannot open provider {prov}: {e}"))
+    let cfg = OfiConfig {
+        job_key: key,
+        ..plain(prov)
+    };
+    open_with(&cfg, &[("authjob", rank)]).unwrap().remove(0)
 }
 
 fn forged_hello_refused(prov: &str) {
@@ -191,17 +185,6 @@ fn no_secret_no_check(prov: &str) {
     pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() == 1);
     assert_eq!(sinks[0].from(1), expect(1, &[10]));
     assert_eq!(nets[0].dropped(), 0);
-}
-
-macro_rules! both_providers {
-    ($($name:ident),*) => {
-        mod tcp_rxm {
-            $(#[test] fn $name() { super::$name("tcp;ofi_rxm") })*
-        }
-        mod shm {
-            $(#[test] fn $name() { super::$name("shm") })*
-        }
-    };
 }
 
 both_providers!(

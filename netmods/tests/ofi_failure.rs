@@ -3,7 +3,7 @@
 //! in this process, for the providers `tcp;ofi_rxm` (on loopback) and
 //! `shm`, which every libfabric build has: a provider that cannot be opened
 //! fails the test. Every wait is bounded: a stuck test fails after its
-//! deadline.
+//! deadline. `peer_failure`, which tcp shares, is in `common/connections.rs`.
 
 #![cfg(feature = "ofi")]
 
@@ -11,51 +11,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
+use common::connections::peer_failure;
 use common::ofi::*;
 use common::*;
-use rivet_netmods::{Netmod, NetmodError, OfiConfig, OfiNetmod};
-
-/// A netmod dropped mid-conversation: the survivor's sends to it fail
-/// (`peer_failed`, then `Err`) within a bounded time.
-fn peer_failure(prov: &str) {
-    if prov == SHM {
-        // libfabric 1.17's shm maps a peer in the same process through that
-        // peer's own mapping: sending to a closed endpoint of this process
-        // crashes (SIGSEGV). Across processes its sends fill the dead
-        // queue and the netmod's timeout fails the peer.
-        eprintln!("note: shm peer failure is not testable within one process");
-        return;
-    }
-    let Some(mut nets) = open_n(prov, "fail", 2) else {
-        return;
-    };
-    let mut sinks = vec![Rec::default(), Rec::default()];
-    connect_all(&mut nets);
-    for seq in 0..20 {
-        send(&mut nets, &mut sinks, 1, 0, seq, 1000);
-    }
-    pump(&mut nets, &mut sinks, |_, s| s[0].msgs.len() >= 5);
-    drop(nets.remove(0));
-    sinks.remove(0);
-    let end = Instant::now() + DEADLINE;
-    let mut seq = 20;
-    while sinks[0].failed.is_empty() {
-        assert!(Instant::now() < end, "no peer_failed");
-        match nets[0].try_send(0, &header(seq, 1000), &payload(1, seq, 1000)) {
-            Ok(_) => seq += 1,
-            Err(NetmodError::Peer { peer: 0, .. }) => {}
-            Err(e) => panic!("{e}"),
-        }
-        spin(&mut nets, &mut sinks, 1);
-    }
-    spin(&mut nets, &mut sinks, 100);
-    assert_eq!(sinks[0].failed.len(), 1, "{:?}", sinks[0].failed);
-    assert_eq!(sinks[0].failed[0].0, 0);
-    let e = nets[0].try_send(0, &header(0, 1), b"x").unwrap_err();
-    assert!(matches!(e, NetmodError::Peer { peer: 0, .. }), "{e}");
-    assert!(nets[0].idle(), "a failed peer's queue is dropped");
-    assert_eq!(nets[0].connected_peers(), 0);
-}
+use rivet_netmods::{Netmod, OfiConfig, OfiNetmod};
 
 /// A peer that was idle when it went: the first send after finds out
 /// within the timeout (the provider alone would retry forever).

@@ -10,8 +10,9 @@
 mod common;
 
 use common::ofi::*;
+use common::setup::{bad_sends_refused, bad_vars_named};
 use common::*;
-use rivet_netmods::{peer_id, Netmod, NetmodError, OfiConfig, OfiNetmod, TEMP_GROUP};
+use rivet_netmods::{Netmod, NetmodError, OfiConfig, OfiNetmod};
 
 /// Files in /dev/shm whose names contain `needle`.
 fn shm_files(needle: &str) -> Vec<String> {
@@ -72,30 +73,8 @@ fn group_errors() {
         return;
     };
     let n = &mut nets[0];
-    for (g, job) in [(0, "x"), (TEMP_GROUP, "x"), (1, "groups")] {
-        assert!(n.add_group(g, job).is_err(), "{g} {job}");
-    }
-    assert!(n.add_group(1, &"j".repeat(257)).is_err(), "job id too long");
-    n.add_group(1, &"j".repeat(256)).unwrap();
-    assert!(n.add_group(1, "other").is_err(), "group added already");
     let c = n.business_card().to_string();
-    n.connect(peer_id(1, 3), &c).unwrap();
-    assert!(matches!(
-        n.connect(peer_id(2, 3), &c),
-        Err(NetmodError::Peer { .. })
-    ));
-    assert!(matches!(
-        n.connect(peer_id(TEMP_GROUP, 0), &c),
-        Err(NetmodError::Peer { .. })
-    ));
-    n.remove_group(1);
-    n.remove_group(1);
-    n.add_group(1, "other").unwrap();
-    assert!(n.knows(peer_id(1, 3)), "existing peers are not touched");
-    assert_eq!(n.peer_count(), 1);
-    n.disconnect(peer_id(1, 3));
-    n.disconnect(12345);
-    assert_eq!(n.peer_count(), 0);
+    common::setup::group_errors(n, &c);
     assert!(OfiNetmod::new(config(TCP), "groups", 1 << 32).is_err());
     assert!(OfiNetmod::new(config(TCP), &"j".repeat(257), 0).is_err());
 }
@@ -128,21 +107,7 @@ fn bad_cards_and_settings() {
     }
     let e = n.connect(1, shm_card).unwrap_err().to_string();
     assert!(e.contains("provider \"shm\""), "{e}");
-    assert!(!n.knows(1));
-    assert!(matches!(
-        n.try_send(1, b"h", b"p"),
-        Err(NetmodError::Peer { peer: 1, .. })
-    ));
-    n.connect(1, &good).unwrap();
-    let big = vec![0u8; (8 << 20) + 1];
-    assert!(
-        n.try_send(1, b"h", &big).is_err(),
-        "payload above the piece size"
-    );
-    assert!(
-        n.try_send(1, &[0; 257], b"").is_err(),
-        "header above 256 bytes"
-    );
+    bad_sends_refused(n, &good);
 
     let e = OfiNetmod::new(
         OfiConfig {
@@ -173,22 +138,14 @@ fn bad_cards_and_settings() {
     .unwrap()
     .to_string();
     assert!(e.contains("no-such-nic9") && e.contains("lo"), "{e}");
-    let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    };
-    for bad in [
-        &[("RIVET_OFI_EAGER_MAX", "12Q")][..],
-        &[("RIVET_OFI_PIECE", "0")],
-        &[("RIVET_OFI_TIMEOUT", "never")],
-    ] {
-        let e = OfiConfig::from_vars(vars(bad)).unwrap_err().to_string();
-        assert!(e.contains(bad[0].0), "{e}");
-    }
+    bad_vars_named(
+        |v| OfiConfig::from_vars(v),
+        &[
+            &[("RIVET_OFI_EAGER_MAX", "12Q")],
+            &[("RIVET_OFI_PIECE", "0")],
+            &[("RIVET_OFI_TIMEOUT", "never")],
+        ],
+    );
 }
 
 #[test]

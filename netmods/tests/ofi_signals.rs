@@ -4,7 +4,10 @@
 
 #![cfg(feature = "ofi")]
 
-use rivet_netmods::{OfiConfig, OfiNetmod};
+mod common;
+
+use common::ofi::{plain, TCP};
+use rivet_netmods::OfiNetmod;
 
 /// The current handler of `sig` (`SIG_DFL`, `SIG_IGN` or a function).
 fn handler(sig: i32) -> libc::sighandler_t {
@@ -31,12 +34,7 @@ fn opening_leaves_signal_handlers_alone() {
         libc::SIGTERM,
     ];
     let before: Vec<_> = sigs.iter().map(|&s| handler(s)).collect();
-    let cfg = OfiConfig {
-        provider: Some("tcp;ofi_rxm".into()),
-        domain: Some("lo".into()),
-        ..OfiConfig::default()
-    };
-    let net = OfiNetmod::new(cfg, "signals", 0).unwrap();
+    let net = OfiNetmod::new(plain(TCP), "signals", 0).unwrap();
     let after: Vec<_> = sigs.iter().map(|&s| handler(s)).collect();
     assert_eq!(
         before, after,

@@ -82,38 +82,9 @@ fn placement(b: Backend) {
     );
 }
 
+/// Sizes below 3000 bytes.
 fn three_way(b: Backend) {
-    const N: u32 = 50;
-    let Some(mut nets) = open_n(b, "three", 3) else {
-        return;
-    };
-    let mut sinks: Vec<Rec> = (0..3).map(|_| Rec::default()).collect();
-    connect_all(&mut nets);
-    for seq in 0..N {
-        for from in 0..3 {
-            for to in 0..3u64 {
-                if from as u64 != to {
-                    let len = (seq as usize * 37) % 3000;
-                    send(&mut nets, &mut sinks, from, to, seq, len);
-                }
-            }
-        }
-    }
-    pump(&mut nets, &mut sinks, |_, s| {
-        s.iter().all(|s| s.msgs.len() == 2 * N as usize)
-    });
-    spin(&mut nets, &mut sinks, 20);
-    for (me, s) in sinks.iter().enumerate() {
-        for from in (0..3u64).filter(|&f| f != me as u64) {
-            let sizes: Vec<usize> = (0..N).map(|seq| (seq as usize * 37) % 3000).collect();
-            assert_eq!(s.from(from), expect(from, &sizes));
-        }
-        assert!(s.failed.is_empty());
-    }
-    for n in &nets {
-        assert_eq!(n.connections_made(), 2);
-        assert_eq!(n.connected_peers(), 2);
-    }
+    common::connections::three_way(b, 50, |seq| (seq as usize * 37) % 3000)
 }
 
 fn flow_control(b: Backend) {

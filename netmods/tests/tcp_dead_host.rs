@@ -14,23 +14,20 @@ use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
+use common::tcp::{open_one, plain};
 use common::*;
-use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
+use rivet_netmods::tcp::{Backend, TcpConfig};
 use rivet_netmods::Netmod;
 
 const TCP_REPAIR: libc::c_int = 19;
 
 fn keepalive_finds_a_vanished_peer(b: Backend) {
     let cfg = TcpConfig {
-        backend: b,
-        ifaces: vec!["lo".into()],
         keepalive: Some(Duration::from_secs(2)),
-        ..TcpConfig::default()
+        ..plain(b)
     };
-    let mut net = match TcpNetmod::new(cfg, "vanish", 0) {
-        Ok(n) => n,
-        Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
-        Err(e) => panic!("{e}"),
+    let Some(mut net) = open_one(cfg, "vanish", 0) else {
+        return;
     };
     let mut sink = Rec::default();
     let card = net.business_card().to_string();

@@ -9,32 +9,21 @@ mod common;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use common::tcp::{open_one, plain};
 use common::*;
-use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
+use rivet_netmods::tcp::{Backend, TcpNetmod};
 use rivet_netmods::Netmod;
 
 /// Long enough that a wait ended by it shows as a timeout, short enough
 /// that a broken wake-up fails the test rather than hanging it.
 const LONG: Duration = Duration::from_secs(10);
 
-fn config(backend: Backend) -> TcpConfig {
-    TcpConfig {
-        backend,
-        ifaces: vec!["lo".into()],
-        ..TcpConfig::default()
-    }
-}
-
 /// Rank 0 parks (`backend`); ranks 1 and 2 (poll backend, so they may
 /// move to another thread) are its peers. None where io_uring is missing.
 fn open(backend: Backend, job: &str) -> Option<(TcpNetmod, Vec<TcpNetmod>)> {
-    let parker = match TcpNetmod::new(config(backend), job, 0) {
-        Ok(m) => m,
-        Err(e) if backend == Backend::Uring && uring_missing_here(&e) => return None,
-        Err(e) => panic!("{e}"),
-    };
+    let parker = open_one(plain(backend), job, 0)?;
     let senders = (1..3)
-        .map(|r| TcpNetmod::new(config(Backend::Poll), job, r).unwrap())
+        .map(|r| TcpNetmod::new(plain(Backend::Poll), job, r).unwrap())
         .collect();
     Some((parker, senders))
 }

@@ -9,16 +9,9 @@
 
 mod common;
 
+use common::tcp::plain;
 use common::*;
-use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
-
-fn config(backend: Backend) -> TcpConfig {
-    TcpConfig {
-        backend,
-        ifaces: vec!["lo".into()],
-        ..TcpConfig::default()
-    }
-}
+use rivet_netmods::tcp::{Backend, TcpNetmod};
 
 /// Makes io_uring_setup fail with EPERM in the calling thread.
 fn forbid_io_uring() {
@@ -60,8 +53,8 @@ fn forbid_io_uring() {
 fn forbidden_io_uring_falls_back_to_poll() {
     let (fallback, refused) = std::thread::spawn(|| {
         forbid_io_uring();
-        let n = TcpNetmod::new(config(Backend::Auto), "seccomp", 0).unwrap();
-        let refused = TcpNetmod::new(config(Backend::Uring), "seccomp", 0)
+        let n = TcpNetmod::new(plain(Backend::Auto), "seccomp", 0).unwrap();
+        let refused = TcpNetmod::new(plain(Backend::Uring), "seccomp", 0)
             .err()
             .map(|e| e.to_string());
         (n, refused)
@@ -83,7 +76,7 @@ fn forbidden_io_uring_falls_back_to_poll() {
 
     // Outside the filter the default is io_uring (where this kernel has
     // it), and it talks to the fallback.
-    let other = match TcpNetmod::new(config(Backend::Auto), "seccomp", 1) {
+    let other = match TcpNetmod::new(plain(Backend::Auto), "seccomp", 1) {
         Ok(n) => n,
         Err(e) => panic!("{e}"),
     };

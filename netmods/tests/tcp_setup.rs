@@ -6,39 +6,16 @@
 
 mod common;
 
+use common::setup::{bad_sends_refused, bad_vars_named};
 use common::tcp::*;
 use common::*;
 use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod};
-use rivet_netmods::{peer_id, Netmod, NetmodError, TEMP_GROUP};
+use rivet_netmods::{Netmod, NetmodError};
 
 #[test]
 fn group_errors() {
     let mut n = TcpNetmod::new(config(Backend::Poll), "groups", 0).unwrap();
-    for (g, job) in [(0, "x"), (TEMP_GROUP, "x"), (1, "groups")] {
-        assert!(n.add_group(g, job).is_err(), "{g} {job}");
-    }
-    assert!(n.add_group(1, &"j".repeat(257)).is_err(), "job id too long");
-    n.add_group(1, &"j".repeat(256)).unwrap();
-    assert!(n.add_group(1, "other").is_err(), "group added already");
-    let c = "tcp:127.0.0.1:1";
-    n.connect(peer_id(1, 3), c).unwrap();
-    // Groups not added, and temporary ids, cannot be connected to.
-    assert!(matches!(
-        n.connect(peer_id(2, 3), c),
-        Err(NetmodError::Peer { .. })
-    ));
-    assert!(matches!(
-        n.connect(peer_id(TEMP_GROUP, 0), c),
-        Err(NetmodError::Peer { .. })
-    ));
-    n.remove_group(1);
-    n.remove_group(1);
-    n.add_group(1, "other").unwrap();
-    assert!(n.knows(peer_id(1, 3)), "existing peers are not touched");
-    assert_eq!(n.peer_count(), 1);
-    n.disconnect(peer_id(1, 3));
-    n.disconnect(12345);
-    assert_eq!(n.peer_count(), 0);
+    common::setup::group_errors(&mut n, "tcp:127.0.0.1:1");
     assert!(TcpNetmod::new(config(Backend::Poll), "groups", 1 << 32).is_err());
 }
 
@@ -58,38 +35,15 @@ fn bad_cards_and_settings() {
             "{card:?}"
         );
     }
-    assert!(!n.knows(1));
-    assert!(matches!(
-        n.try_send(1, b"h", b"p"),
-        Err(NetmodError::Peer { peer: 1, .. })
-    ));
-    n.connect(1, "tcp:127.0.0.1:1").unwrap();
-    let big = vec![0u8; (8 << 20) + 1];
-    assert!(
-        n.try_send(1, b"h", &big).is_err(),
-        "payload above the piece size"
+    bad_sends_refused(&mut n, "tcp:127.0.0.1:1");
+    bad_vars_named(
+        |v| TcpConfig::from_vars(v),
+        &[
+            &[("RIVET_TCP_BACKEND", "fast")],
+            &[("RIVET_TCP_EAGER_MAX", "12Q")],
+            &[("RIVET_TCP_PIECE", "0")],
+        ],
     );
-    assert!(
-        n.try_send(1, &[0; 257], b"").is_err(),
-        "header above 256 bytes"
-    );
-
-    let vars = |pairs: &'static [(&'static str, &'static str)]| {
-        move |k: &str| {
-            pairs
-                .iter()
-                .find(|(n, _)| *n == k)
-                .map(|(_, v)| v.to_string())
-        }
-    };
-    for bad in [
-        &[("RIVET_TCP_BACKEND", "fast")][..],
-        &[("RIVET_TCP_EAGER_MAX", "12Q")],
-        &[("RIVET_TCP_PIECE", "0")],
-    ] {
-        let e = TcpConfig::from_vars(vars(bad)).unwrap_err().to_string();
-        assert!(e.contains(bad[0].0), "{e}");
-    }
     let c = TcpConfig {
         ifaces: vec!["no-such-if9".into()],
         ..TcpConfig::default()

@@ -90,18 +90,13 @@ fn hello(kind: u8, rank: u64, job: &[u8]) -> Vec<u8> {
 /// MAC) and a stranger naming the job without it is refused.
 fn keyed_peers(b: Backend) {
     let key = JobKey::new([0x42; 16]);
-    let mut nets = Vec::new();
-    for rank in 0..2 {
-        let c = TcpConfig {
-            job_key: Some(key),
-            ..config(b)
-        };
-        match TcpNetmod::new(c, "keyed", rank) {
-            Ok(m) => nets.push(m),
-            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let c = TcpConfig {
+        job_key: Some(key),
+        ..config(b)
+    };
+    let Some(mut nets) = open_with(&c, &[("keyed", 0), ("keyed", 1)]) else {
+        return;
+    };
     let mut sinks = vec![Rec::default(), Rec::default()];
     connect_all(&mut nets);
     send(&mut nets, &mut sinks, 0, 1, 0, 10);
@@ -136,11 +131,10 @@ fn cross_job_keys(b: Backend) {
             job_key: Some(key),
             ..config(b)
         };
-        match TcpNetmod::new(c, job, rank) {
-            Ok(m) => nets.push(m),
-            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
-            Err(e) => panic!("{e}"),
-        }
+        let Some(m) = open_one(c, job, rank) else {
+            return;
+        };
+        nets.push(m);
     }
     nets[0].add_group(5, "gB").unwrap();
     nets[0].set_group_key(5, kb.group_key()).unwrap();
@@ -267,18 +261,13 @@ fn huge_unplaced_frame(b: Backend) {
 /// sends half of one): rank 0 closes both once the handshake deadline has
 /// passed, and the job's own traffic goes on meanwhile and after.
 fn silent_stranger(b: Backend) {
-    let mut nets = Vec::new();
-    for rank in 0..2 {
-        let cfg = TcpConfig {
-            handshake_timeout: std::time::Duration::from_millis(50),
-            ..config(b)
-        };
-        match TcpNetmod::new(cfg, "silent", rank) {
-            Ok(m) => nets.push(m),
-            Err(e) if b == Backend::Uring && uring_missing_here(&e) => return,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let cfg = TcpConfig {
+        handshake_timeout: std::time::Duration::from_millis(50),
+        ..config(b)
+    };
+    let Some(mut nets) = open_with(&cfg, &[("silent", 0), ("silent", 1)]) else {
+        return;
+    };
     let mut sinks = vec![Rec::default(), Rec::default()];
     let card = nets[0].business_card().to_string();
     let addr: SocketAddr = card.strip_prefix("tcp:").unwrap().parse().unwrap();

@@ -9,21 +9,10 @@
 
 mod common;
 
+use common::tcp::{open_n_with, plain};
 use common::*;
 use rivet_netmods::tcp::{Backend, TcpConfig, TcpNetmod, ZeroCopy};
 use rivet_netmods::Netmod;
-
-fn open_pair(c: &TcpConfig, job: &str) -> Option<Vec<TcpNetmod>> {
-    let mut v = Vec::new();
-    for rank in 0..2 {
-        match TcpNetmod::new(c.clone(), job, rank) {
-            Ok(m) => v.push(m),
-            Err(e) if uring_missing_here(&e) => return None,
-            Err(e) => panic!("{e}"),
-        }
-    }
-    Some(v)
-}
 
 /// Rank 0 sends `sizes` while rank 1 does not poll (its socket fills, then
 /// rank 0's queue, which leaves in large flights); then both poll until
@@ -65,22 +54,20 @@ fn sizes() -> Vec<usize> {
 
 fn config(bundles: bool, zc: ZeroCopy) -> TcpConfig {
     TcpConfig {
-        backend: Backend::Uring,
-        ifaces: vec!["lo".into()],
         piece: 1 << 20,
         uring_bundles: bundles,
         // The paths under test are the ring's: the busy connection
         // would spin on plain `recv` (tested on its own below).
         uring_spin: false,
         send_zc: zc,
-        ..TcpConfig::default()
+        ..plain(Backend::Uring)
     }
 }
 
 #[test]
 fn forced_zero_copy_and_bundles_carry_a_stream() {
     let c = config(true, ZeroCopy::Always);
-    let Some(mut nets) = open_pair(&c, "zc-always") else {
+    let Some(mut nets) = open_n_with(&c, "zc-always", 2) else {
         return;
     };
     let line = describe(&nets[0], "tcp.backend");
@@ -105,7 +92,7 @@ fn forced_zero_copy_and_bundles_carry_a_stream() {
 #[test]
 fn without_bundles_or_zero_copy_the_plain_paths_carry_it() {
     let c = config(false, ZeroCopy::Off);
-    let Some(mut nets) = open_pair(&c, "plain") else {
+    let Some(mut nets) = open_n_with(&c, "plain", 2) else {
         return;
     };
     let line = describe(&nets[0], "tcp.backend");
@@ -127,7 +114,7 @@ fn zero_copy_stays_off_for_peers_on_this_host() {
             ifaces,
             ..config(true, ZeroCopy::Remote)
         };
-        let Some(mut nets) = open_pair(&c, "zc-local") else {
+        let Some(mut nets) = open_n_with(&c, "zc-local", 2) else {
             return;
         };
         let card = nets[0].business_card().to_string();
@@ -143,7 +130,7 @@ fn zero_copy_stays_off_for_peers_on_this_host() {
 #[test]
 fn flagged_polls_read_directly_and_keep_order() {
     let c = config(true, ZeroCopy::Remote);
-    let Some(mut nets) = open_pair(&c, "direct") else {
+    let Some(mut nets) = open_n_with(&c, "direct", 2) else {
         return;
     };
     let line = describe(&nets[0], "tcp.backend");
@@ -192,14 +179,9 @@ fn two_busy_peers(spin: bool) {
         uring_spin: spin,
         ..config(true, ZeroCopy::Remote)
     };
-    let mut nets = Vec::new();
-    for rank in 0..3 {
-        match TcpNetmod::new(c.clone(), &format!("direct-two-{spin}"), rank) {
-            Ok(m) => nets.push(m),
-            Err(e) if uring_missing_here(&e) => return,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let Some(mut nets) = open_n_with(&c, &format!("direct-two-{spin}"), 3) else {
+        return;
+    };
     let mut sinks = vec![Rec::placing(), Rec::placing(), Rec::placing()];
     connect_all(&mut nets);
     let sizes: Vec<usize> = (0..40)
@@ -236,7 +218,7 @@ fn the_busy_connection_spins_then_goes_quiet() {
         uring_spin: true,
         ..config(true, ZeroCopy::Remote)
     };
-    let Some(mut nets) = open_pair(&c, "spin") else {
+    let Some(mut nets) = open_n_with(&c, "spin", 2) else {
         return;
     };
     let line = describe(&nets[0], "tcp.backend");
@@ -305,14 +287,9 @@ fn large_windows(spinning: bool, place: bool) {
         uring_spin: spinning,
         ..config(true, ZeroCopy::Remote)
     };
-    let mut nets = Vec::new();
-    for rank in 0..3 {
-        match TcpNetmod::new(c.clone(), &format!("windows-{spinning}-{place}"), rank) {
-            Ok(m) => nets.push(m),
-            Err(e) if uring_missing_here(&e) => return,
-            Err(e) => panic!("{e}"),
-        }
-    }
+    let Some(mut nets) = open_n_with(&c, &format!("windows-{spinning}-{place}"), 3) else {
+        return;
+    };
     let rec = || {
         if place {
             Rec::placing()

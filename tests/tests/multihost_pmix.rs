@@ -7,35 +7,21 @@
 //! through `--launcher-exec`; skipped, saying why, where they cannot be
 //! made (not root) or OpenPMIx is missing (`rivet_tests::pmix_hosts`).
 
-use rivet_tests::pmix_hosts::{cluster, nothing_left, open_mpi_job, DEADLINE};
-use rivet_tests::{
-    bin, cc_pmix, mpi_check_passed_on_hosts, mpicc_openmpi, passed_saying, pmix_dirs, run_job,
-    serial,
-};
+use rivet_tests::pmix_hosts::Hosts;
+use rivet_tests::{cc_pmix, mpi_check_passed_on_hosts, mpicc_openmpi, passed_saying};
 
 #[test]
 fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
+    let Some(h) = Hosts::open() else { return };
     // RIVET_PMI=pmix: the ranks take their proxy's PMIx server; the cards
     // of the other host's ranks come through the fence across proxies.
     for mode in ["connect_all", "stress"] {
-        let mut cmd = c.rivetrun(2, 4);
-        cmd.args([
-            "-genv",
-            "RIVET_PMI",
-            "pmix",
-            "-genv",
-            "RIVET_YIELD",
-            "always",
-        ])
-        .arg(bin("engine_check"))
-        .arg(mode);
-        if mode == "stress" {
-            cmd.arg("2000");
-        }
-        let o = run_job(cmd, DEADLINE);
+        let args: &[&str] = if mode == "stress" {
+            &[mode, "2000"]
+        } else {
+            &[mode]
+        };
+        let o = h.run_rivet_pmix(2, 4, "engine_check", args);
         assert_eq!(o.code(), Some(0), "{mode}: {}", o.show());
         for r in 0..4 {
             let ok = format!("engine_check {mode} OK rank {r} of 4 ");
@@ -52,38 +38,30 @@ fn rivet_ranks_bootstrapped_by_pmix_run_p2p_across_2_hosts_of_2_ranks() {
                 assert!(o.stdout.contains(want), "{want:?}: {}", o.show());
             }
         }
-        nothing_left(&c, &o, &before);
     }
 }
 
 #[test]
 fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_modex.c");
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_modex.c") else {
+        return;
+    };
     for mode in ["collect", "direct"] {
-        let mut cmd = c.rivetrun(2, 4);
-        cmd.arg(&prog).arg(mode);
-        let o = run_job(cmd, DEADLINE);
+        let o = h.run_program(2, 4, &prog, &[mode]);
         assert_eq!(o.code(), Some(0), "{mode}: {}", o.show());
         for r in 0..4 {
             let ok = format!("pmix_modex {mode} rank {r} of 4 OK");
             assert!(o.stdout.contains(&ok), "{mode} rank {r}: {}", o.show());
         }
-        nothing_left(&c, &o, &before);
     }
 }
 
 #[test]
 fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_modex.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).arg("refused");
-    let o = run_job(cmd, DEADLINE);
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_modex.c") else {
+        return;
+    };
+    let o = h.run_program(2, 4, &prog, &["refused"]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     // A fence naming another namespace's process, on every rank.
     let n = o.stdout.matches("pmix_modex refused fence: ").count();
@@ -93,7 +71,6 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// Collectives across hosts given `PMIX_TIMEOUT` (1 s), joined 3 s late by
@@ -117,10 +94,9 @@ fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
 /// fences plainly and finalizes, with nothing left behind.
 #[test]
 fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_timeout.c");
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_timeout.c") else {
+        return;
+    };
     for (mode, per_host, how, status) in [
         // The second host's rank is 3 s late for a fence timed 1 s: every
         // rank's fails with the timeout; the same fence again, untimed,
@@ -142,12 +118,12 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
         ("group", 1, "mixed", "NOT-SUPPORTED"),
     ] {
         let n = 2 * per_host;
-        let mut cmd = c.rivetrun(per_host, n);
-        cmd.arg(&prog).arg(mode);
-        if !how.is_empty() {
-            cmd.arg(how);
-        }
-        let o = run_job(cmd, DEADLINE);
+        let args: &[&str] = if how.is_empty() {
+            &[mode]
+        } else {
+            &[mode, how]
+        };
+        let o = h.run_program(per_host, n, &prog, args);
         let what = format!("{mode} {how} of {n} ranks");
         assert_eq!(o.code(), Some(0), "{what}: {}", o.show());
         for rank in 0..n {
@@ -166,7 +142,6 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
         if mode == "connect" || mode == "group" {
             assert!(all.contains("it gave PMIX_TIMEOUT"), "{what}: {}", o.show());
         }
-        nothing_left(&c, &o, &before);
     }
 }
 
@@ -175,13 +150,10 @@ fn pmix_collectives_given_a_timeout_across_hosts_complete_or_fail_at_once() {
 /// hosts: each node's server gathers its members, rivetrun the nodes.
 #[test]
 fn pmix_subset_fences_and_groups_span_hosts() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_subset.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog);
-    let o = run_job(cmd, DEADLINE);
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_subset.c") else {
+        return;
+    };
+    let o = h.run_program(2, 4, &prog, &[]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     // Each rank's (whole-job group's context, its pair group's context).
     let ctx: Vec<(String, String)> = (0..4)
@@ -204,18 +176,15 @@ fn pmix_subset_fences_and_groups_span_hosts() {
     all.sort();
     all.dedup();
     assert_eq!(all.len(), 3, "{}", o.show());
-    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
+    let Some(h) = Hosts::open() else { return };
     let service = format!("mh-pmix-names-{}", std::process::id());
     // Rank 0 on h1 publishes, rank 1 on h2 finds it, may not unpublish it,
     // and no longer finds it once rank 0 has.
-    let o = open_mpi_job(&c, 1, 2, "mpi_names.c", &["names", &service]);
+    let o = h.open_mpi_job(1, 2, "mpi_names.c", &["names", &service]);
     passed_saying(
         &o,
         [
@@ -225,26 +194,20 @@ fn open_mpi_ranks_on_two_hosts_publish_and_look_up_names_through_rivetrun() {
             "rank 1: lookup after unpublish failed with MPI_ERR_NAME",
         ],
     );
-    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn an_open_mpi_program_runs_on_2_hosts_of_2_ranks() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let o = open_mpi_job(&c, 2, 4, "mpi_check.c", &[]);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.open_mpi_job(2, 4, "mpi_check.c", &[]);
     // Open MPI learned which ranks share each host from the PMIx maps.
     mpi_check_passed_on_hosts(&o, 4, 2);
-    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let o = open_mpi_job(&c, 2, 4, "mpi_check.c", &["abort", "3", "13"]);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.open_mpi_job(2, 4, "mpi_check.c", &["abort", "3", "13"]);
     assert_eq!(o.code(), Some(13), "{}", o.show());
     assert!(
         o.stderr
@@ -252,23 +215,20 @@ fn an_open_mpi_abort_on_another_host_ends_the_job_naming_rank_and_host() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o, &before);
 }
 
 #[test]
 fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
+    let Some(h) = Hosts::open() else { return };
     // `-n 1 P : -n 3 P` over two hosts of two slots: rank 0 (app 0) and
     // rank 1 (app 1) on h1, ranks 2 and 3 (app 1) on h2; each proxy
     // registers every rank's app, not only its own ranks'.
     let ompi = mpicc_openmpi("mpi_appnum.c");
     let apps = cc_pmix("pmix_apps.c");
     for prog in [&ompi, &apps] {
-        let mut cmd = c.rivetrun(2, 1);
+        let mut cmd = h.rivetrun(2, 1);
         cmd.arg(prog).args([":", "-n", "3"]).arg(prog);
-        let o = run_job(cmd, DEADLINE);
+        let o = h.run(cmd);
         assert_eq!(o.code(), Some(0), "{}", o.show());
         for (rank, app, size, leader, app_rank, local) in [
             (0, 0, 1, 0, 0, 0),
@@ -286,6 +246,5 @@ fn mpmd_apps_across_hosts_reach_open_mpi_and_pmix_clients() {
             };
             assert!(o.stdout.contains(&want), "{want:?}: {}", o.show());
         }
-        nothing_left(&c, &o, &before);
     }
 }

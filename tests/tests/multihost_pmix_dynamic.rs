@@ -8,8 +8,8 @@
 //! why, where they cannot be made (not root) or OpenPMIx is missing
 //! (`rivet_tests::pmix_hosts`).
 
-use rivet_tests::pmix_hosts::{cluster, nothing_left, open_mpi_job, DEADLINE};
-use rivet_tests::{bin, cc_pmix, passed_saying, pmix_dirs, run_job, serial};
+use rivet_tests::passed_saying;
+use rivet_tests::pmix_hosts::Hosts;
 
 /// `PMIx_Spawn` from a rank of either host: its proxy starts the children
 /// on its own host, registered with its PMIx server; each child reads its
@@ -18,15 +18,12 @@ use rivet_tests::{bin, cc_pmix, passed_saying, pmix_dirs, run_job, serial};
 /// reads each child's; then they connect to each other and exchange lines.
 #[test]
 fn pmix_spawn_under_proxies_children_and_parent_talk() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_spawn.c");
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_spawn.c") else {
+        return;
+    };
     // Rank 0 is on h1 (the first proxy), rank 3 on h2.
     for root in [0u32, 3] {
-        let mut cmd = c.rivetrun(2, 4);
-        cmd.arg(&prog).args(["talk", "2", &root.to_string()]);
-        let o = run_job(cmd, DEADLINE);
+        let o = h.run_program(2, 4, &prog, &["talk", "2", &root.to_string()]);
         assert_eq!(o.code(), Some(0), "root {root}: {}", o.show());
         let (parent, kvs) = o
             .stdout
@@ -71,7 +68,6 @@ fn pmix_spawn_under_proxies_children_and_parent_talk() {
             let ok = format!("pmix_spawn talk rank {r} OK");
             assert!(o.stdout.contains(&ok), "root {root}: {ok}: {}", o.show());
         }
-        nothing_left(&c, &o, &before);
     }
 }
 
@@ -80,13 +76,10 @@ fn pmix_spawn_under_proxies_children_and_parent_talk() {
 /// kills the children too, nothing left on either host.
 #[test]
 fn pmix_spawned_children_under_proxies_die_with_the_job() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_spawn.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).args(["abort", "2", "3"]);
-    let o = run_job(cmd, DEADLINE);
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_spawn.c") else {
+        return;
+    };
+    let o = h.run_program(2, 4, &prog, &["abort", "2", "3"]);
     assert_eq!(o.code(), Some(7), "{}", o.show());
     assert!(
         o.stdout.contains("pmix_spawn abort: 2 children up in "),
@@ -98,20 +91,16 @@ fn pmix_spawned_children_under_proxies_die_with_the_job() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// A `PMIx_Spawn` of a program that does not exist fails at the caller,
 /// rivetrun says why, nothing is started and the job ends cleanly.
 #[test]
 fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_spawn.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).args(["missing", "2"]);
-    let o = run_job(cmd, DEADLINE);
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_spawn.c") else {
+        return;
+    };
+    let o = h.run_program(2, 4, &prog, &["missing", "2"]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     assert!(
         o.stdout.contains("pmix_spawn missing refused: "),
@@ -124,7 +113,6 @@ fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
     ] {
         assert!(o.stderr.contains(want), "{want:?}: {}", o.show());
     }
-    nothing_left(&c, &o, &before);
 }
 
 /// A PMIx group member that ends without leaving, on h2: the members on
@@ -134,24 +122,18 @@ fn pmix_spawn_of_a_missing_program_under_proxies_fails_cleanly() {
 /// naming the rank, its host and the group, as on one host.
 #[test]
 fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_group_term.c");
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_group_term.c") else {
+        return;
+    };
     // Ranks 0 and 1 on h1, 2 and 3 on h2; rank 3 ends first.
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog);
-    let o = run_job(cmd, DEADLINE);
+    let o = h.run_program(2, 4, &prog, &[]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     for r in 0..3 {
         let want = format!("pmix_group_term rank {r} heard rank 3 end OK");
         assert!(o.stdout.contains(&want), "{want}: {}", o.show());
     }
-    nothing_left(&c, &o, &before);
 
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog).arg("strict");
-    let o = run_job(cmd, DEADLINE);
+    let o = h.run_program(2, 4, &prog, &["strict"]);
     assert_ne!(o.code(), Some(0), "strict: {}", o.show());
     assert!(
         o.stderr
@@ -159,7 +141,6 @@ fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
         "strict: rivetrun must name the rank, its host and the group\n{}",
         o.show()
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// Rivet's own `PMIx_Spawn` (`RIVET_PMI=pmix`) from a job on two hosts:
@@ -169,21 +150,8 @@ fn a_pmix_group_members_end_reaches_members_on_other_hosts() {
 /// program fails on every parent, which go on.
 #[test]
 fn rivet_ranks_spawn_through_pmix_under_proxies() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.args([
-        "-genv",
-        "RIVET_PMI",
-        "pmix",
-        "-genv",
-        "RIVET_YIELD",
-        "always",
-    ])
-    .arg(bin("dyn_check"))
-    .args(["spawn", "2"]);
-    let o = run_job(cmd, DEADLINE);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.run_rivet_pmix(2, 4, "dyn_check", &["spawn", "2"]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     for r in 0..4 {
         let ok = format!("dyn_check spawn OK rank {r} of 4 ");
@@ -203,7 +171,6 @@ fn rivet_ranks_spawn_through_pmix_under_proxies() {
         "{}",
         o.show()
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// Rivet's group connect (seed 004) for ranks bootstrapped by PMIx on two
@@ -212,27 +179,13 @@ fn rivet_ranks_spawn_through_pmix_under_proxies() {
 /// disconnects.
 #[test]
 fn rivet_group_connect_over_pmix_spans_hosts() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.args([
-        "-genv",
-        "RIVET_PMI",
-        "pmix",
-        "-genv",
-        "RIVET_YIELD",
-        "always",
-    ])
-    .arg(bin("group_check"))
-    .arg("flat");
-    let o = run_job(cmd, DEADLINE);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.run_rivet_pmix(2, 4, "group_check", &["flat"]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     for r in 0..4 {
         let ok = format!("group_check flat OK rank {r} of 4");
         assert!(o.stdout.contains(&ok), "rank {r}: {}", o.show());
     }
-    nothing_left(&c, &o, &before);
 }
 
 /// Open MPI's `MPI_Comm_spawn` in a multi-host run whose parent job is on
@@ -242,10 +195,8 @@ fn rivet_group_connect_over_pmix_spans_hosts() {
 /// (mpi_dynamic.c checks each step).
 #[test]
 fn open_mpi_comm_spawn_under_a_proxy() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let o = open_mpi_job(&c, 1, 1, "mpi_dynamic.c", &["spawn"]);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.open_mpi_job(1, 1, "mpi_dynamic.c", &["spawn"]);
     passed_saying(
         &o,
         [
@@ -254,7 +205,6 @@ fn open_mpi_comm_spawn_under_a_proxy() {
             "spawn child 1 of 2 OK",
         ],
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// Open MPI's `MPI_Comm_spawn` from a job whose ranks are on both hosts
@@ -266,13 +216,11 @@ fn open_mpi_comm_spawn_under_a_proxy() {
 /// hosts and children) and a disconnect, nothing left on either host.
 #[test]
 fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
+    let Some(h) = Hosts::open() else { return };
     // Root 0 spawns on h1, root 1 on h2: each host learns where the other's
     // children are from rivetrun's pmix_spawned.
     for root in ["0", "1"] {
-        let o = open_mpi_job(&c, 1, 2, "mpi_dynamic.c", &["spawn", root]);
+        let o = h.open_mpi_job(1, 2, "mpi_dynamic.c", &["spawn", root]);
         eprintln!("root {root}"); // shown with a failure
         passed_saying(
             &o,
@@ -283,7 +231,6 @@ fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
                 "spawn child 1 of 2 OK",
             ],
         );
-        nothing_left(&c, &o, &before);
     }
 }
 
@@ -293,16 +240,13 @@ fn open_mpi_comm_spawn_with_parents_on_two_hosts() {
 /// it hung as the spawn's did); then merge, unpublish, disconnect.
 #[test]
 fn open_mpi_connect_accept_across_two_hosts() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let o = open_mpi_job(&c, 2, 4, "mpi_dynamic.c", &["ports"]);
+    let Some(h) = Hosts::open() else { return };
+    let o = h.open_mpi_job(2, 4, "mpi_dynamic.c", &["ports"]);
     let sides = [(0, "accept"), (1, "accept"), (2, "connect"), (3, "connect")];
     passed_saying(
         &o,
         sides.map(|(r, side)| format!("ports rank {r} of 4 OK ({side})")),
     );
-    nothing_left(&c, &o, &before);
 }
 
 /// A PMIx group construct that fails across hosts (h2's ranks mark it
@@ -313,17 +257,12 @@ fn open_mpi_connect_accept_across_two_hosts() {
 /// id then succeeds, with one context id on all four.
 #[test]
 fn a_pmix_group_construct_refused_on_one_host_fails_everywhere_and_leaves_no_group() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_group_refused.c");
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_group_refused.c") else {
+        return;
+    };
     for retry in [false, true] {
-        let mut cmd = c.rivetrun(2, 4);
-        cmd.arg(&prog);
-        if retry {
-            cmd.arg("retry");
-        }
-        let o = run_job(cmd, DEADLINE);
+        let args: &[&str] = if retry { &["retry"] } else { &[] };
+        let o = h.run_program(2, 4, &prog, args);
         assert_eq!(o.code(), Some(0), "retry {retry}: {}", o.show());
         for r in 0..4 {
             let want = format!("pmix_group_refused rank {r} construct failed: ");
@@ -352,6 +291,5 @@ fn a_pmix_group_construct_refused_on_one_host_fails_everywhere_and_leaves_no_gro
                 .collect();
             assert!(ctx.iter().all(|c| *c == ctx[0]), "{ctx:?}: {}", o.show());
         }
-        nothing_left(&c, &o, &before);
     }
 }

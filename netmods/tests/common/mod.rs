@@ -10,8 +10,11 @@ use std::time::{Duration, Instant};
 
 use rivet_netmods::{Netmod, NetmodError, PeerId, Sink};
 
+pub mod connections;
+pub mod kind;
 #[cfg(feature = "ofi")]
 pub mod ofi;
+pub mod setup;
 pub mod tcp;
 
 /// How long any wait may take before the test fails.

@@ -9,13 +9,22 @@ use rivet_netmods::{OfiConfig, OfiNetmod};
 pub const TCP: &str = "tcp;ofi_rxm";
 pub const SHM: &str = "shm";
 
-pub fn config(prov: &str) -> OfiConfig {
+/// `prov` (tcp on loopback) with a 5 s timeout, everything else the
+/// default: what a test of one setting starts from.
+pub fn plain(prov: &str) -> OfiConfig {
     OfiConfig {
         provider: Some(prov.into()),
         domain: (prov == TCP).then(|| "lo".to_string()),
-        piece: 8 << 20,
         timeout: Duration::from_secs(5),
         ..OfiConfig::default()
+    }
+}
+
+/// `plain` with 8 MiB pieces: the data tests send payloads of up to 8 MiB.
+pub fn config(prov: &str) -> OfiConfig {
+    OfiConfig {
+        piece: 8 << 20,
+        ..plain(prov)
     }
 }
 

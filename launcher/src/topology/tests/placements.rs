@@ -3,6 +3,32 @@
 
 use super::*;
 
+/// `n` ranks, `ppn` to a simulated node.
+fn plan_ppn(
+    t: &Topology,
+    n: usize,
+    ppn: usize,
+    map_by: MapBy,
+    bind_to: Option<BindTo>,
+) -> Placement {
+    plan(
+        t,
+        &PlacementRequest {
+            ppn: Some(ppn),
+            ..req(n, map_by, bind_to)
+        },
+    )
+    .unwrap()
+}
+
+/// Each rank's (node, local rank, local size).
+fn nodes(p: &Placement) -> Vec<(u32, u32, u32)> {
+    p.ranks
+        .iter()
+        .map(|r| (r.node, r.local_rank, r.local_size))
+        .collect()
+}
+
 #[test]
 fn synthetic_summary_and_counts() {
     let t = topo(A);
@@ -291,14 +317,7 @@ fn sixty_four_ranks() {
             == if r.rank % 2 == 0 { "0-31" } else { "32-63" }));
 
     // ppn 16: 4 simulated nodes, block-filled.
-    let p = plan(
-        &t,
-        &PlacementRequest {
-            ppn: Some(16),
-            ..req(64, MapBy::Core, None)
-        },
-    )
-    .unwrap();
+    let p = plan_ppn(&t, 64, 16, MapBy::Core, None);
     assert_eq!(p.nodes, 4);
     assert!(p.simulated);
     let r17 = &p.ranks[17];
@@ -309,14 +328,7 @@ fn sixty_four_ranks() {
     assert_eq!(p.node_of_rank()[15..17], [0, 1]);
 
     // ppn 32, explicit core binding: 32 ranks per node fit 32 cores.
-    let p = plan(
-        &t,
-        &PlacementRequest {
-            ppn: Some(32),
-            ..req(64, MapBy::Core, Some(BindTo::Core))
-        },
-    )
-    .unwrap();
+    let p = plan_ppn(&t, 64, 32, MapBy::Core, Some(BindTo::Core));
     assert_eq!(p.nodes, 2);
     assert_eq!(p.ranks[63].cpuset.as_ref().unwrap().to_string(), "62-63");
 }
@@ -324,22 +336,10 @@ fn sixty_four_ranks() {
 #[test]
 fn ppn_block_and_map_by_node() {
     let t = topo(A);
-    let p = plan(
-        &t,
-        &PlacementRequest {
-            ppn: Some(2),
-            ..req(4, MapBy::Core, None)
-        },
-    )
-    .unwrap();
+    let p = plan_ppn(&t, 4, 2, MapBy::Core, None);
     assert_eq!(p.nodes, 2);
     assert_eq!(cpusets(&p), ["0-1", "2-3", "0-1", "2-3"]);
-    let nodes: Vec<_> = p
-        .ranks
-        .iter()
-        .map(|r| (r.node, r.local_rank, r.local_size))
-        .collect();
-    assert_eq!(nodes, [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]);
+    assert_eq!(nodes(&p), [(0, 0, 2), (0, 1, 2), (1, 0, 2), (1, 1, 2)]);
     assert_eq!(
         cluster(&p.ranks[2]),
         "node.1.0,package.2.0,numa.4.0,core.32.0"
@@ -351,32 +351,13 @@ fn ppn_block_and_map_by_node() {
         p.notes
     );
 
-    let p = plan(
-        &t,
-        &PlacementRequest {
-            ppn: Some(2),
-            ..req(4, MapBy::Node, None)
-        },
-    )
-    .unwrap();
-    let nodes: Vec<_> = p
-        .ranks
-        .iter()
-        .map(|r| (r.node, r.local_rank, r.local_size))
-        .collect();
-    assert_eq!(nodes, [(0, 0, 2), (1, 0, 2), (0, 1, 2), (1, 1, 2)]);
+    let p = plan_ppn(&t, 4, 2, MapBy::Node, None);
+    assert_eq!(nodes(&p), [(0, 0, 2), (1, 0, 2), (0, 1, 2), (1, 1, 2)]);
     assert_eq!(cpusets(&p), ["0-1", "0-1", "2-3", "2-3"]);
     assert_eq!(p.node_of_rank(), [0, 1, 0, 1]);
 
     // 5 ranks, ppn 2: the last node is partly filled.
-    let p = plan(
-        &t,
-        &PlacementRequest {
-            ppn: Some(2),
-            ..req(5, MapBy::Core, None)
-        },
-    )
-    .unwrap();
+    let p = plan_ppn(&t, 5, 2, MapBy::Core, None);
     assert_eq!(p.nodes, 3);
     assert_eq!(p.node_of_rank(), [0, 0, 1, 1, 2]);
     assert_eq!(p.ranks[4].local_size, 1);
