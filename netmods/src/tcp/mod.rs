@@ -389,7 +389,7 @@ impl Netmod for TcpNetmod {
             p.out.push(header, payload, 0);
             return Ok(true);
         }
-        // Written straight to the socket (the backend's plain `sendmsg`)
+        // Written straight to the socket (the backend's plain `send`/`sendmsg`)
         // when nothing is queued and, for a small message, when it is the
         // first since the last poll: a lone message (ping-pong) leaves at
         // once, while a burst of small ones (a window of isends) is queued

@@ -132,7 +132,8 @@ impl PollIo {
     }
 
     /// Writes `prefix + header + payload` on connection `id` with one
-    /// nonblocking `sendmsg(2)`, straight from the caller's buffers (see
+    /// nonblocking call (`sys::send`: a small frame gathered into one `send(2)`,
+    /// else `sendmsg(2)` straight from the caller's buffers; see
     /// `TcpNetmod::try_send` for when); `None` if the socket is gone, else
     /// the bytes written (0 if it is full; on error the socket has failed).
     pub(crate) fn send_direct(

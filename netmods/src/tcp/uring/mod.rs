@@ -32,7 +32,8 @@
 //!   open connections use single-shot RECVs into the parser's target.
 //! - Send: a message to a peer with nothing queued, the first small one
 //!   since the last poll or any large one, goes out from the caller's
-//!   buffers at once by a plain nonblocking `sendmsg(2)`: with room in the
+//!   buffers at once by a plain nonblocking `sendmsg(2)` (a small frame
+//!   gathered into one `send(2)`, `sys::send`): with room in the
 //!   socket that is one call, as an SQE would be, without the SQE, the
 //!   completion or a second enter to reap it. The rest is copied into the
 //!   peer's queue, which the next poll writes the same way; only what the

@@ -11,7 +11,8 @@ use super::*;
 
 impl UringIo {
     /// Writes `prefix + header + payload` on `slot` with one nonblocking
-    /// `sendmsg(2)`, straight from the caller's buffers; `None` if the
+    /// call (`sys::send`: a small frame gathered into one `send(2)`, else
+    /// `sendmsg(2)` straight from the caller's buffers); `None` if the
     /// socket cannot take a direct send now, else the bytes written (on
     /// error the socket has failed). A plain call, not an SQE: a socket
     /// with room takes the bytes in the call either way, and the call
