@@ -286,6 +286,13 @@ fn fork_one(
         err,
     })?;
     drop(child_end); // the child has its copy
+                     // A PMIx client of rivetrun's server: known by its pid once it connects.
+    let pmix_var = |name: &str| extra_env.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+    if let (Some(ns), Some(r)) = (pmix_var("PMIX_NAMESPACE"), pmix_var("PMIX_RANK")) {
+        if let Ok(r) = r.parse() {
+            crate::pmix_host::client_started(ns, r, forked.process.id());
+        }
+    }
     Ok(Started {
         child: forked.process,
         pmi,
