@@ -17,7 +17,8 @@
 //! calls on memory prepared before the fork: stdio `dup2`, `chdir`, an
 //! empty signal mask and SIGPIPE back to default (as `std` does), `setsid`
 //! (a session, so a process group, of its own), `PR_SET_PDEATHSIG` armed
-//! against the forking thread, then `execvpe`.
+//! against the forking thread, the timer slack if one is asked for
+//! (`PR_SET_TIMERSLACK`), then `execvpe`.
 
 use std::collections::BTreeMap;
 use std::ffi::{CString, OsString};
@@ -41,6 +42,9 @@ pub struct Spec {
     pub wdir: Option<PathBuf>,
     /// A pipe to its stdin (else `/dev/null`).
     pub stdin: bool,
+    /// Its timer slack in ns (`PR_SET_TIMERSLACK`, kept across exec; else
+    /// rivetrun's own).
+    pub timer_slack_ns: Option<u64>,
 }
 
 /// A forked process (not yet reaped).
@@ -181,6 +185,7 @@ impl Batch {
             report: self.write.as_raw_fd(),
             index,
             launcher: self.launcher,
+            timer_slack: spec.timer_slack_ns.unwrap_or(0) as libc::c_ulong,
         };
         // SAFETY: fork takes no pointers. In the child only `Child::exec`
         // runs, which makes async-signal-safe calls on memory prepared above
@@ -243,6 +248,8 @@ struct Child {
     report: RawFd,
     index: u32,
     launcher: libc::pid_t,
+    /// 0: left as inherited.
+    timer_slack: libc::c_ulong,
 }
 
 impl Child {
@@ -298,6 +305,10 @@ impl Child {
             if libc::getppid() != self.launcher {
                 libc::_exit(1); // the launcher died before the signal was armed
             }
+            // Best effort: a slack refused leaves the inherited one.
+            if self.timer_slack != 0 {
+                libc::prctl(libc::PR_SET_TIMERSLACK, self.timer_slack);
+            }
             // As std does: a script without `#!` still runs through /bin/sh.
             libc::execvpe(self.program, self.argv, self.envp);
             fail(errno())
@@ -338,6 +349,7 @@ mod tests {
             env: vec![("RIVET_FORKEXEC_TEST".into(), "yes".into())],
             wdir: Some("/".into()),
             stdin: false,
+            timer_slack_ns: None,
         }
     }
 

@@ -235,7 +235,8 @@ pub(crate) fn run(
             }
         }
     }
-    let priority = launch::Priority::raise_own();
+    let mut priority = launch::Priority::raise_own();
+    priority.slack_when_oversubscribed(places.len());
     let mut rank0_stdin = None;
     let pmix_envs: Vec<Vec<(String, String)>> = (0..places.len())
         .map(|rank| match &pmix {

@@ -69,7 +69,8 @@
 //!   job's name table or the `--nameserver`, lookups waiting only on `PMIX_WAIT`, typed values
 //!   stored as tagged strings (`names.rs`, `values.rs`); the `group` upcall (`group.rs`); spawn
 //!   as a PMI-1 spawn request whose namespace is registered before it starts (`spawn.rs`); one
-//!   node of a multi-host job, the server a proxy runs (`node.rs`).
+//!   node of a multi-host job, the server a proxy runs (`node.rs`); Nagle turned off on each
+//!   client's end of its connection, through a copy of the client's socket (`client_nodelay.rs`).
 //! - `impi/`: `--impi-server` (`server.rs`: threads per connection for AUTH and reading, one owner
 //!   of state and writes) and `--impi-client` (`client.rs`: startup, host dance, per-proc
 //!   listeners bound before the COLL exchange and sent as label `RIVET_P_PORT` (0x3F00),

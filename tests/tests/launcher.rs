@@ -531,3 +531,46 @@ fn help_documents_spawn_and_the_name_server() {
         );
     }
 }
+
+/// The timer slack (`/proc/self/timerslack_ns`) each rank of
+/// `taskset -c CPU rivetrun -n N sh -c 'cat ...'` starts with.
+fn timer_slack_under_one_cpu(n: u32) -> Vec<String> {
+    let cpu = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        })
+        .and_then(|l| rivet_pmi::topology::parse_cpu_list(&l).ok())
+        .and_then(|cpus| cpus.first().copied())
+        .expect("this process's CPU list");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cpu.to_string()]).arg(bin("rivetrun"));
+    cmd.args(["-n", &n.to_string()]).args([
+        "sh",
+        "-c",
+        "echo slack=$(cat /proc/self/timerslack_ns)",
+    ]);
+    let o = run_job(cmd, Duration::from_secs(60));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let seen: Vec<String> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("slack="))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(seen.len(), n as usize, "{}", o.show());
+    seen
+}
+
+/// Ranks that outnumber rivetrun's CPUs get a 1 ms timer slack, so that
+/// those waiting in short sleeps wake less often; others keep the one
+/// rivetrun inherited.
+#[test]
+fn oversubscribed_ranks_get_a_coarser_timer_slack() {
+    let _serial = serial();
+    let own = std::fs::read_to_string("/proc/self/timerslack_ns").expect("timerslack_ns");
+    assert_eq!(timer_slack_under_one_cpu(1), [own.trim()]);
+    assert_eq!(timer_slack_under_one_cpu(2), ["1000000", "1000000"]);
+}

@@ -56,6 +56,25 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
     }
 }
 
+/// Each proxy turns Nagle off on its own ranks' end of their connection
+/// to its PMIx server, as rivetrun does on one host.
+#[test]
+fn proxies_pmix_clients_have_nagle_off_on_their_server_connection() {
+    let _serial = serial();
+    let Some(c) = cluster() else { return };
+    let before = pmix_dirs();
+    let prog = cc_pmix("pmix_nodelay.c");
+    let mut cmd = c.rivetrun(2, 4);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for r in 0..4 {
+        let line = format!("pmix_nodelay rank {r} nodelay=1\n");
+        assert!(o.stdout.contains(&line), "rank {r}: {}", o.show());
+    }
+    nothing_left(&c, &o, &before);
+}
+
 #[test]
 fn what_proxies_do_not_carry_for_pmix_fails_at_once_with_an_error() {
     let Some((h, prog)) = Hosts::with_pmix_program("pmix_modex.c") else {

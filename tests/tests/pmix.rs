@@ -5,16 +5,17 @@
 //!   exchange business cards through it, and run the engine suites on
 //!   shared memory and tcp;
 //! * rivetrun serves PMIx, so Open MPI programs run under it unchanged,
-//!   and an `MPI_Abort` ends the job with its code; their name service
+//!   and an `MPI_Abort` ends the job with its code; their connection to
+//!   the server has Nagle off; their name service
 //!   (`MPI_Publish_name` ...) is the job's PMI-1 table or its name server.
 
 use std::process::Command;
 use std::time::Duration;
 
 use rivet_tests::{
-    bin, engine_check_passed, mpi_check_passed, mpicc, mpicc_openmpi, mpirun_openmpi, pmix_dirs,
-    rivetrun, run_job, run_job_checking_shm, run_killed_job_checking_shm, serial, NameServer,
-    Outcome,
+    bin, cc_pmix, engine_check_passed, mpi_check_passed, mpicc, mpicc_openmpi, mpirun_openmpi,
+    pmix_dirs, rivetrun, run_job, run_job_checking_shm, run_killed_job_checking_shm, serial,
+    NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -202,6 +203,23 @@ fn open_mpi_ranks_yield_when_they_outnumber_rivetruns_cpus_unless_the_user_says(
     // The user's choice stands.
     let mine = ["-genv", "OMPI_MCA_mpi_yield_when_idle", "0"];
     assert_eq!(yield_setting_under_one_cpu(&mine, 2), ["0", "0"]);
+}
+
+/// rivetrun turns Nagle off on its clients' end of their PMIx connection
+/// (OpenPMIx's client leaves it on, and each Open MPI rank then waited for
+/// the server's delayed ACK, about 40 ms, in `MPI_Finalize`).
+#[test]
+fn rivetruns_pmix_clients_have_nagle_off_on_their_server_connection() {
+    let _serial = serial();
+    let prog = cc_pmix("pmix_nodelay.c");
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog);
+    let o = run_job(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    for rank in 0..3 {
+        let line = format!("pmix_nodelay rank {rank} nodelay=1\n");
+        assert!(o.stdout.contains(&line), "{}", o.show());
+    }
 }
 
 #[test]

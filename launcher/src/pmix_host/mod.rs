@@ -13,7 +13,8 @@
 //!   gathered everything; the data is handed back as the result;
 //! * `abort`: queued as an event for the supervisor, which tears the job
 //!   down with the rank's code, as for a PMI-1 abort;
-//! * `client_connected`, `client_finalized`: acknowledged;
+//! * `client_connected`: Nagle turned off on the client's end of its
+//!   connection (`client_nodelay.rs`); `client_finalized`: acknowledged;
 //! * `publish`, `lookup`, `unpublish`: queued for the supervisor, which
 //!   answers from the job's name table or its name server (`names.rs`);
 //! * `spawn`: queued for the supervisor, which starts the processes as for
@@ -51,6 +52,7 @@
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `starting.rs`
 //! (the server started on its own thread, then the job registered),
+//! `client_nodelay.rs` (Nagle off on each client's socket),
 //! `timeouts.rs` (what OpenPMIx does with a client's `PMIX_TIMEOUT`, so
 //! which timed operations a node refuses), `upcalls.rs` (the
 //! module's own upcalls and the event queue), `calls.rs` and `values.rs`
@@ -62,6 +64,7 @@ use std::sync::{mpsc, Arc, Mutex};
 
 mod api;
 mod calls;
+mod client_nodelay;
 mod connect;
 mod group;
 mod job_control;
@@ -78,6 +81,7 @@ mod values;
 pub use api::probe;
 use api::*;
 use calls::{Done, InfoList};
+pub use client_nodelay::started as client_started;
 pub use connect::ConnectCall;
 pub use group::GroupCall;
 use mio::Waker;
@@ -91,7 +95,7 @@ pub use starting::Starting;
 pub use upcalls::take_queued;
 
 use crate::topology::SharedTopology;
-use upcalls::{on_abort, on_connected, on_fence, push_event, Upcalls, UPCALLS};
+use upcalls::{on_abort, on_connected, on_fence, on_finalized, push_event, Upcalls, UPCALLS};
 
 /// What the library's thread tells the supervisor.
 #[derive(Debug)]
@@ -188,7 +192,7 @@ impl PmixHost {
     fn init(&self, node_role: bool) -> Result<(), String> {
         let mut module = Box::new(Module {
             client_connected: Some(on_connected),
-            client_finalized: Some(on_connected),
+            client_finalized: Some(on_finalized),
             abort: Some(on_abort),
             fence_nb: Some(on_fence),
             direct_modex: None,
@@ -306,6 +310,7 @@ impl PmixHost {
             .filter_map(|kv| kv.split_once('='))
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        client_nodelay::learn_server(&env);
         // Open MPI 4.1 uses a PMIx server only when one of its launch
         // environments claims the job (open-mpi/ompi#13180); otherwise it
         // starts as a singleton with its own daemon. Its Flux one asks for

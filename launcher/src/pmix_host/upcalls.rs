@@ -45,7 +45,22 @@ pub(super) fn push_event(event: PmixEvent) -> Result<(), PmixEvent> {
     Ok(())
 }
 
+/// A client connected: Nagle off on its end (`client_nodelay.rs`).
 pub(super) unsafe extern "C" fn on_connected(
+    proc: *const PmixProc,
+    _object: *mut c_void,
+    _cb: Option<OpCb>,
+    _cbdata: *mut c_void,
+) -> c_int {
+    if !proc.is_null() {
+        // SAFETY: non-null, the connected client's proc.
+        let (nspace, rank) = unsafe { ((*proc).nspace(), (*proc).rank) };
+        super::client_nodelay::connected(nspace, rank);
+    }
+    PMIX_OPERATION_SUCCEEDED
+}
+
+pub(super) unsafe extern "C" fn on_finalized(
     _proc: *const PmixProc,
     _object: *mut c_void,
     _cb: Option<OpCb>,

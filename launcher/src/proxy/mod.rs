@@ -114,7 +114,8 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     // Like rivetrun on one host: the proxy runs a little ahead of its
     // ranks (which wait on its answers), each rank back at our old nice.
     // Raised first: threads made later (the PMI loop's) inherit it.
-    let priority = launch::Priority::raise_own();
+    let mut priority = launch::Priority::raise_own();
+    priority.slack_when_oversubscribed(job.ranks.len());
     // PMIx beside PMI-1/PMI-2, where OpenPMIx is installed (`pmix`): its
     // server loads its plugins while the ranks are placed.
     let envs: Vec<Vec<(std::ffi::OsString, std::ffi::OsString)>> = (job.apps.iter())
