@@ -60,19 +60,15 @@ fn pmix_cards_cross_hosts_by_fence_and_by_direct_modex() {
 /// to its PMIx server, as rivetrun does on one host.
 #[test]
 fn proxies_pmix_clients_have_nagle_off_on_their_server_connection() {
-    let _serial = serial();
-    let Some(c) = cluster() else { return };
-    let before = pmix_dirs();
-    let prog = cc_pmix("pmix_nodelay.c");
-    let mut cmd = c.rivetrun(2, 4);
-    cmd.arg(&prog);
-    let o = run_job(cmd, DEADLINE);
+    let Some((h, prog)) = Hosts::with_pmix_program("pmix_nodelay.c") else {
+        return;
+    };
+    let o = h.run_program(2, 4, &prog, &[]);
     assert_eq!(o.code(), Some(0), "{}", o.show());
     for r in 0..4 {
         let line = format!("pmix_nodelay rank {r} nodelay=1\n");
         assert!(o.stdout.contains(&line), "rank {r}: {}", o.show());
     }
-    nothing_left(&c, &o, &before);
 }
 
 #[test]
