@@ -66,8 +66,9 @@ pub struct Args {
     /// rivet-poll, raw-tcp, mpich, openmpi (rivet = both Rivet stacks).
     /// ofi: rivet-ofi (or rivet), fi_pingpong, each for every --provider.
     /// Only when named (shm, tcp): openmpi-rivetrun, Open MPI's programs
-    /// under rivetrun, in no ratio (compare it with openmpi, e.g. at
-    /// --benches startup) [default: all of the transport's stacks]
+    /// under rivetrun, in no rivet/best ratio; with openmpi at --benches
+    /// startup, a line per N gives openmpi-rivetrun / openmpi (target at
+    /// most 0.7) [default: all of the transport's stacks]
     #[arg(long, value_delimiter = ',')]
     pub(super) stacks: Option<Vec<String>>,
     /// Print one JSON object instead of the tables.

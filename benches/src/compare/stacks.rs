@@ -114,7 +114,8 @@ pub(super) enum Role {
     Peer,
     /// raw-tcp, fi_pingpong(P): the limit, a ratio of its own.
     Raw,
-    /// openmpi-rivetrun: measured and shown, in no ratio.
+    /// openmpi-rivetrun: measured and shown, in no rivet/best ratio
+    /// (startup gives its own over openmpi's: `text::scale_notes`).
     Other,
 }
 

@@ -216,7 +216,19 @@ pub(super) fn scale_notes(table: &Table, stacks: &[&str], rows: &[RowSummary]) -
             };
         }
         Bench::Fanin => out += &sc::fanin_line(rows.first().and_then(|r| r.uring_over_poll)),
-        Bench::P2p(_) | Bench::Startup => {}
+        Bench::Startup => {
+            // Open MPI's hello under rivetrun against under its own
+            // mpirun: the one ratio `openmpi-rivetrun` is measured for.
+            let named = |n: &str| table.stacks.iter().copied().find(|&i| stacks[i] == n);
+            if let (Some(ours), Some(theirs)) = (named("openmpi-rivetrun"), named("openmpi")) {
+                for r in rows {
+                    if let (Some(a), Some(b)) = (median_of(r.key, ours), median_of(r.key, theirs)) {
+                        out += &openmpi_rivetrun_line(r.key, a / b);
+                    }
+                }
+            }
+        }
+        Bench::P2p(_) => {}
     }
     let calls: Vec<(u64, Vec<(&str, f64)>)> = table
         .calls
@@ -230,6 +242,17 @@ pub(super) fn scale_notes(table: &Table, stacks: &[&str], rows: &[RowSummary]) -
         })
         .collect();
     out + &sc::calls_lines(&calls, table.key_name())
+}
+
+/// Open MPI's start-up under rivetrun (its PMIx server) over under
+/// `mpirun.openmpi`, N ranks, with its target.
+fn openmpi_rivetrun_line(n: u64, ratio: f64) -> String {
+    let t = Target::AtMost(0.7);
+    format!(
+        "# N={n}: openmpi-rivetrun / openmpi = {ratio:.2} {} (target {})\n",
+        if t.met(ratio) { "met" } else { "MISSED" },
+        t.describe()
+    )
 }
 
 /// Over tcp and ofi, the ratios of a table, below its values: per Rivet
@@ -396,6 +419,34 @@ mod tests {
              \"best_peer\":null,\"ratio\":null}]}]}"
         );
         assert!(json::parse(&doc).is_ok());
+    }
+
+    /// Open MPI's start-up: rivetrun's over mpirun's, per N, with the
+    /// target; no rivet/best column (the first stack is not rivet).
+    #[test]
+    fn openmpi_start_up_under_rivetrun_gets_its_ratio() {
+        let names = ["openmpi", "openmpi-rivetrun"];
+        let mut st = table(Bench::Startup, Some(vec![8, 32]), vec![0, 1]);
+        st.add(8, 0, 0.6);
+        st.add(8, 1, 0.4);
+        st.add(32, 0, 1.6);
+        st.add(32, 1, 1.2);
+        let text = text_report(
+            Transport::Shm,
+            &[st],
+            &names,
+            &[],
+            1,
+            &harness::Loads::default(),
+        );
+        assert!(
+            text.contains("# N=8: openmpi-rivetrun / openmpi = 0.67 met (target <= 0.7)\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("# N=32: openmpi-rivetrun / openmpi = 0.75 MISSED (target <= 0.7)\n"),
+            "{text}"
+        );
     }
 
     #[test]
