@@ -273,3 +273,35 @@ pub fn pmix_dirs() -> Vec<String> {
         })
         .unwrap_or_default()
 }
+
+/// What each rank of `taskset -c CPU rivetrun ARGS -n N sh -c 'echo
+/// KEY=EXPR'` printed after `KEY=`, CPU being the first this process may
+/// use: from N = 2 the ranks outnumber rivetrun's CPUs.
+pub fn ranks_on_one_cpu(args: &[&str], n: u32, key: &str, expr: &str) -> Vec<String> {
+    let cpu = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+                .map(|l| l.trim().to_string())
+        })
+        .and_then(|l| rivet_pmi::topology::parse_cpu_list(&l).ok())
+        .and_then(|cpus| cpus.first().copied())
+        .expect("this process's CPU list");
+    let mut cmd = Command::new("taskset");
+    cmd.args(["-c", &cpu.to_string()]).arg(bin("rivetrun"));
+    cmd.args(args)
+        .args(["-n", &n.to_string()])
+        .args(["sh", "-c", &format!("echo {key}={expr}")]);
+    let o = run_job(cmd, Duration::from_secs(60));
+    assert_eq!(o.code(), Some(0), "{}", o.show());
+    let prefix = format!("{key}=");
+    let seen: Vec<String> = o
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(seen.len(), n as usize, "{}", o.show());
+    seen
+}

@@ -5,7 +5,9 @@
 use std::process::Command;
 use std::time::Duration;
 
-use rivet_tests::{bin, mpi_check_passed, mpicc, rivetrun, run_job, run_job_with, serial};
+use rivet_tests::{
+    bin, mpi_check_passed, mpicc, ranks_on_one_cpu, rivetrun, run_job, run_job_with, serial,
+};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -532,36 +534,9 @@ fn help_documents_spawn_and_the_name_server() {
     }
 }
 
-/// The timer slack (`/proc/self/timerslack_ns`) each rank of
-/// `taskset -c CPU rivetrun -n N sh -c 'cat ...'` starts with.
+/// The timer slack each rank of `rivetrun -n N` on one CPU starts with.
 fn timer_slack_under_one_cpu(n: u32) -> Vec<String> {
-    let cpu = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .map(|l| l.trim().to_string())
-        })
-        .and_then(|l| rivet_pmi::topology::parse_cpu_list(&l).ok())
-        .and_then(|cpus| cpus.first().copied())
-        .expect("this process's CPU list");
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", &cpu.to_string()]).arg(bin("rivetrun"));
-    cmd.args(["-n", &n.to_string()]).args([
-        "sh",
-        "-c",
-        "echo slack=$(cat /proc/self/timerslack_ns)",
-    ]);
-    let o = run_job(cmd, Duration::from_secs(60));
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    let seen: Vec<String> = o
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("slack="))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(seen.len(), n as usize, "{}", o.show());
-    seen
+    ranks_on_one_cpu(&[], n, "slack", "$(cat /proc/self/timerslack_ns)")
 }
 
 /// Ranks that outnumber rivetrun's CPUs get a 1 ms timer slack, so that

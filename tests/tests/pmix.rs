@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use rivet_tests::{
     bin, cc_pmix, engine_check_passed, mpi_check_passed, mpicc, mpicc_openmpi, mpirun_openmpi,
-    pmix_dirs, rivetrun, run_job, run_job_checking_shm, run_killed_job_checking_shm, serial,
-    NameServer, Outcome,
+    pmix_dirs, ranks_on_one_cpu, rivetrun, run_job, run_job_checking_shm,
+    run_killed_job_checking_shm, serial, NameServer, Outcome,
 };
 
 const DEADLINE: Duration = Duration::from_secs(90);
@@ -161,36 +161,10 @@ fn open_mpi_programs_run_under_rivetrun_on_1_2_and_4_ranks() {
     );
 }
 
-/// What `OMPI_MCA_mpi_yield_when_idle` each rank of
-/// `taskset -c CPU rivetrun ARGS -n N sh -c 'echo ...'` sees.
+/// What `OMPI_MCA_mpi_yield_when_idle` each rank of `rivetrun ARGS -n N`
+/// on one CPU sees.
 fn yield_setting_under_one_cpu(args: &[&str], n: u32) -> Vec<String> {
-    let cpu = std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
-                .map(|l| l.trim().to_string())
-        })
-        .and_then(|l| rivet_pmi::topology::parse_cpu_list(&l).ok())
-        .and_then(|cpus| cpus.first().copied())
-        .expect("this process's CPU list");
-    let mut cmd = Command::new("taskset");
-    cmd.args(["-c", &cpu.to_string()]).arg(bin("rivetrun"));
-    cmd.args(args).args(["-n", &n.to_string()]).args([
-        "sh",
-        "-c",
-        "echo yield=${OMPI_MCA_mpi_yield_when_idle-unset}",
-    ]);
-    let o = run_job(cmd, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    let seen: Vec<String> = o
-        .stdout
-        .lines()
-        .filter_map(|l| l.strip_prefix("yield="))
-        .map(str::to_string)
-        .collect();
-    assert_eq!(seen.len(), n as usize, "{}", o.show());
-    seen
+    ranks_on_one_cpu(args, n, "yield", "${OMPI_MCA_mpi_yield_when_idle-unset}")
 }
 
 #[test]

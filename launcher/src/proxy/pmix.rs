@@ -409,4 +409,4 @@ fn barrier(puts: Option<Vec<(String, String)>>) -> Step {
 
 #[cfg(test)]
 #[path = "pmix_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -2,40 +2,12 @@
 //! `PMIX_TIMEOUT`.
 
 use super::*;
-use std::ffi::{c_char, c_int, c_void};
-use std::sync::Mutex;
+use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
 use rivet_pmi::pmix_ffi::PMIX_ERR_TIMEOUT;
 
-/// What fence completions said: (status, data).
-type Seen = Mutex<Vec<(c_int, Vec<u8>)>>;
-
-unsafe extern "C" fn seen(
-    status: c_int,
-    data: *const c_char,
-    n: usize,
-    cbdata: *mut c_void,
-    release: Option<unsafe extern "C" fn(*mut c_void)>,
-    release_data: *mut c_void,
-) {
-    // SAFETY: `cbdata` is the test's `Seen`; `n` bytes at `data`, alive
-    // until `release` (called right after the copy).
-    unsafe {
-        let bytes = if n == 0 {
-            Vec::new()
-        } else {
-            std::slice::from_raw_parts(data.cast::<u8>(), n).to_vec()
-        };
-        (*(cbdata as *const Seen))
-            .lock()
-            .unwrap()
-            .push((status, bytes));
-        if let Some(r) = release {
-            r(release_data);
-        }
-    }
-}
+use crate::proxy::pmix::tests::{seen, Seen};
 
 fn fence(data: &[u8], timeout: Option<u64>, s: &Seen) -> FenceCall {
     let procs = vec![("kvs".to_string(), rivet_pmi::pmix_ffi::PMIX_RANK_WILDCARD)];

@@ -9,9 +9,10 @@ use std::ffi::{c_char, c_int, c_void};
 use std::sync::Mutex;
 
 /// What fence completions said: (status, data).
-type Seen = Mutex<Vec<(c_int, Vec<u8>)>>;
+pub(in crate::proxy) type Seen = Mutex<Vec<(c_int, Vec<u8>)>>;
 
-unsafe extern "C" fn seen(
+/// A fence's completion callback: records it in the `Seen` at `cbdata`.
+pub(in crate::proxy) unsafe extern "C" fn seen(
     status: c_int,
     data: *const c_char,
     n: usize,
