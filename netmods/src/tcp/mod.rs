@@ -22,6 +22,7 @@
 //! | `config.rs` | `TcpConfig`, `RIVET_TCP_*` parsing |
 //! | `iface.rs`, `card.rs` | addresses to publish; the business card format |
 //! | `wire.rs` | handshake and frame encoding |
+//! | `frame.rs` | a frame written into memory (direct send's stack buffer, the queue) |
 //! | `conn.rs`, `outq.rs` | receive parsing and placement (`Rx`); a peer's send queue (`Outq`) |
 //! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
 //! | `sys.rs` | socket system calls |
@@ -30,6 +31,7 @@
 pub(crate) mod card;
 mod config;
 pub(crate) mod conn;
+mod frame;
 mod iface;
 mod outq;
 mod poll;

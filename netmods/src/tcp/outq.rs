@@ -2,6 +2,7 @@
 //! the memory a SEND reads must not move while it is in flight: `Outq`
 //! freezes its `sending` buffer between `start_flight` and `end_flight`.
 
+use super::frame;
 use super::wire::{self, PREFIX};
 
 /// A peer's queue takes more messages only while below this; an empty
@@ -46,30 +47,25 @@ impl Outq {
     /// line, its call cost `try_send` some 30 instructions a message).
     #[inline(always)]
     pub(crate) fn push(&mut self, header: &[u8], payload: &[u8], skip: usize) {
-        let prefix = wire::encode_prefix(header.len(), payload.len());
         if skip == 0 {
             // The usual case, in one reservation (three `extend`s with
             // their growth checks cost a window's 8 B messages a hundred
-            // instructions each, callgrind).
+            // instructions each, callgrind), written in place without
+            // `memcpy` calls (`frame.rs`).
             let q = &mut self.queued;
-            let total = PREFIX + header.len() + payload.len();
+            let total = frame::len(header, payload);
             q.reserve(total);
             let at = q.len();
-            // SAFETY: `reserve` made room for `total` bytes past `at`; the
-            // three copies fill exactly them from buffers that are not
-            // the queue's.
+            // SAFETY: `reserve` made room for `total` bytes past `at`, which
+            // `frame::write` fills exactly, from buffers that are not the
+            // queue's.
             unsafe {
-                let dst = q.as_mut_ptr().add(at);
-                std::ptr::copy_nonoverlapping(prefix.as_ptr(), dst, PREFIX);
-                let dst = dst.add(PREFIX);
-                std::ptr::copy_nonoverlapping(header.as_ptr(), dst, header.len());
-                let dst = dst.add(header.len());
-                std::ptr::copy_nonoverlapping(payload.as_ptr(), dst, payload.len());
+                frame::write(q.as_mut_ptr().add(at), header, payload);
+                q.set_len(at + total);
             }
-            // SAFETY: the `total` bytes past `at` were just written.
-            unsafe { q.set_len(at + total) };
             return;
         }
+        let prefix = wire::encode_prefix(header.len(), payload.len());
         self.push_rest(prefix, header, payload, skip);
     }
 

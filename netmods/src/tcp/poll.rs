@@ -20,7 +20,6 @@ use crate::{NetmodError, PeerId, Sink};
 
 use super::state::{Phase, SockId, State};
 use super::sys::{self, Epoll};
-use super::wire;
 
 /// The listener's epoll token (sockets' carry slot and generation).
 const LISTENER: u64 = u64::MAX;
@@ -132,7 +131,7 @@ impl PollIo {
     }
 
     /// Writes `prefix + header + payload` on connection `id` with one
-    /// nonblocking call (`sys::send`: a small frame gathered into one `send(2)`,
+    /// nonblocking call (`sys::send_frame`: a small frame written into one `send(2)`,
     /// else `sendmsg(2)` straight from the caller's buffers; see
     /// `TcpNetmod::try_send` for when); `None` if the socket is gone, else
     /// the bytes written (0 if it is full; on error the socket has failed).
@@ -145,9 +144,8 @@ impl PollIo {
     ) -> Option<usize> {
         let fd = st.sock_at(id)?.fd.as_raw_fd();
         self.wrote_since_poll = true;
-        let prefix = wire::encode_prefix(header.len(), payload.len());
         st.calls += 1;
-        match sys::send(fd, &[&prefix, header, payload]) {
+        match sys::send_frame(fd, header, payload) {
             Ok(n) => Some(n),
             Err(e) if sys::would_block(&e) => Some(0),
             Err(e) => {

@@ -5,13 +5,13 @@
 use std::os::fd::AsRawFd;
 
 use super::super::state::{Phase, State};
-use super::super::{sys, wire};
+use super::super::sys;
 use super::ring::ENTER_GETEVENTS;
 use super::*;
 
 impl UringIo {
     /// Writes `prefix + header + payload` on `slot` with one nonblocking
-    /// call (`sys::send`: a small frame gathered into one `send(2)`, else
+    /// call (`sys::send_frame`: a small frame written into one `send(2)`, else
     /// `sendmsg(2)` straight from the caller's buffers); `None` if the
     /// socket cannot take a direct send now, else the bytes written (on
     /// error the socket has failed). A plain call, not an SQE: a socket
@@ -31,9 +31,8 @@ impl UringIo {
         }
         let fd = s.fd.as_raw_fd();
         self.wrote_since_poll = true;
-        let prefix = wire::encode_prefix(header.len(), payload.len());
         st.calls += 1;
-        match sys::send(fd, &[&prefix, header, payload]) {
+        match sys::send_frame(fd, header, payload) {
             Ok(n) => Some(n),
             Err(e) if sys::would_block(&e) => Some(0),
             Err(e) => {
