@@ -168,7 +168,13 @@ impl<T: Threading> Comm<T> {
 
     /// A send on a borrowed buffer, withdrawn if waiting fails (`Lent`).
     fn send_blocking(&self, args: &SendArgs) -> Result<()> {
-        let req = Request::<T>::started(&self.inner, self.inner.start_send(self.worker(), args)?);
+        let id = self.inner.start_send(self.worker(), args)?;
+        if id == 0 {
+            // Gone out already (`Inner::start_send`): nothing to wait for,
+            // and its status (the default) carries no error.
+            return Ok(());
+        }
+        let req = Request::<T>::new(&self.inner, id);
         let lent = Lent::new(&self.inner, req.id());
         let status = req.wait()?;
         lent.finished();

@@ -232,18 +232,40 @@ impl Core {
                 // The send first: a netmod refuses a peer it does not
                 // know yet, which is connected then and sent to again (a
                 // lookup less per message than asking every time).
-                let mut r = net.send(peer, header, payload);
-                if r.is_err() && !net.netmod().knows(peer) {
-                    connect_first(net, &self.st, &self.pmi, self.cards, id, peer)?;
-                    r = net.send(peer, header, payload);
-                }
-                match r {
+                match net.send(peer, header, payload) {
                     Ok(taken) => Ok(taken),
-                    Err(e) => {
-                        self.st.peer_failed(id, &e.to_string());
-                        Err(self.st.failure_of(id))
-                    }
+                    Err(e) => self.net_refused(id, peer, header, payload, e),
                 }
+            }
+        }
+    }
+
+    /// The netmod refused a message to `peer` with `e`: connect on first
+    /// contact and send again, else (or if that fails too) fail the peer.
+    /// Also `Core::try_send_now`'s, which sends to a netmod peer itself.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn net_refused(
+        &mut self,
+        id: VcId,
+        peer: rivet_netmods::PeerId,
+        header: &WireHeader,
+        payload: &[u8],
+        e: rivet_netmods::NetmodError,
+    ) -> Result<bool> {
+        let Some(net) = self.tx.net.as_mut() else {
+            return Err(Error::NoRoute(id));
+        };
+        let mut r = Err(e);
+        if !net.netmod().knows(peer) {
+            connect_first(net, &self.st, &self.pmi, self.cards, id, peer)?;
+            r = net.send(peer, header, payload);
+        }
+        match r {
+            Ok(taken) => Ok(taken),
+            Err(e) => {
+                self.st.peer_failed(id, &e.to_string());
+                Err(self.st.failure_of(id))
             }
         }
     }

@@ -9,6 +9,7 @@ use crate::pg::{Outgoing, VcId};
 use crate::route::Route;
 use crate::state::bytes;
 use crate::table::SendOp;
+use crate::transport::Transport;
 use crate::wire::{control, MsgKind, WireHeader, FLAG_RMA_KEY, FLAG_SYNC};
 
 /// The rendezvous request carries the sender's pid (the wire format has
@@ -37,12 +38,20 @@ pub struct SendArgs {
 impl Core {
     /// Fast path of every standard send: an eager message that goes out
     /// right now needs no request at all. `Ok(false)`: take `start_send`.
+    /// One VC lookup (`State::spend_now`, which spends the credit first and
+    /// gives it back if the message does not go), and a netmod peer's send
+    /// made here rather than through `transmit`'s out-of-line call (its
+    /// refusals still go `transmit`'s way, `Core::net_refused`).
     #[inline]
     pub fn try_send_now(&mut self, a: &SendArgs) -> Result<bool> {
-        let (route, limit, queued) = self.st.send_route(a.dest)?;
-        if a.sync || a.len > limit || queued {
+        if a.sync {
+            // Still fails on a failed VC, as `start_send` will.
+            self.st.send_route(a.dest)?;
             return Ok(false);
         }
+        let Some((route, before)) = self.st.spend_now(a.dest, a.len)? else {
+            return Ok(false);
+        };
         let header = WireHeader {
             kind: MsgKind::Eager as u8,
             context: a.context,
@@ -53,11 +62,22 @@ impl Core {
         };
         // SAFETY: the blocking caller's buffer, valid for this call.
         let payload = unsafe { bytes(a.buf, a.len) };
-        let sent = self.transmit(route, a.dest, &header, payload)?;
-        if sent {
-            self.st.spend_credit(route, a.dest, a.len);
+        // Shared memory first, as `transmit` does: it spends no credit.
+        if let (Route::Shm(peer), Some(shm)) = (route, self.tx.shm.as_mut()) {
+            return shm.try_send(peer, &header, payload);
         }
-        Ok(sent)
+        let sent = match (route, self.tx.net.as_mut()) {
+            (Route::Netmod(peer), Some(net)) => match net.send(peer, &header, payload) {
+                Ok(true) => return Ok(true),
+                Ok(false) => Ok(false),
+                Err(e) => self.net_refused(a.dest, peer, &header, payload, e),
+            },
+            _ => self.transmit(route, a.dest, &header, payload),
+        };
+        if !matches!(sent, Ok(true)) {
+            self.st.restore_credit(route, a.dest, before);
+        }
+        sent
     }
 
     /// Start a send; the handle of its request.

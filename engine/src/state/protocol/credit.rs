@@ -29,6 +29,40 @@ impl State {
         Ok((vc.route, limit, !vc.pending.is_empty()))
     }
 
+    /// `send_route` and `spend_credit` in one VC lookup, for a standard
+    /// send that may go out now (`Core::try_send_now`): `None` if it may
+    /// not (sends to `dest` queue, or `len` is over the eager limit), else
+    /// its route, with the credit already spent; a netmod route also gives
+    /// the credit before, for `restore_credit` if the message does not go.
+    #[inline]
+    pub fn spend_now(&mut self, dest: VcId, len: usize) -> Result<Option<(Route, usize)>> {
+        let vc = self.pgs.vc(dest)?;
+        if vc.failed {
+            return Err(self.failure_of(dest));
+        }
+        let route = vc.route;
+        if !vc.pending.is_empty() || len > self.limits.of(route).eager_max {
+            return Ok(None);
+        }
+        let before = vc.credit;
+        if let Route::Netmod(_) = route {
+            if len > before.saturating_sub(CREDIT_PER_MESSAGE) {
+                return Ok(None);
+            }
+            vc.credit = before.saturating_sub(len + CREDIT_PER_MESSAGE);
+        }
+        Ok(Some((route, before)))
+    }
+
+    /// Undo `spend_now` for a message that did not go out: `dest`'s credit
+    /// back to `before` (a netmod route; nothing else spends any).
+    #[cold]
+    pub fn restore_credit(&mut self, route: Route, dest: VcId, before: usize) {
+        if let (Route::Netmod(_), Ok(vc)) = (route, self.pgs.vc(dest)) {
+            vc.credit = before;
+        }
+    }
+
     /// An eager message to a netmod peer spends its credit.
     #[inline]
     pub fn spend_credit(&mut self, route: Route, dest: VcId, len: usize) {
