@@ -90,6 +90,7 @@ impl Pgs {
 
     /// Whether `id` names a VC that exists or may be created (its group
     /// is known and the rank in range).
+    #[inline]
     pub fn knows(&self, id: VcId) -> bool {
         match id.group() {
             0 => id.rank() < self.world.size,

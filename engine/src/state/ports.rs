@@ -135,6 +135,13 @@ impl State {
     pub fn take_refused(&mut self) -> Vec<PeerId> {
         std::mem::take(&mut self.ports.refused)
     }
+
+    /// Whether a connection waits to be closed (`take_refused`): asked
+    /// after every netmod poll, so a swap of empty lists is not.
+    #[inline]
+    pub fn any_refused(&self) -> bool {
+        !self.ports.refused.is_empty()
+    }
 }
 
 #[cfg(test)]

@@ -168,8 +168,10 @@ impl Transport for NetLink {
     /// misbehaving during the poll are disconnected after it.
     fn poll(&mut self, st: &mut State) -> Result<usize> {
         let n = self.net.poll(&mut NetSink { st })?;
-        for peer in st.take_refused() {
-            self.net.disconnect(peer);
+        if st.any_refused() {
+            for peer in st.take_refused() {
+                self.net.disconnect(peer);
+            }
         }
         Ok(n)
     }

@@ -90,7 +90,9 @@ impl Rx {
 
     /// Where the next receive should write, and at most how many bytes.
     /// Never empty. May move buffered bytes, so it must not be called while
-    /// a receive into the previous target is in flight.
+    /// a receive into the previous target is in flight. Inline: every
+    /// direct read asks, the empty ones of a busy wait included.
+    #[inline]
     pub(crate) fn target(&mut self) -> (*mut u8, usize) {
         match &mut self.state {
             RxState::Placed { dst, len, got, .. } => {
@@ -121,6 +123,7 @@ impl Rx {
     }
 
     /// `n` bytes were written at the last target.
+    #[inline]
     pub(crate) fn received(&mut self, n: usize) {
         match &mut self.state {
             RxState::Placed { got, .. } | RxState::Overflow { got, .. } => *got += n,
@@ -130,11 +133,47 @@ impl Rx {
 
     /// Hands every whole frame to `sink`; returns how many. `Err` is a
     /// protocol violation: the connection must be dropped.
+    ///
+    /// Inline, the frames already whole in the input buffer first (every
+    /// small message); the rest (a partial frame, placement, overflow)
+    /// out of line in `parse_rest`, whose set-up cost some 30
+    /// instructions a message (callgrind).
+    #[inline]
     pub(crate) fn parse(
         &mut self,
         peer: PeerId,
         sink: &mut dyn Sink,
     ) -> Result<usize, &'static str> {
+        let mut count = 0;
+        if let RxState::Frames { declined } = &mut self.state {
+            loop {
+                let avail = self.end - self.start;
+                if avail < PREFIX {
+                    return Ok(count);
+                }
+                let s = self.start;
+                let mut p = [0u8; PREFIX];
+                p.copy_from_slice(&self.buf[s..s + PREFIX]);
+                let (hlen, plen) = wire::parse_prefix(&p)?;
+                let total = PREFIX + hlen + plen;
+                if avail < total {
+                    break;
+                }
+                let h = s + PREFIX;
+                let body = h + hlen;
+                sink.deliver(peer, &self.buf[h..body], &self.buf[body..s + total]);
+                self.start += total;
+                *declined = false;
+                count += 1;
+            }
+        }
+        Ok(count + self.parse_rest(peer, sink)?)
+    }
+
+    /// `parse` from a frame not whole in the input buffer, or a placed or
+    /// overflowing one, on.
+    #[inline(never)]
+    fn parse_rest(&mut self, peer: PeerId, sink: &mut dyn Sink) -> Result<usize, &'static str> {
         let mut count = 0;
         loop {
             match &mut self.state {

@@ -199,6 +199,7 @@ impl Sock {
     /// buffer (exactly the verdict's bytes for a connector, so frames that
     /// follow stay in the socket), else the frame parser's target (also for
     /// a detached socket, whose input is received there and dropped).
+    #[inline]
     pub(crate) fn recv_target(&mut self) -> Option<(*mut u8, usize)> {
         let end = match self.phase {
             Phase::Hello { .. } => VERDICT_LEN,
@@ -432,7 +433,9 @@ impl State {
     }
 
     /// `n` bytes arrived at `rx.target()` of `slot`: deliver whole frames.
-    /// A detached socket's input is dropped.
+    /// A detached socket's input is dropped. Inline into the backends'
+    /// reads (one call less a read with data).
+    #[inline]
     pub(crate) fn rx_data(&mut self, slot: u32, n: usize, sink: &mut dyn Sink) -> usize {
         if !self.ports.is_empty() {
             // Announce new port peers before anything they send.
@@ -493,6 +496,8 @@ impl State {
     }
 
     /// Reports accepted port connections to `sink`.
+    #[cold]
+    #[inline(never)]
     fn report_ports(&mut self, sink: &mut dyn Sink) {
         for (peer, tag) in self.ports.drain(..) {
             sink.port_connection(peer, tag);

@@ -107,18 +107,47 @@ impl UringIo {
     /// Receives what `slot` has into its parser's target and delivers
     /// whole frames, until the socket is empty or the budget is spent;
     /// returns the bytes received.
+    ///
+    /// The first receive is inline: while a spinning connection waits,
+    /// nearly every call finds the socket empty, and that answer costs no
+    /// call of ours (the rest, `read_more`, runs only when bytes came).
+    #[inline(always)]
     pub(super) fn read_direct(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) -> usize {
+        let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) else {
+            return 0;
+        };
+        let (gen, fd) = (s.gen, s.fd.as_raw_fd());
+        // An open socket's target is its parser's (`Sock::recv_target`).
+        let Some(rx) = s.rx.as_mut() else {
+            return 0;
+        };
+        let (ptr, len) = rx.target();
+        // SAFETY: target gives `len` writable bytes: the parser's input or
+        // overflow buffer, or the engine's placement memory; no RECV of the
+        // ring writes there (checked by the caller).
+        let r = unsafe { sys::recv_nb(fd, ptr, len) };
+        st.calls += 1;
+        match r {
+            Err(libc::EAGAIN) => 0,
+            r => self.read_more(st, (slot, gen), sink, r, len),
+        }
+    }
+
+    /// `read_direct` past its first receive (`first`, into `len` bytes,
+    /// of socket `(slot, gen)`): delivers, and receives on while the
+    /// budget lasts.
+    #[inline(never)]
+    fn read_more(
+        &mut self,
+        st: &mut State,
+        (slot, mut gen): (u32, u32),
+        sink: &mut dyn Sink,
+        first: Result<usize, i32>,
+        mut len: usize,
+    ) -> usize {
         let (mut got, mut frames) = (0, 0);
-        while let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) {
-            let (gen, fd) = (s.gen, s.fd.as_raw_fd());
-            let Some((ptr, len)) = s.recv_target() else {
-                break;
-            };
-            // SAFETY: recv_target gives `len` writable bytes: the parser's
-            // input or overflow buffer, or the engine's placement memory;
-            // no RECV of the ring writes there (checked by the caller).
-            let r = unsafe { sys::recv(fd, ptr, len) };
-            st.calls += 1;
+        let mut r = first;
+        loop {
             match r {
                 Ok(0) => {
                     st.sock_failed(slot, "connection closed by the peer".into());
@@ -147,12 +176,26 @@ impl UringIo {
                         break;
                     }
                 }
-                Err(e) if sys::would_block(&e) => break,
+                Err(libc::EAGAIN) => break,
                 Err(e) => {
+                    let e = std::io::Error::from_raw_os_error(e);
                     st.sock_failed(slot, format!("recv: {e}"));
                     break;
                 }
             }
+            let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) else {
+                break;
+            };
+            let fd = s.fd.as_raw_fd();
+            gen = s.gen;
+            let Some(rx) = s.rx.as_mut() else {
+                break;
+            };
+            let (ptr, n) = rx.target();
+            len = n;
+            // SAFETY: as in `read_direct`.
+            r = unsafe { sys::recv_nb(fd, ptr, len) };
+            st.calls += 1;
         }
         got
     }

@@ -369,6 +369,7 @@ impl UringIo {
         unsafe { self.ring.ring.submission().push(e) }.is_ok()
     }
 
+    #[inline(never)]
     pub(crate) fn poll(
         &mut self,
         st: &mut State,
