@@ -25,7 +25,7 @@
 //! | `frame.rs` | a frame written into memory (direct send's stack buffer, the queue) |
 //! | `conn.rs`, `outq.rs` | receive parsing and placement (`Rx`); a peer's send queue (`Outq`) |
 //! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
-//! | `sys.rs` | socket system calls |
+//! | `sys.rs`, `syscall.rs` | socket system calls; the two on every message's path made bare |
 //! | `poll.rs`, `uring/` | the two backends |
 
 pub(crate) mod card;
@@ -37,6 +37,7 @@ mod outq;
 mod poll;
 mod state;
 pub(crate) mod sys;
+mod syscall;
 mod uring;
 pub(crate) mod wire;
 

@@ -6,7 +6,7 @@ use std::mem::{size_of, zeroed};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
-use super::{frame, wire};
+use super::{frame, syscall, wire};
 
 fn cvt(r: libc::c_int) -> io::Result<libc::c_int> {
     if r < 0 {
@@ -305,136 +305,31 @@ pub(crate) unsafe fn recv(fd: RawFd, buf: *mut u8, len: usize) -> io::Result<usi
 pub(crate) unsafe fn recv_nb(fd: RawFd, buf: *mut u8, len: usize) -> Result<usize, i32> {
     loop {
         // SAFETY: the caller guarantees the buffer.
-        match unsafe { raw_recv(fd, buf, len) } {
+        match unsafe { syscall::recv(fd, buf, len) } {
             Err(libc::EINTR) => continue,
             r => return r,
         }
     }
 }
 
-/// One `recvfrom(fd, buf, len, MSG_DONTWAIT, NULL, NULL)` by the
-/// `syscall` instruction: glibc's `recv` is some 60 instructions a call in
-/// a process with threads (its cancellation-point bookkeeping and
-/// `errno`), paid by every empty read of a busy wait; this is a handful.
-/// Rivet never cancels threads, so nothing is lost by skipping it.
-///
-/// # Safety
-/// `buf..buf+len` must be writable.
-#[cfg(all(target_os = "linux", target_arch = "x86_64"))]
-#[inline(always)]
-unsafe fn raw_recv(fd: RawFd, buf: *mut u8, len: usize) -> Result<usize, i32> {
-    let r: isize;
-    // SAFETY: the Linux x86-64 system call convention: number and result
-    // in rax, arguments in rdi, rsi, rdx, r10, r8, r9; rcx and r11 are
-    // clobbered; no stack use. The kernel writes at most `len` bytes at
-    // `buf`, which the caller guarantees writable (memory is not declared
-    // untouched, so the compiler assumes the write).
-    unsafe {
-        std::arch::asm!(
-            "syscall",
-            inlateout("rax") libc::SYS_recvfrom as isize => r,
-            in("rdi") fd as isize,
-            in("rsi") buf,
-            in("rdx") len,
-            in("r10") libc::MSG_DONTWAIT as isize,
-            in("r8") 0usize,
-            in("r9") 0usize,
-            lateout("rcx") _,
-            lateout("r11") _,
-            options(nostack),
-        );
-    }
-    // The kernel returns -errno (-4095..-1) on failure.
-    if r < 0 {
-        Err(-r as i32)
-    } else {
-        Ok(r as usize)
-    }
-}
-
-/// `raw_recv` through libc elsewhere.
-///
-/// # Safety
-/// `buf..buf+len` must be writable.
-#[cfg(not(all(target_os = "linux", target_arch = "x86_64")))]
-#[inline(always)]
-unsafe fn raw_recv(fd: RawFd, buf: *mut u8, len: usize) -> Result<usize, i32> {
-    // SAFETY: the caller guarantees the buffer.
-    let r = unsafe { libc::recv(fd, buf.cast(), len, libc::MSG_DONTWAIT) };
-    if r >= 0 {
-        Ok(r as usize)
-    } else {
-        Err(io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO))
-    }
-}
-
-/// Up to this many bytes in all, `send` copies the parts into one buffer
-/// on the stack and writes it by `send(2)` rather than `sendmsg(2)` with an
-/// iovec per part: a small frame (prefix, header, payload) is the whole of
-/// a ping-pong's send, and the kernel's `sendmsg` costs more per call
-/// (it first copies in the msghdr and the iovec array). Loopback TCP,
-/// one thread, CPU time per 48-byte send + recv: `sendmsg` of 3 iovecs
+/// Up to this many bytes in all, a frame is written into one buffer on
+/// the stack and sent by `send(2)` rather than `sendmsg(2)` with an iovec
+/// per part: a small frame (prefix, header, payload) is the whole of a
+/// ping-pong's send, and the kernel's `sendmsg` costs more per call (it
+/// first copies in the msghdr and the iovec array). Loopback TCP, one
+/// thread, CPU time per 48-byte send + recv: `sendmsg` of 3 iovecs
 /// 0.2-0.7 µs more than one `send`, one iovec in between
-/// (BENCHMARKS.md). Copying 512 bytes costs far less than that.
+/// (BENCHMARKS.md). Writing 512 bytes costs far less than that.
 pub(crate) const GATHER_MAX: usize = 512;
-
-/// The concatenation of `parts` in `buf`, if it fits (`GATHER_MAX`).
-#[inline]
-pub(crate) fn gather<'a>(
-    parts: &[&[u8]],
-    buf: &'a mut [std::mem::MaybeUninit<u8>; GATHER_MAX],
-) -> Option<&'a [u8]> {
-    let total: usize = parts.iter().map(|p| p.len()).sum();
-    if total > GATHER_MAX {
-        return None;
-    }
-    let mut at = 0;
-    for p in parts {
-        // SAFETY: `at + p.len() <= total <= GATHER_MAX`; `MaybeUninit<u8>`
-        // has the layout of `u8`, and the regions do not overlap (`buf` is
-        // borrowed mutably, `p` shared).
-        unsafe {
-            std::ptr::copy_nonoverlapping(p.as_ptr(), buf.as_mut_ptr().add(at).cast(), p.len())
-        };
-        at += p.len();
-    }
-    // SAFETY: the first `total` bytes were just written.
-    Some(unsafe { std::slice::from_raw_parts(buf.as_ptr().cast(), total) })
-}
 
 /// Nonblocking `send(2)` of one buffer, without SIGPIPE.
 #[inline]
 fn send_one(fd: RawFd, data: &[u8]) -> io::Result<usize> {
     loop {
-        match cvt_size(send_raw(fd, data.as_ptr(), data.len())) {
-            Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
-            r => return r,
+        match syscall::send(fd, data) {
+            Err(libc::EINTR) => continue,
+            r => return r.map_err(io::Error::from_raw_os_error),
         }
-    }
-}
-
-/// `send(2)` as the bare system call (`sendto` without an address), not
-/// libc's `send`: in a process with threads (the PMI watch) libc wraps it
-/// as a cancellation point, enabling and disabling asynchronous
-/// cancellation around the call (callgrind: 59 instructions a call, 31 of
-/// them that wrapper; nothing here uses thread cancellation). -1 and
-/// `errno` on error, as `send`.
-#[inline(always)]
-fn send_raw(fd: RawFd, data: *const u8, len: usize) -> libc::ssize_t {
-    // SAFETY: `data..data+len` is a live buffer the kernel only reads; no
-    // address is passed (a null pointer with length 0).
-    unsafe {
-        libc::syscall(
-            libc::SYS_sendto,
-            fd as libc::c_long,
-            data as libc::c_long,
-            len as libc::c_long,
-            (libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT) as libc::c_long,
-            0 as libc::c_long,
-            0 as libc::c_long,
-        ) as libc::ssize_t
     }
 }
 
@@ -461,15 +356,12 @@ pub(crate) fn send_frame(fd: RawFd, header: &[u8], payload: &[u8]) -> io::Result
 }
 
 /// Nonblocking send of the concatenation of `parts` (at most 3 non-empty
-/// ones), without SIGPIPE: one buffer, or a small frame gathered into one
-/// (`GATHER_MAX`), by `send(2)`; else one `sendmsg(2)`.
+/// ones), without SIGPIPE: one buffer by `send(2)`, more by one
+/// `sendmsg(2)` (a small frame is written into one buffer first,
+/// [`send_frame`]).
 pub(crate) fn send(fd: RawFd, parts: &[&[u8]]) -> io::Result<usize> {
     if let [one] = parts {
         return send_one(fd, one);
-    }
-    let mut buf = [std::mem::MaybeUninit::<u8>::uninit(); GATHER_MAX];
-    if let Some(data) = gather(parts, &mut buf) {
-        return send_one(fd, data);
     }
     let mut iov = [libc::iovec {
         iov_base: std::ptr::null_mut(),
@@ -612,76 +504,42 @@ pub(crate) fn peer_on_other_host(fd: RawFd) -> bool {
 mod tests {
     use super::*;
     use std::io::Read;
-    use std::mem::MaybeUninit;
     use std::os::unix::net::UnixStream;
 
+    /// `recv` reports an empty socket as `would_block` and an error by its
+    /// number (the bare call's own cases are `syscall.rs`'s tests).
     #[test]
-    fn gather_concatenates_parts_up_to_the_limit() {
-        let mut buf = [MaybeUninit::<u8>::uninit(); GATHER_MAX];
-        let got = gather(&[b"pre", b"", b"header", b"x"], &mut buf).map(<[u8]>::to_vec);
-        assert_eq!(got.as_deref(), Some(&b"preheaderx"[..]));
-        let big = vec![7u8; GATHER_MAX - 8];
-        let got = gather(&[&[1; 8], &big], &mut buf).expect("exactly the limit fits");
-        assert_eq!(got.len(), GATHER_MAX);
-        assert_eq!(&got[..8], &[1; 8]);
-        assert!(got[8..].iter().all(|&b| b == 7));
-        assert!(
-            gather(&[&[1; 9], &big], &mut buf).is_none(),
-            "one byte over"
-        );
-        assert_eq!(gather(&[], &mut buf), Some(&[][..]));
-    }
-
-    /// `recv_nb` (the system call made directly on x86-64 Linux) gives
-    /// EAGAIN on an empty socket, the bytes sent (up to the room given,
-    /// the rest left for the next call), 0 once the peer closed, and the
-    /// error number of a bad descriptor; `recv` the same as `io::Error`.
-    #[test]
-    fn recv_nb_reports_empty_data_end_and_errors() {
-        use std::io::Write;
+    fn recv_maps_errors_to_io_errors() {
         use std::os::fd::AsRawFd;
-        fn rd(fd: RawFd, buf: &mut [u8]) -> Result<usize, i32> {
-            // SAFETY: `buf` is writable for its whole length.
-            unsafe { recv_nb(fd, buf.as_mut_ptr(), buf.len()) }
-        }
         fn rd_io(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
-            // SAFETY: as above.
+            // SAFETY: `buf` is writable for its whole length.
             unsafe { recv(fd, buf.as_mut_ptr(), buf.len()) }
         }
-        let (mut a, b) = UnixStream::pair().unwrap();
-        let fd = b.as_raw_fd();
+        let (_a, b) = UnixStream::pair().unwrap();
         let mut buf = [0u8; 8];
-        assert_eq!(rd(fd, &mut buf), Err(libc::EAGAIN));
-        let e = rd_io(fd, &mut buf).unwrap_err();
+        let e = rd_io(b.as_raw_fd(), &mut buf).unwrap_err();
         assert!(would_block(&e), "{e}");
-        a.write_all(b"hello, world").unwrap();
-        assert_eq!(rd(fd, &mut buf[..5]), Ok(5));
-        assert_eq!(&buf[..5], b"hello");
-        assert_eq!(rd(fd, &mut buf), Ok(7));
-        assert_eq!(&buf[..7], b", world");
-        drop(a);
-        assert_eq!(rd(fd, &mut buf), Ok(0));
-        assert_eq!(rd(-1, &mut buf), Err(libc::EBADF));
         let e = rd_io(-1, &mut buf).unwrap_err();
         assert_eq!(e.raw_os_error(), Some(libc::EBADF));
     }
 
-    /// Small frames (gathered into one `send`) and large ones (`sendmsg`
-    /// of the parts) both arrive whole and in order.
+    /// A small frame (written into one buffer, one `send`), a large one
+    /// (`sendmsg` of its parts) and a lone buffer all arrive whole and in
+    /// order.
     #[test]
-    fn send_writes_the_parts_in_order_either_way() {
+    fn frames_and_buffers_arrive_whole_and_in_order() {
         let (a, mut b) = UnixStream::pair().unwrap();
-        let small: [&[u8]; 3] = [&[1; 8], &[2; 40], &[3; 8]];
         let payload: Vec<u8> = (0..4000u32).map(|i| i as u8).collect();
-        let large: [&[u8]; 3] = [&[4; 8], &[5; 40], &payload];
-        let one: [&[u8]; 1] = [b"tail"];
         let mut want = Vec::new();
-        for parts in [&small[..], &large[..], &one[..]] {
-            let n = send(a.as_raw_fd(), parts).unwrap();
-            let whole: Vec<u8> = parts.concat();
+        for (header, body) in [(&[2u8; 40][..], &[3u8; 8][..]), (&[5; 40], &payload[..])] {
+            let n = send_frame(a.as_raw_fd(), header, body).unwrap();
+            let prefix = wire::encode_prefix(header.len(), body.len());
+            let whole = [&prefix[..], header, body].concat();
             assert_eq!(n, whole.len());
             want.extend_from_slice(&whole);
         }
+        assert_eq!(send(a.as_raw_fd(), &[b"tail"]).unwrap(), 4);
+        want.extend_from_slice(b"tail");
         drop(a);
         let mut got = Vec::new();
         b.read_to_end(&mut got).unwrap();
