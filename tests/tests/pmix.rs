@@ -355,7 +355,7 @@ fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
 /// `ds21`'s segment files) behind, nor on an abort. `ds21` or `ds12` alone
 /// used to leave the server without its own `hash` store: with `ds21` it
 /// waited for ever on its own lock as the first rank connected, with
-/// `ds12` it crashed.
+/// `ds12` it crashed; so did a data segment too small for the job's data.
 #[test]
 fn open_mpi_programs_run_under_rivetrun_with_any_pmix_store() {
     let _serial = serial();
@@ -376,6 +376,17 @@ fn open_mpi_programs_run_under_rivetrun_with_any_pmix_store() {
         };
         mpi_check_passed(&run_job_checking_shm(cmd, DEADLINE), 4);
     }
+    // A data segment too small for the job's data crashed OpenPMIx's
+    // server: rivetrun raises it.
+    let mut cmd = rivetrun(&["-n", "4"]);
+    cmd.arg(&prog).env("NS_DATA_SEG_SIZE", "4096");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    mpi_check_passed(&o, 4);
+    assert!(
+        o.stderr.contains("NS_DATA_SEG_SIZE=4096 taken as 65536"),
+        "{}",
+        o.show()
+    );
     let mut cmd = rivetrun(&["-n", "3"]);
     cmd.arg(&prog)
         .args(["abort", "1", "13"])

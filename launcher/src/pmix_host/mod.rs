@@ -496,8 +496,9 @@ pub const PMIX_DEFAULTS: [(&str, &str); 4] = [
     ("PMIX_MCA_psec", "native"),
 ];
 
-/// Applies [`PMIX_DEFAULTS`], and gives `hash` back to a user's
-/// `PMIX_MCA_gds` that left it out (the server needs it: `store.rs`).
+/// Applies [`PMIX_DEFAULTS`], gives `hash` back to a user's
+/// `PMIX_MCA_gds` that left it out (the server needs it: `store.rs`), and
+/// raises a user's `NS_DATA_SEG_SIZE` below [`store::MIN_DATA_SEGMENT`].
 /// Called first thing in `main`, before any thread runs (the environment
 /// is not safe to change once threads may read it).
 pub fn choose_pmix_defaults() {
@@ -513,6 +514,14 @@ pub fn choose_pmix_defaults() {
              keeps its own data in the hash store, and hangs or crashes without it"
         );
         std::env::set_var("PMIX_MCA_gds", list);
+    }
+    let given = std::env::var("NS_DATA_SEG_SIZE").unwrap_or_default();
+    if let Some(size) = store::data_segment_floor(&given) {
+        eprintln!(
+            "rivetrun: note: NS_DATA_SEG_SIZE={given} taken as {size}: OpenPMIx's server \
+             crashes when a job's data does not fit in one segment"
+        );
+        std::env::set_var("NS_DATA_SEG_SIZE", size);
     }
 }
 

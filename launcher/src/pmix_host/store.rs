@@ -26,7 +26,8 @@
 //! job-level data, which holds the node's topology, is one item: too big,
 //! the first client's registration fails with the write lock still held,
 //! and every later client waits for ever. [`topology_fits`] keeps the
-//! topology out when it could not fit (the ranks then discover it).
+//! topology out when it could not fit (the ranks then discover it), and a
+//! user's segment below [`MIN_DATA_SEGMENT`] is raised to it.
 
 /// OpenPMIx's `gds` list when the user gives none.
 pub const GDS_DEFAULT: &str = "^ds12";
@@ -40,6 +41,20 @@ pub const SEGMENT_DEFAULTS: [(&str, &str); 2] = [
     ("NS_META_SEG_SIZE", "65536"),
     ("NS_DATA_SEG_SIZE", "1048576"),
 ];
+
+/// The smallest data segment rivetrun lets the user set: below it a
+/// namespace's job-level data may not fit even without the topology, and
+/// OpenPMIx 4.2.2 then crashes in the server (a bad `free` under
+/// `pmix_common_dstor_store`, seen with `NS_DATA_SEG_SIZE=4096`).
+pub const MIN_DATA_SEGMENT: usize = 64 << 10;
+
+/// `value` (an `NS_DATA_SEG_SIZE`) raised to [`MIN_DATA_SEGMENT`] if it
+/// is below; `None`: it is not (or is no number, which OpenPMIx reads as
+/// its own default).
+pub fn data_segment_floor(value: &str) -> Option<String> {
+    let n = value.trim().parse::<usize>().ok()?;
+    (n < MIN_DATA_SEGMENT).then(|| MIN_DATA_SEGMENT.to_string())
+}
 
 /// OpenPMIx's data segment size when `NS_DATA_SEG_SIZE` is not set.
 const LIBRARY_DATA_SEGMENT: usize = 4 << 20;
@@ -129,6 +144,15 @@ mod tests {
         assert_eq!(with_hash("^ds12"), None);
         assert_eq!(with_hash(GDS_DEFAULT), None);
         assert_eq!(with_hash(""), None);
+    }
+
+    #[test]
+    fn a_data_segment_too_small_is_raised() {
+        assert_eq!(data_segment_floor("4096").as_deref(), Some("65536"));
+        assert_eq!(data_segment_floor("0").as_deref(), Some("65536"));
+        assert_eq!(data_segment_floor("65536"), None);
+        assert_eq!(data_segment_floor("1048576"), None);
+        assert_eq!(data_segment_floor("4M"), None);
     }
 
     #[test]
