@@ -304,24 +304,101 @@ fn names_cross_between_open_mpi_and_mpich_jobs_through_a_name_server() {
     );
 }
 
-/// rivetrun's PMIx server keeps job data in OpenPMIx's `hash` store and
+/// rivetrun's PMIx server leaves OpenPMIx to pick its data store (its
+/// shared-memory `ds21`, which the ranks read themselves, where it is
+/// built) without the old clients' `ds12`, with smaller segments, and
 /// checks clients with its `native` security component (not `munge`,
-/// which waits seconds for a munged that may not run), and its ranks'
-/// clients pick the same, unless the user chose otherwise.
+/// which waits seconds for a munged that may not run); its ranks' clients
+/// pick the same, unless the user chose otherwise. The server keeps its
+/// own data in `hash`, so a list without it gets it back.
 #[test]
 fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
     let _serial = serial();
-    let show = ["sh", "-c", "echo gds=$PMIX_MCA_gds psec=$PMIX_MCA_psec"];
+    let show = [
+        "sh",
+        "-c",
+        "echo gds=$PMIX_MCA_gds psec=$PMIX_MCA_psec seg=$NS_DATA_SEG_SIZE served=$PMIX_GDS_MODULE",
+    ];
     let mut cmd = rivetrun(&["-n", "1"]);
     cmd.args(show)
         .env_remove("PMIX_MCA_gds")
-        .env_remove("PMIX_MCA_psec");
+        .env_remove("PMIX_MCA_psec")
+        .env_remove("NS_DATA_SEG_SIZE");
     let o = run_job(cmd, DEADLINE);
-    assert!(o.stdout.contains("gds=hash psec=native\n"), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("gds=^ds12 psec=native seg=1048576 served=ds21,hash\n"),
+        "{}",
+        o.show()
+    );
     let mut cmd = rivetrun(&["-n", "1"]);
     cmd.args(show)
-        .env("PMIX_MCA_gds", "ds21")
-        .env("PMIX_MCA_psec", "munge");
+        .env("PMIX_MCA_gds", "ds21,hash")
+        .env("PMIX_MCA_psec", "munge")
+        .env("NS_DATA_SEG_SIZE", "4194304");
     let o = run_job(cmd, DEADLINE);
-    assert!(o.stdout.contains("gds=ds21 psec=munge\n"), "{}", o.show());
+    assert!(
+        o.stdout
+            .contains("gds=ds21,hash psec=munge seg=4194304 served=ds21,hash\n"),
+        "{}",
+        o.show()
+    );
+    let mut cmd = rivetrun(&["-n", "1"]);
+    cmd.args(show).env("PMIX_MCA_gds", "ds21");
+    let o = run_job(cmd, DEADLINE);
+    assert!(o.stdout.contains("gds=ds21,hash "), "{}", o.show());
+    assert!(o.stderr.contains("taken as \"ds21,hash\""), "{}", o.show());
+}
+
+/// Open MPI programs run under rivetrun whatever store list the user
+/// gives, and leave neither shared memory nor the server's directory (with
+/// `ds21`'s segment files) behind, nor on an abort. `ds21` or `ds12` alone
+/// used to leave the server without its own `hash` store: with `ds21` it
+/// waited for ever on its own lock as the first rank connected, with
+/// `ds12` it crashed; so did a data segment too small for the job's data.
+#[test]
+fn open_mpi_programs_run_under_rivetrun_with_any_pmix_store() {
+    let _serial = serial();
+    let prog = mpicc_openmpi("mpi_check.c");
+    let before = pmix_dirs();
+    for gds in [
+        None,
+        Some("ds21"),
+        Some("ds12"),
+        Some("^hash"),
+        Some("hash"),
+    ] {
+        let mut cmd = rivetrun(&["-n", "4"]);
+        cmd.arg(&prog);
+        match gds {
+            Some(gds) => cmd.env("PMIX_MCA_gds", gds),
+            None => cmd.env_remove("PMIX_MCA_gds"),
+        };
+        mpi_check_passed(&run_job_checking_shm(cmd, DEADLINE), 4);
+    }
+    // A data segment too small for the job's data crashed OpenPMIx's
+    // server: rivetrun raises it.
+    let mut cmd = rivetrun(&["-n", "4"]);
+    cmd.arg(&prog).env("NS_DATA_SEG_SIZE", "4096");
+    let o = run_job_checking_shm(cmd, DEADLINE);
+    mpi_check_passed(&o, 4);
+    assert!(
+        o.stderr.contains("NS_DATA_SEG_SIZE=4096 taken as 65536"),
+        "{}",
+        o.show()
+    );
+    let mut cmd = rivetrun(&["-n", "3"]);
+    cmd.arg(&prog)
+        .args(["abort", "1", "13"])
+        .env_remove("PMIX_MCA_gds");
+    let o = run_killed_job_checking_shm(cmd, DEADLINE);
+    assert_eq!(o.code(), Some(13), "{}", o.show());
+    let left: Vec<String> = pmix_dirs()
+        .into_iter()
+        .filter(|d| !before.contains(d))
+        .collect();
+    assert!(
+        left.is_empty(),
+        "PMIx server directories left behind: {left:?}"
+    );
 }

@@ -86,6 +86,9 @@ unsafe extern "C" fn op_done(status: c_int, cbdata: *mut c_void) {
     done.cond.notify_all();
 }
 
+/// How [`Done::run`]'s error ends when the library never called back.
+pub(super) const NO_ANSWER: &str = "the PMIx server did not answer in 30 s";
+
 impl Done {
     /// Run `call` with this completion as its callback; `rc` is the call's
     /// immediate answer. Leaks the completion if the library never calls
@@ -121,7 +124,7 @@ impl Done {
                 drop(unsafe { Box::from_raw(done) });
                 api.check(op, status)
             }
-            None => Err(format!("{op}: the PMIx server did not answer in 30 s")),
+            None => Err(format!("{op}: {NO_ANSWER}")),
         }
     }
 }

@@ -52,7 +52,8 @@
 //! Files: `api.rs` (the library's prototypes, opened at run time),
 //! `register.rs` (what a namespace is registered with), `starting.rs`
 //! (the server started on its own thread, then the job registered),
-//! `client_nodelay.rs` (Nagle off on each client's socket),
+//! `client_nodelay.rs` (Nagle off on each client's socket), `store.rs`
+//! (which OpenPMIx data store, and what it asks of rivetrun),
 //! `timeouts.rs` (what OpenPMIx does with a client's `PMIX_TIMEOUT`, so
 //! which timed operations a node refuses), `upcalls.rs` (the
 //! module's own upcalls and the event queue), `calls.rs` and `values.rs`
@@ -74,6 +75,7 @@ pub mod node;
 mod register;
 mod spawn;
 mod starting;
+mod store;
 mod timeouts;
 mod upcalls;
 mod values;
@@ -406,13 +408,22 @@ impl Drop for PmixHost {
     fn drop(&mut self) {
         let api = &self.api;
         let ns = &self.nspace;
-        let _ = Done::run("PMIx_server_deregister_nspace", api, |cb, data| {
+        let deregistered = Done::run("PMIx_server_deregister_nspace", api, |cb, data| {
             // SAFETY: a valid namespace; the callback signals completion.
             unsafe { (api.deregister_nspace)(ns.as_ptr(), cb, data) };
             PMIX_SUCCESS
         });
-        // SAFETY: no arguments; no PMIx call follows.
-        unsafe { (self.api.server_finalize)() };
+        // The library's thread did not answer: finalizing waits for it
+        // too, for ever, so rivetrun leaves it (the process ends anyway).
+        match &deregistered {
+            Err(e) if e.ends_with(calls::NO_ANSWER) => {
+                eprintln!("rivetrun: {e}; not finalizing it");
+            }
+            _ => {
+                // SAFETY: no arguments; no PMIx call follows.
+                unsafe { (self.api.server_finalize)() };
+            }
+        }
         let _ = std::fs::remove_dir_all(&self.tmpdir);
     }
 }
@@ -465,29 +476,52 @@ fn take_argv(argv: *mut *mut c_char) -> Vec<String> {
 
 /// OpenPMIx settings rivetrun chooses unless the user set them, each with
 /// its reason. The ranks inherit them (their OpenPMIx client picks the
-/// same component).
-/// - `PMIX_MCA_gds=hash`: the default `ds21` shared-memory store zeroes
-///   tens of MB of segment files in the server's directory while the first
-///   clients wait to connect (about half of rivetrun's instructions in an
-///   8-rank Open MPI hello); `hash` hands each client the job's data as it
-///   connects.
+/// same components and segment sizes).
+/// - `PMIX_MCA_gds=^ds12`: OpenPMIx's own choice of data store (`ds21`,
+///   shared memory the ranks read, where it is built; else `hash`) without
+///   `ds12`, the store of pre-3.0 clients (`store.rs`).
+/// - `NS_META_SEG_SIZE`, `NS_DATA_SEG_SIZE`: `ds21`'s segments smaller
+///   than its 4 MiB, which the server zeroes while the first clients wait
+///   ([`store::SEGMENT_DEFAULTS`]).
 /// - `PMIX_MCA_psec=native`: with the `munge` package installed (Slurm
 ///   needs it) but no `munged` running, OpenPMIx picks its munge security
 ///   component, and server init retries `munge_encode` with growing sleeps:
 ///   about 2.25 s before every job (`rivetrun -n 1 /bin/true` took 2.3 s).
 ///   A server here serves only clients on its own host, which `native`
 ///   checks by the socket's peer credentials.
-pub const PMIX_DEFAULTS: [(&str, &str); 2] =
-    [("PMIX_MCA_gds", "hash"), ("PMIX_MCA_psec", "native")];
+pub const PMIX_DEFAULTS: [(&str, &str); 4] = [
+    ("PMIX_MCA_gds", store::GDS_DEFAULT),
+    store::SEGMENT_DEFAULTS[0],
+    store::SEGMENT_DEFAULTS[1],
+    ("PMIX_MCA_psec", "native"),
+];
 
-/// Applies [`PMIX_DEFAULTS`]. Called first thing in `main`, before any
-/// thread runs (the environment is not safe to change once threads may
-/// read it).
+/// Applies [`PMIX_DEFAULTS`], gives `hash` back to a user's
+/// `PMIX_MCA_gds` that left it out (the server needs it: `store.rs`), and
+/// raises a user's `NS_DATA_SEG_SIZE` below [`store::MIN_DATA_SEGMENT`].
+/// Called first thing in `main`, before any thread runs (the environment
+/// is not safe to change once threads may read it).
 pub fn choose_pmix_defaults() {
     for (var, value) in PMIX_DEFAULTS {
         if std::env::var_os(var).is_none() {
             std::env::set_var(var, value);
         }
+    }
+    let given = std::env::var("PMIX_MCA_gds").unwrap_or_default();
+    if let Some(list) = store::with_hash(&given) {
+        eprintln!(
+            "rivetrun: note: PMIX_MCA_gds={given:?} taken as {list:?}: OpenPMIx's server \
+             keeps its own data in the hash store, and hangs or crashes without it"
+        );
+        std::env::set_var("PMIX_MCA_gds", list);
+    }
+    let given = std::env::var("NS_DATA_SEG_SIZE").unwrap_or_default();
+    if let Some(size) = store::data_segment_floor(&given) {
+        eprintln!(
+            "rivetrun: note: NS_DATA_SEG_SIZE={given} taken as {size}: OpenPMIx's server \
+             crashes when a job's data does not fit in one segment"
+        );
+        std::env::set_var("NS_DATA_SEG_SIZE", size);
     }
 }
 

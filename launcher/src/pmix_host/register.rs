@@ -3,7 +3,8 @@
 //!
 //! Job level: the sizes, the node and process maps (from which the
 //! library derives each node's peers and each process's host), this
-//! node's peers, the number of apps, the topology and cluster id. App
+//! node's peers, the number of apps, the topology (unless too big for
+//! the data store: `store.rs`) and cluster id. App
 //! level (`PMIX_APP_INFO_ARRAY`, one per MPMD section): its appnum, size
 //! and lowest rank. Process level (`PMIX_PROC_DATA`, one per rank of the
 //! job): its appnum (Open MPI's `MPI_APPNUM`), its rank in its app, its
@@ -67,7 +68,16 @@ impl PmixHost {
             info.string(c"pmix.clid", c);
         }
         if let Some(xml) = &self.topology_xml {
-            info.string(c"pmix.hwlocxml2", xml);
+            if super::store::topology_fits(xml.len()) {
+                info.string(c"pmix.hwlocxml2", xml);
+            } else {
+                eprintln!(
+                    "rivetrun: note: this node's topology ({} bytes) is too big for \
+                     OpenPMIx's shared-memory segments (NS_DATA_SEG_SIZE), so the ranks \
+                     discover it themselves",
+                    xml.len()
+                );
+            }
         }
         // More ranks than CPUs: MPI libraries then yield when idle (Open
         // MPI reads this), instead of spinning against each other.
