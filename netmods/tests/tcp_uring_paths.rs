@@ -265,6 +265,69 @@ fn the_busy_connection_spins_then_goes_quiet() {
     );
 }
 
+/// A connection that stopped spinning (quiet past `SPIN_IDLE_MAX` polls)
+/// is watched by a readiness poll, which takes no bytes: the frame that
+/// ends the quiet is read directly and spinning starts again, and the
+/// very next poll reads the frame after it. Were the multishot RECV armed
+/// instead, that poll could read nothing: it must first enter to cancel
+/// the RECV (a bw sender's window of CTS frames waited for that enter).
+#[test]
+fn after_the_quiet_the_next_poll_reads_on() {
+    let c = TcpConfig {
+        uring_spin: true,
+        ..config(true, ZeroCopy::Remote)
+    };
+    let Some(mut nets) = open_n_with(&c, "quiet-read-on", 2) else {
+        return;
+    };
+    let line = describe(&nets[0], "tcp.backend");
+    if !line.contains("spins on recv") {
+        eprintln!("note: no spinning here ({line})");
+        return;
+    }
+    let mut sinks = vec![Rec::default(), Rec::default()];
+    connect_all(&mut nets);
+    let mut sizes = Vec::new();
+    for i in 0..20u32 {
+        sizes.push(8);
+        send(&mut nets, &mut sinks, 0, 1, i, 8);
+        pump(&mut nets, &mut sinks, |_, s| {
+            s[1].msgs.len() == i as usize + 1
+        });
+    }
+    // Quiet: both connections stop spinning and are watched again.
+    spin(&mut nets, &mut sinks, 600);
+    let spins = nets[1].uring_spins();
+    for (seq, second) in [(20u32, false), (21, true)] {
+        sizes.push(8);
+        send(&mut nets, &mut sinks, 0, 1, seq, 8);
+        // Written now if it waited in the queue (a small frame after
+        // another since the last poll).
+        nets[0].poll(&mut sinks[0]).unwrap();
+        let want = seq as usize + 1;
+        if second {
+            // On loopback the bytes are in the socket well before this.
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            nets[1].poll(&mut sinks[1]).unwrap();
+            assert_eq!(
+                sinks[1].msgs.len(),
+                want,
+                "the poll after the quiet's first frame read nothing: {line}"
+            );
+        } else {
+            let end = std::time::Instant::now() + std::time::Duration::from_secs(10);
+            while sinks[1].msgs.len() < want {
+                assert!(std::time::Instant::now() < end, "timed out");
+                nets[1].poll(&mut sinks[1]).unwrap();
+            }
+        }
+    }
+    assert!(nets[1].uring_spins() > spins, "did not spin again: {line}");
+    pump(&mut nets, &mut sinks, |n, _| n.iter().all(|n| n.idle()));
+    assert_eq!(sinks[1].from(0), expect(0, &sizes));
+    assert!(sinks.iter().all(|s| s.failed.is_empty()));
+}
+
 /// Windows of large frames from two peers to one receiver, with quiet
 /// gaps between them long enough for a spinning connection to stop
 /// spinning and be watched again: each window's first bytes arrive while

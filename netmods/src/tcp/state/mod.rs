@@ -171,8 +171,10 @@ pub(crate) struct Sock {
     /// In the io_uring fixed-file table at the socket's slot.
     pub fixed: bool,
     /// io_uring: frames still to receive without the multishot RECV
-    /// since bulk data came: by single-shot RECVs into the parser, or in
-    /// `Defer` mode by direct reads under a readiness watch.
+    /// since bulk data came (in `Defer` mode also, for one frame, since
+    /// the connection stopped spinning, `spin.rs`): by single-shot RECVs
+    /// into the parser, or in `Defer` mode by direct reads under a
+    /// readiness watch.
     pub single_rx: u32,
     /// io_uring: the peer is on another host (zero-copy sends pay off);
     /// `None` until looked up.

@@ -15,9 +15,14 @@
 //! took some eight such hops). Past `SPIN_EAGER` empty polls in a row
 //! only every `SPIN_EVERY`-th poll reads (a window's wait for its ack
 //! costs fewer calls; a ping-pong's answer comes sooner), and after
-//! `SPIN_IDLE_MAX` the multishot RECV (after bulk data, the readiness
-//! watch, `WATCH_FRAMES`) is armed again, and idle polls go back to being
-//! memory loads with no system call.
+//! `SPIN_IDLE_MAX` a readiness watch is armed (until the next frame; after
+//! bulk data for `WATCH_FRAMES`), and idle polls go back to being memory
+//! loads with no system call. A watch, not the multishot RECV: the data
+//! that ends the wait is read directly either way, but a multishot RECV
+//! must be cancelled before the next read (below), which put an enter
+//! between a bw sender's first and second read of its window's CTS
+//! frames (perf trace); a watch's cancel goes with the next poll's enter,
+//! after its read. A park (`park.rs`) re-arms the multishot RECV.
 //!
 //! Order: while the cancel is in flight the multishot RECV may still take
 //! bytes (during our enters) and nothing is read directly; spinning reads
@@ -34,7 +39,7 @@ use super::super::state::{Phase, State};
 use super::*;
 
 /// Empty spinning polls in a row after which the connection is watched
-/// again by its multishot RECV. A ping-pong's wait for the answer is a few
+/// again by the ring. A ping-pong's wait for the answer is a few
 /// polls, a window's wait for its ack some tens; past 64 the connection
 /// has gone quiet (or the process waits its turn on a crowded host, where
 /// every call steals from the ranks that would answer), and the re-arm
@@ -114,6 +119,11 @@ impl UringIo {
         } else {
             self.spin_idle += 1;
             if self.spin_idle >= SPIN_IDLE_MAX {
+                // Watched, not received on, until its next frame (see
+                // the module doc).
+                if let Some(s) = st.sock(slot) {
+                    s.single_rx = s.single_rx.max(1);
+                }
                 self.stop_spin(st, slot);
             }
         }
