@@ -69,6 +69,16 @@ pub(crate) struct Rx {
     max_unplaced: usize,
 }
 
+/// What `Rx::step` did.
+enum Step {
+    /// A placed or overflowing frame, now whole, went to the sink.
+    Delivered,
+    /// The frame at `start` now goes to a place of its own.
+    Moved,
+    /// Nothing more until more bytes come.
+    Wait,
+}
+
 impl Rx {
     /// `max_unplaced`: see the field; at least the input buffer.
     pub(crate) fn new(max_unplaced: usize) -> Rx {
@@ -134,10 +144,10 @@ impl Rx {
     /// Hands every whole frame to `sink`; returns how many. `Err` is a
     /// protocol violation: the connection must be dropped.
     ///
-    /// Inline, the frames already whole in the input buffer first (every
-    /// small message); the rest (a partial frame, placement, overflow)
-    /// out of line in `parse_rest`, whose set-up cost some 30
-    /// instructions a message (callgrind).
+    /// Inline, the frames already whole in the input buffer (every small
+    /// message); the rest (a partial frame, placement, overflow) out of
+    /// line in `step`, whose set-up cost some 30 instructions a message
+    /// (callgrind).
     #[inline]
     pub(crate) fn parse(
         &mut self,
@@ -145,65 +155,9 @@ impl Rx {
         sink: &mut dyn Sink,
     ) -> Result<usize, &'static str> {
         let mut count = 0;
-        if let RxState::Frames { declined } = &mut self.state {
-            loop {
-                let avail = self.end - self.start;
-                if avail < PREFIX {
-                    return Ok(count);
-                }
-                let s = self.start;
-                let mut p = [0u8; PREFIX];
-                p.copy_from_slice(&self.buf[s..s + PREFIX]);
-                let (hlen, plen) = wire::parse_prefix(&p)?;
-                let total = PREFIX + hlen + plen;
-                if avail < total {
-                    break;
-                }
-                let h = s + PREFIX;
-                let body = h + hlen;
-                sink.deliver(peer, &self.buf[h..body], &self.buf[body..s + total]);
-                self.start += total;
-                *declined = false;
-                count += 1;
-            }
-        }
-        Ok(count + self.parse_rest(peer, sink)?)
-    }
-
-    /// `parse` from a frame not whole in the input buffer, or a placed or
-    /// overflowing one, on.
-    #[inline(never)]
-    fn parse_rest(&mut self, peer: PeerId, sink: &mut dyn Sink) -> Result<usize, &'static str> {
-        let mut count = 0;
         loop {
-            match &mut self.state {
-                RxState::Placed {
-                    hdr,
-                    hlen,
-                    dst,
-                    len,
-                    got,
-                } => {
-                    if got < len {
-                        return Ok(count);
-                    }
-                    // SAFETY: the engine gave `dst..dst+len` for this payload
-                    // and we wrote all `len` bytes of it.
-                    let payload = unsafe { std::slice::from_raw_parts(dst.0.as_ptr(), *len) };
-                    sink.deliver(peer, &hdr[..*hlen], payload);
-                }
-                RxState::Overflow {
-                    hdr,
-                    hlen,
-                    len,
-                    got,
-                } => {
-                    if got < len {
-                        return Ok(count);
-                    }
-                    sink.deliver(peer, &hdr[..*hlen], &self.overflow[..*len]);
-                }
-                RxState::Frames { declined } => {
+            if let RxState::Frames { declined } = &mut self.state {
+                loop {
                     let avail = self.end - self.start;
                     if avail < PREFIX {
                         return Ok(count);
@@ -213,73 +167,123 @@ impl Rx {
                     p.copy_from_slice(&self.buf[s..s + PREFIX]);
                     let (hlen, plen) = wire::parse_prefix(&p)?;
                     let total = PREFIX + hlen + plen;
-                    if avail >= total {
-                        let h = s + PREFIX;
-                        let body = h + hlen;
-                        sink.deliver(peer, &self.buf[h..body], &self.buf[body..s + total]);
-                        self.start += total;
-                        *declined = false;
-                        count += 1;
-                        continue;
-                    }
-                    if avail < PREFIX + hlen || plen <= PLACE_MIN || *declined {
-                        return Ok(count);
+                    if avail < total {
+                        break;
                     }
                     let h = s + PREFIX;
                     let body = h + hlen;
-                    let have = self.end - body;
-                    let mut hdr = [0u8; MAX_HEADER];
-                    hdr[..hlen].copy_from_slice(&self.buf[h..body]);
-                    match sink.place(peer, &hdr[..hlen], plen) {
-                        Some(dst) => {
-                            // SAFETY: `dst` has room for `plen > have` bytes
-                            // (Sink::place contract) and cannot overlap our
-                            // private buffer.
-                            unsafe {
-                                std::ptr::copy_nonoverlapping(
-                                    self.buf.as_ptr().add(body),
-                                    dst.as_ptr(),
-                                    have,
-                                )
-                            };
-                            self.state = RxState::Placed {
-                                hdr,
-                                hlen,
-                                dst: Dst(dst),
-                                len: plen,
-                                got: have,
-                            };
-                        }
-                        None if total <= self.buf.len() => {
-                            *declined = true;
-                            return Ok(count);
-                        }
-                        None if plen > self.max_unplaced => {
-                            return Err("protocol error: a frame larger than the largest \
-                                        piece with no receive posted for it");
-                        }
-                        None => {
-                            if self.overflow.len() < plen {
-                                self.overflow.resize(plen, 0);
-                            }
-                            self.overflow[..have].copy_from_slice(&self.buf[body..self.end]);
-                            self.state = RxState::Overflow {
-                                hdr,
-                                hlen,
-                                len: plen,
-                                got: have,
-                            };
-                        }
-                    }
-                    self.start = 0;
-                    self.end = 0;
-                    continue;
+                    sink.deliver(peer, &self.buf[h..body], &self.buf[body..s + total]);
+                    self.start += total;
+                    *declined = false;
+                    count += 1;
                 }
             }
-            // A placed or overflowed frame was delivered.
-            self.state = RxState::Frames { declined: false };
-            count += 1;
+            match self.step(peer, sink)? {
+                Step::Delivered => count += 1,
+                Step::Moved => {}
+                Step::Wait => return Ok(count),
+            }
         }
+    }
+
+    /// One move `parse`'s loop cannot make inline: a placed or overflowing
+    /// frame delivered once whole, or the partial frame at `start` given a
+    /// place (the engine's memory, else the overflow buffer) for the rest
+    /// of its payload.
+    #[inline(never)]
+    fn step(&mut self, peer: PeerId, sink: &mut dyn Sink) -> Result<Step, &'static str> {
+        match &mut self.state {
+            RxState::Placed {
+                hdr,
+                hlen,
+                dst,
+                len,
+                got,
+            } => {
+                if got < len {
+                    return Ok(Step::Wait);
+                }
+                // SAFETY: the engine gave `dst..dst+len` for this payload
+                // and we wrote all `len` bytes of it.
+                let payload = unsafe { std::slice::from_raw_parts(dst.0.as_ptr(), *len) };
+                sink.deliver(peer, &hdr[..*hlen], payload);
+            }
+            RxState::Overflow {
+                hdr,
+                hlen,
+                len,
+                got,
+            } => {
+                if got < len {
+                    return Ok(Step::Wait);
+                }
+                sink.deliver(peer, &hdr[..*hlen], &self.overflow[..*len]);
+            }
+            RxState::Frames { declined } => {
+                // `parse` saw this frame's prefix and that it is not whole.
+                let s = self.start;
+                let avail = self.end - s;
+                let mut p = [0u8; PREFIX];
+                p.copy_from_slice(&self.buf[s..s + PREFIX]);
+                let (hlen, plen) = wire::parse_prefix(&p)?;
+                let total = PREFIX + hlen + plen;
+                if avail < PREFIX + hlen || plen <= PLACE_MIN || *declined {
+                    return Ok(Step::Wait);
+                }
+                let h = s + PREFIX;
+                let body = h + hlen;
+                let have = self.end - body;
+                let mut hdr = [0u8; MAX_HEADER];
+                hdr[..hlen].copy_from_slice(&self.buf[h..body]);
+                match sink.place(peer, &hdr[..hlen], plen) {
+                    Some(dst) => {
+                        // SAFETY: `dst` has room for `plen > have` bytes
+                        // (Sink::place contract) and cannot overlap our
+                        // private buffer.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                self.buf.as_ptr().add(body),
+                                dst.as_ptr(),
+                                have,
+                            )
+                        };
+                        self.state = RxState::Placed {
+                            hdr,
+                            hlen,
+                            dst: Dst(dst),
+                            len: plen,
+                            got: have,
+                        };
+                    }
+                    None if total <= self.buf.len() => {
+                        *declined = true;
+                        return Ok(Step::Wait);
+                    }
+                    None if plen > self.max_unplaced => {
+                        return Err("protocol error: a frame larger than the largest \
+                                    piece with no receive posted for it");
+                    }
+                    None => {
+                        if self.overflow.len() < plen {
+                            self.overflow.resize(plen, 0);
+                        }
+                        self.overflow[..have].copy_from_slice(&self.buf[body..self.end]);
+                        self.state = RxState::Overflow {
+                            hdr,
+                            hlen,
+                            len: plen,
+                            got: have,
+                        };
+                    }
+                }
+                self.start = 0;
+                self.end = 0;
+                return Ok(Step::Moved);
+            }
+        }
+        // A placed or overflowed frame was delivered.
+        self.state = RxState::Frames { declined: false };
+        Ok(Step::Delivered)
     }
 
     /// Payload bytes still to come into the placement destination or the
