@@ -113,23 +113,9 @@ impl UringIo {
     /// call of ours (the rest, `read_more`, runs only when bytes came).
     #[inline(always)]
     pub(super) fn read_direct(&mut self, st: &mut State, slot: u32, sink: &mut dyn Sink) -> usize {
-        let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) else {
-            return 0;
-        };
-        let (gen, fd) = (s.gen, s.fd.as_raw_fd());
-        // An open socket's target is its parser's (`Sock::recv_target`).
-        let Some(rx) = s.rx.as_mut() else {
-            return 0;
-        };
-        let (ptr, len) = rx.target();
-        // SAFETY: target gives `len` writable bytes: the parser's input or
-        // overflow buffer, or the engine's placement memory; no RECV of the
-        // ring writes there (checked by the caller).
-        let r = unsafe { sys::recv_nb(fd, ptr, len) };
-        st.calls += 1;
-        match r {
-            Err(libc::EAGAIN) => 0,
-            r => self.read_more(st, (slot, gen), sink, r, len),
+        match recv_open(st, slot) {
+            None | Some((_, _, Err(libc::EAGAIN))) => 0,
+            Some((gen, len, r)) => self.read_more(st, (slot, gen), sink, r, len),
         }
     }
 
@@ -183,22 +169,29 @@ impl UringIo {
                     break;
                 }
             }
-            let Some(s) = st.sock(slot).filter(|s| s.phase == Phase::Open) else {
+            let Some(next) = recv_open(st, slot) else {
                 break;
             };
-            let fd = s.fd.as_raw_fd();
-            gen = s.gen;
-            let Some(rx) = s.rx.as_mut() else {
-                break;
-            };
-            let (ptr, n) = rx.target();
-            len = n;
-            // SAFETY: as in `read_direct`.
-            r = unsafe { sys::recv_nb(fd, ptr, len) };
-            st.calls += 1;
+            (gen, len, r) = next;
         }
         got
     }
+}
+
+/// One nonblocking receive on socket `slot`, if it is open, into its
+/// parser's target (an open socket's, `Sock::recv_target`): the socket's
+/// generation, the bytes asked for, and the answer.
+#[inline(always)]
+fn recv_open(st: &mut State, slot: u32) -> Option<(u32, usize, Result<usize, i32>)> {
+    let s = st.sock(slot).filter(|s| s.phase == Phase::Open)?;
+    let (gen, fd) = (s.gen, s.fd.as_raw_fd());
+    let (ptr, len) = s.rx.as_mut()?.target();
+    // SAFETY: target gives `len` writable bytes: the parser's input or
+    // overflow buffer, or the engine's placement memory; no RECV of the
+    // ring writes there (the caller's check: `direct.rs`'s top doc).
+    let r = unsafe { sys::recv_nb(fd, ptr, len) };
+    st.calls += 1;
+    Some((gen, len, r))
 }
 
 /// Bytes of the socket's frame in progress still to come, 0 between frames.
