@@ -2,7 +2,7 @@
 //! the header their records carry: the multi-producer cell queue
 //! ([`queue`]), the per-pair fastbox ring and its merge with cell traffic
 //! ([`fastbox`]), [`wire::WireHeader`], and the short-payload copy both
-//! ends of a ring use ([`small_copy`]).
+//! ends of a ring and the tcp netmod's frames use ([`small_copy`]).
 //!
 //! They live in a crate of their own, with no dependencies, so that the
 //! loom models in `tests/` (`--cfg loom`, release) build this crate alone

@@ -6,12 +6,12 @@
 //! payload of often a few bytes), so they are copied by a few unaligned
 //! loads and stores rather than calls into libc's `memcpy`, whose call and
 //! length dispatch cost more than such a copy (callgrind, 8 B ping-pong:
-//! `sys::send` 184 instructions a message with its three `memcpy` calls).
+//! `sys::send` 184 instructions a message with its three `memcpy` calls):
+//! `rivet_lockfree::small_copy`, the copy shared memory's ring uses.
+
+use rivet_lockfree::small_copy::copy_bytes;
 
 use super::wire::{self, PREFIX};
-
-/// Parts up to this long are copied inline; longer ones by `memcpy`.
-const INLINE_MAX: usize = 64;
 
 /// The frame's length: prefix, header and payload.
 #[inline(always)]
@@ -31,8 +31,8 @@ pub(crate) unsafe fn write(dst: *mut u8, header: &[u8], payload: &[u8]) {
     // payload.len()` bytes written here, in three adjacent pieces.
     unsafe {
         dst.cast::<[u8; PREFIX]>().write_unaligned(prefix);
-        copy(header.as_ptr(), dst.add(PREFIX), header.len());
-        copy(
+        copy_bytes(header.as_ptr(), dst.add(PREFIX), header.len());
+        copy_bytes(
             payload.as_ptr(),
             dst.add(PREFIX + header.len()),
             payload.len(),
@@ -40,56 +40,10 @@ pub(crate) unsafe fn write(dst: *mut u8, header: &[u8], payload: &[u8]) {
     }
 }
 
-/// Copy `n` bytes from `src` to `dst`, touching nothing outside either
-/// range: up to `INLINE_MAX` bytes by at most four unaligned loads and
-/// stores, from both ends (overlapping in the middle where `n` is not a
-/// multiple of the width), longer ones by `copy_nonoverlapping`.
-///
-/// # Safety
-/// As [`std::ptr::copy_nonoverlapping`]: both ranges valid, not overlapping.
-#[inline(always)]
-unsafe fn copy(src: *const u8, dst: *mut u8, n: usize) {
-    // SAFETY: every access below lies inside `src..src+n` / `dst..dst+n`
-    // (each branch's bounds keep `n - width >= 0`), and the unaligned forms
-    // need no alignment.
-    unsafe {
-        if n > INLINE_MAX {
-            std::ptr::copy_nonoverlapping(src, dst, n);
-        } else if n > 32 {
-            let a = src.cast::<u128>().read_unaligned();
-            let b = src.add(16).cast::<u128>().read_unaligned();
-            let c = src.add(n - 32).cast::<u128>().read_unaligned();
-            let d = src.add(n - 16).cast::<u128>().read_unaligned();
-            dst.cast::<u128>().write_unaligned(a);
-            dst.add(16).cast::<u128>().write_unaligned(b);
-            dst.add(n - 32).cast::<u128>().write_unaligned(c);
-            dst.add(n - 16).cast::<u128>().write_unaligned(d);
-        } else if n >= 16 {
-            let a = src.cast::<u128>().read_unaligned();
-            let b = src.add(n - 16).cast::<u128>().read_unaligned();
-            dst.cast::<u128>().write_unaligned(a);
-            dst.add(n - 16).cast::<u128>().write_unaligned(b);
-        } else if n >= 8 {
-            let a = src.cast::<u64>().read_unaligned();
-            let b = src.add(n - 8).cast::<u64>().read_unaligned();
-            dst.cast::<u64>().write_unaligned(a);
-            dst.add(n - 8).cast::<u64>().write_unaligned(b);
-        } else if n >= 4 {
-            let a = src.cast::<u32>().read_unaligned();
-            let b = src.add(n - 4).cast::<u32>().read_unaligned();
-            dst.cast::<u32>().write_unaligned(a);
-            dst.add(n - 4).cast::<u32>().write_unaligned(b);
-        } else {
-            for i in 0..n {
-                *dst.add(i) = *src.add(i);
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rivet_lockfree::small_copy::INLINE_MAX;
 
     /// The frame as the receiver parses it, built the plain way.
     fn expected(header: &[u8], payload: &[u8]) -> Vec<u8> {
