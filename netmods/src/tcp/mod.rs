@@ -24,7 +24,7 @@
 //! | `wire.rs` | handshake and frame encoding |
 //! | `frame.rs` | a frame written into memory (direct send's stack buffer, the queue) |
 //! | `conn.rs`, `outq.rs` | receive parsing and placement (`Rx`); a peer's send queue (`Outq`) |
-//! | `state/` | peers, sockets (`mod.rs`), handshake and tie-break, failure and teardown |
+//! | `state/` | peers, sockets (`mod.rs`; the peer table `peers.rs`), handshake and tie-break, failure and teardown |
 //! | `sys.rs`, `syscall.rs` | socket system calls; the two on every message's path made bare |
 //! | `poll.rs`, `uring/` | the two backends |
 

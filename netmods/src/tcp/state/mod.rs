@@ -49,13 +49,12 @@
 //! down, and discards input until the other side closes; the others close
 //! at once.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use crate::jobs::Jobs;
-use crate::{peer_id, split_peer, FxBuildHasher, PeerId, Sink, TEMP_GROUP};
+use crate::{peer_id, split_peer, PeerId, Sink, TEMP_GROUP};
 
 use super::conn::Rx;
 use super::outq::Outq;
@@ -65,10 +64,11 @@ use crate::auth::{self, JobKey};
 
 mod failure;
 mod handshake;
+mod peers;
 #[cfg(test)]
 mod tests;
 
-pub(crate) type PeerMap = HashMap<PeerId, Peer, FxBuildHasher>;
+pub(crate) use peers::PeerMap;
 
 /// A socket slot plus the generation it had when an id was handed out:
 /// completions for a reused slot are recognised as stale.
