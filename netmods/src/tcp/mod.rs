@@ -72,6 +72,18 @@ enum Io {
     Uring(UringIo),
 }
 
+impl Io {
+    /// Whether the backend wrote to a socket since its last poll (the
+    /// coalescing rule of `try_send`).
+    #[inline(always)]
+    fn wrote_since_poll(&self) -> bool {
+        match self {
+            Io::Poll(io) => io.wrote_since_poll,
+            Io::Uring(u) => u.wrote_since_poll,
+        }
+    }
+}
+
 /// TCP keepalive (as `TcpConfig::keepalive`) on a socket the
 /// netmod does not own, such as rivetrun's IMPI server and host links, so a
 /// vanished host fails them after about `after`.
@@ -257,6 +269,74 @@ impl TcpNetmod {
     }
 }
 
+impl TcpNetmod {
+    /// `try_send` to a known peer, not failed, with room in its queue,
+    /// whose connection is not open: the message is queued, and on the
+    /// first one (nothing started from either side) the connect starts.
+    #[cold]
+    #[inline(never)]
+    fn send_unopened(
+        &mut self,
+        peer: PeerId,
+        header: &[u8],
+        payload: &[u8],
+    ) -> Result<bool, NetmodError> {
+        let Some(p) = self.st.peers.get_mut(&peer) else {
+            return Err(not_connected(peer));
+        };
+        if p.started || p.conn.is_some() || p.mine.is_some() {
+            p.out.push(header, payload, 0);
+            return Ok(true);
+        }
+        p.started = true;
+        match &mut self.io {
+            Io::Poll(p) => p.start(&mut self.st, peer),
+            Io::Uring(u) => u.start(&mut self.st, peer),
+        }
+        let Some(p) = self.st.peers.get_mut(&peer) else {
+            return Err(not_connected(peer));
+        };
+        if let Some(why) = &p.failed {
+            return Err(peer_failed(peer, why));
+        }
+        p.out.push(header, payload, 0);
+        Ok(true)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn too_large(&self, peer: PeerId, header: &[u8], payload: &[u8]) -> NetmodError {
+        NetmodError::Peer {
+            peer,
+            what: format!(
+                "message too large for tcp: header {} (max {}), payload {} (max {})",
+                header.len(),
+                wire::MAX_HEADER,
+                payload.len(),
+                self.cfg.piece
+            ),
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn not_connected(peer: PeerId) -> NetmodError {
+    NetmodError::Peer {
+        peer,
+        what: "not connected (no connect call)".into(),
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn peer_failed(peer: PeerId, why: &str) -> NetmodError {
+    NetmodError::Peer {
+        peer,
+        what: why.to_string(),
+    }
+}
+
 impl Drop for TcpNetmod {
     fn drop(&mut self) {
         if self.cfg.stats {
@@ -354,60 +434,37 @@ impl Netmod for TcpNetmod {
         header: &[u8],
         payload: &[u8],
     ) -> Result<bool, NetmodError> {
-        let err = |what: String| NetmodError::Peer { peer, what };
         if header.len() > wire::MAX_HEADER || payload.len() > self.cfg.piece {
-            return Err(err(format!(
-                "message too large for tcp: header {} (max {}), payload {} (max {})",
-                header.len(),
-                wire::MAX_HEADER,
-                payload.len(),
-                self.cfg.piece
-            )));
+            return Err(self.too_large(peer, header, payload));
         }
         let frame = wire::PREFIX + header.len() + payload.len();
-        // One lookup of the peer on the usual paths (callgrind: each one
-        // was some 25 instructions of a message's few hundred).
+        // One lookup of the peer on the usual paths, a compare when it is
+        // the last one sent to (`PeerMap`).
         let Some(p) = self.st.peers.get_mut(&peer) else {
-            return Err(err("not connected (no connect call)".into()));
+            return Err(not_connected(peer));
         };
         if let Some(why) = &p.failed {
-            return Err(err(why.clone()));
+            return Err(peer_failed(peer, why));
         }
-        if !p.out.has_room(frame) {
+        // The queue's length once: its room (`Outq::has_room`) and the
+        // coalescing rule below both ask.
+        let queued = p.out.len();
+        if !outq::room(queued, frame) {
             return Ok(false);
-        }
-        if !p.started && p.conn.is_none() && p.mine.is_none() {
-            // The first message: start the connect and queue it.
-            p.started = true;
-            match &mut self.io {
-                Io::Poll(p) => p.start(&mut self.st, peer),
-                Io::Uring(u) => u.start(&mut self.st, peer),
-            }
-            let Some(p) = self.st.peers.get_mut(&peer) else {
-                return Err(err("not connected (no connect call)".into()));
-            };
-            if let Some(why) = &p.failed {
-                return Err(err(why.clone()));
-            }
-            p.out.push(header, payload, 0);
-            return Ok(true);
         }
         // Written straight to the socket (the backend's plain `send`/`sendmsg`)
         // when nothing is queued and, for a small message, when it is the
         // first since the last poll: a lone message (ping-pong) leaves at
         // once, while a burst of small ones (a window of isends) is queued
-        // and leaves in one send at the next poll. Not yet open: queued.
-        let queued = p.out.len();
+        // and leaves in one send at the next poll. Not yet open: queued
+        // (`send_unopened`).
         let Some(id) = p.conn.filter(|_| p.open) else {
-            p.out.push(header, payload, 0);
-            return Ok(true);
+            return self.send_unopened(peer, header, payload);
         };
         let small = frame < COALESCE_BELOW;
-        let wrote = match &self.io {
-            Io::Poll(io) => io.wrote_since_poll,
-            Io::Uring(u) => u.wrote_since_poll,
-        };
-        if queued > 0 || (small && wrote) {
+        // Something queued already (most of a window's messages): no need
+        // to ask the backend whether it wrote since its poll.
+        if queued > 0 || (small && self.io.wrote_since_poll()) {
             p.out.push(header, payload, 0);
             self.st.mark_dirty(id.slot);
             if let Io::Poll(io) = &mut self.io {

@@ -9,6 +9,13 @@ use super::wire::{self, PREFIX};
 /// queue always takes one, whatever its size.
 pub(crate) const QUEUE_CAP: usize = 4 << 20;
 
+/// Whether a queue of `queued` bytes (its `len()`) takes a message of
+/// `bytes` (prefix included) now.
+#[inline(always)]
+pub(crate) fn room(queued: usize, bytes: usize) -> bool {
+    queued == 0 || queued + bytes <= QUEUE_CAP
+}
+
 /// A peer's bytes not yet handed to the kernel. Appends go to `queued`;
 /// sends come from `sending`, which is frozen while an io_uring SEND reads
 /// it and swapped with `queued` once drained. Both keep their capacity.
@@ -36,9 +43,9 @@ impl Outq {
     }
 
     /// Whether a message of `bytes` (prefix included) may be queued now.
+    #[cfg(test)]
     pub(crate) fn has_room(&self, bytes: usize) -> bool {
-        let n = self.len();
-        n == 0 || n + bytes <= QUEUE_CAP
+        room(self.len(), bytes)
     }
 
     /// Appends the frame `prefix + header + payload`, less its first `skip`
