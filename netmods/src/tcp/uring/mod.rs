@@ -378,7 +378,7 @@ impl UringIo {
         sink: &mut dyn Sink,
     ) -> Result<usize, NetmodError> {
         match self.quiet_poll(st, sink) {
-            Some(r) => r,
+            Some(n) => Ok(n),
             None => self.poll_full(st, sink),
         }
     }

@@ -98,17 +98,13 @@ impl UringIo {
     }
 
     /// A poll that is only the spinning connection's read, or nothing at
-    /// all when none spins (see the module doc): the poll's result, or
-    /// `None` if it is not quiet (nothing done; the caller makes the full
+    /// all when none spins (see the module doc): the poll's events (it
+    /// cannot fail), or `None` if it is not quiet (nothing done; the caller makes the full
     /// poll). Equal to what the full poll
     /// does in that state: no enter (nothing queued or flagged), nothing
     /// to reap, arm or close, and `spin_poll`'s read with its bookkeeping.
     #[inline(always)]
-    pub(super) fn quiet_poll(
-        &mut self,
-        st: &mut State,
-        sink: &mut dyn Sink,
-    ) -> Option<Result<usize, NetmodError>> {
+    pub(super) fn quiet_poll(&mut self, st: &mut State, sink: &mut dyn Sink) -> Option<usize> {
         let tick = self.tick.wrapping_add(1);
         if tick % EXPIRE_EVERY == 0
             || !self.accept_armed
@@ -132,7 +128,7 @@ impl UringIo {
             // full poll would only count it.
             self.tick = tick;
             self.wrote_since_poll = false;
-            return Some(Ok(0));
+            return Some(0);
         };
         let idle = self.spin_idle;
         if idle + 1 >= SPIN_IDLE_MAX {
@@ -149,7 +145,7 @@ impl UringIo {
             self.spin_idle = idle + 1;
             self.tick = tick;
             self.wrote_since_poll = false;
-            return Some(Ok(0));
+            return Some(0);
         }
         let fd = s.fd.as_raw_fd();
         let rx = s.rx.as_mut()?;
@@ -167,7 +163,7 @@ impl UringIo {
         if r == Err(libc::EAGAIN) {
             // Below SPIN_IDLE_MAX: no stop is due.
             self.spin_idle = idle + 1;
-            return Some(Ok(0));
+            return Some(0);
         }
         Some(self.spin_read_rest(st, sink, (slot, gen), r, len))
     }
@@ -184,7 +180,7 @@ impl UringIo {
         sock: (u32, u32),
         r: Result<usize, i32>,
         len: usize,
-    ) -> Result<usize, NetmodError> {
+    ) -> usize {
         if self.read_more(st, sock, sink, r, len) > 0 {
             self.spin_idle = 0;
         } else {
@@ -195,7 +191,7 @@ impl UringIo {
             self.closing(st);
         }
         let n = std::mem::take(&mut st.events);
-        Ok(n + st.report(sink))
+        n + st.report(sink)
     }
 
     /// Whether `slot` (generation `gen`) is the spinning connection: it
