@@ -104,6 +104,10 @@ impl Core {
     /// arrived is answered inline, without the full poll's call: that is
     /// every round of a waiting loop, and the shorter the round, the sooner
     /// the loop sees an arrival.
+    ///
+    /// A worker on a netmod alone (no shared-memory lane) polls it in
+    /// `progress_net`, which goes on to the rest of `progress_all` only if
+    /// the poll left work: that is every round of a waiting loop over tcp.
     #[inline(always)]
     pub fn progress(&mut self) -> usize {
         if self.tx.net.is_none()
@@ -117,12 +121,40 @@ impl Core {
                 }
             }
         }
+        if self.tx.shm.is_none() && self.tx.net.is_some() {
+            return self.progress_net();
+        }
         self.progress_all()
+    }
+
+    /// `progress_all` of a worker with a netmod and no shared memory:
+    /// the poll, then the rest out of line only if there is any (so the
+    /// empty poll of a waiting loop saves and restores few registers).
+    #[inline(never)]
+    fn progress_net(&mut self) -> usize {
+        let events = self.tx.poll_net(&mut self.st);
+        if self.st.reads_busy() || self.st.sends_queued() || self.st.copies_busy() {
+            return self.after_net_poll(events);
+        }
+        events
+    }
+
+    #[inline(never)]
+    fn after_net_poll(&mut self, events: usize) -> usize {
+        self.after_poll(events)
     }
 
     #[inline(never)]
     fn progress_all(&mut self) -> usize {
-        let mut events = self.tx.poll(&mut self.st);
+        let events = self.tx.poll(&mut self.st);
+        self.after_poll(events)
+    }
+
+    /// What a progress call does after its poll (that found `events`):
+    /// reads, sends waiting for room, copies, and shared memory's idle
+    /// turn.
+    #[inline]
+    fn after_poll(&mut self, mut events: usize) -> usize {
         if self.st.reads_busy() {
             events += self.tx.run_reads(&mut self.st);
         }

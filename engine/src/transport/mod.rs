@@ -89,25 +89,39 @@ impl Transports {
 
     /// Poll every open transport once (the netmod at its cadence).
     /// Inline: it runs once per progress call, busy or idle.
+    /// Without shared memory the netmod is polled every call, with no
+    /// cadence to keep; failures are reported out of line.
     #[inline]
     pub fn poll(&mut self, st: &mut State) -> usize {
         let mut events = 0;
-        if let Some(shm) = self.shm.as_mut() {
-            match shm.poll(st) {
-                Ok(n) => events += n,
-                Err(e) => st.fail(format!("shared memory: {e}")),
-            }
-        }
-        let shm_only_now = events != 0 && self.shm.is_some();
-        if let Some(net) = self.net.as_mut() {
-            if net.due(shm_only_now) {
-                match net.poll(st) {
+        let due = match self.shm.as_mut() {
+            Some(shm) => {
+                match shm.poll(st) {
                     Ok(n) => events += n,
-                    Err(e) => st.fail(format!("{} netmod: {e}", net.name())),
+                    Err(e) => shm_failed(st, e),
                 }
+                self.net.as_mut().is_some_and(|net| net.due(events != 0))
             }
+            None => true,
+        };
+        if due {
+            events += self.poll_net(st);
         }
         events
+    }
+
+    /// Poll the netmod, if one is open (`poll` without shared memory).
+    #[inline]
+    pub fn poll_net(&mut self, st: &mut State) -> usize {
+        match self.net.as_mut().map(|net| net.poll(st)) {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => {
+                let name = self.net.as_ref().map_or("", NetLink::name);
+                net_failed(st, name, e);
+                0
+            }
+            None => 0,
+        }
     }
 
     /// Have the netmod stop failed peers' reads (then fail their
@@ -168,4 +182,16 @@ impl Transports {
         }
         events
     }
+}
+
+#[cold]
+#[inline(never)]
+fn shm_failed(st: &mut State, e: crate::error::Error) {
+    st.fail(format!("shared memory: {e}"));
+}
+
+#[cold]
+#[inline(never)]
+fn net_failed(st: &mut State, name: &str, e: crate::error::Error) {
+    st.fail(format!("{name} netmod: {e}"));
 }

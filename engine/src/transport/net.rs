@@ -128,6 +128,16 @@ impl NetLink {
         self.net.rma().is_none_or(|rma| rma.stop_reads(peer))
     }
 
+    /// Disconnect the peers the protocols refused during a poll (out of
+    /// line: every poll asks, hardly any has one).
+    #[cold]
+    #[inline(never)]
+    fn disconnect_refused(&mut self, st: &mut State) {
+        for peer in st.take_refused() {
+            self.net.disconnect(peer);
+        }
+    }
+
     /// Report reads that ended since the last call.
     pub fn poll_reads(&mut self, st: &mut State) -> usize {
         if !st.reads_in_flight() {
@@ -169,9 +179,7 @@ impl Transport for NetLink {
     fn poll(&mut self, st: &mut State) -> Result<usize> {
         let n = self.net.poll(&mut NetSink { st })?;
         if st.any_refused() {
-            for peer in st.take_refused() {
-                self.net.disconnect(peer);
-            }
+            self.disconnect_refused(st);
         }
         Ok(n)
     }

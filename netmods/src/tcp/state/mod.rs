@@ -506,6 +506,20 @@ impl State {
         }
     }
 
+    /// Nothing for a poll to do but read: no socket to arm, redial or
+    /// close, nothing to report, no event counted (io_uring's quiet
+    /// poll, `uring/spin.rs`). One test of the lengths or'ed together.
+    #[inline(always)]
+    pub(crate) fn quiet(&self) -> bool {
+        (self.dirty.len()
+            | self.closing.len()
+            | self.redial.len()
+            | self.failures.len()
+            | self.ports.len()
+            | self.events)
+            == 0
+    }
+
     /// Reports port connections, then failures, to `sink`; returns the
     /// number of failures.
     #[inline]

@@ -123,7 +123,7 @@ impl UringIo {
     /// of socket `(slot, gen)`): delivers, and receives on while the
     /// budget lasts.
     #[inline(never)]
-    fn read_more(
+    pub(super) fn read_more(
         &mut self,
         st: &mut State,
         (slot, mut gen): (u32, u32),

@@ -369,12 +369,22 @@ impl UringIo {
         unsafe { self.ring.ring.submission().push(e) }.is_ok()
     }
 
-    #[inline(never)]
+    /// A poll: a quiet one inline (`spin.rs`), everything else out of
+    /// line.
+    #[inline(always)]
     pub(crate) fn poll(
         &mut self,
         st: &mut State,
         sink: &mut dyn Sink,
     ) -> Result<usize, NetmodError> {
+        match self.quiet_poll(st, sink) {
+            Some(n) => Ok(n),
+            None => self.poll_full(st, sink),
+        }
+    }
+
+    #[inline(never)]
+    fn poll_full(&mut self, st: &mut State, sink: &mut dyn Sink) -> Result<usize, NetmodError> {
         self.wrote_since_poll = false;
         if !st.closing.is_empty() {
             self.closing(st);

@@ -24,6 +24,17 @@
 //! frames (perf trace); a watch's cancel goes with the next poll's enter,
 //! after its read. A park (`park.rs`) re-arms the multishot RECV.
 //!
+//! Quiet polls: while nothing of the ring or the connection table needs
+//! attention (no SQE queued, no task work or overflow flagged, no
+//! completion to reap, no socket to arm or close, nothing to report, no
+//! handshake check due, no stop of spinning due), a poll is just the
+//! spinning connection's read (or, on a turn without one or with none
+//! spinning, nothing), inline in the netmod's poll (`quiet_poll`):
+//! the empty reads of a busy wait, most of its polls, skip the full
+//! poll's call and its checks one by one. Anything else, or bytes read,
+//! goes the full way (the bytes by `spin_read_rest`, the rest of a full
+//! poll after its read).
+//!
 //! Order: while the cancel is in flight the multishot RECV may still take
 //! bytes (during our enters) and nothing is read directly; spinning reads
 //! start once its last completion is reaped (`IO_MULTI` clear), so bytes
@@ -35,7 +46,10 @@
 //! do not slow a ping-pong, a fan-in reads one sender directly and the
 //! rest through the ring).
 
+use std::os::fd::AsRawFd;
+
 use super::super::state::{Phase, State};
+use super::super::sys;
 use super::*;
 
 /// Empty spinning polls in a row after which the connection is watched
@@ -81,6 +95,103 @@ impl UringIo {
             .user_data(user_data(slot, gen, K_CANCEL));
         // SAFETY: a cancel carries no pointers.
         unsafe { self.push(&e) };
+    }
+
+    /// A poll that is only the spinning connection's read, or nothing at
+    /// all when none spins (see the module doc): the poll's events (it
+    /// cannot fail), or `None` if it is not quiet (nothing done; the caller makes the full
+    /// poll). Equal to what the full poll
+    /// does in that state: no enter (nothing queued or flagged), nothing
+    /// to reap, arm or close, and `spin_poll`'s read with its bookkeeping.
+    #[inline(always)]
+    pub(super) fn quiet_poll(&mut self, st: &mut State, sink: &mut dyn Sink) -> Option<usize> {
+        let tick = self.tick.wrapping_add(1);
+        if tick % EXPIRE_EVERY == 0
+            || !self.accept_armed
+            || !self.deferred.is_empty()
+            || !st.quiet()
+        {
+            return None;
+        }
+        {
+            let sq = self.ring.ring.submission();
+            if !sq.is_empty() || sq.taskrun() || sq.cq_overflow() {
+                return None;
+            }
+        }
+        if !self.ring.ring.completion().is_empty() || self.bufs.as_ref().is_some_and(|b| b.pending)
+        {
+            return None;
+        }
+        let Some((slot, gen)) = self.spin else {
+            // Nothing spins, nothing is queued, flagged or completed: the
+            // full poll would only count it.
+            self.tick = tick;
+            self.wrote_since_poll = false;
+            return Some(0);
+        };
+        let idle = self.spin_idle;
+        if idle + 1 >= SPIN_IDLE_MAX {
+            return None;
+        }
+        let s = st.sock(slot)?;
+        if s.gen != gen || s.phase != Phase::Open || s.detached || s.io & (IO_RECV | IO_MULTI) != 0
+        {
+            return None;
+        }
+        if idle >= SPIN_EAGER && idle % SPIN_EVERY != 0 {
+            // Not a polling turn (`spin_poll`); no stop is due below
+            // SPIN_IDLE_MAX.
+            self.spin_idle = idle + 1;
+            self.tick = tick;
+            self.wrote_since_poll = false;
+            return Some(0);
+        }
+        let fd = s.fd.as_raw_fd();
+        let rx = s.rx.as_mut()?;
+        let (ptr, len) = match rx.idle_target() {
+            Some(t) => t,
+            None => rx.target(),
+        };
+        // SAFETY: as `direct::recv_open`'s: `len` writable bytes of the
+        // parser's target, which no RECV of the ring writes (none armed:
+        // `IO_RECV | IO_MULTI` clear).
+        let r = unsafe { sys::recv_nb(fd, ptr, len) };
+        st.calls += 1;
+        self.tick = tick;
+        self.wrote_since_poll = false;
+        if r == Err(libc::EAGAIN) {
+            // Below SPIN_IDLE_MAX: no stop is due.
+            self.spin_idle = idle + 1;
+            return Some(0);
+        }
+        Some(self.spin_read_rest(st, sink, (slot, gen), r, len))
+    }
+
+    /// A quiet poll's read that got bytes (or an error): delivered as
+    /// `spin_poll`'s would be, then the rest of a full poll (whose enter
+    /// is not due: nothing was queued or flagged before the read, and
+    /// delivering queues no SQE).
+    #[inline(never)]
+    fn spin_read_rest(
+        &mut self,
+        st: &mut State,
+        sink: &mut dyn Sink,
+        sock: (u32, u32),
+        r: Result<usize, i32>,
+        len: usize,
+    ) -> usize {
+        if self.read_more(st, sock, sink, r, len) > 0 {
+            self.spin_idle = 0;
+        } else {
+            self.spin_idle += 1;
+        }
+        self.reap(st, sink);
+        if !st.closing.is_empty() {
+            self.closing(st);
+        }
+        let n = std::mem::take(&mut st.events);
+        n + st.report(sink)
     }
 
     /// Whether `slot` (generation `gen`) is the spinning connection: it
