@@ -114,13 +114,11 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             (p.bucket, p.ctx)
         };
         if b != NIL {
-            unlink(
-                &mut self.posted,
-                &mut self.buckets.get_mut(b).posted,
-                i,
-                posted_links,
-            );
-            self.release_bucket(b);
+            let bucket = self.buckets.get_mut(b);
+            unlink(&mut self.posted, &mut bucket.posted, i, posted_links);
+            if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+                self.park_bucket(b);
+            }
         } else {
             unlink(
                 &mut self.posted,
@@ -131,6 +129,18 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             self.wild_len -= 1;
         }
         self.posted.remove(i)
+    }
+
+    /// [`remove_posted`](Self::remove_posted) for the head `i` of bucket
+    /// `b`'s posted list, the usual match: the bucket is known, and the
+    /// entry has no predecessor to relink.
+    #[inline(always)]
+    pub(super) fn remove_exact_head(&mut self, b: u32, i: u32) -> R {
+        let (recv, empty) = take_posted_head(&mut self.posted, self.buckets.get_mut(b), i);
+        if empty {
+            self.park_bucket(b);
+        }
+        recv
     }
 
     pub(super) fn remove_unexp(&mut self, i: u32) -> Unexpected<M> {
@@ -164,5 +174,26 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             i = u.in_ctx.next;
         }
         NIL
+    }
+}
+
+/// Take `i`, the head of `bucket`'s posted list, out of `posted`; its
+/// receive, and whether the bucket is left empty (to be parked).
+#[inline(always)]
+pub(super) fn take_posted_head<R>(
+    posted: &mut Slab<Posted<R>>,
+    bucket: &mut Bucket,
+    i: u32,
+) -> (R, bool) {
+    let p = posted.remove(i);
+    debug_assert!(p.links.prev == NIL && bucket.posted.head == i);
+    let next = p.links.next;
+    bucket.posted.head = next;
+    if next != NIL {
+        posted.get_mut(next).links.prev = NIL;
+        (p.recv, false)
+    } else {
+        bucket.posted.tail = NIL;
+        (p.recv, bucket.unexp.is_empty())
     }
 }
