@@ -322,19 +322,22 @@ impl RequestTable {
     #[inline]
     pub fn insert(&mut self, req: Req) -> u64 {
         self.live += 1;
-        let index = if self.free != NONE {
+        // The generation comes with the slot: looking the slot up again
+        // for it cost a bounds check a request (callgrind).
+        let (index, gen) = if self.free != NONE {
             let i = self.free;
             let slot = &mut self.slots[i as usize];
             if let Slot::Free { next } = slot.1 {
                 self.free = next;
             }
             slot.1 = Slot::Live(req);
-            i
+            (i, slot.0)
         } else {
-            self.slots.push((self.worker | 1, Slot::Live(req)));
-            (self.slots.len() - 1) as u32
+            let gen = self.worker | 1;
+            self.slots.push((gen, Slot::Live(req)));
+            ((self.slots.len() - 1) as u32, gen)
         };
-        handle(index, self.slots[index as usize].0)
+        handle(index, gen)
     }
 
     #[inline]

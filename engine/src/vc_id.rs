@@ -18,6 +18,7 @@ impl VcId {
         VcId(peer_id(group, rank))
     }
 
+    #[inline]
     pub fn from_peer(peer: PeerId) -> VcId {
         VcId(peer)
     }
@@ -32,6 +33,7 @@ impl VcId {
         split_peer(self.0).1
     }
 
+    #[inline]
     pub fn is_temp(self) -> bool {
         self.group() == TEMP_GROUP
     }

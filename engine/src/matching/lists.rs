@@ -27,31 +27,24 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         }
     }
 
-    /// The bucket for `key`, created if needed, taken off the idle list if
-    /// it was there. The cached last bucket is the inline path; a map
-    /// lookup or a new bucket is out of line.
+    /// The bucket for `key`, created if needed; it becomes the cached one
+    /// (so it is not on the idle list). The cached last bucket is the
+    /// inline path; a map lookup or a new bucket is out of line.
     #[inline(always)]
     pub(super) fn acquire_bucket(&mut self, key: Key) -> u32 {
-        let b = if self.last_bucket != NIL && self.last_key == key {
+        if self.last_bucket != NIL && self.last_key == key {
             self.last_bucket
         } else {
             self.lookup_or_create_bucket(key)
-        };
-        let bucket = self.buckets.get(b);
-        if bucket.posted.is_empty() && bucket.unexp.is_empty() {
-            unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
-            self.idle_len -= 1;
         }
-        b
     }
 
     /// [`acquire_bucket`](Self::acquire_bucket) past the cache: the map's
-    /// bucket (which becomes the cached one) or a new, idle-listed one.
+    /// bucket or a new one, which becomes the cached one.
     #[inline(never)]
     pub(super) fn lookup_or_create_bucket(&mut self, key: Key) -> u32 {
         if let Some(&b) = self.bucket_map.get(&key) {
-            self.last_key = key;
-            self.last_bucket = b;
+            self.set_last(key, b, true);
             return b;
         }
         let ctx = self.acquire_ctx(key.context);
@@ -63,27 +56,55 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             idle: Links::NONE,
         });
         self.bucket_map.insert(key, b);
-        self.last_key = key;
-        self.last_bucket = b;
-        // Born empty, so it starts on the idle list, where the caller
-        // takes it off again.
-        push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
-        self.idle_len += 1;
+        // Born empty but never idle-listed: it is the cached one now.
+        self.set_last(key, b, false);
         b
     }
 
-    /// Park `b` on the idle list if it just became empty; evict the oldest
-    /// idle bucket beyond the cap.
+    /// Make `b` (of `key`) the cached bucket: off the idle list if it is
+    /// on it (`listed`: it was in the map before, not cached, so it is
+    /// there exactly when empty), and the bucket cached before parked if
+    /// it is empty (it leaves the cache, so it joins the idle list).
+    pub(super) fn set_last(&mut self, key: Key, b: u32, listed: bool) {
+        debug_assert!(b != self.last_bucket);
+        let bucket = self.buckets.get(b);
+        if listed && bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            unlink(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
+            self.idle_len -= 1;
+        }
+        let old = self.last_bucket;
+        self.last_key = key;
+        self.last_bucket = b;
+        if old != NIL {
+            let was = self.buckets.get(old);
+            if was.posted.is_empty() && was.unexp.is_empty() {
+                // `b` is off the list, so the eviction this may do spares it.
+                self.park_bucket(old);
+            }
+        }
+    }
+
+    /// Park `b` on the idle list if it just became empty (see
+    /// [`release_empty`](Self::release_empty)).
     #[inline(always)]
     pub(super) fn release_bucket(&mut self, b: u32) {
         let bucket = self.buckets.get(b);
         if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+            self.release_empty(b);
+        }
+    }
+
+    /// Bucket `b` just became empty: park it, unless it is the cached one
+    /// (parked once it leaves the cache, `set_last`).
+    #[inline(always)]
+    pub(super) fn release_empty(&mut self, b: u32) {
+        if b != self.last_bucket {
             self.park_bucket(b);
         }
     }
 
-    /// Inline, the eviction out of line: a ping-pong on one key parks its
-    /// bucket once a message (the call cost some 15 instructions, callgrind).
+    /// Inline, the eviction out of line (the call cost some 15
+    /// instructions, callgrind).
     #[inline]
     pub(super) fn park_bucket(&mut self, b: u32) {
         push_back(&mut self.buckets, &mut self.idle, b, bucket_idle_links);
@@ -100,11 +121,9 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         let old = self.idle.head;
         unlink(&mut self.buckets, &mut self.idle, old, bucket_idle_links);
         self.idle_len -= 1;
+        debug_assert!(old != self.last_bucket, "the cached bucket is never idle");
         let key = self.buckets.remove(old).key;
         self.bucket_map.remove(&key);
-        if self.last_bucket == old {
-            self.last_bucket = NIL;
-        }
     }
 
     #[inline(always)]
@@ -114,13 +133,11 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             (p.bucket, p.ctx)
         };
         if b != NIL {
-            unlink(
-                &mut self.posted,
-                &mut self.buckets.get_mut(b).posted,
-                i,
-                posted_links,
-            );
-            self.release_bucket(b);
+            let bucket = self.buckets.get_mut(b);
+            unlink(&mut self.posted, &mut bucket.posted, i, posted_links);
+            if bucket.posted.is_empty() && bucket.unexp.is_empty() {
+                self.release_empty(b);
+            }
         } else {
             unlink(
                 &mut self.posted,
@@ -131,6 +148,18 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             self.wild_len -= 1;
         }
         self.posted.remove(i)
+    }
+
+    /// [`remove_posted`](Self::remove_posted) for the head `i` of bucket
+    /// `b`'s posted list, the usual match: the bucket is known, and the
+    /// entry has no predecessor to relink.
+    #[inline(always)]
+    pub(super) fn remove_exact_head(&mut self, b: u32, i: u32) -> R {
+        let (recv, empty) = take_posted_head(&mut self.posted, self.buckets.get_mut(b), i);
+        if empty {
+            self.release_empty(b);
+        }
+        recv
     }
 
     pub(super) fn remove_unexp(&mut self, i: u32) -> Unexpected<M> {
@@ -164,5 +193,26 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
             i = u.in_ctx.next;
         }
         NIL
+    }
+}
+
+/// Take `i`, the head of `bucket`'s posted list, out of `posted`; its
+/// receive, and whether the bucket is left empty (`release_empty`).
+#[inline(always)]
+pub(super) fn take_posted_head<R>(
+    posted: &mut Slab<Posted<R>>,
+    bucket: &mut Bucket,
+    i: u32,
+) -> (R, bool) {
+    let p = posted.remove(i);
+    debug_assert!(p.links.prev == NIL && bucket.posted.head == i);
+    let next = p.links.next;
+    bucket.posted.head = next;
+    if next != NIL {
+        posted.get_mut(next).links.prev = NIL;
+        (p.recv, false)
+    } else {
+        bucket.posted.tail = NIL;
+        (p.recv, bucket.unexp.is_empty())
     }
 }

@@ -236,7 +236,8 @@ fn idle_buckets_bounded_and_reused() {
         assert_eq!(m.match_posted(env(0, 0, t)), Some(t as u32));
     }
     m.check_invariants();
-    assert!(m.bucket_map.len() <= IDLE_BUCKETS);
+    // The idle list, and the cached bucket of the key used last.
+    assert!(m.bucket_map.len() <= IDLE_BUCKETS + 1);
     // Same key again and again: the bucket stays in the map.
     let buckets = m.bucket_map.len();
     for _ in 0..1000 {
@@ -526,6 +527,19 @@ impl<R: Copy + Eq, M> Matcher<R, M> {
         }
         assert_eq!(idle, self.idle_len);
         assert!(self.idle_len <= IDLE_BUCKETS);
+        // Idle-listed: exactly the empty buckets but the cached one.
+        let empty = self
+            .bucket_map
+            .values()
+            .filter(|&&b| {
+                let bucket = self.buckets.get(b);
+                b != self.last_bucket && bucket.posted.is_empty() && bucket.unexp.is_empty()
+            })
+            .count();
+        assert_eq!(empty, self.idle_len);
+        if self.last_bucket != NIL {
+            assert_eq!(self.bucket_map.get(&self.last_key), Some(&self.last_bucket));
+        }
         assert_eq!(self.bucket_map.len(), self.buckets.len);
         for (&key, &b) in &self.bucket_map {
             let bucket = self.buckets.get(b);

@@ -90,8 +90,19 @@ impl Pgs {
 
     /// Whether `id` names a VC that exists or may be created (its group
     /// is known and the rank in range).
+    /// Inline for a world rank (every netmod arrival asks); the other
+    /// groups' map lookups out of line.
     #[inline]
     pub fn knows(&self, id: VcId) -> bool {
+        if id.0 >> 32 == 0 {
+            return (id.0 as u32) < self.world.size;
+        }
+        self.knows_other(id)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn knows_other(&self, id: VcId) -> bool {
         match id.group() {
             0 => id.rank() < self.world.size,
             TEMP_GROUP => self.temp.contains_key(&id.rank()),

@@ -182,7 +182,8 @@ impl State {
     /// Whether peer `vc` failed (`peer_failed`).
     #[inline]
     pub fn has_failed(&self, vc: VcId) -> bool {
-        self.failed_peers.iter().any(|(v, _)| *v == vc)
+        // The emptiness test first: every receive from a rank asks.
+        !self.failed_peers.is_empty() && self.failed_peers.iter().any(|(v, _)| *v == vc)
     }
 
     /// Why peer `vc` failed, if it did.
