@@ -100,10 +100,22 @@ impl Rx {
 
     /// Where the next receive should write, and at most how many bytes.
     /// Never empty. May move buffered bytes, so it must not be called while
-    /// a receive into the previous target is in flight. Inline: every
-    /// direct read asks, the empty ones of a busy wait included.
-    #[inline]
+    /// a receive into the previous target is in flight. The case of every
+    /// empty read of a busy wait (nothing buffered between frames) is
+    /// inline; the rest is a call (`target_rest`, some 20 instructions).
+    #[inline(always)]
     pub(crate) fn target(&mut self) -> (*mut u8, usize) {
+        if matches!(self.state, RxState::Frames { .. }) && self.start == self.end {
+            self.start = 0;
+            self.end = 0;
+            return (self.buf.as_mut_ptr(), self.buf.len());
+        }
+        self.target_rest()
+    }
+
+    /// [`target`](Self::target) with bytes buffered, or while placing.
+    #[inline(never)]
+    fn target_rest(&mut self) -> (*mut u8, usize) {
         match &mut self.state {
             RxState::Placed { dst, len, got, .. } => {
                 // SAFETY: `got < len` while placed and `dst..dst+len` is the
@@ -115,10 +127,7 @@ impl Rx {
                 (unsafe { self.overflow.as_mut_ptr().add(*got) }, *len - *got)
             }
             RxState::Frames { .. } => {
-                if self.start == self.end {
-                    self.start = 0;
-                    self.end = 0;
-                } else if self.buf.len() - self.end < RX_BUF / 4 {
+                if self.buf.len() - self.end < RX_BUF / 4 {
                     // Whatever is left is one partial frame that fits the
                     // buffer (parse guarantees it): slide it to the front.
                     self.buf.copy_within(self.start..self.end, 0);
@@ -130,19 +139,6 @@ impl Rx {
                 (unsafe { self.buf.as_mut_ptr().add(self.end) }, free)
             }
         }
-    }
-
-    /// `target` when nothing is buffered between frames, the case of
-    /// every empty read of a busy wait, inline (`target` is a call of
-    /// some 20 instructions); `None` otherwise.
-    #[inline(always)]
-    pub(crate) fn idle_target(&mut self) -> Option<(*mut u8, usize)> {
-        if !matches!(self.state, RxState::Frames { .. }) || self.start != self.end {
-            return None;
-        }
-        self.start = 0;
-        self.end = 0;
-        Some((self.buf.as_mut_ptr(), self.buf.len()))
     }
 
     /// `n` bytes were written at the last target.

@@ -179,19 +179,29 @@ impl UringIo {
 }
 
 /// One nonblocking receive on socket `slot`, if it is open, into its
-/// parser's target (an open socket's, `Sock::recv_target`): the socket's
-/// generation, the bytes asked for, and the answer.
+/// parser's target (`recv_into_target`): the socket's generation, the
+/// bytes asked for, and the answer.
 #[inline(always)]
 fn recv_open(st: &mut State, slot: u32) -> Option<(u32, usize, Result<usize, i32>)> {
     let s = st.sock(slot).filter(|s| s.phase == Phase::Open)?;
-    let (gen, fd) = (s.gen, s.fd.as_raw_fd());
+    let gen = s.gen;
+    let (len, r) = recv_into_target(s)?;
+    st.calls += 1;
+    Some((gen, len, r))
+}
+
+/// One nonblocking receive on socket `s` into its parser's target (an
+/// open socket's, `Sock::recv_target`): the bytes asked for, and the
+/// answer; `None` if it has no parser. The caller counts the call.
+#[inline(always)]
+pub(super) fn recv_into_target(s: &mut Sock) -> Option<(usize, Result<usize, i32>)> {
+    let fd = s.fd.as_raw_fd();
     let (ptr, len) = s.rx.as_mut()?.target();
     // SAFETY: target gives `len` writable bytes: the parser's input or
     // overflow buffer, or the engine's placement memory; no RECV of the
     // ring writes there (the caller's check: `direct.rs`'s top doc).
     let r = unsafe { sys::recv_nb(fd, ptr, len) };
-    st.calls += 1;
-    Some((gen, len, r))
+    Some((len, r))
 }
 
 /// Bytes of the socket's frame in progress still to come, 0 between frames.

@@ -46,10 +46,8 @@
 //! do not slow a ping-pong, a fan-in reads one sender directly and the
 //! rest through the ring).
 
-use std::os::fd::AsRawFd;
-
 use super::super::state::{Phase, State};
-use super::super::sys;
+use super::direct::recv_into_target;
 use super::*;
 
 /// Empty spinning polls in a row after which the connection is watched
@@ -63,6 +61,13 @@ pub(super) const SPIN_IDLE_MAX: u32 = 64;
 /// `SPIN_EVERY` does (the others are memory loads).
 const SPIN_EAGER: u32 = 16;
 const SPIN_EVERY: u32 = 4;
+
+/// Whether the spinning connection is read on a poll after `idle` empty
+/// ones in a row (the schedule above).
+#[inline(always)]
+fn read_turn(idle: u32) -> bool {
+    idle < SPIN_EAGER || idle % SPIN_EVERY == 0
+}
 
 impl UringIo {
     /// After a direct read or a single-shot RECV got bytes on `slot`:
@@ -99,10 +104,10 @@ impl UringIo {
 
     /// A poll that is only the spinning connection's read, or nothing at
     /// all when none spins (see the module doc): the poll's events (it
-    /// cannot fail), or `None` if it is not quiet (nothing done; the caller makes the full
-    /// poll). Equal to what the full poll
-    /// does in that state: no enter (nothing queued or flagged), nothing
-    /// to reap, arm or close, and `spin_poll`'s read with its bookkeeping.
+    /// cannot fail), or `None` if it is not quiet (nothing done; the
+    /// caller makes the full poll). Equal to what the full poll does in
+    /// that state: no enter (nothing queued or flagged), nothing to reap,
+    /// arm or close, and `spin_poll`'s read with its bookkeeping.
     #[inline(always)]
     pub(super) fn quiet_poll(&mut self, st: &mut State, sink: &mut dyn Sink) -> Option<usize> {
         let tick = self.tick.wrapping_add(1);
@@ -139,7 +144,7 @@ impl UringIo {
         {
             return None;
         }
-        if idle >= SPIN_EAGER && idle % SPIN_EVERY != 0 {
+        if !read_turn(idle) {
             // Not a polling turn (`spin_poll`); no stop is due below
             // SPIN_IDLE_MAX.
             self.spin_idle = idle + 1;
@@ -147,16 +152,9 @@ impl UringIo {
             self.wrote_since_poll = false;
             return Some(0);
         }
-        let fd = s.fd.as_raw_fd();
-        let rx = s.rx.as_mut()?;
-        let (ptr, len) = match rx.idle_target() {
-            Some(t) => t,
-            None => rx.target(),
-        };
-        // SAFETY: as `direct::recv_open`'s: `len` writable bytes of the
-        // parser's target, which no RECV of the ring writes (none armed:
-        // `IO_RECV | IO_MULTI` clear).
-        let r = unsafe { sys::recv_nb(fd, ptr, len) };
+        // No RECV of the ring writes the target: none is armed
+        // (`IO_RECV | IO_MULTI` clear).
+        let (len, r) = recv_into_target(s)?;
         st.calls += 1;
         self.tick = tick;
         self.wrote_since_poll = false;
@@ -225,7 +223,7 @@ impl UringIo {
             return false;
         }
         let idle = self.spin_idle;
-        if (idle < SPIN_EAGER || idle % SPIN_EVERY == 0) && self.read_direct(st, slot, sink) > 0 {
+        if read_turn(idle) && self.read_direct(st, slot, sink) > 0 {
             self.spin_idle = 0;
         } else {
             self.spin_idle += 1;
