@@ -87,13 +87,41 @@ impl Drop for ShmSweep {
         for entry in dir.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if name.starts_with(&prefix) && std::fs::remove_file(entry.path()).is_ok() {
+            if !name.starts_with(&prefix) {
+                continue;
+            }
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                // A directory the job made for another MPI's segments
+                // (`open_mpi_segments`): theirs to empty, ours to remove.
+                let _ = std::fs::remove_dir_all(entry.path());
+            } else if std::fs::remove_file(entry.path()).is_ok() {
                 // Said out loud: a sweep that removes something means a
                 // rank did not unlink its segment (a test fails on it,
                 // unless it killed a rank on purpose).
                 eprintln!("{SWEPT}{name} (the job's ranks left it behind)");
             }
         }
+    }
+}
+
+/// `/dev/shm/rivet-<pid>-ompi`, made now (mode 0700) if it is not there:
+/// where the job's Open MPI ranks put their shared-memory segments
+/// (`pmix_host::open_mpi_segments`), so that what a killed job leaves there
+/// goes with its other segments, at its end or at the next rivetrun's
+/// sweep. `None` if it cannot be made, or a name that is not this user's
+/// directory is in the way.
+pub fn open_mpi_segments_dir(pid: u32) -> Option<PathBuf> {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = PathBuf::from(format!("/dev/shm/rivet-{pid}-ompi"));
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => Some(dir),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+            let meta = std::fs::symlink_metadata(&dir).ok()?;
+            // SAFETY: geteuid takes no arguments and cannot fail.
+            let me = unsafe { libc::geteuid() };
+            (meta.is_dir() && meta.uid() == me).then_some(dir)
+        }
+        Err(_) => None,
     }
 }
 
@@ -176,8 +204,16 @@ pub fn sweep_dead_jobs(tmp: &Path, shm: &Path) -> Vec<PathBuf> {
             removed.push(path);
         }
     }
-    for (path, pid, _) in ours(shm) {
-        if dead.contains(&pid) && !live.contains(&pid) && std::fs::remove_file(&path).is_ok() {
+    for (path, pid, meta) in ours(shm) {
+        if !dead.contains(&pid) || live.contains(&pid) {
+            continue;
+        }
+        let gone = if meta.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if gone.is_ok() {
             removed.push(path);
         }
     }
@@ -224,6 +260,10 @@ mod tests {
         let dead_seg = shm.join(format!("rivet-{dead}-0-77"));
         touch(&dead_file);
         touch(&dead_seg);
+        // Its Open MPI ranks' segment directory, with a segment in it.
+        let dead_ompi = shm.join(format!("rivet-{dead}-ompi"));
+        std::fs::create_dir(&dead_ompi).unwrap();
+        touch(&dead_ompi.join("vader_segment.host.1234.0"));
         // A job whose pid we cannot see (another pid namespace) but whose
         // rivetrun holds its directory's lock.
         let hidden_dir = tmp.join(format!("rivet-{hidden}-XyZ789"));
@@ -245,7 +285,12 @@ mod tests {
 
         let mut removed = sweep_dead_jobs(&tmp, &shm);
         removed.sort();
-        let mut expected = vec![dead_dir.clone(), dead_file.clone(), dead_seg.clone()];
+        let mut expected = vec![
+            dead_dir.clone(),
+            dead_file.clone(),
+            dead_seg.clone(),
+            dead_ompi.clone(),
+        ];
         expected.sort();
         assert_eq!(removed, expected);
         for kept in [

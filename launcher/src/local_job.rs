@@ -229,7 +229,11 @@ pub(crate) fn run(
     if let Some(host) = &pmix {
         host.wake(supervisor.waker());
         // First, so that the user's -genv or -env wins.
-        if let Some((k, v)) = pmix_host::yield_when_oversubscribed(places.len()) {
+        let settings = [
+            pmix_host::yield_when_oversubscribed(places.len()),
+            pmix_host::open_mpi_segments(std::process::id()),
+        ];
+        for (k, v) in settings.into_iter().flatten() {
             for app in &mut apps {
                 app.env.insert(0, (k.clone().into(), v.clone().into()));
             }

@@ -525,6 +525,25 @@ pub fn choose_pmix_defaults() {
     }
 }
 
+/// Open MPI's setting for where its shared-memory transport (`vader`)
+/// keeps its segment files (default `/dev/shm`).
+pub const OMPI_SEGMENTS_VAR: &str = "OMPI_MCA_btl_vader_backing_directory";
+
+/// `OMPI_MCA_btl_vader_backing_directory` set to the job's own directory
+/// in `/dev/shm` (`leftovers::open_mpi_segments_dir`, named after `pid`,
+/// the rivetrun or proxy that starts the ranks) unless the user set it.
+/// Open MPI's ranks ask the PMIx server to remove their segments when they
+/// die; after a `kill -9` of rivetrun no server is left to, and the
+/// segments stayed in `/dev/shm`. In the job's directory they go with the
+/// job's own leftovers. Same tmpfs, so nothing else changes for the ranks.
+pub fn open_mpi_segments(pid: u32) -> Option<(String, String)> {
+    if std::env::var_os(OMPI_SEGMENTS_VAR).is_some() {
+        return None;
+    }
+    let dir = crate::leftovers::open_mpi_segments_dir(pid)?;
+    Some((OMPI_SEGMENTS_VAR.to_string(), dir.display().to_string()))
+}
+
 /// Open MPI's setting for ranks that spin while they wait.
 pub const OMPI_YIELD_VAR: &str = "OMPI_MCA_mpi_yield_when_idle";
 
