@@ -229,11 +229,7 @@ pub(crate) fn run(
     if let Some(host) = &pmix {
         host.wake(supervisor.waker());
         // First, so that the user's -genv or -env wins.
-        let settings = [
-            pmix_host::yield_when_oversubscribed(places.len()),
-            pmix_host::open_mpi_segments(std::process::id()),
-        ];
-        for (k, v) in settings.into_iter().flatten() {
+        for (k, v) in pmix_host::open_mpi_env(places.len(), std::process::id()) {
             for app in &mut apps {
                 app.env.insert(0, (k.clone().into(), v.clone().into()));
             }

@@ -527,7 +527,7 @@ pub fn choose_pmix_defaults() {
 
 /// Open MPI's setting for where its shared-memory transport (`vader`)
 /// keeps its segment files (default `/dev/shm`).
-pub const OMPI_SEGMENTS_VAR: &str = "OMPI_MCA_btl_vader_backing_directory";
+const OMPI_SEGMENTS_VAR: &str = "OMPI_MCA_btl_vader_backing_directory";
 
 /// `OMPI_MCA_btl_vader_backing_directory` set to the job's own directory
 /// in `/dev/shm` (`leftovers::open_mpi_segments_dir`, named after `pid`,
@@ -536,7 +536,7 @@ pub const OMPI_SEGMENTS_VAR: &str = "OMPI_MCA_btl_vader_backing_directory";
 /// die; after a `kill -9` of rivetrun no server is left to, and the
 /// segments stayed in `/dev/shm`. In the job's directory they go with the
 /// job's own leftovers. Same tmpfs, so nothing else changes for the ranks.
-pub fn open_mpi_segments(pid: u32) -> Option<(String, String)> {
+fn open_mpi_segments(pid: u32) -> Option<(String, String)> {
     if std::env::var_os(OMPI_SEGMENTS_VAR).is_some() {
         return None;
     }
@@ -544,15 +544,29 @@ pub fn open_mpi_segments(pid: u32) -> Option<(String, String)> {
     Some((OMPI_SEGMENTS_VAR.to_string(), dir.display().to_string()))
 }
 
+/// What rivetrun (or proxy `pid`) sets for the Open MPI ranks it starts,
+/// `ranks_here` of them on this host, where the user did not:
+/// [`yield_when_oversubscribed`] and [`open_mpi_segments`]. The caller
+/// lets a job's own `-genv`/`-env` win.
+pub fn open_mpi_env(ranks_here: usize, pid: u32) -> Vec<(String, String)> {
+    [
+        yield_when_oversubscribed(ranks_here),
+        open_mpi_segments(pid),
+    ]
+    .into_iter()
+    .flatten()
+    .collect()
+}
+
 /// Open MPI's setting for ranks that spin while they wait.
-pub const OMPI_YIELD_VAR: &str = "OMPI_MCA_mpi_yield_when_idle";
+const OMPI_YIELD_VAR: &str = "OMPI_MCA_mpi_yield_when_idle";
 
 /// `OMPI_MCA_mpi_yield_when_idle=1` when `ranks_here` outnumber the CPUs
 /// rivetrun may use and the user did not set it: `mpirun` does the same
 /// for an oversubscribed node, and Open MPI 4.1 does not take it from
 /// `pmix.ndosub`, so without it its ranks under rivetrun spin against
 /// each other while they start.
-pub fn yield_when_oversubscribed(ranks_here: usize) -> Option<(String, String)> {
+fn yield_when_oversubscribed(ranks_here: usize) -> Option<(String, String)> {
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     (ranks_here > cpus && std::env::var_os(OMPI_YIELD_VAR).is_none())
         .then(|| (OMPI_YIELD_VAR.to_string(), "1".to_string()))

@@ -207,21 +207,16 @@ fn serve(control: &str, proxy_id: u32, host: &str) -> Result<i32, String> {
     let pmix_envs: Vec<Vec<(String, String)>> = match &pmix_host {
         Some(h) => {
             h.wake(pmi.waker());
-            // Open MPI's ranks yield when they outnumber this host's CPUs,
-            // as on one host, unless the job's environment says otherwise.
-            // Their segments go to this proxy's directory in /dev/shm
-            // (`pmix_host::open_mpi_segments`), likewise.
+            // Open MPI's settings for this host's ranks, as on one host
+            // (`pmix_host::open_mpi_env`: yield when they outnumber its
+            // CPUs, segments in this proxy's directory in /dev/shm), unless
+            // the job's environment says otherwise.
             let user_set = |var: &str| (specs.iter().flat_map(|s| &s.env)).any(|(k, _)| k == var);
-            let settings: Vec<(String, String)> = [
-                crate::pmix_host::yield_when_oversubscribed(job.ranks.len())
-                    .filter(|_| !user_set(crate::pmix_host::OMPI_YIELD_VAR)),
-                (!user_set(crate::pmix_host::OMPI_SEGMENTS_VAR))
-                    .then(|| crate::pmix_host::open_mpi_segments(std::process::id()))
-                    .flatten(),
-            ]
-            .into_iter()
-            .flatten()
-            .collect();
+            let settings: Vec<(String, String)> =
+                crate::pmix_host::open_mpi_env(job.ranks.len(), std::process::id())
+                    .into_iter()
+                    .filter(|(k, _)| !user_set(k))
+                    .collect();
             let env = |&r: &u32| {
                 let mut env = h.fork_env(r).unwrap_or_else(|why| {
                     eprintln!("rivetrun: warning: rank {r} on {host} gets no PMIx: {why}");
