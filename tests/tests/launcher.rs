@@ -363,7 +363,8 @@ fn environment_and_working_directory_reach_the_ranks() {
         assert!(o.stdout.contains(&want), "missing {want:?}\n{}", o.show());
     }
     // -genvnone passes only what is asked for, plus what PMI and PMIx need
-    // (rivetrun's PMIx server's variables: OpenPMIx is installed here).
+    // (rivetrun's PMIx server's variables: OpenPMIx is installed here) and
+    // where an Open MPI rank keeps its segments (the job's directory).
     let o = run_job(
         rivetrun(&[
             "-n",
@@ -401,6 +402,7 @@ fn environment_and_working_directory_reach_the_ranks() {
             "HOME",
             "MPI_LOCALNRANKS",
             "MPI_LOCALRANKID",
+            "OMPI_MCA_btl_vader_backing_directory",
             "PMI_FD",
             "PMI_RANK",
             "PMI_SIZE",
