@@ -192,32 +192,27 @@ pub fn sweep_dead_jobs(tmp: &Path, shm: &Path) -> Vec<PathBuf> {
         }
     }
     for (path, pid, meta) in candidates {
-        if live.contains(&pid) {
-            continue;
-        }
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        if gone.is_ok() {
+        if !live.contains(&pid) && remove(&path, &meta) {
             removed.push(path);
         }
     }
     for (path, pid, meta) in ours(shm) {
-        if !dead.contains(&pid) || live.contains(&pid) {
-            continue;
-        }
-        let gone = if meta.is_dir() {
-            std::fs::remove_dir_all(&path)
-        } else {
-            std::fs::remove_file(&path)
-        };
-        if gone.is_ok() {
+        if dead.contains(&pid) && !live.contains(&pid) && remove(&path, &meta) {
             removed.push(path);
         }
     }
     removed
+}
+
+/// Removes `path`, a directory with all it holds or a file (as `meta`
+/// says); whether it went.
+fn remove(path: &Path, meta: &std::fs::Metadata) -> bool {
+    let gone = if meta.is_dir() {
+        std::fs::remove_dir_all(path)
+    } else {
+        std::fs::remove_file(path)
+    };
+    gone.is_ok()
 }
 
 #[cfg(test)]

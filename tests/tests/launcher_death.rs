@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rivet_tests::{bin, rivetrun, run_job, serial, tagged_processes};
+use rivet_tests::{bin, mpicc_openmpi, rivetrun, run_job, serial, tagged_processes};
 
 /// How long the job gets to start, and its ranks to end after the launcher
 /// died. Without the fixes they never end; with them it takes milliseconds.
@@ -59,8 +59,9 @@ fn kill_all(procs: &[(u32, String)]) {
 
 /// Start `cmd` (a rivetrun) tagged, wait until `ready` holds, `kill -9`
 /// rivetrun, and require every process of the job to be gone within `END`;
-/// then a next job must leave nothing of this one behind.
-fn kill_launcher(case: &str, mut cmd: Command, ready: impl Fn(&str) -> bool) {
+/// then a next job must remove what this one left, and say so. Returns
+/// what it left (before the next job).
+fn kill_launcher(case: &str, mut cmd: Command, ready: impl Fn(&str) -> bool) -> Vec<PathBuf> {
     let tag = format!("death-{case}-{}", std::process::id());
     let log = std::env::temp_dir().join(format!("rivet-test-death-{case}.log"));
     let stderr = std::fs::File::create(&log).expect("log file");
@@ -121,9 +122,17 @@ fn kill_launcher(case: &str, mut cmd: Command, ready: impl Fn(&str) -> bool) {
         before.len()
     );
 
-    // The next job sweeps what this one could not remove.
+    // The next job sweeps what this one could not remove, and names it.
+    let left_behind = job_files(pid);
     let o = run_job(rivetrun(&["-n", "1", "true"]), START);
     assert_eq!(o.code(), Some(0), "{case}: {}", o.show());
+    for f in &left_behind {
+        assert!(
+            o.stderr.contains(&f.display().to_string()),
+            "{case}: the next job did not say it removed {f:?}\n{}",
+            o.show()
+        );
+    }
     let files = job_files(pid);
     for f in &files {
         let _ = std::fs::remove_dir_all(f);
@@ -135,6 +144,7 @@ fn kill_launcher(case: &str, mut cmd: Command, ready: impl Fn(&str) -> bool) {
         o.show()
     );
     let _ = std::fs::remove_file(&log);
+    left_behind
 }
 
 /// Every rank of `n` wrote its marker in `dir`.
@@ -211,4 +221,38 @@ fn a_program_without_pmi_ends_when_rivetrun_is_killed() {
             .count()
             == 2
     });
+}
+
+/// Open MPI's ranks keep their shared-memory segments in the job's own
+/// directory in `/dev/shm`, so a killed rivetrun, which leaves no PMIx
+/// server to remove them, leaves them to the next rivetrun's sweep.
+#[test]
+fn open_mpi_segments_of_a_killed_rivetrun_go_at_the_next_start() {
+    let _serial = serial();
+    let mut cmd = rivetrun(&["-n", "2"]);
+    // No rank 9: every rank passes the barrier and sleeps a minute.
+    cmd.arg(mpicc_openmpi("mpi_check.c"))
+        .args(["abort", "9", "0"]);
+    let segments_in_job_dir = |tag: &str| {
+        let Some((pid, _)) = tagged_processes(tag)
+            .into_iter()
+            .find(|(_, comm)| comm == "rivetrun")
+        else {
+            return 0;
+        };
+        std::fs::read_dir(format!("/dev/shm/rivet-{pid}-ompi")).map_or(0, |d| {
+            d.flatten()
+                .filter(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .starts_with("vader_segment.")
+                })
+                .count()
+        })
+    };
+    let left = kill_launcher("openmpi", cmd, |tag| segments_in_job_dir(tag) == 2);
+    assert!(
+        left.iter().any(|f| f.to_string_lossy().ends_with("-ompi")),
+        "the segments' directory was not left for the sweep: {left:?}"
+    );
 }

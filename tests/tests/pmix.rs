@@ -350,63 +350,6 @@ fn the_pmix_store_and_security_are_chosen_unless_the_user_chose() {
     assert!(o.stderr.contains("taken as \"ds21,hash\""), "{}", o.show());
 }
 
-/// Open MPI's ranks keep their shared-memory segments in the job's own
-/// directory in `/dev/shm`, so a `kill -9` of rivetrun, which leaves no
-/// PMIx server to remove them, leaves them to the next rivetrun's sweep
-/// of what dead jobs left.
-#[test]
-fn open_mpi_segments_of_a_killed_rivetrun_go_at_the_next_start() {
-    let _serial = serial();
-    let prog = mpicc_openmpi("mpi_check.c");
-    // No rank 9: every rank passes the barrier and sleeps a minute.
-    let mut cmd = rivetrun(&["-n", "2"]);
-    cmd.arg(&prog).args(["abort", "9", "0"]);
-    cmd.stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    struct Reaped(std::process::Child);
-    impl Drop for Reaped {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut job = Reaped(cmd.spawn().expect("rivetrun"));
-    let dir = std::path::PathBuf::from(format!("/dev/shm/rivet-{}-ompi", job.0.id()));
-    let segments = |dir: &std::path::Path| -> Vec<String> {
-        std::fs::read_dir(dir)
-            .map(|d| {
-                d.flatten()
-                    .map(|e| e.file_name().to_string_lossy().into_owned())
-                    .filter(|n| n.starts_with("vader_segment."))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let start = std::time::Instant::now();
-    while segments(&dir).len() < 2 && start.elapsed() < DEADLINE {
-        assert!(job.0.try_wait().unwrap().is_none(), "rivetrun ended early");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    assert_eq!(segments(&dir).len(), 2, "no segments in {dir:?}");
-    // SAFETY: kill on our own child's pid, not yet reaped.
-    assert_eq!(unsafe { libc::kill(job.0.id() as i32, libc::SIGKILL) }, 0);
-    job.0.wait().unwrap();
-    // Nobody removed them: the ranks died with rivetrun (their parent-death
-    // signal), and the server with it.
-    assert_eq!(segments(&dir).len(), 2, "{dir:?}");
-    let mut next = rivetrun(&["-n", "1"]);
-    next.arg("true");
-    let o = run_job(next, DEADLINE);
-    assert_eq!(o.code(), Some(0), "{}", o.show());
-    assert!(!dir.exists(), "{dir:?} left\n{}", o.show());
-    assert!(
-        o.stderr.contains("removed what dead jobs left")
-            && o.stderr.contains(&dir.display().to_string()),
-        "{}",
-        o.show()
-    );
-}
-
 /// Open MPI programs run under rivetrun whatever store list the user
 /// gives, and leave neither shared memory nor the server's directory (with
 /// `ds21`'s segment files) behind, nor on an abort. `ds21` or `ds12` alone
