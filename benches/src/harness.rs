@@ -10,6 +10,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
+use crate::placement::{self, Probe};
 use crate::progress::Progress;
 
 /// A command line with extra environment, printable for logs.
@@ -341,15 +342,17 @@ pub fn rotation(len: usize, rep: u32) -> Vec<usize> {
 }
 
 /// Run every cell of every group `reps` times, interleaved, calling
-/// `record(group, cell, result)` after each timed run. `record` turns the
-/// output into samples and returns a short note for the progress line
-/// (stderr, one line per run), or `Err` if the output was unusable.
+/// `record(group, cell, result, probe)` after each timed run, where
+/// `probe` is the CPUs' placement just before and after it
+/// (`placement::probe`). `record` turns the output into samples and
+/// returns a short note for the progress line (stderr, one line per run),
+/// or `Err` if the output was unusable.
 pub fn run_interleaved(
     groups: &[Vec<Cell>],
     reps: u32,
     order: Order,
     timeout: Duration,
-    mut record: impl FnMut(usize, usize, &JobOutput) -> Result<String, String>,
+    mut record: impl FnMut(usize, usize, &JobOutput, Option<Probe>) -> Result<String, String>,
 ) -> Loads {
     let total: usize = groups.iter().map(Vec::len).sum::<usize>() * reps as usize;
     let mut progress = Progress::new(total);
@@ -377,16 +380,24 @@ pub fn run_interleaved(
             let what = format!("rep {}/{reps} {}", rep + 1, cell.label);
             progress.start(&what);
             let prefix = format!("rivet-bench: {what}");
-            let line = match run_job(&cell.spec, timeout) {
+            let before = placement::probe();
+            let job = run_job(&cell.spec, timeout);
+            let probe = before
+                .zip(placement::probe())
+                .map(|(before, after)| Probe { before, after });
+            let line = match job {
                 Ok(out) => {
-                    let load = match out.foreign_pct {
+                    let mut load = match out.foreign_pct {
                         Some(p) => {
                             loads.samples.push(p);
                             format!(", other load {p:.0}%")
                         }
                         None => String::new(),
                     };
-                    match record(g, c, &out) {
+                    if let Some(p) = probe {
+                        load += &format!(", CPUs' round trip {:.0}/{:.0} ns", p.before, p.after);
+                    }
+                    match record(g, c, &out, probe) {
                         Ok(note) => format!("{prefix}: {:.3} s{load}{note}", out.wall),
                         Err(e) => {
                             loads.failures += 1;
@@ -530,7 +541,7 @@ mod tests {
             2,
             Order::RepsOutermost,
             Duration::from_secs(10),
-            |g, c, out| {
+            |g, c, out, _| {
                 seen.push((g, c, out.stdout.trim().to_string()));
                 Ok(String::new())
             },
@@ -544,7 +555,7 @@ mod tests {
             2,
             Order::GroupsOutermost,
             Duration::from_secs(10),
-            |g, c, _| {
+            |g, c, _, _| {
                 seen.push((g, c));
                 Err("unusable".into())
             },

@@ -82,7 +82,7 @@ pub fn run(args: Args) -> Result<(), String> {
         args.reps,
         Order::GroupsOutermost,
         Duration::from_secs(args.timeout),
-        |g, c, out| {
+        |g, c, out, _| {
             walls[g][c].push(out.wall);
             Ok(String::new())
         },

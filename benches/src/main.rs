@@ -13,7 +13,8 @@
 //! holds the median/min/max summaries every harness reports; `sizes` the
 //! size parsing, size ladder and iteration counts; `json` a little JSON;
 //! `plot` draws a comparison (`rivet-bench plot`, `compare --plot`);
-//! `progress` is the harnesses' progress bar or lines; `version` the long
+//! `progress` is the harnesses' progress bar or lines; `placement` probes where the host
+//! put CPUs 0 and 1 around each run; `version` the long
 //! `--version`; `generate` (shared with rivetrun) the man page and
 //! completions `cargo xtask man` asks for.
 //!
@@ -60,6 +61,7 @@ mod json;
 mod launch_time;
 mod p2p;
 mod peers;
+mod placement;
 mod plot;
 mod pmi_startup;
 mod progress;
@@ -208,6 +210,16 @@ enum Bench {
     /// target at most 64), and fanin from --senders ranks (target uring /
     /// poll at least 1.3). Rank 0's netmod system calls per message are printed
     /// below every table whose Rivet runs count them (tcp).
+    ///
+    /// Placement: just before and after each run, the round trip of a cache
+    /// line between CPUs 0 and 1 (the first two this process may use) is
+    /// probed (1-10 ms) and shown on its progress line. In a virtual machine
+    /// the host may place those CPUs near each other or far apart, for
+    /// seconds at a time, and every stack's figures follow. When the
+    /// probes fall into two such placements, the header says so and each
+    /// table also shows the near runs and the far runs apart, with their own
+    /// medians and ratios (a run whose two probes disagree is in neither);
+    /// the JSON has them as each result's "placements". The CSV has all runs.
     Compare(Box<compare::Args>),
     /// Draw a `compare --json` document: latency and bandwidth curves per stack, ratio to the best peer.
     ///

@@ -13,6 +13,7 @@ pub(super) fn table(bench: Bench, keys: Option<Vec<u64>>, stacks: Vec<usize>) ->
         stacks,
         only: BTreeMap::new(),
         samples: BTreeMap::new(),
+        probes: BTreeMap::new(),
         calls: BTreeMap::new(),
     }
 }

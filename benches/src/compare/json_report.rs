@@ -1,10 +1,11 @@
 //! The JSON report (`--json`), also what `--plot` draws from.
 
 use super::summary::{mpi_target, raw_target, summarize_table, Target};
-use super::table::Table;
+use super::table::{placement_split, runs_placed, Table};
 use crate::harness;
 use crate::json;
 use crate::peers::Transport;
+use crate::placement::Class;
 use crate::stats::summarize;
 
 /// A target in JSON: `{"at_most":1.1}`, `{"at_least":0.9}` or `null`.
@@ -16,13 +17,142 @@ pub(super) fn json_target(target: Option<Target>) -> String {
     }
 }
 
+/// A table's rows in JSON (see `json_doc`).
+fn json_rows(transport: Transport, table: &Table, stacks: &[&str]) -> Vec<String> {
+    let opt = |v: Option<f64>| v.map_or_else(|| "null".to_string(), json::num);
+    summarize_table(table, stacks)
+        .iter()
+        .map(|r| {
+            let per: Vec<String> = r
+                .per_stack
+                .iter()
+                .filter(|(i, s)| s.is_some() || table.measures(*i, r.key))
+                .map(|(i, s)| {
+                    let v = match s {
+                        Some((s, n)) => format!(
+                            "{{\"median\":{},\"min\":{},\"max\":{},\"runs\":{n}}}",
+                            json::num(s.median),
+                            json::num(s.min),
+                            json::num(s.max)
+                        ),
+                        None => "null".into(),
+                    };
+                    format!("{}:{v}", json::string(stacks[*i]))
+                })
+                .collect();
+            let ratios = match transport {
+                Transport::Ofi => {
+                    let target = raw_target(transport, table.bench, r.key);
+                    let each: Vec<String> = r
+                        .rivets
+                        .iter()
+                        .map(|x| {
+                            let met = match (x.vs_raw, target) {
+                                (Some(v), Some(t)) => t.met(v).to_string(),
+                                _ => "null".into(),
+                            };
+                            format!(
+                                "{}:{{\"vs_fi_pingpong\":{},\"target_met\":{met}}}",
+                                json::string(stacks[x.stack]),
+                                opt(x.vs_raw)
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "\"ratios\":{{{}}},\"fi_pingpong_target\":{}",
+                        each.join(","),
+                        json_target(target)
+                    )
+                }
+                Transport::Shm => {
+                    let (peer, ratio) = match r.ratio {
+                        Some((x, p)) => (json::string(stacks[p]), json::num(x)),
+                        None => ("null".into(), "null".into()),
+                    };
+                    // With the MPI layer's stack: its cost over the engine.
+                    let layer = if stacks.contains(&"rivet-mpi") {
+                        let met = match (r.mpi_over_rivet, mpi_target(table.bench, r.key)) {
+                            (Some(v), Some(t)) => t.met(v).to_string(),
+                            _ => "null".into(),
+                        };
+                        format!(
+                            ",\"mpi_over_rivet\":{},\"mpi_target_met\":{met}",
+                            opt(r.mpi_over_rivet)
+                        )
+                    } else {
+                        String::new()
+                    };
+                    format!("\"best_peer\":{peer},\"ratio\":{ratio}{layer}")
+                }
+                Transport::Tcp => {
+                    let target = raw_target(transport, table.bench, r.key);
+                    let each: Vec<String> = r
+                        .rivets
+                        .iter()
+                        .map(|x| {
+                            let peer = x
+                                .vs_best
+                                .map_or_else(|| "null".into(), |(_, p)| json::string(stacks[p]));
+                            let met = match (x.vs_raw, target) {
+                                (Some(v), Some(t)) => t.met(v).to_string(),
+                                _ => "null".into(),
+                            };
+                            format!(
+                                "{}:{{\"best_peer\":{peer},\"vs_best_peer\":{},\"vs_raw_tcp\":{},\"target_met\":{met}}}",
+                                json::string(stacks[x.stack]),
+                                opt(x.vs_best.map(|b| b.0)),
+                                opt(x.vs_raw)
+                            )
+                        })
+                        .collect();
+                    format!(
+                        "\"ratios\":{{{}}},\"uring_over_poll\":{},\"raw_tcp_target\":{}",
+                        each.join(","),
+                        opt(r.uring_over_poll),
+                        json_target(target)
+                    )
+                }
+            };
+            // Rank 0's netmod system calls per message, median per stack.
+            let calls: Vec<String> = table
+                .calls
+                .get(&r.key)
+                .into_iter()
+                .flatten()
+                .filter_map(|(i, v)| {
+                    summarize(v).map(|c| {
+                        format!("{}:{}", json::string(stacks[*i]), json::num(c.median))
+                    })
+                })
+                .collect();
+            let calls = if calls.is_empty() {
+                String::new()
+            } else {
+                format!(",\"syscalls_per_msg\":{{{}}}", calls.join(","))
+            };
+            format!(
+                "{{\"{}\":{},\"stacks\":{{{}}},{ratios}{calls}}}",
+                table.key_name(),
+                r.key,
+                per.join(",")
+            )
+        })
+        .collect()
+}
+
 /// The JSON report:
 /// `{"benchmark":"compare","reps":R,"stacks":["rivet",...],"skipped":[{"stack":..,"why":..}],
 ///   "other_load_pct":{"median":..,"max":..}|null,"failed_runs":F,
+///   "placement":{"min_ns":..,"max_ns":..,"split_ns":..|null[,"near_runs":..,"far_runs":..,
+///     "moved_runs":..]}|null,
 ///   "results":[{"bench":"latency","unit":"us","better":"lower","rows":[
 ///     {"size":8,"stacks":{"rivet":{"median":..,"min":..,"max":..,"runs":5}|null,...},
-///      "best_peer":"mpich"|null,"ratio":0.9|null}]}]}`
-/// (startup rows have "ranks" instead of "size"). With the rivet-mpi stack
+///      "best_peer":"mpich"|null,"ratio":0.9|null}][,"placements":{"near":{"rows":[..]},
+///      "far":{"rows":[..]}}]}]}`
+/// (startup rows have "ranks" instead of "size"). "placement" sums up the
+/// CPUs' round trip probed around each run (`placement`); where it had two
+/// placements ("split_ns" not null), each result also has its rows over
+/// each placement's runs alone, with the same fields. With the rivet-mpi stack
 /// each row also has `"mpi_over_rivet":..|null,"mpi_target_met":bool|null`.
 ///
 /// Over tcp, `"transport":"tcp"` follows "benchmark", and each row has,
@@ -47,130 +177,27 @@ pub(super) fn json_doc(
     reps: u32,
     loads: &harness::Loads,
 ) -> String {
-    let opt = |v: Option<f64>| v.map_or_else(|| "null".to_string(), json::num);
+    let split = placement_split(tables);
     let results: Vec<String> = tables
         .iter()
         .map(|table| {
-            let rows: Vec<String> = summarize_table(table, stacks)
-                .iter()
-                .map(|r| {
-                    let per: Vec<String> = r
-                        .per_stack
-                        .iter()
-                        .filter(|(i, s)| s.is_some() || table.measures(*i, r.key))
-                        .map(|(i, s)| {
-                            let v = match s {
-                                Some((s, n)) => format!(
-                                    "{{\"median\":{},\"min\":{},\"max\":{},\"runs\":{n}}}",
-                                    json::num(s.median),
-                                    json::num(s.min),
-                                    json::num(s.max)
-                                ),
-                                None => "null".into(),
-                            };
-                            format!("{}:{v}", json::string(stacks[*i]))
-                        })
-                        .collect();
-                    let ratios = match transport {
-                        Transport::Ofi => {
-                            let target = raw_target(transport, table.bench, r.key);
-                            let each: Vec<String> = r
-                                .rivets
-                                .iter()
-                                .map(|x| {
-                                    let met = match (x.vs_raw, target) {
-                                        (Some(v), Some(t)) => t.met(v).to_string(),
-                                        _ => "null".into(),
-                                    };
-                                    format!(
-                                        "{}:{{\"vs_fi_pingpong\":{},\"target_met\":{met}}}",
-                                        json::string(stacks[x.stack]),
-                                        opt(x.vs_raw)
-                                    )
-                                })
-                                .collect();
-                            format!(
-                                "\"ratios\":{{{}}},\"fi_pingpong_target\":{}",
-                                each.join(","),
-                                json_target(target)
-                            )
-                        }
-                        Transport::Shm => {
-                            let (peer, ratio) = match r.ratio {
-                                Some((x, p)) => (json::string(stacks[p]), json::num(x)),
-                                None => ("null".into(), "null".into()),
-                            };
-                            // With the MPI layer's stack: its cost over the engine.
-                            let layer = if stacks.contains(&"rivet-mpi") {
-                                let met = match (r.mpi_over_rivet, mpi_target(table.bench, r.key)) {
-                                    (Some(v), Some(t)) => t.met(v).to_string(),
-                                    _ => "null".into(),
-                                };
-                                format!(
-                                    ",\"mpi_over_rivet\":{},\"mpi_target_met\":{met}",
-                                    opt(r.mpi_over_rivet)
-                                )
-                            } else {
-                                String::new()
-                            };
-                            format!("\"best_peer\":{peer},\"ratio\":{ratio}{layer}")
-                        }
-                        Transport::Tcp => {
-                            let target = raw_target(transport, table.bench, r.key);
-                            let each: Vec<String> = r
-                                .rivets
-                                .iter()
-                                .map(|x| {
-                                    let peer = x
-                                        .vs_best
-                                        .map_or_else(|| "null".into(), |(_, p)| json::string(stacks[p]));
-                                    let met = match (x.vs_raw, target) {
-                                        (Some(v), Some(t)) => t.met(v).to_string(),
-                                        _ => "null".into(),
-                                    };
-                                    format!(
-                                        "{}:{{\"best_peer\":{peer},\"vs_best_peer\":{},\"vs_raw_tcp\":{},\"target_met\":{met}}}",
-                                        json::string(stacks[x.stack]),
-                                        opt(x.vs_best.map(|b| b.0)),
-                                        opt(x.vs_raw)
-                                    )
-                                })
-                                .collect();
-                            format!(
-                                "\"ratios\":{{{}}},\"uring_over_poll\":{},\"raw_tcp_target\":{}",
-                                each.join(","),
-                                opt(r.uring_over_poll),
-                                json_target(target)
-                            )
-                        }
-                    };
-                    // Rank 0's netmod system calls per message, median per stack.
-                    let calls: Vec<String> = table
-                        .calls
-                        .get(&r.key)
+            let rows = json_rows(transport, table, stacks);
+            // With two placements: each one's runs apart.
+            let placed = match split {
+                Some(split) => {
+                    let each: Vec<String> = [Class::Near, Class::Far]
                         .into_iter()
-                        .flatten()
-                        .filter_map(|(i, v)| {
-                            summarize(v).map(|c| {
-                                format!("{}:{}", json::string(stacks[*i]), json::num(c.median))
-                            })
+                        .map(|c| {
+                            let rows = json_rows(transport, &table.placed(split, c), stacks);
+                            format!("\"{}\":{{\"rows\":[{}]}}", c.name(), rows.join(","))
                         })
                         .collect();
-                    let calls = if calls.is_empty() {
-                        String::new()
-                    } else {
-                        format!(",\"syscalls_per_msg\":{{{}}}", calls.join(","))
-                    };
-                    format!(
-                        "{{\"{}\":{},\"stacks\":{{{}}},{ratios}{calls}}}",
-                        table.key_name(),
-                        r.key,
-                        per.join(",")
-                    )
-                })
-                .collect();
+                    format!(",\"placements\":{{{}}}", each.join(","))
+                }
+                None => String::new(),
+            };
             format!(
-                "{{\"bench\":{},\"unit\":{},\"better\":\"{}\",\"rows\":[{}]}}",
+                "{{\"bench\":{},\"unit\":{},\"better\":\"{}\",\"rows\":[{}]{placed}}}",
                 json::string(table.name()),
                 json::string(table.unit()),
                 if table.lower_is_better() {
@@ -201,12 +228,30 @@ pub(super) fn json_doc(
         None => "null".into(),
     };
     let names: Vec<String> = stacks.iter().map(|s| json::string(s)).collect();
+    let probes: Vec<f64> = tables.iter().flat_map(Table::probe_values).collect();
+    let placement = match (summarize(&probes), split) {
+        (None, _) => "null".into(),
+        (Some(p), None) => format!(
+            "{{\"min_ns\":{},\"max_ns\":{},\"split_ns\":null}}",
+            json::num(p.min),
+            json::num(p.max)
+        ),
+        (Some(p), Some(split)) => format!(
+            "{{\"min_ns\":{},\"max_ns\":{},\"split_ns\":{},\"near_runs\":{},\"far_runs\":{},\"moved_runs\":{}}}",
+            json::num(p.min),
+            json::num(p.max),
+            json::num(split),
+            runs_placed(tables, split, Some(Class::Near)),
+            runs_placed(tables, split, Some(Class::Far)),
+            runs_placed(tables, split, None)
+        ),
+    };
     let transport = match transport {
         Transport::Shm => String::new(),
         t => format!(",\"transport\":{}", json::string(t.name())),
     };
     format!(
-        "{{\"benchmark\":\"compare\"{transport},\"reps\":{reps},\"stacks\":[{}],\"skipped\":[{}],\"other_load_pct\":{load},\"failed_runs\":{},\"results\":[{}]}}",
+        "{{\"benchmark\":\"compare\"{transport},\"reps\":{reps},\"stacks\":[{}],\"skipped\":[{}],\"other_load_pct\":{load},\"failed_runs\":{},\"placement\":{placement},\"results\":[{}]}}",
         names.join(","),
         skipped.join(","),
         loads.failures,

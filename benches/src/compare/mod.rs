@@ -97,6 +97,11 @@
 //! `--senders`. Below every table whose Rivet runs report them: rank 0's
 //! netmod system calls per message (median per stack).
 //!
+//! Placement: the harness probes CPUs 0 and 1's round trip around every
+//! run (`placement`); each sample keeps its run's probes (`Table::probes`),
+//! and where the runs had two placements the reports give each
+//! placement's runs apart (`Table::placed`) beside all of them.
+//!
 //! Order: for each rep, every bench, every stack (the stack order rotates by
 //! one each rep). A stack whose launcher or compiler is missing is skipped
 //! with a note; a failed run is reported and left out of the summary.
@@ -297,6 +302,7 @@ pub fn run(args: Args) -> Result<(), String> {
             stacks: Vec::new(),
             only: BTreeMap::new(),
             samples: BTreeMap::new(),
+            probes: BTreeMap::new(),
             calls: BTreeMap::new(),
         };
         match bench {
@@ -472,7 +478,7 @@ pub fn run(args: Args) -> Result<(), String> {
         args.reps,
         Order::RepsOutermost,
         Duration::from_secs(args.timeout),
-        |g, c, out| record(&mut tables, &stacks, targets[g][c], out),
+        |g, c, out, probe| record(&mut tables, &stacks, targets[g][c], out, probe),
     );
 
     let names: Vec<&str> = stacks.iter().map(|s| s.name.as_str()).collect();

@@ -7,6 +7,7 @@ use super::summary::fmt_value;
 use super::table::Table;
 use crate::harness::JobOutput;
 use crate::peers;
+use crate::placement::Probe;
 use crate::sizes::Kind;
 use crate::{fi_pingpong, report};
 
@@ -29,10 +30,11 @@ pub(super) fn record(
     stacks: &[StackEntry],
     target: CellTarget,
     out: &JobOutput,
+    probe: Option<Probe>,
 ) -> Result<String, String> {
     let table = &mut tables[target.table];
     if let Some(key) = target.wall_key {
-        table.add(key, target.stack, out.wall);
+        table.add_probed(key, target.stack, out.wall, probe);
         return Ok(String::new());
     }
     if let Some(key) = target.key {
@@ -43,7 +45,7 @@ pub(super) fn record(
         };
         let rows = report::parse_json_rows(&out.stdout, name)?;
         let &(_, v, calls) = rows.first().ok_or("no row in the output")?;
-        table.add(key, target.stack, v);
+        table.add_probed(key, target.stack, v, probe);
         if let Some(c) = calls {
             table.add_calls(key, target.stack, c);
         }
@@ -52,7 +54,7 @@ pub(super) fn record(
         if let Some(m) = target.memory {
             let mem = report::parse_json_rows(&out.stdout, "memory")?;
             let &(_, rss, _) = mem.first().ok_or("no memory row in the output")?;
-            tables[m].add(key, target.stack, rss);
+            tables[m].add_probed(key, target.stack, rss, probe);
             note += &format!(" {unit}, rank 0 RSS {rss:.0} KiB");
             return Ok(note);
         }
@@ -79,7 +81,7 @@ pub(super) fn record(
     let unit = table.unit();
     let mut note = String::from(" —");
     for (i, &(k, v)) in wanted.iter().enumerate() {
-        table.add(k, target.stack, v);
+        table.add_probed(k, target.stack, v, probe);
         if wanted.len() <= 6 || i < 2 || i + 2 >= wanted.len() {
             note += &format!(" {k}:{}", fmt_value(unit, v));
         } else if i == 2 {
@@ -129,7 +131,7 @@ mod tests {
             key: None,
             memory: None,
         };
-        let note = record(&mut tables, &stacks, target, &out(RAW_LAT)).unwrap();
+        let note = record(&mut tables, &stacks, target, &out(RAW_LAT), None).unwrap();
         assert_eq!(note, " — 8:4.054 1024:3.755 us");
         let samples = &tables[0].samples;
         assert_eq!(samples[&8][&1], [4.054]);
@@ -144,6 +146,6 @@ mod tests {
             .skip(2)
             .map(|l| l.to_owned() + "\n")
             .collect();
-        assert!(record(&mut tables, &stacks, target, &out(&cut)).is_err());
+        assert!(record(&mut tables, &stacks, target, &out(&cut), None).is_err());
     }
 }

@@ -4,9 +4,10 @@
 use super::args::Bench;
 use super::stacks::{role, split_provider, Role};
 use super::summary::{fmt_mpi_ratio, fmt_summary, raw_target, summarize_table, RowSummary, Target};
-use super::table::Table;
+use super::table::{placement_split, runs_placed, Table};
 use crate::harness;
 use crate::peers::Transport;
+use crate::placement::Class;
 use crate::sizes::Kind;
 use crate::stats::summarize;
 
@@ -121,68 +122,133 @@ pub(super) fn text_report(
             loads.failures
         );
     }
+    let split = placement_split(tables);
+    out += &placement_line(tables, split);
     for table in tables {
         out += &format!("\n# {}\n", bench_title(transport, table, stacks));
-        let rows = summarize_table(table, stacks);
-        let mut grid: Vec<Vec<String>> = Vec::new();
-        let key_header = if table.key_name() == "size" {
-            "Size".to_string()
-        } else {
-            "N".to_string()
-        };
-        let mut header = vec![key_header.clone()];
-        header.extend(table.stacks.iter().map(|&i| stacks[i].to_string()));
-        let has_ratio = transport == Transport::Shm
-            && table.stacks.len() > 1
-            && stacks.first() == Some(&"rivet");
-        if has_ratio {
-            header.push("rivet/best".into());
-        }
-        // The MPI layer's stack: its own ratio to the best peer, and its
-        // cost over the engine alone.
-        let layer = table
-            .stacks
-            .iter()
-            .copied()
-            .find(|&i| stacks[i] == "rivet-mpi");
-        let layer_ratios = has_ratio && layer.is_some();
-        if layer_ratios {
-            header.push("rivet-mpi/best".into());
-            header.push("rivet-mpi/rivet".into());
-        }
-        grid.push(header);
-        for r in &rows {
-            let mut line = vec![r.key.to_string()];
-            for (i, s) in &r.per_stack {
-                line.push(match s {
-                    Some((s, n)) => fmt_summary(table.unit(), s, *n, reps),
-                    None if !table.measures(*i, r.key) => "-".into(),
-                    None => "failed".into(),
-                });
+        out += &table_text(transport, table, stacks, reps, "failed");
+        if let Some(split) = split {
+            for class in [Class::Near, Class::Far] {
+                let placed = table.placed(split, class);
+                if placed.samples.is_empty() {
+                    continue;
+                }
+                let cmp = match class {
+                    Class::Near => "<=",
+                    Class::Far => ">",
+                };
+                out += &format!(
+                    "# {} placement only: the runs with the CPUs' round trip {cmp} {split:.0} ns before and after\n",
+                    class.name()
+                );
+                out += &table_text(transport, &placed, stacks, reps, "no run");
             }
-            if has_ratio {
-                line.push(match r.ratio {
-                    Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
-                    None => "-".into(),
-                });
-            }
-            if layer_ratios {
-                let vs_best = r.rivets.iter().find(|x| Some(x.stack) == layer);
-                line.push(match vs_best.and_then(|x| x.vs_best) {
-                    Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
-                    None => "-".into(),
-                });
-                line.push(fmt_mpi_ratio(table.bench, r.key, r.mpi_over_rivet));
-            }
-            grid.push(line);
         }
-        out += &align(&grid);
-        if transport != Transport::Shm {
-            out += &ratio_grid(transport, table, stacks, &rows, key_header);
-        }
-        out += &scale_notes(table, stacks, &rows);
     }
     out
+}
+
+/// The header line on the placements the runs had: one, or two (then
+/// every table also shows each placement's runs apart).
+fn placement_line(tables: &[Table], split: Option<f64>) -> String {
+    let values: Vec<f64> = tables.iter().flat_map(Table::probe_values).collect();
+    let Some(all) = summarize(&values) else {
+        return String::new();
+    };
+    let what = "round trip of a cache line between CPUs 0 and 1, probed before and after each run";
+    let Some(split) = split else {
+        return format!(
+            "# placement: one ({what}: {:.0}-{:.0} ns)\n",
+            all.min, all.max
+        );
+    };
+    let count = |c| match runs_placed(tables, split, c) {
+        1 => "1 run".to_string(),
+        n => format!("{n} runs"),
+    };
+    let (near, far): (Vec<f64>, Vec<f64>) = values.iter().partition(|&&v| v <= split);
+    let range =
+        |v: &[f64]| summarize(v).map_or("-".into(), |s| format!("{:.0}-{:.0}", s.min, s.max));
+    format!(
+        "# placement: two, as the host placed this machine's CPUs ({what}): \
+         near {} ns ({}), far {} ns ({}), moved during the run ({}); \
+         each table also shows the near and the far runs apart\n",
+        range(&near),
+        count(Some(Class::Near)),
+        range(&far),
+        count(Some(Class::Far)),
+        count(None)
+    )
+}
+
+/// One table's grid of medians [min-max] (with shm's ratio columns), its
+/// ratio grid (tcp, ofi) and the notes below it; `missing` stands where a
+/// stack has no sample.
+fn table_text(
+    transport: Transport,
+    table: &Table,
+    stacks: &[&str],
+    reps: u32,
+    missing: &str,
+) -> String {
+    let mut out = String::new();
+    let rows = summarize_table(table, stacks);
+    let mut grid: Vec<Vec<String>> = Vec::new();
+    let key_header = if table.key_name() == "size" {
+        "Size".to_string()
+    } else {
+        "N".to_string()
+    };
+    let mut header = vec![key_header.clone()];
+    header.extend(table.stacks.iter().map(|&i| stacks[i].to_string()));
+    let has_ratio =
+        transport == Transport::Shm && table.stacks.len() > 1 && stacks.first() == Some(&"rivet");
+    if has_ratio {
+        header.push("rivet/best".into());
+    }
+    // The MPI layer's stack: its own ratio to the best peer, and its
+    // cost over the engine alone.
+    let layer = table
+        .stacks
+        .iter()
+        .copied()
+        .find(|&i| stacks[i] == "rivet-mpi");
+    let layer_ratios = has_ratio && layer.is_some();
+    if layer_ratios {
+        header.push("rivet-mpi/best".into());
+        header.push("rivet-mpi/rivet".into());
+    }
+    grid.push(header);
+    for r in &rows {
+        let mut line = vec![r.key.to_string()];
+        for (i, s) in &r.per_stack {
+            line.push(match s {
+                Some((s, n)) => fmt_summary(table.unit(), s, *n, reps),
+                None if !table.measures(*i, r.key) => "-".into(),
+                None => missing.into(),
+            });
+        }
+        if has_ratio {
+            line.push(match r.ratio {
+                Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
+                None => "-".into(),
+            });
+        }
+        if layer_ratios {
+            let vs_best = r.rivets.iter().find(|x| Some(x.stack) == layer);
+            line.push(match vs_best.and_then(|x| x.vs_best) {
+                Some((x, peer)) => format!("{x:.2} vs {}", stacks[peer]),
+                None => "-".into(),
+            });
+            line.push(fmt_mpi_ratio(table.bench, r.key, r.mpi_over_rivet));
+        }
+        grid.push(line);
+    }
+    out += &align(&grid);
+    if transport != Transport::Shm {
+        out += &ratio_grid(transport, table, stacks, &rows, key_header);
+    }
+    out + &scale_notes(table, stacks, &rows)
 }
 
 /// Below a table: the verdicts of the benchmarks of scale (idle peers /
@@ -364,6 +430,7 @@ mod tests {
     use super::*;
     use crate::harness;
     use crate::json;
+    use crate::placement::Probe;
 
     #[test]
     fn text_and_json_reports() {
@@ -413,7 +480,8 @@ mod tests {
             doc,
             "{\"benchmark\":\"compare\",\"reps\":1,\"stacks\":[\"rivet\",\"mpich\"],\
              \"skipped\":[{\"stack\":\"openmpi\",\"why\":\"mpirun.openmpi not found\"}],\
-             \"other_load_pct\":null,\"failed_runs\":0,\"results\":[{\"bench\":\"latency\",\
+             \"other_load_pct\":null,\"failed_runs\":0,\"placement\":null,\
+             \"results\":[{\"bench\":\"latency\",\
              \"unit\":\"us\",\"better\":\"lower\",\"rows\":[{\"size\":0,\"stacks\":{\"rivet\":\
              {\"median\":0.25,\"min\":0.25,\"max\":0.25,\"runs\":1},\"mpich\":null},\
              \"best_peer\":null,\"ratio\":null}]}]}"
@@ -484,6 +552,117 @@ mod tests {
   1048576   0.83 vs openmpi    0.94 met (>= 0.9)  0.74 vs openmpi  0.83 MISSED (>= 0.9)        1.12
 ";
         assert_eq!(text, expected);
+    }
+
+    /// Runs in two placements: the header says so, and each table shows
+    /// each placement's runs apart, with their own ratios; a run whose
+    /// probes disagree is in neither; a stack with no run in a placement
+    /// says so.
+    #[test]
+    fn two_placements_are_reported_apart() {
+        let names = ["rivet-uring", "rivet-poll"];
+        let mut bw = table(Bench::P2p(Kind::Bw), Some(vec![1 << 20]), vec![0, 1]);
+        let p = |before, after| Some(Probe { before, after });
+        for (stack, v, probe) in [
+            (0, 5000.0, p(100.0, 110.0)),
+            (1, 4800.0, p(105.0, 95.0)),
+            (0, 2600.0, p(500.0, 520.0)),
+            (1, 2500.0, p(510.0, 490.0)),
+            (0, 5200.0, p(120.0, 100.0)),
+            (1, 4000.0, p(90.0, 480.0)),
+        ] {
+            bw.add_probed(1 << 20, stack, v, probe);
+        }
+        let mut lat = table(Bench::P2p(Kind::Latency), Some(vec![8]), vec![0, 1]);
+        lat.add_probed(8, 0, 9.0, p(600.0, 610.0));
+        lat.add_probed(8, 1, 5.0, p(98.0, 101.0));
+        let tables = [bw, lat];
+        let text = text_report(
+            Transport::Tcp,
+            &tables,
+            &names,
+            &[],
+            3,
+            &harness::Loads::default(),
+        );
+        let split = (120.0f64 * 480.0).sqrt();
+        assert!(
+            text.contains(
+                "# placement: two, as the host placed this machine's CPUs (round trip of a cache line \
+                 between CPUs 0 and 1, probed before and after each run): near 90-120 ns (4 runs), \
+                 far 480-610 ns (3 runs), moved during the run (1 run); each table also shows the \
+                 near and the far runs apart\n"
+            ),
+            "{text}"
+        );
+        assert_eq!(split.round(), 240.0);
+        let expected_bw = "\
+# near placement only: the runs with the CPUs' round trip <= 240 ns before and after
+#    Size                  rivet-uring                   rivet-poll
+  1048576  5100 [5000-5200] (2/3 runs)  4800 [4800-4800] (1/3 runs)
+#    Size  uring/poll
+  1048576        1.06
+# far placement only: the runs with the CPUs' round trip > 240 ns before and after
+#    Size                  rivet-uring                   rivet-poll
+  1048576  2600 [2600-2600] (1/3 runs)  2500 [2500-2500] (1/3 runs)
+#    Size  uring/poll
+  1048576        1.04
+";
+        assert!(text.contains(expected_bw), "{text}");
+        // All runs together: the medians of mixed placements.
+        assert!(
+            text.contains("  1048576  5000 [2600-5200]  4000 [2500-4800]\n"),
+            "{text}"
+        );
+        // Latency: each stack ran in one placement only.
+        assert!(
+            text.contains("     8       no run  5.000 [5.000-5.000] (1/3 runs)\n"),
+            "{text}"
+        );
+
+        let doc = json_doc(
+            Transport::Tcp,
+            &tables,
+            &names,
+            &[],
+            3,
+            &harness::Loads::default(),
+        );
+        assert!(json::parse(&doc).is_ok(), "{doc}");
+        assert!(
+            doc.contains(
+                "\"placement\":{\"min_ns\":90,\"max_ns\":610,\"split_ns\":240,\
+                 \"near_runs\":4,\"far_runs\":3,\"moved_runs\":1}"
+            ),
+            "{doc}"
+        );
+        assert!(
+            doc.contains(
+                "\"placements\":{\"near\":{\"rows\":[{\"size\":1048576,\"stacks\":{\
+                 \"rivet-uring\":{\"median\":5100,\"min\":5000,\"max\":5200,\"runs\":2},\
+                 \"rivet-poll\":{\"median\":4800,\"min\":4800,\"max\":4800,\"runs\":1}},\
+                 \"ratios\":"
+            ),
+            "{doc}"
+        );
+        // One placement: no split, no placements.
+        let mut one = table(Bench::P2p(Kind::Bw), Some(vec![1 << 20]), vec![0, 1]);
+        for (stack, before) in [(0, 100.0), (1, 110.0), (0, 120.0), (1, 130.0)] {
+            one.add_probed(1 << 20, stack, 5000.0, p(before, before));
+        }
+        let doc = json_doc(
+            Transport::Tcp,
+            &[one],
+            &names,
+            &[],
+            2,
+            &harness::Loads::default(),
+        );
+        assert!(
+            doc.contains("\"placement\":{\"min_ns\":100,\"max_ns\":130,\"split_ns\":null}"),
+            "{doc}"
+        );
+        assert!(!doc.contains("placements"), "{doc}");
     }
 
     #[test]
