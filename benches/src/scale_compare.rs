@@ -15,6 +15,7 @@ use std::path::Path;
 
 use crate::harness::CmdSpec;
 use crate::sizes::Kind;
+use crate::stats::fmt_ratio;
 
 /// Targets of issue 21: latency with idle peers at most this times the
 /// same stack's with none; fanin uring / poll at least this; memory per
@@ -73,7 +74,8 @@ pub fn idle_lines(per_stack: &[(&str, Option<f64>, Option<f64>)], n: u64) -> Str
         if let (Some(a), Some(b)) = (none, with) {
             let r = b / a;
             out += &format!(
-                "# {name}: {n} idle peers / none = {r:.2} {} (target <= {IDLE_TARGET})\n",
+                "# {name}: {n} idle peers / none = {} {} (target <= {IDLE_TARGET})\n",
+                fmt_ratio(r, |v| v <= IDLE_TARGET),
                 verdict(r <= IDLE_TARGET)
             );
         }
@@ -100,7 +102,8 @@ pub fn memory_lines(per_stack: &[(&str, Option<f64>, Option<f64>)], n: u64) -> S
 pub fn fanin_line(uring_over_poll: Option<f64>) -> String {
     match uring_over_poll {
         Some(r) => format!(
-            "# fanin rivet-uring / rivet-poll = {r:.2} {} (target >= {FANIN_TARGET})\n",
+            "# fanin rivet-uring / rivet-poll = {} {} (target >= {FANIN_TARGET})\n",
+            fmt_ratio(r, |v| v >= FANIN_TARGET),
             verdict(r >= FANIN_TARGET)
         ),
         None => String::new(),

@@ -27,9 +27,33 @@ pub fn summarize(samples: &[f64]) -> Option<Summary> {
     })
 }
 
+/// A ratio beside its verdict: two decimals, or as many more as it takes
+/// for the figure shown to fall on the same side of its target (0.705
+/// against at most 0.7 shows as "0.705", not "0.70").
+pub fn fmt_ratio(v: f64, met: impl Fn(f64) -> bool) -> String {
+    for digits in 2..8 {
+        let shown = format!("{v:.digits$}");
+        if shown.parse::<f64>().is_ok_and(|s| met(s) == met(v)) {
+            return shown;
+        }
+    }
+    v.to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ratio_shows_the_side_of_its_target() {
+        let at_most = |t: f64| move |v: f64| v <= t;
+        assert_eq!(fmt_ratio(0.7049, at_most(0.7)), "0.705");
+        assert_eq!(fmt_ratio(0.6951, at_most(0.7)), "0.70");
+        assert_eq!(fmt_ratio(0.70004, at_most(0.7)), "0.70004");
+        assert_eq!(fmt_ratio(0.73, at_most(0.7)), "0.73");
+        assert_eq!(fmt_ratio(1.296, |v| v >= 1.3), "1.296");
+        assert_eq!(fmt_ratio(1.35, |v| v >= 1.3), "1.35");
+    }
 
     #[test]
     fn median_of_odd_and_even_counts() {

@@ -7,7 +7,7 @@ use super::stacks::{role, split_provider, Role};
 use super::table::Table;
 use crate::peers::Transport;
 use crate::sizes::Kind;
-use crate::stats::{summarize, Summary};
+use crate::stats::{fmt_ratio, summarize, Summary};
 
 /// A value in a unit, with precision to suit.
 pub(super) fn fmt_value(unit: &str, v: f64) -> String {
@@ -78,6 +78,17 @@ impl Target {
         }
     }
 
+    /// "0.95 met (>= 0.9)": the ratio, whether it meets the target, and
+    /// the target.
+    pub(super) fn verdict(self, ratio: f64) -> String {
+        format!(
+            "{} {} ({})",
+            fmt_ratio(ratio, |v| self.met(v)),
+            if self.met(ratio) { "met" } else { "MISSED" },
+            self.describe()
+        )
+    }
+
     pub(super) fn describe(self) -> String {
         match self {
             Target::AtMost(x) => format!("<= {x}"),
@@ -113,11 +124,7 @@ pub(super) fn mpi_target(bench: Bench, key: u64) -> Option<Target> {
 /// rivet-mpi / rivet for the text table, with the target where there is one.
 pub(super) fn fmt_mpi_ratio(bench: Bench, key: u64, ratio: Option<f64>) -> String {
     match (ratio, mpi_target(bench, key)) {
-        (Some(v), Some(t)) => format!(
-            "{v:.2} {} ({})",
-            if t.met(v) { "met" } else { "MISSED" },
-            t.describe()
-        ),
+        (Some(v), Some(t)) => t.verdict(v),
         (Some(v), None) => format!("{v:.2}"),
         (None, _) => "-".into(),
     }

@@ -9,7 +9,7 @@ use crate::harness;
 use crate::peers::Transport;
 use crate::placement::Class;
 use crate::sizes::Kind;
-use crate::stats::summarize;
+use crate::stats::{fmt_ratio, summarize};
 
 pub(super) fn bench_title(transport: Transport, table: &Table, stacks: &[&str]) -> String {
     let raw = table.stacks.iter().any(|&i| role(stacks[i]) == Role::Raw);
@@ -315,7 +315,8 @@ pub(super) fn scale_notes(table: &Table, stacks: &[&str], rows: &[RowSummary]) -
 fn openmpi_rivetrun_line(n: u64, ratio: f64) -> String {
     let t = Target::AtMost(0.7);
     format!(
-        "# N={n}: openmpi-rivetrun / openmpi = {ratio:.2} {} (target {})\n",
+        "# N={n}: openmpi-rivetrun / openmpi = {} {} (target {})\n",
+        fmt_ratio(ratio, |v| t.met(v)),
         if t.met(ratio) { "met" } else { "MISSED" },
         t.describe()
     )
@@ -374,11 +375,7 @@ pub(super) fn ratio_grid(
             if has_raw {
                 line.push(
                     match (x.vs_raw, raw_target(transport, table.bench, r.key)) {
-                        (Some(v), Some(t)) => format!(
-                            "{v:.2} {} ({})",
-                            if t.met(v) { "met" } else { "MISSED" },
-                            t.describe()
-                        ),
+                        (Some(v), Some(t)) => t.verdict(v),
                         (Some(v), None) => format!("{v:.2}"),
                         (None, _) => "-".into(),
                     },
