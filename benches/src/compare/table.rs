@@ -128,7 +128,8 @@ impl Table {
     }
 
     /// The table with only the samples of runs in placement `class`
-    /// (`split_ns` parts the placements); no system call counts.
+    /// (`split_ns` parts the placements) and the keys they measured; no
+    /// system call counts.
     pub(super) fn placed(&self, split_ns: f64, class: Class) -> Table {
         let mut t = Table {
             samples: BTreeMap::new(),
@@ -145,6 +146,11 @@ impl Table {
                     }
                 }
             }
+        }
+        // Only the keys some run of this placement measured.
+        let seen: Vec<u64> = t.samples.keys().copied().collect();
+        if let Some(keys) = &mut t.keys {
+            keys.retain(|k| seen.contains(k));
         }
         t
     }
@@ -179,7 +185,7 @@ mod tests {
 
     #[test]
     fn a_placement_keeps_its_own_runs() {
-        let mut t = table(Bench::P2p(Kind::Bw), Some(vec![8]), vec![0, 1]);
+        let mut t = table(Bench::P2p(Kind::Bw), Some(vec![8, 16]), vec![0, 1]);
         let p = |before, after| Some(Probe { before, after });
         t.add_probed(8, 0, 4500.0, p(110.0, 120.0));
         t.add_probed(8, 0, 2400.0, p(500.0, 490.0));
@@ -196,5 +202,9 @@ mod tests {
         assert_eq!(far.samples[&8][&0], [2400.0]);
         assert_eq!(far.samples[&8][&1], [2500.0]);
         assert_eq!(far.stacks, [0, 1]);
+        // A key no run of a placement measured is not among its keys.
+        t.add_probed(16, 0, 4400.0, p(100.0, 100.0));
+        assert_eq!(t.placed(300.0, Class::Far).keys, Some(vec![8]));
+        assert_eq!(t.placed(300.0, Class::Near).keys, Some(vec![8, 16]));
     }
 }

@@ -158,7 +158,7 @@ fn placement_line(tables: &[Table], split: Option<f64>) -> String {
     let what = "round trip of a cache line between CPUs 0 and 1, probed before and after each run";
     let Some(split) = split else {
         return format!(
-            "# placement: one ({what}: {:.0}-{:.0} ns)\n",
+            "# placement: one group of runs ({what}: {:.0}-{:.0} ns)\n",
             all.min, all.max
         );
     };
