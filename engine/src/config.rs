@@ -203,7 +203,7 @@ mod tests {
         );
         assert_eq!(
             (word("RIVET_TCP_BACKEND"), tcp.backend),
-            ("poll", rivet_netmods::tcp::Backend::Poll)
+            ("auto", rivet_netmods::tcp::Backend::Auto)
         );
     }
 

@@ -39,12 +39,12 @@
 //!   (`config.rs`), the handshake and its tie-break (`wire.rs`), sans-IO framing (`conn.rs`), the
 //!   connection table both backends drive (`state/`: HELLO handling in `handshake.rs`, peer
 //!   loss in `failure.rs`), socket calls (`sys.rs`), and two
-//!   backends: `poll.rs` (the default and the fallback: one `epoll_wait` per progress call with
-//!   two or more connections, so its cost does not grow with them) and `uring/` (io_uring, with
-//!   `auto` where allowed: SINGLE_ISSUER + DEFER_TASKRUN when one thread drives it, else COOP
+//!   backends: `uring/` (io_uring, the default where allowed (`auto`): SINGLE_ISSUER +
+//!   DEFER_TASKRUN when one thread drives it, else COOP
 //!   (`ring.rs`); one multishot RECV per connection on a shared provided-buffer ring (`bufs.rs`);
 //!   sends straight from the caller's buffer (`send.rs`); an idle progress call makes no system
-//!   call, a busy one one `io_uring_enter`).
+//!   call, a busy one one `io_uring_enter`) and `poll.rs` (the fallback: one `epoll_wait` per
+//!   progress call with two or more connections, so its cost does not grow with them).
 //! - `ofi/`: the libfabric netmod (feature `ofi`): libfabric 1.17 opened at run time
 //!   (`sys/library.rs`: dlopen, signal handlers put back), raw FFI (`sys/`, layout-tested against
 //!   the C headers), RAII wrappers (`fid.rs`), provider choice and `is_fast` (`provider.rs`; a job

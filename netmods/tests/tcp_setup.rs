@@ -107,7 +107,7 @@ fn uring_fallback_is_described() {
     );
     let p = TcpNetmod::new(config(Backend::Poll), "fallback", 0).unwrap();
     let line = p.describe()[0].1.clone();
-    assert_eq!(line, "poll (RIVET_TCP_BACKEND=poll, the default)");
+    assert_eq!(line, "poll (RIVET_TCP_BACKEND=poll)");
     assert!(p.describe()[1].1.starts_with("tcp:127.0.0.1:"));
     if let Ok(u) = TcpNetmod::new(config(Backend::Auto), "fallback", 0) {
         eprintln!("auto picked: {:?}", u.describe()[0]);

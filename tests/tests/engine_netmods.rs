@@ -317,8 +317,8 @@ fn a_peer_that_finished_early_fails_nothing() {
 
 /// io_uring made unavailable, for real (a seccomp filter, as Docker's
 /// default profile does, around the whole job) and by a setup failure
-/// injected in the backend's constructor: `RIVET_TCP_BACKEND=auto` (io_uring
-/// where possible) falls back to poll, says why, and passes. Forcing the uring backend where it cannot work is a clear
+/// injected in the backend's constructor: the default backend (`auto`,
+/// io_uring where possible) falls back to poll, says why, and passes. Forcing the uring backend where it cannot work is a clear
 /// start-up error, not a hang.
 #[test]
 fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
@@ -350,12 +350,10 @@ fn tcp_runs_on_poll_when_io_uring_is_unavailable() {
     };
 
     for level in LEVELS {
-        let auto = Case::at(
-            vec![("RIVET_NETMOD", "tcp"), ("RIVET_TCP_BACKEND", "auto")],
-            level,
-        );
-        let o = run_job_checking_shm(under_seccomp(&auto), DEADLINE);
-        fallback(&o, "seccomp", level);
+        // The default backend (auto) with nothing set.
+        let default = Case::at(vec![("RIVET_NETMOD", "tcp")], level);
+        let o = run_job_checking_shm(under_seccomp(&default), DEADLINE);
+        fallback(&o, "seccomp, default backend", level);
 
         let env = Case::at(
             vec![

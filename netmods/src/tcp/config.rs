@@ -15,15 +15,15 @@ use super::wire::MAX_PAYLOAD;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Backend {
     /// io_uring if the ring can be set up with the operations we need,
-    /// else poll (the reason is kept for `describe`).
+    /// else poll (the reason is kept for `describe`). The default: with
+    /// runs told apart by placement, io_uring is at least as fast as poll
+    /// at every measured point (BENCHMARKS.md, fourteenth session).
+    #[default]
     Auto,
     /// io_uring or an error saying why not.
     Uring,
-    /// Nonblocking sockets, epoll and plain system calls. Still the
-    /// default: io_uring is ahead at 8 B latency and bandwidth now, but
-    /// not 1.3x poll in message rate, which the engine's per-message cost
-    /// bounds, nor yet shown at 1 MiB latency and fan-in (BENCHMARKS.md).
-    #[default]
+    /// Nonblocking sockets, epoll and plain system calls; `Auto`'s
+    /// fallback.
     Poll,
 }
 
@@ -89,7 +89,7 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 impl Default for TcpConfig {
     fn default() -> TcpConfig {
         TcpConfig {
-            backend: Backend::Poll,
+            backend: Backend::Auto,
             ifaces: Vec::new(),
             eager_max: 64 * 1024,
             piece: 1 << 20,
@@ -236,7 +236,7 @@ mod tests {
         let ka = TcpConfig::from_vars(vars(&[("RIVET_TCP_KEEPALIVE", "20s")])).unwrap();
         assert_eq!(ka.keepalive, Some(Duration::from_secs(20)));
         assert_eq!(c.backend, Backend::Poll);
-        assert_eq!(TcpConfig::default().backend, Backend::Poll);
+        assert_eq!(TcpConfig::default().backend, Backend::Auto);
         assert_eq!(c.ifaces, ["lo", "eth0"]);
         assert_eq!((c.eager_max, c.piece), (8192, 2 << 20));
         assert!(c.inject_uring_failure);

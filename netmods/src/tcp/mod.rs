@@ -132,7 +132,7 @@ impl TcpNetmod {
             source,
         };
         let uring = match config.backend {
-            Backend::Poll => Err("RIVET_TCP_BACKEND=poll, the default".to_string()),
+            Backend::Poll => Err("RIVET_TCP_BACKEND=poll".to_string()),
             Backend::Uring | Backend::Auto => uring::setup(&config),
         };
         let (io, local, why) = match uring {
