@@ -119,12 +119,16 @@ impl Table {
         }
     }
 
-    /// Every placement probe of the table's runs (before and after each).
-    pub(super) fn probe_values(&self) -> impl Iterator<Item = f64> + '_ {
+    /// The placement probes of the table's runs that had them.
+    fn run_probes(&self) -> impl Iterator<Item = &Probe> + '_ {
         self.probes
             .values()
             .flat_map(|m| m.values().flatten().flatten())
-            .flat_map(|p| [p.before, p.after])
+    }
+
+    /// Every placement probe value of the table's runs (before and after each).
+    pub(super) fn probe_values(&self) -> impl Iterator<Item = f64> + '_ {
+        self.run_probes().flat_map(|p| [p.before, p.after])
     }
 
     /// The table with only the samples of runs in placement `class`
@@ -168,11 +172,7 @@ pub(super) fn placement_split(tables: &[Table]) -> Option<f64> {
 pub(super) fn runs_placed(tables: &[Table], split_ns: f64, class: Option<Class>) -> usize {
     tables
         .iter()
-        .flat_map(|t| {
-            t.probes
-                .values()
-                .flat_map(|m| m.values().flatten().flatten())
-        })
+        .flat_map(Table::run_probes)
         .filter(|p| p.class(split_ns) == class)
         .count()
 }
