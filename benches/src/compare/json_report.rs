@@ -17,6 +17,15 @@ pub(super) fn json_target(target: Option<Target>) -> String {
     }
 }
 
+/// Whether a ratio meets its target in JSON: `true`, `false`, or `null`
+/// without either.
+fn json_met(ratio: Option<f64>, target: Option<Target>) -> String {
+    match (ratio, target) {
+        (Some(v), Some(t)) => t.met(v).to_string(),
+        _ => "null".into(),
+    }
+}
+
 /// A table's rows in JSON (see `json_doc`).
 fn json_rows(transport: Transport, table: &Table, stacks: &[&str]) -> Vec<String> {
     let opt = |v: Option<f64>| v.map_or_else(|| "null".to_string(), json::num);
@@ -47,10 +56,7 @@ fn json_rows(transport: Transport, table: &Table, stacks: &[&str]) -> Vec<String
                         .rivets
                         .iter()
                         .map(|x| {
-                            let met = match (x.vs_raw, target) {
-                                (Some(v), Some(t)) => t.met(v).to_string(),
-                                _ => "null".into(),
-                            };
+                            let met = json_met(x.vs_raw, target);
                             format!(
                                 "{}:{{\"vs_fi_pingpong\":{},\"target_met\":{met}}}",
                                 json::string(stacks[x.stack]),
@@ -71,10 +77,7 @@ fn json_rows(transport: Transport, table: &Table, stacks: &[&str]) -> Vec<String
                     };
                     // With the MPI layer's stack: its cost over the engine.
                     let layer = if stacks.contains(&"rivet-mpi") {
-                        let met = match (r.mpi_over_rivet, mpi_target(table.bench, r.key)) {
-                            (Some(v), Some(t)) => t.met(v).to_string(),
-                            _ => "null".into(),
-                        };
+                        let met = json_met(r.mpi_over_rivet, mpi_target(table.bench, r.key));
                         format!(
                             ",\"mpi_over_rivet\":{},\"mpi_target_met\":{met}",
                             opt(r.mpi_over_rivet)
@@ -93,10 +96,7 @@ fn json_rows(transport: Transport, table: &Table, stacks: &[&str]) -> Vec<String
                             let peer = x
                                 .vs_best
                                 .map_or_else(|| "null".into(), |(_, p)| json::string(stacks[p]));
-                            let met = match (x.vs_raw, target) {
-                                (Some(v), Some(t)) => t.met(v).to_string(),
-                                _ => "null".into(),
-                            };
+                            let met = json_met(x.vs_raw, target);
                             format!(
                                 "{}:{{\"best_peer\":{peer},\"vs_best_peer\":{},\"vs_raw_tcp\":{},\"target_met\":{met}}}",
                                 json::string(stacks[x.stack]),

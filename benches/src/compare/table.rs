@@ -152,9 +152,8 @@ impl Table {
             }
         }
         // Only the keys some run of this placement measured.
-        let seen: Vec<u64> = t.samples.keys().copied().collect();
         if let Some(keys) = &mut t.keys {
-            keys.retain(|k| seen.contains(k));
+            keys.retain(|k| t.samples.contains_key(k));
         }
         t
     }
